@@ -1,0 +1,49 @@
+# Two commands matter: `make demo` (set up, build the demo month, serve it) and `make test`.
+PYTHON ?= python3.11
+VENV ?= .venv
+BIN := $(VENV)/bin
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install demo serve test lint typecheck format bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet ".[test]"
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(BIN)/python manage.py demo
+	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
+
+serve: install
+	$(BIN)/python manage.py runserver $(HOST):$(PORT)
+
+test: install
+	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
+	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: install
+	$(BIN)/mypy .
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/attribution.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3 staticfiles var

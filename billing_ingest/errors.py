@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+
+class ImportFormatError(Exception):
+    """A file that cannot be imported. The message names file, row and column where known.
+
+    Rows are 1-based data rows as a spreadsheet shows them (the header is row 1, so the first
+    data row of a CSV is row 2); Parquet rows are 1-based record numbers.
+    """
+
+    def __init__(
+        self, message: str, *, file: str, row: int | None = None, column: str | None = None
+    ) -> None:
+        self.file = file
+        self.row = row
+        self.column = column
+        self.detail = message
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = [f"file {self.file}"]
+        if self.row is not None:
+            where.append(f"row {self.row}")
+        if self.column is not None:
+            where.append(f"column {self.column}")
+        return f"{', '.join(where)}: {self.detail}"

@@ -1,0 +1,152 @@
+"""What comes in: import batches, FOCUS-shaped cost line items, scheduler job records.
+
+Money is Decimal with MONEY_PLACES decimal places everywhere; datetimes are UTC-aware.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.db import models
+
+# FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
+MONEY_DIGITS = 28
+MONEY_PLACES = 12
+MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
+
+
+def money_field(**kwargs: object) -> models.DecimalField:
+    return models.DecimalField(max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs)  # type: ignore[arg-type]
+
+
+class Cluster(models.Model):
+    """A Slurm or Kubernetes cluster whose logs we read; its settings say how to read them."""
+
+    name = models.CharField(max_length=100, unique=True)
+    # sacct prints local wall-clock time without an offset.
+    time_zone = models.CharField(max_length=64, default="UTC")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ImportBatch(models.Model):
+    class Kind(models.TextChoices):
+        BILLING = "billing"
+        JOBS = "jobs"
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        RUNNING = "running"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        SUPERSEDED = "superseded"
+        DUPLICATE = "duplicate"
+
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    format = models.CharField(max_length=32)
+    # Billing: the billing source (account export) name; jobs: the cluster name.
+    source = models.CharField(max_length=200)
+    file_name = models.CharField(max_length=1000)
+    file_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    # Months ("YYYY-MM") of the BillingPeriodStart values the batch holds.
+    billing_periods = models.JSONField(default=list, blank=True)
+    row_count = models.PositiveIntegerField(default=0)
+    # {"USD": {"billed": "...", "effective": "..."}} as decimal strings.
+    currency_totals = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    superseded_by = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["kind", "source", "status"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.source}:{self.file_name} ({self.status})"
+
+
+class CostLineItem(models.Model):
+    """One FOCUS 1.2 row, with the columns that matter and the x_ fields we derive."""
+
+    batch = models.ForeignKey(ImportBatch, on_delete=models.CASCADE, related_name="line_items")
+    source = models.CharField(max_length=200)
+    # First day of the month of BillingPeriodStart: the invoice the row appears on.
+    billing_period = models.DateField(db_index=True)
+    billing_period_start = models.DateTimeField()
+    billing_period_end = models.DateTimeField(null=True, blank=True)
+    provider_name = models.CharField(max_length=100, blank=True)
+    billing_account_id = models.CharField(max_length=200, blank=True)
+    sub_account_id = models.CharField(max_length=200, blank=True)
+    charge_period_start = models.DateTimeField()
+    charge_period_end = models.DateTimeField()
+    charge_category = models.CharField(max_length=32, blank=True)
+    pricing_category = models.CharField(max_length=32, blank=True)
+    service_category = models.CharField(max_length=100, blank=True)
+    service_name = models.CharField(max_length=200, blank=True)
+    sku_id = models.CharField(max_length=200, blank=True)
+    region_id = models.CharField(max_length=100, blank=True)
+    resource_id = models.CharField(max_length=1000, blank=True)
+    resource_name = models.CharField(max_length=1000, blank=True)
+    resource_type = models.CharField(max_length=200, blank=True)
+    commitment_discount_id = models.CharField(max_length=1000, blank=True)
+    commitment_discount_status = models.CharField(max_length=32, blank=True)
+    commitment_discount_type = models.CharField(max_length=64, blank=True)
+    consumed_quantity = models.DecimalField(max_digits=38, decimal_places=12, null=True, blank=True)
+    consumed_unit = models.CharField(max_length=100, blank=True)
+    list_cost = money_field(null=True, blank=True)
+    contracted_cost = money_field(null=True, blank=True)
+    billed_cost = money_field()
+    effective_cost = money_field()
+    billing_currency = models.CharField(max_length=3)
+    tags = models.JSONField(default=dict, blank=True)
+    x_instance_type = models.CharField(max_length=100, blank=True)
+    x_gpu_count = models.PositiveSmallIntegerField(null=True, blank=True)
+    x_gpu_model = models.CharField(max_length=50, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["source", "billing_period"]),
+            models.Index(fields=["billing_period", "provider_name", "billing_account_id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider_name} {self.resource_id or self.service_name} {self.effective_cost}"
+
+
+class JobRecord(models.Model):
+    """One scheduler allocation (a Slurm job or array task, a Kubernetes pod)."""
+
+    batch = models.ForeignKey(ImportBatch, on_delete=models.CASCADE, related_name="jobs")
+    cluster = models.CharField(max_length=100)
+    job_id = models.CharField(max_length=64)
+    job_id_raw = models.CharField(max_length=64, blank=True)
+    name = models.CharField(max_length=500, blank=True)
+    account = models.CharField(max_length=200, blank=True)
+    user = models.CharField(max_length=200, blank=True)
+    partition = models.CharField(max_length=200, blank=True)
+    # Normalised first word of State: COMPLETED, FAILED, CANCELLED, PREEMPTED, RUNNING, ...
+    state = models.CharField(max_length=32)
+    start = models.DateTimeField(null=True, blank=True)
+    # Null while running (sacct prints End=Unknown): cost to date.
+    end = models.DateTimeField(null=True, blank=True)
+    # Total GPUs over all nodes (Slurm AllocTRES gres/gpu); may be fractional (MIG).
+    gpus = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    nodes = models.JSONField(default=list)
+    run_id = models.CharField(max_length=500, blank=True)
+    wckey = models.CharField(max_length=200, blank=True)
+    comment = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "job_id"], name="unique_job_per_cluster")
+        ]
+        indexes = [models.Index(fields=["start", "end"]), models.Index(fields=["run_id"])]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}:{self.job_id}"

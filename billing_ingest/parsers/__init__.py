@@ -1,0 +1,43 @@
+"""Parsers, one module per format, behind a small registry.
+
+A billing parser is a callable (path, *, file_label) -> iterator of chunks, each chunk a list of
+dicts whose keys are CostLineItem field names, already normalised (Decimal money, UTC datetimes).
+It raises billing_ingest.errors.ImportFormatError naming file, row and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+LineItemChunks = Iterator[list[dict[str, Any]]]
+BillingParser = Callable[..., LineItemChunks]
+
+BILLING_PARSERS: dict[str, BillingParser] = {}
+
+
+def register_billing_parser(name: str) -> Callable[[BillingParser], BillingParser]:
+    def decorator(parser: BillingParser) -> BillingParser:
+        BILLING_PARSERS[name] = parser
+        return parser
+
+    return decorator
+
+
+def billing_parser(name: str) -> BillingParser:
+    # Import the format modules lazily so the registry fills on first use.
+    from billing_ingest.parsers import focus  # noqa: F401
+
+    try:
+        return BILLING_PARSERS[name]
+    except KeyError:
+        known = ", ".join(sorted(BILLING_PARSERS))
+        raise ValueError(f"unknown billing format {name!r}; known: {known}") from None
+
+
+def billing_paths(path: Path) -> list[Path]:
+    """A file, or every regular file below a folder (sorted, hidden files skipped)."""
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
+    return [path]

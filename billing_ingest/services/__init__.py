@@ -1,0 +1,1 @@
+"""Writes for everything that comes in. Split by concern; import from the submodules."""

@@ -1,0 +1,58 @@
+"""Who owns spend: teams, the people who look at it, and the rules that map cost to teams."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Team(models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Profile(models.Model):
+    """A user's role: finance sees every team; a team lead sees only the teams listed."""
+
+    class Role(models.TextChoices):
+        FINANCE = "finance"
+        TEAM_LEAD = "team_lead"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="finops_profile"
+    )
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.TEAM_LEAD)
+    teams = models.ManyToManyField(Team, blank=True, related_name="leads")
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role})"
+
+
+class MappingRule(models.Model):
+    """Maps a line item or a job to a team. Lower priority numbers are tried first."""
+
+    class Kind(models.TextChoices):
+        TAG = "tag", "Tag key = value"
+        SUB_ACCOUNT = "sub_account", "Sub-account id"
+        SLURM_ACCOUNT = "slurm_account", "Slurm account"
+
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    # Tag key for TAG rules; unused for the others.
+    key = models.CharField(max_length=200, blank=True)
+    value = models.CharField(max_length=500)
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="mapping_rules")
+    priority = models.IntegerField(default=100)
+
+    class Meta:
+        ordering = ["priority", "id"]
+
+    def __str__(self) -> str:
+        target = f"{self.key}={self.value}" if self.kind == self.Kind.TAG else self.value
+        return f"{self.kind}:{target} -> {self.team.slug}"

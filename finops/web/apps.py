@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class WebConfig(AppConfig):
+    name = "finops.web"
+    label = "web"
+    default_auto_field = "django.db.models.BigAutoField"
