@@ -1,0 +1,1 @@
+"""Job log import tasks."""
