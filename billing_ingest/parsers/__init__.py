@@ -7,6 +7,7 @@ It raises billing_ingest.errors.ImportFormatError naming file, row and column.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -25,10 +26,13 @@ def register_billing_parser(name: str) -> Callable[[BillingParser], BillingParse
     return decorator
 
 
-def billing_parser(name: str) -> BillingParser:
-    # Import the format modules lazily so the registry fills on first use.
-    from billing_ingest.parsers import focus  # noqa: F401
+# Modules that register billing parsers (imported on first use so the registry fills lazily).
+BILLING_FORMAT_MODULES = ("focus", "aws_cur", "gcp_billing", "azure_cost")
 
+
+def billing_parser(name: str) -> BillingParser:
+    for module in BILLING_FORMAT_MODULES:
+        importlib.import_module(f"billing_ingest.parsers.{module}")
     try:
         return BILLING_PARSERS[name]
     except KeyError:

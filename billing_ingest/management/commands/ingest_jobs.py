@@ -1,0 +1,90 @@
+"""`manage.py ingest_jobs --format slurm PATH [--cluster NAME] [--time-zone TZ]`.
+
+One import batch per file, each run by the Celery task (eagerly in-process without a broker,
+on a worker with one; a worker must see the same file system path).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from celery.exceptions import TimeoutError as CeleryTimeoutError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from billing_ingest.models import Cluster, ImportBatch
+from billing_ingest.parsers import billing_paths
+from billing_ingest.services.batches import import_batch_create
+from billing_ingest.services.jobs import cluster_get_or_create
+from billing_ingest.tasks.jobs import TIME_LIMIT, ingest_jobs_batch
+
+SUPPORTED_FORMATS = ("slurm",)
+PLANNED_FORMATS = ("kubernetes",)
+
+
+class Command(BaseCommand):
+    help = "Import scheduler job logs (Slurm `sacct --parsable2` output with its header)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--format", required=True, choices=[*SUPPORTED_FORMATS, *PLANNED_FORMATS]
+        )
+        parser.add_argument("path", help="a file, or a folder of files")
+        parser.add_argument("--cluster", default="default", help="cluster name (default: default)")
+        parser.add_argument(
+            "--time-zone",
+            dest="time_zone",
+            default=None,
+            help="IANA time zone of sacct's times; stored on the cluster for later imports",
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=float(TIME_LIMIT),
+            help="seconds to wait for each file's task",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        if options["format"] in PLANNED_FORMATS:
+            raise CommandError(f"--format {options['format']} is not yet supported")
+        root = Path(options["path"])
+        if not root.exists():
+            raise CommandError(f"{root}: no such file or folder")
+        paths = billing_paths(root)
+        if not paths:
+            raise CommandError(f"{root}: no files to import")
+        try:
+            cluster = cluster_get_or_create(name=options["cluster"], time_zone=options["time_zone"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(f"cluster {cluster.name} (times read as {cluster.time_zone})")
+        failed = [
+            path
+            for path in paths
+            if not self._ingest_file(path, cluster, options["format"], options["timeout"])
+        ]
+        if failed:
+            raise CommandError(f"{len(failed)} of {len(paths)} file(s) failed")
+
+    def _ingest_file(self, path: Path, cluster: Cluster, fmt: str, timeout: float) -> bool:
+        batch = import_batch_create(
+            kind=ImportBatch.Kind.JOBS, format=fmt, source=cluster.name, path=path.resolve()
+        )
+        if batch.status == ImportBatch.Status.DUPLICATE:
+            self.stdout.write(f"{path}: skipped, {batch.error}")
+            return True
+        try:
+            summary = ingest_jobs_batch.delay(batch.pk).get(timeout=timeout)
+        except CeleryTimeoutError:
+            self.stderr.write(f"{path}: batch {batch.pk} still running after {timeout:g}s")
+            return False
+        batch.refresh_from_db()
+        if batch.status != ImportBatch.Status.SUCCEEDED:
+            self.stderr.write(f"{path}: batch {batch.pk} {batch.status}: {batch.error}")
+            return False
+        self.stdout.write(
+            f"{path}: batch {batch.pk} succeeded: {summary['data_rows']} rows read, "
+            f"{batch.row_count} jobs stored, {summary['skipped_steps']} job steps skipped, "
+            f"{summary['skipped_not_started']} not-started jobs skipped, 0 errors"
+        )
+        return True

@@ -1,0 +1,133 @@
+"""Writes for scheduler job logs: clusters and job import batches."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import tzinfo
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.db import transaction
+from django.utils import timezone
+
+from billing_ingest.errors import ImportFormatError
+from billing_ingest.models import Cluster, ImportBatch, JobRecord
+from billing_ingest.parsers.slurm import SacctStats, parse_sacct
+from billing_ingest.services.batches import import_batch_claim, import_batch_fail
+
+JobParser = Callable[..., Iterator[list[dict[str, Any]]]]
+
+JOB_PARSERS: dict[str, JobParser] = {"slurm": parse_sacct}
+
+# Rows per INSERT round trip: large enough for 300k-job months, small enough for memory.
+BULK_SIZE = 5000
+
+# Every column a newer dump may change; the row's id stays, so AllocatedCost.job links survive.
+_UPSERT_FIELDS = [
+    "batch",
+    "job_id_raw",
+    "name",
+    "account",
+    "user",
+    "partition",
+    "state",
+    "start",
+    "end",
+    "gpus",
+    "nodes",
+    "run_id",
+    "wckey",
+    "comment",
+]
+
+
+def time_zone_resolve(name: str) -> ZoneInfo:
+    """An IANA time zone, or ValueError naming the bad value."""
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {name!r} (expected an IANA name)") from None
+
+
+def cluster_get_or_create(*, name: str, time_zone: str | None = None) -> Cluster:
+    """The cluster of that name, created with UTC when new; `time_zone` (validated) replaces
+    the stored one, which every later import of this cluster uses."""
+    if time_zone is not None:
+        time_zone_resolve(time_zone)
+    with transaction.atomic():
+        cluster, _ = Cluster.objects.get_or_create(name=name)
+        if time_zone is not None and cluster.time_zone != time_zone:
+            cluster.time_zone = time_zone
+            cluster.save(update_fields=["time_zone"])
+    return cluster
+
+
+def jobs_batch_ingest(*, batch_id: int, stats: SacctStats | None = None) -> ImportBatch:
+    """Import one pending jobs batch. A batch another worker claimed, or one already done or a
+    duplicate, is returned unchanged.
+
+    All or nothing: a job already stored for the cluster under the same job id is replaced (a
+    later dump carries the final state of a job that was running); other jobs stay. On a format
+    error nothing is written and the batch is marked failed with the message. `stats`, when
+    given, is filled in with what the parser saw (steps and unstarted jobs skipped).
+    """
+    if not import_batch_claim(batch_id=batch_id):
+        return ImportBatch.objects.get(id=batch_id)
+    batch = ImportBatch.objects.get(id=batch_id)
+    stats = stats if stats is not None else SacctStats()
+    try:
+        parser = _parser_for(batch.format)
+        zone = _cluster_zone(batch.source)
+        with transaction.atomic():
+            chunks = parser(
+                Path(batch.file_name), file_label=batch.file_name, time_zone=zone, stats=stats
+            )
+            for chunk in chunks:
+                _jobs_upsert(batch=batch, rows=chunk)
+            row_count = JobRecord.objects.filter(batch_id=batch_id).count()
+            ImportBatch.objects.filter(id=batch_id).update(
+                status=ImportBatch.Status.SUCCEEDED,
+                row_count=row_count,
+                error="",
+                finished_at=timezone.now(),
+            )
+    except (ImportFormatError, OSError, ValueError) as exc:
+        import_batch_fail(batch_id=batch_id, error=str(exc))
+    except Exception as exc:
+        # A bug or a time limit: record it so the batch does not sit in `running`, then let the
+        # task fail loudly.
+        import_batch_fail(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}")
+        raise
+    batch.refresh_from_db()
+    return batch
+
+
+def _parser_for(format_name: str) -> JobParser:
+    try:
+        return JOB_PARSERS[format_name]
+    except KeyError:
+        known = ", ".join(sorted(JOB_PARSERS))
+        raise ValueError(f"unsupported jobs format {format_name!r}; supported: {known}") from None
+
+
+def _cluster_zone(cluster_name: str) -> tzinfo:
+    stored = Cluster.objects.filter(name=cluster_name).values_list("time_zone", flat=True).first()
+    try:
+        return time_zone_resolve(stored or "UTC")
+    except ValueError as exc:
+        raise ValueError(f"cluster {cluster_name!r}: {exc}") from None
+
+
+def _jobs_upsert(*, batch: ImportBatch, rows: list[dict[str, Any]]) -> None:
+    # One INSERT may not touch a row twice (PostgreSQL ON CONFLICT), so within a chunk the last
+    # line for a job id wins, as a later line would when written afterwards.
+    latest = {row["job_id"]: row for row in rows}
+    records = [JobRecord(batch=batch, cluster=batch.source, **row) for row in latest.values()]
+    JobRecord.objects.bulk_create(
+        records,
+        batch_size=BULK_SIZE,
+        update_conflicts=True,
+        unique_fields=["cluster", "job_id"],
+        update_fields=_UPSERT_FIELDS,
+    )

@@ -1,0 +1,266 @@
+"""`ingest_jobs --format slurm`: command, Celery task and service writing JobRecords."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from billing_ingest.models import Cluster, ImportBatch, JobRecord
+from billing_ingest.services.batches import import_batch_create
+from billing_ingest.services.jobs import jobs_batch_ingest
+from finops.celery import app
+
+pytestmark = pytest.mark.django_db
+
+# What `sacct --parsable2 --format=<these>` prints as its first line.
+HEADER = (
+    "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
+)
+TRES_16 = "billing=128,cpu=128,gres/gpu:h100=16,gres/gpu=16,mem=1T,node=2"
+TRES_8 = "billing=64,cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+STEP_8 = "cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+TRES_1 = "billing=8,cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=64G,node=1"
+
+FIRST_DUMP = [
+    HEADER,
+    f"1001|1001|train-llama|vision|alice|gpu|COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{TRES_16}|gpu-[001-002]|*llama-7b|",
+    f"1001.batch|1001.batch|batch|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{STEP_8}|gpu-001||",
+    f"1001.extern|1001.extern|extern|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{TRES_16}|gpu-[001-002]||",
+    f"1001.0|1001.0|torchrun|vision|||COMPLETED|2024-09-03T10:00:05|2024-09-03T14:29:50|"
+    f"{TRES_16}|gpu-[001-002]||",
+    f"1002_1|1003|sweep|speech|bob|gpu|FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
+    f"{TRES_1}|gpu-003||run=sweep42 ckpt=5",
+    f"1002_1.batch|1003.batch|batch|speech|||FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
+    f"{TRES_1}|gpu-003||",
+    "1002_[2-5%2]|1002|sweep|speech|bob|gpu|PENDING|Unknown|Unknown||None assigned||run=sweep42",
+    f"1004|1004|notebook|vision|carol|interactive|RUNNING|2024-09-03T15:00:00|Unknown|"
+    f"{TRES_8}|gpu-004||",
+    "1005|1005|prep|vision|alice|cpu|CANCELLED by 1001|2024-09-03T09:00:00|2024-09-03T09:05:00|"
+    "billing=4,cpu=4,mem=16G,node=1|cpu-01||",
+]
+
+
+@pytest.fixture(autouse=True)
+def eager_celery() -> Iterator[None]:
+    # The command dispatches with .delay().get(); here the task runs in-process even where CI
+    # configures a broker (the real-worker path is covered by test_worker_e2e).
+    saved = app.conf.task_always_eager, app.conf.task_eager_propagates
+    app.conf.task_always_eager = app.conf.task_eager_propagates = True
+    yield
+    app.conf.task_always_eager, app.conf.task_eager_propagates = saved
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def ingest(path: Path, *args: str) -> str:
+    out = StringIO()
+    call_command("ingest_jobs", "--format", "slurm", str(path), *args, stdout=out, stderr=out)
+    return out.getvalue()
+
+
+def test_ingest_realistic_dump(tmp_path: Path) -> None:
+    output = ingest(write(tmp_path / "sacct-2024-09-03.txt", FIRST_DUMP), "--cluster", "hpc1")
+
+    jobs = {job.job_id: job for job in JobRecord.objects.all()}
+    assert sorted(jobs) == ["1001", "1002_1", "1004", "1005"]
+    batch = ImportBatch.objects.get()
+    assert (batch.kind, batch.format, batch.source) == ("jobs", "slurm", "hpc1")
+    assert batch.status == ImportBatch.Status.SUCCEEDED
+    assert batch.row_count == 4
+
+    train = jobs["1001"]
+    assert (train.cluster, train.batch_id, train.job_id_raw) == ("hpc1", batch.pk, "1001")
+    assert (train.name, train.account, train.user, train.partition) == (
+        "train-llama",
+        "vision",
+        "alice",
+        "gpu",
+    )
+    assert train.state == "COMPLETED"
+    assert train.start == datetime(2024, 9, 3, 10, tzinfo=UTC)
+    assert train.end == datetime(2024, 9, 3, 14, 30, tzinfo=UTC)
+    # The job's total over both nodes, not doubled by the typed entry nor by its steps.
+    assert train.gpus == Decimal(16)
+    assert train.nodes == ["gpu-001", "gpu-002"]
+    assert (train.run_id, train.wckey) == ("llama-7b", "llama-7b")
+
+    sweep = jobs["1002_1"]
+    assert (sweep.job_id_raw, sweep.state, sweep.run_id) == ("1003", "FAILED", "sweep42")
+    assert sweep.comment == "run=sweep42 ckpt=5"
+    assert jobs["1004"].end is None and jobs["1004"].state == "RUNNING"
+    assert jobs["1005"].state == "CANCELLED" and jobs["1005"].gpus == Decimal(0)
+    assert jobs["1005"].run_id == "prep"
+
+    assert Cluster.objects.get(name="hpc1").time_zone == "UTC"
+    assert "9 rows read" in output
+    assert "4 jobs stored" in output
+    assert "4 job steps skipped" in output
+    assert "1 not-started jobs skipped" in output
+    assert "0 errors" in output
+
+
+def test_cluster_defaults_to_default(tmp_path: Path) -> None:
+    ingest(write(tmp_path / "a.txt", FIRST_DUMP))
+    assert set(JobRecord.objects.values_list("cluster", flat=True)) == {"default"}
+    assert Cluster.objects.filter(name="default").exists()
+
+
+def test_time_zone_is_stored_and_reused(tmp_path: Path) -> None:
+    ingest(
+        write(tmp_path / "a.txt", FIRST_DUMP[:2]),
+        "--cluster",
+        "la",
+        "--time-zone",
+        "America/Los_Angeles",
+    )
+    assert Cluster.objects.get(name="la").time_zone == "America/Los_Angeles"
+    # A later import without --time-zone still reads times in the stored zone.
+    later = FIRST_DUMP[0] + "\n" + FIRST_DUMP[1].replace("1001", "1101")
+    ingest(write(tmp_path / "b.txt", [later]), "--cluster", "la")
+    pdt = timedelta(hours=7)
+    starts = set(JobRecord.objects.values_list("start", flat=True))
+    assert starts == {datetime(2024, 9, 3, 10, tzinfo=UTC) + pdt}
+    assert JobRecord.objects.count() == 2
+
+
+def test_overlapping_dump_updates_a_running_job(tmp_path: Path) -> None:
+    ingest(write(tmp_path / "day1.txt", FIRST_DUMP), "--cluster", "hpc1")
+    before = {job.job_id: job for job in JobRecord.objects.all()}
+
+    second = [
+        HEADER,
+        f"1004|1004|notebook|vision|carol|interactive|TIMEOUT|2024-09-03T15:00:00|"
+        f"2024-09-03T23:00:00|{TRES_8}|gpu-004||",
+        f"1004.extern|1004.extern|extern|vision|||COMPLETED|2024-09-03T15:00:00|"
+        f"2024-09-03T23:00:00|{TRES_8}|gpu-004||",
+        f"1006|1006|eval|vision|alice|gpu|COMPLETED|2024-09-03T20:00:00|2024-09-03T21:00:00|"
+        f"{TRES_8}|gpu-005|eval-1|",
+    ]
+    ingest(write(tmp_path / "day2.txt", second), "--cluster", "hpc1")
+
+    new_batch = ImportBatch.objects.get(file_name__endswith="day2.txt")
+    assert new_batch.row_count == 2
+    after = {job.job_id: job for job in JobRecord.objects.all()}
+    assert sorted(after) == ["1001", "1002_1", "1004", "1005", "1006"]
+    notebook = after["1004"]
+    assert (notebook.state, notebook.end) == ("TIMEOUT", datetime(2024, 9, 3, 23, tzinfo=UTC))
+    assert notebook.batch_id == new_batch.pk
+    # Updated in place: anything pointing at the job row keeps pointing at it.
+    assert notebook.pk == before["1004"].pk
+    for job_id in ("1001", "1002_1", "1005"):
+        assert after[job_id].batch_id == before[job_id].batch_id
+        assert after[job_id].end == before[job_id].end
+
+
+def test_same_job_id_on_another_cluster_is_another_job(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.txt", FIRST_DUMP)
+    ingest(path, "--cluster", "east")
+    ingest(path, "--cluster", "west")
+    assert JobRecord.objects.filter(job_id="1001").count() == 2
+
+
+def test_malformed_file_fails_its_batch_and_keeps_earlier_jobs(tmp_path: Path) -> None:
+    ingest(write(tmp_path / "good.txt", FIRST_DUMP), "--cluster", "hpc1")
+    before = set(JobRecord.objects.values_list("pk", "job_id", "state", "batch_id"))
+
+    bad = [
+        HEADER,
+        # Valid, and an update of 1004: must not be written when a later line is bad.
+        f"1004|1004|notebook|vision|carol|interactive|COMPLETED|2024-09-03T15:00:00|"
+        f"2024-09-03T18:00:00|{TRES_8}|gpu-004||",
+        f"1007|1007|x|vision|alice|gpu|COMPLETED|2024-09-03T15:00:00|2024-09-03T16:00:00|"
+        f"{TRES_8}|gpu-006||",
+        f"1008|1008|x|vision|alice|gpu|COMPLETED|3 Sep 2024|2024-09-03T16:00:00|{TRES_8}|gpu-006||",
+    ]
+    bad_path = write(tmp_path / "bad.txt", bad)
+    with pytest.raises(CommandError, match="1 of 1 file"):
+        ingest(bad_path, "--cluster", "hpc1")
+
+    batch = ImportBatch.objects.get(file_name__endswith="bad.txt")
+    assert batch.status == ImportBatch.Status.FAILED
+    assert f"file {bad_path.resolve()}, row 4, column Start" in batch.error
+    assert "'3 Sep 2024'" in batch.error
+    assert set(JobRecord.objects.values_list("pk", "job_id", "state", "batch_id")) == before
+    assert not JobRecord.objects.filter(batch=batch).exists()
+
+
+def test_failed_file_does_not_stop_the_others_in_a_folder(tmp_path: Path) -> None:
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    write(folder / "a.txt", FIRST_DUMP)
+    write(folder / "b.txt", [HEADER, "1|1|short"])
+    out = StringIO()
+    with pytest.raises(CommandError, match="1 of 2 file"):
+        call_command("ingest_jobs", "--format", "slurm", str(folder), stdout=out, stderr=out)
+    assert JobRecord.objects.count() == 4
+    statuses = dict(ImportBatch.objects.values_list("file_name", "status"))
+    assert statuses == {
+        str((folder / "a.txt").resolve()): ImportBatch.Status.SUCCEEDED,
+        str((folder / "b.txt").resolve()): ImportBatch.Status.FAILED,
+    }
+    assert "row 2, column Account" in out.getvalue()
+
+
+def test_same_file_twice_is_a_no_op(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.txt", FIRST_DUMP)
+    ingest(path, "--cluster", "hpc1")
+    snapshot = list(JobRecord.objects.order_by("pk").values())
+
+    output = ingest(path, "--cluster", "hpc1")
+
+    assert "skipped" in output and "same content" in output
+    assert list(JobRecord.objects.order_by("pk").values()) == snapshot
+    second = ImportBatch.objects.order_by("-pk").first()
+    assert second is not None and second.status == ImportBatch.Status.DUPLICATE
+
+
+def test_service_leaves_a_batch_it_cannot_claim_alone(tmp_path: Path) -> None:
+    Cluster.objects.create(name="hpc1")
+    path = write(tmp_path / "a.txt", FIRST_DUMP)
+    batch = import_batch_create(kind="jobs", format="slurm", source="hpc1", path=path)
+    ImportBatch.objects.filter(pk=batch.pk).update(status=ImportBatch.Status.RUNNING)
+
+    result = jobs_batch_ingest(batch_id=batch.pk)
+
+    assert result.status == ImportBatch.Status.RUNNING
+    assert not JobRecord.objects.exists()
+
+
+def test_service_fails_a_batch_of_an_unsupported_format(tmp_path: Path) -> None:
+    path = write(tmp_path / "pods.json", ["{}"])
+    batch = import_batch_create(kind="jobs", format="kubernetes", source="k8s", path=path)
+    result = jobs_batch_ingest(batch_id=batch.pk)
+    assert result.status == ImportBatch.Status.FAILED
+    assert "unsupported jobs format 'kubernetes'" in result.error
+
+
+def test_kubernetes_format_is_not_yet_supported(tmp_path: Path) -> None:
+    path = write(tmp_path / "pods.json", ["{}"])
+    with pytest.raises(CommandError, match="not yet supported"):
+        call_command("ingest_jobs", "--format", "kubernetes", str(path))
+    assert not ImportBatch.objects.exists()
+
+
+def test_unknown_time_zone_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path / "a.txt", FIRST_DUMP)
+    with pytest.raises(CommandError, match="unknown time zone 'Mars/Olympus'"):
+        ingest(path, "--time-zone", "Mars/Olympus")
+    assert not ImportBatch.objects.exists()
+
+
+def test_missing_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(CommandError, match="no such file"):
+        ingest(tmp_path / "nope.txt")

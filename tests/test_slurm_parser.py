@@ -1,0 +1,411 @@
+"""The sacct --parsable2 parser: hostlists, GPU counts, states, steps, arrays, times, run ids."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.slurm import (
+    SacctStats,
+    clean_wckey,
+    expand_hostlist,
+    gpu_count,
+    normalise_state,
+    parse_sacct,
+    parse_time,
+    run_id_for,
+)
+
+COLUMNS = [
+    "JobID",
+    "JobIDRaw",
+    "JobName",
+    "Account",
+    "User",
+    "Partition",
+    "State",
+    "Start",
+    "End",
+    "AllocTRES",
+    "NodeList",
+    "WCKey",
+    "Comment",
+]
+HEADER = "|".join(COLUMNS)
+TRES_8 = "billing=64,cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+UTC_ZONE = ZoneInfo("UTC")
+LA = ZoneInfo("America/Los_Angeles")
+
+
+def line(**values: str) -> str:
+    """One sacct line in the header's column order; unnamed columns are empty."""
+    return "|".join(values.get(column, "") for column in COLUMNS)
+
+
+def job(job_id: str, **values: str) -> str:
+    defaults = {
+        "JobID": job_id,
+        "JobIDRaw": job_id,
+        "JobName": "train",
+        "Account": "vision",
+        "User": "alice",
+        "Partition": "gpu",
+        "State": "COMPLETED",
+        "Start": "2024-09-03T10:00:00",
+        "End": "2024-09-03T12:00:00",
+        "AllocTRES": TRES_8,
+        "NodeList": "gpu-001",
+    }
+    return line(**{**defaults, **values})
+
+
+def parse(
+    tmp_path: Path, *lines: str, zone: ZoneInfo = UTC_ZONE, header: str = HEADER, **kwargs: Any
+) -> tuple[list[dict[str, Any]], SacctStats]:
+    path = tmp_path / "sacct.txt"
+    path.write_text("\n".join([header, *lines]) + "\n")
+    stats = SacctStats()
+    chunks = list(parse_sacct(path, file_label="sacct.txt", time_zone=zone, stats=stats, **kwargs))
+    return [row for chunk in chunks for row in chunk], stats
+
+
+# --- hostlists ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "hosts"),
+    [
+        ("gpu-[001-004,007]", ["gpu-001", "gpu-002", "gpu-003", "gpu-004", "gpu-007"]),
+        ("node[1-3]", ["node1", "node2", "node3"]),
+        ("node[8-10]", ["node8", "node9", "node10"]),
+        ("node[08-10]", ["node08", "node09", "node10"]),
+        ("gpu-[001-002],cpu-01", ["gpu-001", "gpu-002", "cpu-01"]),
+        ("a[01-02]-b[1-2]", ["a01-b1", "a01-b2", "a02-b1", "a02-b2"]),
+        ("gpu-001", ["gpu-001"]),
+        ("gpu-001,gpu-001", ["gpu-001"]),
+        ("None assigned", []),
+        ("", []),
+    ],
+)
+def test_expand_hostlist(text: str, hosts: list[str]) -> None:
+    assert expand_hostlist(text) == hosts
+
+
+@pytest.mark.parametrize(
+    "text", ["gpu-[001-", "gpu-001]", "gpu-[3-1]", "gpu-[a-b]", "gpu-[1-2],,cpu", "n[0-99999999]"]
+)
+def test_expand_hostlist_rejects_malformed(text: str) -> None:
+    with pytest.raises(ValueError):
+        expand_hostlist(text)
+
+
+# --- GPU counts --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tres", "gpus"),
+    [
+        # The untyped entry is the total; the typed one repeats it and must not double it.
+        (TRES_8, Decimal(8)),
+        ("cpu=8,gres/gpu=2,gres/gpu:a100=1,gres/gpu:v100=1,node=1", Decimal(2)),
+        # Only typed entries: their sum.
+        ("cpu=8,gres/gpu:a100=2,gres/gpu:v100=1,node=1", Decimal(3)),
+        # GPU memory and utilisation TRES are not GPUs.
+        ("cpu=8,gres/gpumem=80G,gres/gpuutil=90,gres/gpu=1,node=1", Decimal(1)),
+        ("billing=4,cpu=4,mem=16G,node=1", Decimal(0)),
+        ("", Decimal(0)),
+    ],
+)
+def test_gpu_count(tres: str, gpus: Decimal) -> None:
+    assert gpu_count(tres) == gpus
+
+
+@pytest.mark.parametrize("tres", ["gres/gpu=eight", "gres/gpu=-1", "gres/gpu:h100=NaN", "cpu"])
+def test_gpu_count_rejects_bad_numbers(tres: str) -> None:
+    with pytest.raises(ValueError):
+        gpu_count(tres)
+
+
+def test_gpu_count_is_the_job_total_over_its_nodes(tmp_path: Path) -> None:
+    tres = "billing=128,cpu=128,gres/gpu:h100=16,gres/gpu=16,mem=1T,node=2"
+    rows, _ = parse(tmp_path, job("1", AllocTRES=tres, NodeList="gpu-[001-002]"))
+    assert rows[0]["gpus"] == Decimal(16)
+    assert rows[0]["nodes"] == ["gpu-001", "gpu-002"]
+
+
+# --- states ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        ("COMPLETED", "COMPLETED"),
+        ("FAILED", "FAILED"),
+        ("CANCELLED by 1001", "CANCELLED"),
+        ("PREEMPTED", "PREEMPTED"),
+        ("TIMEOUT", "TIMEOUT"),
+        ("NODE_FAIL", "NODE_FAIL"),
+        ("OUT_OF_MEMORY", "OUT_OF_MEMORY"),
+        ("RUNNING", "RUNNING"),
+        ("CANCELLED+", "CANCELLED"),
+    ],
+)
+def test_normalise_state(text: str, state: str) -> None:
+    assert normalise_state(text) == state
+
+
+def test_states_are_stored_as_their_first_word(tmp_path: Path) -> None:
+    rows, _ = parse(tmp_path, job("1", State="CANCELLED by 1001"), job("2", State="NODE_FAIL"))
+    assert [row["state"] for row in rows] == ["CANCELLED", "NODE_FAIL"]
+
+
+# --- steps, arrays, heterogeneous jobs, pending --------------------------------------------------
+
+
+def test_steps_are_skipped_and_counted(tmp_path: Path) -> None:
+    step_tres = "cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+    rows, stats = parse(
+        tmp_path,
+        job("1001"),
+        job("1001.batch", JobName="batch", User="", Partition="", AllocTRES=step_tres),
+        job("1001.extern", JobName="extern", User="", Partition="", AllocTRES=step_tres),
+        job("1001.0", JobName="python", User="", Partition="", AllocTRES=step_tres),
+    )
+    assert [row["job_id"] for row in rows] == ["1001"]
+    assert rows[0]["gpus"] == Decimal(8)
+    assert stats.skipped_steps == 3
+    assert stats.data_rows == 4
+    assert stats.jobs == 1
+
+
+def test_array_tasks_are_jobs_and_pending_ranges_are_skipped(tmp_path: Path) -> None:
+    rows, stats = parse(
+        tmp_path,
+        job("2000_1", JobIDRaw="2001"),
+        job("2000_2", JobIDRaw="2002"),
+        job("2000_2.batch", JobIDRaw="2002.batch"),
+        job(
+            "2000_[3-9%2]",
+            JobIDRaw="2000",
+            State="PENDING",
+            Start="Unknown",
+            End="Unknown",
+            AllocTRES="",
+            NodeList="None assigned",
+        ),
+    )
+    assert [(row["job_id"], row["job_id_raw"]) for row in rows] == [
+        ("2000_1", "2001"),
+        ("2000_2", "2002"),
+    ]
+    assert stats.skipped_not_started == 1
+    assert stats.skipped_steps == 1
+
+
+def test_heterogeneous_components_are_jobs(tmp_path: Path) -> None:
+    rows, _ = parse(tmp_path, job("3000+0", JobIDRaw="3000"), job("3000+1", JobIDRaw="3001"))
+    assert [row["job_id"] for row in rows] == ["3000+0", "3000+1"]
+
+
+@pytest.mark.parametrize(
+    ("state", "start"), [("PENDING", "Unknown"), ("CANCELLED by 1001", "None"), ("FAILED", "")]
+)
+def test_jobs_that_never_started_are_skipped(tmp_path: Path, state: str, start: str) -> None:
+    rows, stats = parse(tmp_path, job("1", State=state, Start=start, NodeList="None assigned"))
+    assert rows == []
+    assert stats.skipped_not_started == 1
+
+
+def test_running_job_has_no_end(tmp_path: Path) -> None:
+    rows, _ = parse(tmp_path, job("1", State="RUNNING", End="Unknown"))
+    assert rows[0]["state"] == "RUNNING"
+    assert rows[0]["end"] is None
+    assert rows[0]["start"] == datetime(2024, 9, 3, 10, tzinfo=UTC)
+
+
+def test_job_without_gpus_is_kept(tmp_path: Path) -> None:
+    rows, _ = parse(tmp_path, job("1", AllocTRES="billing=4,cpu=4,mem=16G,node=1"))
+    assert rows[0]["gpus"] == Decimal(0)
+
+
+# --- times -------------------------------------------------------------------------------------
+
+
+def test_times_are_read_in_the_cluster_zone_across_a_dst_change(tmp_path: Path) -> None:
+    # DST ends in Los Angeles on 2024-11-03 at 02:00 PDT (UTC-7) -> 01:00 PST (UTC-8).
+    rows, _ = parse(
+        tmp_path, job("1", Start="2024-11-02T23:00:00", End="2024-11-03T05:00:00"), zone=LA
+    )
+    start, end = rows[0]["start"], rows[0]["end"]
+    assert start == datetime(2024, 11, 2, 23, tzinfo=UTC) + timedelta(hours=7)
+    assert end == datetime(2024, 11, 3, 5, tzinfo=UTC) + timedelta(hours=8)
+    # Six hours on the wall clock, seven really elapsed.
+    assert end - start == timedelta(hours=7)
+    assert start.utcoffset() == timedelta(0)
+
+
+def test_spring_forward_shortens_the_elapsed_time(tmp_path: Path) -> None:
+    # 2024-03-10 02:00 PST -> 03:00 PDT in Los Angeles.
+    rows, _ = parse(
+        tmp_path, job("1", Start="2024-03-10T00:00:00", End="2024-03-10T04:00:00"), zone=LA
+    )
+    assert rows[0]["end"] - rows[0]["start"] == timedelta(hours=3)
+
+
+def test_end_in_the_repeated_hour_is_read_as_its_second_occurrence(tmp_path: Path) -> None:
+    # 01:30 PDT, then the clock falls back and the job ends at 01:10 PST, 40 minutes later.
+    rows, _ = parse(
+        tmp_path, job("1", Start="2024-11-03T01:30:00", End="2024-11-03T01:10:00"), zone=LA
+    )
+    assert rows[0]["start"] == datetime(2024, 11, 3, 8, 30, tzinfo=UTC)
+    assert rows[0]["end"] - rows[0]["start"] == timedelta(minutes=40)
+
+
+def test_times_with_an_explicit_offset_keep_it() -> None:
+    assert parse_time("2024-09-03T10:00:00+02:00", LA) == datetime(2024, 9, 3, 8, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text", ["Unknown", "None", ""])
+def test_unknown_times_are_none(text: str) -> None:
+    assert parse_time(text, LA) is None
+
+
+# --- run ids -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("wckey", "comment", "run_id"),
+    [
+        ("llama-7b", "run=other", "llama-7b"),
+        ("*llama-7b", "", "llama-7b"),
+        ("*", "run=abc123 ckpt=5", "abc123"),
+        ("", "foo;run=abc", "abc"),
+        ("", "ckpt=5,run=xyz", "xyz"),
+        ("", "rerun=nope", "train"),
+        ("", "", "train"),
+    ],
+)
+def test_run_id_precedence(wckey: str, comment: str, run_id: str) -> None:
+    assert run_id_for(wckey=clean_wckey(wckey), comment=comment, job_name="train") == run_id
+
+
+def test_run_id_and_wckey_in_parsed_rows(tmp_path: Path) -> None:
+    rows, _ = parse(
+        tmp_path,
+        job("1", WCKey="*llama", Comment="run=ignored"),
+        job("2", WCKey="*", Comment="note run=r-42 ckpt=5"),
+        job("3", JobName="sweep"),
+    )
+    assert [(row["run_id"], row["wckey"]) for row in rows] == [
+        ("llama", "llama"),
+        ("r-42", ""),
+        ("sweep", ""),
+    ]
+    assert rows[1]["comment"] == "note run=r-42 ckpt=5"
+
+
+# --- layout ------------------------------------------------------------------------------------
+
+
+def test_columns_in_any_order_and_without_optional_ones(tmp_path: Path) -> None:
+    columns = ["NodeList", "State", "JobIDRaw", "JobID", "AllocTRES", "End", "Start"]
+    columns += ["Partition", "User", "Account", "JobName"]
+    values = {
+        "NodeList": "gpu-[01-02]",
+        "State": "TIMEOUT",
+        "JobIDRaw": "7",
+        "JobID": "7",
+        "AllocTRES": "gres/gpu=2",
+        "End": "2024-09-03T12:00:00",
+        "Start": "2024-09-03T10:00:00",
+        "Partition": "gpu",
+        "User": "bob",
+        "Account": "speech",
+        "JobName": "asr",
+    }
+    rows, _ = parse(tmp_path, "|".join(values[c] for c in columns), header="|".join(columns))
+    assert rows[0]["state"] == "TIMEOUT"
+    assert rows[0]["nodes"] == ["gpu-01", "gpu-02"]
+    assert rows[0]["run_id"] == "asr"
+    assert rows[0]["wckey"] == rows[0]["comment"] == ""
+
+
+def test_bar_inside_the_last_comment_column_is_kept(tmp_path: Path) -> None:
+    rows, _ = parse(tmp_path, job("1", Comment="a|b run=z"))
+    assert rows[0]["comment"] == "a|b run=z"
+    assert rows[0]["run_id"] == "z"
+
+
+def test_parsable_with_trailing_bar_and_repeated_header(tmp_path: Path) -> None:
+    rows, _ = parse(tmp_path, job("1") + "|", HEADER + "|", job("2") + "|", "", header=HEADER + "|")
+    assert [row["job_id"] for row in rows] == ["1", "2"]
+
+
+def test_chunks(tmp_path: Path) -> None:
+    path = tmp_path / "sacct.txt"
+    path.write_text("\n".join([HEADER, *(job(str(n)) for n in range(5))]) + "\n")
+    chunks = list(parse_sacct(path, file_label="x", time_zone=UTC_ZONE, chunk_size=2))
+    assert [len(chunk) for chunk in chunks] == [2, 2, 1]
+
+
+# --- errors ------------------------------------------------------------------------------------
+
+
+def expect_error(tmp_path: Path, *lines: str, header: str = HEADER) -> ImportFormatError:
+    with pytest.raises(ImportFormatError) as info:
+        parse(tmp_path, *lines, header=header)
+    return info.value
+
+
+def test_missing_fields_name_line_and_column(tmp_path: Path) -> None:
+    short = "|".join(job("2").split("|")[:-2])
+    error = expect_error(tmp_path, job("1"), short)
+    assert (error.file, error.row, error.column) == ("sacct.txt", 3, "WCKey")
+    assert "file sacct.txt, row 3, column WCKey" in str(error)
+    assert "found 11" in str(error)
+
+
+def test_unparseable_date_names_line_and_column(tmp_path: Path) -> None:
+    error = expect_error(tmp_path, job("1"), job("2"), job("3", End="03/09/2024 12:00"))
+    assert (error.row, error.column) == (4, "End")
+    assert "'03/09/2024 12:00'" in str(error)
+
+
+def test_bad_gres_number_names_line_and_column(tmp_path: Path) -> None:
+    error = expect_error(tmp_path, job("1", AllocTRES="cpu=8,gres/gpu=x"))
+    assert (error.row, error.column) == (2, "AllocTRES")
+    assert "gres/gpu=x" in str(error)
+
+
+def test_bad_hostlist_names_line_and_column(tmp_path: Path) -> None:
+    error = expect_error(tmp_path, job("1", NodeList="gpu-[001-"))
+    assert (error.row, error.column) == (2, "NodeList")
+
+
+def test_end_before_start_is_an_error(tmp_path: Path) -> None:
+    error = expect_error(tmp_path, job("1", Start="2024-09-03T10:00:00", End="2024-09-03T09:00:00"))
+    assert (error.row, error.column) == (2, "End")
+
+
+def test_overlong_value_is_an_error(tmp_path: Path) -> None:
+    error = expect_error(tmp_path, job("1", Account="a" * 201))
+    assert (error.row, error.column) == (2, "Account")
+
+
+def test_missing_required_column_is_named(tmp_path: Path) -> None:
+    header = HEADER.replace("AllocTRES|", "")
+    error = expect_error(tmp_path, header=header)
+    assert (error.row, error.column) == (1, "AllocTRES")
+
+
+def test_empty_file_is_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "empty.txt"
+    path.write_text("")
+    with pytest.raises(ImportFormatError, match="empty file"):
+        list(parse_sacct(path, file_label="empty.txt", time_zone=UTC_ZONE))
