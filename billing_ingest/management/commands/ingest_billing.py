@@ -1,0 +1,136 @@
+"""ingest_billing --format FMT PATH [--source NAME]: import billing export files, one batch each.
+
+Thin: validate arguments, record a batch per file, run the import task and wait for it, print
+what each file did. The work (and the record of any failure) is in the task's service.
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from billing_ingest.models import ImportBatch
+from billing_ingest.parsers import billing_parser, billing_paths
+from billing_ingest.services.batches import import_batch_create
+from billing_ingest.services.billing import billing_default_source, billing_file_wanted
+from billing_ingest.tasks.billing import ingest_billing_batch
+
+
+class Command(BaseCommand):
+    help = (
+        "Import billing export files (one import batch per file). PATH is a file or a folder "
+        "(every .csv, .gz and .parquet file below it). A new file for the same source and "
+        "billing period replaces the earlier one's rows; the same bytes imported again are a "
+        "no-op."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument(
+            "--format", required=True, help="billing format, e.g. focus", dest="format"
+        )
+        parser.add_argument("path", metavar="PATH", help="a billing file or a folder of them")
+        parser.add_argument(
+            "--source",
+            help=(
+                "billing source name; rows of the same source and billing period are replaced "
+                "by each new import. Default: FORMAT:STEM per file, where STEM is the file name "
+                "without its .csv/.gz/.parquet suffixes (report-2024-09.csv.gz with --format "
+                "focus -> focus:report-2024-09). With a folder, --source applies to every file, "
+                "so files of one period would replace each other: leave it out for multi-part "
+                "exports."
+            ),
+        )
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=float(settings.CELERY_TASK_TIME_LIMIT + 60),
+            help="seconds to wait for each file's import task (default: task time limit + 60)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        format_name: str = options["format"]
+        try:
+            billing_parser(format_name)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        root = Path(options["path"])
+        if not root.exists():
+            raise CommandError(f"{root} does not exist")
+        paths = billing_paths(root)
+        if root.is_dir():
+            skipped = [p for p in paths if not billing_file_wanted(p)]
+            paths = [p for p in paths if billing_file_wanted(p)]
+            for path in skipped:
+                self.stdout.write(f"{path}: skipped (not .csv, .gz or .parquet)")
+        if not paths:
+            raise CommandError(f"no billing files under {root}")
+
+        batches = [
+            self._ingest_one(
+                path, format_name=format_name, source=options["source"], timeout=options["timeout"]
+            )
+            for path in paths
+        ]
+        self._warn_self_superseded(batches)
+        done = {ImportBatch.Status.SUCCEEDED, ImportBatch.Status.DUPLICATE}
+        failed = [b for b in batches if b.status not in done]
+        if failed:
+            errors = "; ".join(b.error or f"{b.file_name}: {b.status}" for b in failed)
+            raise CommandError(f"{len(failed)} of {len(batches)} file(s) failed: {errors}")
+
+    def _ingest_one(
+        self, path: Path, *, format_name: str, source: str | None, timeout: float
+    ) -> ImportBatch:
+        batch = import_batch_create(
+            kind=ImportBatch.Kind.BILLING,
+            format=format_name,
+            source=source or billing_default_source(format=format_name, path=path),
+            # Absolute, so a worker started in another directory finds the file.
+            path=path.resolve(),
+        )
+        if batch.status != ImportBatch.Status.DUPLICATE:
+            try:
+                ingest_billing_batch.delay(batch.pk).get(timeout=timeout)
+            except Exception as exc:  # the task itself broke (time limit, lost worker)
+                batch.refresh_from_db()
+                if not batch.error:
+                    batch.error = f"import task did not finish: {type(exc).__name__}: {exc}"
+            else:
+                batch.refresh_from_db()
+        self._report(path, batch)
+        return batch
+
+    def _report(self, path: Path, batch: ImportBatch) -> None:
+        status = batch.status
+        if status == ImportBatch.Status.DUPLICATE:
+            self.stdout.write(f"{path}: unchanged ({batch.error}); source {batch.source}")
+            return
+        if status != ImportBatch.Status.SUCCEEDED:
+            self.stderr.write(f"{path}: {status.upper()}: {batch.error}")
+            return
+        totals = ", ".join(
+            f"{currency} {values['effective']}"
+            for currency, values in sorted(batch.currency_totals.items())
+        )
+        periods = ", ".join(batch.billing_periods)
+        self.stdout.write(
+            f"{path}: {status}, {batch.row_count} rows, periods {periods}, "
+            f"EffectiveCost {totals}; source {batch.source}, batch {batch.pk}"
+        )
+
+    def _warn_self_superseded(self, batches: list[ImportBatch]) -> None:
+        # With one --source for a folder, a later file of the same period replaces an earlier
+        # one from this very run: almost always a mistake, so say it.
+        ids = {b.pk for b in batches}
+        replaced = ImportBatch.objects.filter(
+            id__in=ids, status=ImportBatch.Status.SUPERSEDED, superseded_by__in=ids
+        ).values_list("file_name", "superseded_by__file_name", "source")
+        for file_name, by_file_name, source in replaced:
+            self.stderr.write(
+                f"warning: {file_name} was replaced by {by_file_name} "
+                f"(same source {source} and billing period) in this run"
+            )
