@@ -1,0 +1,142 @@
+"""End to end through a real Celery worker process over the configured broker.
+
+Runs only where CI's second pass sets it up (PostgreSQL + Redis): the worker is a separate
+process, so the database must be one both processes can reach (not SQLite in memory) and the
+test data must be committed (transactional_db).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+from django.db import connection
+
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from finops.attribution.models import AllocatedCost, RunCost
+from finops.celery import app
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FOCUS_HEADER = (
+    "BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargeCategory,"
+    "ChargePeriodStart,ChargePeriodEnd,PricingCategory,ProviderName,ResourceId,ResourceName,"
+    "ServiceName,SkuId,BilledCost,EffectiveCost,ListCost,Tags,x_InstanceType"
+)
+SACCT_HEADER = (
+    "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
+)
+
+
+def _worker_wanted() -> bool:
+    return bool(settings.CELERY_BROKER_URL) and connection.vendor == "postgresql"
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[Path]:
+    if not _worker_wanted():
+        if os.environ.get("FINOPS_REQUIRE_WORKER") == "1":
+            pytest.fail("FINOPS_REQUIRE_WORKER=1 but no broker or no PostgreSQL configured")
+        pytest.skip("needs CELERY_BROKER_URL and PostgreSQL (CI's second pass)")
+    test_db = connection.settings_dict
+    env = dict(os.environ)
+    env["DATABASE_URL"] = (
+        f"postgres://{test_db['USER']}@{test_db['HOST'] or '127.0.0.1'}:"
+        f"{test_db['PORT'] or 5432}/{test_db['NAME']}"
+    )
+    app.control.purge()
+    log = tmp_path / "worker.log"
+    with log.open("w") as log_handle:
+        worker = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "finops",
+                "worker",
+                "--pool=solo",
+                "--loglevel=INFO",
+                "--without-gossip",
+                "--without-mingle",
+                "-n",
+                "e2e@%h",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=log_handle,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            _wait_for_worker(worker, log)
+            yield log
+        finally:
+            worker.terminate()
+            worker.wait(timeout=30)
+
+
+def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if worker.poll() is not None:
+            raise AssertionError(f"worker exited early:\n{log.read_text()}")
+        if app.control.ping(timeout=1.0):
+            return
+    raise AssertionError(f"worker did not answer a ping in 90 s:\n{log.read_text()}")
+
+
+def _write_inputs(folder: Path) -> tuple[Path, Path]:
+    bill = folder / "bill.csv"
+    rows = [FOCUS_HEADER]
+    for hour in range(2):
+        rows.append(
+            f"123,USD,2025-03-01T00:00:00Z,2025-04-01T00:00:00Z,Usage,"
+            f"2025-03-10T{hour:02d}:00:00Z,2025-03-10T{hour + 1:02d}:00:00Z,Standard,AWS,"
+            f"arn:aws:ec2:us-east-1:123:instance/i-1,gpu-001,Amazon EC2,p5.48xlarge,"
+            f"98.32,98.32,98.32,{{}},p5.48xlarge"
+        )
+    rows.append(
+        "123,USD,2025-03-01T00:00:00Z,2025-04-01T00:00:00Z,Usage,2025-03-01T00:00:00Z,"
+        "2025-04-01T00:00:00Z,Standard,AWS,vol-1,,Amazon S3,storage,10.5,10.5,10.5,{},"
+    )
+    bill.write_text("\n".join(rows) + "\n")
+    jobs = folder / "jobs.sacct"
+    jobs.write_text(
+        SACCT_HEADER + "\n"
+        "100|100|train|vision|ana|gpu|COMPLETED|2025-03-10T00:00:00|2025-03-10T02:00:00|"
+        "billing=8,cpu=96,gres/gpu=4,mem=1T,node=1|gpu-001|run-a|\n"
+    )
+    return bill, jobs
+
+
+def test_ingest_and_attribute_run_on_the_worker(
+    celery_worker_process: Path, tmp_path: Path
+) -> None:
+    assert settings.CELERY_TASK_ALWAYS_EAGER is False
+    bill, jobs = _write_inputs(tmp_path)
+
+    call_command("ingest_billing", "--format", "focus", str(bill), "--source", "e2e")
+    call_command("ingest_jobs", "--format", "slurm", str(jobs), "--cluster", "e2e")
+    call_command("attribute", "--month", "2025-03")
+
+    assert ImportBatch.objects.filter(status=ImportBatch.Status.SUCCEEDED).count() == 2
+    assert CostLineItem.objects.count() == 3
+    assert JobRecord.objects.count() == 1
+    # 4 of 8 GPUs for both hours: half of 2 x 98.32 goes to the run, half stays idle.
+    run = RunCost.objects.get(run_id="run-a")
+    assert run.cost == Decimal("98.32")
+    billed = sum(CostLineItem.objects.values_list("effective_cost", flat=True), Decimal(0))
+    attributed = sum(AllocatedCost.objects.values_list("amount", flat=True), Decimal(0))
+    assert attributed == billed == Decimal("207.14")
+    # The work really happened in the other process: its log names the tasks it ran.
+    worker_log = celery_worker_process.read_text()
+    assert "ingest_billing_batch" in worker_log and "succeeded" in worker_log
+    assert "attribute_month" in worker_log
