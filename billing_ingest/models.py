@@ -6,8 +6,11 @@ Money is Decimal with MONEY_PLACES decimal places everywhere; datetimes are UTC-
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.db import models
+
+from billing_ingest.money import MoneyField
 
 # FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
 MONEY_DIGITS = 28
@@ -15,8 +18,8 @@ MONEY_PLACES = 12
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
 
 
-def money_field(**kwargs: object) -> models.DecimalField:
-    return models.DecimalField(max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs)  # type: ignore[arg-type]
+def money_field(**kwargs: Any) -> MoneyField:
+    return MoneyField(max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs)
 
 
 class Cluster(models.Model):

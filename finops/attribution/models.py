@@ -11,6 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.db import models
+from django.db.models.functions import Cast
 
 from billing_ingest.models import ImportBatch, JobRecord, money_field
 from finops.org.models import Team
@@ -69,7 +70,8 @@ class RunCost(models.Model):
     billing_currency = models.CharField(max_length=3)
 
     class Meta:
-        ordering = ["-cost"]
+        # Cast: on SQLite money is stored as text, and text sorts "9" above "10".
+        ordering = [Cast("cost", output_field=models.FloatField()).desc()]
         constraints = [
             models.UniqueConstraint(
                 fields=["billing_period", "team", "run_id", "cluster", "billing_currency"],
