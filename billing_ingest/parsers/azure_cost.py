@@ -1,0 +1,452 @@
+"""Azure Cost Management "cost details" exports (actual and amortised; EA and MCA), and the
+FocusCost export, which is handed to the FOCUS parser.
+
+Detection (the parser gets only the path): a header holding BilledCost, EffectiveCost and
+ChargePeriodStart is Azure's FOCUS export and goes to billing_ingest.parsers.focus unchanged;
+anything else is read as a cost-details export. Column names are matched ignoring case, because
+MCA exports write camelCase (costInBillingCurrency) where EA writes PascalCase (Cost).
+
+Actual vs amortised: both files have one cost column (Cost / CostInBillingCurrency) and nothing in
+them says reliably which kind they are, so every row gets BilledCost = EffectiveCost = that cost
+and the import total is exactly the column's sum. In an amortised export that cost *is* the
+amortised cost (reservation usage carries its share, UnusedReservation rows carry the waste), so
+attribution should be fed the amortised export; an actual-cost export still imports, with
+reservation purchases as Purchase rows at their cash cost (they cannot be amortised without the
+amortised file) and reservation-covered usage at 0.
+
+Rows are daily: the charge period is [Date 00:00, next day 00:00) UTC. EA exports write dates as
+MM/DD/YYYY (Azure's US format, never DD/MM), MCA and newer exports ISO 8601; each cell is read by
+its own shape.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+import zlib
+from collections.abc import Iterator, Sequence
+from datetime import UTC, date, datetime, time, timedelta
+from pathlib import Path
+from typing import Any
+
+from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.focus import (
+    _GZIP_MAGIC,
+    _PARQUET_MAGIC,
+    CHUNK_ROWS,
+    _BadValue,
+    _csv_rows,
+    _currency,
+    _is_null,
+    _json_object,
+    _magic,
+    _max_length,
+    _money,
+    _open_text,
+    _quantity,
+    _text,
+    _timestamp,
+    parse_focus,
+)
+
+PROVIDER_NAME = "Microsoft"
+
+# A FOCUS header (Azure's FocusCost export) has all of these; cost details exports have none.
+_FOCUS_MARKERS = ("billedcost", "effectivecost", "chargeperiodstart")
+
+# Logical column -> header names in order of preference (compared lower-cased).
+_COLUMNS: dict[str, tuple[str, ...]] = {
+    "date": ("Date", "UsageDate"),
+    "cost": ("CostInBillingCurrency", "Cost", "PreTaxCost"),
+    "currency": ("BillingCurrency", "BillingCurrencyCode", "Currency"),
+    "billing_period_start": ("BillingPeriodStartDate",),
+    "billing_period_end": ("BillingPeriodEndDate",),
+    "billing_account_id": ("BillingAccountId",),
+    "billing_account_name": ("BillingAccountName",),
+    "subscription_id": ("SubscriptionId", "SubscriptionGuid"),
+    "meter_category": ("MeterCategory",),
+    "meter_subcategory": ("MeterSubCategory",),
+    "meter_name": ("MeterName",),
+    "consumed_service": ("ConsumedService",),
+    "meter_id": ("MeterId",),
+    "part_number": ("PartNumber",),
+    "resource_id": ("ResourceId", "InstanceName"),
+    "resource_name": ("ResourceName",),
+    "location": ("ResourceLocation", "Location"),
+    "charge_type": ("ChargeType",),
+    "pricing_model": ("PricingModel",),
+    "reservation_id": ("ReservationId",),
+    "benefit_id": ("BenefitId",),
+    "tags": ("Tags",),
+    "additional_info": ("AdditionalInfo",),
+    "quantity": ("Quantity",),
+    "unit": ("UnitOfMeasure",),
+    "payg_cost": ("PaygCostInBillingCurrency",),
+}
+_REQUIRED = ("date", "cost", "currency", "billing_period_start")
+# Text fields with a length limit -> the logical column an overlong value comes from.
+_FIELD_SOURCE = {
+    "billing_account_id": "billing_account_id",
+    "sub_account_id": "subscription_id",
+    "service_name": "meter_category",
+    "sku_id": "meter_id",
+    "region_id": "location",
+    "resource_id": "resource_id",
+    "resource_name": "resource_name",
+    "commitment_discount_id": "reservation_id",
+    "consumed_unit": "unit",
+    "x_instance_type": "additional_info",
+}
+
+# Azure ChargeType -> FOCUS ChargeCategory. A refund is a negative purchase (FOCUS ChargeClass
+# Correction); unused commitment is usage of the commitment (CommitmentDiscountStatus Unused).
+_CHARGE_CATEGORY = {
+    "usage": "Usage",
+    "purchase": "Purchase",
+    "refund": "Purchase",
+    "unusedreservation": "Usage",
+    "unusedsavingsplan": "Usage",
+    "roundingadjustment": "Adjustment",
+    "adjustment": "Adjustment",
+    "tax": "Tax",
+    "credit": "Credit",
+}
+_PRICING_CATEGORY = {
+    "ondemand": "Standard",
+    "reservation": "Committed",
+    "savingsplan": "Committed",
+    "spot": "Dynamic",
+}
+_COMMITMENT_TYPE = {"reservation": "Reservation", "savingsplan": "Savings Plan"}
+_UNUSED_TYPE = {"unusedreservation": "Reservation", "unusedsavingsplan": "Savings Plan"}
+
+_US_DATE_RE = re.compile(r"^(\d{1,2})/(\d{1,2})/(\d{4})(?:[ T].*)?$")
+# An Azure VM size as AdditionalInfo.ServiceType writes it: Standard_ND96isr_H100_v5.
+_VM_SIZE_RE = re.compile(r"^(?:Standard|Basic)_[A-Za-z0-9_]+$")
+# A VM meter name that is a size without the prefix: "ND96isr H100 v5", "D2 v3", "B1s".
+_METER_SIZE_RE = re.compile(r"^[A-Z]+[0-9]+[A-Za-z0-9 ]*$")
+_METER_SUFFIXES = (" Spot", " Low Priority")
+
+
+def _is_focus(header: Sequence[str]) -> bool:
+    names = {name.strip().lower() for name in header}
+    return all(marker in names for marker in _FOCUS_MARKERS)
+
+
+def _day(value: object) -> date:
+    """A cell holding a day: MM/DD/YYYY (EA), ISO 8601 (MCA, newer exports) or a Parquet date."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).date() if value.tzinfo else value.date()
+    if isinstance(value, date):
+        return value
+    text = _text(value)
+    if not text:
+        raise _BadValue("is empty")
+    match = _US_DATE_RE.match(text)
+    if match is None:
+        stamp = _timestamp(text)
+        assert stamp is not None
+        return stamp.date()
+    try:
+        return date(int(match[3]), int(match[1]), int(match[2]))
+    except ValueError:
+        raise _BadValue(f"{text!r} is not a valid MM/DD/YYYY date") from None
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def _tags(value: object) -> dict[str, str]:
+    """Azure Tags: JSON, often without the outer braces; values kept as strings."""
+    parsed = _json_object(value)
+    return {str(key): "" if item is None else str(item) for key, item in parsed.items()}
+
+
+def _additional_info(value: object) -> dict[str, Any]:
+    # Informational only: a malformed AdditionalInfo must not stop a bill from importing.
+    try:
+        return _json_object(value)
+    except _BadValue:
+        return {}
+
+
+def _instance_type(info: dict[str, Any], meter_category: str, subcategory: str, name: str) -> str:
+    """The VM size: AdditionalInfo first (ServiceType, VMSize, or a VMName that is a size), then
+    a Virtual Machines meter naming it (MeterSubCategory "Standard_...", MeterName "D2 v3")."""
+    for key in ("ServiceType", "VMSize", "VMName"):
+        found = str(info.get(key) or "").strip()
+        if _VM_SIZE_RE.match(found):
+            return found
+    if meter_category.strip().lower() != "virtual machines":
+        return ""
+    if _VM_SIZE_RE.match(subcategory.strip()):
+        return subcategory.strip()
+    # "D2 v2/DS2 v2" bills both sizes on one meter: the first names the family's base size.
+    meter = name.split("/")[0].strip()
+    for suffix in _METER_SUFFIXES:
+        meter = meter.removesuffix(suffix)
+    if _METER_SIZE_RE.match(meter):
+        return "Standard_" + meter.replace(" ", "_")
+    return ""
+
+
+def _region(value: str) -> str:
+    # FOCUS RegionId for Azure is the ARM name: "East US" / "EastUS" -> "eastus".
+    return value.replace(" ", "").lower()
+
+
+def _resource_name(name: str, resource_id: str) -> str:
+    if name:
+        return name
+    if resource_id and not resource_id.endswith("/"):
+        return resource_id.rsplit("/", 1)[-1]
+    return ""
+
+
+class _AzureRow:
+    """Maps one cost-details row (cells in header order) to CostLineItem fields."""
+
+    def __init__(self, header: Sequence[str], *, file_label: str) -> None:
+        self.file_label = file_label
+        self.width = len(header)
+        positions: dict[str, int] = {}
+        for index, name in enumerate(header):
+            positions.setdefault(name.strip().lower(), index)
+        # logical name -> (header name as written, position)
+        self.columns: dict[str, tuple[str, int]] = {}
+        for key, names in _COLUMNS.items():
+            for name in names:
+                position = positions.get(name.lower())
+                if position is not None:
+                    self.columns[key] = (header[position].strip(), position)
+                    break
+        missing = [key for key in _REQUIRED if key not in self.columns]
+        if missing:
+            wanted = "; ".join(" or ".join(_COLUMNS[key]) for key in missing)
+            raise ImportFormatError(
+                f"missing required Azure cost details column(s): {wanted}",
+                file=file_label,
+                row=1,
+                column=_COLUMNS[missing[0]][0],
+            )
+        self.limits = {field: _max_length(field) for field in _FIELD_SOURCE}
+
+    def _raw(self, cells: Sequence[object], key: str) -> object:
+        hit = self.columns.get(key)
+        return None if hit is None else cells[hit[1]]
+
+    def _str(self, cells: Sequence[object], key: str) -> str:
+        return _text(self._raw(cells, key))
+
+    def _error(self, message: str, row: int, key: str) -> ImportFormatError:
+        column = self.columns[key][0] if key in self.columns else _COLUMNS[key][0]
+        return ImportFormatError(message, file=self.file_label, row=row, column=column)
+
+    def _convert(self, cells: Sequence[object], key: str, row: int, convert: Any) -> Any:
+        try:
+            return convert(self._raw(cells, key))
+        except _BadValue as exc:
+            raise self._error(str(exc), row, key) from None
+
+    def build(self, cells: Sequence[object], row: int) -> dict[str, Any]:
+        if len(cells) != self.width:
+            raise ImportFormatError(
+                f"has {len(cells)} values but the header has {self.width} columns",
+                file=self.file_label,
+                row=row,
+            )
+        day = self._convert(cells, "date", row, _day)
+        period_day = self._convert(cells, "billing_period_start", row, _day)
+        period_end = None
+        if not _is_null(self._raw(cells, "billing_period_end")):
+            # BillingPeriodEndDate is the period's last day; FOCUS ends are exclusive.
+            period_end = _midnight(self._convert(cells, "billing_period_end", row, _day))
+            period_end += timedelta(days=1)
+        cost = self._convert(cells, "cost", row, _money)
+        if cost is None:
+            raise self._error("is empty but a cost is required", row, "cost")
+        currency = self._convert(cells, "currency", row, _currency)
+
+        charge_type = self._str(cells, "charge_type").lower()
+        category = _CHARGE_CATEGORY.get(charge_type or "usage")
+        if category is None:
+            raise self._error(
+                f"unknown ChargeType {self._str(cells, 'charge_type')!r}; expected one of "
+                "Usage, Purchase, Refund, UnusedReservation, UnusedSavingsPlan, "
+                "RoundingAdjustment, Tax",
+                row,
+                "charge_type",
+            )
+        pricing_model = self._str(cells, "pricing_model").lower()
+        pricing = _PRICING_CATEGORY.get(pricing_model, "Other" if pricing_model else "")
+        if category == "Purchase" or (not pricing and category == "Usage"):
+            # FOCUS prices a commitment purchase Standard (the spec's purchase examples); older
+            # EA exports have no PricingModel at all, which means on-demand.
+            pricing = "Standard"
+
+        commitment_id = self._str(cells, "reservation_id") or self._str(cells, "benefit_id")
+        commitment_type = _UNUSED_TYPE.get(charge_type) or _COMMITMENT_TYPE.get(pricing_model, "")
+        if charge_type in _UNUSED_TYPE:
+            status = "Unused"
+        elif category == "Usage" and pricing == "Committed":
+            status = "Used"
+        else:
+            status = ""
+
+        quantity = None
+        unit = ""
+        if category == "Usage" and status != "Unused":
+            quantity = self._convert(cells, "quantity", row, _quantity)
+            unit = self._str(cells, "unit")
+
+        resource_id = self._str(cells, "resource_id")
+        meter_category = self._str(cells, "meter_category")
+        item: dict[str, Any] = {
+            "billing_period": date(period_day.year, period_day.month, 1),
+            "billing_period_start": _midnight(period_day),
+            "billing_period_end": period_end,
+            "provider_name": PROVIDER_NAME,
+            "billing_account_id": self._str(cells, "billing_account_id")
+            or self._str(cells, "billing_account_name"),
+            "sub_account_id": self._str(cells, "subscription_id"),
+            "charge_period_start": _midnight(day),
+            "charge_period_end": _midnight(day + timedelta(days=1)),
+            "charge_category": category,
+            "pricing_category": pricing,
+            "service_category": "",
+            "service_name": meter_category or self._str(cells, "consumed_service"),
+            "sku_id": self._str(cells, "meter_id") or self._str(cells, "part_number"),
+            "region_id": _region(self._str(cells, "location")),
+            "resource_id": resource_id,
+            "resource_name": _resource_name(self._str(cells, "resource_name"), resource_id),
+            "resource_type": "",
+            "commitment_discount_id": commitment_id,
+            "commitment_discount_status": status,
+            "commitment_discount_type": commitment_type,
+            "consumed_quantity": quantity,
+            "consumed_unit": unit,
+            "list_cost": self._convert(cells, "payg_cost", row, _money),
+            "contracted_cost": None,
+            "billed_cost": cost,
+            "effective_cost": cost,
+            "billing_currency": currency,
+            "tags": self._convert(cells, "tags", row, _tags),
+            "x_instance_type": _instance_type(
+                _additional_info(self._raw(cells, "additional_info")),
+                meter_category,
+                self._str(cells, "meter_subcategory"),
+                self._str(cells, "meter_name"),
+            ),
+            "x_gpu_count": None,
+            "x_gpu_model": "",
+        }
+        for field, limit in self.limits.items():
+            if len(item[field]) > limit:
+                raise self._error(
+                    f"value is longer than {limit} characters ({field})", row, _FIELD_SOURCE[field]
+                )
+        return item
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def _chunks(
+    rows: Iterator[tuple[int, Sequence[object]]], mapper: _AzureRow, chunk_size: int
+) -> LineItemChunks:
+    chunk: list[dict[str, Any]] = []
+    seen = False
+    for row_number, cells in rows:
+        chunk.append(mapper.build(cells, row_number))
+        if len(chunk) >= chunk_size:
+            seen = True
+            yield chunk
+            chunk = []
+    if chunk:
+        seen = True
+        yield chunk
+    if not seen:
+        raise ImportFormatError("file has a header but no data rows", file=mapper.file_label)
+
+
+def _csv_header(path: Path, *, file_label: str, compressed: bool) -> list[str]:
+    with _open_text(path, compressed=compressed) as handle:
+        try:
+            return next(csv.reader(handle))
+        except StopIteration:
+            raise ImportFormatError("file is empty (no header row)", file=file_label) from None
+        except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as exc:
+            raise ImportFormatError(
+                f"cannot read the header row ({exc})", file=file_label, row=1
+            ) from None
+
+
+def _parse_csv(
+    path: Path, header: list[str], *, file_label: str, compressed: bool, chunk_size: int
+) -> LineItemChunks:
+    mapper = _AzureRow(header, file_label=file_label)
+    with _open_text(path, compressed=compressed) as handle:
+        reader = csv.reader(handle)
+        next(reader)  # the header, already read
+        rows: Iterator[tuple[int, Sequence[object]]] = _csv_rows(reader, file_label=file_label)
+        yield from _chunks(rows, mapper, chunk_size)
+
+
+def _parquet_header(path: Path, *, file_label: str) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        return list(pq.ParquetFile(path).schema_arrow.names)
+    except (pa.ArrowException, OSError) as exc:
+        raise ImportFormatError(f"cannot read Parquet ({exc})", file=file_label) from None
+
+
+def _parquet_rows(
+    path: Path, *, file_label: str, chunk_size: int
+) -> Iterator[tuple[int, Sequence[object]]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    number = 1
+    try:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_size):
+            columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
+            for index in range(batch.num_rows):
+                yield number, [column[index] for column in columns]
+                number += 1
+    except pa.ArrowException as exc:
+        raise ImportFormatError(
+            f"cannot read Parquet ({exc})", file=file_label, row=number
+        ) from None
+
+
+def _parse_parquet(
+    path: Path, header: list[str], *, file_label: str, chunk_size: int
+) -> LineItemChunks:
+    mapper = _AzureRow(header, file_label=file_label)
+    rows = _parquet_rows(path, file_label=file_label, chunk_size=chunk_size)
+    yield from _chunks(rows, mapper, chunk_size)
+
+
+@register_billing_parser("azure")
+def parse_azure_cost(
+    path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS
+) -> LineItemChunks:
+    """Chunks of CostLineItem field dicts from an Azure cost details export (CSV, CSV.gz or
+    Parquet), or from Azure's FocusCost export through the FOCUS parser."""
+    if _magic(path) == _PARQUET_MAGIC or path.suffix.lower() == ".parquet":
+        header = _parquet_header(path, file_label=file_label)
+        if _is_focus(header):
+            return parse_focus(path, file_label=file_label, chunk_size=chunk_size)
+        return _parse_parquet(path, header, file_label=file_label, chunk_size=chunk_size)
+    compressed = _magic(path)[:2] == _GZIP_MAGIC or path.suffix.lower() == ".gz"
+    header = _csv_header(path, file_label=file_label, compressed=compressed)
+    if _is_focus(header):
+        return parse_focus(path, file_label=file_label, chunk_size=chunk_size)
+    return _parse_csv(
+        path, header, file_label=file_label, compressed=compressed, chunk_size=chunk_size
+    )

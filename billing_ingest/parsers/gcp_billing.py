@@ -1,0 +1,425 @@
+"""Google Cloud BigQuery billing export (detailed, resource-level usage cost) as exported files.
+
+Three shapes, told apart by content rather than by file name:
+- Parquet (magic PAR1): nested structs (service.description is a struct field);
+- JSON lines (first non-blank character "{"): nested objects, `credits` a list of objects;
+- CSV: dotted column names (service.description), repeated fields written as JSON or, in older
+  flattened files, as a Python repr ([{'name': ..., 'amount': -5e-06, 'full_name': None}]).
+Any of them may be gzip-compressed. Nested records are flattened to the CSV's dotted names, so one
+mapper serves all three.
+
+Money: BilledCost = ListCost = cost (ListCost = cost_at_list where the export has it);
+EffectiveCost = net cost = cost + sum(credits.amount), credit amounts being negative. A line item
+belongs to its invoice.month (a usage on 31 August on the September invoice is September's).
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import gzip
+import json
+import re
+import zlib
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import IO, Any
+
+from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.focus import (
+    _GZIP_MAGIC,
+    _PARQUET_MAGIC,
+    CHUNK_ROWS,
+    _BadValue,
+    _csv_rows,
+    _currency,
+    _is_null,
+    _magic,
+    _max_length,
+    _money,
+    _open_text,
+    _quantity,
+    _text,
+    _timestamp,
+)
+
+PROVIDER_NAME = "Google Cloud"
+
+REQUIRED_COLUMNS = ("cost", "currency", "usage_start_time", "usage_end_time", "invoice.month")
+
+_CHARGE_CATEGORY = {
+    "regular": "Usage",
+    "tax": "Tax",
+    "adjustment": "Adjustment",
+    "rounding_error": "Adjustment",
+}
+_DYNAMIC_RE = re.compile(r"\b(?:preemptible|spot)\b", re.IGNORECASE)
+_COMMITTED_RE = re.compile(r"\bcommitment\b", re.IGNORECASE)
+_MACHINE_SPEC_LABEL = "compute.googleapis.com/machine_spec"
+# A machine type spelled out in a SKU description: a3-highgpu-8g, n1-standard-4.
+_MACHINE_TYPE_RE = re.compile(r"\b([a-z][0-9][a-z]?-[a-z]+-[0-9]+[a-z]?)\b", re.IGNORECASE)
+_INVOICE_MONTH_RE = re.compile(r"^(\d{4})(\d{2})$")
+# Label sources, lowest precedence first: resource labels win over project labels.
+_LABEL_COLUMNS = ("project.labels", "system_labels", "labels")
+
+# Text fields with a length limit -> the column an overlong value comes from.
+_FIELD_SOURCE = {
+    "billing_account_id": "billing_account_id",
+    "sub_account_id": "project.id",
+    "service_name": "service.description",
+    "sku_id": "sku.id",
+    "region_id": "location.region",
+    "resource_id": "resource.global_name",
+    "resource_name": "resource.name",
+    "consumed_unit": "usage.unit",
+    "x_instance_type": "system_labels",
+}
+
+
+# --------------------------------------------------------------------------- value converters
+
+
+def _gcp_timestamp(value: object) -> datetime:
+    """BigQuery timestamps: ISO 8601 (space or T, +00:00 or Z), BigQuery's own text form
+    "2022-08-01 00:00:00 UTC", or a Parquet timestamp. Naive values are UTC."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.endswith(" UTC"):
+            text = text[: -len(" UTC")] + "+00:00"
+        value = text
+    stamp = _timestamp(value)
+    if stamp is None:
+        raise _BadValue("is empty")
+    return stamp
+
+
+def _invoice_month(value: object) -> date:
+    text = _text(value)
+    match = _INVOICE_MONTH_RE.match(text)
+    if match is None or not 1 <= int(match[2]) <= 12:
+        raise _BadValue(f"{text!r} is not an invoice month (YYYYMM)")
+    return date(int(match[1]), int(match[2]), 1)
+
+
+def _repeated(value: object) -> list[Any]:
+    """A repeated field: a list already (JSON lines, Parquet), or CSV text holding JSON or a
+    Python repr. The repr is read with ast.literal_eval, which evaluates literals only."""
+    if _is_null(value):
+        return []
+    if isinstance(value, list | tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return [value]
+    if not isinstance(value, str):
+        raise _BadValue(f"{value!r} is not a list")
+    text = value.strip()
+    try:
+        parsed = json.loads(text, parse_float=Decimal)
+    except json.JSONDecodeError:
+        try:
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            raise _BadValue(f"{text[:80]!r} is neither JSON nor a Python literal list") from None
+    if isinstance(parsed, dict):
+        return [parsed]
+    if not isinstance(parsed, list):
+        raise _BadValue(f"{text[:80]!r} is not a list")
+    return parsed
+
+
+def _credits_total(value: object) -> Decimal:
+    total = Decimal(0)
+    for credit in _repeated(value):
+        if not isinstance(credit, dict) or "amount" not in credit:
+            raise _BadValue(f"credit {credit!r} has no amount")
+        amount = _money(credit["amount"])
+        if amount is not None:
+            total += amount
+    return total
+
+
+def _labels(value: object) -> dict[str, str]:
+    """Labels as [{key, value}, ...] (BigQuery's shape) or a plain {key: value} mapping."""
+    if isinstance(value, dict) and "key" not in value:
+        return {str(key): _text(item) for key, item in value.items()}
+    labels: dict[str, str] = {}
+    for entry in _repeated(value):
+        if isinstance(entry, dict) and "key" in entry:
+            labels[str(entry["key"])] = _text(entry.get("value"))
+        elif isinstance(entry, list | tuple) and len(entry) == 2:
+            labels[str(entry[0])] = _text(entry[1])
+        else:
+            raise _BadValue(f"label {entry!r} is not a {{key, value}} pair")
+    return labels
+
+
+def _pricing_category(sku_description: str) -> str:
+    if _DYNAMIC_RE.search(sku_description):
+        return "Dynamic"
+    if _COMMITTED_RE.search(sku_description):
+        return "Committed"
+    return "Standard"
+
+
+def _instance_type(system_labels: dict[str, str], sku_description: str) -> str:
+    spec = system_labels.get(_MACHINE_SPEC_LABEL, "").strip()
+    if spec:
+        return spec
+    match = _MACHINE_TYPE_RE.search(sku_description)
+    return match[1].lower() if match else ""
+
+
+def _flatten(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"service": {"description": x}} -> {"service.description": x}; lists stay values."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value and name not in _LABEL_COLUMNS:
+            flat.update(_flatten(value, f"{name}."))
+        else:
+            flat[name] = value
+    return flat
+
+
+# --------------------------------------------------------------------------- row mapper
+
+
+class _GcpRow:
+    """Maps one flattened export record to CostLineItem fields."""
+
+    def __init__(self, *, file_label: str) -> None:
+        self.file_label = file_label
+        self.limits = {field: _max_length(field) for field in _FIELD_SOURCE}
+
+    def _convert(self, record: dict[str, Any], column: str, row: int, convert: Any) -> Any:
+        try:
+            return convert(record.get(column))
+        except _BadValue as exc:
+            raise ImportFormatError(
+                str(exc), file=self.file_label, row=row, column=column
+            ) from None
+
+    def build(self, record: dict[str, Any], row: int) -> dict[str, Any]:
+        for column in REQUIRED_COLUMNS:
+            if column not in record:
+                raise ImportFormatError(
+                    "missing required column", file=self.file_label, row=row, column=column
+                )
+            if _is_null(record[column]):
+                raise ImportFormatError(
+                    "is empty but a value is required",
+                    file=self.file_label,
+                    row=row,
+                    column=column,
+                )
+        period = self._convert(record, "invoice.month", row, _invoice_month)
+        next_period = date(period.year + period.month // 12, period.month % 12 + 1, 1)
+        cost = self._convert(record, "cost", row, _money)
+        credits = self._convert(record, "credits", row, _credits_total)
+        list_cost = self._convert(record, "cost_at_list", row, _money)
+
+        cost_type = _text(record.get("cost_type")).lower() or "regular"
+        category = _CHARGE_CATEGORY.get(cost_type)
+        if category is None:
+            raise ImportFormatError(
+                f"unknown cost_type {cost_type!r}; expected regular, tax, adjustment or "
+                "rounding_error",
+                file=self.file_label,
+                row=row,
+                column="cost_type",
+            )
+        tags: dict[str, str] = {}
+        system_labels: dict[str, str] = {}
+        for column in _LABEL_COLUMNS:
+            labels = self._convert(record, column, row, _labels)
+            if column == "system_labels":
+                system_labels = labels
+            tags.update(labels)
+        sku_description = _text(record.get("sku.description"))
+        usage = category == "Usage"
+        resource_name = _text(record.get("resource.name"))
+
+        item: dict[str, Any] = {
+            "billing_period": period,
+            "billing_period_start": datetime(period.year, period.month, 1, tzinfo=UTC),
+            "billing_period_end": datetime(next_period.year, next_period.month, 1, tzinfo=UTC),
+            "provider_name": PROVIDER_NAME,
+            "billing_account_id": _text(record.get("billing_account_id")),
+            "sub_account_id": _text(record.get("project.id")),
+            "charge_period_start": self._convert(record, "usage_start_time", row, _gcp_timestamp),
+            "charge_period_end": self._convert(record, "usage_end_time", row, _gcp_timestamp),
+            "charge_category": category,
+            "pricing_category": _pricing_category(sku_description) if usage else "",
+            "service_category": "",
+            "service_name": _text(record.get("service.description")),
+            "sku_id": _text(record.get("sku.id")),
+            "region_id": _text(record.get("location.region")),
+            "resource_id": _text(record.get("resource.global_name")) or resource_name,
+            "resource_name": resource_name,
+            "resource_type": "",
+            "commitment_discount_id": "",
+            "commitment_discount_status": "",
+            "commitment_discount_type": "",
+            "consumed_quantity": (
+                self._convert(record, "usage.amount", row, _quantity) if usage else None
+            ),
+            "consumed_unit": _text(record.get("usage.unit")) if usage else "",
+            "list_cost": cost if list_cost is None else list_cost,
+            "contracted_cost": None,
+            "billed_cost": cost,
+            "effective_cost": cost + credits,
+            "billing_currency": self._convert(record, "currency", row, _currency),
+            "tags": tags,
+            "x_instance_type": _instance_type(system_labels, sku_description),
+            "x_gpu_count": None,
+            "x_gpu_model": "",
+        }
+        for field, limit in self.limits.items():
+            if len(item[field]) > limit:
+                raise ImportFormatError(
+                    f"value is longer than {limit} characters ({field})",
+                    file=self.file_label,
+                    row=row,
+                    column=_FIELD_SOURCE[field],
+                )
+        return item
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def _chunks(
+    records: Iterator[tuple[int, dict[str, Any]]], mapper: _GcpRow, chunk_size: int
+) -> LineItemChunks:
+    chunk: list[dict[str, Any]] = []
+    seen = False
+    for row_number, record in records:
+        chunk.append(mapper.build(record, row_number))
+        if len(chunk) >= chunk_size:
+            seen = True
+            yield chunk
+            chunk = []
+    if chunk:
+        seen = True
+        yield chunk
+    if not seen:
+        raise ImportFormatError("file has no data rows", file=mapper.file_label)
+
+
+def _csv_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    reader = csv.reader(handle)
+    try:
+        header = [name.strip() for name in next(reader)]
+    except StopIteration:
+        raise ImportFormatError("file is empty (no header row)", file=file_label) from None
+    except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as exc:
+        raise ImportFormatError(
+            f"cannot read the header row ({exc})", file=file_label, row=1
+        ) from None
+    missing = [column for column in REQUIRED_COLUMNS if column not in header]
+    if missing:
+        raise ImportFormatError(
+            f"missing required BigQuery export column(s): {', '.join(missing)}",
+            file=file_label,
+            row=1,
+            column=missing[0],
+        )
+    for row_number, cells in _csv_rows(reader, file_label=file_label):
+        if len(cells) != len(header):
+            raise ImportFormatError(
+                f"has {len(cells)} values but the header has {len(header)} columns",
+                file=file_label,
+                row=row_number,
+            )
+        yield row_number, dict(zip(header, cells, strict=True))
+
+
+def _jsonl_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    line_number = 0
+    while True:
+        line_number += 1
+        try:
+            line = handle.readline()
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise ImportFormatError(
+                f"gzip data is truncated or corrupt ({exc})", file=file_label, row=line_number
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise ImportFormatError(
+                f"is not valid UTF-8 ({exc.reason})", file=file_label, row=line_number
+            ) from None
+        if not line:
+            return
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line, parse_float=Decimal)
+        except json.JSONDecodeError as exc:
+            raise ImportFormatError(
+                f"is not valid JSON ({exc.msg})", file=file_label, row=line_number
+            ) from None
+        if not isinstance(record, dict):
+            raise ImportFormatError("is not a JSON object", file=file_label, row=line_number)
+        yield line_number, _flatten(record)
+
+
+def _parquet_records(
+    path: Path, *, file_label: str, chunk_size: int
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    number = 1
+    try:
+        parquet = pq.ParquetFile(path)
+        for batch in parquet.iter_batches(batch_size=chunk_size):
+            for record in batch.to_pylist():
+                yield number, _flatten(record)
+                number += 1
+    except (pa.ArrowException, OSError) as exc:
+        raise ImportFormatError(
+            f"cannot read Parquet ({exc})", file=file_label, row=number
+        ) from None
+
+
+def _first_character(handle: IO[str]) -> str:
+    """The first non-blank character, read without consuming the stream (it is re-opened)."""
+    try:
+        for line in handle:
+            stripped = line.strip()
+            if stripped:
+                return stripped[0]
+    except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError):
+        return ""
+    return ""
+
+
+def _text_records(
+    path: Path, *, file_label: str, compressed: bool
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    with _open_text(path, compressed=compressed) as handle:
+        is_jsonl = _first_character(handle) == "{"
+    with _open_text(path, compressed=compressed) as handle:
+        if is_jsonl:
+            yield from _jsonl_records(handle, file_label=file_label)
+        else:
+            yield from _csv_records(handle, file_label=file_label)
+
+
+@register_billing_parser("gcp-bigquery")
+def parse_gcp_billing(
+    path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS
+) -> LineItemChunks:
+    """Chunks of CostLineItem field dicts from a BigQuery billing export file (CSV, JSON lines
+    or Parquet, optionally gzip-compressed)."""
+    magic = _magic(path)
+    records: Iterator[tuple[int, dict[str, Any]]]
+    if magic == _PARQUET_MAGIC:
+        records = _parquet_records(path, file_label=file_label, chunk_size=chunk_size)
+    else:
+        compressed = magic[:2] == _GZIP_MAGIC
+        records = _text_records(path, file_label=file_label, compressed=compressed)
+    return _chunks(records, _GcpRow(file_label=file_label), chunk_size)

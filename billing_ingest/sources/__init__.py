@@ -1,0 +1,1 @@
+"""Where billing files come from (cloud storage exports), before a parser reads them."""
