@@ -1,4 +1,13 @@
 from django.urls import path
 
+from finops.web import views
+
 app_name = "web"
-urlpatterns: list = []
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("teams/<slug:slug>/", views.team_detail, name="team"),
+    # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
+    path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
+    path("reconciliation/", views.reconciliation, name="reconciliation"),
+    path("imports/", views.import_batches, name="imports"),
+]

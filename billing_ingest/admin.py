@@ -1,0 +1,65 @@
+from django.contrib import admin
+
+from billing_ingest.models import Cluster, CostLineItem, ImportBatch, JobRecord
+
+
+@admin.register(Cluster)
+class ClusterAdmin(admin.ModelAdmin):
+    list_display = ["name", "time_zone"]
+    search_fields = ["name"]
+
+
+@admin.register(ImportBatch)
+class ImportBatchAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "kind",
+        "format",
+        "source",
+        "status",
+        "row_count",
+        "billing_periods",
+        "created_at",
+    ]
+    list_filter = ["kind", "status", "format"]
+    search_fields = ["source", "file_name", "file_sha256"]
+    raw_id_fields = ["superseded_by"]
+    readonly_fields = ["created_at", "started_at", "finished_at"]
+
+
+@admin.register(CostLineItem)
+class CostLineItemAdmin(admin.ModelAdmin):
+    list_display = [
+        "billing_period",
+        "provider_name",
+        "billing_account_id",
+        "service_name",
+        "resource_id",
+        "charge_category",
+        "effective_cost",
+        "billed_cost",
+        "billing_currency",
+    ]
+    list_filter = ["billing_period", "provider_name", "charge_category", "billing_currency"]
+    search_fields = ["resource_id", "resource_name", "sku_id", "billing_account_id"]
+    raw_id_fields = ["batch"]
+    show_full_result_count = False
+
+
+@admin.register(JobRecord)
+class JobRecordAdmin(admin.ModelAdmin):
+    list_display = [
+        "cluster",
+        "job_id",
+        "run_id",
+        "user",
+        "account",
+        "state",
+        "start",
+        "end",
+        "gpus",
+    ]
+    list_filter = ["cluster", "state"]
+    search_fields = ["job_id", "run_id", "name", "user", "account"]
+    raw_id_fields = ["batch"]
+    show_full_result_count = False

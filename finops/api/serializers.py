@@ -1,0 +1,124 @@
+"""API shapes. Money is a decimal string with every stored place (12); never a float."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from billing_ingest.models import MONEY_PLACES, ImportBatch
+from finops.attribution.models import RunCost
+from finops.attribution.selectors import Reconciliation, ReconciliationRow
+from finops.org.models import Team
+
+GPU_HOUR_PLACES = 6
+
+
+def money(**kwargs: object) -> serializers.DecimalField:
+    return serializers.DecimalField(
+        max_digits=None,
+        decimal_places=MONEY_PLACES,
+        coerce_to_string=True,
+        read_only=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+class TeamSerializer(serializers.ModelSerializer[Team]):
+    class Meta:
+        model = Team
+        fields = ["slug", "name"]
+
+
+class RunCostSerializer(serializers.ModelSerializer[RunCost]):
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    month = serializers.SerializerMethodField()
+    currency = serializers.CharField(source="billing_currency", read_only=True)
+    cost = money()
+    wasted_cost = money()
+    cost_per_gpu_hour = money(allow_null=True)
+    gpu_hours = serializers.DecimalField(
+        max_digits=None, decimal_places=GPU_HOUR_PLACES, coerce_to_string=True, read_only=True
+    )
+    gpu_seconds = serializers.DecimalField(
+        max_digits=None, decimal_places=6, coerce_to_string=True, read_only=True
+    )
+
+    class Meta:
+        model = RunCost
+        fields = [
+            "run_id",
+            "team",
+            "month",
+            "cluster",
+            "currency",
+            "cost",
+            "gpu_hours",
+            "gpu_seconds",
+            "cost_per_gpu_hour",
+            "wasted_cost",
+            "jobs",
+            "failed_jobs",
+            "running_jobs",
+            "first_start",
+            "last_end",
+        ]
+
+    def get_month(self, obj: RunCost) -> str:
+        return obj.billing_period.strftime("%Y-%m")
+
+
+class MonthQuerySerializer(serializers.Serializer[None]):
+    month = serializers.RegexField(
+        r"^\d{4}-(0[1-9]|1[0-2])$",
+        error_messages={"invalid": "Enter a month as YYYY-MM.", "required": "month is required."},
+    )
+
+
+class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow]):
+    provider = serializers.CharField()
+    billing_account_id = serializers.CharField()
+    currency = serializers.CharField()
+    billed = money(help_text="Sum of EffectiveCost of the month's line items.")
+    billed_cost = money(help_text="Sum of BilledCost (cash).")
+    attributed = serializers.DictField(child=money(), help_text="Ledger amount per category.")
+    idle = money()
+    unallocated = money()
+    difference = money(help_text="billed - sum of every category; 0 once attribution ran.")
+
+
+class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
+    month = serializers.SerializerMethodField()
+    currency = serializers.CharField()
+    billed = money(source="total.billed")
+    billed_cost = money(source="total.billed_cost")
+    attributed = serializers.DictField(child=money(), source="total.attributed")
+    idle = money(source="total.idle")
+    unallocated = money(source="total.unallocated")
+    difference = money(source="total.difference")
+    by_account = ReconciliationAccountSerializer(many=True)
+
+    def get_month(self, obj: Reconciliation) -> str:
+        return obj.month.strftime("%Y-%m")
+
+
+class ImportBatchSerializer(serializers.ModelSerializer[ImportBatch]):
+    class Meta:
+        model = ImportBatch
+        fields = [
+            "id",
+            "kind",
+            "format",
+            "source",
+            "file_name",
+            "file_sha256",
+            "status",
+            "billing_periods",
+            "row_count",
+            "currency_totals",
+            "error",
+            "superseded_by",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]

@@ -1,0 +1,77 @@
+"""REST API v1. Every endpoint needs a logged-in user (settings); some need finance."""
+
+from __future__ import annotations
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, viewsets
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing_ingest.models import ImportBatch
+from finops.api.filters import RunCostFilterSet, month_parse
+from finops.api.serializers import (
+    ImportBatchSerializer,
+    MonthQuerySerializer,
+    ReconciliationSerializer,
+    RunCostSerializer,
+    TeamSerializer,
+)
+from finops.attribution.models import RunCost
+from finops.attribution.selectors import reconciliation_for_month, run_cost_list_visible
+from finops.org.models import Team
+from finops.org.permissions import IsFinance, user_is_finance
+from finops.org.selectors import team_list_visible
+
+
+class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
+    """Teams the caller may see: all for finance, their own for a team lead."""
+
+    serializer_class = TeamSerializer
+    lookup_field = "slug"
+
+    def get_queryset(self) -> QuerySet[Team]:
+        return team_list_visible(user=self.request.user).order_by("name", "slug")
+
+
+class RunCostViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[RunCost]):
+    """Training-run cost rollups: filter with ?month=YYYY-MM, &team=slug, &cluster=, &currency=."""
+
+    serializer_class = RunCostSerializer
+    filterset_class = RunCostFilterSet
+
+    def get_queryset(self) -> QuerySet[RunCost]:
+        user = self.request.user
+        return run_cost_list_visible(
+            teams=team_list_visible(user=user), include_unowned=user_is_finance(user)
+        )
+
+
+class ReconciliationView(APIView):
+    """Bill vs ledger for a billing month (finance only). Money as decimal strings."""
+
+    permission_classes = [IsAuthenticated, IsFinance]
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM")
+        ],
+        responses=ReconciliationSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        query = MonthQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month = month_parse(query.validated_data["month"])
+        return Response(ReconciliationSerializer(reconciliation_for_month(month=month)).data)
+
+
+class ImportBatchViewSet(viewsets.ReadOnlyModelViewSet[ImportBatch]):
+    """Import batches, newest first (finance only)."""
+
+    serializer_class = ImportBatchSerializer
+    permission_classes = [IsAuthenticated, IsFinance]
+    queryset = ImportBatch.objects.order_by("-created_at", "-id")
+    filterset_fields = ["kind", "status", "source"]

@@ -1,0 +1,364 @@
+"""Reads for the pages and the API: month overview, team month, run detail, reconciliation.
+
+Every function does a fixed number of aggregate queries, whatever the number of rows.
+Amounts are never added across currencies: rows and totals are keyed by currency.
+Overview and team pages read the rollups (TeamDailyCost, RunCost); the run detail and the
+reconciliation read the ledger (AllocatedCost), which is what must add up to the bill.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Q, QuerySet, Sum
+
+from billing_ingest.models import CostLineItem, JobRecord
+from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.org.models import Team
+
+CATEGORIES: list[str] = [str(c.value) for c in Category]
+ZERO = Decimal(0)
+SECONDS_PER_HOUR = Decimal(3600)
+
+
+def _currency_order(currency: str) -> tuple[bool, str]:
+    """The default currency first, then the others alphabetically."""
+    return (currency != settings.FINOPS_DEFAULT_CURRENCY, currency)
+
+
+def _empty_categories() -> dict[str, Decimal]:
+    return dict.fromkeys(CATEGORIES, ZERO)
+
+
+def _visible(qs: QuerySet, *, teams: QuerySet[Team], include_unowned: bool) -> QuerySet:
+    """Rows of the given teams; rows owned by no team (platform idle, shared, unallocated)
+    only when asked, because only finance may see org-wide buckets."""
+    condition = Q(team__in=teams)
+    if include_unowned:
+        condition |= Q(team__isnull=True)
+    return qs.filter(condition)
+
+
+# --- months -------------------------------------------------------------------------------
+
+
+def month_list_with_data() -> list[date]:
+    """Billing months that have line items or attributed cost, newest first."""
+    months = set(
+        CostLineItem.objects.order_by().values_list("billing_period", flat=True).distinct()
+    )
+    months |= set(
+        TeamDailyCost.objects.order_by().values_list("billing_period", flat=True).distinct()
+    )
+    return sorted(months, reverse=True)
+
+
+# --- month overview -----------------------------------------------------------------------
+
+
+@dataclass
+class CategoryRow:
+    """Amounts by category for one key (a team, a total) in one currency."""
+
+    currency: str
+    by_category: dict[str, Decimal] = field(default_factory=_empty_categories)
+    team: Team | None = None
+
+    @property
+    def total(self) -> Decimal:
+        return sum(self.by_category.values(), ZERO)
+
+    @property
+    def idle(self) -> Decimal:
+        return self.by_category[Category.IDLE]
+
+    @property
+    def unallocated(self) -> Decimal:
+        return self.by_category[Category.UNALLOCATED]
+
+
+@dataclass
+class ProviderRow:
+    provider: str
+    currency: str
+    amount: Decimal
+
+
+@dataclass
+class MonthOverview:
+    month: date
+    # One row per (team, currency); team None is the unowned bucket (finance only).
+    teams: list[CategoryRow]
+    # One row per currency: the sum of the team rows above.
+    totals: list[CategoryRow]
+    providers: list[ProviderRow]
+
+
+def month_overview(*, month: date, teams: QuerySet[Team], include_unowned: bool) -> MonthOverview:
+    """Attributed cost of a billing month by team and category, by currency and by provider."""
+    base = _visible(
+        TeamDailyCost.objects.filter(billing_period=month),
+        teams=teams,
+        include_unowned=include_unowned,
+    )
+    rows: dict[tuple[int | None, str], CategoryRow] = {}
+    totals: dict[str, CategoryRow] = {}
+    grouped = (
+        base.order_by()
+        .values("team_id", "team__slug", "team__name", "billing_currency", "category")
+        .annotate(amount=Sum("amount"))
+    )
+    for item in grouped:
+        key = (item["team_id"], item["billing_currency"])
+        if key not in rows:
+            team = None
+            if item["team_id"] is not None:
+                team = Team(id=item["team_id"], slug=item["team__slug"], name=item["team__name"])
+            rows[key] = CategoryRow(currency=item["billing_currency"], team=team)
+        rows[key].by_category[item["category"]] += item["amount"]
+        total = totals.setdefault(item["billing_currency"], CategoryRow(item["billing_currency"]))
+        total.by_category[item["category"]] += item["amount"]
+
+    providers = [
+        ProviderRow(provider=p["provider_name"], currency=p["billing_currency"], amount=p["amount"])
+        for p in base.order_by()
+        .values("provider_name", "billing_currency")
+        .annotate(amount=Sum("amount"))
+    ]
+    providers.sort(key=lambda p: (_currency_order(p.currency), p.provider))
+    # Named teams alphabetically, the unowned bucket last.
+    team_rows = sorted(
+        rows.values(),
+        key=lambda r: (r.team is None, r.team.name if r.team else "", _currency_order(r.currency)),
+    )
+    return MonthOverview(
+        month=month,
+        teams=team_rows,
+        totals=[totals[c] for c in sorted(totals, key=_currency_order)],
+        providers=providers,
+    )
+
+
+# --- team month ---------------------------------------------------------------------------
+
+
+@dataclass
+class DailyPoint:
+    day: date
+    currency: str
+    amount: Decimal
+    # Bar length relative to the month's largest day in the same currency, 0..100.
+    percent: Decimal = ZERO
+
+
+@dataclass
+class TeamMonth:
+    team: Team
+    month: date
+    totals: list[CategoryRow]
+    daily: list[DailyPoint]
+
+
+def team_month(*, team: Team, month: date) -> TeamMonth:
+    """One team's month: totals by category (per currency) and the daily series."""
+    base = TeamDailyCost.objects.filter(billing_period=month, team=team).order_by()
+    totals: dict[str, CategoryRow] = {}
+    for item in base.values("billing_currency", "category").annotate(amount=Sum("amount")):
+        row = totals.setdefault(item["billing_currency"], CategoryRow(item["billing_currency"]))
+        row.by_category[item["category"]] += item["amount"]
+
+    daily = [
+        DailyPoint(day=d["day"], currency=d["billing_currency"], amount=d["amount"])
+        for d in base.values("day", "billing_currency")
+        .annotate(amount=Sum("amount"))
+        .order_by("billing_currency", "day")
+    ]
+    peaks: dict[str, Decimal] = defaultdict(lambda: ZERO)
+    for point in daily:
+        peaks[point.currency] = max(peaks[point.currency], point.amount)
+    for point in daily:
+        peak = peaks[point.currency]
+        if peak > 0 and point.amount > 0:
+            point.percent = (point.amount * 100 / peak).quantize(Decimal("0.1"))
+    return TeamMonth(
+        team=team,
+        month=month,
+        totals=[totals[c] for c in sorted(totals, key=_currency_order)],
+        daily=daily,
+    )
+
+
+def run_cost_list_visible(*, teams: QuerySet[Team], include_unowned: bool) -> QuerySet[RunCost]:
+    """Run rollups the viewer may see, ready for RunCostFilterSet (month, team, ...)."""
+    qs = RunCost.objects.select_related("team").order_by("-billing_period", "-cost", "run_id")
+    return _visible(qs, teams=teams, include_unowned=include_unowned)
+
+
+# --- run detail ---------------------------------------------------------------------------
+
+
+@dataclass
+class RunJobRow:
+    job: JobRecord | None
+    currency: str
+    cost: Decimal
+    gpu_seconds: Decimal
+
+    @property
+    def gpu_hours(self) -> Decimal:
+        return self.gpu_seconds / SECONDS_PER_HOUR
+
+
+@dataclass
+class RunDetail:
+    team: Team
+    run_id: str
+    month: date
+    # The run's rollups: one per (cluster, currency).
+    rollups: list[RunCost]
+    # Ledger cost grouped by job and currency; job None is cost on the run but no job.
+    jobs: list[RunJobRow]
+
+
+def run_detail(*, team: Team, run_id: str, month: date) -> RunDetail | None:
+    """A run's rollups and its jobs with their cost from the ledger; None when unknown."""
+    rollups = list(
+        RunCost.objects.filter(billing_period=month, team=team, run_id=run_id).order_by(
+            "cluster", "billing_currency"
+        )
+    )
+    grouped = list(
+        AllocatedCost.objects.filter(billing_period=month, team=team, run_id=run_id)
+        .order_by()
+        .values("job_id", "billing_currency")
+        .annotate(cost=Sum("amount"), gpu_seconds=Sum("gpu_seconds"))
+    )
+    if not rollups and not grouped:
+        return None
+    jobs_by_id = JobRecord.objects.in_bulk([g["job_id"] for g in grouped if g["job_id"]])
+    rows = [
+        RunJobRow(
+            job=jobs_by_id.get(g["job_id"]) if g["job_id"] else None,
+            currency=g["billing_currency"],
+            cost=g["cost"],
+            gpu_seconds=g["gpu_seconds"] or ZERO,
+        )
+        for g in grouped
+    ]
+    far_future = date.max
+    rows.sort(
+        key=lambda r: (
+            r.job is None,
+            (r.job.start.date() if r.job and r.job.start else far_future),
+            r.job.job_id if r.job else "",
+        )
+    )
+    return RunDetail(team=team, run_id=run_id, month=month, rollups=rollups, jobs=rows)
+
+
+# --- reconciliation -----------------------------------------------------------------------
+
+
+@dataclass
+class ReconciliationRow:
+    """Bill vs ledger for one provider x billing account x currency (or a currency total)."""
+
+    provider: str
+    billing_account_id: str
+    currency: str
+    # Sum of EffectiveCost (what attribution splits) and of BilledCost (cash).
+    billed: Decimal = ZERO
+    billed_cost: Decimal = ZERO
+    attributed: dict[str, Decimal] = field(default_factory=_empty_categories)
+
+    @property
+    def attributed_total(self) -> Decimal:
+        return sum(self.attributed.values(), ZERO)
+
+    @property
+    def idle(self) -> Decimal:
+        return self.attributed[Category.IDLE]
+
+    @property
+    def unallocated(self) -> Decimal:
+        return self.attributed[Category.UNALLOCATED]
+
+    @property
+    def difference(self) -> Decimal:
+        return self.billed - self.attributed_total
+
+    @property
+    def balanced(self) -> bool:
+        return self.difference == 0
+
+    def add(self, other: ReconciliationRow) -> None:
+        self.billed += other.billed
+        self.billed_cost += other.billed_cost
+        for category, amount in other.attributed.items():
+            self.attributed[category] += amount
+
+
+@dataclass
+class Reconciliation:
+    month: date
+    # settings.FINOPS_DEFAULT_CURRENCY: the currency of `total`.
+    currency: str
+    # Lines in the default currency only: reports never add different currencies.
+    total: ReconciliationRow
+    # One total per currency present (the default one included).
+    totals_by_currency: list[ReconciliationRow]
+    by_account: list[ReconciliationRow]
+
+    @property
+    def balanced(self) -> bool:
+        return all(row.balanced for row in self.by_account)
+
+
+def reconciliation_for_month(*, month: date) -> Reconciliation:
+    """Billed (EffectiveCost of the month's line items) vs the ledger, per provider x account
+    x currency; difference = billed - every category, exactly 0 once attribution ran."""
+    rows: dict[tuple[str, str, str], ReconciliationRow] = {}
+
+    def row_for(provider: str, account: str, currency: str) -> ReconciliationRow:
+        key = (provider, account, currency)
+        if key not in rows:
+            rows[key] = ReconciliationRow(provider, account, currency)
+        return rows[key]
+
+    billed = (
+        CostLineItem.objects.filter(billing_period=month)
+        .order_by()
+        .values("provider_name", "billing_account_id", "billing_currency")
+        .annotate(effective=Sum("effective_cost"), cash=Sum("billed_cost"))
+    )
+    for b in billed:
+        row = row_for(b["provider_name"], b["billing_account_id"], b["billing_currency"])
+        row.billed += b["effective"] or ZERO
+        row.billed_cost += b["cash"] or ZERO
+
+    attributed = (
+        AllocatedCost.objects.filter(billing_period=month)
+        .order_by()
+        .values("provider_name", "billing_account_id", "billing_currency", "category")
+        .annotate(amount=Sum("amount"))
+    )
+    for a in attributed:
+        row = row_for(a["provider_name"], a["billing_account_id"], a["billing_currency"])
+        row.attributed[a["category"]] += a["amount"] or ZERO
+
+    by_account = [rows[k] for k in sorted(rows)]
+    per_currency: dict[str, ReconciliationRow] = {}
+    for row in by_account:
+        per_currency.setdefault(row.currency, ReconciliationRow("", "", row.currency)).add(row)
+    currency = settings.FINOPS_DEFAULT_CURRENCY
+    return Reconciliation(
+        month=month,
+        currency=currency,
+        total=per_currency.get(currency, ReconciliationRow("", "", currency)),
+        totals_by_currency=[per_currency[c] for c in sorted(per_currency, key=_currency_order)],
+        by_account=by_account,
+    )

@@ -1,0 +1,58 @@
+"""Display helpers: money for people (the API keeps full precision), months, dict lookups."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+CENT = Decimal("0.01")
+
+
+@register.filter
+def money(value: Any) -> str:
+    """12345.678 -> '12,345.68'. Display only: half-up to cents, thousands separators."""
+    if value is None or value == "":
+        return "\u2013"
+    try:
+        amount = Decimal(value).quantize(CENT, rounding=ROUND_HALF_UP)
+    except (InvalidOperation, TypeError, ValueError):
+        return str(value)
+    if amount == 0:
+        amount = abs(amount)  # never show "-0.00"
+    return f"{amount:,.2f}"
+
+
+@register.filter
+def hours(value: Any) -> str:
+    """GPU-hours with one decimal and thousands separators."""
+    if value is None:
+        return "\u2013"
+    return f"{Decimal(value).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP):,.1f}"
+
+
+@register.filter
+def month_label(value: date | None) -> str:
+    return value.strftime("%B %Y") if value else ""
+
+
+@register.filter
+def month_param(value: date | None) -> str:
+    return value.strftime("%Y-%m") if value else ""
+
+
+@register.filter
+def get_item(mapping: dict[str, Any], key: str) -> Any:
+    return mapping.get(key)
+
+
+@register.filter
+def is_finance(user: Any) -> bool:
+    # Imported here so the tag library loads without the app registry being ready.
+    from finops.org.permissions import user_is_finance
+
+    return user_is_finance(user)

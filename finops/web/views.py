@@ -1,0 +1,107 @@
+"""Pages. Thin: check access, resolve the month, call one selector, render."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest, PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+
+from billing_ingest.models import ImportBatch
+from finops.api.filters import RunCostFilterSet, month_format, month_parse
+from finops.attribution import selectors
+from finops.org.permissions import user_is_finance
+from finops.org.selectors import team_list_visible
+
+
+def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
+    """The ?month=YYYY-MM asked for, else the latest month with data (else this month)."""
+    months = selectors.month_list_with_data()
+    raw = request.GET.get("month", "").strip()
+    if raw:
+        try:
+            return month_parse(raw), months
+        except ValueError as exc:
+            raise BadRequest("month must be YYYY-MM") from exc
+    if months:
+        return months[0], months
+    return timezone.now().date().replace(day=1), months
+
+
+def _require_finance(request: HttpRequest) -> None:
+    if not user_is_finance(request.user):
+        raise PermissionDenied("Finance only.")
+
+
+@login_required
+def overview(request: HttpRequest) -> HttpResponse:
+    month, months = _resolve_month(request)
+    finance = user_is_finance(request.user)
+    data = selectors.month_overview(
+        month=month, teams=team_list_visible(user=request.user), include_unowned=finance
+    )
+    context = {
+        "month": month,
+        "months": months,
+        "overview": data,
+        "categories": selectors.CATEGORIES,
+    }
+    return render(request, "web/overview.html", context)
+
+
+@login_required
+def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
+    # A team the viewer may not see is indistinguishable from one that does not exist.
+    team = get_object_or_404(team_list_visible(user=request.user), slug=slug)
+    month, months = _resolve_month(request)
+    runs_filter = RunCostFilterSet(
+        data={"month": month_format(month), "team": team.slug},
+        queryset=selectors.run_cost_list_visible(
+            teams=team_list_visible(user=request.user), include_unowned=False
+        ),
+    )
+    context = {
+        "team": team,
+        "month": month,
+        "months": months,
+        "data": selectors.team_month(team=team, month=month),
+        "runs": list(runs_filter.qs),
+        "categories": selectors.CATEGORIES,
+    }
+    return render(request, "web/team.html", context)
+
+
+@login_required
+def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpResponse:
+    team = get_object_or_404(team_list_visible(user=request.user), slug=team_slug)
+    month, months = _resolve_month(request)
+    detail = selectors.run_detail(team=team, run_id=run_id, month=month)
+    if detail is None:
+        raise Http404("No such run in this month.")
+    context = {"team": team, "month": month, "months": months, "run": detail}
+    return render(request, "web/run.html", context)
+
+
+@login_required
+def reconciliation(request: HttpRequest) -> HttpResponse:
+    _require_finance(request)
+    month, months = _resolve_month(request)
+    context = {
+        "month": month,
+        "months": months,
+        "recon": selectors.reconciliation_for_month(month=month),
+        "categories": selectors.CATEGORIES,
+    }
+    return render(request, "web/reconciliation.html", context)
+
+
+@login_required
+def import_batches(request: HttpRequest) -> HttpResponse:
+    _require_finance(request)
+    paginator = Paginator(ImportBatch.objects.order_by("-created_at", "-id"), 50)
+    page = paginator.get_page(request.GET.get("page"))
+    return render(request, "web/imports.html", {"page": page})

@@ -1,0 +1,174 @@
+"""Real headless Chromium against the live server: log in, walk the pages, check what shows.
+
+Skips when Debian's chromium/chromedriver are absent, unless FINOPS_REQUIRE_BROWSER=1 (CI).
+Static files come from the app folders through the live server's static handler, so no
+collectstatic is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+
+from finops.org.models import Profile
+from finops.web.templatetags.finops_tags import money
+from tests.factories import build_month_scenario
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROME_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-dev-shm-usage",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1400,1000",
+]
+
+
+def _require_browser() -> None:
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if not missing:
+        return
+    message = f"browser binaries absent: {', '.join(missing)}"
+    if os.environ.get("FINOPS_REQUIRE_BROWSER") == "1":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    _require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    profile_dir = tempfile.mkdtemp(prefix="finops-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for arg in [*CHROME_ARGS, f"--user-data-dir={profile_dir}"]:
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile_dir, ignore_errors=True)
+
+
+@pytest.fixture
+def scenario(team, other_team):
+    return build_month_scenario(team=team, other_team=other_team)
+
+
+def _login(driver, base_url: str, username: str, password: str) -> None:
+    from selenium.webdriver.common.by import By
+
+    driver.get(base_url + "/accounts/login/")
+    driver.find_element(By.ID, "id_username").send_keys(username)
+    driver.find_element(By.ID, "id_password").send_keys(password)
+    driver.find_element(By.ID, "login-submit").click()
+    _wait_for_text(driver, "Attributed cost")
+
+
+def _wait_for_text(driver, text: str) -> None:
+    """Wait until a loaded page shows `text`. Reads the body through JavaScript so a page
+    being replaced mid-check cannot leave us holding a stale element."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 15, ignored_exceptions=(WebDriverException,)).until(
+        lambda d: d.execute_script("return document.readyState") == "complete" and text in _body(d)
+    )
+
+
+def _body(driver) -> str:
+    return driver.execute_script("return document.body ? document.body.innerText : ''")
+
+
+def test_finance_walks_overview_team_run_reconciliation(
+    browser, live_server, scenario, finance_user, tmp_path
+):
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    text = _body(driver)
+    assert "September 2025" in text
+    assert "Vision" in text and "Speech" in text
+    usd_total = sum(a.amount for a in scenario.allocations if a.billing_currency == "USD")
+    assert money(usd_total) in text  # 1,500.88
+    # The stylesheet loaded: the top bar is dark, not the browser default.
+    bar = driver.find_element(By.CSS_SELECTOR, "header.topbar")
+    assert bar.value_of_css_property("background-color") != "rgba(0, 0, 0, 0)"
+    driver.save_screenshot(str(tmp_path / "overview.png"))
+
+    driver.find_element(By.LINK_TEXT, "Vision").click()
+    _wait_for_text(driver, "Vision · September 2025")
+    assert money(scenario.run.cost) in _body(driver)  # 500.25
+    driver.save_screenshot(str(tmp_path / "team.png"))
+
+    driver.find_element(By.LINK_TEXT, "llama/7b v2").click()
+    _wait_for_text(driver, "Run llama/7b v2")
+    text = _body(driver)
+    assert "5001" in text and "5002" in text and "FAILED" in text
+    assert money(Decimal("400.25")) in text
+    driver.save_screenshot(str(tmp_path / "run.png"))
+
+    driver.find_element(By.LINK_TEXT, "Reconciliation").click()
+    _wait_for_text(driver, "Reconciliation · September 2025")
+    difference = driver.find_element(By.CSS_SELECTOR, '[data-testid="difference-USD"]').text
+    assert difference == "0.00"
+    assert "Difference" in _body(driver)
+    assert "balanced" in _body(driver)
+    driver.save_screenshot(str(tmp_path / "reconciliation.png"))
+    assert (tmp_path / "overview.png").stat().st_size > 10_000
+
+    # Logout is a POST form; afterwards pages send the browser back to login.
+    driver.find_element(By.CSS_SELECTOR, "form.inline button").click()
+    _wait_for_text(driver, "Log in")
+    driver.get(live_server.url + "/")
+    assert "/accounts/login/" in driver.current_url
+
+
+def test_lead_sees_only_own_team(browser, live_server, scenario, lead_user, tmp_path):
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    _login(driver, live_server.url, "lead", "lead-password-123")
+    links = driver.execute_script(
+        "return Array.from(document.querySelectorAll('main a')).map(a => a.textContent.trim())"
+    )
+    assert "Vision" in links
+    assert "Speech" not in links
+    assert "Speech" not in _body(driver)
+    assert not driver.find_elements(By.LINK_TEXT, "Reconciliation")
+    driver.save_screenshot(str(tmp_path / "lead-overview.png"))
+    driver.get(live_server.url + "/teams/speech/")
+    assert "Not Found" in _body(driver)
+    assert "Speech" not in _body(driver)
+
+
+def test_wrong_password_stays_on_login(browser, live_server, db):
+    from selenium.webdriver.common.by import By
+
+    user = User.objects.create_user("someone", password="right-password-1")
+    Profile.objects.create(user=user, role=Profile.Role.FINANCE)
+    browser.get(live_server.url + "/accounts/login/")
+    browser.find_element(By.ID, "id_username").send_keys("someone")
+    browser.find_element(By.ID, "id_password").send_keys("wrong")
+    browser.find_element(By.ID, "login-submit").click()
+    _wait_for_text(browser, "did not match")
+    assert "/accounts/login/" in browser.current_url

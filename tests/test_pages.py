@@ -1,0 +1,200 @@
+"""Pages: each renders the right figures for finance; a team lead sees only their team."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from finops.attribution.models import AllocatedCost, Category
+from finops.web.templatetags.finops_tags import money
+from tests.factories import (
+    CostLineItemFactory,
+    ImportBatchFactory,
+    RunCostFactory,
+    TeamDailyCostFactory,
+    TeamFactory,
+    build_month_scenario,
+)
+
+
+@pytest.fixture
+def scenario(team, other_team):
+    return build_month_scenario(team=team, other_team=other_team)
+
+
+@pytest.fixture
+def finance_client(client, finance_user):
+    client.force_login(finance_user)
+    return client
+
+
+@pytest.fixture
+def lead_client(client, lead_user):
+    client.force_login(lead_user)
+    return client
+
+
+def _text(response) -> str:
+    assert response.status_code == 200, response.status_code
+    # Collapse whitespace so assertions read like what a person sees.
+    return re.sub(r"\s+", " ", response.content.decode())
+
+
+def _sum(rows, **filters) -> Decimal:
+    return sum(
+        (r.amount for r in rows if all(getattr(r, k) == v for k, v in filters.items())),
+        Decimal(0),
+    )
+
+
+def test_money_filter_formats_for_people():
+    assert money(Decimal("1234567.891")) == "1,234,567.89"
+    assert money(Decimal("0.005")) == "0.01"
+    assert money(Decimal("-0.001")) == "0.00"
+    assert money(None) == "\u2013"
+
+
+def test_overview_for_finance(finance_client, scenario):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    usd = [a for a in scenario.allocations if a.billing_currency == "USD"]
+    total_usd = _sum(usd)
+    assert f'data-testid="total-USD">{money(total_usd)}<' in html
+    assert money(total_usd) == "1,500.88"
+    assert f'data-testid="total-EUR">{money(Decimal(50))}<' in html
+    # Each team row links to its page and shows its own total.
+    for team in (scenario.team, scenario.other_team):
+        url = reverse("web:team", args=[team.slug]) + "?month=2025-09"
+        assert f'href="{url}">{team.name}</a>' in html
+        assert money(_sum(usd, team_id=team.id)) in html
+    # The idle and unallocated totals, and per-provider totals.
+    assert money(_sum(usd, category=Category.IDLE)) in html  # 220.00
+    assert money(_sum(usd, provider_name="GCP")) in html  # 300.13
+    assert "No team (platform)" in html
+
+
+def test_overview_defaults_to_latest_month_and_lists_months(finance_client, scenario, team):
+    TeamDailyCostFactory(
+        team=team,
+        billing_period=dt.date(2025, 8, 1),
+        day=dt.date(2025, 8, 2),
+        amount=Decimal("7.77"),
+    )
+    html = _text(finance_client.get(reverse("web:overview")))
+    assert "September 2025" in html
+    assert '<option value="2025-09" selected>' in html
+    assert '<option value="2025-08">' in html
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-08"}))
+    assert "7.77" in html
+
+
+def test_overview_for_lead_shows_only_their_team(lead_client, scenario):
+    html = _text(lead_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert scenario.team.name in html
+    assert scenario.other_team.name not in html
+    assert "No team (platform)" not in html
+    own = _sum(scenario.allocations, team_id=scenario.team.id)
+    assert f'data-testid="total-USD">{money(own)}<' in html
+
+
+def test_bad_month_is_400(finance_client):
+    assert finance_client.get(reverse("web:overview"), {"month": "20x5"}).status_code == 400
+
+
+def test_team_page(finance_client, scenario):
+    team = scenario.team
+    html = _text(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
+    own = [a for a in scenario.allocations if a.team_id == team.id]
+    assert f'data-testid="team-total-USD">{money(_sum(own))}<' in html
+    assert money(_sum(own, category=Category.IDLE)) in html
+    # Daily series: one row per day with that day's total.
+    for day in {a.day for a in own}:
+        assert money(_sum(own, day=day)) in html
+        assert day.strftime("%a %-d %b") in html
+    # Runs table: id links to the run page (quoted), cost, $/GPU-hour and wasted cost.
+    run = scenario.run
+    run_url = reverse("web:run", args=[team.slug, run.run_id])
+    assert run_url == "/runs/vision/llama/7b%20v2/"
+    assert f'href="{run_url}?month=2025-09">llama/7b v2</a>' in html
+    assert money(run.cost) in html
+    assert money(run.cost / (run.gpu_seconds / 3600)) in html  # 50.03 per GPU-hour
+    assert money(run.wasted_cost) in html
+    assert "asr-1" not in html  # the other team's run
+
+
+def test_team_page_query_count_is_flat(finance_client, scenario, django_assert_max_num_queries):
+    for i in range(25):
+        RunCostFactory(team=scenario.team, run_id=f"extra-{i}")
+    with django_assert_max_num_queries(12):
+        html = _text(finance_client.get(reverse("web:team", args=["vision"]), {"month": "2025-09"}))
+    assert "extra-24" in html
+
+
+def test_run_page(finance_client, scenario):
+    url = reverse("web:run", args=[scenario.team.slug, scenario.run.run_id])
+    html = _text(finance_client.get(url, {"month": "2025-09"}))
+    assert "llama/7b v2" in html
+    assert money(scenario.run.cost) in html
+    run_rows = [a for a in scenario.allocations if a.run_id == scenario.run.run_id]
+    for job in scenario.jobs[:2]:
+        job_rows = [a for a in run_rows if a.job_id == job.id]
+        assert f"<td>{job.job_id}</td>" in html
+        assert job.state in html
+        assert money(_sum(job_rows)) in html
+    assert "gpu-node-01, gpu-node-02" in html
+    assert "8.0" in html  # 28800 GPU-seconds = 8.0 GPU-hours for job 5001
+    assert "6001" not in html  # a job of another run
+
+
+def test_run_page_unknown_run_is_404(finance_client, scenario):
+    url = reverse("web:run", args=[scenario.team.slug, "no-such-run"])
+    assert finance_client.get(url, {"month": "2025-09"}).status_code == 404
+
+
+def test_run_page_query_count_is_flat(finance_client, scenario, django_assert_max_num_queries):
+    url = reverse("web:run", args=[scenario.team.slug, scenario.run.run_id])
+    with django_assert_max_num_queries(10):
+        assert finance_client.get(url, {"month": "2025-09"}).status_code == 200
+
+
+def test_reconciliation_page_balanced(finance_client, scenario):
+    html = _text(finance_client.get(reverse("web:reconciliation"), {"month": "2025-09"}))
+    assert 'data-testid="difference-USD">0.00<' in html
+    assert 'data-testid="difference-EUR">0.00<' in html
+    assert html.count("✔ balanced") == 3
+    assert money(Decimal("1200.75")) in html  # AWS account billed
+    assert money(Decimal("1400.25")) in html  # AWS account cash
+
+
+def test_reconciliation_page_flags_difference(finance_client, scenario):
+    AllocatedCost.objects.filter(provider_name="AWS", category=Category.SHARED).delete()
+    CostLineItemFactory(
+        provider_name="CoreWeave",
+        billing_account_id="cw-1",
+        effective_cost=Decimal("9.99"),
+        billed_cost=Decimal("9.99"),
+    )
+    html = _text(finance_client.get(reverse("web:reconciliation"), {"month": "2025-09"}))
+    assert f'data-testid="difference-USD">{money(Decimal("150.50") + Decimal("9.99"))}<' in html
+    assert html.count("✘ off by") == 2
+    assert html.count("✔ balanced") == 2
+
+
+def test_imports_page(finance_client, django_assert_max_num_queries):
+    ImportBatchFactory(source="aws-cur", row_count=1234, billing_periods=["2025-09"])
+    ImportBatchFactory(source="gcp", status="failed", error="missing column BilledCost")
+    with django_assert_max_num_queries(8):
+        html = _text(finance_client.get(reverse("web:imports")))
+    assert "aws-cur" in html and "1234" in html and "2025-09" in html
+    assert "missing column BilledCost" in html
+
+
+def test_overview_query_count_is_flat(finance_client, scenario, django_assert_max_num_queries):
+    for i in range(20):
+        TeamDailyCostFactory(team=TeamFactory(slug=f"many-{i}"), amount=Decimal(i))
+    with django_assert_max_num_queries(10):
+        html = _text(finance_client.get(reverse("web:overview")))
+    assert "Many 19" in html
