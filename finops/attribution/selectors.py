@@ -14,9 +14,11 @@ from datetime import date
 from decimal import Decimal
 
 from django.conf import settings
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import FloatField, Q, QuerySet, Sum
+from django.db.models.functions import Cast
 
 from billing_ingest.models import CostLineItem, JobRecord
+from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
 from finops.org.models import Team
 
@@ -110,7 +112,7 @@ def month_overview(*, month: date, teams: QuerySet[Team], include_unowned: bool)
     grouped = (
         base.order_by()
         .values("team_id", "team__slug", "team__name", "billing_currency", "category")
-        .annotate(amount=Sum("amount"))
+        .annotate(amount=MoneySum("amount"))
     )
     for item in grouped:
         key = (item["team_id"], item["billing_currency"])
@@ -127,7 +129,7 @@ def month_overview(*, month: date, teams: QuerySet[Team], include_unowned: bool)
         ProviderRow(provider=p["provider_name"], currency=p["billing_currency"], amount=p["amount"])
         for p in base.order_by()
         .values("provider_name", "billing_currency")
-        .annotate(amount=Sum("amount"))
+        .annotate(amount=MoneySum("amount"))
     ]
     providers.sort(key=lambda p: (_currency_order(p.currency), p.provider))
     # Named teams alphabetically, the unowned bucket last.
@@ -167,14 +169,14 @@ def team_month(*, team: Team, month: date) -> TeamMonth:
     """One team's month: totals by category (per currency) and the daily series."""
     base = TeamDailyCost.objects.filter(billing_period=month, team=team).order_by()
     totals: dict[str, CategoryRow] = {}
-    for item in base.values("billing_currency", "category").annotate(amount=Sum("amount")):
+    for item in base.values("billing_currency", "category").annotate(amount=MoneySum("amount")):
         row = totals.setdefault(item["billing_currency"], CategoryRow(item["billing_currency"]))
         row.by_category[item["category"]] += item["amount"]
 
     daily = [
         DailyPoint(day=d["day"], currency=d["billing_currency"], amount=d["amount"])
         for d in base.values("day", "billing_currency")
-        .annotate(amount=Sum("amount"))
+        .annotate(amount=MoneySum("amount"))
         .order_by("billing_currency", "day")
     ]
     peaks: dict[str, Decimal] = defaultdict(lambda: ZERO)
@@ -194,7 +196,9 @@ def team_month(*, team: Team, month: date) -> TeamMonth:
 
 def run_cost_list_visible(*, teams: QuerySet[Team], include_unowned: bool) -> QuerySet[RunCost]:
     """Run rollups the viewer may see, ready for RunCostFilterSet (month, team, ...)."""
-    qs = RunCost.objects.select_related("team").order_by("-billing_period", "-cost", "run_id")
+    # Cast: on SQLite money is stored as text, where "9" sorts above "10".
+    by_cost = Cast("cost", output_field=FloatField()).desc()
+    qs = RunCost.objects.select_related("team").order_by("-billing_period", by_cost, "run_id")
     return _visible(qs, teams=teams, include_unowned=include_unowned)
 
 
@@ -235,7 +239,7 @@ def run_detail(*, team: Team, run_id: str, month: date) -> RunDetail | None:
         AllocatedCost.objects.filter(billing_period=month, team=team, run_id=run_id)
         .order_by()
         .values("job_id", "billing_currency")
-        .annotate(cost=Sum("amount"), gpu_seconds=Sum("gpu_seconds"))
+        .annotate(cost=MoneySum("amount"), gpu_seconds=Sum("gpu_seconds"))
     )
     if not rollups and not grouped:
         return None
@@ -333,7 +337,7 @@ def reconciliation_for_month(*, month: date) -> Reconciliation:
         CostLineItem.objects.filter(billing_period=month)
         .order_by()
         .values("provider_name", "billing_account_id", "billing_currency")
-        .annotate(effective=Sum("effective_cost"), cash=Sum("billed_cost"))
+        .annotate(effective=MoneySum("effective_cost"), cash=MoneySum("billed_cost"))
     )
     for b in billed:
         row = row_for(b["provider_name"], b["billing_account_id"], b["billing_currency"])
@@ -344,7 +348,7 @@ def reconciliation_for_month(*, month: date) -> Reconciliation:
         AllocatedCost.objects.filter(billing_period=month)
         .order_by()
         .values("provider_name", "billing_account_id", "billing_currency", "category")
-        .annotate(amount=Sum("amount"))
+        .annotate(amount=MoneySum("amount"))
     )
     for a in attributed:
         row = row_for(a["provider_name"], a["billing_account_id"], a["billing_currency"])
