@@ -1,0 +1,395 @@
+"""The attribution engine (DESIGN section 5): pure Python, no ORM, exact to the last stored decimal.
+
+Dataclasses in, shares out. The service loads LineItem / Job values from the database, runs
+`attribute`, aggregates the shares into the ledger.
+
+How one GPU node line item is split (requested-GPU basis, idle policy `keep`):
+
+- Its EffectiveCost C is spread evenly over its charge period [start, end) of T seconds and
+  bucketed by UTC hour; a bucket is hour ∩ charge period (length L, partial hours allowed), so
+  the bucket's cost is C x L / T.
+- A job holds gpus / len(nodes) GPUs on each of its nodes; its GPU-seconds in a bucket are that
+  times the seconds its [start, end) overlaps the bucket. A running job (end None) runs to the
+  end of the charge period: cost to date.
+- Job share = bucket cost x job GPU-seconds / (node GPUs x L). The rest of the bucket is idle.
+  When the jobs hold more than the node has (oversubscription, bad GPU counts), the whole bucket
+  is split pro rata among them and idle is 0.
+
+Exactness: all weights are integers (seconds, millionths of a GPU), so every share is the exact
+rational U x N_k / D of the line's amount in MONEY_QUANTUM units U. The largest-remainder method
+then rounds them to whole units that sum to U exactly: per line item, sum(shares) == EffectiveCost.
+Credits (negative costs) are split by magnitude and get the sign back. Decimal appears only at the
+edges (amount in, gpu-seconds out).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from decimal import Context, Decimal
+from fractions import Fraction
+from typing import NamedTuple
+
+# Must equal billing_ingest.models.MONEY_PLACES (a test checks it); repeated here so the engine
+# stays importable without Django.
+MONEY_PLACES = 12
+# JobRecord.gpus has 6 decimals: job GPUs are carried as integer millionths of a GPU.
+GPU_SCALE = 10**6
+HOUR = 3600
+DAY = 86400
+
+# Category values (must equal finops.attribution.models.Category; a test checks it).
+TRAINING = "training"
+TAGGED = "tagged"
+IDLE = "idle"
+UNALLOCATED = "unallocated"
+
+# Node-name tags on billed resources (DESIGN section 5.1), tried in this order.
+NODE_TAG_KEYS = ("finops:node", "kubernetes.io/hostname", "slurm:node", "Name")
+
+# High precision for the only divisions done in Decimal (gpu-seconds): far below the 6 stored
+# decimals, so the quantisation at write time is the only rounding that shows.
+_CTX = Context(prec=50)
+_ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class LineItem:
+    """One billed line item, times as UTC epoch seconds."""
+
+    id: int
+    start: int
+    end: int
+    # EffectiveCost, with at most MONEY_PLACES decimals.
+    cost: Decimal
+    # The node name when the line is a GPU compute node (matched to job nodes, or a GPU type).
+    node: str | None = None
+    # GPUs per node; None when the type is unknown (see JobIndex.fallback_capacity).
+    gpus: int | None = None
+    # Owner of a non-node line: TAGGED with a team, or UNALLOCATED.
+    category: str = UNALLOCATED
+    # Owner team: of the whole line for non-node lines, of the idle part for node lines.
+    team_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: int
+    nodes: tuple[str, ...]
+    start: int
+    # None while running.
+    end: int | None
+    # Total GPUs over all nodes, in millionths of a GPU.
+    gpu_micros: int
+    team_id: int | None = None
+
+
+class Share(NamedTuple):
+    """One rounded piece of one line item. A NamedTuple rather than a dataclass: the engine makes
+    millions of them and tuples are several times cheaper to build."""
+
+    line_id: int
+    # UTC day of the bucket as days since 1970-01-01.
+    day: int
+    category: str
+    team_id: int | None
+    job_id: int | None
+    node: str
+    # Signed amount in MONEY_QUANTUM units (10^-MONEY_PLACES).
+    units: int
+    # GPU-seconds behind a job share (0 for idle and non-node shares, and for a bucket of the
+    # same node already counted by an earlier line item, so gpu-seconds are never doubled).
+    gpu_seconds: Decimal = _ZERO
+
+    @property
+    def amount(self) -> Decimal:
+        return units_to_decimal(self.units)
+
+
+def units_to_decimal(units: int) -> Decimal:
+    return Decimal(units).scaleb(-MONEY_PLACES, _CTX)
+
+
+def decimal_to_units(amount: Decimal) -> int:
+    """Exact integer count of MONEY_QUANTUM in amount; refuses amounts with more decimals."""
+    scaled = amount.scaleb(MONEY_PLACES, _CTX)
+    units = int(scaled)
+    if scaled != units:
+        raise ValueError(f"{amount} has more than {MONEY_PLACES} decimal places")
+    return units
+
+
+def gpu_micros(gpus: Decimal | int) -> int:
+    return int(_CTX.multiply(Decimal(gpus), Decimal(GPU_SCALE)).to_integral_value())
+
+
+def largest_remainder(total: int, weights: Sequence[int]) -> list[int]:
+    """Split the non-negative integer total in proportion to non-negative integer weights.
+
+    Each part gets floor(total x w / sum), then the units still missing go one each to the parts
+    with the largest remainders; ties go to the earlier part (deterministic). The parts sum to
+    total exactly.
+    """
+    denominator = sum(weights)
+    if denominator == 0:
+        if total:
+            raise ValueError("cannot split a non-zero total over zero weights")
+        return [0] * len(weights)
+    parts: list[int] = []
+    remainders: list[int] = []
+    for weight in weights:
+        quotient, remainder = divmod(total * weight, denominator)
+        parts.append(quotient)
+        remainders.append(remainder)
+    missing = total - sum(parts)
+    if missing:
+        order = sorted(range(len(parts)), key=lambda i: (-remainders[i], i))
+        for i in order[:missing]:
+            parts[i] += 1
+    return parts
+
+
+def match_node(
+    *,
+    resource_name: str,
+    resource_id: str,
+    tags: Mapping[str, object],
+    node_names: Mapping[str, str],
+) -> str | None:
+    """The job-log node name a billed resource is, or None.
+
+    node_names maps each node name to itself and its lower-case form to it. Exact matches are
+    tried first (resource name, resource id, node-name tags), then the last path segment of an
+    id such as an ARN or an Azure resource id (".../virtualMachines/gpu-node-01"), then the same
+    case-insensitively (Azure upper-cases resource ids at random).
+    """
+    candidates: list[str] = [resource_name, resource_id]
+    for key in NODE_TAG_KEYS:
+        value = tags.get(key)
+        if isinstance(value, str):
+            candidates.append(value)
+    for value in (resource_id, resource_name):
+        if "/" in value:
+            candidates.append(value.rstrip("/").rsplit("/", 1)[-1])
+    for value in candidates:
+        if value and value in node_names:
+            return node_names[value]
+    for value in candidates:
+        if value and value.lower() in node_names:
+            return node_names[value.lower()]
+    return None
+
+
+def node_name_map(names: Iterable[str]) -> dict[str, str]:
+    """The node_names argument of match_node: exact names win over lower-case aliases."""
+    exact = sorted(set(names))
+    mapping = {name.lower(): name for name in exact}
+    mapping.update({name: name for name in exact})
+    return mapping
+
+
+# A job as stored in the index: (start, end, gpu_micros, node_count, job_id, team_id).
+_Entry = tuple[int, int, int, int, int, "int | None"]
+
+
+class JobIndex:
+    """Jobs by node and UTC hour, so a line item finds its jobs without scanning."""
+
+    def __init__(self, jobs: Iterable[Job], *, nodes: set[str], horizon: int) -> None:
+        self.by_hour: dict[str, dict[int, list[_Entry]]] = {}
+        self.by_node: dict[str, list[_Entry]] = defaultdict(list)
+        self._capacity: dict[str, int] = {}
+        for job in sorted(jobs, key=lambda j: j.id):
+            # A running job runs until the last charge period ends (cost to date).
+            end = horizon if job.end is None else job.end
+            job_nodes = list(dict.fromkeys(job.nodes))  # a node listed twice is still one node
+            if end <= job.start or job.gpu_micros <= 0 or not job_nodes:
+                continue
+            entry: _Entry = (job.start, end, job.gpu_micros, len(job_nodes), job.id, job.team_id)
+            first_hour, last_hour = job.start // HOUR, (end - 1) // HOUR
+            for node in job_nodes:
+                if node not in nodes:
+                    continue  # no bill for this node: nothing to charge
+                self.by_node[node].append(entry)
+                hours = self.by_hour.setdefault(node, {})
+                for hour in range(first_hour, last_hour + 1):
+                    hours.setdefault(hour, []).append(entry)
+
+    def fallback_capacity(self, node: str) -> int:
+        """GPUs of a node whose type the catalogue does not know: the most GPUs its jobs ever
+        held at the same instant, rounded up to whole GPUs (a node has whole GPUs; MIG slices
+        add up), at least 1. Never less than what the jobs held, so the jobs are charged in full
+        and idle is whatever remains."""
+        if node not in self._capacity:
+            events: list[tuple[int, int, Fraction]] = []
+            for start, end, micros, count, _, _ in self.by_node.get(node, ()):
+                held = Fraction(micros, count * GPU_SCALE)
+                events.append((start, 1, held))
+                events.append((end, 0, -held))  # ends sort first at equal times: end exclusive
+            events.sort(key=lambda e: (e[0], e[1]))
+            peak = level = Fraction(0)
+            for _, _, delta in events:
+                level += delta
+                peak = max(peak, level)
+            self._capacity[node] = max(1, math.ceil(peak))
+        return self._capacity[node]
+
+
+def attribute(lines: Iterable[LineItem], jobs: Iterable[Job]) -> list[Share]:
+    """Split every line item into shares that sum exactly to its cost."""
+    ordered = sorted(lines, key=lambda line: line.id)
+    nodes = {line.node for line in ordered if line.node is not None}
+    horizon = max((line.end for line in ordered), default=0)
+    index = JobIndex(jobs, nodes=nodes, horizon=horizon)
+    counted: set[tuple[str, int, int]] = set()
+    shares: list[Share] = []
+    for line in ordered:
+        if line.node is None:
+            _spread_by_day(line, line.category, line.team_id, "", shares)
+        else:
+            _split_node_line(line, index, counted, shares)
+    return shares
+
+
+def _signed_units(cost: Decimal) -> tuple[int, int]:
+    units = decimal_to_units(cost)
+    return abs(units), (-1 if units < 0 else 1)
+
+
+def _spread_by_day(
+    line: LineItem, category: str, team_id: int | None, node: str, out: list[Share]
+) -> None:
+    """The whole line to one owner, spread over the UTC days of its charge period by seconds."""
+    total, sign = _signed_units(line.cost)
+    if line.end <= line.start:
+        # No duration to spread over: all of it on the day the charge period starts.
+        out.append(Share(line.id, line.start // DAY, category, team_id, None, node, sign * total))
+        return
+    days = range(line.start // DAY, (line.end - 1) // DAY + 1)
+    weights = [min(line.end, (d + 1) * DAY) - max(line.start, d * DAY) for d in days]
+    for day, units in zip(days, largest_remainder(total, weights), strict=True):
+        out.append(Share(line.id, day, category, team_id, None, node, sign * units))
+
+
+def _split_node_line(
+    line: LineItem, index: JobIndex, counted: set[tuple[str, int, int]], out: list[Share]
+) -> None:
+    node = line.node
+    assert node is not None
+    hours = index.by_hour.get(node)
+    if not hours or line.end <= line.start:
+        _spread_by_day(line, IDLE, line.team_id, node, out)
+        return
+
+    # Pass 1: the jobs in each bucket and their overlap seconds.
+    buckets: list[tuple[int, int, list[tuple[_Entry, int]]]] = []
+    node_counts: set[int] = set()
+    for hour in range(line.start // HOUR, (line.end - 1) // HOUR + 1):
+        b_start = max(line.start, hour * HOUR)
+        b_end = min(line.end, (hour + 1) * HOUR)
+        hits: list[tuple[_Entry, int]] = []
+        for entry in hours.get(hour, ()):
+            overlap = min(entry[1], b_end) - max(entry[0], b_start)
+            if overlap > 0:
+                hits.append((entry, overlap))
+                node_counts.add(entry[3])
+        buckets.append((b_start, b_end, hits))
+    if not node_counts:
+        _spread_by_day(line, IDLE, line.team_id, node, out)
+        return
+    gpus = line.gpus if line.gpus else index.fallback_capacity(node)
+    if len(buckets) == 1:
+        _split_one_bucket(line, node, gpus, buckets[0], node_counts, counted, out)
+        return
+
+    # Integer weights: a job's GPU-seconds in a bucket are micros x overlap / node_count; scaling
+    # every weight by K = lcm(node counts) makes them all integers. A bucket's capacity is
+    # GPUs x GPU_SCALE x K x L in the same unit.
+    k = math.lcm(*node_counts)
+    per_second = gpus * GPU_SCALE * k
+    weighed: list[tuple[int, int, int, list[tuple[_Entry, int]], int]] = []
+    oversubscribed: list[int] = []
+    for b_start, b_end, hits in buckets:
+        held = sum(e[2] * (k // e[3]) * overlap for e, overlap in hits)
+        weighed.append((b_start, b_end, held, hits, b_end - b_start))
+        if held > per_second * (b_end - b_start):
+            oversubscribed.append(held)
+    # Common denominator T x M of all exact shares (see module docstring):
+    #   job (normal bucket)  = U x w / (T x per_second)   = U x w*(M/per_second) / (T*M)
+    #   idle (normal bucket) = U x (cap - held) / (T x per_second)
+    #   job (oversubscribed) = U x (L/T) x w / held       = U x L*w*(M/held) / (T*M)
+    m = math.lcm(per_second, *oversubscribed)
+    normal_factor = m // per_second
+
+    numerators: dict[tuple[int, int | None], int] = {}
+    gpu_weight: dict[tuple[int, int | None], int] = {}
+    teams: dict[int, int | None] = {}
+    for b_start, b_end, held, hits, length in weighed:
+        day = b_start // DAY
+        bucket_key = (node, b_start, b_end)
+        count_gpu = bucket_key not in counted
+        counted.add(bucket_key)
+        capacity = per_second * length
+        over = held > capacity
+        for entry, overlap in hits:
+            weight = entry[2] * (k // entry[3]) * overlap
+            key = (day, entry[4])
+            teams[entry[4]] = entry[5]
+            share = length * weight * (m // held) if over else weight * normal_factor
+            numerators[key] = numerators.get(key, 0) + share
+            if count_gpu:
+                gpu_weight[key] = gpu_weight.get(key, 0) + weight
+            else:
+                gpu_weight.setdefault(key, 0)
+        if not over and capacity > held:
+            idle_key = (day, None)
+            numerators[idle_key] = numerators.get(idle_key, 0) + (capacity - held) * normal_factor
+
+    total, sign = _signed_units(line.cost)
+    keys = list(numerators)
+    # The numerators sum to T x M by construction, so largest_remainder's denominator is it.
+    parts = largest_remainder(total, [numerators[key] for key in keys])
+    gpu_unit = Decimal(k * GPU_SCALE)
+    for (day, job_id), units in zip(keys, parts, strict=True):
+        if job_id is None:
+            out.append(Share(line.id, day, IDLE, line.team_id, None, node, sign * units))
+        else:
+            seconds = _CTX.divide(Decimal(gpu_weight[(day, job_id)]), gpu_unit)
+            out.append(
+                Share(line.id, day, TRAINING, teams[job_id], job_id, node, sign * units, seconds)
+            )
+
+
+def _split_one_bucket(
+    line: LineItem,
+    node: str,
+    gpus: int,
+    bucket: tuple[int, int, list[tuple[_Entry, int]]],
+    node_counts: set[int],
+    counted: set[tuple[str, int, int]],
+    out: list[Share],
+) -> None:
+    """The common case (an hourly line item): the same split as _split_node_line with a single
+    bucket, where the denominator is simply the capacity, or what the jobs hold when more."""
+    b_start, b_end, hits = bucket
+    k = math.lcm(*node_counts) if len(node_counts) > 1 else next(iter(node_counts))
+    weights = [e[2] * (k // e[3]) * overlap for e, overlap in hits]
+    held = sum(weights)
+    capacity = gpus * GPU_SCALE * k * (b_end - b_start)
+    if capacity > held:
+        weights.append(capacity - held)  # idle
+    total, sign = _signed_units(line.cost)
+    parts = largest_remainder(total, weights)
+    day = b_start // DAY
+    bucket_key = (node, b_start, b_end)
+    count_gpu = bucket_key not in counted
+    counted.add(bucket_key)
+    gpu_unit = Decimal(k * GPU_SCALE)
+    line_id = line.id
+    for (entry, _), weight, units in zip(hits, weights, parts, strict=False):
+        seconds = _CTX.divide(Decimal(weight), gpu_unit) if count_gpu else _ZERO
+        out.append(Share(line_id, day, TRAINING, entry[5], entry[4], node, sign * units, seconds))
+    if capacity > held:
+        out.append(Share(line_id, day, IDLE, line.team_id, None, node, sign * parts[-1]))

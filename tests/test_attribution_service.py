@@ -1,0 +1,284 @@
+"""`attribute --month` end to end on the database: ledger, rollups, teams, idempotence, failure."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from finops.attribution import services
+from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
+from finops.attribution.services import attribution_run
+from finops.attribution.tasks import attribute_open_months
+from finops.org.models import MappingRule, Team
+
+pytestmark = pytest.mark.django_db
+
+MONTH = dt.date(2025, 6, 1)
+T0 = dt.datetime(2025, 6, 3, tzinfo=dt.UTC)
+
+
+def at(hours: float) -> dt.datetime:
+    return T0 + dt.timedelta(hours=hours)
+
+
+def billing_batch(status: str = ImportBatch.Status.SUCCEEDED) -> ImportBatch:
+    return ImportBatch.objects.create(
+        kind=ImportBatch.Kind.BILLING, format="focus", source="aws", file_name="f.csv",
+        status=status,
+    )  # fmt: skip
+
+
+def line(batch: ImportBatch, cost: str, start: float, end: float, **fields) -> CostLineItem:
+    values = {
+        "batch": batch,
+        "source": batch.source,
+        "billing_period": MONTH,
+        "billing_period_start": dt.datetime(2025, 6, 1, tzinfo=dt.UTC),
+        "provider_name": "AWS",
+        "billing_account_id": "111",
+        "billing_currency": "USD",
+        "charge_period_start": at(start),
+        "charge_period_end": at(end),
+        "billed_cost": Decimal(cost),
+        "effective_cost": Decimal(cost),
+        "service_name": "Amazon EC2",
+    }
+    values.update(fields)
+    return CostLineItem.objects.create(**values)
+
+
+_job_batch: dict[str, ImportBatch] = {}
+
+
+def job(job_id: str, nodes: list[str], gpus: str, start: float, end: float | None, **fields):
+    batch = ImportBatch.objects.filter(kind=ImportBatch.Kind.JOBS).first()
+    if batch is None:
+        batch = ImportBatch.objects.create(
+            kind=ImportBatch.Kind.JOBS, format="slurm", source="c1", file_name="sacct.txt",
+            status=ImportBatch.Status.SUCCEEDED,
+        )  # fmt: skip
+    values = {
+        "batch": batch,
+        "cluster": "c1",
+        "job_id": job_id,
+        "state": "COMPLETED",
+        "start": at(start),
+        "end": None if end is None else at(end),
+        "gpus": Decimal(gpus),
+        "nodes": nodes,
+        "account": "vision-team",
+        "run_id": "r1",
+    }
+    values.update(fields)
+    return JobRecord.objects.create(**values)
+
+
+def attribute(month: str = "2025-06") -> str:
+    out = StringIO()
+    call_command("attribute", "--month", month, stdout=out)
+    return out.getvalue()
+
+
+def ledger_snapshot() -> list[tuple]:
+    fields = [f.name for f in AllocatedCost._meta.fields if f.name != "id"]
+    return sorted(AllocatedCost.objects.values_list(*fields), key=lambda row: tuple(map(str, row)))
+
+
+@pytest.fixture
+def gpu_hour() -> dict[str, object]:
+    """A p5.48xlarge (8 H100) hour of $98.32 with two jobs of run r1, one of them failed."""
+    batch = billing_batch()
+    node_line = line(batch, "98.32", 0, 1, resource_name="gpu-a", x_instance_type="p5.48xlarge")
+    ok = job("1", ["gpu-a"], "4", 0, 1)
+    failed = job("2", ["gpu-a"], "2", 0.25, 0.75, state="FAILED")
+    return {"line": node_line, "ok": ok, "failed": failed}
+
+
+def test_ledger_runs_and_rollups_for_a_shared_gpu_hour(gpu_hour):
+    output = attribute()
+
+    team = Team.objects.get(slug="vision-team")  # created from the Slurm account
+    assert team.name == "vision-team"
+    rows = {
+        (r.category, r.job_id, r.team_id, r.node): r.amount for r in AllocatedCost.objects.all()
+    }
+    # 98.32 x 4/8 = 49.16; 98.32 x (2 x 0.5h)/8 = 12.29; idle the rest 36.87.
+    assert rows == {
+        ("training", gpu_hour["ok"].pk, team.pk, "gpu-a"): Decimal("49.16"),
+        ("training", gpu_hour["failed"].pk, team.pk, "gpu-a"): Decimal("12.29"),
+        ("idle", None, None, "gpu-a"): Decimal("36.87"),
+    }
+    row = AllocatedCost.objects.get(job=gpu_hour["ok"])
+    assert (row.day, row.run_id, row.provider_name, row.billing_account_id) == (
+        dt.date(2025, 6, 3), "r1", "AWS", "111",
+    )  # fmt: skip
+    assert row.source_batch_id == gpu_hour["line"].batch_id
+
+    run = RunCost.objects.get()
+    assert (run.team, run.run_id, run.cluster, run.billing_currency) == (team, "r1", "c1", "USD")
+    assert run.cost == Decimal("61.45")
+    # 4 GPUs x 1 h + 2 GPUs x 0.5 h = 5 GPU-hours; $61.45 / 5 = $12.29 per GPU-hour.
+    assert run.gpu_hours == 5
+    assert run.cost_per_gpu_hour == Decimal("12.29")
+    assert run.wasted_cost == Decimal("12.29")
+    assert (run.jobs, run.failed_jobs, run.running_jobs) == (2, 1, 0)
+    assert (run.first_start, run.last_end) == (at(0), at(1))
+
+    daily = {(d.team_id, d.category): d.amount for d in TeamDailyCost.objects.all()}
+    assert daily == {(team.pk, "training"): Decimal("61.45"), (None, "idle"): Decimal("36.87")}
+
+    assert AttributionRun.objects.get().status == AttributionRun.Status.SUCCEEDED
+    assert "difference 0" in output
+    assert "idle" in output and "36.87" in output
+
+
+def test_rerun_gives_identical_rows(gpu_hour):
+    attribute()
+    first = ledger_snapshot()
+    runs = list(RunCost.objects.values_list("run_id", "cost", "gpu_seconds", "jobs"))
+    attribute()
+    assert ledger_snapshot() == first
+    assert list(RunCost.objects.values_list("run_id", "cost", "gpu_seconds", "jobs")) == runs
+    assert AllocatedCost.objects.count() == 3
+    assert TeamDailyCost.objects.count() == 2
+
+
+def test_failed_run_leaves_the_previous_rows(gpu_hour, monkeypatch):
+    attribute()
+    before = ledger_snapshot()
+    # New data arrives, then attribution breaks half way.
+    line(gpu_hour["line"].batch, "5", 0, 1, resource_name="disk")
+
+    def broken(lines, jobs):
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr(services.engine, "attribute", broken)
+    with pytest.raises(CommandError, match="engine exploded"):
+        attribute()
+    latest = AttributionRun.objects.order_by("-id").first()
+    assert latest.status == AttributionRun.Status.FAILED
+    assert "engine exploded" in latest.error
+    assert ledger_snapshot() == before
+    assert RunCost.objects.count() == 1
+
+
+def test_team_rules_tags_and_unallocated(team, other_team):
+    batch = billing_batch()
+    MappingRule.objects.create(kind="tag", key="project", value="llm", team=team, priority=10)
+    MappingRule.objects.create(kind="sub_account", value="sub-9", team=other_team, priority=20)
+    MappingRule.objects.create(kind="slurm_account", value="acct-x", team=other_team)
+    ruled = line(batch, "10", 0, 24, service_name="S3", tags={"project": "llm", "team": "zzz"})
+    by_sub = line(batch, "3", 0, 24, service_name="S3", sub_account_id="sub-9")
+    tagged = line(batch, "4", 0, 24, service_name="EFS", tags={"finops:team": "Search Ranking"})
+    untagged = line(batch, "2.5", 0, 24, service_name="S3")
+    line(batch, "8", 0, 1, resource_name="gpu-b", x_instance_type="a3-highgpu-8g")
+    mapped_job = job("5", ["gpu-b"], "8", 0, 1, account="acct-x")
+
+    attribute()
+
+    ledger = list(
+        AllocatedCost.objects.values_list(
+            "service_name", "sub_account_id", "amount", "category", "team__slug"
+        )
+    )
+
+    def owner(item):
+        key = (item.service_name, item.sub_account_id, item.effective_cost)
+        return {(cat, slug) for *row, cat, slug in ledger if tuple(row) == key}
+
+    # The tag rule (priority 10) wins over the out-of-the-box `team` tag.
+    assert owner(ruled) == {("tagged", "vision")}
+    assert owner(by_sub) == {("tagged", "speech")}
+    created = Team.objects.get(slug="search-ranking")
+    assert created.name == "Search Ranking"
+    assert owner(tagged) == {("tagged", "search-ranking")}
+    assert owner(untagged) == {("unallocated", None)}
+    assert not Team.objects.filter(slug="zzz").exists()
+    assert AllocatedCost.objects.get(job=mapped_job).team == other_team
+    assert not Team.objects.filter(slug="acct-x").exists()
+
+
+def test_gpu_node_without_jobs_and_other_months_and_unfinished_batches():
+    batch = billing_batch()
+    line(batch, "30", 0, 24, resource_name="gpu-idle", x_instance_type="p4d.24xlarge")
+    # Another month's invoice, and a batch still importing: neither is June's.
+    line(batch, "999", 0, 1, billing_period=dt.date(2025, 7, 1))
+    line(billing_batch(status=ImportBatch.Status.RUNNING), "777", 0, 1)
+
+    attribute()
+
+    assert list(AllocatedCost.objects.values_list("category", "node", "amount")) == [
+        ("idle", "gpu-idle", Decimal(30))
+    ]
+
+
+def test_running_job_is_charged_to_date():
+    batch = billing_batch()
+    line(batch, "16", 0, 2, resource_name="gpu-a", x_instance_type="p5.48xlarge")
+    running = job("9", ["gpu-a"], "8", 1, None, state="RUNNING")
+    attribute()
+    # Running from 01:00 to the end of the 2 h charge period: half of $16.
+    assert AllocatedCost.objects.get(job=running).amount == Decimal(8)
+    run = RunCost.objects.get()
+    assert (run.running_jobs, run.last_end, run.gpu_hours) == (1, None, 8)
+
+
+def _scenario(lines: int) -> None:
+    batch = billing_batch()
+    for i in range(lines):
+        line(batch, "2", i, i + 1, resource_name=f"gpu-{i % 3}", x_instance_type="p5.48xlarge")
+        line(batch, "1", i, i + 1, service_name="S3", tags={"team": f"t{i % 2}"})
+    for i in range(lines):
+        job(str(i), [f"gpu-{i % 3}"], "2", i, i + 0.5, account=f"acct{i % 2}", run_id=f"r{i % 4}")
+
+
+def test_query_count_does_not_grow_with_rows(django_assert_max_num_queries):
+    _scenario(2)
+    with CaptureQueriesContext(connection) as small:
+        attribution_run(month=MONTH)
+    CostLineItem.objects.all().delete()
+    JobRecord.objects.all().delete()
+    _scenario(40)
+    with django_assert_max_num_queries(len(small.captured_queries)):
+        attribution_run(month=MONTH)
+    assert AllocatedCost.objects.filter(category="training").count() == 40
+
+
+def test_bad_month_is_refused():
+    with pytest.raises(CommandError):
+        attribute("2025-13")
+
+
+def test_open_months_attributes_months_with_line_items():
+    batch = billing_batch()
+    this_month = timezone.now().date().replace(day=1)
+    start = dt.datetime.combine(this_month, dt.time(), tzinfo=dt.UTC)
+    CostLineItem.objects.create(
+        batch=batch, source="aws", billing_period=this_month, billing_period_start=start,
+        charge_period_start=start, charge_period_end=start + dt.timedelta(hours=1),
+        billed_cost=Decimal(1), effective_cost=Decimal(1), billing_currency="USD",
+    )  # fmt: skip
+    assert attribute_open_months() == [this_month.strftime("%Y-%m")]
+    assert AttributionRun.objects.get().billing_period == this_month
+    assert AllocatedCost.objects.get().amount == Decimal(1)
+
+
+def test_a_ledger_that_does_not_add_up_is_never_written(gpu_hour, monkeypatch):
+    real = services.engine.attribute
+
+    def loses_a_share(lines, jobs):
+        return real(lines, jobs)[1:]
+
+    monkeypatch.setattr(services.engine, "attribute", loses_a_share)
+    with pytest.raises(services.ConservationError):
+        attribution_run(month=MONTH)
+    assert AllocatedCost.objects.count() == 0
+    assert AttributionRun.objects.get().status == AttributionRun.Status.FAILED
