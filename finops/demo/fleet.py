@@ -1,0 +1,242 @@
+"""The demo GPU fleet: node pools per cloud, their prices, and when each node is billed.
+
+Everything here is pure data and arithmetic on a seeded random.Random, so the same seed and month
+always give the same fleet. Times are integer seconds since the month start (UTC); nodes are
+billed in whole hours, so every availability interval starts and ends on an hour boundary.
+"""
+
+from __future__ import annotations
+
+import calendar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from random import Random
+
+HOUR = 3600
+DAY = 24 * HOUR
+
+
+class Scale:
+    FULL = "full"
+    SMALL = "small"
+    CHOICES = (FULL, SMALL)
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    provider: str
+    gpu_model: str
+    gpus: int
+    vcpus: int
+    mem_gib: int
+    # Public on-demand price per node-hour (USD).
+    list_price: Decimal
+    # Hostname prefix of nodes of this type, e.g. "aws-p5" -> aws-p5-001.
+    prefix: str
+
+
+INSTANCE_TYPES: dict[str, InstanceType] = {
+    t.name: t
+    for t in (
+        InstanceType("p5.48xlarge", "AWS", "h100", 8, 192, 2048, Decimal("98.32"), "aws-p5"),
+        InstanceType("p4d.24xlarge", "AWS", "a100", 8, 96, 1152, Decimal("32.7726"), "aws-p4d"),
+        InstanceType("a3-highgpu-8g", "GCP", "h100", 8, 208, 1872, Decimal("88.2528"), "gcp-a3"),
+        InstanceType("a2-highgpu-8g", "GCP", "a100", 8, 96, 680, Decimal("29.3878"), "gcp-a2"),
+        InstanceType(
+            "Standard_ND96isr_H100_v5", "Azure", "h100", 8, 96, 1900, Decimal("98.32"), "azure-h100"
+        ),
+        InstanceType(
+            "Standard_ND96asr_v4", "Azure", "a100", 8, 96, 900, Decimal("27.197"), "azure-a100"
+        ),
+        InstanceType(
+            "gd-8xh100ib-i128", "CoreWeave", "h100", 8, 128, 2048, Decimal("49.24"), "cw-h100"
+        ),
+    )
+}
+
+
+class Pricing:
+    STANDARD = "Standard"
+    DYNAMIC = "Dynamic"  # spot / preemptible
+    COMMITTED = "Committed"
+
+
+@dataclass(frozen=True)
+class Cloud:
+    """One provider: its billing account, the cluster we run there and its time zone."""
+
+    provider: str  # FOCUS ProviderName
+    key: str  # file stem and ingest source prefix
+    cluster: str
+    time_zone: str
+    region_id: str
+    region_name: str
+
+
+CLOUDS: tuple[Cloud, ...] = (
+    Cloud("AWS", "aws", "aws-east", "UTC", "us-east-1", "US East (N. Virginia)"),
+    # sacct on this cluster prints Chicago wall-clock time: exercises --time-zone and DST.
+    Cloud("GCP", "gcp", "gcp-central", "America/Chicago", "us-central1", "Iowa"),
+    Cloud("Azure", "azure", "azure-west", "UTC", "westus3", "West US 3"),
+    Cloud("CoreWeave", "coreweave", "coreweave-lga", "UTC", "US-EAST-04", "US East (LGA1)"),
+)
+CLOUD_BY_PROVIDER = {c.provider: c for c in CLOUDS}
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Nodes of one instance type bought one way, forming one Slurm partition."""
+
+    instance_type: str
+    pricing: str
+    partition: str
+    full: int
+    small: int
+    # Standard pools: some nodes join late or leave early (scale-up / scale-down).
+    churn: bool = False
+    # A commitment whose scope is exactly this pool (so idle commitment shows as Unused).
+    commitment: str = ""
+    # Committed pools: one node gets a maintenance gap of a few hours.
+    maintenance: bool = False
+
+
+POOLS: tuple[Pool, ...] = (
+    Pool("p5.48xlarge", Pricing.COMMITTED, "h100", 6, 1, commitment="savings_plan"),
+    Pool("p5.48xlarge", Pricing.STANDARD, "h100", 6, 1, churn=True),
+    Pool("p5.48xlarge", Pricing.DYNAMIC, "h100-spot", 4, 1),
+    Pool("p4d.24xlarge", Pricing.STANDARD, "a100", 4, 0, churn=True),
+    Pool("p4d.24xlarge", Pricing.DYNAMIC, "a100-spot", 4, 1),
+    Pool("a3-highgpu-8g", Pricing.COMMITTED, "h100", 6, 1, commitment="cud"),
+    Pool("a3-highgpu-8g", Pricing.STANDARD, "h100", 4, 0, churn=True),
+    Pool("a2-highgpu-8g", Pricing.DYNAMIC, "a100-spot", 4, 1),
+    Pool("a2-highgpu-8g", Pricing.STANDARD, "a100", 2, 0),
+    Pool(
+        "Standard_ND96isr_H100_v5",
+        Pricing.COMMITTED,
+        "h100",
+        4,
+        1,
+        commitment="reservation",
+        maintenance=True,
+    ),
+    Pool("Standard_ND96isr_H100_v5", Pricing.STANDARD, "h100", 4, 0, churn=True),
+    Pool("Standard_ND96asr_v4", Pricing.STANDARD, "a100", 4, 1),
+    # CoreWeave bills its contract rate as standard usage; two nodes join mid-month.
+    Pool("gd-8xh100ib-i128", Pricing.STANDARD, "h100", 16, 2, churn=True),
+)
+
+
+@dataclass
+class Node:
+    hostname: str
+    instance_type: InstanceType
+    cloud: Cloud
+    pool: Pool
+    # Billed intervals [start, end) in seconds since month start, whole hours, sorted.
+    up: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def pricing(self) -> str:
+        return self.pool.pricing
+
+    @property
+    def partition(self) -> str:
+        return self.pool.partition
+
+    @property
+    def cluster(self) -> str:
+        return self.cloud.cluster
+
+    def billed_hours(self) -> list[int]:
+        """Hour indices (0-based from the month start) during which the node is billed."""
+        return [h for s, e in self.up for h in range(s // HOUR, e // HOUR)]
+
+
+@dataclass(frozen=True)
+class Month:
+    year: int
+    month: int
+
+    @classmethod
+    def parse(cls, text: str) -> Month:
+        year, month = (int(part) for part in text.split("-"))
+        if not 1 <= month <= 12:
+            raise ValueError(f"bad month {text!r}")
+        return cls(year, month)
+
+    @property
+    def label(self) -> str:
+        return f"{self.year:04d}-{self.month:02d}"
+
+    @property
+    def start(self) -> datetime:
+        return datetime(self.year, self.month, 1, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        """First instant of the next month (exclusive)."""
+        if self.month == 12:
+            return datetime(self.year + 1, 1, 1, tzinfo=UTC)
+        return datetime(self.year, self.month + 1, 1, tzinfo=UTC)
+
+    @property
+    def days(self) -> int:
+        return calendar.monthrange(self.year, self.month)[1]
+
+    @property
+    def seconds(self) -> int:
+        return self.days * DAY
+
+
+def _spot_intervals(rng: Random, length: int) -> list[tuple[int, int]]:
+    """Spot capacity: up for a few days at a time, reclaimed, re-acquired hours later."""
+    hours = length // HOUR
+    intervals: list[tuple[int, int]] = []
+    h = rng.randrange(0, 6)
+    while h < hours:
+        up = max(6, int(rng.expovariate(1 / 80)))
+        end = min(hours, h + up)
+        intervals.append((h * HOUR, end * HOUR))
+        h = end + rng.randint(2, 20)
+    return intervals
+
+
+def _churn_interval(rng: Random, length: int, index: int, count: int) -> list[tuple[int, int]]:
+    """About a third of a churning pool (never its first node) joins late or leaves early."""
+    hours = length // HOUR
+    if index == 0 or not (index % 3 == 2 or index == count - 1):
+        return [(0, length)]
+    if rng.random() < 0.5:  # scale-down after a project ended
+        return [(0, rng.randint(hours // 2, hours - 48) * HOUR)]
+    return [(rng.randint(48, hours // 2) * HOUR, length)]  # scale-up
+
+
+def _maintenance_intervals(rng: Random, length: int) -> list[tuple[int, int]]:
+    hours = length // HOUR
+    start = rng.randint(hours // 3, 2 * hours // 3)
+    gap = rng.randint(4, 10)
+    return [(0, start * HOUR), ((start + gap) * HOUR, length)]
+
+
+def build_fleet(*, rng: Random, month: Month, scale: str) -> list[Node]:
+    nodes: list[Node] = []
+    counters: dict[str, int] = {}
+    for pool in POOLS:
+        itype = INSTANCE_TYPES[pool.instance_type]
+        cloud = CLOUD_BY_PROVIDER[itype.provider]
+        count = pool.full if scale == Scale.FULL else pool.small
+        for index in range(count):
+            counters[itype.prefix] = counters.get(itype.prefix, 0) + 1
+            node = Node(f"{itype.prefix}-{counters[itype.prefix]:03d}", itype, cloud, pool)
+            if pool.pricing == Pricing.DYNAMIC:
+                node.up = _spot_intervals(rng, month.seconds)
+            elif pool.maintenance and index == 0:
+                node.up = _maintenance_intervals(rng, month.seconds)
+            elif pool.churn:
+                node.up = _churn_interval(rng, month.seconds, index, count)
+            else:
+                node.up = [(0, month.seconds)]
+            nodes.append(node)
+    return nodes

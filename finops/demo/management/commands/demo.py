@@ -1,0 +1,126 @@
+"""`manage.py demo`: the demo organisation and a realistic month of GPU data, ingested.
+
+Writes the month's bills (FOCUS 1.2 CSV, one gzipped) and sacct logs under --out/<month>/, then
+runs the same commands a user runs: ingest_billing, ingest_jobs, attribute. Safe to re-run: the
+files are byte-identical for a seed, so ingest skips them, and attribution replaces its rows.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from argparse import ArgumentParser
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from finops.demo.dataset import DemoFile, dataset_build, dataset_write
+from finops.demo.fleet import CLOUDS, Month, Scale
+from finops.demo.organisation import FINANCE_USERNAME, LEAD_USERNAME, demo_organisation_ensure
+from finops.demo.selectors import demo_summary
+
+
+def _month(text: str) -> Month:
+    try:
+        return Month.parse(text)
+    except ValueError as exc:
+        raise CommandError(f"--month must be YYYY-MM, not {text!r}") from exc
+
+
+def previous_month(today: datetime) -> Month:
+    """The last full calendar month before `today` (UTC)."""
+    if today.month == 1:
+        return Month(today.year - 1, 12)
+    return Month(today.year, today.month - 1)
+
+
+class Command(BaseCommand):
+    help = "Build the demo organisation and a month of GPU billing and job data, and ingest it."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--seed", type=int, default=42, help="random seed (default 42)")
+        parser.add_argument(
+            "--month", type=_month, default=None, help="YYYY-MM (default: last full month, UTC)"
+        )
+        parser.add_argument("--scale", choices=Scale.CHOICES, default=Scale.FULL)
+        parser.add_argument(
+            "--out", type=Path, default=None, help="output folder (default FINOPS_DATA_DIR/demo)"
+        )
+        parser.add_argument(
+            "--files-only", action="store_true", help="write the files, ingest nothing"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        month: Month = options["month"] or previous_month(datetime.now(UTC))
+        out: Path = options["out"] or Path(settings.FINOPS_DATA_DIR) / "demo"
+        began = time.monotonic()
+
+        dataset = dataset_build(seed=options["seed"], month=month, scale=options["scale"])
+        files = dataset_write(dataset=dataset, out=out)
+        self._print_files(files, dataset.billed_total())
+        if options["files_only"]:
+            return
+
+        demo_organisation_ensure(
+            finance_password=os.environ.get("DEMO_FINANCE_PASSWORD", "finance-demo"),
+            lead_password=os.environ.get("DEMO_LEAD_PASSWORD", "lead-demo"),
+        )
+        verbosity = max(0, options["verbosity"] - 1)
+        for file in files:
+            if file.kind == "billing":
+                self._call(
+                    "ingest_billing", "--format", "focus", str(file.path), "--source",
+                    file.source, verbosity=verbosity,
+                )  # fmt: skip
+            else:
+                self._call(
+                    "ingest_jobs", "--format", "slurm", str(file.path), "--cluster", file.source,
+                    "--time-zone", file.time_zone, verbosity=verbosity,
+                )  # fmt: skip
+        self._call("attribute", "--month", month.label, verbosity=verbosity)
+        self._print_summary(month, time.monotonic() - began)
+
+    def _call(self, name: str, *args: str, verbosity: int) -> None:
+        try:
+            call_command(name, *args, verbosity=verbosity, stdout=self.stdout, stderr=self.stderr)
+        except CommandError as exc:
+            raise CommandError(f"demo: `{name} {' '.join(args)}` failed: {exc}") from exc
+
+    def _print_files(self, files: list[DemoFile], billed: object) -> None:
+        for file in files:
+            unit = "rows" if file.kind == "billing" else "jobs"
+            self.stdout.write(f"wrote {file.path} ({file.rows} {unit})")
+        self.stdout.write(f"files billed total: {billed} USD")
+
+    def _print_summary(self, month: Month, seconds: float) -> None:
+        summary = demo_summary(month=month, clusters=[c.cluster for c in CLOUDS])
+        categories = summary.by_category
+        self.stdout.write("")
+        self.stdout.write(self.style.SUCCESS(f"Demo month {month.label} ready in {seconds:.0f} s"))
+        lines = [
+            f"line items:            {summary.line_items}",
+            f"jobs:                  {summary.jobs}",
+            f"billed (cash):         {summary.billed:,.2f} USD",
+            f"effective (amortised): {summary.effective:,.2f} USD",
+            f"attributed:            {summary.allocated:,.2f} USD",
+            *(
+                f"  {name:<20} {amount:,.2f} USD"
+                for name, amount in categories.items()
+                if name not in ("idle", "unallocated")
+            ),
+            f"idle GPU cost:         {categories.get('idle', 0):,.2f} USD",
+            f"unallocated:           {categories.get('unallocated', 0):,.2f} USD",
+            f"reconciliation difference: {summary.difference:f} USD",
+            "",
+            "Open http://127.0.0.1:8000 (python manage.py runserver) and log in as:",
+            f"  finance: {FINANCE_USERNAME} / "
+            f"{os.environ.get('DEMO_FINANCE_PASSWORD', 'finance-demo')}",
+            f"  team lead (language, speech): {LEAD_USERNAME} / "
+            f"{os.environ.get('DEMO_LEAD_PASSWORD', 'lead-demo')}",
+        ]
+        for line in lines:
+            self.stdout.write(line)
