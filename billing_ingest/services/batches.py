@@ -25,9 +25,7 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def import_batch_create(
-    *, kind: str, format: str, source: str, path: Path
-) -> ImportBatch:
+def import_batch_create(*, kind: str, format: str, source: str, path: Path) -> ImportBatch:
     """Record a file to import. The same bytes already imported for this source are a no-op:
     the new batch is created as DUPLICATE (kept for the audit trail) and never runs."""
     sha = file_sha256(path)

@@ -52,6 +52,10 @@ class AllocatedCost(models.Model):
             models.Index(fields=["billing_period", "run_id"]),
         ]
 
+    def __str__(self) -> str:
+        owner = self.team.slug if self.team_id and self.team else "-"
+        return f"{self.day} {self.category} {owner} {self.amount} {self.billing_currency}"
+
 
 class RunCost(models.Model):
     billing_period = models.DateField(db_index=True)
@@ -79,6 +83,9 @@ class RunCost(models.Model):
             )
         ]
 
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.billing_period:%Y-%m} {self.cost} {self.billing_currency}"
+
     @property
     def gpu_hours(self) -> Decimal:
         return self.gpu_seconds / Decimal(3600)
@@ -102,6 +109,9 @@ class TeamDailyCost(models.Model):
     class Meta:
         indexes = [models.Index(fields=["billing_period", "team", "day"])]
 
+    def __str__(self) -> str:
+        return f"{self.day} {self.category} {self.amount} {self.billing_currency}"
+
 
 class AttributionRun(models.Model):
     """One execution of `attribute --month`: its status is the progress watermark."""
@@ -121,3 +131,6 @@ class AttributionRun(models.Model):
 
     class Meta:
         ordering = ["-started_at"]
+
+    def __str__(self) -> str:
+        return f"attribution {self.billing_period:%Y-%m} ({self.status})"
