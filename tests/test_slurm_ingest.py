@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from io import StringIO
@@ -15,7 +14,6 @@ from django.core.management.base import CommandError
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.jobs import jobs_batch_ingest
-from finops.celery import app
 
 pytestmark = pytest.mark.django_db
 
@@ -48,16 +46,6 @@ FIRST_DUMP = [
     "1005|1005|prep|vision|alice|cpu|CANCELLED by 1001|2024-09-03T09:00:00|2024-09-03T09:05:00|"
     "billing=4,cpu=4,mem=16G,node=1|cpu-01||",
 ]
-
-
-@pytest.fixture(autouse=True)
-def eager_celery() -> Iterator[None]:
-    # The command dispatches with .delay().get(); here the task runs in-process even where CI
-    # configures a broker (the real-worker path is covered by test_worker_e2e).
-    saved = app.conf.task_always_eager, app.conf.task_eager_propagates
-    app.conf.task_always_eager = app.conf.task_eager_propagates = True
-    yield
-    app.conf.task_always_eager, app.conf.task_eager_propagates = saved
 
 
 def write(path: Path, lines: list[str]) -> Path:

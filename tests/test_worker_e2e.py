@@ -117,10 +117,11 @@ def _write_inputs(folder: Path) -> tuple[Path, Path]:
     return bill, jobs
 
 
+@pytest.mark.worker
 def test_ingest_and_attribute_run_on_the_worker(
     celery_worker_process: Path, tmp_path: Path
 ) -> None:
-    assert settings.CELERY_TASK_ALWAYS_EAGER is False
+    assert app.conf.task_always_eager is False
     bill, jobs = _write_inputs(tmp_path)
 
     call_command("ingest_billing", "--format", "focus", str(bill), "--source", "e2e")
