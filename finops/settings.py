@@ -109,6 +109,9 @@ FINOPS_DEFAULT_CURRENCY = env.str("FINOPS_DEFAULT_CURRENCY", default="USD")
 # Tag keys that name the owning team out of the box (DESIGN section 5, step 5).
 FINOPS_TEAM_TAG_KEYS = env.list("FINOPS_TEAM_TAG_KEYS", default=["team", "Team", "finops:team"])
 
+# Run after every import for the billing months it touched (found by name: see reattribute.py).
+FINOPS_REATTRIBUTE_TASK = "finops.attribution.tasks.attribute_month"
+
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True

@@ -362,8 +362,13 @@ def test_folder_makes_one_batch_per_file(tmp_path):
     batches = ImportBatch.objects.order_by("id")
     assert [(b.source, b.row_count) for b in batches] == [("focus:a", 1), ("focus:b", 2)]
     lines = out.getvalue().strip().splitlines()
-    assert sum("succeeded" in line for line in lines) == 2
-    assert sum("skipped" in line for line in lines) == 2
+    file_lines = [line for line in lines if line.startswith(str(folder))]
+    assert sum("succeeded" in line for line in file_lines) == 2
+    assert sum("skipped" in line for line in file_lines) == 2
+    # Then the billing month the files touched is attributed once.
+    assert [line for line in lines if line.startswith("attribution")] == [
+        "attribution 2024-09: succeeded"
+    ]
 
 
 def test_service_on_a_finished_batch_returns_it_unchanged(tmp_path):

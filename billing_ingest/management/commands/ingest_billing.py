@@ -15,6 +15,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_parser, billing_paths
+from billing_ingest.reattribute import (
+    billing_months_touched,
+    months_reattribute,
+    report_reattribution,
+)
 from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.billing import billing_default_source, billing_file_wanted
 from billing_ingest.tasks.billing import ingest_billing_batch
@@ -43,6 +48,11 @@ class Command(BaseCommand):
                 "so files of one period would replace each other: leave it out for multi-part "
                 "exports."
             ),
+        )
+        parser.add_argument(
+            "--no-attribute",
+            action="store_true",
+            help="do not re-attribute the billing months the import touched (default: do)",
         )
         parser.add_argument(
             "--timeout",
@@ -76,6 +86,11 @@ class Command(BaseCommand):
             for path in paths
         ]
         self._warn_self_superseded(batches)
+        if not options["no_attribute"]:
+            months = billing_months_touched(batches=batches)
+            report_reattribution(
+                self, months_reattribute(months=months, timeout=options["timeout"])
+            )
         done = {ImportBatch.Status.SUCCEEDED, ImportBatch.Status.DUPLICATE}
         failed = [b for b in batches if b.status not in done]
         if failed:

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing_ingest.models import Cluster, ImportBatch
 from billing_ingest.parsers import billing_paths
+from billing_ingest.reattribute import job_months_touched, months_reattribute, report_reattribution
 from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.jobs import cluster_get_or_create
 from billing_ingest.tasks.jobs import TIME_LIMIT, ingest_jobs_batch
@@ -38,6 +39,11 @@ class Command(BaseCommand):
             help="IANA time zone of sacct's times; stored on the cluster for later imports",
         )
         parser.add_argument(
+            "--no-attribute",
+            action="store_true",
+            help="do not re-attribute the billing months the new jobs overlap (default: do)",
+        )
+        parser.add_argument(
             "--timeout",
             type=float,
             default=float(TIME_LIMIT),
@@ -58,18 +64,29 @@ class Command(BaseCommand):
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"cluster {cluster.name} (times read as {cluster.time_zone})")
+        batch_ids: list[int] = []
         failed = [
             path
             for path in paths
-            if not self._ingest_file(path, cluster, options["format"], options["timeout"])
+            if not self._ingest_file(
+                path, cluster, options["format"], options["timeout"], batch_ids
+            )
         ]
+        if not options["no_attribute"]:
+            months = job_months_touched(batch_ids=batch_ids)
+            report_reattribution(
+                self, months_reattribute(months=months, timeout=options["timeout"])
+            )
         if failed:
             raise CommandError(f"{len(failed)} of {len(paths)} file(s) failed")
 
-    def _ingest_file(self, path: Path, cluster: Cluster, fmt: str, timeout: float) -> bool:
+    def _ingest_file(
+        self, path: Path, cluster: Cluster, fmt: str, timeout: float, batch_ids: list[int]
+    ) -> bool:
         batch = import_batch_create(
             kind=ImportBatch.Kind.JOBS, format=fmt, source=cluster.name, path=path.resolve()
         )
+        batch_ids.append(batch.pk)
         if batch.status == ImportBatch.Status.DUPLICATE:
             self.stdout.write(f"{path}: skipped, {batch.error}")
             return True

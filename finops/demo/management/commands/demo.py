@@ -70,16 +70,17 @@ class Command(BaseCommand):
             lead_password=os.environ.get("DEMO_LEAD_PASSWORD", "lead-demo"),
         )
         verbosity = max(0, options["verbosity"] - 1)
+        # --no-attribute: attribute the month once, after every file is in, not after each.
         for file in files:
             if file.kind == "billing":
                 self._call(
                     "ingest_billing", "--format", "focus", str(file.path), "--source",
-                    file.source, verbosity=verbosity,
+                    file.source, "--no-attribute", verbosity=verbosity,
                 )  # fmt: skip
             else:
                 self._call(
                     "ingest_jobs", "--format", "slurm", str(file.path), "--cluster", file.source,
-                    "--time-zone", file.time_zone, verbosity=verbosity,
+                    "--time-zone", file.time_zone, "--no-attribute", verbosity=verbosity,
                 )  # fmt: skip
         self._call("attribute", "--month", month.label, verbosity=verbosity)
         self._print_summary(month, time.monotonic() - began)
