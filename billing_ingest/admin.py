@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from billing_ingest.models import Cluster, CostLineItem, ImportBatch, JobRecord
+from billing_ingest.models import Cluster, CoreWeaveRate, CostLineItem, ImportBatch, JobRecord
 
 
 @admin.register(Cluster)
@@ -63,3 +63,19 @@ class JobRecordAdmin(admin.ModelAdmin):
     search_fields = ["job_id", "run_id", "name", "user", "account"]
     raw_id_fields = ["batch"]
     show_full_result_count = False
+
+
+@admin.register(CoreWeaveRate)
+class CoreWeaveRateAdmin(admin.ModelAdmin):
+    list_display = [
+        "instance_type",
+        "pricing_category",
+        "rate",
+        "currency",
+        "unit",
+        "valid_from",
+        "valid_to",
+    ]
+    list_filter = ["pricing_category", "currency", "instance_type"]
+    search_fields = ["instance_type"]
+    date_hierarchy = "valid_from"

@@ -8,6 +8,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from billing_ingest.money import MoneyField
@@ -153,3 +154,75 @@ class JobRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}:{self.job_id}"
+
+
+class CoreWeaveRate(models.Model):
+    """A contract rate for one CoreWeave instance type and pricing category, valid for a span
+    of days. CoreWeave's FOCUS export carries usage quantities only, so the ingest prices each
+    row as ConsumedQuantity x the rate valid on its ChargePeriodStart (UTC) day."""
+
+    class PricingCategory(models.TextChoices):
+        # FOCUS PricingCategory values: on-demand, reserved capacity, spot.
+        STANDARD = "Standard"
+        COMMITTED = "Committed"
+        DYNAMIC = "Dynamic"
+
+    instance_type = models.CharField(max_length=100, help_text="e.g. gd-8xh100ib-i128")
+    pricing_category = models.CharField(
+        max_length=32, choices=PricingCategory.choices, default=PricingCategory.STANDARD
+    )
+    currency = models.CharField(max_length=3, help_text="ISO 4217 code, e.g. USD")
+    rate = money_field(help_text="price of one unit (one node-hour for GPU instances)")
+    unit = models.CharField(max_length=32, default="Hours", help_text="FOCUS ConsumedUnit")
+    valid_from = models.DateField(help_text="first day the rate applies")
+    valid_to = models.DateField(
+        null=True, blank=True, help_text="last day the rate applies (inclusive); empty: open"
+    )
+
+    class Meta:
+        ordering = ["instance_type", "pricing_category", "currency", "valid_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["instance_type", "pricing_category", "currency", "valid_from"],
+                name="unique_coreweave_rate_start",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(valid_to__isnull=True)
+                | models.Q(valid_to__gte=models.F("valid_from")),
+                name="coreweave_rate_valid_to_after_from",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(rate__gte=0), name="coreweave_rate_not_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        until = self.valid_to.isoformat() if self.valid_to else "open"
+        return (
+            f"{self.instance_type} {self.pricing_category} {self.rate} {self.currency}/"
+            f"{self.unit} {self.valid_from.isoformat()}..{until}"
+        )
+
+    def clean(self) -> None:
+        self.currency = self.currency.strip().upper()
+        self.instance_type = self.instance_type.strip()
+        if self.valid_from is None:
+            return  # the field's own validation reports it
+        # Two rates valid on the same day would make the price of a usage row ambiguous; the
+        # ingest refuses such rows, so refuse the overlap where it is typed in.
+        overlapping = CoreWeaveRate.objects.filter(
+            instance_type=self.instance_type,
+            pricing_category=self.pricing_category,
+            currency=self.currency,
+        ).exclude(pk=self.pk)
+        if self.valid_to is not None:
+            overlapping = overlapping.filter(valid_from__lte=self.valid_to)
+        overlapping = overlapping.filter(
+            models.Q(valid_to__isnull=True) | models.Q(valid_to__gte=self.valid_from)
+        )
+        clash = overlapping.first()
+        if clash is not None:
+            raise ValidationError(
+                f"overlaps another {self.instance_type} {self.pricing_category} "
+                f"{self.currency} rate: {clash}"
+            )

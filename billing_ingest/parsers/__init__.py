@@ -27,7 +27,14 @@ def register_billing_parser(name: str) -> Callable[[BillingParser], BillingParse
 
 
 # Modules that register billing parsers (imported on first use so the registry fills lazily).
-BILLING_FORMAT_MODULES = ("focus", "aws_cur", "gcp_billing", "azure_cost")
+BILLING_FORMAT_MODULES = (
+    "focus",
+    "aws_cur",
+    "gcp_billing",
+    "azure_cost",
+    "coreweave",
+    "coreweave_invoice",
+)
 
 
 def billing_parser(name: str) -> BillingParser:

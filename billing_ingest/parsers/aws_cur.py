@@ -46,24 +46,22 @@ from django.conf import settings
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
-
-# Value helpers shared with the FOCUS parser (one definition of "a number", "a timestamp", ...).
-from billing_ingest.parsers.focus import (
-    _GZIP_MAGIC,
-    _PARQUET_MAGIC,
+from billing_ingest.parsers.values import (
     CHUNK_ROWS,
-    _BadValue,
-    _csv_rows,
-    _currency,
-    _json_object,
-    _magic,
-    _max_length,
-    _money,
-    _open_text,
-    _ParquetRow,
-    _quantity,
-    _text,
-    _timestamp,
+    GZIP_MAGIC,
+    PARQUET_MAGIC,
+    BadValue,
+    ParquetRow,
+    cell_text,
+    column_max_length,
+    csv_rows,
+    open_text,
+    parse_currency,
+    parse_json_object,
+    parse_money,
+    parse_quantity,
+    parse_timestamp,
+    read_magic,
 )
 
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -270,7 +268,7 @@ class _CurRowBuilder:
             return None
         try:
             return convert(cells[hit[1]])
-        except _BadValue as exc:
+        except BadValue as exc:
             raise self._error(str(exc), row, hit[0]) from None
 
     def _required(self, cells: Sequence[object], row: int, key: str, convert: Any) -> Any:
@@ -281,7 +279,7 @@ class _CurRowBuilder:
 
     def _string(self, cells: Sequence[object], key: str) -> str:
         hit = self.columns.get(key)
-        return "" if hit is None else _text(cells[hit[1]])
+        return "" if hit is None else cell_text(cells[hit[1]])
 
     def _needed_amount(
         self, cells: Sequence[object], row: int, key: str, line_item_type: str
@@ -291,15 +289,15 @@ class _CurRowBuilder:
             raise self._error(
                 f"the file has no such column, but {line_item_type} rows need it", row, name
             )
-        value: Decimal | None = self._convert(cells, row, key, _money)
+        value: Decimal | None = self._convert(cells, row, key, parse_money)
         return ZERO if value is None else value
 
     def _product(self, cells: Sequence[object], row: int) -> dict[str, Any]:
         if self.product_map is None:
             return {}
         try:
-            return _json_object(cells[self.product_map[1]])
-        except _BadValue as exc:
+            return parse_json_object(cells[self.product_map[1]])
+        except BadValue as exc:
             raise self._error(str(exc), row, self.product_map[0]) from None
 
     # ------------------------------------------------------------------ row
@@ -315,11 +313,11 @@ class _CurRowBuilder:
             # Missing trailing cells are empty, as csv.DictReader reads them (koku's test CUR
             # omits its last, costCategory, column); a required column left empty still fails.
             cells = [*cells, *([""] * (self.width - len(cells)))]
-        line_item_type: str = self._required(cells, row, "line_item_type", _text)
+        line_item_type: str = self._required(cells, row, "line_item_type", cell_text)
         billing_period_start: datetime = self._required(
-            cells, row, "billing_period_start", _timestamp
+            cells, row, "billing_period_start", parse_timestamp
         )
-        billed: Decimal = self._required(cells, row, "unblended_cost", _money)
+        billed: Decimal = self._required(cells, row, "unblended_cost", parse_money)
         category = charge_category(line_item_type)
         usage_type = self._string(cells, "usage_type")
         reservation_arn = self._string(cells, "reservation_arn")
@@ -330,12 +328,12 @@ class _CurRowBuilder:
         item: dict[str, Any] = {
             "billing_period": date(billing_period_start.year, billing_period_start.month, 1),
             "billing_period_start": billing_period_start,
-            "billing_period_end": self._convert(cells, row, "billing_period_end", _timestamp),
+            "billing_period_end": self._convert(cells, row, "billing_period_end", parse_timestamp),
             "provider_name": "AWS",
             "billing_account_id": self._string(cells, "payer_account"),
             "sub_account_id": self._string(cells, "usage_account"),
-            "charge_period_start": self._required(cells, row, "usage_start", _timestamp),
-            "charge_period_end": self._required(cells, row, "usage_end", _timestamp),
+            "charge_period_start": self._required(cells, row, "usage_start", parse_timestamp),
+            "charge_period_end": self._required(cells, row, "usage_end", parse_timestamp),
             "charge_category": category,
             "pricing_category": pricing_category(line_item_type, category, usage_type),
             "service_category": "",
@@ -346,10 +344,10 @@ class _CurRowBuilder:
             "resource_name": tags.get("Name") or tags.get("name") or "",
             "resource_type": "",
             "consumed_quantity": (
-                self._convert(cells, row, "usage_amount", _quantity) if consuming else None
+                self._convert(cells, row, "usage_amount", parse_quantity) if consuming else None
             ),
             "consumed_unit": self._string(cells, "pricing_unit") if consuming else "",
-            "list_cost": self._convert(cells, row, "public_on_demand_cost", _money),
+            "list_cost": self._convert(cells, row, "public_on_demand_cost", parse_money),
             # CUR has no negotiated-rate cost column that means FOCUS ContractedCost.
             "contracted_cost": None,
             "billed_cost": billed,
@@ -369,7 +367,7 @@ class _CurRowBuilder:
     def _currency(self, cells: Sequence[object], row: int) -> str:
         if "currency" not in self.columns:
             return self.default_currency
-        currency: str = self._convert(cells, row, "currency", _currency)
+        currency: str = self._convert(cells, row, "currency", parse_currency)
         return currency
 
     def _product_fields(self, cells: Sequence[object], row: int) -> dict[str, str]:
@@ -378,7 +376,7 @@ class _CurRowBuilder:
             nested = self._product(cells, row)
             for key in _PRODUCT_MAP_FALLBACK:
                 if not fields[key]:
-                    fields[key] = _text(nested.get(COLUMNS[key].snake.removeprefix("product_")))
+                    fields[key] = cell_text(nested.get(COLUMNS[key].snake.removeprefix("product_")))
         return fields
 
     def _effective_cost(
@@ -448,7 +446,7 @@ class _CurRowBuilder:
         tags: dict[str, str] = {}
 
         def add(key: str, value: object) -> None:
-            text = _text(value)
+            text = cell_text(value)
             if not key or not text:
                 return
             tags[key] = text
@@ -456,8 +454,8 @@ class _CurRowBuilder:
 
         if self.tag_map is not None:
             try:
-                mapped = _json_object(cells[self.tag_map[1]])
-            except _BadValue as exc:
+                mapped = parse_json_object(cells[self.tag_map[1]])
+            except BadValue as exc:
                 raise self._error(str(exc), row, self.tag_map[0]) from None
             for key, value in mapped.items():
                 add(str(key), value)
@@ -468,7 +466,7 @@ class _CurRowBuilder:
     def _check_lengths(self, item: dict[str, Any], row: int) -> None:
         for field in _LIMITED_FIELDS:
             value = item[field]
-            limit = _max_length(field)
+            limit = column_max_length(field)
             if len(value) > limit:
                 raise ImportFormatError(
                     f"{field} value is longer than {limit} characters",
@@ -527,7 +525,7 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
     if kind == "zip":
         handle = _open_zip_member(path, file_label=file_label)
     else:
-        handle = _open_text(path, compressed=kind == "gzip")
+        handle = open_text(path, compressed=kind == "gzip")
     with handle:
         reader = csv.reader(handle)
         try:
@@ -540,7 +538,7 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
             ) from None
         builder = _CurRowBuilder(header, file_label=file_label)
         seen = False
-        for chunk in _chunks(_csv_rows(reader, file_label=file_label), builder, chunk_size):
+        for chunk in _chunks(csv_rows(reader, file_label=file_label), builder, chunk_size):
             seen = True
             yield chunk
         if not seen:
@@ -565,7 +563,7 @@ def _parse_parquet(path: Path, *, file_label: str, chunk_size: int) -> LineItemC
         for record_batch in batches:
             columns = {pos: record_batch.column(k).to_pylist() for k, pos in enumerate(wanted)}
             chunk = [
-                builder.build(_ParquetRow(columns, i, len(header)), first_row + i)
+                builder.build(ParquetRow(columns, i, len(header)), first_row + i)
                 for i in range(record_batch.num_rows)
             ]
             first_row += record_batch.num_rows
@@ -583,12 +581,12 @@ def _parse_parquet(path: Path, *, file_label: str, chunk_size: int) -> LineItemC
 @register_billing_parser("aws-cur")
 def parse_aws_cur(path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS) -> LineItemChunks:
     """Chunks of CostLineItem field dicts from an AWS CUR 2.0 or legacy CUR file."""
-    magic = _magic(path)
-    if magic == _PARQUET_MAGIC or path.suffix.lower() == ".parquet":
+    magic = read_magic(path)
+    if magic == PARQUET_MAGIC or path.suffix.lower() == ".parquet":
         return _parse_parquet(path, file_label=file_label, chunk_size=chunk_size)
     if magic == _ZIP_MAGIC:
         kind = "zip"
-    elif magic[:2] == _GZIP_MAGIC:
+    elif magic[:2] == GZIP_MAGIC:
         kind = "gzip"
     else:
         kind = "plain"

@@ -32,23 +32,23 @@ from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
-from billing_ingest.parsers.focus import (
-    _GZIP_MAGIC,
-    _PARQUET_MAGIC,
+from billing_ingest.parsers.focus import parse_focus
+from billing_ingest.parsers.values import (
     CHUNK_ROWS,
-    _BadValue,
-    _csv_rows,
-    _currency,
-    _is_null,
-    _json_object,
-    _magic,
-    _max_length,
-    _money,
-    _open_text,
-    _quantity,
-    _text,
-    _timestamp,
-    parse_focus,
+    GZIP_MAGIC,
+    PARQUET_MAGIC,
+    BadValue,
+    cell_text,
+    column_max_length,
+    csv_rows,
+    is_null,
+    open_text,
+    parse_currency,
+    parse_json_object,
+    parse_money,
+    parse_quantity,
+    parse_timestamp,
+    read_magic,
 )
 
 PROVIDER_NAME = "Microsoft"
@@ -141,18 +141,18 @@ def _day(value: object) -> date:
         return value.astimezone(UTC).date() if value.tzinfo else value.date()
     if isinstance(value, date):
         return value
-    text = _text(value)
+    text = cell_text(value)
     if not text:
-        raise _BadValue("is empty")
+        raise BadValue("is empty")
     match = _US_DATE_RE.match(text)
     if match is None:
-        stamp = _timestamp(text)
+        stamp = parse_timestamp(text)
         assert stamp is not None
         return stamp.date()
     try:
         return date(int(match[3]), int(match[1]), int(match[2]))
     except ValueError:
-        raise _BadValue(f"{text!r} is not a valid MM/DD/YYYY date") from None
+        raise BadValue(f"{text!r} is not a valid MM/DD/YYYY date") from None
 
 
 def _midnight(day: date) -> datetime:
@@ -161,15 +161,15 @@ def _midnight(day: date) -> datetime:
 
 def _tags(value: object) -> dict[str, str]:
     """Azure Tags: JSON, often without the outer braces; values kept as strings."""
-    parsed = _json_object(value)
+    parsed = parse_json_object(value)
     return {str(key): "" if item is None else str(item) for key, item in parsed.items()}
 
 
 def _additional_info(value: object) -> dict[str, Any]:
     # Informational only: a malformed AdditionalInfo must not stop a bill from importing.
     try:
-        return _json_object(value)
-    except _BadValue:
+        return parse_json_object(value)
+    except BadValue:
         return {}
 
 
@@ -232,14 +232,14 @@ class _AzureRow:
                 row=1,
                 column=_COLUMNS[missing[0]][0],
             )
-        self.limits = {field: _max_length(field) for field in _FIELD_SOURCE}
+        self.limits = {field: column_max_length(field) for field in _FIELD_SOURCE}
 
     def _raw(self, cells: Sequence[object], key: str) -> object:
         hit = self.columns.get(key)
         return None if hit is None else cells[hit[1]]
 
     def _str(self, cells: Sequence[object], key: str) -> str:
-        return _text(self._raw(cells, key))
+        return cell_text(self._raw(cells, key))
 
     def _error(self, message: str, row: int, key: str) -> ImportFormatError:
         column = self.columns[key][0] if key in self.columns else _COLUMNS[key][0]
@@ -248,7 +248,7 @@ class _AzureRow:
     def _convert(self, cells: Sequence[object], key: str, row: int, convert: Any) -> Any:
         try:
             return convert(self._raw(cells, key))
-        except _BadValue as exc:
+        except BadValue as exc:
             raise self._error(str(exc), row, key) from None
 
     def build(self, cells: Sequence[object], row: int) -> dict[str, Any]:
@@ -261,14 +261,14 @@ class _AzureRow:
         day = self._convert(cells, "date", row, _day)
         period_day = self._convert(cells, "billing_period_start", row, _day)
         period_end = None
-        if not _is_null(self._raw(cells, "billing_period_end")):
+        if not is_null(self._raw(cells, "billing_period_end")):
             # BillingPeriodEndDate is the period's last day; FOCUS ends are exclusive.
             period_end = _midnight(self._convert(cells, "billing_period_end", row, _day))
             period_end += timedelta(days=1)
-        cost = self._convert(cells, "cost", row, _money)
+        cost = self._convert(cells, "cost", row, parse_money)
         if cost is None:
             raise self._error("is empty but a cost is required", row, "cost")
-        currency = self._convert(cells, "currency", row, _currency)
+        currency = self._convert(cells, "currency", row, parse_currency)
 
         charge_type = self._str(cells, "charge_type").lower()
         category = _CHARGE_CATEGORY.get(charge_type or "usage")
@@ -299,7 +299,7 @@ class _AzureRow:
         quantity = None
         unit = ""
         if category == "Usage" and status != "Unused":
-            quantity = self._convert(cells, "quantity", row, _quantity)
+            quantity = self._convert(cells, "quantity", row, parse_quantity)
             unit = self._str(cells, "unit")
 
         resource_id = self._str(cells, "resource_id")
@@ -328,7 +328,7 @@ class _AzureRow:
             "commitment_discount_type": commitment_type,
             "consumed_quantity": quantity,
             "consumed_unit": unit,
-            "list_cost": self._convert(cells, "payg_cost", row, _money),
+            "list_cost": self._convert(cells, "payg_cost", row, parse_money),
             "contracted_cost": None,
             "billed_cost": cost,
             "effective_cost": cost,
@@ -373,7 +373,7 @@ def _chunks(
 
 
 def _csv_header(path: Path, *, file_label: str, compressed: bool) -> list[str]:
-    with _open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed) as handle:
         try:
             return next(csv.reader(handle))
         except StopIteration:
@@ -388,10 +388,10 @@ def _parse_csv(
     path: Path, header: list[str], *, file_label: str, compressed: bool, chunk_size: int
 ) -> LineItemChunks:
     mapper = _AzureRow(header, file_label=file_label)
-    with _open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed) as handle:
         reader = csv.reader(handle)
         next(reader)  # the header, already read
-        rows: Iterator[tuple[int, Sequence[object]]] = _csv_rows(reader, file_label=file_label)
+        rows: Iterator[tuple[int, Sequence[object]]] = csv_rows(reader, file_label=file_label)
         yield from _chunks(rows, mapper, chunk_size)
 
 
@@ -438,12 +438,12 @@ def parse_azure_cost(
 ) -> LineItemChunks:
     """Chunks of CostLineItem field dicts from an Azure cost details export (CSV, CSV.gz or
     Parquet), or from Azure's FocusCost export through the FOCUS parser."""
-    if _magic(path) == _PARQUET_MAGIC or path.suffix.lower() == ".parquet":
+    if read_magic(path) == PARQUET_MAGIC or path.suffix.lower() == ".parquet":
         header = _parquet_header(path, file_label=file_label)
         if _is_focus(header):
             return parse_focus(path, file_label=file_label, chunk_size=chunk_size)
         return _parse_parquet(path, header, file_label=file_label, chunk_size=chunk_size)
-    compressed = _magic(path)[:2] == _GZIP_MAGIC or path.suffix.lower() == ".gz"
+    compressed = read_magic(path)[:2] == GZIP_MAGIC or path.suffix.lower() == ".gz"
     header = _csv_header(path, file_label=file_label, compressed=compressed)
     if _is_focus(header):
         return parse_focus(path, file_label=file_label, chunk_size=chunk_size)

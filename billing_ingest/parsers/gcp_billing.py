@@ -29,21 +29,21 @@ from typing import IO, Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
-from billing_ingest.parsers.focus import (
-    _GZIP_MAGIC,
-    _PARQUET_MAGIC,
+from billing_ingest.parsers.values import (
     CHUNK_ROWS,
-    _BadValue,
-    _csv_rows,
-    _currency,
-    _is_null,
-    _magic,
-    _max_length,
-    _money,
-    _open_text,
-    _quantity,
-    _text,
-    _timestamp,
+    GZIP_MAGIC,
+    PARQUET_MAGIC,
+    BadValue,
+    cell_text,
+    column_max_length,
+    csv_rows,
+    is_null,
+    open_text,
+    parse_currency,
+    parse_money,
+    parse_quantity,
+    parse_timestamp,
+    read_magic,
 )
 
 PROVIDER_NAME = "Google Cloud"
@@ -90,31 +90,31 @@ def _gcp_timestamp(value: object) -> datetime:
         if text.endswith(" UTC"):
             text = text[: -len(" UTC")] + "+00:00"
         value = text
-    stamp = _timestamp(value)
+    stamp = parse_timestamp(value)
     if stamp is None:
-        raise _BadValue("is empty")
+        raise BadValue("is empty")
     return stamp
 
 
 def _invoice_month(value: object) -> date:
-    text = _text(value)
+    text = cell_text(value)
     match = _INVOICE_MONTH_RE.match(text)
     if match is None or not 1 <= int(match[2]) <= 12:
-        raise _BadValue(f"{text!r} is not an invoice month (YYYYMM)")
+        raise BadValue(f"{text!r} is not an invoice month (YYYYMM)")
     return date(int(match[1]), int(match[2]), 1)
 
 
 def _repeated(value: object) -> list[Any]:
     """A repeated field: a list already (JSON lines, Parquet), or CSV text holding JSON or a
     Python repr. The repr is read with ast.literal_eval, which evaluates literals only."""
-    if _is_null(value):
+    if is_null(value):
         return []
     if isinstance(value, list | tuple):
         return list(value)
     if isinstance(value, dict):
         return [value]
     if not isinstance(value, str):
-        raise _BadValue(f"{value!r} is not a list")
+        raise BadValue(f"{value!r} is not a list")
     text = value.strip()
     try:
         parsed = json.loads(text, parse_float=Decimal)
@@ -122,11 +122,11 @@ def _repeated(value: object) -> list[Any]:
         try:
             parsed = ast.literal_eval(text)
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            raise _BadValue(f"{text[:80]!r} is neither JSON nor a Python literal list") from None
+            raise BadValue(f"{text[:80]!r} is neither JSON nor a Python literal list") from None
     if isinstance(parsed, dict):
         return [parsed]
     if not isinstance(parsed, list):
-        raise _BadValue(f"{text[:80]!r} is not a list")
+        raise BadValue(f"{text[:80]!r} is not a list")
     return parsed
 
 
@@ -134,8 +134,8 @@ def _credits_total(value: object) -> Decimal:
     total = Decimal(0)
     for credit in _repeated(value):
         if not isinstance(credit, dict) or "amount" not in credit:
-            raise _BadValue(f"credit {credit!r} has no amount")
-        amount = _money(credit["amount"])
+            raise BadValue(f"credit {credit!r} has no amount")
+        amount = parse_money(credit["amount"])
         if amount is not None:
             total += amount
     return total
@@ -144,15 +144,15 @@ def _credits_total(value: object) -> Decimal:
 def _labels(value: object) -> dict[str, str]:
     """Labels as [{key, value}, ...] (BigQuery's shape) or a plain {key: value} mapping."""
     if isinstance(value, dict) and "key" not in value:
-        return {str(key): _text(item) for key, item in value.items()}
+        return {str(key): cell_text(item) for key, item in value.items()}
     labels: dict[str, str] = {}
     for entry in _repeated(value):
         if isinstance(entry, dict) and "key" in entry:
-            labels[str(entry["key"])] = _text(entry.get("value"))
+            labels[str(entry["key"])] = cell_text(entry.get("value"))
         elif isinstance(entry, list | tuple) and len(entry) == 2:
-            labels[str(entry[0])] = _text(entry[1])
+            labels[str(entry[0])] = cell_text(entry[1])
         else:
-            raise _BadValue(f"label {entry!r} is not a {{key, value}} pair")
+            raise BadValue(f"label {entry!r} is not a {{key, value}} pair")
     return labels
 
 
@@ -192,12 +192,12 @@ class _GcpRow:
 
     def __init__(self, *, file_label: str) -> None:
         self.file_label = file_label
-        self.limits = {field: _max_length(field) for field in _FIELD_SOURCE}
+        self.limits = {field: column_max_length(field) for field in _FIELD_SOURCE}
 
     def _convert(self, record: dict[str, Any], column: str, row: int, convert: Any) -> Any:
         try:
             return convert(record.get(column))
-        except _BadValue as exc:
+        except BadValue as exc:
             raise ImportFormatError(
                 str(exc), file=self.file_label, row=row, column=column
             ) from None
@@ -208,7 +208,7 @@ class _GcpRow:
                 raise ImportFormatError(
                     "missing required column", file=self.file_label, row=row, column=column
                 )
-            if _is_null(record[column]):
+            if is_null(record[column]):
                 raise ImportFormatError(
                     "is empty but a value is required",
                     file=self.file_label,
@@ -217,11 +217,11 @@ class _GcpRow:
                 )
         period = self._convert(record, "invoice.month", row, _invoice_month)
         next_period = date(period.year + period.month // 12, period.month % 12 + 1, 1)
-        cost = self._convert(record, "cost", row, _money)
+        cost = self._convert(record, "cost", row, parse_money)
         credits = self._convert(record, "credits", row, _credits_total)
-        list_cost = self._convert(record, "cost_at_list", row, _money)
+        list_cost = self._convert(record, "cost_at_list", row, parse_money)
 
-        cost_type = _text(record.get("cost_type")).lower() or "regular"
+        cost_type = cell_text(record.get("cost_type")).lower() or "regular"
         category = _CHARGE_CATEGORY.get(cost_type)
         if category is None:
             raise ImportFormatError(
@@ -238,40 +238,40 @@ class _GcpRow:
             if column == "system_labels":
                 system_labels = labels
             tags.update(labels)
-        sku_description = _text(record.get("sku.description"))
+        sku_description = cell_text(record.get("sku.description"))
         usage = category == "Usage"
-        resource_name = _text(record.get("resource.name"))
+        resource_name = cell_text(record.get("resource.name"))
 
         item: dict[str, Any] = {
             "billing_period": period,
             "billing_period_start": datetime(period.year, period.month, 1, tzinfo=UTC),
             "billing_period_end": datetime(next_period.year, next_period.month, 1, tzinfo=UTC),
             "provider_name": PROVIDER_NAME,
-            "billing_account_id": _text(record.get("billing_account_id")),
-            "sub_account_id": _text(record.get("project.id")),
+            "billing_account_id": cell_text(record.get("billing_account_id")),
+            "sub_account_id": cell_text(record.get("project.id")),
             "charge_period_start": self._convert(record, "usage_start_time", row, _gcp_timestamp),
             "charge_period_end": self._convert(record, "usage_end_time", row, _gcp_timestamp),
             "charge_category": category,
             "pricing_category": _pricing_category(sku_description) if usage else "",
             "service_category": "",
-            "service_name": _text(record.get("service.description")),
-            "sku_id": _text(record.get("sku.id")),
-            "region_id": _text(record.get("location.region")),
-            "resource_id": _text(record.get("resource.global_name")) or resource_name,
+            "service_name": cell_text(record.get("service.description")),
+            "sku_id": cell_text(record.get("sku.id")),
+            "region_id": cell_text(record.get("location.region")),
+            "resource_id": cell_text(record.get("resource.global_name")) or resource_name,
             "resource_name": resource_name,
             "resource_type": "",
             "commitment_discount_id": "",
             "commitment_discount_status": "",
             "commitment_discount_type": "",
             "consumed_quantity": (
-                self._convert(record, "usage.amount", row, _quantity) if usage else None
+                self._convert(record, "usage.amount", row, parse_quantity) if usage else None
             ),
-            "consumed_unit": _text(record.get("usage.unit")) if usage else "",
+            "consumed_unit": cell_text(record.get("usage.unit")) if usage else "",
             "list_cost": cost if list_cost is None else list_cost,
             "contracted_cost": None,
             "billed_cost": cost,
             "effective_cost": cost + credits,
-            "billing_currency": self._convert(record, "currency", row, _currency),
+            "billing_currency": self._convert(record, "currency", row, parse_currency),
             "tags": tags,
             "x_instance_type": _instance_type(system_labels, sku_description),
             "x_gpu_count": None,
@@ -327,7 +327,7 @@ def _csv_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dic
             row=1,
             column=missing[0],
         )
-    for row_number, cells in _csv_rows(reader, file_label=file_label):
+    for row_number, cells in csv_rows(reader, file_label=file_label):
         if len(cells) != len(header):
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {len(header)} columns",
@@ -400,9 +400,9 @@ def _first_character(handle: IO[str]) -> str:
 def _text_records(
     path: Path, *, file_label: str, compressed: bool
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    with _open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed) as handle:
         is_jsonl = _first_character(handle) == "{"
-    with _open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed) as handle:
         if is_jsonl:
             yield from _jsonl_records(handle, file_label=file_label)
         else:
@@ -415,11 +415,11 @@ def parse_gcp_billing(
 ) -> LineItemChunks:
     """Chunks of CostLineItem field dicts from a BigQuery billing export file (CSV, JSON lines
     or Parquet, optionally gzip-compressed)."""
-    magic = _magic(path)
+    magic = read_magic(path)
     records: Iterator[tuple[int, dict[str, Any]]]
-    if magic == _PARQUET_MAGIC:
+    if magic == PARQUET_MAGIC:
         records = _parquet_records(path, file_label=file_label, chunk_size=chunk_size)
     else:
-        compressed = magic[:2] == _GZIP_MAGIC
+        compressed = magic[:2] == GZIP_MAGIC
         records = _text_records(path, file_label=file_label, compressed=compressed)
     return _chunks(records, _GcpRow(file_label=file_label), chunk_size)
