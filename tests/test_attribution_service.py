@@ -140,6 +140,20 @@ def test_ledger_runs_and_rollups_for_a_shared_gpu_hour(gpu_hour):
     assert "idle" in output and "36.87" in output
 
 
+def test_timeout_is_not_waste_but_preemption_is():
+    # Chained training jobs stop at the wall-clock limit on purpose and resume from a checkpoint;
+    # a preempted attempt's work since its last checkpoint is lost.
+    batch = billing_batch()
+    line(batch, "80", 0, 1, resource_name="gpu-a", x_instance_type="p5.48xlarge")
+    job("1", ["gpu-a"], "4", 0, 1, state="TIMEOUT")
+    job("2", ["gpu-a"], "4", 0, 1, state="PREEMPTED")
+    attribute()
+    run = RunCost.objects.get()
+    assert run.cost == Decimal("80")
+    assert run.wasted_cost == Decimal("40")  # the preempted half only
+    assert run.failed_jobs == 1
+
+
 def test_rerun_gives_identical_rows(gpu_hour):
     attribute()
     first = ledger_snapshot()

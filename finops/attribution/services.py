@@ -41,9 +41,9 @@ logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 5000
 # Job states whose GPU time is wasted work (the run has to redo it).
-WASTE_STATES = frozenset(
-    {"FAILED", "CANCELLED", "PREEMPTED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"}
-)
+# Attempts whose GPU time bought nothing. TIMEOUT is not here: long training runs are chained
+# jobs that hit the wall-clock limit on purpose and resume from their last checkpoint.
+WASTE_STATES = frozenset({"FAILED", "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY"})
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
 _EPOCH = dt.date(1970, 1, 1)
 

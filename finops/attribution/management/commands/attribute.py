@@ -46,7 +46,7 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  conservation {provider or '-'} / {account or '-'} {currency}: "
                 f"billed {sums['billed']} allocated {sums['allocated']} "
-                f"difference {sums['difference']}"
+                f"difference {sums['difference']:f}"
             )
             unbalanced += sums["difference"] != 0
         if unbalanced:
