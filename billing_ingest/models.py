@@ -6,6 +6,7 @@ Money is Decimal with MONEY_PLACES decimal places everywhere; datetimes are UTC-
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -29,6 +30,17 @@ class Cluster(models.Model):
     name = models.CharField(max_length=100, unique=True)
     # sacct prints local wall-clock time without an offset.
     time_zone = models.CharField(max_length=64, default="UTC")
+    # Kubernetes GPU time-slicing: how many `nvidia.com/gpu.shared` replicas the NVIDIA device
+    # plugin advertises per physical GPU; one replica is 1/replicas of a GPU.
+    gpu_sharing_replicas = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(gpu_sharing_replicas__gte=1),
+                name="cluster_gpu_sharing_replicas_positive",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name
@@ -128,7 +140,8 @@ class JobRecord(models.Model):
 
     batch = models.ForeignKey(ImportBatch, on_delete=models.CASCADE, related_name="jobs")
     cluster = models.CharField(max_length=100)
-    job_id = models.CharField(max_length=64)
+    # Slurm job id, or `<namespace>/<pod name>` (63 + 1 + 253 characters at most).
+    job_id = models.CharField(max_length=320)
     job_id_raw = models.CharField(max_length=64, blank=True)
     name = models.CharField(max_length=500, blank=True)
     account = models.CharField(max_length=200, blank=True)
@@ -139,21 +152,50 @@ class JobRecord(models.Model):
     start = models.DateTimeField(null=True, blank=True)
     # Null while running (sacct prints End=Unknown): cost to date.
     end = models.DateTimeField(null=True, blank=True)
-    # Total GPUs over all nodes (Slurm AllocTRES gres/gpu); may be fractional (MIG).
+    # Total GPUs over all nodes (Slurm AllocTRES gres/gpu); may be fractional (MIG). Rounded to
+    # 6 places; when gpu_denominator is set the exact value is gpu_numerator / gpu_denominator
+    # (a 1g MIG slice is 1/7, which no decimal holds): use exact_gpus().
     gpus = models.DecimalField(max_digits=12, decimal_places=6, default=Decimal(0))
+    gpu_numerator = models.BigIntegerField(null=True, blank=True)
+    gpu_denominator = models.BigIntegerField(null=True, blank=True)
     nodes = models.JSONField(default=list)
     run_id = models.CharField(max_length=500, blank=True)
     wckey = models.CharField(max_length=200, blank=True)
     comment = models.TextField(blank=True)
+    # Kubernetes pods: namespace, pod labels, and the inference endpoint label
+    # (`finops.io/endpoint`); empty for Slurm jobs.
+    namespace = models.CharField(max_length=253, blank=True)
+    labels = models.JSONField(default=dict, blank=True)
+    endpoint = models.CharField(max_length=253, blank=True)
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "job_id"], name="unique_job_per_cluster")
+            models.UniqueConstraint(fields=["cluster", "job_id"], name="unique_job_per_cluster"),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(gpu_numerator__isnull=True, gpu_denominator__isnull=True)
+                    | models.Q(gpu_numerator__gte=0, gpu_denominator__gt=0)
+                ),
+                name="job_gpu_fraction_valid",
+            ),
         ]
         indexes = [models.Index(fields=["start", "end"]), models.Index(fields=["run_id"])]
 
     def __str__(self) -> str:
         return f"{self.cluster}:{self.job_id}"
+
+    def exact_gpus(self) -> Fraction:
+        return job_gpus_exact(
+            gpus=self.gpus, numerator=self.gpu_numerator, denominator=self.gpu_denominator
+        )
+
+
+def job_gpus_exact(*, gpus: Decimal, numerator: int | None, denominator: int | None) -> Fraction:
+    """A job's GPUs exactly: the stored fraction when there is one (MIG slices, time-sliced
+    replicas), else the 6-place `gpus` (Slurm counts, which are exact decimals)."""
+    if numerator is not None and denominator:
+        return Fraction(numerator, denominator)
+    return Fraction(gpus)
 
 
 class CoreWeaveRate(models.Model):

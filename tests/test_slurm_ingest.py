@@ -228,17 +228,17 @@ def test_service_leaves_a_batch_it_cannot_claim_alone(tmp_path: Path) -> None:
 
 
 def test_service_fails_a_batch_of_an_unsupported_format(tmp_path: Path) -> None:
-    path = write(tmp_path / "pods.json", ["{}"])
-    batch = import_batch_create(kind="jobs", format="kubernetes", source="k8s", path=path)
+    path = write(tmp_path / "jobs.lsf", ["{}"])
+    batch = import_batch_create(kind="jobs", format="lsf", source="lsf", path=path)
     result = jobs_batch_ingest(batch_id=batch.pk)
     assert result.status == ImportBatch.Status.FAILED
-    assert "unsupported jobs format 'kubernetes'" in result.error
+    assert "unsupported jobs format 'lsf'" in result.error
 
 
-def test_kubernetes_format_is_not_yet_supported(tmp_path: Path) -> None:
-    path = write(tmp_path / "pods.json", ["{}"])
-    with pytest.raises(CommandError, match="not yet supported"):
-        call_command("ingest_jobs", "--format", "kubernetes", str(path))
+def test_unknown_format_is_refused_before_any_batch(tmp_path: Path) -> None:
+    path = write(tmp_path / "jobs.lsf", ["{}"])
+    with pytest.raises(CommandError, match="lsf"):
+        call_command("ingest_jobs", "--format", "lsf", str(path))
     assert not ImportBatch.objects.exists()
 
 

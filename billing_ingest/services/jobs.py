@@ -13,12 +13,44 @@ from django.utils import timezone
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
+from billing_ingest.parsers.kubernetes import parse_pods
+from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.slurm import SacctStats, parse_sacct
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
 
-JobParser = Callable[..., Iterator[list[dict[str, Any]]]]
+JobChunks = Iterator[list[dict[str, Any]]]
+# (path, *, file_label, cluster, stats) -> chunks of JobRecord field dicts. The cluster (saved,
+# or unsaved defaults when the batch names no stored cluster) carries how to read its logs.
+JobParser = Callable[..., JobChunks]
 
-JOB_PARSERS: dict[str, JobParser] = {"slurm": parse_sacct}
+
+def _parse_slurm(path: Path, *, file_label: str, cluster: Cluster, stats: SacctStats) -> JobChunks:
+    zone = _cluster_zone(cluster)
+    return parse_sacct(path, file_label=file_label, time_zone=zone, stats=stats)
+
+
+def _parse_kubernetes(
+    path: Path, *, file_label: str, cluster: Cluster, stats: SacctStats
+) -> JobChunks:
+    return parse_pods(
+        path,
+        file_label=file_label,
+        gpu_sharing_replicas=cluster.gpu_sharing_replicas,
+        stats=stats,
+    )
+
+
+def _parse_opencost(
+    path: Path, *, file_label: str, cluster: Cluster, stats: SacctStats
+) -> JobChunks:
+    return parse_allocations(path, file_label=file_label, stats=stats)
+
+
+JOB_PARSERS: dict[str, JobParser] = {
+    "slurm": _parse_slurm,
+    "kubernetes": _parse_kubernetes,
+    "opencost": _parse_opencost,
+}
 
 # Rows per INSERT round trip: large enough for 300k-job months, small enough for memory.
 BULK_SIZE = 5000
@@ -39,6 +71,11 @@ _UPSERT_FIELDS = [
     "run_id",
     "wckey",
     "comment",
+    "gpu_numerator",
+    "gpu_denominator",
+    "namespace",
+    "labels",
+    "endpoint",
 ]
 
 
@@ -50,16 +87,30 @@ def time_zone_resolve(name: str) -> ZoneInfo:
         raise ValueError(f"unknown time zone {name!r} (expected an IANA name)") from None
 
 
-def cluster_get_or_create(*, name: str, time_zone: str | None = None) -> Cluster:
-    """The cluster of that name, created with UTC when new; `time_zone` (validated) replaces
-    the stored one, which every later import of this cluster uses."""
+def cluster_get_or_create(
+    *, name: str, time_zone: str | None = None, gpu_sharing_replicas: int | None = None
+) -> Cluster:
+    """The cluster of that name, created with UTC when new; `time_zone` (validated) and
+    `gpu_sharing_replicas` (at least 1), when given, replace the stored ones, which every later
+    import of this cluster uses."""
     if time_zone is not None:
         time_zone_resolve(time_zone)
+    if gpu_sharing_replicas is not None and gpu_sharing_replicas < 1:
+        raise ValueError(f"GPU sharing replicas must be at least 1, not {gpu_sharing_replicas}")
     with transaction.atomic():
         cluster, _ = Cluster.objects.get_or_create(name=name)
+        changed = []
         if time_zone is not None and cluster.time_zone != time_zone:
             cluster.time_zone = time_zone
-            cluster.save(update_fields=["time_zone"])
+            changed.append("time_zone")
+        if (
+            gpu_sharing_replicas is not None
+            and cluster.gpu_sharing_replicas != gpu_sharing_replicas
+        ):
+            cluster.gpu_sharing_replicas = gpu_sharing_replicas
+            changed.append("gpu_sharing_replicas")
+        if changed:
+            cluster.save(update_fields=changed)
     return cluster
 
 
@@ -78,10 +129,10 @@ def jobs_batch_ingest(*, batch_id: int, stats: SacctStats | None = None) -> Impo
     stats = stats if stats is not None else SacctStats()
     try:
         parser = _parser_for(batch.format)
-        zone = _cluster_zone(batch.source)
+        cluster = Cluster.objects.filter(name=batch.source).first() or Cluster(name=batch.source)
         with transaction.atomic():
             chunks = parser(
-                Path(batch.file_name), file_label=batch.file_name, time_zone=zone, stats=stats
+                Path(batch.file_name), file_label=batch.file_name, cluster=cluster, stats=stats
             )
             for chunk in chunks:
                 _jobs_upsert(batch=batch, rows=chunk)
@@ -111,12 +162,11 @@ def _parser_for(format_name: str) -> JobParser:
         raise ValueError(f"unsupported jobs format {format_name!r}; supported: {known}") from None
 
 
-def _cluster_zone(cluster_name: str) -> tzinfo:
-    stored = Cluster.objects.filter(name=cluster_name).values_list("time_zone", flat=True).first()
+def _cluster_zone(cluster: Cluster) -> tzinfo:
     try:
-        return time_zone_resolve(stored or "UTC")
+        return time_zone_resolve(cluster.time_zone or "UTC")
     except ValueError as exc:
-        raise ValueError(f"cluster {cluster_name!r}: {exc}") from None
+        raise ValueError(f"cluster {cluster.name!r}: {exc}") from None
 
 
 def _jobs_upsert(*, batch: ImportBatch, rows: list[dict[str, Any]]) -> None:

@@ -5,9 +5,14 @@ first, then id); else the first of settings.FINOPS_TEAM_TAG_KEYS present on the 
 team (Team.slug == slugify(value), created with name = value when missing). A line owned this
 way is `tagged`; with no owner it is `unallocated`.
 
-Jobs: MappingRule SLURM_ACCOUNT rules (value == JobRecord.account) in priority order; else the
-team whose slug is slugify(account), created with name = account when missing. A job without an
-account has no team (its share is still `training`).
+Jobs: the job rules in priority order (lower first, then id), first match wins:
+- SLURM_ACCOUNT (value == JobRecord.account) for Slurm jobs (jobs without a namespace);
+- NAMESPACE (value == JobRecord.namespace) and LABEL (pod label `key` == value) for Kubernetes
+  pods (jobs with a namespace).
+Else the team whose slug is slugify(account), created with name = account when missing. A pod's
+account is its `finops.io/team` or `team` label, else its namespace (billing_ingest parsers), so
+an unmapped namespace becomes a team named after the team label, else after the namespace. A job
+without an account has no team (its share is still `training`).
 
 Resolution is memoised on the values that can matter (sub-account and the tag keys any rule or
 convention reads), and teams to create are collected and created in one bulk insert, so the
@@ -51,15 +56,38 @@ def _tag_text(value: object) -> str | None:
     return None
 
 
+_LINE_KINDS = frozenset({MappingRule.Kind.TAG, MappingRule.Kind.SUB_ACCOUNT})
+_JOB_KINDS = frozenset(
+    {MappingRule.Kind.SLURM_ACCOUNT, MappingRule.Kind.NAMESPACE, MappingRule.Kind.LABEL}
+)
+
+
+def _job_rule_matches(
+    rule: _Rule, account: str, namespace: str, labels: Mapping[str, str | None]
+) -> bool:
+    if not namespace:
+        # A Slurm job: only account rules speak about it.
+        return rule.kind == MappingRule.Kind.SLURM_ACCOUNT and rule.value == account
+    if rule.kind == MappingRule.Kind.NAMESPACE:
+        return rule.value == namespace
+    if rule.kind == MappingRule.Kind.LABEL:
+        return labels.get(rule.key) == rule.value
+    return False
+
+
 class TeamResolver:
     def __init__(self, *, rules: Sequence[_Rule], team_tag_keys: Sequence[str]) -> None:
-        self._line_rules = [r for r in rules if r.kind != MappingRule.Kind.SLURM_ACCOUNT]
-        self._account_rules = [r for r in rules if r.kind == MappingRule.Kind.SLURM_ACCOUNT]
+        self._line_rules = [r for r in rules if r.kind in _LINE_KINDS]
+        self._job_rules = [r for r in rules if r.kind in _JOB_KINDS]
         self._team_tag_keys = tuple(team_tag_keys)
         tag_keys = {r.key for r in self._line_rules if r.kind == MappingRule.Kind.TAG}
         self._read_keys = tuple(sorted(tag_keys | set(self._team_tag_keys)))
+        # Pod label keys some LABEL rule reads: the only labels that can change a job's team.
+        self._label_keys = tuple(
+            sorted({r.key for r in self._job_rules if r.kind == MappingRule.Kind.LABEL})
+        )
         self._line_memo: dict[tuple[object, ...], TeamRef | None] = {}
-        self._job_memo: dict[str, TeamRef | None] = {}
+        self._job_memo: dict[tuple[object, ...], TeamRef | None] = {}
         # Slug -> name of teams named by a convention, resolved to ids by materialise().
         self._wanted: dict[str, str] = {}
         self._ids: dict[str, int] = {}
@@ -95,14 +123,25 @@ class TeamResolver:
                     return ref
         return None
 
-    def job_team(self, *, account: str) -> TeamRef | None:
-        if account not in self._job_memo:
-            self._job_memo[account] = self._resolve_job(account)
-        return self._job_memo[account]
+    def job_team(
+        self, *, account: str, namespace: str = "", labels: Mapping[str, object] | None = None
+    ) -> TeamRef | None:
+        """The owner of a job: a Slurm job by its account; a Kubernetes pod (non-empty
+        namespace) by its namespace and labels, then its account (team label or namespace)."""
+        labels = labels or {}
+        values = tuple(_tag_text(labels.get(key)) for key in self._label_keys)
+        memo_key = (account, namespace, *values)
+        if memo_key not in self._job_memo:
+            self._job_memo[memo_key] = self._resolve_job(
+                account, namespace, dict(zip(self._label_keys, values, strict=True))
+            )
+        return self._job_memo[memo_key]
 
-    def _resolve_job(self, account: str) -> TeamRef | None:
-        for rule in self._account_rules:
-            if rule.value == account:
+    def _resolve_job(
+        self, account: str, namespace: str, labels: Mapping[str, str | None]
+    ) -> TeamRef | None:
+        for rule in self._job_rules:
+            if _job_rule_matches(rule, account, namespace, labels):
                 return rule.team_id
         return self._want(account) if account else None
 

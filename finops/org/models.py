@@ -42,9 +42,14 @@ class MappingRule(models.Model):
         TAG = "tag", "Tag key = value"
         SUB_ACCOUNT = "sub_account", "Sub-account id"
         SLURM_ACCOUNT = "slurm_account", "Slurm account"
+        NAMESPACE = "namespace", "Kubernetes namespace"
+        LABEL = "label", "Kubernetes pod label key = value"
+
+    # Kinds whose rule reads key=value rather than a single value.
+    KEYED_KINDS = frozenset({Kind.TAG, Kind.LABEL})
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
-    # Tag key for TAG rules; unused for the others.
+    # Tag key for TAG rules, label key for LABEL rules; unused for the others.
     key = models.CharField(max_length=200, blank=True)
     value = models.CharField(max_length=500)
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="mapping_rules")
@@ -54,5 +59,5 @@ class MappingRule(models.Model):
         ordering = ["priority", "id"]
 
     def __str__(self) -> str:
-        target = f"{self.key}={self.value}" if self.kind == self.Kind.TAG else self.value
+        target = f"{self.key}={self.value}" if self.kind in self.KEYED_KINDS else self.value
         return f"{self.kind}:{target} -> {self.team.slug}"

@@ -1,4 +1,8 @@
-"""`manage.py ingest_jobs --format slurm PATH [--cluster NAME] [--time-zone TZ]`.
+"""`manage.py ingest_jobs --format {slurm,kubernetes,opencost} PATH [--cluster NAME]
+[--time-zone TZ] [--gpu-sharing-replicas N]`.
+
+slurm: `sacct --parsable2` output with its header; kubernetes: `kubectl get pods -A -o json`;
+opencost: an OpenCost `/allocation` response (aggregate=pod).
 
 One import batch per file, each run by the Celery task (eagerly in-process without a broker,
 on a worker with one; a worker must see the same file system path).
@@ -19,17 +23,19 @@ from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.jobs import cluster_get_or_create
 from billing_ingest.tasks.jobs import TIME_LIMIT, ingest_jobs_batch
 
-SUPPORTED_FORMATS = ("slurm",)
-PLANNED_FORMATS = ("kubernetes",)
+SUPPORTED_FORMATS = ("slurm", "kubernetes", "opencost")
+# What each format's parse statistics count, for the per-file summary line.
+_READ = {"slurm": "rows", "kubernetes": "pods", "opencost": "allocations"}
 
 
 class Command(BaseCommand):
-    help = "Import scheduler job logs (Slurm `sacct --parsable2` output with its header)."
+    help = (
+        "Import scheduler job logs: Slurm `sacct --parsable2` output with its header, a "
+        "Kubernetes pod list (`kubectl get pods -A -o json`) or an OpenCost /allocation response."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument(
-            "--format", required=True, choices=[*SUPPORTED_FORMATS, *PLANNED_FORMATS]
-        )
+        parser.add_argument("--format", required=True, choices=SUPPORTED_FORMATS)
         parser.add_argument("path", help="a file, or a folder of files")
         parser.add_argument("--cluster", default="default", help="cluster name (default: default)")
         parser.add_argument(
@@ -37,6 +43,14 @@ class Command(BaseCommand):
             dest="time_zone",
             default=None,
             help="IANA time zone of sacct's times; stored on the cluster for later imports",
+        )
+        parser.add_argument(
+            "--gpu-sharing-replicas",
+            dest="gpu_sharing_replicas",
+            type=int,
+            default=None,
+            help="Kubernetes time-slicing: replicas per GPU behind `nvidia.com/gpu.shared` "
+            "(one replica is 1/N of a GPU); stored on the cluster for later imports",
         )
         parser.add_argument(
             "--no-attribute",
@@ -51,8 +65,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if options["format"] in PLANNED_FORMATS:
-            raise CommandError(f"--format {options['format']} is not yet supported")
         root = Path(options["path"])
         if not root.exists():
             raise CommandError(f"{root}: no such file or folder")
@@ -60,10 +72,19 @@ class Command(BaseCommand):
         if not paths:
             raise CommandError(f"{root}: no files to import")
         try:
-            cluster = cluster_get_or_create(name=options["cluster"], time_zone=options["time_zone"])
+            cluster = cluster_get_or_create(
+                name=options["cluster"],
+                time_zone=options["time_zone"],
+                gpu_sharing_replicas=options["gpu_sharing_replicas"],
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        self.stdout.write(f"cluster {cluster.name} (times read as {cluster.time_zone})")
+        if options["format"] == "slurm":
+            self.stdout.write(f"cluster {cluster.name} (times read as {cluster.time_zone})")
+        else:
+            self.stdout.write(
+                f"cluster {cluster.name} (GPU sharing replicas {cluster.gpu_sharing_replicas})"
+            )
         batch_ids: list[int] = []
         failed = [
             path
@@ -99,9 +120,19 @@ class Command(BaseCommand):
         if batch.status != ImportBatch.Status.SUCCEEDED:
             self.stderr.write(f"{path}: batch {batch.pk} {batch.status}: {batch.error}")
             return False
-        self.stdout.write(
-            f"{path}: batch {batch.pk} succeeded: {summary['data_rows']} rows read, "
-            f"{batch.row_count} jobs stored, {summary['skipped_steps']} job steps skipped, "
-            f"{summary['skipped_not_started']} not-started jobs skipped, 0 errors"
-        )
+        self.stdout.write(f"{path}: batch {batch.pk} succeeded: {self._summary(fmt, summary)}")
         return True
+
+    @staticmethod
+    def _summary(fmt: str, summary: dict[str, Any]) -> str:
+        read = f"{summary['data_rows']} {_READ[fmt]} read"
+        stored = f"{summary['row_count']} jobs stored"
+        skipped = summary["skipped_not_started"]
+        if fmt == "kubernetes":
+            return f"{read}, {stored}, {skipped} unscheduled or not-started pods skipped, 0 errors"
+        if fmt == "opencost":
+            return f"{read}, {stored}, {skipped} without pod, node or GPU hours skipped, 0 errors"
+        return (
+            f"{read}, {stored}, {summary['skipped_steps']} job steps skipped, "
+            f"{skipped} not-started jobs skipped, 0 errors"
+        )
