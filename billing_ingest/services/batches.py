@@ -64,3 +64,21 @@ def import_batch_fail(*, batch_id: int, error: str) -> None:
         ImportBatch.objects.filter(id=batch_id).update(
             status=ImportBatch.Status.FAILED, error=error, finished_at=timezone.now()
         )
+
+
+def import_batch_record_failure(
+    *, kind: str, format: str, source: str, file_name: str, error: str
+) -> ImportBatch:
+    """Record an import that failed before it had a local file (a remote export whose data
+    could not be fetched), so the failure shows in the import history like any other."""
+    now = timezone.now()
+    return ImportBatch.objects.create(
+        kind=kind,
+        format=format,
+        source=source,
+        file_name=file_name,
+        status=ImportBatch.Status.FAILED,
+        error=error,
+        started_at=now,
+        finished_at=now,
+    )

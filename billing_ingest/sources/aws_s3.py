@@ -5,6 +5,10 @@ writes ``<prefix>/<export>/metadata/BILLING_PERIOD=YYYY-MM/[...]/<export>-Manife
 so a manifest means its data files are complete. Months are restated for weeks: the newest
 manifest of a period (by LastModified) names the files that are the month now. Each listed data
 file is streamed to disk (boto3 download_file), never held in memory.
+
+Planning (list + read manifests) and fetching (download one period's parts) are separate, so a
+caller can refuse everything when the store cannot be read, and fail one period alone when its
+manifest names a part that is missing.
 """
 
 from __future__ import annotations
@@ -17,12 +21,25 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+from billing_ingest.sources import MissingPartError, SourceAccessError, SourceFetchError
 
 _PERIOD_RE = re.compile(r"BILLING_PERIOD=(\d{4}-\d{2})/")
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
 
 
-class ExportFetchError(Exception):
+class ExportFetchError(SourceFetchError):
     """The export's layout or manifest is not what AWS Data Exports writes."""
+
+
+@dataclass
+class ExportPeriodPlan:
+    """One billing period's newest manifest and the data keys it lists (nothing downloaded)."""
+
+    billing_period: str  # "YYYY-MM"
+    manifest_key: str
+    data_keys: list[str]
 
 
 @dataclass
@@ -35,6 +52,19 @@ class ExportPeriod:
 def _export_root(prefix: str, export_name: str) -> str:
     parts = [part for part in (prefix.strip("/"), export_name.strip("/")) if part]
     return "/".join(parts) + "/"
+
+
+def _error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _access_error(exc: Exception, *, what: str) -> SourceAccessError:
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        reason = f"{error.get('Code', '?')}: {error.get('Message', '')}".rstrip(": ")
+    else:
+        reason = f"{type(exc).__name__}: {exc}"
+    return SourceAccessError(f"cannot read {what} ({reason})")
 
 
 def _newest_manifests(client: Any, *, bucket: str, root: str, export_name: str) -> dict[str, str]:
@@ -75,6 +105,76 @@ def _data_keys(manifest: dict[str, Any], *, bucket: str, manifest_key: str) -> l
     return keys
 
 
+def aws_export_plan(
+    *,
+    client: Any,
+    bucket: str,
+    prefix: str,
+    export_name: str,
+    periods: set[str] | None = None,
+) -> list[ExportPeriodPlan]:
+    """The newest manifest of each billing period and its data keys, sorted by period.
+
+    Raises SourceAccessError when S3 refuses (credentials, missing bucket, no permission) and
+    ExportFetchError when a manifest is not what AWS writes: in both cases nothing is fetched.
+    """
+    root = _export_root(prefix, export_name)
+    where = f"s3://{bucket}/{root}metadata/"
+    try:
+        manifests = _newest_manifests(client, bucket=bucket, root=root, export_name=export_name)
+    except (ClientError, BotoCoreError) as exc:
+        raise _access_error(exc, what=where) from None
+    plans = []
+    for period in sorted(manifests):
+        if periods is not None and period not in periods:
+            continue
+        manifest_key = manifests[period]
+        try:
+            body = client.get_object(Bucket=bucket, Key=manifest_key)["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise _access_error(exc, what=f"s3://{bucket}/{manifest_key}") from None
+        try:
+            manifest = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ExportFetchError(f"{manifest_key}: not JSON ({exc})") from None
+        if not isinstance(manifest, dict):
+            raise ExportFetchError(f"{manifest_key}: not a JSON object")
+        keys = _data_keys(manifest, bucket=bucket, manifest_key=manifest_key)
+        plans.append(ExportPeriodPlan(period, manifest_key, keys))
+    return plans
+
+
+def aws_export_fetch(
+    *, client: Any, bucket: str, prefix: str, export_name: str, plan: ExportPeriodPlan, dest: Path
+) -> list[Path]:
+    """Download one period's data files below ``dest``, in manifest order.
+
+    Files keep their path below the export root, so parts with the same name in different
+    periods or versions never overwrite each other. A listed key that is not in the bucket
+    raises MissingPartError naming it (AWS writes the manifest last, so this is an export
+    that was tampered with or is being deleted, not one still being written).
+    """
+    root = _export_root(prefix, export_name)
+    files = []
+    for key in plan.data_keys:
+        relative = key[len(root) :] if key.startswith(root) else key
+        local = dest.joinpath(*PurePosixPath(relative).parts)
+        local.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            client.download_file(bucket, key, str(local))
+        except ClientError as exc:
+            if _error_code(exc) in _NOT_FOUND:
+                raise MissingPartError(
+                    f"manifest s3://{bucket}/{plan.manifest_key} lists data file "
+                    f"s3://{bucket}/{key}, which is not in the bucket"
+                ) from None
+            raise _access_error(exc, what=f"s3://{bucket}/{key}") from None
+        except BotoCoreError as exc:
+            raise _access_error(exc, what=f"s3://{bucket}/{key}") from None
+        files.append(local)
+    return files
+
+
 def aws_export_download(
     *,
     bucket: str,
@@ -87,29 +187,25 @@ def aws_export_download(
     """Download the data files of each billing period's newest manifest, sorted by period.
 
     ``periods`` ("YYYY-MM") limits the download; ``dest`` defaults to a new temporary folder
-    (the caller removes it). Files keep their path below the export root, so parts with the
-    same name in different periods or versions never overwrite each other.
+    (the caller removes it).
     """
     client = client or boto3.client("s3")
     target = dest or Path(tempfile.mkdtemp(prefix="aws-export-"))
-    root = _export_root(prefix, export_name)
-    manifests = _newest_manifests(client, bucket=bucket, root=root, export_name=export_name)
-    fetched = []
-    for period in sorted(manifests):
-        if periods is not None and period not in periods:
-            continue
-        manifest_key = manifests[period]
-        body = client.get_object(Bucket=bucket, Key=manifest_key)["Body"].read()
-        try:
-            manifest = json.loads(body)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ExportFetchError(f"{manifest_key}: not JSON ({exc})") from None
-        result = ExportPeriod(billing_period=period, manifest_key=manifest_key)
-        for key in _data_keys(manifest, bucket=bucket, manifest_key=manifest_key):
-            relative = key[len(root) :] if key.startswith(root) else key
-            local = target.joinpath(*PurePosixPath(relative).parts)
-            local.parent.mkdir(parents=True, exist_ok=True)
-            client.download_file(bucket, key, str(local))
-            result.files.append(local)
-        fetched.append(result)
-    return fetched
+    plans = aws_export_plan(
+        client=client, bucket=bucket, prefix=prefix, export_name=export_name, periods=periods
+    )
+    return [
+        ExportPeriod(
+            billing_period=plan.billing_period,
+            manifest_key=plan.manifest_key,
+            files=aws_export_fetch(
+                client=client,
+                bucket=bucket,
+                prefix=prefix,
+                export_name=export_name,
+                plan=plan,
+                dest=target,
+            ),
+        )
+        for plan in plans
+    ]

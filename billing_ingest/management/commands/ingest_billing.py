@@ -1,11 +1,16 @@
-"""ingest_billing --format FMT PATH [--source NAME]: import billing export files, one batch each.
+"""ingest_billing --format FMT PATH_OR_URI [--source NAME]: import billing export files, one
+batch each.
 
 Thin: validate arguments, record a batch per file, run the import task and wait for it, print
-what each file did. The work (and the record of any failure) is in the task's service.
+what each file did. The work (and the record of any failure) is in the task's service. A storage
+URI is first resolved to deliveries (billing_ingest.sources.uris), each downloaded into a
+temporary folder and joined into one file, which then takes the same per-file path.
 """
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
@@ -20,9 +25,26 @@ from billing_ingest.reattribute import (
     months_reattribute,
     report_reattribution,
 )
-from billing_ingest.services.batches import import_batch_create
+from billing_ingest.services.batches import import_batch_create, import_batch_record_failure
 from billing_ingest.services.billing import billing_default_source, billing_file_wanted
+from billing_ingest.sources import SourceFetchError
+from billing_ingest.sources.uris import Delivery, uri_deliveries, uri_scheme
 from billing_ingest.tasks.billing import ingest_billing_batch
+
+URI_HELP = (
+    "PATH may be a storage URI. s3://BUCKET/PREFIX/EXPORT-NAME (--format aws-cur or focus): an "
+    "AWS Data Export; the newest manifest of each BILLING_PERIOD is read and its data files "
+    "downloaded (credentials from the usual AWS environment). az://CONTAINER/PREFIX (--format "
+    "azure or focus): Azure cost exports below PREFIX; the newest run of each "
+    "<export>/YYYYMMDD-YYYYMMDD folder (by its manifest.json when runs have one) is downloaded "
+    "(AZURE_STORAGE_CONNECTION_STRING). gs:// is not supported yet. Each delivery (one month's "
+    "manifest or run, however many parts) is joined into one file and imported as ONE batch "
+    "with the default source FORMAT:URI-of-the-export (e.g. aws-cur:s3://b/cur/gpu), the same "
+    "for every delivery: a re-delivered month replaces all of the old delivery's rows at once, "
+    "and parts never replace each other. A delivery whose manifest names a missing file fails "
+    "alone (recorded as a failed batch) and leaves that month's earlier data as it was; a "
+    "store that refuses access stops the import before anything changes."
+)
 
 
 class Command(BaseCommand):
@@ -30,14 +52,18 @@ class Command(BaseCommand):
         "Import billing export files (one import batch per file). PATH is a file or a folder "
         "(every .csv, .gz and .parquet file below it). A new file for the same source and "
         "billing period replaces the earlier one's rows; the same bytes imported again are a "
-        "no-op."
+        "no-op. " + URI_HELP
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument(
             "--format", required=True, help="billing format, e.g. focus", dest="format"
         )
-        parser.add_argument("path", metavar="PATH", help="a billing file or a folder of them")
+        parser.add_argument(
+            "path",
+            metavar="PATH_OR_URI",
+            help="a billing file, a folder of them, or an s3:// or az:// export URI",
+        )
         parser.add_argument(
             "--source",
             help=(
@@ -46,7 +72,8 @@ class Command(BaseCommand):
                 "without its .csv/.gz/.parquet suffixes (report-2024-09.csv.gz with --format "
                 "focus -> focus:report-2024-09). With a folder, --source applies to every file, "
                 "so files of one period would replace each other: leave it out for multi-part "
-                "exports."
+                "exports. With a URI: default FORMAT:URI of the export, one source for all its "
+                "months (a URI covering several Azure exports gets one source per export)."
             ),
         )
         parser.add_argument(
@@ -67,7 +94,17 @@ class Command(BaseCommand):
             billing_parser(format_name)
         except ValueError as exc:
             raise CommandError(str(exc)) from None
-        root = Path(options["path"])
+        if uri_scheme(options["path"]) is not None:
+            batches = self._ingest_uri(options["path"], format_name=format_name, options=options)
+        else:
+            batches = self._ingest_paths(
+                Path(options["path"]), format_name=format_name, options=options
+            )
+        self._finish(batches, options=options)
+
+    def _ingest_paths(
+        self, root: Path, *, format_name: str, options: dict[str, Any]
+    ) -> list[ImportBatch]:
         if not root.exists():
             raise CommandError(f"{root} does not exist")
         paths = billing_paths(root)
@@ -79,12 +116,57 @@ class Command(BaseCommand):
         if not paths:
             raise CommandError(f"no billing files under {root}")
 
-        batches = [
+        return [
             self._ingest_one(
                 path, format_name=format_name, source=options["source"], timeout=options["timeout"]
             )
             for path in paths
         ]
+
+    def _ingest_uri(
+        self, uri: str, *, format_name: str, options: dict[str, Any]
+    ) -> list[ImportBatch]:
+        try:
+            deliveries = uri_deliveries(uri, format=format_name, source=options["source"])
+        except SourceFetchError as exc:
+            raise CommandError(str(exc)) from None
+        batches = []
+        with tempfile.TemporaryDirectory(prefix="ingest-billing-") as tmp:
+            for index, delivery in enumerate(deliveries):
+                # One folder per delivery, removed once imported: disk holds one month at a time.
+                folder = Path(tmp) / str(index)
+                batches.append(
+                    self._ingest_delivery(
+                        delivery, folder, format_name=format_name, timeout=options["timeout"]
+                    )
+                )
+                shutil.rmtree(folder, ignore_errors=True)
+        return batches
+
+    def _ingest_delivery(
+        self, delivery: Delivery, folder: Path, *, format_name: str, timeout: float
+    ) -> ImportBatch:
+        try:
+            path = delivery.fetch(folder)
+        except SourceFetchError as exc:
+            batch = import_batch_record_failure(
+                kind=ImportBatch.Kind.BILLING,
+                format=format_name,
+                source=delivery.source,
+                file_name=delivery.label,
+                error=f"{delivery.label}: {exc}",
+            )
+            self._report(delivery.label, batch)
+            return batch
+        return self._ingest_one(
+            path,
+            format_name=format_name,
+            source=delivery.source,
+            timeout=timeout,
+            label=delivery.label,
+        )
+
+    def _finish(self, batches: list[ImportBatch], *, options: dict[str, Any]) -> None:
         self._warn_self_superseded(batches)
         if not options["no_attribute"]:
             months = billing_months_touched(batches=batches)
@@ -98,7 +180,13 @@ class Command(BaseCommand):
             raise CommandError(f"{len(failed)} of {len(batches)} file(s) failed: {errors}")
 
     def _ingest_one(
-        self, path: Path, *, format_name: str, source: str | None, timeout: float
+        self,
+        path: Path,
+        *,
+        format_name: str,
+        source: str | None,
+        timeout: float,
+        label: str | None = None,
     ) -> ImportBatch:
         batch = import_batch_create(
             kind=ImportBatch.Kind.BILLING,
@@ -116,10 +204,10 @@ class Command(BaseCommand):
                     batch.error = f"import task did not finish: {type(exc).__name__}: {exc}"
             else:
                 batch.refresh_from_db()
-        self._report(path, batch)
+        self._report(label or str(path), batch)
         return batch
 
-    def _report(self, path: Path, batch: ImportBatch) -> None:
+    def _report(self, path: str, batch: ImportBatch) -> None:
         status = batch.status
         if status == ImportBatch.Status.DUPLICATE:
             self.stdout.write(f"{path}: unchanged ({batch.error}); source {batch.source}")

@@ -1,0 +1,160 @@
+"""Billing export URIs (s3://, az://, gs://) turned into deliveries to import.
+
+A *delivery* is what a cloud writes as one unit: the newest manifest of one AWS billing period,
+or the newest run of one Azure export date range. Each delivery becomes one local file (its
+parts joined, see parts.py) and so one import batch, with a source that stays the same from
+one restatement to the next: ``FORMAT:URI`` of the export (or --source). A newer delivery of
+the same month therefore replaces all of the older one's rows at once, and parts of one
+delivery never replace each other.
+
+Planning lists the store and reads manifests without downloading data: any refusal there
+(credentials, missing bucket or container) stops the whole import before anything changes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from billing_ingest.sources import SourceAccessError, SourceFetchError
+from billing_ingest.sources.parts import parts_join
+
+SCHEMES = ("s3", "az", "gs")
+AWS_FORMATS = ("aws-cur", "focus")
+AZURE_FORMATS = ("azure", "focus")
+
+
+@dataclass
+class Delivery:
+    """One unit to import as one batch; ``fetch(folder)`` downloads it and returns one file."""
+
+    label: str  # remote name shown in reports and recorded on a failed batch
+    source: str
+    billing_period: str  # "YYYY-MM", from the store's layout
+    fetch: Callable[[Path], Path]
+
+
+def uri_scheme(value: str) -> str | None:
+    """The scheme of a storage URI (``s3``, ``az``, ``gs``), or None for a local path."""
+    scheme, sep, _ = value.partition("://")
+    return scheme.lower() if sep and scheme.lower() in SCHEMES else None
+
+
+def _split(uri: str) -> tuple[str, str]:
+    """(bucket or container, path without surrounding slashes)."""
+    rest = uri.partition("://")[2]
+    bucket, _, path = rest.partition("/")
+    if not bucket:
+        raise SourceFetchError(f"{uri}: no bucket or container name")
+    return bucket, path.strip("/")
+
+
+def _check_format(format: str, *, allowed: tuple[str, ...], uri: str) -> None:
+    if format not in allowed:
+        raise SourceFetchError(
+            f"{uri}: --format {format} cannot be read from this store; use one of "
+            f"{', '.join(allowed)}"
+        )
+
+
+def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) -> list[Delivery]:
+    import boto3
+
+    from billing_ingest.sources.aws_s3 import aws_export_fetch, aws_export_plan
+
+    _check_format(format, allowed=AWS_FORMATS, uri=uri)
+    bucket, path = _split(uri)
+    if not path:
+        raise SourceFetchError(f"{uri}: name the export, s3://BUCKET/PREFIX/EXPORT-NAME")
+    prefix, _, export_name = path.rpartition("/")
+    client = client or boto3.client("s3")
+    plans = aws_export_plan(client=client, bucket=bucket, prefix=prefix, export_name=export_name)
+    if not plans:
+        raise SourceFetchError(
+            f"{uri}: no {export_name}-Manifest.json under s3://{bucket}/{path}/metadata/"
+        )
+    delivery_source = source or f"{format}:s3://{bucket}/{path}"
+    deliveries = []
+    for plan in plans:
+
+        def fetch(folder: Path, plan: Any = plan) -> Path:
+            files = aws_export_fetch(
+                client=client,
+                bucket=bucket,
+                prefix=prefix,
+                export_name=export_name,
+                plan=plan,
+                dest=folder,
+            )
+            labels = [f"s3://{bucket}/{key}" for key in plan.data_keys]
+            stem = folder / f"{export_name}-{plan.billing_period}"
+            return parts_join(files, dest_stem=stem, labels=labels)
+
+        deliveries.append(
+            Delivery(
+                label=f"s3://{bucket}/{plan.manifest_key}",
+                source=delivery_source,
+                billing_period=plan.billing_period,
+                fetch=fetch,
+            )
+        )
+    return deliveries
+
+
+def _azure_deliveries(uri: str, *, format: str, source: str | None, client: Any) -> list[Delivery]:
+    from billing_ingest.sources.azure_blob import (
+        azure_container_client,
+        azure_export_fetch,
+        azure_export_plan,
+    )
+
+    _check_format(format, allowed=AZURE_FORMATS, uri=uri)
+    container_name, prefix = _split(uri)
+    container = client or azure_container_client(container_name)
+    plans = azure_export_plan(container=container, prefix=prefix)
+    if not plans:
+        raise SourceFetchError(
+            f"{uri}: no export runs (<export>/YYYYMMDD-YYYYMMDD/<run>/...) below it"
+        )
+    deliveries = []
+    for plan in plans:
+
+        def fetch(folder: Path, plan: Any = plan) -> Path:
+            files = azure_export_fetch(container=container, plan=plan, dest=folder)
+            labels = [f"az://{container_name}/{name}" for name in plan.blobs]
+            export = PurePosixPath(plan.export_root).name or container_name
+            stem = folder / f"{export}-{plan.date_range}"
+            return parts_join(files, dest_stem=stem, labels=labels)
+
+        deliveries.append(
+            Delivery(
+                label=f"az://{container_name}/{plan.manifest or plan.run}",
+                source=source or f"{format}:az://{container_name}/{plan.export_root}",
+                billing_period=plan.billing_period,
+                fetch=fetch,
+            )
+        )
+    return deliveries
+
+
+def uri_deliveries(
+    uri: str, *, format: str, source: str | None = None, client: Any = None
+) -> list[Delivery]:
+    """The deliveries an export URI holds now, sorted by billing period (nothing downloaded).
+
+    Raises SourceAccessError when the store refuses and SourceFetchError when the URI or the
+    export's layout is unusable. ``client`` (an S3 client or an Azure ContainerClient)
+    replaces the one built from the environment."""
+    scheme = uri_scheme(uri)
+    if scheme == "s3":
+        return _s3_deliveries(uri, format=format, source=source, client=client)
+    if scheme == "az":
+        return _azure_deliveries(uri, format=format, source=source, client=client)
+    if scheme == "gs":
+        raise SourceFetchError(
+            f"{uri}: gs:// is not supported yet; copy the export locally (gcloud storage cp -r) "
+            "and pass the folder"
+        )
+    raise SourceAccessError(f"{uri}: not an s3://, az:// or gs:// URI")
