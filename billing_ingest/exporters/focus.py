@@ -1,0 +1,759 @@
+"""FOCUS 1.2 export of one billing month's line items, as Parquet or CSV.
+
+The month's CostLineItems are streamed from the database (QuerySet.iterator) into Arrow record
+batches of EXPORT_CHUNK_ROWS rows and appended to the file, so memory stays bounded whatever the
+size of the month. The file is written beside its destination and renamed into place, so a
+failed export never leaves half a file under the requested name.
+
+Parquet keeps types: money as decimal128(38, 12) (exact, the ledger's own scale), quantities as
+decimal128(38, 12), derived unit prices as decimal128(38, 18), timestamps as timestamp[us, UTC].
+CSV holds the same values as text: plain decimal strings (never exponents or floats) and
+ISO 8601 UTC timestamps ending in Z.
+
+The ledger keeps the FOCUS columns that matter (DESIGN.md section 4). Every other FOCUS 1.2
+column is written too, derived where FOCUS says how and null where FOCUS allows null; see
+focus_row() and the helpers it calls for each decision and the reason for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+from django.db.models import Count
+
+from billing_ingest.models import MONEY_PLACES, CostLineItem
+
+FOCUS_VERSION = "1.2"
+# Rows per Arrow record batch (and per database fetch).
+EXPORT_CHUNK_ROWS = 10_000
+EXPORT_FORMATS = {".parquet": "parquet", ".csv": "csv"}
+
+_MONEY = pa.decimal128(38, MONEY_PLACES)
+_QUANTITY = pa.decimal128(38, 12)
+# Unit prices are derived (cost / PricingQuantity) and FOCUS requires unit price x quantity to
+# equal the cost. 18 places keep that product exact to 1e-9 (the validator's relative tolerance)
+# even for per-request prices; DuckDB can still multiply decimal(38, 18) by decimal(38, 12) for
+# any row cost below 10^8.
+_UNIT_PRICE_PLACES = 18
+_UNIT_PRICE = pa.decimal128(38, _UNIT_PRICE_PLACES)
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+_STRING = pa.string()
+
+FOCUS_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("AvailabilityZone", _STRING),
+    ("BilledCost", _MONEY),
+    ("BillingAccountId", _STRING),
+    ("BillingAccountName", _STRING),
+    ("BillingAccountType", _STRING),
+    ("BillingCurrency", _STRING),
+    ("BillingPeriodEnd", _TIMESTAMP),
+    ("BillingPeriodStart", _TIMESTAMP),
+    ("CapacityReservationId", _STRING),
+    ("CapacityReservationStatus", _STRING),
+    ("ChargeCategory", _STRING),
+    ("ChargeClass", _STRING),
+    ("ChargeDescription", _STRING),
+    ("ChargeFrequency", _STRING),
+    ("ChargePeriodEnd", _TIMESTAMP),
+    ("ChargePeriodStart", _TIMESTAMP),
+    ("CommitmentDiscountCategory", _STRING),
+    ("CommitmentDiscountId", _STRING),
+    ("CommitmentDiscountName", _STRING),
+    ("CommitmentDiscountQuantity", _QUANTITY),
+    ("CommitmentDiscountStatus", _STRING),
+    ("CommitmentDiscountType", _STRING),
+    ("CommitmentDiscountUnit", _STRING),
+    ("ConsumedQuantity", _QUANTITY),
+    ("ConsumedUnit", _STRING),
+    ("ContractedCost", _MONEY),
+    ("ContractedUnitPrice", _UNIT_PRICE),
+    ("EffectiveCost", _MONEY),
+    ("InvoiceId", _STRING),
+    ("InvoiceIssuerName", _STRING),
+    ("ListCost", _MONEY),
+    ("ListUnitPrice", _UNIT_PRICE),
+    ("PricingCategory", _STRING),
+    ("PricingCurrency", _STRING),
+    ("PricingCurrencyContractedUnitPrice", _UNIT_PRICE),
+    ("PricingCurrencyEffectiveCost", _MONEY),
+    ("PricingCurrencyListUnitPrice", _UNIT_PRICE),
+    ("PricingQuantity", _QUANTITY),
+    ("PricingUnit", _STRING),
+    ("ProviderName", _STRING),
+    ("PublisherName", _STRING),
+    ("RegionId", _STRING),
+    ("RegionName", _STRING),
+    ("ResourceId", _STRING),
+    ("ResourceName", _STRING),
+    ("ResourceType", _STRING),
+    ("ServiceCategory", _STRING),
+    ("ServiceName", _STRING),
+    ("ServiceSubcategory", _STRING),
+    ("SkuId", _STRING),
+    ("SkuMeter", _STRING),
+    ("SkuPriceDetails", _STRING),
+    ("SkuPriceId", _STRING),
+    ("SubAccountId", _STRING),
+    ("SubAccountName", _STRING),
+    ("SubAccountType", _STRING),
+    ("Tags", _STRING),
+)
+# FOCUS asks for custom columns after all FOCUS columns, x_-prefixed.
+CUSTOM_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
+    ("x_InstanceType", _STRING),
+    ("x_GpuCount", pa.int32()),
+    ("x_GpuModel", _STRING),
+)
+COLUMNS = FOCUS_COLUMNS + CUSTOM_COLUMNS
+PARQUET_SCHEMA = pa.schema(
+    [pa.field(name, kind) for name, kind in COLUMNS],
+    metadata={"FocusVersion": FOCUS_VERSION},
+)
+CSV_SCHEMA = pa.schema([pa.field(name, _STRING) for name, _ in COLUMNS])
+
+# CostLineItem fields the export reads (everything but the batch link).
+_FIELDS = (
+    "source",
+    "billing_period",
+    "billing_period_start",
+    "billing_period_end",
+    "provider_name",
+    "billing_account_id",
+    "sub_account_id",
+    "charge_period_start",
+    "charge_period_end",
+    "charge_category",
+    "pricing_category",
+    "service_category",
+    "service_name",
+    "sku_id",
+    "region_id",
+    "resource_id",
+    "resource_name",
+    "resource_type",
+    "commitment_discount_id",
+    "commitment_discount_status",
+    "commitment_discount_type",
+    "consumed_quantity",
+    "consumed_unit",
+    "list_cost",
+    "contracted_cost",
+    "billed_cost",
+    "effective_cost",
+    "billing_currency",
+    "tags",
+    "x_instance_type",
+    "x_gpu_count",
+    "x_gpu_model",
+)
+
+USAGE, PURCHASE, TAX, CREDIT, ADJUSTMENT = "Usage", "Purchase", "Tax", "Credit", "Adjustment"
+_CHARGE_CATEGORIES = {name.lower(): name for name in (USAGE, PURCHASE, TAX, CREDIT, ADJUSTMENT)}
+_PRICED = (USAGE, PURCHASE)  # FOCUS requires SKU, pricing quantity and unit prices on these
+
+_PRICING_CATEGORIES = {
+    "standard": "Standard",
+    "committed": "Committed",
+    "dynamic": "Dynamic",
+    "other": "Other",
+    # Spellings seen in provider exports for the same things.
+    "on demand": "Standard",
+    "on-demand": "Standard",
+    "ondemand": "Standard",
+    "spot": "Dynamic",
+    "reserved": "Committed",
+}
+
+SERVICE_CATEGORIES = (
+    "AI and Machine Learning",
+    "Analytics",
+    "Business Applications",
+    "Compute",
+    "Databases",
+    "Developer Tools",
+    "Multicloud",
+    "Identity",
+    "Integration",
+    "Internet of Things",
+    "Management and Governance",
+    "Media",
+    "Migration",
+    "Mobile",
+    "Networking",
+    "Security",
+    "Storage",
+    "Web",
+    "Other",
+)
+_SERVICE_CATEGORY_BY_LOWER = {name.lower(): name for name in SERVICE_CATEGORIES}
+# Only for services whose rows never carry a ServiceCategory: first keyword found wins.
+_SERVICE_KEYWORDS = (
+    (("compute", "ec2", "virtual machine", "kubernetes", "gpu", "instance"), "Compute"),
+    (("storage", "s3", "disk", "bucket", "blob"), "Storage"),
+    (("network", "bandwidth", "data transfer", "vpc", "cdn", "load balanc"), "Networking"),
+)
+
+_SUB_ACCOUNT_TYPES = {
+    "aws": "Linked Account",
+    "azure": "Subscription",
+    "microsoft": "Subscription",
+    "gcp": "Project",
+    "google cloud": "Project",
+    "oracle": "Compartment",
+    "oci": "Compartment",
+    "coreweave": "Namespace",
+}
+
+# Provider unit spellings -> FOCUS Unit Format (1.2 "Unit Format" attribute).
+_UNIT_ALIASES = {
+    "h": "Hours",
+    "hr": "Hours",
+    "hrs": "Hours",
+    "hour": "Hours",
+    "s": "Seconds",
+    "sec": "Seconds",
+    "mo": "Months",
+    "month": "Months",
+    "by": "B",
+    "kiby": "KiB",
+    "miby": "MiB",
+    "giby": "GiB",
+    "tiby": "TiB",
+}
+_TIME_PLURAL = {
+    "s": "Seconds",
+    "sec": "Seconds",
+    "second": "Seconds",
+    "seconds": "Seconds",
+    "h": "Hours",
+    "hr": "Hours",
+    "hrs": "Hours",
+    "hour": "Hours",
+    "hours": "Hours",
+    "d": "Days",
+    "day": "Days",
+    "days": "Days",
+    "mo": "Months",
+    "month": "Months",
+    "months": "Months",
+    "yr": "Years",
+    "year": "Years",
+    "years": "Years",
+}
+_UNIT_RATE_RE = re.compile(r"^(?P<base>.+?)\s+per\s+(?P<time>second|hour|day|month|year)$", re.I)
+_UNIT_TIME_RE = re.compile(
+    r"^(?P<base>[A-Za-z][A-Za-z0-9 ]*?)[-. ](?P<time>" + "|".join(_TIME_PLURAL) + r")$", re.I
+)
+_DATA_SIZE_UNITS = (
+    "|".join(
+        f"{prefix}{unit}" for prefix in ("", "K", "M", "G", "T", "P", "E") for unit in ("b", "B")
+    )
+    + "|"
+    + "|".join(f"{prefix}i{unit}" for prefix in "KMGTPE" for unit in ("b", "B"))
+)
+_UNIT_PRODUCT_RE = re.compile(r"^[A-Za-z]+-(?P<unit>(?:" + _DATA_SIZE_UNITS + r")-[A-Za-z]+)$")
+LUMP_SUM_UNIT = "Units"
+
+_ARN_RE = re.compile(r"^arn:[^:]*:(?P<service>[^:]*):[^:]*:[^:]*:(?P<resource>.+)$")
+_AZURE_TYPE_RE = re.compile(r"/providers/(?P<namespace>[^/]+)/(?P<type>[^/]+)/", re.I)
+
+_DIVISION = Context(prec=60, rounding=ROUND_HALF_EVEN)
+_UNIT_PRICE_QUANTUM = Decimal(1).scaleb(-_UNIT_PRICE_PLACES)
+_QUANTITY_QUANTUM = Decimal(1).scaleb(-12)
+_ZERO = Decimal(0)
+_ONE = Decimal(1)
+
+
+# --------------------------------------------------------------------------- small helpers
+
+
+def focus_month_parse(text: str) -> date:
+    """'YYYY-MM' -> the first day of that month; ValueError otherwise."""
+    try:
+        return datetime.strptime(text.strip(), "%Y-%m").date()
+    except ValueError:
+        raise ValueError(f"month must be YYYY-MM, not {text!r}") from None
+
+
+def focus_export_format(path: Path) -> str:
+    """'parquet' or 'csv' from the file name; ValueError for anything else."""
+    found = EXPORT_FORMATS.get(path.suffix.lower())
+    if found is None:
+        raise ValueError(f"{path.name}: the file name must end in .parquet or .csv")
+    return found
+
+
+def _text(value: str | None) -> str | None:
+    """FOCUS null for a blank stored string (the ledger stores "unknown" as "")."""
+    if value is None or not value.strip():
+        return None
+    return value
+
+
+def _next_month(day: date) -> date:
+    return date(day.year + day.month // 12, day.month % 12 + 1, 1)
+
+
+def _midnight_utc(day: date) -> datetime:
+    return datetime.combine(day, time(0), tzinfo=UTC)
+
+
+def focus_unit(unit: str) -> str:
+    """A provider's unit spelled in FOCUS Unit Format where the meaning is unambiguous
+    ("GB-Mo" -> "GB-Months", "GiBy.mo" -> "GiB-Months", "OCPU Per Hour" -> "OCPU/Hour");
+    anything else unchanged."""
+    unit = unit.strip()
+    alias = _UNIT_ALIASES.get(unit.lower())
+    if alias is not None:
+        return alias
+    rate = _UNIT_RATE_RE.match(unit)
+    if rate is not None:
+        return f"{_unit_base(rate['base'])}/{rate['time'].capitalize()}"
+    product = _UNIT_PRODUCT_RE.match(unit)
+    if product is not None:
+        unit = product["unit"]  # "Lambda-GB-Seconds": the product name is not part of the unit
+    timed = _UNIT_TIME_RE.match(unit)
+    if timed is not None:
+        return f"{_unit_base(timed['base'])}-{_TIME_PLURAL[timed['time'].lower()]}"
+    return unit
+
+
+def _unit_base(base: str) -> str:
+    base = base.strip()
+    return _UNIT_ALIASES.get(base.lower(), base) if base.lower().endswith("by") else base
+
+
+def _divide(cost: Decimal, quantity: Decimal) -> Decimal:
+    return _DIVISION.divide(cost, quantity).quantize(_UNIT_PRICE_QUANTUM, context=_DIVISION)
+
+
+# --------------------------------------------------------------------------- column derivations
+
+
+def _charge_category(stored: str) -> str:
+    # The parsers always set it; a blank can only come from a FOCUS file that left the
+    # (mandatory) column empty, and such rows are overwhelmingly usage.
+    if not stored.strip():
+        return USAGE
+    return _CHARGE_CATEGORIES.get(stored.strip().lower(), stored)
+
+
+def _charge_frequency(category: str) -> str:
+    # FOCUS: usage repeats with consumption; purchases MUST NOT be "Usage-Based". Taxes, credits
+    # and adjustments are single entries on one invoice.
+    return "Usage-Based" if category == USAGE else "One-Time"
+
+
+def _pricing_category(stored: str, category: str, committed: bool) -> str | None:
+    if category == TAX:
+        return None  # FOCUS: MUST be null for taxes
+    if stored.strip():
+        return _PRICING_CATEGORIES.get(stored.strip().lower(), "Other")
+    if category == USAGE:
+        return "Committed" if committed else "Standard"
+    if category == PURCHASE:
+        return "Standard"  # FOCUS examples price commitment purchases as Standard
+    return None
+
+
+def service_category_focus(stored: str) -> str | None:
+    """A stored ServiceCategory as one of FOCUS's allowed values; None when blank."""
+    if not stored.strip():
+        return None
+    return _SERVICE_CATEGORY_BY_LOWER.get(stored.strip().lower(), "Other")
+
+
+def _service_category_guess(service_name: str) -> str:
+    lowered = service_name.lower()
+    for keywords, category in _SERVICE_KEYWORDS:
+        if any(keyword in lowered for keyword in keywords):
+            return category
+    return "Other"
+
+
+def service_categories_for_month(month: date) -> dict[str, str]:
+    """ServiceName -> the one ServiceCategory the export uses for it.
+
+    FOCUS requires exactly one ServiceCategory per ServiceName, while exports (and the FOCUS
+    sample files) sometimes disagree between rows or leave it blank: the most frequent allowed
+    category of the month wins (ties: alphabetical), so every row of a service says the same.
+    One aggregate query, not a pass over the rows.
+    """
+    counts = (
+        CostLineItem.objects.filter(billing_period=month)
+        .values_list("service_name", "service_category")
+        .annotate(rows=Count("id"))
+        .order_by()
+    )
+    votes: dict[str, dict[str, int]] = {}
+    for name, stored, rows in counts:
+        category = service_category_focus(stored)
+        if category is not None:
+            tally = votes.setdefault(name, {})
+            tally[category] = tally.get(category, 0) + rows
+    return {
+        name: min(tally, key=lambda category: (-tally[category], category))
+        for name, tally in votes.items()
+    }
+
+
+def _resource_type(item: Mapping[str, Any], resource_id: str | None) -> str | None:
+    if resource_id is None:
+        return None  # FOCUS: null when ResourceId is null
+    if _text(item["resource_type"]):
+        return str(item["resource_type"])
+    arn = _ARN_RE.match(resource_id)
+    if arn is not None:
+        kind = re.split(r"[/:]", arn["resource"], maxsplit=1)
+        return kind[0] if len(kind) > 1 else f"{arn['service']} resource"
+    azure = _AZURE_TYPE_RE.search(resource_id)
+    if azure is not None:
+        return f"{azure['namespace']}/{azure['type']}"
+    # FOCUS: MUST NOT be null when ResourceId is set.
+    return f"{item['service_name'] or item['provider_name']} resource"
+
+
+def _commitment_type(stored: str, commitment_id: str) -> str:
+    if stored.strip():
+        return stored
+    lowered = commitment_id.lower()
+    if "savingsplan" in lowered or "savings-plan" in lowered:
+        return "Savings Plan"
+    if "reserv" in lowered:
+        return "Reservation"
+    if "commitment" in lowered:
+        return "Committed Use Discount"
+    return "Commitment Discount"
+
+
+def _commitment_category(commitment_type: str) -> str:
+    # Savings plans and spend-based commitments commit to an amount of money; reservations and
+    # resource-based committed-use discounts commit to an amount of a resource.
+    lowered = commitment_type.lower()
+    return "Spend" if "savings plan" in lowered or "spend" in lowered else "Usage"
+
+
+def _commitment_status(stored: str, category: str) -> str | None:
+    if category != USAGE:
+        return None  # FOCUS defines the status on usage rows only
+    lowered = stored.strip().lower()
+    # A usage row that names a commitment received its price (FOCUS "Used") unless marked unused.
+    return "Unused" if lowered == "unused" else "Used"
+
+
+def _commitment_columns(item: Mapping[str, Any], category: str) -> dict[str, Any]:
+    commitment_id = _text(item["commitment_discount_id"])
+    if commitment_id is None:
+        return dict.fromkeys(
+            (
+                "CommitmentDiscountCategory",
+                "CommitmentDiscountId",
+                "CommitmentDiscountName",
+                "CommitmentDiscountQuantity",
+                "CommitmentDiscountStatus",
+                "CommitmentDiscountType",
+                "CommitmentDiscountUnit",
+            )
+        )
+    kind = _commitment_type(item["commitment_discount_type"], commitment_id)
+    status = _commitment_status(item["commitment_discount_status"], category)
+    quantity: Decimal | None = None
+    if category == USAGE:
+        # The share of the commitment this row used (or left unused), in money: the FOCUS 1.2
+        # commitment examples express it so, and it is the one measure every provider gives.
+        quantity = item["effective_cost"]
+    elif category == PURCHASE:
+        quantity = item["billed_cost"]
+    return {
+        "CommitmentDiscountCategory": _commitment_category(kind),
+        "CommitmentDiscountId": commitment_id,
+        "CommitmentDiscountName": None,  # not stored; FOCUS allows null without a display name
+        "CommitmentDiscountQuantity": quantity,
+        "CommitmentDiscountStatus": status,
+        "CommitmentDiscountType": kind,
+        "CommitmentDiscountUnit": item["billing_currency"] if quantity is not None else None,
+    }
+
+
+def _costs(item: Mapping[str, Any], committed: bool) -> tuple[Decimal, Decimal]:
+    """(ListCost, ContractedCost); FOCUS requires both on every row.
+
+    Where the source left them out: a charge without negotiated or commitment pricing costs what
+    was billed; commitment-covered usage was billed 0, so its contracted cost is at least the
+    amortized EffectiveCost, the best figure we hold. ListCost falls back to ContractedCost.
+    """
+    contracted = item["contracted_cost"]
+    if contracted is None:
+        covered = committed and item["charge_category"] == USAGE
+        contracted = item["effective_cost"] if covered else item["billed_cost"]
+    listed = item["list_cost"] if item["list_cost"] is not None else contracted
+    return listed, contracted
+
+
+def _pricing_columns(
+    item: Mapping[str, Any], category: str, list_cost: Decimal, contracted_cost: Decimal
+) -> dict[str, Any]:
+    """PricingQuantity, PricingUnit and the unit prices, which FOCUS requires on usage and
+    purchase rows (null on taxes) and which must multiply back to ListCost and ContractedCost.
+
+    The ledger keeps ConsumedQuantity, not PricingQuantity; they are the same measure for the
+    SKUs we bill, so it stands in. A row without a usable quantity (purchases, unused
+    commitments, zero quantity at a non-zero cost, a sign that would make a price negative) is
+    priced as a lump sum: 1 (or -1 for a refund) "Units" at the row's cost.
+    """
+    if category not in _PRICED:
+        return dict.fromkeys(
+            (
+                "PricingQuantity",
+                "PricingUnit",
+                "ListUnitPrice",
+                "ContractedUnitPrice",
+                "PricingCurrencyListUnitPrice",
+                "PricingCurrencyContractedUnitPrice",
+            )
+        )
+    quantity: Decimal | None = item["consumed_quantity"]
+    unit = focus_unit(item["consumed_unit"]) if _text(item["consumed_unit"]) else LUMP_SUM_UNIT
+    prices: tuple[Decimal, Decimal] | None = None
+    if quantity is not None and quantity != 0:
+        prices = (_divide(list_cost, quantity), _divide(contracted_cost, quantity))
+    elif quantity is not None and list_cost == 0 and contracted_cost == 0:
+        prices = (_ZERO, _ZERO)
+    if prices is None or min(prices) < 0:
+        refund = list_cost < 0 or contracted_cost < 0
+        quantity, unit = (-_ONE if refund else _ONE), LUMP_SUM_UNIT
+        prices = (_divide(list_cost, quantity), _divide(contracted_cost, quantity))
+    assert quantity is not None
+    return {
+        "PricingQuantity": quantity.quantize(_QUANTITY_QUANTUM),
+        "PricingUnit": unit,
+        "ListUnitPrice": prices[0],
+        "ContractedUnitPrice": prices[1],
+        "PricingCurrencyListUnitPrice": prices[0],
+        "PricingCurrencyContractedUnitPrice": prices[1],
+    }
+
+
+def _consumption(item: Mapping[str, Any], category: str, status: str | None) -> dict[str, Any]:
+    # FOCUS: ConsumedQuantity only on usage rows, and not on the unused part of a commitment.
+    quantity = item["consumed_quantity"] if category == USAGE and status != "Unused" else None
+    unit = None
+    if quantity is not None:
+        stored_unit = _text(item["consumed_unit"])
+        unit = focus_unit(stored_unit) if stored_unit else LUMP_SUM_UNIT
+        quantity = quantity.quantize(_QUANTITY_QUANTUM)
+    return {"ConsumedQuantity": quantity, "ConsumedUnit": unit}
+
+
+def _charge_description(item: Mapping[str, Any], category: str, service_name: str) -> str:
+    detail = _text(item["x_instance_type"]) or _text(item["sku_id"]) or _text(item["resource_type"])
+    text = f"{service_name} {category.lower()}"
+    return f"{text}: {detail}" if detail else text
+
+
+def _tags(tags: object) -> str | None:
+    if not tags:
+        return None
+    return json.dumps(tags, ensure_ascii=False, separators=(",", ":"))
+
+
+def focus_row(item: Mapping[str, Any], *, service_categories: Mapping[str, str]) -> dict[str, Any]:
+    """One CostLineItem (as a dict of its fields) -> one FOCUS 1.2 row (column -> value)."""
+    category = _charge_category(item["charge_category"])
+    provider = _text(item["provider_name"]) or str(item["source"])
+    service_name = _text(item["service_name"]) or provider
+    service_category = service_categories.get(service_name) or _service_category_guess(service_name)
+    commitment = _commitment_columns(item, category)
+    committed = commitment["CommitmentDiscountId"] is not None
+    list_cost, contracted_cost = _costs(item, committed)
+    account = _text(item["billing_account_id"]) or str(item["source"])
+    sub_account = _text(item["sub_account_id"])
+    region = _text(item["region_id"])
+    resource_id = _text(item["resource_id"])
+    sku = _sku(item, category, service_name)
+    period_end = item["billing_period_end"] or _midnight_utc(_next_month(item["billing_period"]))
+    row: dict[str, Any] = {
+        "AvailabilityZone": None,
+        "BilledCost": item["billed_cost"],
+        "BillingAccountId": account,
+        "BillingAccountName": account,
+        "BillingAccountType": "Management Account" if provider == "AWS" else "Billing Account",
+        "BillingCurrency": item["billing_currency"],
+        "BillingPeriodEnd": period_end,
+        "BillingPeriodStart": item["billing_period_start"],
+        "CapacityReservationId": None,
+        "CapacityReservationStatus": None,
+        "ChargeCategory": category,
+        "ChargeClass": None,
+        "ChargeDescription": _charge_description(item, category, service_name),
+        "ChargeFrequency": _charge_frequency(category),
+        "ChargePeriodEnd": item["charge_period_end"],
+        "ChargePeriodStart": item["charge_period_start"],
+        **commitment,
+        **_consumption(item, category, commitment["CommitmentDiscountStatus"]),
+        "ContractedCost": contracted_cost,
+        "EffectiveCost": item["effective_cost"],
+        "InvoiceId": None,
+        # Not stored: the provider invoices its own charges. (FOCUS requires BilledCost 0 where
+        # the two differ, i.e. where a third party is paid.)
+        "InvoiceIssuerName": provider,
+        "ListCost": list_cost,
+        "PricingCategory": _pricing_category(item["pricing_category"], category, committed),
+        "PricingCurrency": item["billing_currency"],
+        "PricingCurrencyEffectiveCost": item["effective_cost"],
+        **_pricing_columns(item, category, list_cost, contracted_cost),
+        "ProviderName": provider,
+        "PublisherName": provider,
+        "RegionId": region,
+        "RegionName": region,
+        "ResourceId": resource_id,
+        "ResourceName": _text(item["resource_name"]) if resource_id else None,
+        "ResourceType": _resource_type(item, resource_id),
+        "ServiceCategory": service_category,
+        "ServiceName": service_name,
+        "ServiceSubcategory": f"Other ({service_category})",
+        "SkuId": sku,
+        "SkuMeter": f"{service_category} {category}" if sku else None,
+        "SkuPriceDetails": None,
+        "SkuPriceId": sku,
+        "SubAccountId": sub_account,
+        "SubAccountName": sub_account,
+        "SubAccountType": (
+            _SUB_ACCOUNT_TYPES.get(provider.lower(), "Sub Account") if sub_account else None
+        ),
+        "Tags": _tags(item["tags"]),
+        "x_InstanceType": _text(item["x_instance_type"]),
+        "x_GpuCount": item["x_gpu_count"],
+        "x_GpuModel": _text(item["x_gpu_model"]),
+    }
+    return row
+
+
+def _sku(item: Mapping[str, Any], category: str, service_name: str) -> str | None:
+    if category == TAX:
+        return None  # FOCUS: MUST be null for taxes
+    # FOCUS requires a SkuId on usage and purchases; a support plan bought without one is
+    # identified by its service.
+    return _text(item["sku_id"]) or (service_name if category in _PRICED else None)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _csv_cell(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, Decimal):
+        # Plain notation; keep a decimal point so a column of whole numbers still reads as
+        # decimal, not integer, in CSV type inference (focus-validator rejects BIGINT there).
+        text = format(value.normalize(), "f")
+        return text if "." in text else f"{text}.0"
+    if isinstance(value, datetime):
+        text = value.strftime("%Y-%m-%dT%H:%M:%S")
+        if value.microsecond:
+            text += f".{value.microsecond:06d}"
+        return text + "Z"
+    return str(value)
+
+
+class _BatchWriter(Protocol):
+    def write_batch(self, batch: pa.RecordBatch) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def _open_writer(path: Path, file_format: str) -> _BatchWriter:
+    if file_format == "parquet":
+        return pq.ParquetWriter(str(path), PARQUET_SCHEMA)
+    return pa_csv.CSVWriter(str(path), CSV_SCHEMA)
+
+
+def _record_batch(rows: list[dict[str, Any]], file_format: str) -> pa.RecordBatch:
+    if file_format == "parquet":
+        return pa.RecordBatch.from_pylist(rows, schema=PARQUET_SCHEMA)
+    text_rows = [{name: _csv_cell(value) for name, value in row.items()} for row in rows]
+    return pa.RecordBatch.from_pylist(text_rows, schema=CSV_SCHEMA)
+
+
+@dataclass(frozen=True)
+class FocusExport:
+    path: Path
+    file_format: str
+    month: date
+    rows: int
+    # Per BillingCurrency, exact sums of what was written.
+    billed: dict[str, Decimal]
+    effective: dict[str, Decimal]
+
+
+def _line_items(month: date, chunk_size: int) -> Iterator[dict[str, Any]]:
+    return (
+        CostLineItem.objects.filter(billing_period=month)
+        .order_by("pk")
+        .values(*_FIELDS)
+        .iterator(chunk_size=chunk_size)
+    )
+
+
+def _chunks(items: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    chunk: list[dict[str, Any]] = []
+    for item in items:
+        chunk.append(item)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def focus_month_export(
+    *, month: date, out: Path, chunk_size: int = EXPORT_CHUNK_ROWS
+) -> FocusExport:
+    """Write the line items of billing month `month` (billing_period == month) to `out` as FOCUS
+    1.2, Parquet or CSV by the file's suffix. A month without line items gives a file with the
+    header (schema) and no rows. Replaces `out` atomically."""
+    file_format = focus_export_format(out)
+    month = month.replace(day=1)
+    categories = service_categories_for_month(month)
+    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
+    billed: dict[str, Decimal] = {}
+    effective: dict[str, Decimal] = {}
+    rows = 0
+    writer = _open_writer(partial, file_format)
+    closed = False
+    try:
+        for items in _chunks(_line_items(month, chunk_size), chunk_size):
+            focus_rows = [focus_row(item, service_categories=categories) for item in items]
+            writer.write_batch(_record_batch(focus_rows, file_format))
+            for row in focus_rows:
+                currency = row["BillingCurrency"]
+                billed[currency] = billed.get(currency, _ZERO) + row["BilledCost"]
+                effective[currency] = effective.get(currency, _ZERO) + row["EffectiveCost"]
+            rows += len(focus_rows)
+        writer.close()
+        closed = True
+        os.replace(partial, out)
+    except BaseException:
+        if not closed:
+            writer.close()
+        partial.unlink(missing_ok=True)
+        raise
+    return FocusExport(
+        path=out,
+        file_format=file_format,
+        month=month,
+        rows=rows,
+        billed=billed,
+        effective=effective,
+    )

@@ -1,0 +1,62 @@
+"""export_focus --month YYYY-MM --out FILE: a billing month's line items as a FOCUS 1.2 file.
+
+Thin: validate arguments, call the export service, print what was written. The file is written
+here, by this process (not by a worker, whose file system may be another machine's); the
+export_focus_month task is the same export for schedules and workers.
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser, ArgumentTypeError
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from billing_ingest.exporters.focus import (
+    focus_export_format,
+    focus_month_export,
+    focus_month_parse,
+)
+
+
+def _month(text: str) -> str:
+    try:
+        return focus_month_parse(text).strftime("%Y-%m")
+    except ValueError as exc:
+        raise ArgumentTypeError(str(exc)) from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Write the line items of a billing month (the month of their BillingPeriodStart) as a "
+        "FOCUS 1.2 file: Parquet or CSV by the file name's suffix. A month without line items "
+        "gives a file with the header and no rows."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--month", required=True, type=_month, help="billing month YYYY-MM")
+        parser.add_argument(
+            "--out", required=True, type=Path, help="output file, .parquet or .csv (replaced)"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        out: Path = options["out"]
+        try:
+            focus_export_format(out)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
+        if not out.parent.is_dir():
+            raise CommandError(f"{out.parent} is not a folder")
+        result = focus_month_export(month=focus_month_parse(options["month"]), out=out)
+        self.stdout.write(
+            f"{out}: FOCUS 1.2 {result.file_format}, {result.rows} rows of billing month "
+            f"{options['month']}"
+        )
+        if result.rows == 0:
+            self.stdout.write(f"  no line items have billing month {options['month']}")
+        for currency in sorted(result.billed):
+            self.stdout.write(
+                f"  {currency}: BilledCost {result.billed[currency]}, "
+                f"EffectiveCost {result.effective[currency]}"
+            )

@@ -1,0 +1,33 @@
+"""Export tasks: the ledger written back out as standard files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+
+from billing_ingest.exporters.focus import focus_month_export, focus_month_parse
+
+__all__ = ["export_focus_month"]
+
+
+@shared_task(
+    name="billing_ingest.tasks.export.export_focus_month",
+    acks_late=True,
+    soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
+    time_limit=settings.CELERY_TASK_TIME_LIMIT,
+)
+def export_focus_month(month: str, out: str) -> dict[str, Any]:
+    """Write billing month `month` ("YYYY-MM") to `out` (.parquet or .csv, a path on the
+    worker's file system) as FOCUS 1.2. Idempotent: a re-run replaces the file atomically."""
+    result = focus_month_export(month=focus_month_parse(month), out=Path(out))
+    return {
+        "month": result.month.strftime("%Y-%m"),
+        "out": str(result.path),
+        "format": result.file_format,
+        "rows": result.rows,
+        "billed": {currency: str(total) for currency, total in result.billed.items()},
+        "effective": {currency: str(total) for currency, total in result.effective.items()},
+    }

@@ -1,0 +1,423 @@
+"""export_focus: a billing month's line items written as FOCUS 1.2 Parquet or CSV.
+
+Expectations are computed from the database (row counts, exact Decimal sums, timestamps) and from
+the FOCUS validator's own model file (which columns must be present), never pasted from output.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import math
+import re
+import shutil
+import subprocess
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from billing_ingest.exporters.focus import COLUMNS, focus_month_export
+from billing_ingest.models import CostLineItem
+from billing_ingest.tasks.export import export_focus_month
+from tests.conftest import SHARED_DIR
+from tests.factories import CostLineItemFactory, ImportBatchFactory
+
+pytestmark = pytest.mark.django_db
+
+UTC = dt.UTC
+SAMPLE = Path("focus") / "focus_1.0_sample_1000rows_aws_azure_oci.csv"
+SAMPLE_MONTH = "2024-09"
+VALIDATOR = SHARED_DIR / "tools" / "focus-validate"
+TIMESTAMP_COLUMNS = (
+    "BillingPeriodStart",
+    "BillingPeriodEnd",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+)
+ISO_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
+
+# Rules focus-validator 2.2.1 (model 1.2.0.1) fails on any realistic file, with the composite
+# rules that fail only because they contain them. Each is a defect of the validator, not of the
+# file; the minimal proofs are in the export_focus report:
+#   CommitmentDiscountStatus-C-004-C  condition inverted: demands a status where there is no
+#                                     commitment, while C-003-C demands null there.
+#   CapacityReservationStatus-C-004-C its Condition is malformed ({"AND": ...}) and ignored, so it
+#                                     demands a status on every row, while C-003-C demands null.
+#   InvoiceId-C-005-C / -C-004-C      the two branches of the OR InvoiceId-C-003-C; the OR passes
+#                                     but the losing branch is still counted as a failure.
+#   EffectiveCost-C-005-C             "0 for purchases that cover future charges" checked on every
+#                                     purchase (support plans are purchases with EffectiveCost).
+VALIDATOR_DEFECTS = {
+    "CommitmentDiscountStatus-C-004-C",
+    "CommitmentDiscountStatus-C-002-C",
+    "CommitmentDiscountStatus-C-000-C",
+    "CapacityReservationStatus-C-004-C",
+    "CapacityReservationStatus-C-002-C",
+    "CapacityReservationStatus-C-000-C",
+    "InvoiceId-C-004-C",
+    "InvoiceId-C-005-C",
+    "EffectiveCost-C-005-C",
+    "EffectiveCost-C-000-M",
+    "CostAndUsage-D-002-M",
+    "CostAndUsage-D-000-M",
+}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def export(month: str, out: Path) -> str:
+    stdout = io.StringIO()
+    call_command("export_focus", "--month", month, "--out", str(out), stdout=stdout)
+    return stdout.getvalue()
+
+
+def read_csv_as_text(path: Path) -> pa.Table:
+    # Every column as text: the test reads the exact strings the file holds.
+    return pa_csv.read_csv(
+        path,
+        convert_options=pa_csv.ConvertOptions(
+            column_types={name: pa.string() for name, _ in COLUMNS}, strings_can_be_null=True
+        ),
+    )
+
+
+def exported_decimals(table: pa.Table, column: str) -> list[Decimal]:
+    values = table.column(column).to_pylist()
+    return [value if isinstance(value, Decimal) else Decimal(value) for value in values]
+
+
+def db_items(month: str) -> list[CostLineItem]:
+    first = dt.date.fromisoformat(f"{month}-01")
+    return list(CostLineItem.objects.filter(billing_period=first).order_by("pk"))
+
+
+def required_focus_columns(samples_dir: Path) -> set[str]:
+    """Every column a CostAndUsage Presence rule of the validator's model names."""
+    model = json.loads((samples_dir / "focus" / "focus_validator_model-1.2.json").read_text())
+    return {
+        rule["ValidationCriteria"]["Requirement"]["ColumnName"]
+        for rule in model["ModelRules"].values()
+        if rule["Function"] == "Presence" and rule["EntityType"] == "Dataset"
+    }
+
+
+@pytest.fixture
+def sample_month(samples_dir: Path) -> str:
+    call_command(
+        "ingest_billing",
+        "--format",
+        "focus",
+        str(samples_dir / SAMPLE),
+        "--no-attribute",
+        stdout=io.StringIO(),
+    )
+    return SAMPLE_MONTH
+
+
+def add(**fields: object) -> CostLineItem:
+    return CostLineItemFactory(**fields)
+
+
+@pytest.fixture
+def mixed_month() -> str:
+    """A small month with every kind of row the null rules distinguish."""
+    batch = ImportBatchFactory(source="test:mixed")
+    month = dt.date(2025, 9, 1)
+    plan = "arn:aws:savingsplans::111111111111:savingsplan/sp-1"
+    common = {"batch": batch, "billing_period": month, "sub_account_id": "222222222222"}
+    add(  # on-demand GPU hours, no category stored
+        **common,
+        service_category="",
+        sku_id="SKU-P5",
+        consumed_quantity=Decimal("3"),
+        consumed_unit="Hrs",
+        list_cost=Decimal("294.96"),
+        billed_cost=Decimal("294.96"),
+        effective_cost=Decimal("294.96"),
+        x_instance_type="p5.48xlarge",
+        x_gpu_count=8,
+        x_gpu_model="H100",
+        tags={"team": "vision"},
+    )
+    add(  # per-request usage: a tiny unit price that must still multiply back to the cost
+        **common,
+        service_name="Amazon Simple Storage Service",
+        service_category="Storage",
+        sku_id="SKU-S3-GET",
+        resource_id="arn:aws:s3:::bucket/data",
+        consumed_quantity=Decimal("1234567"),
+        consumed_unit="Requests",
+        list_cost=Decimal("0.493826800000"),
+        billed_cost=Decimal("0.493826800000"),
+        effective_cost=Decimal("0.493826800000"),
+    )
+    add(  # covered by a savings plan
+        **common,
+        pricing_category="Committed",
+        sku_id="SKU-P5",
+        commitment_discount_id=plan,
+        commitment_discount_type="Savings Plan",
+        commitment_discount_status="Used",
+        consumed_quantity=Decimal("1"),
+        consumed_unit="Hours",
+        list_cost=Decimal("98.32"),
+        contracted_cost=Decimal("98.32"),
+        billed_cost=Decimal("0"),
+        effective_cost=Decimal("54.076"),
+    )
+    add(  # the unused part of the plan
+        **common,
+        pricing_category="Committed",
+        sku_id="SKU-SP",
+        resource_id=plan,
+        commitment_discount_id=plan,
+        commitment_discount_type="Savings Plan",
+        commitment_discount_status="Unused",
+        billed_cost=Decimal("0"),
+        effective_cost=Decimal("12.5"),
+    )
+    add(  # the plan's purchase: amortized, so EffectiveCost 0
+        **common,
+        charge_category="Purchase",
+        pricing_category="",
+        sku_id="SKU-SP",
+        resource_id=plan,
+        commitment_discount_id=plan,
+        commitment_discount_type="Savings Plan",
+        billed_cost=Decimal("40232.544"),
+        effective_cost=Decimal("0"),
+    )
+    add(  # tax
+        **common,
+        charge_category="Tax",
+        pricing_category="",
+        service_name="Tax",
+        resource_id="",
+        billed_cost=Decimal("12.34"),
+        effective_cost=Decimal("12.34"),
+    )
+    add(  # credit
+        **common,
+        charge_category="Credit",
+        pricing_category="",
+        resource_id="",
+        billed_cost=Decimal("-30"),
+        effective_cost=Decimal("-30"),
+    )
+    return "2025-09"
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_round_trip_keeps_rows_and_exact_sums(sample_month: str, tmp_path: Path, suffix: str):
+    items = db_items(sample_month)
+    out = tmp_path / f"month{suffix}"
+    output = export(sample_month, out)
+
+    table = pq.read_table(out) if suffix == ".parquet" else read_csv_as_text(out)
+    assert table.num_rows == len(items) > 0
+    for column, field in (("BilledCost", "billed_cost"), ("EffectiveCost", "effective_cost")):
+        expected = sum((getattr(item, field) for item in items), Decimal(0))
+        assert sum(exported_decimals(table, column), Decimal(0)) == expected
+        assert str(expected) in output  # the command reports the same totals
+
+
+def test_exported_parquet_imports_back_to_the_same_totals(sample_month: str, tmp_path: Path):
+    items = db_items(sample_month)
+    out = tmp_path / "again.parquet"
+    export(sample_month, out)
+    stdout = io.StringIO()
+    call_command(
+        "ingest_billing", "--format", "focus", str(out), "--source", "re-import",
+        "--no-attribute", stdout=stdout,
+    )  # fmt: skip
+    again = list(CostLineItem.objects.filter(source="re-import").order_by("pk"))
+    assert len(again) == len(items)
+    for field in ("billed_cost", "effective_cost"):
+        assert sum(getattr(i, field) for i in again) == sum(getattr(i, field) for i in items)
+    assert [i.x_instance_type for i in again] == [i.x_instance_type for i in items]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_every_column_the_validator_requires_is_present(
+    sample_month: str, samples_dir: Path, tmp_path: Path, suffix: str
+):
+    out = tmp_path / f"month{suffix}"
+    export(sample_month, out)
+    names = (
+        pq.read_schema(out).names if suffix == ".parquet" else read_csv_as_text(out).column_names
+    )
+    assert required_focus_columns(samples_dir) <= set(names)
+    # FOCUS columns first, custom x_ columns after them.
+    customs = [i for i, name in enumerate(names) if name.startswith("x_")]
+    assert customs == list(range(len(names) - 3, len(names)))
+
+
+def test_parquet_timestamps_are_utc_and_equal_the_ledger(sample_month: str, tmp_path: Path):
+    out = tmp_path / "month.parquet"
+    export(sample_month, out)
+    table = pq.read_table(out)
+    for column in TIMESTAMP_COLUMNS:
+        assert table.schema.field(column).type == pa.timestamp("us", tz="UTC")
+    items = db_items(sample_month)
+    assert table.column("ChargePeriodStart").to_pylist() == [i.charge_period_start for i in items]
+    assert table.column("BillingPeriodStart").to_pylist() == [i.billing_period_start for i in items]
+
+
+def test_csv_timestamps_are_iso_8601_utc_with_z(sample_month: str, tmp_path: Path):
+    out = tmp_path / "month.csv"
+    export(sample_month, out)
+    table = read_csv_as_text(out)
+    for column in TIMESTAMP_COLUMNS:
+        assert all(ISO_UTC.match(value) for value in table.column(column).to_pylist())
+    parsed = [
+        dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+        for value in table.column("ChargePeriodEnd").to_pylist()
+    ]
+    assert parsed == [i.charge_period_end for i in db_items(sample_month)]
+
+
+def test_csv_money_is_plain_decimal_text(mixed_month: str, tmp_path: Path):
+    out = tmp_path / "month.csv"
+    export(mixed_month, out)
+    table = read_csv_as_text(out)
+    for column in ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost"):
+        assert all(re.fullmatch(r"-?\d+\.\d+", v) for v in table.column(column).to_pylist())
+
+
+def test_month_streams_in_chunks(sample_month: str, tmp_path: Path):
+    out = tmp_path / "month.parquet"
+    result = focus_month_export(month=dt.date(2024, 9, 1), out=out, chunk_size=100)
+    assert pq.ParquetFile(out).metadata.num_row_groups == math.ceil(result.rows / 100)
+
+
+# --------------------------------------------------------------------------- derived columns
+
+
+def test_null_rules_and_derived_columns(mixed_month: str, tmp_path: Path):
+    out = tmp_path / "month.parquet"
+    export(mixed_month, out)
+    rows = pq.read_table(out).to_pylist()
+    by_kind = {(row["ChargeCategory"], row["CommitmentDiscountStatus"]): row for row in rows}
+    on_demand = next(r for r in rows if r["SkuId"] == "SKU-P5" and not r["CommitmentDiscountId"])
+    assert on_demand["CommitmentDiscountStatus"] is None
+    assert on_demand["ConsumedUnit"] == on_demand["PricingUnit"] == "Hours"  # from "Hrs"
+    assert on_demand["ServiceCategory"] == "Compute"  # blank, guessed from the service
+    assert on_demand["ChargeFrequency"] == "Usage-Based"
+    assert on_demand["Tags"] == '{"team":"vision"}'
+    assert (on_demand["x_GpuCount"], on_demand["x_GpuModel"]) == (8, "H100")
+
+    for row in rows:  # unit price x quantity gives back the cost, to the validator's tolerance
+        if row["PricingQuantity"] is not None:
+            for price, cost in (
+                ("ListUnitPrice", "ListCost"),
+                ("ContractedUnitPrice", "ContractedCost"),
+            ):
+                product = row[price] * row["PricingQuantity"]
+                assert abs(product - row[cost]) <= Decimal("1e-9") * max(abs(row[cost]), 1)
+                assert row[price] >= 0
+
+    unused = by_kind[("Usage", "Unused")]
+    assert unused["ConsumedQuantity"] is None and unused["ConsumedUnit"] is None
+    assert unused["CommitmentDiscountQuantity"] == unused["EffectiveCost"]
+    assert unused["CommitmentDiscountCategory"] == "Spend"
+    used = by_kind[("Usage", "Used")]
+    assert used["PricingCategory"] == "Committed"
+    assert used["CommitmentDiscountUnit"] == "USD"
+
+    purchase = by_kind[("Purchase", None)]
+    assert purchase["ChargeFrequency"] == "One-Time"
+    assert purchase["ConsumedQuantity"] is None
+    assert purchase["CommitmentDiscountQuantity"] == purchase["BilledCost"]
+    assert purchase["ContractedCost"] == purchase["BilledCost"]  # not stored: what was billed
+
+    tax = by_kind[("Tax", None)]
+    for column in ("SkuId", "SkuPriceId", "SkuMeter", "PricingCategory", "PricingQuantity",
+                   "PricingUnit", "ListUnitPrice", "ContractedUnitPrice", "ConsumedQuantity",
+                   "ResourceId", "ResourceType"):  # fmt: skip
+        assert tax[column] is None, column
+    credit = by_kind[("Credit", None)]
+    assert credit["ListCost"] == credit["ContractedCost"] == credit["BilledCost"]
+
+    for row in rows:
+        assert row["InvoiceIssuerName"] == row["PublisherName"] == row["ProviderName"]
+        assert row["BillingPeriodEnd"] == dt.datetime(2025, 10, 1, tzinfo=UTC)
+        assert row["ServiceSubcategory"] == f"Other ({row['ServiceCategory']})"
+        assert (row["SubAccountName"], row["SubAccountType"]) == ("222222222222", "Linked Account")
+
+
+# --------------------------------------------------------------------------- edges
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_empty_month_gives_header_only(db: None, tmp_path: Path, suffix: str):
+    out = tmp_path / f"empty{suffix}"
+    output = export("2031-01", out)
+    assert "0 rows" in output
+    table = pq.read_table(out) if suffix == ".parquet" else read_csv_as_text(out)
+    assert table.num_rows == 0
+    assert table.column_names == [name for name, _ in COLUMNS]
+
+
+def test_bad_arguments_are_refused(db: None, tmp_path: Path):
+    with pytest.raises(CommandError, match=r"\.parquet or \.csv"):
+        export("2025-09", tmp_path / "month.json")
+    with pytest.raises(CommandError, match="YYYY-MM"):
+        export("2025-13", tmp_path / "month.csv")
+    with pytest.raises(CommandError, match="not a folder"):
+        export("2025-09", tmp_path / "missing" / "month.csv")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_export_leaves_no_file(mixed_month: str, tmp_path: Path, monkeypatch):
+    from billing_ingest.exporters import focus
+
+    def broken(*args: object, **kwargs: object) -> dict[str, object]:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(focus, "focus_row", broken)
+    with pytest.raises(RuntimeError):
+        export(mixed_month, tmp_path / "month.parquet")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_task_exports_the_month(mixed_month: str, tmp_path: Path):
+    out = tmp_path / "task.csv"
+    result = export_focus_month.delay(mixed_month, str(out)).get(timeout=60)
+    items = db_items(mixed_month)
+    assert result["rows"] == len(items) == read_csv_as_text(out).num_rows
+    assert Decimal(result["billed"]["USD"]) == sum(i.billed_cost for i in items)
+
+
+# --------------------------------------------------------------------------- FOCUS validator
+
+
+@pytest.mark.skipif(
+    not VALIDATOR.exists() or shutil.which("bash") is None, reason="focus-validate is absent"
+)
+def test_focus_validator_finds_nothing_but_its_own_defects(mixed_month: str, tmp_path: Path):
+    out = tmp_path / "month.parquet"
+    export(mixed_month, out)
+    run = subprocess.run(
+        [str(VALIDATOR), str(out)], capture_output=True, text=True, timeout=240, check=False
+    )
+    summary = re.search(r"Total: \d+ \| Pass: \d+ \| Fail: (\d+) \| Skipped: \d+", run.stdout)
+    if summary is None:
+        pytest.skip(f"focus-validate did not run: {run.stderr[-500:]}")
+    report = Path(f"{out}.focus-report.txt").read_text()
+    failed = set(re.findall(r"^❌ (\S+): FAIL", report, flags=re.M))
+    assert int(summary.group(1)) == len(failed)
+    # Fail: 0 is out of reach for any file with a row outside a commitment, capacity reservation
+    # or invoice (see VALIDATOR_DEFECTS); everything else must pass.
+    assert failed - VALIDATOR_DEFECTS == set()
+    assert "EffectiveCost-C-005-C" not in failed  # the only purchase here is amortized
