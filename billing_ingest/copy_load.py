@@ -72,3 +72,63 @@ def _copy_rows(
                 ]
             )
     return len(rows)
+
+
+def bulk_load_table(
+    model: type[models.Model],
+    table: Any,
+    *,
+    constants: Mapping[str, Any],
+    using: str = "default",
+) -> int:
+    """Insert a pyarrow Table of rows (columns named by attname, JSON fields as JSON text,
+    every other column taking constants[attname] or the field default) with one COPY in CSV
+    form written by pyarrow: no Python work per row. PostgreSQL only (see bulk_load)."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    from billing_ingest.parsers.values import constant_column
+
+    length = table.num_rows
+    if not length:
+        return 0
+    fields = _load_fields(model)
+    columns = []
+    for field in fields:
+        if field.attname in table.column_names:
+            columns.append(table.column(field.attname))
+        elif field.attname in constants:
+            columns.append(pa.repeat(pa.scalar(constants[field.attname]), length))
+        else:
+            columns.append(constant_column(field.attname, field.get_default(), length))
+        if pa.types.is_timestamp(columns[-1].type):
+            columns[-1] = _utc_text(columns[-1])
+    ordered = pa.table(columns, names=[str(field.column) for field in fields])
+    connection = connections[using]
+    quote = connection.ops.quote_name
+    names = ", ".join(quote(str(field.column)) for field in fields)
+    # CSV as pyarrow writes it: every string quoted (so "" stays an empty string), nulls as
+    # an unquoted empty field (NULL to COPY), decimals in full, timestamps with a Z.
+    statement = f"COPY {quote(model._meta.db_table)} ({names}) FROM STDIN (FORMAT csv)"
+    options = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
+    with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        for start in range(0, length, _COPY_SLICE_ROWS):
+            sink = pa.BufferOutputStream()
+            pa_csv.write_csv(ordered.slice(start, _COPY_SLICE_ROWS), sink, options)
+            copy.write(sink.getvalue())
+    return int(length)
+
+
+def _utc_text(column: Any) -> Any:
+    """A UTC timestamp column as COPY text with an explicit Z: pyarrow formats naive
+    timestamps ten times faster than zoned ones, and the Z keeps the session time zone out."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    naive = pc.cast(column, pa.timestamp(column.type.unit))
+    return pc.binary_join_element_wise(pc.cast(naive, pa.string()), "Z", "")
+
+
+# Rows per CSV block handed to COPY: a few MB, so the server starts on a chunk while the rest
+# of it is still being written.
+_COPY_SLICE_ROWS = 10_000
