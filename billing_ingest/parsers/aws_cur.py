@@ -35,7 +35,7 @@ import io
 import json
 import re
 import zipfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
@@ -58,6 +58,7 @@ from billing_ingest.parsers.values import (
     arrow_chunks,
     arrow_csv_batches,
     arrow_type,
+    built_chunks,
     cell_text,
     column_max_length,
     constant_column,
@@ -747,19 +748,6 @@ _LIMITED_FIELDS = (
 # --------------------------------------------------------------------------- readers
 
 
-def _chunks(
-    rows: Iterator[tuple[int, Sequence[object]]], builder: _CurRowBuilder, chunk_size: int
-) -> LineItemChunks:
-    chunk: list[dict[str, Any]] = []
-    for row, cells in rows:
-        chunk.append(builder.build(cells, row))
-        if len(chunk) >= chunk_size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def _open_zip_member(path: Path, *, file_label: str) -> IO[str]:
     """Legacy CUR can be delivered zipped: one CSV inside, streamed (never extracted whole)."""
     try:
@@ -807,7 +795,7 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
                 pass  # the per-row path below takes over after the rows already delivered
         rows = skip_rows(csv_rows(reader, file_label=file_label), delivered)
         seen = delivered > 0
-        for chunk in _chunks(rows, builder, chunk_size):
+        for chunk in built_chunks(rows, builder.build, chunk_size=chunk_size):
             seen = True
             yield chunk
         if not seen:

@@ -38,6 +38,7 @@ from billing_ingest.parsers.values import (
     GZIP_MAGIC,
     PARQUET_MAGIC,
     BadValue,
+    built_chunks,
     cell_text,
     column_max_length,
     csv_rows,
@@ -354,22 +355,8 @@ class _AzureRow:
 # --------------------------------------------------------------------------- readers
 
 
-def _chunks(
-    rows: Iterator[tuple[int, Sequence[object]]], mapper: _AzureRow, chunk_size: int
-) -> LineItemChunks:
-    chunk: list[dict[str, Any]] = []
-    seen = False
-    for row_number, cells in rows:
-        chunk.append(mapper.build(cells, row_number))
-        if len(chunk) >= chunk_size:
-            seen = True
-            yield chunk
-            chunk = []
-    if chunk:
-        seen = True
-        yield chunk
-    if not seen:
-        raise ImportFormatError("file has a header but no data rows", file=mapper.file_label)
+def _no_data(file_label: str) -> ImportFormatError:
+    return ImportFormatError("file has a header but no data rows", file=file_label)
 
 
 def _csv_header(path: Path, *, file_label: str, compressed: bool) -> list[str]:
@@ -392,7 +379,9 @@ def _parse_csv(
         reader = csv.reader(handle)
         next(reader)  # the header, already read
         rows: Iterator[tuple[int, Sequence[object]]] = csv_rows(reader, file_label=file_label)
-        yield from _chunks(rows, mapper, chunk_size)
+        yield from built_chunks(
+            rows, mapper.build, chunk_size=chunk_size, empty_error=_no_data(mapper.file_label)
+        )
 
 
 def _parquet_header(path: Path, *, file_label: str) -> list[str]:
@@ -429,7 +418,9 @@ def _parse_parquet(
 ) -> LineItemChunks:
     mapper = _AzureRow(header, file_label=file_label)
     rows = _parquet_rows(path, file_label=file_label, chunk_size=chunk_size)
-    yield from _chunks(rows, mapper, chunk_size)
+    yield from built_chunks(
+        rows, mapper.build, chunk_size=chunk_size, empty_error=_no_data(mapper.file_label)
+    )
 
 
 @register_billing_parser("azure")

@@ -26,7 +26,7 @@ import csv
 import gzip
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
     BadValue,
+    built_chunks,
     cell_text,
     column_max_length,
     csv_rows,
@@ -175,24 +176,6 @@ class _InvoiceRow:
         return item
 
 
-def _chunks(
-    rows: Iterator[tuple[int, list[str]]], mapper: _InvoiceRow, chunk_size: int
-) -> LineItemChunks:
-    chunk: list[dict[str, Any]] = []
-    seen = False
-    for row, cells in rows:
-        chunk.append(mapper.build(cells, row))
-        if len(chunk) >= chunk_size:
-            seen = True
-            yield chunk
-            chunk = []
-    if chunk:
-        seen = True
-        yield chunk
-    if not seen:
-        raise ImportFormatError("file has a header but no data rows", file=mapper.file_label)
-
-
 @register_billing_parser("coreweave-invoice")
 def parse_coreweave_invoice(
     path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS
@@ -210,4 +193,6 @@ def parse_coreweave_invoice(
                 f"cannot read the header row ({exc})", file=file_label, row=1
             ) from None
         mapper = _InvoiceRow(header, file_label=file_label)
-        yield from _chunks(csv_rows(reader, file_label=file_label), mapper, chunk_size)
+        no_data = ImportFormatError("file has a header but no data rows", file=file_label)
+        rows = csv_rows(reader, file_label=file_label)
+        yield from built_chunks(rows, mapper.build, chunk_size=chunk_size, empty_error=no_data)

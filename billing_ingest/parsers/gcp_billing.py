@@ -34,6 +34,7 @@ from billing_ingest.parsers.values import (
     GZIP_MAGIC,
     PARQUET_MAGIC,
     BadValue,
+    built_chunks,
     cell_text,
     column_max_length,
     csv_rows,
@@ -291,24 +292,6 @@ class _GcpRow:
 # --------------------------------------------------------------------------- readers
 
 
-def _chunks(
-    records: Iterator[tuple[int, dict[str, Any]]], mapper: _GcpRow, chunk_size: int
-) -> LineItemChunks:
-    chunk: list[dict[str, Any]] = []
-    seen = False
-    for row_number, record in records:
-        chunk.append(mapper.build(record, row_number))
-        if len(chunk) >= chunk_size:
-            seen = True
-            yield chunk
-            chunk = []
-    if chunk:
-        seen = True
-        yield chunk
-    if not seen:
-        raise ImportFormatError("file has no data rows", file=mapper.file_label)
-
-
 def _csv_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
     reader = csv.reader(handle)
     try:
@@ -422,4 +405,6 @@ def parse_gcp_billing(
     else:
         compressed = magic[:2] == GZIP_MAGIC
         records = _text_records(path, file_label=file_label, compressed=compressed)
-    return _chunks(records, _GcpRow(file_label=file_label), chunk_size)
+    mapper = _GcpRow(file_label=file_label)
+    no_data = ImportFormatError("file has no data rows", file=file_label)
+    return built_chunks(records, mapper.build, chunk_size=chunk_size, empty_error=no_data)

@@ -16,7 +16,7 @@ import gzip
 import json
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from functools import lru_cache
@@ -470,3 +470,26 @@ def skip_rows(rows: Iterator[tuple[int, list[str]]], count: int) -> Iterator[tup
         if next(rows, None) is None:
             return iter(())
     return rows
+
+
+def built_chunks(
+    rows: Iterable[tuple[int, Any]],
+    build: Callable[[Any, int], dict[str, Any]],
+    *,
+    chunk_size: int,
+    empty_error: ImportFormatError | None = None,
+) -> Iterator[list[dict[str, Any]]]:
+    """Build (row number, cells) pairs into line-item dicts, in lists of chunk_size, so that a
+    file of any size streams. A file without data rows raises empty_error when one is given."""
+    chunk: list[dict[str, Any]] = []
+    seen = False
+    for row_number, cells in rows:
+        chunk.append(build(cells, row_number))
+        seen = True
+        if len(chunk) >= chunk_size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+    if not seen and empty_error is not None:
+        raise empty_error
