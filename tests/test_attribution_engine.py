@@ -24,7 +24,7 @@ from finops.attribution.engine import (
     match_node,
     node_name_map,
 )
-from finops.attribution.models import Category
+from finops.attribution.models import Category, SharedCostRule
 
 BASE = calendar.timegm(dt.datetime(2025, 6, 1).timetuple())  # 2025-06-01 00:00 UTC
 DAY1 = BASE // 86400
@@ -68,6 +68,8 @@ def line_sums(shares: list[Share]) -> dict[int, Decimal]:
 def test_constants_match_models():
     assert engine.MONEY_PLACES == MONEY_PLACES
     assert {engine.TRAINING, engine.TAGGED, engine.IDLE, engine.UNALLOCATED} <= set(Category.values)
+    assert {engine.SHARED, engine.INFERENCE} <= set(Category.values)
+    assert {engine.EVEN, engine.GPU_SPEND, engine.FIXED} == set(SharedCostRule.Method.values)
 
 
 def test_two_jobs_share_an_8_gpu_node_for_one_hour():
@@ -282,3 +284,52 @@ def test_match_node_exact_first_then_path_suffix_then_case():
         match_node(resource_name="gpu-100", resource_id="x/gpu-100", tags={}, node_names=names)
         is None
     )
+
+
+def test_spread_idle_is_pooled_per_day_and_group_and_split_by_job_cost():
+    # Pool p: n1 ($80, job 1 holds 4 of 8 GPUs -> 40 training, 40 idle) and n2 ($32, job 2
+    # holds 4 -> 16, idle 16). Pooled idle 56 over job costs 40:16 -> 40 and 16.
+    lines = [
+        LineItem(1, at(0), at(1), Decimal(80), "n1", 8, spread_pool="p", team_id=5),
+        LineItem(2, at(0), at(1), Decimal(32), "n2", 8, spread_pool="p", team_id=5),
+    ]
+    shares = attribute(
+        lines, [job(1, ["n1"], "4", 0, 1, team=1), job(2, ["n2"], "4", 0, 1, team=2)]
+    )
+    idle = {
+        (s.job_id, s.team_id, s.node, s.line_id): s.amount for s in shares if s.category == IDLE
+    }
+    assert idle == {(1, 1, "", 1): Decimal(40), (2, 2, "", 1): Decimal(16)}
+    assert sum(s.amount for s in shares) == Decimal(112)
+
+
+def test_spread_without_jobs_that_day_keeps_the_idle_with_the_line_owner():
+    lines = [LineItem(1, at(24), at(25), Decimal(10), "n1", 8, spread_pool="p", team_id=5)]
+    shares = attribute(lines, [job(1, ["n1"], "8", 0, 1)])
+    assert [(s.category, s.team_id, s.node, s.amount) for s in shares] == [
+        (IDLE, 5, "n1", Decimal(10))
+    ]
+
+
+def test_shared_methods_in_the_engine():
+    # Direct spend: team 1 training 6 (AWS), team 2 training 2 (AWS), team 3 tagged 4.
+    lines = [
+        LineItem(1, at(0), at(1), Decimal(8), "n1", 8, provider="AWS", currency="USD"),
+        LineItem(2, at(0), at(1), Decimal(4), category=TAGGED, team_id=3),
+        LineItem(3, at(0), at(1), Decimal(9), shared=engine.SharedRule(engine.EVEN)),
+        LineItem(
+            4, at(0), at(1), Decimal(4), provider="AWS", currency="USD",
+            shared=engine.SharedRule(engine.GPU_SPEND),
+        ),
+        LineItem(5, at(0), at(1), Decimal(10), shared=engine.SharedRule(engine.FIXED, ((2, 1),
+                                                                                       (3, 4)))),
+    ]  # fmt: skip
+    jobs = [job(1, ["n1"], "6", 0, 1, team=1), job(2, ["n1"], "2", 0, 1, team=2)]
+    shared = {
+        (s.line_id, s.team_id): s.amount for s in attribute(lines, jobs) if s.category == "shared"
+    }
+    assert shared == {
+        (3, 1): 3, (3, 2): 3, (3, 3): 3,  # even among the 3 teams with spend
+        (4, 1): 3, (4, 2): 1,  # 4 x 6/8 and 4 x 2/8
+        (5, 2): 2, (5, 3): 8,  # 1:4
+    }  # fmt: skip

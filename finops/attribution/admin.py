@@ -1,8 +1,20 @@
 """Read-mostly admin for the ledger and rollups: attribution writes them, people inspect them."""
 
-from django.contrib import admin
+from decimal import Decimal
 
-from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
+from django.contrib import admin
+from django.core.exceptions import ValidationError
+from django.forms.models import BaseInlineFormSet
+
+from finops.attribution.models import (
+    AllocatedCost,
+    AttributionRun,
+    IdlePolicy,
+    RunCost,
+    SharedCostRule,
+    SharedCostSplit,
+    TeamDailyCost,
+)
 
 
 @admin.register(AllocatedCost)
@@ -58,3 +70,56 @@ class AttributionRunAdmin(admin.ModelAdmin):
     list_display = ["billing_period", "status", "line_items", "jobs", "started_at", "finished_at"]
     list_filter = ["status", "billing_period"]
     readonly_fields = ["started_at", "finished_at"]
+
+
+@admin.register(IdlePolicy)
+class IdlePolicyAdmin(admin.ModelAdmin):
+    list_display = ["priority", "cluster", "node_prefix", "policy", "owner_team"]
+    list_editable = ["policy"]
+    list_filter = ["policy"]
+    list_select_related = ["owner_team"]
+    ordering = ["priority", "id"]
+
+
+class _SplitsFormSet(BaseInlineFormSet):  # type: ignore[type-arg]
+    """A fixed rule's percentages must add up to 100 (the engine would otherwise normalise them
+    silently); the other methods take no percentages."""
+
+    def clean(self) -> None:
+        super().clean()
+        kept = [
+            form.cleaned_data
+            for form in self.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")
+        ]
+        method = getattr(self.instance, "method", None)
+        if method != SharedCostRule.Method.FIXED:
+            if kept:
+                raise ValidationError("Only a fixed rule has percentages.")
+            return
+        total = sum((row.get("percent") or Decimal(0) for row in kept), Decimal(0))
+        if total != 100:
+            raise ValidationError(f"The percentages add up to {total}, not 100.")
+
+
+class SharedCostSplitInline(admin.TabularInline):  # type: ignore[type-arg]
+    model = SharedCostSplit
+    formset = _SplitsFormSet
+    extra = 1
+
+
+@admin.register(SharedCostRule)
+class SharedCostRuleAdmin(admin.ModelAdmin):
+    list_display = [
+        "priority",
+        "name",
+        "provider_name",
+        "sub_account_id",
+        "service_category",
+        "service_name",
+        "charge_category",
+        "method",
+    ]
+    list_filter = ["method", "charge_category", "provider_name"]
+    ordering = ["priority", "id"]
+    inlines = [SharedCostSplitInline]

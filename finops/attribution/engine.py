@@ -15,9 +15,27 @@ How one GPU node line item is split (requested-GPU basis, idle policy `keep`):
   When the jobs hold more than the node has (oversubscription, bad GPU counts), the whole bucket
   is split pro rata among them and idle is 0.
 
+Idle policies (DESIGN section 5.4). The service resolves `keep` and `platform` into the owner
+team of a node line's idle (LineItem.team_id); the engine only has to do `spread`: the idle of
+every node line with a spread_pool is pooled per (pool, UTC day, ledger group) and split among
+the jobs that have training cost on that pool's nodes that day, pro rata to that cost (gross:
+credits count by magnitude, so a weight is never negative). The rows keep category `idle` but
+carry the receiving job's team and job id (and node ""), so a team's bill shows how much of it
+was idle. A pool-day whose jobs have no GPU cost (no jobs, or only zero-cost hours) keeps its
+idle under `keep` rules: there is nobody to spread it onto.
+
+Shared costs (DESIGN section 5.5). An unallocated non-node line with a SharedRule is split among
+teams as category `shared`: `even` among the teams with positive direct spend (training,
+inference, tagged) in the month; `gpu_spend` pro rata to positive training + inference cost of
+the month on the same provider and currency, else on any provider in that currency; `fixed` by
+the rule's weights. No teams (or all weights 0): the line stays `unallocated`.
+
 Exactness: all weights are integers (seconds, millionths of a GPU), so every share is the exact
 rational U x N_k / D of the line's amount in MONEY_QUANTUM units U. The largest-remainder method
 then rounds them to whole units that sum to U exactly: per line item, sum(shares) == EffectiveCost.
+Spread idle is the one exception to "per line item": it is rounded per (pool, day, ledger group),
+whose total is an exact sum of per-line idle parts, and booked on the group's first line id; so
+every sum over the ledger's dimensions (provider, account, currency, ...) stays exact.
 Credits (negative costs) are split by magnitude and get the sign back. Decimal appears only at the
 edges (amount in, gpu-seconds out).
 """
@@ -44,7 +62,14 @@ DAY = 86400
 TRAINING = "training"
 TAGGED = "tagged"
 IDLE = "idle"
+SHARED = "shared"
+INFERENCE = "inference"
 UNALLOCATED = "unallocated"
+
+# Shared-cost methods (must equal finops.attribution.models.SharedCostRule.Method).
+EVEN = "even"
+GPU_SPEND = "gpu_spend"
+FIXED = "fixed"
 
 # Node-name tags on billed resources (DESIGN section 5.1), tried in this order.
 NODE_TAG_KEYS = ("finops:node", "kubernetes.io/hostname", "slurm:node", "Name")
@@ -53,6 +78,15 @@ NODE_TAG_KEYS = ("finops:node", "kubernetes.io/hostname", "slurm:node", "Name")
 # decimals, so the quantisation at write time is the only rounding that shows.
 _CTX = Context(prec=50)
 _ZERO = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRule:
+    """How an unallocated line is split among teams (see the module docstring)."""
+
+    method: str
+    # FIXED only: (team id, non-negative integer weight), e.g. percent x 10^6.
+    fixed: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +104,18 @@ class LineItem:
     gpus: int | None = None
     # Owner of a non-node line: TAGGED with a team, or UNALLOCATED.
     category: str = UNALLOCATED
-    # Owner team: of the whole line for non-node lines, of the idle part for node lines.
+    # Owner team: of the whole line for non-node lines, of the idle part for node lines (the
+    # service puts the idle policy's keep / platform owner here).
     team_id: int | None = None
+    # Ledger group (the service's dimension index): spread idle is pooled within one group only.
+    group: int = 0
+    # Provider and currency: the scope of `gpu_spend` weights.
+    provider: str = ""
+    currency: str = ""
+    # Node lines under the `spread` idle policy: the pool whose jobs take the idle.
+    spread_pool: str | None = None
+    # Unallocated non-node lines matched by a shared-cost rule.
+    shared: SharedRule | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,7 +294,138 @@ def attribute(lines: Iterable[LineItem], jobs: Iterable[Job]) -> list[Share]:
             _spread_by_day(line, line.category, line.team_id, "", shares)
         else:
             _split_node_line(line, index, counted, shares)
-    return shares
+    shares = _spread_idle(ordered, shares)
+    return _split_shared(ordered, shares)
+
+
+def _spread_idle(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share]:
+    """Idle of `spread` node lines to the jobs of their pool and day (module docstring)."""
+    spread = {
+        line.id: (line.spread_pool, line.group)
+        for line in ordered
+        if line.node is not None and line.spread_pool is not None
+    }
+    if not spread:
+        return shares
+    node_pool = {line.node: line.spread_pool for line in ordered if line.id in spread}
+    # (pool, day) -> job id -> gross training units on the pool's nodes that day.
+    weights: dict[tuple[str, int], dict[int, int]] = {}
+    job_team: dict[int, int | None] = {}
+    for share in shares:
+        if share.category == TRAINING and share.node in node_pool:
+            pool = node_pool[share.node]
+            assert pool is not None and share.job_id is not None
+            per_job = weights.setdefault((pool, share.day), {})
+            per_job[share.job_id] = per_job.get(share.job_id, 0) + abs(share.units)
+            job_team[share.job_id] = share.team_id
+    # (pool, day, group) -> [signed idle units, first line id of the group]
+    pooled: dict[tuple[str, int, int], list[int]] = {}
+    kept: list[Share] = []
+    # Pool-days whose jobs have some GPU cost; the others keep their idle (keep rules).
+    live = {key for key, per_job in weights.items() if any(per_job.values())}
+    for share in shares:
+        meta = spread.get(share.line_id) if share.category == IDLE else None
+        if meta is not None and share.job_id is None:
+            pool, group = meta
+            assert pool is not None
+            if (pool, share.day) in live:
+                acc = pooled.setdefault((pool, share.day, group), [0, share.line_id])
+                acc[0] += share.units
+                continue
+        kept.append(share)
+    for (pool, day, _), (units, line_id) in pooled.items():
+        per_job = weights[(pool, day)]
+        job_ids = sorted(per_job)
+        parts = largest_remainder(abs(units), [per_job[j] for j in job_ids])
+        sign = -1 if units < 0 else 1
+        for job_id, part in zip(job_ids, parts, strict=True):
+            if part:
+                kept.append(Share(line_id, day, IDLE, job_team[job_id], job_id, "", sign * part))
+    return kept
+
+
+def _split_shared(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share]:
+    """Unallocated lines with a shared-cost rule to teams, category `shared`."""
+    rules = {
+        line.id: line
+        for line in ordered
+        if line.shared is not None and line.node is None and line.category == UNALLOCATED
+    }
+    if not rules:
+        return shares
+    spend, gpu = _team_spend(ordered, shares)
+    memo: dict[tuple[SharedRule, str, str], tuple[list[int], list[int]]] = {}
+    result: list[Share] = []
+    for share in shares:
+        line = rules.get(share.line_id) if share.category == UNALLOCATED else None
+        if line is None:
+            result.append(share)
+            continue
+        assert line.shared is not None
+        memo_key = (line.shared, line.provider, line.currency)
+        if memo_key not in memo:
+            memo[memo_key] = _shared_weights(line, spend, gpu)
+        teams, weights = memo[memo_key]
+        if not teams:
+            result.append(share)  # nobody to share with: stays unallocated
+            continue
+        sign = -1 if share.units < 0 else 1
+        parts = largest_remainder(abs(share.units), weights)
+        for team_id, part in zip(teams, parts, strict=True):
+            if part:
+                result.append(
+                    Share(share.line_id, share.day, SHARED, team_id, None, "", sign * part)
+                )
+    return result
+
+
+# (provider, currency) -> team -> net training + inference units; ("", currency) for any provider.
+_GpuSpend = dict[tuple[str, str], dict[int, int]]
+
+
+def _team_spend(
+    ordered: Sequence[LineItem], shares: list[Share]
+) -> tuple[dict[int, int], _GpuSpend]:
+    """Net direct spend per team (training, inference, tagged), and GPU spend per scope."""
+    scope = {line.id: (line.provider, line.currency) for line in ordered}
+    spend: dict[int, int] = {}
+    gpu: _GpuSpend = {}
+    for share in shares:
+        team_id = share.team_id
+        if team_id is None or share.category not in (TRAINING, INFERENCE, TAGGED):
+            continue
+        spend[team_id] = spend.get(team_id, 0) + share.units
+        if share.category != TAGGED:
+            provider, currency = scope[share.line_id]
+            for key in ((provider, currency), ("", currency)):
+                per_team = gpu.setdefault(key, {})
+                per_team[team_id] = per_team.get(team_id, 0) + share.units
+    return spend, gpu
+
+
+def _shared_weights(
+    line: LineItem, spend: dict[int, int], gpu: _GpuSpend
+) -> tuple[list[int], list[int]]:
+    """Teams (sorted by id, for deterministic ties) and integer weights; ([], []) for none."""
+    rule = line.shared
+    assert rule is not None
+    if rule.method == FIXED:
+        merged: dict[int, int] = {}
+        for team_id, weight in rule.fixed:
+            merged[team_id] = merged.get(team_id, 0) + max(weight, 0)
+        chosen = {t: w for t, w in merged.items() if w > 0}
+    elif rule.method == EVEN:
+        chosen = {t: 1 for t, units in spend.items() if units > 0}
+    elif rule.method == GPU_SPEND:
+        chosen = {}
+        for key in ((line.provider, line.currency), ("", line.currency)):
+            chosen = {t: units for t, units in gpu.get(key, {}).items() if units > 0}
+            if chosen:
+                break
+    else:
+        raise ValueError(f"unknown shared-cost method {rule.method!r}")
+    teams = sorted(chosen)
+    return teams, [chosen[t] for t in teams]
 
 
 def _signed_units(cost: Decimal) -> tuple[int, int]:

@@ -134,3 +134,94 @@ class AttributionRun(models.Model):
 
     def __str__(self) -> str:
         return f"attribution {self.billing_period:%Y-%m} ({self.status})"
+
+
+class IdlePolicy(models.Model):
+    """What happens to the idle part of GPU node costs of a cluster or a node pool (DESIGN 5.4).
+
+    A node matches the first policy (lower priority first, then id) whose cluster is blank or the
+    node's cluster (the cluster of the jobs that ran on it) and whose node_prefix is blank or
+    starts the node's name. Nodes no policy matches are `keep` with the line's owner.
+
+    The pool a `spread` node's idle goes to: all nodes this policy matched when it has a
+    node_prefix, else the nodes of the same cluster this policy matched.
+    """
+
+    class Policy(models.TextChoices):
+        KEEP = "keep", "Keep: an explicit idle line owned by the pool owner"
+        SPREAD = "spread", "Spread: onto the jobs of the pool and day, pro rata to their cost"
+        PLATFORM = "platform", "Platform: a finance-owned idle bucket"
+
+    cluster = models.CharField(max_length=100, blank=True, help_text="blank: any cluster")
+    node_prefix = models.CharField(
+        max_length=200, blank=True, help_text="node-name prefix of a node pool; blank: any node"
+    )
+    policy = models.CharField(max_length=16, choices=Policy.choices, default=Policy.KEEP)
+    owner_team = models.ForeignKey(
+        Team,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="idle_policies",
+        help_text="keep/spread: owner of the idle (blank: the node line's owner); "
+        "platform: the platform team (blank: no team)",
+    )
+    priority = models.IntegerField(default=100)
+
+    class Meta:
+        ordering = ["priority", "id"]
+        verbose_name_plural = "idle policies"
+
+    def __str__(self) -> str:
+        scope = f"{self.cluster or '*'}/{self.node_prefix or '*'}"
+        return f"idle {scope}: {self.policy}"
+
+
+class SharedCostRule(models.Model):
+    """Splits otherwise unallocated line items among teams as `shared` cost (DESIGN 5.5).
+
+    Blank match fields match anything; the others compare case-insensitively. The first rule
+    (lower priority first, then id) that matches a line wins.
+    """
+
+    class Method(models.TextChoices):
+        EVEN = "even", "Even among the teams with spend in the month"
+        GPU_SPEND = "gpu_spend", "Pro rata to GPU spend (same provider, else overall)"
+        FIXED = "fixed", "Fixed percentages"
+
+    name = models.CharField(max_length=200)
+    priority = models.IntegerField(default=100)
+    provider_name = models.CharField(max_length=100, blank=True)
+    sub_account_id = models.CharField(max_length=200, blank=True)
+    service_category = models.CharField(max_length=100, blank=True)
+    service_name = models.CharField(max_length=200, blank=True)
+    charge_category = models.CharField(
+        max_length=32, blank=True, help_text="FOCUS ChargeCategory: Usage, Tax, Credit, ..."
+    )
+    method = models.CharField(max_length=16, choices=Method.choices, default=Method.EVEN)
+
+    class Meta:
+        ordering = ["priority", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.method})"
+
+
+class SharedCostSplit(models.Model):
+    """One team's percentage under a `fixed` SharedCostRule; a rule's rows sum to 100."""
+
+    rule = models.ForeignKey(SharedCostRule, on_delete=models.CASCADE, related_name="splits")
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="shared_cost_splits")
+    percent = models.DecimalField(max_digits=9, decimal_places=6)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["rule", "team"], name="unique_shared_split_team"),
+            models.CheckConstraint(
+                condition=models.Q(percent__gt=0) & models.Q(percent__lte=100),
+                name="shared_split_percent_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rule.name}: {self.team.slug} {self.percent}%"

@@ -1,7 +1,10 @@
 """Reads for the pages and the API: month overview, team month, run detail, reconciliation.
 
 Every function does a fixed number of aggregate queries, whatever the number of rows.
-Amounts are never added across currencies: rows and totals are keyed by currency.
+Amounts are never added across currencies unconverted: native rows and totals are keyed by
+currency; the "reporting currency" figures beside them are converted per day at the FX rates
+(finops.currency.selectors: newest rate on or before the day, exact, rounded once to 12 places),
+and a missing rate is shown as an error, never guessed. Reconciliation stays native.
 Overview and team pages read the rollups (TeamDailyCost, RunCost); the run detail and the
 reconciliation read the ledger (AllocatedCost), which is what must add up to the bill.
 """
@@ -9,9 +12,12 @@ reconciliation read the ledger (AllocatedCost), which is what must add up to the
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
+from fractions import Fraction
+from typing import Any
 
 from django.conf import settings
 from django.db.models import FloatField, Q, QuerySet, Sum
@@ -20,6 +26,7 @@ from django.db.models.functions import Cast
 from billing_ingest.models import CostLineItem, JobRecord
 from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.currency.selectors import Converter, FxRateMissing, converter_for, money_round
 from finops.org.models import Team
 
 CATEGORIES: list[str] = [str(c.value) for c in Category]
@@ -98,10 +105,19 @@ class MonthOverview:
     # One row per currency: the sum of the team rows above.
     totals: list[CategoryRow]
     providers: list[ProviderRow]
+    # The same figures in the reporting currency (converted), or the FX error.
+    reporting: Reporting | None = None
 
 
-def month_overview(*, month: date, teams: QuerySet[Team], include_unowned: bool) -> MonthOverview:
-    """Attributed cost of a billing month by team and category, by currency and by provider."""
+def month_overview(
+    *,
+    month: date,
+    teams: QuerySet[Team],
+    include_unowned: bool,
+    reporting_currency: str | None = None,
+) -> MonthOverview:
+    """Attributed cost of a billing month by team and category, by currency and by provider,
+    and converted to the reporting currency (default settings.FINOPS_REPORTING_CURRENCY)."""
     base = _visible(
         TeamDailyCost.objects.filter(billing_period=month),
         teams=teams,
@@ -137,11 +153,20 @@ def month_overview(*, month: date, teams: QuerySet[Team], include_unowned: bool)
         rows.values(),
         key=lambda r: (r.team is None, r.team.name if r.team else "", _currency_order(r.currency)),
     )
+    native_totals = [totals[c] for c in sorted(totals, key=_currency_order)]
+    team_by_id = {r.team.id: r.team for r in team_rows if r.team is not None}
     return MonthOverview(
         month=month,
         teams=team_rows,
-        totals=[totals[c] for c in sorted(totals, key=_currency_order)],
+        totals=native_totals,
         providers=providers,
+        reporting=_overview_reporting(
+            base,
+            currency=reporting_currency or settings.FINOPS_REPORTING_CURRENCY,
+            native_rows=team_rows,
+            native_totals=native_totals,
+            team_by_id=team_by_id,
+        ),
     )
 
 
@@ -163,10 +188,14 @@ class TeamMonth:
     month: date
     totals: list[CategoryRow]
     daily: list[DailyPoint]
+    # Totals and the daily series in the reporting currency (converted), or the FX error.
+    reporting: Reporting | None = None
+    reporting_daily: list[DailyPoint] = field(default_factory=list)
 
 
-def team_month(*, team: Team, month: date) -> TeamMonth:
-    """One team's month: totals by category (per currency) and the daily series."""
+def team_month(*, team: Team, month: date, reporting_currency: str | None = None) -> TeamMonth:
+    """One team's month: totals by category (per currency) and the daily series, natively and
+    converted to the reporting currency (default settings.FINOPS_REPORTING_CURRENCY)."""
     base = TeamDailyCost.objects.filter(billing_period=month, team=team).order_by()
     totals: dict[str, CategoryRow] = {}
     for item in base.values("billing_currency", "category").annotate(amount=MoneySum("amount")):
@@ -186,11 +215,19 @@ def team_month(*, team: Team, month: date) -> TeamMonth:
         peak = peaks[point.currency]
         if peak > 0 and point.amount > 0:
             point.percent = (point.amount * 100 / peak).quantize(Decimal("0.1"))
+    native_totals = [totals[c] for c in sorted(totals, key=_currency_order)]
+    reporting, reporting_daily = _team_reporting(
+        base,
+        currency=reporting_currency or settings.FINOPS_REPORTING_CURRENCY,
+        native_totals=native_totals,
+    )
     return TeamMonth(
         team=team,
         month=month,
-        totals=[totals[c] for c in sorted(totals, key=_currency_order)],
+        totals=native_totals,
         daily=daily,
+        reporting=reporting,
+        reporting_daily=reporting_daily,
     )
 
 
@@ -316,15 +353,21 @@ class Reconciliation:
     # One total per currency present (the default one included).
     totals_by_currency: list[ReconciliationRow]
     by_account: list[ReconciliationRow]
+    # For information only: the whole ledger in the reporting currency (converted per day).
+    # The rows above stay native, because they must match the invoices to the cent.
+    converted: Reporting | None = None
 
     @property
     def balanced(self) -> bool:
         return all(row.balanced for row in self.by_account)
 
 
-def reconciliation_for_month(*, month: date) -> Reconciliation:
+def reconciliation_for_month(
+    *, month: date, reporting_currency: str | None = None
+) -> Reconciliation:
     """Billed (EffectiveCost of the month's line items) vs the ledger, per provider x account
-    x currency; difference = billed - every category, exactly 0 once attribution ran."""
+    x currency; difference = billed - every category, exactly 0 once attribution ran.
+    Plus one converted grand total (the ledger in the reporting currency, per-day rates)."""
     rows: dict[tuple[str, str, str], ReconciliationRow] = {}
 
     def row_for(provider: str, account: str, currency: str) -> ReconciliationRow:
@@ -365,4 +408,254 @@ def reconciliation_for_month(*, month: date) -> Reconciliation:
         total=per_currency.get(currency, ReconciliationRow("", "", currency)),
         totals_by_currency=[per_currency[c] for c in sorted(per_currency, key=_currency_order)],
         by_account=by_account,
+        converted=_ledger_converted(
+            AllocatedCost.objects.filter(billing_period=month),
+            currency=reporting_currency or settings.FINOPS_REPORTING_CURRENCY,
+            native={row.currency: row.attributed_total for row in per_currency.values()},
+        ),
+    )
+
+
+# --- reporting currency -------------------------------------------------------------------
+
+
+@dataclass
+class NativeAmount:
+    currency: str
+    amount: Decimal
+
+
+@dataclass
+class ConvertedRow:
+    """One key's amounts in the reporting currency, each rounded once from its exact sum (so
+    `total` is not the sum of the rounded categories; they differ by 1e-12 at most)."""
+
+    total: Decimal
+    by_category: dict[str, Decimal] = field(default_factory=_empty_categories)
+    # The native amounts that were converted, one per currency.
+    native: list[NativeAmount] = field(default_factory=list)
+    team: Team | None = None
+
+
+@dataclass
+class Reporting:
+    """Figures converted to `currency`, or the error that stopped the conversion."""
+
+    currency: str
+    error: str = ""
+    total: ConvertedRow | None = None
+    teams: list[ConvertedRow] = field(default_factory=list)
+    providers: list[ProviderRow] = field(default_factory=list)
+
+
+def _exact_amounts(rows: list[Any], *, currency: str) -> list[Fraction]:
+    """Each row's `amount` (on its `day`, in its `billing_currency`) in `currency`, exactly.
+
+    At most two queries for the rates. Rows are converted earliest day first, so a missing
+    rate is reported for the first day that lacks one (later days would lack it too).
+    """
+    if not rows:
+        return []
+    rows.sort(key=lambda r: (r["day"], r["billing_currency"]))
+    converter: Converter = converter_for(
+        to_currency=currency,
+        currencies={r["billing_currency"] for r in rows},
+        first_day=rows[0]["day"],
+        last_day=rows[-1]["day"],
+    )
+    return [
+        converter.exact(day=r["day"], currency=r["billing_currency"], amount=r["amount"])
+        for r in rows
+    ]
+
+
+def _native(rows: Iterable[CategoryRow]) -> list[NativeAmount]:
+    return [NativeAmount(r.currency, r.total) for r in rows]
+
+
+def _converted_row(
+    by_category: dict[str, Fraction], *, native: list[NativeAmount], team: Team | None = None
+) -> ConvertedRow:
+    row = ConvertedRow(total=money_round(sum(by_category.values(), Fraction(0))), team=team)
+    for category, exact in by_category.items():
+        row.by_category[category] = money_round(exact)
+    row.native = native
+    return row
+
+
+def _overview_reporting(
+    base: QuerySet[TeamDailyCost],
+    *,
+    currency: str,
+    native_rows: list[CategoryRow],
+    native_totals: list[CategoryRow],
+    team_by_id: dict[int, Team],
+) -> Reporting:
+    rows = list(
+        base.order_by()
+        .values("team_id", "category", "provider_name", "day", "billing_currency")
+        .annotate(amount=MoneySum("amount"))
+    )
+    try:
+        exact = _exact_amounts(rows, currency=currency)
+    except FxRateMissing as exc:
+        return Reporting(currency=currency, error=str(exc))
+    by_team: dict[int | None, dict[str, Fraction]] = defaultdict(
+        lambda: dict.fromkeys(CATEGORIES, Fraction(0))
+    )
+    by_provider: dict[str, Fraction] = defaultdict(Fraction)
+    for row, value in zip(rows, exact, strict=True):
+        by_team[row["team_id"]][row["category"]] += value
+        by_provider[row["provider_name"]] += value
+    overall = dict.fromkeys(CATEGORIES, Fraction(0))
+    for categories in by_team.values():
+        for category, value in categories.items():
+            overall[category] += value
+    natives: dict[int | None, list[NativeAmount]] = defaultdict(list)
+    for native_row in native_rows:
+        team_id = native_row.team.id if native_row.team else None
+        natives[team_id].append(NativeAmount(native_row.currency, native_row.total))
+    teams = [
+        _converted_row(cats, native=natives[team_id], team=team_by_id.get(team_id or 0))
+        for team_id, cats in by_team.items()
+    ]
+    teams.sort(key=lambda r: (r.team is None, r.team.name if r.team else ""))
+    return Reporting(
+        currency=currency,
+        total=_converted_row(overall, native=_native(native_totals)),
+        teams=teams,
+        providers=[
+            ProviderRow(provider=p, currency=currency, amount=money_round(v))
+            for p, v in sorted(by_provider.items())
+        ],
+    )
+
+
+def _team_reporting(
+    base: QuerySet[TeamDailyCost], *, currency: str, native_totals: list[CategoryRow]
+) -> tuple[Reporting, list[DailyPoint]]:
+    rows = list(
+        base.order_by()
+        .values("category", "day", "billing_currency")
+        .annotate(amount=MoneySum("amount"))
+    )
+    try:
+        exact = _exact_amounts(rows, currency=currency)
+    except FxRateMissing as exc:
+        return Reporting(currency=currency, error=str(exc)), []
+    by_category = dict.fromkeys(CATEGORIES, Fraction(0))
+    by_day: dict[date, Fraction] = defaultdict(Fraction)
+    for row, value in zip(rows, exact, strict=True):
+        by_category[row["category"]] += value
+        by_day[row["day"]] += value
+    daily = [
+        DailyPoint(day=day, currency=currency, amount=money_round(value))
+        for day, value in sorted(by_day.items())
+    ]
+    peak = max((p.amount for p in daily), default=ZERO)
+    for point in daily:
+        if peak > 0 and point.amount > 0:
+            point.percent = (point.amount * 100 / peak).quantize(Decimal("0.1"))
+    reporting = Reporting(
+        currency=currency, total=_converted_row(by_category, native=_native(native_totals))
+    )
+    return reporting, daily
+
+
+def _ledger_converted(
+    ledger: QuerySet[AllocatedCost], *, currency: str, native: dict[str, Decimal]
+) -> Reporting:
+    """The whole ledger of a month in one currency (per-day rates), for information."""
+    rows = list(
+        ledger.order_by().values("day", "billing_currency").annotate(amount=MoneySum("amount"))
+    )
+    try:
+        exact = _exact_amounts(rows, currency=currency)
+    except FxRateMissing as exc:
+        return Reporting(currency=currency, error=str(exc))
+    natives = [NativeAmount(c, native[c]) for c in sorted(native, key=_currency_order)]
+    total = ConvertedRow(total=money_round(sum(exact, Fraction(0))), native=natives)
+    return Reporting(currency=currency, total=total)
+
+
+# --- cost time series (API) ---------------------------------------------------------------
+
+COST_GROUP_BY = {"team": "team__slug", "provider": "provider_name", "category": "category"}
+
+
+@dataclass
+class SeriesPoint:
+    day: date
+    amount: Decimal
+
+
+@dataclass
+class CostSeries:
+    # Team slug (None: no team, finance only), provider name or category.
+    key: str | None
+    label: str
+    total: Decimal
+    points: list[SeriesPoint]
+
+
+@dataclass
+class CostSeriesReport:
+    month: date
+    currency: str
+    group_by: str
+    total: Decimal
+    native_totals: list[NativeAmount]
+    series: list[CostSeries]
+
+
+def cost_series(
+    *,
+    month: date,
+    teams: QuerySet[Team],
+    include_unowned: bool,
+    currency: str,
+    group_by: str = "team",
+) -> CostSeriesReport:
+    """Daily attributed cost of a billing month per team, provider or category, converted to
+    `currency` per day (each figure rounded once). FxRateMissing when a rate is missing.
+    Days without cost are left out of a series. Three queries at most, however many rows."""
+    key_field = COST_GROUP_BY[group_by]
+    base = _visible(
+        TeamDailyCost.objects.filter(billing_period=month),
+        teams=teams,
+        include_unowned=include_unowned,
+    )
+    rows = list(
+        base.order_by()
+        .values(key_field, "team__name", "day", "billing_currency")
+        .annotate(amount=MoneySum("amount"))
+    )
+    exact = _exact_amounts(rows, currency=currency)
+    points: dict[str | None, dict[date, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    labels: dict[str | None, str] = {}
+    native: dict[str, Decimal] = defaultdict(lambda: ZERO)
+    for row, value in zip(rows, exact, strict=True):
+        key = row[key_field]
+        points[key][row["day"]] += value
+        native[row["billing_currency"]] += row["amount"]
+        if group_by == "team":
+            labels[key] = row["team__name"] or "No team (platform)"
+        else:
+            labels[key] = key or "(none)"
+    series = [
+        CostSeries(
+            key=key,
+            label=labels[key],
+            total=money_round(sum(days.values(), Fraction(0))),
+            points=[SeriesPoint(day, money_round(v)) for day, v in sorted(days.items())],
+        )
+        for key, days in sorted(points.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+    ]
+    return CostSeriesReport(
+        month=month,
+        currency=currency,
+        group_by=group_by,
+        total=money_round(sum(exact, Fraction(0))),
+        native_totals=[NativeAmount(c, native[c]) for c in sorted(native, key=_currency_order)],
+        series=series,
     )

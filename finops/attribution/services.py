@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import models, transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
@@ -35,6 +35,7 @@ from finops.attribution.models import (
     RunCost,
     TeamDailyCost,
 )
+from finops.attribution.policies import IdlePolicies, SharedRules, node_clusters
 from finops.attribution.team_mapping import TeamRef, TeamResolver
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,8 @@ def _lines_queryset(month: dt.date) -> Iterator[tuple[Any, ...]]:
             "x_instance_type",
             "x_gpu_count",
             "x_gpu_model",
+            "charge_category",
+            "service_category",
             "provider_name",
             "billing_account_id",
             "sub_account_id",
@@ -169,6 +172,13 @@ def _node_name_of_gpu_line(resource_name: str, resource_id: str, tags: dict[str,
     return resource_id.rstrip("/").rsplit("/", 1)[-1]
 
 
+# A line item between reading and team creation:
+# (id, start, end, cost, node, GPUs, owner, shared-cost rule).
+_Staged = tuple[
+    int, int, int, Decimal, str | None, int | None, TeamRef | None, engine.SharedRule | None
+]
+
+
 def _load(month: dt.date) -> tuple[_Inputs, int]:
     inputs = _Inputs()
     resolver = TeamResolver.from_db()
@@ -180,11 +190,17 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
     job_refs = _load_jobs(inputs, resolver, bounds["first"], bounds["last"])
     names = engine.node_name_map(n for job in inputs.jobs for n in job.nodes)
 
-    staged: list[tuple[int, int, int, Decimal, str | None, int | None, TeamRef | None]] = []
+    idle_policies = IdlePolicies.from_db(
+        node_clusters(
+            (node, inputs.job_meta[job.id].cluster) for job in inputs.jobs for node in job.nodes
+        )
+    )
+    shared_rules = SharedRules.from_db()
+    staged: list[_Staged] = []
     dims_index: dict[_Dims, int] = {}
     for row in _lines_queryset(month):
         (pk, start, end, cost, res_id, res_name, res_type, sku, tags, x_type, x_count, x_model,
-         *dim_values) = row  # fmt: skip
+         charge_category, service_category, *dim_values) = row  # fmt: skip
         tags = tags if isinstance(tags, dict) else {}
         node = engine.match_node(
             resource_name=res_name, resource_id=res_id, tags=tags, node_names=names
@@ -199,15 +215,43 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
         inputs.line_dims[pk] = dims_index.setdefault(dims, len(dims_index))
         owner = resolver.line_team(tags=tags, sub_account=str(dims[2]))
         gpus = spec.count if spec is not None else None
-        staged.append((pk, _epoch(start), _epoch(end), cost, node, gpus, owner))
+        shared = None
+        if node is None and owner is None and shared_rules:
+            provider, _, sub, service = dims[:4]
+            shared = shared_rules.match(
+                provider=provider, sub_account=sub, service_category=service_category,
+                service_name=service, charge_category=charge_category,
+            )  # fmt: skip
+        staged.append((pk, _epoch(start), _epoch(end), cost, node, gpus, owner, shared))
     inputs.dims = list(dims_index)
 
     resolver.materialise()
-    for pk, start_s, end_s, cost, node, gpus, owner in staged:
+    for pk, start_s, end_s, cost, node, gpus, owner, shared in staged:
         team_id = resolver.team_id(owner)
         category = engine.TAGGED if team_id is not None else engine.UNALLOCATED
+        pool = None
+        if node is not None:
+            # The idle policy decides who owns the node line's idle part (or spreads it).
+            idle = idle_policies.for_node(node)
+            team_id, pool = idle.idle_owner(team_id), idle.pool
+        group = inputs.line_dims[pk]
+        provider, _, _, _, _, currency, _ = inputs.dims[group]
         inputs.lines.append(
-            engine.LineItem(pk, start_s, end_s, cost, node, gpus, category, team_id)
+            engine.LineItem(
+                pk,
+                start_s,
+                end_s,
+                cost,
+                node,
+                gpus,
+                category,
+                team_id,
+                group=group,
+                provider=provider,
+                currency=currency,
+                spread_pool=pool,
+                shared=shared,
+            )
         )
     inputs.jobs = [
         engine.Job(j.id, j.nodes, j.start, j.end, j.gpu_micros, resolver.team_id(ref))
@@ -224,10 +268,12 @@ def _day(day: int, cache: dict[int, dt.date]) -> dt.date:
 
 # Ledger key: (dims index, day, category, team id, job id, node).
 _LedgerKey = tuple[int, int, str, int | None, int | None, str]
+# Ledger value: [units of 10^-12, GPU-seconds]; after _finish: [units, quantised GPU-seconds].
+_Ledger = dict[_LedgerKey, list[Any]]
 
 
-def _aggregate(inputs: _Inputs, shares: list[engine.Share]) -> dict[_LedgerKey, list[object]]:
-    ledger: dict[_LedgerKey, list[object]] = {}
+def _aggregate(inputs: _Inputs, shares: list[engine.Share]) -> _Ledger:
+    ledger: _Ledger = {}
     line_dims = inputs.line_dims
     for share in shares:
         key = (
@@ -238,88 +284,129 @@ def _aggregate(inputs: _Inputs, shares: list[engine.Share]) -> dict[_LedgerKey, 
         if acc is None:
             ledger[key] = [share.units, share.gpu_seconds]
         else:
-            acc[0] += share.units  # type: ignore[operator]
-            acc[1] += share.gpu_seconds  # type: ignore[operator]
-    return ledger
+            acc[0] += share.units
+            if share.gpu_seconds:
+                acc[1] += share.gpu_seconds
+    return _finish(ledger)
 
 
-def _ledger_rows(
-    month: dt.date, inputs: _Inputs, ledger: dict[_LedgerKey, list[object]]
-) -> list[AllocatedCost]:
-    rows: list[AllocatedCost] = []
-    days: dict[int, dt.date] = {}
-    for (dims_i, day, category, team_id, job_id, node), (units, seconds) in ledger.items():
+def _finish(ledger: _Ledger) -> _Ledger:
+    """Drop rows worth nothing (zero-cost lines, zero idle) and quantise GPU-seconds as stored,
+    so the rollups sum exactly what the ledger rows hold."""
+    finished: _Ledger = {}
+    quantum = _GPU_SECONDS_QUANTUM
+    for key, (units, seconds) in ledger.items():
         if units == 0 and not seconds:
-            continue  # zero-cost lines and zero idle leave nothing worth a row
-        provider, account, sub, service, pricing, currency, batch_id = inputs.dims[dims_i]
-        rows.append(
-            AllocatedCost(
-                billing_period=month,
-                day=_day(day, days),
-                category=category,
-                team_id=team_id,
-                job_id=job_id,
-                run_id=inputs.job_meta[job_id].run_id if job_id is not None else "",
-                node=node,
-                provider_name=provider,
-                billing_account_id=account,
-                sub_account_id=sub,
-                service_name=service,
-                pricing_category=pricing,
-                billing_currency=currency,
-                amount=engine.units_to_decimal(units),  # type: ignore[arg-type]
-                gpu_seconds=Decimal(seconds).quantize(_GPU_SECONDS_QUANTUM),  # type: ignore[arg-type]
-                source_batch_id=batch_id,
-            )
-        )
-    return rows
+            continue
+        finished[key] = [units, Decimal(seconds).quantize(quantum) if seconds else Decimal(0)]
+    return finished
 
 
-def _team_daily_rows(month: dt.date, rows: list[AllocatedCost]) -> list[TeamDailyCost]:
-    sums: dict[tuple[Any, ...], list[Decimal]] = {}
-    for row in rows:
-        key = (row.day, row.team_id, row.category, row.provider_name, row.billing_currency)
-        acc = sums.setdefault(key, [Decimal(0), Decimal(0)])
-        acc[0] += row.amount
-        acc[1] += row.gpu_seconds
+# Columns of AllocatedCost written by _insert, in the order _ledger_values yields them.
+_LEDGER_COLUMNS = (
+    "billing_period", "day", "category", "team_id", "job_id", "run_id", "node", "provider_name",
+    "billing_account_id", "sub_account_id", "service_name", "pricing_category",
+    "billing_currency", "amount", "gpu_seconds", "source_batch_id",
+)  # fmt: skip
+
+
+def _ledger_values(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> Iterator[tuple[Any, ...]]:
+    days: dict[int, dt.date] = {}
+    job_meta = inputs.job_meta
+    dims = inputs.dims
+    for (dims_i, day, category, team_id, job_id, node), (units, seconds) in ledger.items():
+        provider, account, sub, service, pricing, currency, batch_id = dims[dims_i]
+        yield (
+            month, _day(day, days), category, team_id, job_id,
+            job_meta[job_id].run_id if job_id is not None else "", node, provider, account, sub,
+            service, pricing, currency, engine.units_to_decimal(units), seconds, batch_id,
+        )  # fmt: skip
+
+
+def _insert(
+    model: type[models.Model], columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
+) -> None:
+    """Insert plain value tuples: COPY on PostgreSQL, executemany on SQLite. Model instances and
+    bulk_create cost ten times more per row, and the ledger has a row per job, node and day.
+    The values are what the fields would send (Decimal, date, int, str, None); both drivers
+    adapt them as Django does."""
+    connection = transaction.get_connection()
+    quote = connection.ops.quote_name
+    fields = {f.attname: f.column for f in model._meta.concrete_fields}
+    names = ", ".join(quote(fields[c]) for c in columns)
+    table = quote(model._meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        statement = f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
+        batch: list[tuple[Any, ...]] = []
+        for row in rows:
+            batch.append(row)
+            if len(batch) == BATCH_SIZE:
+                cursor.executemany(statement, batch)
+                batch = []
+        if batch:
+            cursor.executemany(statement, batch)
+
+
+def _team_daily_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[TeamDailyCost]:
+    sums: dict[tuple[Any, ...], list[Any]] = {}
+    dims = inputs.dims
+    for (dims_i, day, category, team_id, _, _), (units, seconds) in ledger.items():
+        provider, currency = dims[dims_i][0], dims[dims_i][5]
+        key = (day, team_id, category, provider, currency)
+        acc = sums.get(key)
+        if acc is None:
+            sums[key] = [units, seconds]
+        else:
+            acc[0] += units
+            acc[1] += seconds
+    days: dict[int, dt.date] = {}
     return [
         TeamDailyCost(
             billing_period=month,
-            day=day,
+            day=_day(day, days),
             team_id=team_id,
             category=category,
             provider_name=provider,
             billing_currency=currency,
-            amount=amount,
+            amount=engine.units_to_decimal(units),
             gpu_seconds=seconds,
         )
-        for (day, team_id, category, provider, currency), (amount, seconds) in sums.items()
+        for (day, team_id, category, provider, currency), (units, seconds) in sums.items()
     ]
 
 
 @dataclass(slots=True)
 class _RunAcc:
-    cost: Decimal = Decimal(0)
-    wasted: Decimal = Decimal(0)
+    units: int = 0
+    wasted: int = 0
     gpu_seconds: Decimal = Decimal(0)
     jobs: set[int] = field(default_factory=set)
 
 
-def _run_rows(month: dt.date, inputs: _Inputs, rows: list[AllocatedCost]) -> list[RunCost]:
+def _run_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[RunCost]:
     """RunCost per (team, run, cluster, currency) from the job rows of the ledger: a run's jobs,
-    counts and times are those that have billed GPU time in the month."""
+    counts and times are those that have billed GPU time in the month. Cost includes idle spread
+    onto the run's jobs (the `spread` idle policy): the run's fully loaded cost."""
     runs: dict[tuple[int | None, str, str, str], _RunAcc] = {}
-    for row in rows:
-        if row.job_id is None:
+    for (dims_i, _, _, team_id, job_id, _), (units, seconds) in ledger.items():
+        if job_id is None:
             continue
-        meta = inputs.job_meta[row.job_id]
-        key = (row.team_id, meta.run_id, meta.cluster, row.billing_currency)
-        acc = runs.setdefault(key, _RunAcc())
-        acc.cost += row.amount
-        acc.gpu_seconds += row.gpu_seconds
+        meta = inputs.job_meta[job_id]
+        key = (team_id, meta.run_id, meta.cluster, inputs.dims[dims_i][5])
+        acc = runs.get(key)
+        if acc is None:
+            acc = runs[key] = _RunAcc()
+        acc.units += units
+        if seconds:
+            acc.gpu_seconds += seconds
         if meta.state in WASTE_STATES:
-            acc.wasted += row.amount
-        acc.jobs.add(row.job_id)
+            acc.wasted += units
+        acc.jobs.add(job_id)
     result = []
     for (team_id, run_id, cluster, currency), acc in runs.items():
         metas = [inputs.job_meta[j] for j in sorted(acc.jobs)]
@@ -331,8 +418,8 @@ def _run_rows(month: dt.date, inputs: _Inputs, rows: list[AllocatedCost]) -> lis
                 run_id=run_id,
                 cluster=cluster,
                 billing_currency=currency,
-                cost=acc.cost,
-                wasted_cost=acc.wasted,
+                cost=engine.units_to_decimal(acc.units),
+                wasted_cost=engine.units_to_decimal(acc.wasted),
                 gpu_seconds=acc.gpu_seconds,
                 jobs=len(metas),
                 failed_jobs=sum(1 for m in metas if m.state in WASTE_STATES),
@@ -348,7 +435,7 @@ class ConservationError(RuntimeError):
     """The ledger about to be written does not add up to the bill (a bug, never data)."""
 
 
-def _check_conservation(inputs: _Inputs, rows: list[AllocatedCost]) -> None:
+def _check_conservation(inputs: _Inputs, ledger: _Ledger) -> None:
     """Exact check in memory before writing: per provider, account and currency, the ledger's
     sum equals the line items' EffectiveCost sum. A failure is a bug; the run fails and the
     month keeps its previous rows rather than get a ledger that does not add up."""
@@ -357,10 +444,14 @@ def _check_conservation(inputs: _Inputs, rows: list[AllocatedCost]) -> None:
         provider, account, _, _, _, currency, _ = inputs.dims[inputs.line_dims[line.id]]
         key = (provider, account, currency)
         billed[key] = billed.get(key, 0) + engine.decimal_to_units(line.cost)
+    by_dims: dict[int, int] = {}
+    for ledger_key, (units, _) in ledger.items():
+        by_dims[ledger_key[0]] = by_dims.get(ledger_key[0], 0) + units
     allocated: dict[tuple[str, str, str], int] = {}
-    for row in rows:
-        key = (row.provider_name, row.billing_account_id, row.billing_currency)
-        allocated[key] = allocated.get(key, 0) + engine.decimal_to_units(row.amount)
+    for dims_i, units in by_dims.items():
+        provider, account, _, _, _, currency, _ = inputs.dims[dims_i]
+        key = (provider, account, currency)
+        allocated[key] = allocated.get(key, 0) + units
     billed = {k: v for k, v in billed.items() if v}
     allocated = {k: v for k, v in allocated.items() if v}
     if billed != allocated:
@@ -369,15 +460,15 @@ def _check_conservation(inputs: _Inputs, rows: list[AllocatedCost]) -> None:
 
 def _write(month: dt.date, inputs: _Inputs) -> None:
     shares = engine.attribute(inputs.lines, inputs.jobs)
-    ledger_rows = _ledger_rows(month, inputs, _aggregate(inputs, shares))
+    ledger = _aggregate(inputs, shares)
     del shares
-    _check_conservation(inputs, ledger_rows)
-    daily_rows = _team_daily_rows(month, ledger_rows)
-    run_rows = _run_rows(month, inputs, ledger_rows)
+    _check_conservation(inputs, ledger)
+    daily_rows = _team_daily_rows(month, inputs, ledger)
+    run_rows = _run_rows(month, inputs, ledger)
     AllocatedCost.objects.filter(billing_period=month).delete()
     TeamDailyCost.objects.filter(billing_period=month).delete()
     RunCost.objects.filter(billing_period=month).delete()
-    AllocatedCost.objects.bulk_create(ledger_rows, batch_size=BATCH_SIZE)
+    _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))
     TeamDailyCost.objects.bulk_create(daily_rows, batch_size=BATCH_SIZE)
     RunCost.objects.bulk_create(run_rows, batch_size=BATCH_SIZE)
 
