@@ -89,6 +89,19 @@ def test_two_jobs_share_an_8_gpu_node_for_one_hour():
     assert {s.team_id for s in shares if s.job_id} == {1}
 
 
+def test_mig_slices_are_exact_sevenths_of_a_gpu():
+    # A 3g slice holds 3/7 of one GPU: no decimal holds that, so the job carries a denominator.
+    # $56 hour of an 8-GPU node: 3g pod the whole hour = 56 x (3/7) / 8 = 3; 1g pod half an hour
+    # = 56 x (1/7 x 0.5) / 8 = 0.5; idle = 52.5. With micro-GPUs (0.428571) the 3g share
+    # would come out as 2.999997.
+    three_g = Job(id=10, nodes=("n1",), start=at(0), end=at(1), team_id=1,
+                  gpu_micros=3 * engine.GPU_SCALE, gpu_denominator=7)  # fmt: skip
+    one_g = Job(id=11, nodes=("n1",), start=at(0), end=at(0.5), team_id=1,
+                gpu_micros=engine.GPU_SCALE, gpu_denominator=7)  # fmt: skip
+    shares = attribute([node_line(1, "n1", "56", 0, 1)], [three_g, one_g])
+    assert by_owner(shares) == {10: Decimal("3"), 11: Decimal("0.5"), IDLE: Decimal("52.5")}
+
+
 def test_job_spanning_two_hours_and_two_nodes():
     # 8 GPUs in total over 2 nodes = 4 per node, from 00:30 to 01:30: in each of the four
     # node-hours it holds 4 GPUs x 1800 s = 1/4 of an 8-GPU hour.

@@ -16,7 +16,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing_ingest.models import MONEY_PLACES, Cluster, ImportBatch, JobRecord
-from finops.attribution import engine
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.attribution.team_mapping import TeamResolver
 from finops.org.models import MappingRule, Team
@@ -224,12 +223,6 @@ def test_mig_pods_conserve_the_node_bill_and_land_on_their_namespace_teams(
     assert Fraction(idle.amount) >= Fraction(NODE_COST) * (1 - Fraction(4, 7) / 8)
 
 
-@pytest.mark.xfail(
-    "gpu_denominator" not in engine.Job.__dataclass_fields__,
-    reason="engine.Job has no gpu_denominator yet: GPUs are 6-place micro-GPUs, so 3/7 is "
-    "0.428571 (see the report for the engine and services change)",
-    strict=True,
-)
 def test_mig_pods_are_charged_their_exact_fraction_of_one_gpu(tmp_path: Path) -> None:
     _attribute(tmp_path)
     expected = _expected_shares()

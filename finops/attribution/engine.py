@@ -125,9 +125,11 @@ class Job:
     start: int
     # None while running.
     end: int | None
-    # Total GPUs over all nodes, in millionths of a GPU.
+    # Total GPUs over all nodes, in millionths of a GPU...
     gpu_micros: int
     team_id: int | None = None
+    # ...divided by this, so fractions stay exact: a 1/7 MIG slice is (GPU_SCALE, 7).
+    gpu_denominator: int = 1
 
 
 class Share(NamedTuple):
@@ -251,7 +253,10 @@ class JobIndex:
             job_nodes = list(dict.fromkeys(job.nodes))  # a node listed twice is still one node
             if end <= job.start or job.gpu_micros <= 0 or not job_nodes:
                 continue
-            entry: _Entry = (job.start, end, job.gpu_micros, len(job_nodes), job.id, job.team_id)
+            # GPUs per node = gpu_micros / (node count x denominator x GPU_SCALE): folding the
+            # denominator into the count keeps every weight an integer (K = lcm of counts).
+            count = len(job_nodes) * job.gpu_denominator
+            entry: _Entry = (job.start, end, job.gpu_micros, count, job.id, job.team_id)
             first_hour, last_hour = job.start // HOUR, (end - 1) // HOUR
             for node in job_nodes:
                 if node not in nodes:

@@ -14,6 +14,7 @@ already rounded per line item, so every sum over it is exact.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Iterable, Iterator
@@ -25,7 +26,7 @@ from django.db import models, transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
-from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord, job_gpus_exact
 from billing_ingest.money import MoneySum
 from finops.attribution import engine
 from finops.attribution.catalogue import line_gpu_spec
@@ -139,25 +140,34 @@ def _load_jobs(
             "gpus",
             "nodes",
             "run_id",
+            "gpu_numerator",
+            "gpu_denominator",
+            "namespace",
+            "labels",
         )
         .iterator(chunk_size=BATCH_SIZE)
     )
     refs: list[TeamRef | None] = []
-    for pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id in rows:
+    for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
+         numerator, denominator, namespace, labels) in rows:  # fmt: skip
         assert start is not None  # filtered above
         node_names = tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
+        # MIG slices and time-sliced replicas are exact fractions (1/7 has no decimal form).
+        exact = job_gpus_exact(gpus=gpus, numerator=numerator, denominator=denominator)
         inputs.jobs.append(
             engine.Job(
                 id=pk,
                 nodes=node_names,
                 start=_epoch(start),
                 end=None if end is None else _epoch(end),
-                gpu_micros=engine.gpu_micros(gpus),
+                gpu_micros=exact.numerator * engine.GPU_SCALE,
+                gpu_denominator=exact.denominator,
             )
         )
         # A run is the parser's run id; failing that the job name, failing that the job itself.
         inputs.job_meta[pk] = _JobMeta(cluster, run_id or name or job_id, state, start, end)
-        refs.append(resolver.job_team(account=account))
+        labels = labels if isinstance(labels, dict) else {}
+        refs.append(resolver.job_team(account=account, namespace=namespace, labels=labels))
     return refs
 
 
@@ -254,7 +264,7 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
             )
         )
     inputs.jobs = [
-        engine.Job(j.id, j.nodes, j.start, j.end, j.gpu_micros, resolver.team_id(ref))
+        dataclasses.replace(j, team_id=resolver.team_id(ref))
         for j, ref in zip(inputs.jobs, job_refs, strict=True)
     ]
     return inputs, len(staged)
