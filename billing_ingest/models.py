@@ -50,6 +50,7 @@ class ImportBatch(models.Model):
     class Kind(models.TextChoices):
         BILLING = "billing"
         JOBS = "jobs"
+        INFERENCE = "inference"
 
     class Status(models.TextChoices):
         PENDING = "pending"

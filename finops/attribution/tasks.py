@@ -8,7 +8,9 @@ from celery import shared_task
 from django.utils import timezone
 
 from billing_ingest.models import CostLineItem
+from finops.attribution.models import AttributionRun
 from finops.attribution.services import attribution_run, parse_month
+from finops.attribution.signals import month_attributed
 
 # The benchmark month (744k line items, 300k jobs) attributes in about a minute; the limits leave
 # room for a much larger month while still killing a run that hangs.
@@ -19,7 +21,10 @@ TIME_LIMIT = SOFT_TIME_LIMIT + 5 * 60
 @shared_task(soft_time_limit=SOFT_TIME_LIMIT, time_limit=TIME_LIMIT)
 def attribute_month(month: str) -> dict[str, object]:
     """Attribute one billing month ("YYYY-MM"). Idempotent: a re-run replaces the month's rows."""
-    run = attribution_run(month=parse_month(month))
+    first = parse_month(month)
+    run = attribution_run(month=first)
+    if run.status == AttributionRun.Status.SUCCEEDED:
+        month_attributed.send(sender=AttributionRun, month=first)
     return {
         "attribution_run": run.pk,
         "month": month,

@@ -1,0 +1,302 @@
+"""Writes for inference endpoints: usage import batches and the EndpointCost rollup."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+from pathlib import Path
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from billing_ingest.errors import ImportFormatError
+from billing_ingest.models import MONEY_QUANTUM, ImportBatch
+from billing_ingest.parsers import billing_paths
+from billing_ingest.services.batches import file_sha256, import_batch_claim, import_batch_fail
+from finops.attribution.models import AllocatedCost, Category
+from finops.inference.models import INFERENCE_BATCH_KIND, EndpointCost, InferenceUsage
+from finops.inference.parsers import usage_parser
+
+BULK_SIZE = 5000
+# Keeps `IN (...)` lists well under every database's bound-parameter limit.
+_IN_CHUNK = 500
+_CTX = Context(prec=60)
+_SHARE_QUANTUM = Decimal("0.000001")
+_UPSERT_KEY = ["cluster", "endpoint", "model_name", "namespace", "pod", "window_start"]
+_UPSERT_FIELDS = [
+    "batch", "team_hint", "window_end", "requests", "inferences", "prompt_tokens",
+    "generation_tokens",
+]  # fmt: skip
+
+
+# --- usage import -------------------------------------------------------------------------------
+
+
+def files_sha256(paths: Iterable[Path], root: Path) -> str:
+    """One digest over every file's name (relative to root) and content: a folder of scrapes is
+    one import, and the same folder imported again is a duplicate."""
+    digest = hashlib.sha256()
+    for path in paths:
+        name = path.name if path == root else str(path.relative_to(root))
+        digest.update(f"{name}\0{file_sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
+def usage_batch_create(*, format: str, cluster: str, path: Path) -> ImportBatch:
+    """Record a usage import of a file or folder (every file in it read together). The same
+    bytes already imported for this cluster give a DUPLICATE batch that never runs."""
+    usage_parser(format)  # unknown formats fail here, before a batch exists
+    root = path.resolve()
+    sha = files_sha256(billing_paths(root), root)
+    previous = (
+        ImportBatch.objects.filter(
+            kind=INFERENCE_BATCH_KIND,
+            source=cluster,
+            file_sha256=sha,
+            status=ImportBatch.Status.SUCCEEDED,
+        )
+        .order_by("-id")
+        .first()
+    )
+    batch = ImportBatch.objects.create(
+        kind=INFERENCE_BATCH_KIND, format=format, source=cluster, file_name=str(root),
+        file_sha256=sha,
+    )  # fmt: skip
+    if previous is not None:
+        batch.status = ImportBatch.Status.DUPLICATE
+        batch.error = f"same content (sha256 {sha[:12]}) as batch {previous.pk}; nothing to do"
+        batch.row_count = previous.row_count
+        batch.billing_periods = previous.billing_periods
+        batch.finished_at = timezone.now()
+        batch.save()
+    return batch
+
+
+def usage_batch_ingest(*, batch_id: int) -> ImportBatch:
+    """Import one pending usage batch: parse every file, then write in one transaction.
+
+    A row for a window already stored (same cluster, endpoint, model, namespace, pod and window
+    start) is replaced, so re-importing a corrected export restates those windows. On a format
+    error nothing is written and the batch is FAILED with the message naming file, line, field.
+    """
+    if not import_batch_claim(batch_id=batch_id):
+        return ImportBatch.objects.get(id=batch_id)
+    batch = ImportBatch.objects.get(id=batch_id)
+    try:
+        root = Path(batch.file_name)
+        rows = usage_parser(batch.format)(billing_paths(root))
+        months = sorted({row["window_start"].strftime("%Y-%m") for row in rows})
+        with transaction.atomic():
+            InferenceUsage.objects.bulk_create(
+                [InferenceUsage(batch=batch, cluster=batch.source, **row) for row in rows],
+                batch_size=BULK_SIZE,
+                update_conflicts=True,
+                unique_fields=_UPSERT_KEY,
+                update_fields=_UPSERT_FIELDS,
+            )
+            ImportBatch.objects.filter(id=batch_id).update(
+                status=ImportBatch.Status.SUCCEEDED,
+                row_count=len(rows),
+                billing_periods=months,
+                error="",
+                finished_at=timezone.now(),
+            )
+    except (ImportFormatError, OSError, ValueError) as exc:
+        import_batch_fail(batch_id=batch_id, error=str(exc))
+    except Exception as exc:
+        import_batch_fail(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}")
+        raise
+    batch.refresh_from_db()
+    return batch
+
+
+# --- EndpointCost rollup ------------------------------------------------------------------------
+
+# (day, endpoint, currency)
+_EndpointKey = tuple[dt.date, str, str]
+# (day, node, currency)
+_NodeKey = tuple[dt.date, str, str]
+
+
+@dataclass(slots=True)
+class _EndpointAcc:
+    cost: Decimal = Decimal(0)
+    gpu_seconds: Decimal = Decimal(0)
+    pods: set[int] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Capacity:
+    """Per (day, node, currency): ledger total and idle; jobs with rows there; and per (day, job,
+    currency) the idle the `spread` policy moved onto a job (rows with no node)."""
+
+    total: dict[_NodeKey, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    idle: dict[_NodeKey, Decimal] = field(default_factory=lambda: defaultdict(Decimal))
+    jobs: dict[tuple[dt.date, str], set[int]] = field(default_factory=lambda: defaultdict(set))
+    spread: dict[tuple[dt.date, int, str], Decimal] = field(
+        default_factory=lambda: defaultdict(Decimal)
+    )
+
+
+def _chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
+    items = sorted(values)
+    for i in range(0, len(items), _IN_CHUNK):
+        yield items[i : i + _IN_CHUNK]
+
+
+def _endpoint_ledger(month: dt.date) -> dict[_EndpointKey, _EndpointAcc]:
+    """The month's ledger rows of jobs (pods) with an endpoint, per endpoint, day and currency.
+    Sums in Python: exact Decimal on both databases."""
+    rows = (
+        AllocatedCost.objects.filter(billing_period=month, job__endpoint__gt="")
+        .values_list("day", "job__endpoint", "billing_currency", "amount", "gpu_seconds", "node",
+                     "job_id")
+        .order_by()
+    )  # fmt: skip
+    result: dict[_EndpointKey, _EndpointAcc] = {}
+    for day, endpoint, currency, amount, seconds, node, job_id in rows.iterator(BULK_SIZE):
+        acc = result.setdefault((day, endpoint, currency), _EndpointAcc())
+        acc.cost += amount
+        acc.gpu_seconds += seconds or Decimal(0)
+        acc.pods.add(job_id)
+        if node:
+            acc.nodes.add(node)
+    return result
+
+
+def _capacity(month: dt.date, serving: set[tuple[dt.date, str]]) -> _Capacity:
+    cap = _Capacity()
+    nodes = {node for _, node in serving}
+    for chunk in _chunks(nodes):
+        rows = (
+            AllocatedCost.objects.filter(billing_period=month, node__in=chunk)
+            .values_list("day", "node", "billing_currency", "category", "amount", "job_id")
+            .order_by()
+        )
+        for day, node, currency, category, amount, job_id in rows.iterator(BULK_SIZE):
+            if (day, node) not in serving:
+                continue
+            cap.total[(day, node, currency)] += amount
+            if category == Category.IDLE:
+                cap.idle[(day, node, currency)] += amount
+            if job_id is not None:
+                cap.jobs[(day, node)].add(job_id)
+    job_ids = {job for jobs in cap.jobs.values() for job in jobs}
+    for chunk in _chunks(job_ids):
+        spread = (
+            AllocatedCost.objects.filter(
+                billing_period=month, category=Category.IDLE, node="", job_id__in=chunk
+            )
+            .values_list("day", "job_id", "billing_currency", "amount")
+            .order_by()
+        )
+        for day, job_id, currency, amount in spread.iterator(BULK_SIZE):
+            cap.spread[(day, job_id, currency)] += amount
+    return cap
+
+
+def _node_costs(key: _EndpointKey, acc: _EndpointAcc, cap: _Capacity) -> tuple[Decimal, Decimal]:
+    """(node_cost, node_idle_cost) of the nodes that served the endpoint that day."""
+    day, _, currency = key
+    total = idle = Decimal(0)
+    jobs: set[int] = set()
+    for node in acc.nodes:
+        total += cap.total.get((day, node, currency), Decimal(0))
+        idle += cap.idle.get((day, node, currency), Decimal(0))
+        jobs |= cap.jobs.get((day, node), set())
+    for job_id in jobs:
+        moved = cap.spread.get((day, job_id, currency), Decimal(0))
+        total += moved
+        idle += moved
+    return total, idle
+
+
+def _usage_by_day(
+    endpoints: set[str], first: dt.date, last: dt.date
+) -> dict[tuple[dt.date, str], dict[str, int]]:
+    """Requests and tokens per (UTC day of window_start, endpoint), every cluster together."""
+    start = dt.datetime.combine(first, dt.time(), dt.UTC)
+    end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), dt.UTC)
+    usage: dict[tuple[dt.date, str], dict[str, int]] = {}
+    for chunk in _chunks(endpoints):
+        rows = (
+            InferenceUsage.objects.filter(
+                endpoint__in=chunk, window_start__gte=start, window_start__lt=end
+            )
+            .values_list("window_start", "endpoint", "requests", "prompt_tokens",
+                         "generation_tokens")
+            .order_by()
+        )  # fmt: skip
+        for start_at, endpoint, requests, prompt, generation in rows.iterator(BULK_SIZE):
+            day = start_at.astimezone(dt.UTC).date()
+            acc = usage.setdefault((day, endpoint), dict.fromkeys(("r", "p", "g"), 0))
+            acc["r"] += requests
+            acc["p"] += prompt
+            acc["g"] += generation
+    return usage
+
+
+def unit_cost(cost: Decimal, units: int, per: int) -> Decimal | None:
+    """cost x per / units rounded half-even to the money quantum; None for no units."""
+    if units <= 0:
+        return None
+    exact = _CTX.divide(_CTX.multiply(cost, Decimal(per)), Decimal(units))
+    return exact.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=_CTX)
+
+
+def _idle_share(node_cost: Decimal, node_idle: Decimal) -> Decimal | None:
+    if not node_cost:
+        return None
+    return _CTX.divide(node_idle, node_cost).quantize(_SHARE_QUANTUM, rounding=ROUND_HALF_EVEN)
+
+
+def _endpoint_cost_rows(month: dt.date) -> list[EndpointCost]:
+    ledger = _endpoint_ledger(month)
+    if not ledger:
+        return []
+    serving = {(day, node) for (day, _, _), acc in ledger.items() for node in acc.nodes}
+    cap = _capacity(month, serving)
+    days = [day for day, _, _ in ledger]
+    usage = _usage_by_day({e for _, e, _ in ledger}, min(days), max(days))
+    rows = []
+    for key, acc in sorted(ledger.items()):
+        day, endpoint, currency = key
+        used = usage.get((day, endpoint), {"r": 0, "p": 0, "g": 0})
+        tokens = used["p"] + used["g"]
+        node_cost, node_idle = _node_costs(key, acc, cap)
+        rows.append(
+            EndpointCost(
+                billing_period=month, day=day, endpoint=endpoint, billing_currency=currency,
+                cost=acc.cost, gpu_seconds=acc.gpu_seconds, pods=len(acc.pods),
+                requests=used["r"], prompt_tokens=used["p"], generation_tokens=used["g"],
+                tokens=tokens,
+                cost_per_1k_requests=unit_cost(acc.cost, used["r"], 1000),
+                cost_per_1m_tokens=unit_cost(acc.cost, tokens, 1_000_000),
+                node_cost=node_cost, node_idle_cost=node_idle,
+                idle_share=_idle_share(node_cost, node_idle),
+            )
+        )  # fmt: skip
+    return rows
+
+
+def endpoint_costs_rebuild(*, month: dt.date) -> int:
+    """Replace the billing month's EndpointCost rows from its ledger and the usage; returns the
+    number of rows written. Idempotent; run it after attribution of the month and after a usage
+    import. Endpoint-days with usage but no ledger cost get no row (no currency to state them
+    in): see selectors.usage_without_cost.
+
+    The ledger rows of a billing month may fall on days of the month before (late charges on
+    this invoice); their usage is joined by day all the same.
+    """
+    month = month.replace(day=1)
+    with transaction.atomic():
+        rows = _endpoint_cost_rows(month)
+        EndpointCost.objects.filter(billing_period=month).delete()
+        EndpointCost.objects.bulk_create(rows, batch_size=BULK_SIZE)
+    return len(rows)
