@@ -109,6 +109,8 @@ FINOPS_UPLOAD_MAX_BYTES = env.int("FINOPS_UPLOAD_MAX_BYTES", default=200 * 1024 
 FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))
 # Currency used where a file carries none (the FOCUS spec examples omit BillingCurrency).
 FINOPS_DEFAULT_CURRENCY = env.str("FINOPS_DEFAULT_CURRENCY", default="USD")
+# Reports (overview, team page, costs API) convert to this at daily FX rates (finops.currency).
+FINOPS_REPORTING_CURRENCY = env.str("FINOPS_REPORTING_CURRENCY", default="USD").upper()
 # Tag keys that name the owning team out of the box (DESIGN section 5, step 5).
 FINOPS_TEAM_TAG_KEYS = env.list("FINOPS_TEAM_TAG_KEYS", default=["team", "Team", "finops:team"])
 

@@ -6,7 +6,17 @@ from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
 from finops.attribution.models import RunCost
-from finops.attribution.selectors import Reconciliation, ReconciliationRow
+from finops.attribution.selectors import (
+    COST_GROUP_BY,
+    CostSeries,
+    CostSeriesReport,
+    NativeAmount,
+    Reconciliation,
+    ReconciliationRow,
+    Reporting,
+    SeriesPoint,
+)
+from finops.currency.services import currency_code
 from finops.org.models import Team
 
 GPU_HOUR_PLACES = 6
@@ -87,6 +97,18 @@ class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow])
     difference = money(help_text="billed - sum of every category; 0 once attribution ran.")
 
 
+class NativeAmountSerializer(serializers.Serializer[NativeAmount]):
+    currency = serializers.CharField()
+    amount = money()
+
+
+class ConvertedTotalSerializer(serializers.Serializer[Reporting]):
+    currency = serializers.CharField()
+    total = money(source="total.total", allow_null=True, default=None)
+    native = NativeAmountSerializer(source="total.native", many=True, default=list)
+    error = serializers.CharField(help_text="Why there is no converted total (a missing rate).")
+
+
 class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
     month = serializers.SerializerMethodField()
     currency = serializers.CharField()
@@ -97,6 +119,10 @@ class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
     unallocated = money(source="total.unallocated")
     difference = money(source="total.difference")
     by_account = ReconciliationAccountSerializer(many=True)
+    converted = ConvertedTotalSerializer(
+        help_text="The month's ledger in the reporting currency at per-day FX rates; "
+        "information only: reconciliation itself stays in native currencies."
+    )
 
     def get_month(self, obj: Reconciliation) -> str:
         return obj.month.strftime("%Y-%m")
@@ -122,3 +148,42 @@ class ImportBatchSerializer(serializers.ModelSerializer[ImportBatch]):
             "started_at",
             "finished_at",
         ]
+
+
+class CostsQuerySerializer(MonthQuerySerializer):
+    currency = serializers.CharField(
+        required=False, help_text="ISO 4217 code; default: the reporting currency."
+    )
+    group_by = serializers.ChoiceField(choices=sorted(COST_GROUP_BY), default="team")
+
+    def validate_currency(self, value: str) -> str:
+        try:
+            return currency_code(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+
+class SeriesPointSerializer(serializers.Serializer[SeriesPoint]):
+    day = serializers.DateField()
+    amount = money()
+
+
+class CostSeriesSerializer(serializers.Serializer[CostSeries]):
+    key = serializers.CharField(
+        allow_null=True, help_text="Team slug (null: no team), provider or category."
+    )
+    name = serializers.CharField(source="label", help_text="Team name, provider or category.")
+    total = money()
+    points = SeriesPointSerializer(many=True)
+
+
+class CostSeriesReportSerializer(serializers.Serializer[CostSeriesReport]):
+    month = serializers.SerializerMethodField()
+    currency = serializers.CharField()
+    group_by = serializers.CharField()
+    total = money(help_text="Converted per day, summed exactly, rounded once (12 places).")
+    native_totals = NativeAmountSerializer(many=True)
+    series = CostSeriesSerializer(many=True)
+
+    def get_month(self, obj: CostSeriesReport) -> str:
+        return obj.month.strftime("%Y-%m")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, viewsets
+from rest_framework import mixins, status, viewsets
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -14,6 +15,8 @@ from rest_framework.views import APIView
 from billing_ingest.models import ImportBatch
 from finops.api.filters import RunCostFilterSet, month_parse
 from finops.api.serializers import (
+    CostSeriesReportSerializer,
+    CostsQuerySerializer,
     ImportBatchSerializer,
     MonthQuerySerializer,
     ReconciliationSerializer,
@@ -21,7 +24,12 @@ from finops.api.serializers import (
     TeamSerializer,
 )
 from finops.attribution.models import RunCost
-from finops.attribution.selectors import reconciliation_for_month, run_cost_list_visible
+from finops.attribution.selectors import (
+    cost_series,
+    reconciliation_for_month,
+    run_cost_list_visible,
+)
+from finops.currency.selectors import FxRateMissing
 from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
 from finops.org.selectors import team_list_visible
@@ -66,6 +74,37 @@ class ReconciliationView(APIView):
         query.is_valid(raise_exception=True)
         month = month_parse(query.validated_data["month"])
         return Response(ReconciliationSerializer(reconciliation_for_month(month=month)).data)
+
+
+class CostsView(APIView):
+    """Daily attributed cost of a month per team, provider or category, converted to one
+    currency per day. Teams the caller may see; the no-team bucket for finance only."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
+            OpenApiParameter(
+                "currency", OpenApiTypes.STR, description="ISO 4217; default reporting currency"
+            ),
+            OpenApiParameter("group_by", OpenApiTypes.STR, enum=["team", "provider", "category"]),
+        ],
+        responses=CostSeriesReportSerializer,
+    )
+    def get(self, request: Request) -> Response:
+        query = CostsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        user = request.user
+        try:
+            report = cost_series(
+                month=month_parse(query.validated_data["month"]),
+                teams=team_list_visible(user=user),
+                include_unowned=user_is_finance(user),
+                currency=query.validated_data.get("currency") or settings.FINOPS_REPORTING_CURRENCY,
+                group_by=query.validated_data["group_by"],
+            )
+        except FxRateMissing as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(CostSeriesReportSerializer(report).data)
 
 
 class ImportBatchViewSet(viewsets.ReadOnlyModelViewSet[ImportBatch]):

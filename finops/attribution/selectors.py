@@ -387,10 +387,11 @@ def reconciliation_for_month(
         row.billed += b["effective"] or ZERO
         row.billed_cost += b["cash"] or ZERO
 
-    attributed = (
+    # By day too: the converted grand total needs each day's rate (same query, more rows).
+    attributed = list(
         AllocatedCost.objects.filter(billing_period=month)
         .order_by()
-        .values("provider_name", "billing_account_id", "billing_currency", "category")
+        .values("provider_name", "billing_account_id", "billing_currency", "category", "day")
         .annotate(amount=MoneySum("amount"))
     )
     for a in attributed:
@@ -409,7 +410,7 @@ def reconciliation_for_month(
         totals_by_currency=[per_currency[c] for c in sorted(per_currency, key=_currency_order)],
         by_account=by_account,
         converted=_ledger_converted(
-            AllocatedCost.objects.filter(billing_period=month),
+            attributed,
             currency=reporting_currency or settings.FINOPS_REPORTING_CURRENCY,
             native={row.currency: row.attributed_total for row in per_currency.values()},
         ),
@@ -562,13 +563,9 @@ def _team_reporting(
     return reporting, daily
 
 
-def _ledger_converted(
-    ledger: QuerySet[AllocatedCost], *, currency: str, native: dict[str, Decimal]
-) -> Reporting:
-    """The whole ledger of a month in one currency (per-day rates), for information."""
-    rows = list(
-        ledger.order_by().values("day", "billing_currency").annotate(amount=MoneySum("amount"))
-    )
+def _ledger_converted(rows: list[Any], *, currency: str, native: dict[str, Decimal]) -> Reporting:
+    """The month's ledger rows (day, currency, amount) in one currency, for information."""
+    rows = [r for r in rows if r["amount"] is not None]
     try:
         exact = _exact_amounts(rows, currency=currency)
     except FxRateMissing as exc:

@@ -1,0 +1,274 @@
+"""Reporting currency: pages and the costs API convert per day (exact, rounded once), show the
+native amounts beside, and turn a missing rate into an explicit error, never a silent 1.0."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import defaultdict
+from decimal import Decimal
+from fractions import Fraction
+
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from finops.attribution.models import Category, TeamDailyCost
+from finops.attribution.selectors import team_month
+from finops.currency.models import FxRate
+from finops.currency.selectors import money_round
+from finops.web.templatetags.finops_tags import money
+from tests.factories import TeamDailyCostFactory, TeamFactory, build_month_scenario
+
+MONTH = dt.date(2025, 9, 1)
+EUR_USD = Decimal("1.1717")
+MISSING = "no EUR\u2192USD rate on or before 2025-09-03: load FX rates"
+
+
+def _rate(day, from_currency, to_currency, rate):
+    FxRate.objects.create(
+        date=day, from_currency=from_currency, to_currency=to_currency, rate=Decimal(rate)
+    )
+
+
+@pytest.fixture
+def scenario(team, other_team):
+    return build_month_scenario(team=team, other_team=other_team)
+
+
+@pytest.fixture
+def eur_rate(db):
+    _rate(dt.date(2025, 8, 29), "EUR", "USD", EUR_USD)
+
+
+@pytest.fixture
+def finance_client(client, finance_user):
+    client.force_login(finance_user)
+    return client
+
+
+@pytest.fixture
+def finance_api(finance_user):
+    api = APIClient()
+    api.force_authenticate(finance_user)
+    return api
+
+
+@pytest.fixture
+def lead_api(lead_user):
+    api = APIClient()
+    api.force_authenticate(lead_user)
+    return api
+
+
+def _text(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return re.sub(r"\s+", " ", response.content.decode())
+
+
+def _in_usd(rows, rates) -> Fraction:
+    """Exact USD value of TeamDailyCost rows; rates: currency -> Fraction (USD is 1)."""
+    return sum((Fraction(r.amount) * rates.get(r.billing_currency, 1) for r in rows), Fraction(0))
+
+
+# --- pages --------------------------------------------------------------------------------
+
+
+def test_overview_shows_converted_total_beside_native(finance_client, scenario, eur_rate):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    rows = list(TeamDailyCost.objects.filter(billing_period=MONTH))
+    expected = money_round(_in_usd(rows, {"EUR": Fraction(EUR_USD)}))
+    assert expected == Decimal("1500.875") + Decimal(50) * EUR_USD
+    assert f'data-testid="reporting-total">{money(expected)}<' in html
+    assert "Total attributed (USD, converted)" in html
+    # Native amounts still shown, per currency.
+    usd = sum((r.amount for r in rows if r.billing_currency == "USD"), Decimal(0))
+    assert f'data-testid="total-USD">{money(usd)}<' in html
+    assert f'data-testid="total-EUR">{money(Decimal(50))}<' in html
+    # The no-team row: its USD amounts plus the EUR unallocated converted.
+    unowned = [r for r in rows if r.team_id is None]
+    converted = money_round(_in_usd(unowned, {"EUR": Fraction(EUR_USD)}))
+    assert f'data-testid="reporting-team-none">{money(converted)}<' in html
+    assert 'data-testid="fx-error"' not in html
+
+
+def test_overview_without_rate_shows_native_and_the_error(finance_client, scenario):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert 'data-testid="fx-error"' in html
+    assert MISSING in html
+    assert 'data-testid="reporting-total"' not in html
+    assert f'data-testid="total-EUR">{money(Decimal(50))}<' in html
+    assert 'data-testid="total-USD">1,500.88<' in html
+
+
+def test_overview_in_reporting_currency_needs_no_rate(finance_client, team, settings):
+    settings.FINOPS_REPORTING_CURRENCY = "EUR"
+    TeamDailyCostFactory(team=team, billing_currency="EUR", amount=Decimal("12.345"))
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert 'data-testid="reporting-total">12.35<' in html
+    assert "Total attributed (EUR, converted)" in html
+
+
+def test_team_page_converts_each_day_at_its_rate(finance_client, team):
+    days = [dt.date(2025, 9, d) for d in (1, 2, 3)]
+    # The rate changes on the 2nd; the 3rd uses the 2nd's (newest on or before).
+    _rate(dt.date(2025, 9, 1), "EUR", "USD", "1.10")
+    _rate(dt.date(2025, 9, 2), "EUR", "USD", "1.20")
+    rates = {days[0]: Fraction("1.10"), days[1]: Fraction("1.20"), days[2]: Fraction("1.20")}
+    amounts = [Decimal("100.123456789012"), Decimal("200.000000000001"), Decimal("0.5")]
+    for day, amount in zip(days, amounts, strict=True):
+        TeamDailyCostFactory(team=team, day=day, billing_currency="EUR", amount=amount)
+    TeamDailyCostFactory(team=team, day=days[0], category=Category.IDLE, amount=Decimal("7"))
+    html = _text(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
+    exact = sum((Fraction(a) * rates[d] for d, a in zip(days, amounts, strict=True)), Fraction(7))
+    assert f'data-testid="team-reporting-total">{money(money_round(exact))}<' in html
+    # The converted daily series: day 1 is its EUR converted plus the USD idle.
+    day1 = money_round(Fraction(amounts[0]) * rates[days[0]] + 7)
+    assert money(day1) in html
+    # Native totals stay beside.
+    assert f'data-testid="team-total-EUR">{money(sum(amounts))}<' in html
+    assert f'data-testid="team-total-USD">{money(Decimal(7))}<' in html
+
+
+def test_team_page_without_rate_shows_error(finance_client, team):
+    TeamDailyCostFactory(team=team, billing_currency="EUR", amount=Decimal("5"))
+    html = _text(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
+    assert MISSING in html
+    assert f'data-testid="team-total-EUR">{money(Decimal(5))}<' in html
+    assert 'data-testid="team-reporting-total"' not in html
+
+
+def test_reconciliation_stays_native_with_a_converted_grand_total(
+    finance_client, scenario, eur_rate
+):
+    html = _text(finance_client.get(reverse("web:reconciliation"), {"month": "2025-09"}))
+    assert 'data-testid="difference-USD">0.00<' in html
+    assert 'data-testid="difference-EUR">0.00<' in html
+    expected = Decimal("1500.875") + Decimal(50) * EUR_USD
+    assert f'data-testid="converted-grand-total">{money(expected)}<' in html
+    assert "Grand total, converted to USD" in html
+
+
+# --- exactness ----------------------------------------------------------------------------
+
+
+def test_conversion_is_exact_and_rounded_once(team):
+    """Twelve-decimal amounts at an inverse rate (1/0.9, a repeating decimal): the total is the
+    exact sum rounded once, half even, not the sum of per-day roundings."""
+    _rate(dt.date(2025, 9, 1), "USD", "EUR", "0.9")
+    amounts = [Decimal("0.000000000001"), Decimal("123456789.123456789012"), Decimal("-0.1")]
+    for i, amount in enumerate(amounts):
+        TeamDailyCostFactory(
+            team=team, day=dt.date(2025, 9, 2 + i), billing_currency="EUR", amount=amount
+        )
+    # Half-pennies of 1e-12 each: per-day rounding would lose them, rounding once keeps them.
+    _rate(dt.date(2025, 9, 1), "GBP", "USD", "0.5")
+    for day in (5, 6, 7):
+        TeamDailyCostFactory(
+            team=team,
+            day=dt.date(2025, 9, day),
+            billing_currency="GBP",
+            category=Category.TAGGED,
+            amount=Decimal("0.000000000001"),
+        )
+    data = team_month(team=team, month=MONTH)
+    exact = sum((Fraction(a) / Fraction("0.9") for a in amounts), Fraction(0))
+    tagged = 3 * Fraction(1, 10**12) * Fraction(1, 2)
+    assert data.reporting.error == ""
+    assert data.reporting.total.total == money_round(exact + tagged)
+    assert data.reporting.total.by_category[Category.TAGGED] == Decimal("0.000000000002")
+    per_day = sum((money_round(Fraction(1, 10**12) * Fraction(1, 2)) for _ in range(3)), Decimal(0))
+    assert per_day == 0  # what rounding each day would have given
+    # Every figure keeps the ledger's 12 places.
+    assert data.reporting.total.total.as_tuple().exponent == -12
+
+
+# --- costs API ----------------------------------------------------------------------------
+
+
+def _expected_series(key_of, rates):
+    """Per key and day, the exact converted sum of the month's rollup rows, rounded once."""
+    sums = defaultdict(lambda: defaultdict(Fraction))
+    for r in TeamDailyCost.objects.filter(billing_period=MONTH).select_related("team"):
+        sums[key_of(r)][r.day.isoformat()] += Fraction(r.amount) * rates.get(r.billing_currency, 1)
+    return {
+        key: {day: f"{money_round(v):f}" for day, v in days.items()} for key, days in sums.items()
+    }
+
+
+def test_costs_by_team_in_reporting_currency(finance_api, scenario, eur_rate):
+    response = finance_api.get("/api/v1/costs/", {"month": "2025-09"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["month"], body["currency"], body["group_by"]) == ("2025-09", "USD", "team")
+    expected = _expected_series(
+        lambda r: r.team.slug if r.team else None, {"EUR": Fraction(EUR_USD)}
+    )
+    got = {s["key"]: {p["day"]: p["amount"] for p in s["points"]} for s in body["series"]}
+    assert got == expected
+    assert [s["key"] for s in body["series"]] == ["speech", "vision", None]
+    assert body["total"] == f"{Decimal('1500.875') + 50 * EUR_USD:.12f}"
+    assert body["native_totals"] == [
+        {"currency": "USD", "amount": "1500.875000000000"},
+        {"currency": "EUR", "amount": "50.000000000000"},
+    ]
+    vision = next(s for s in body["series"] if s["key"] == "vision")
+    assert vision["name"] == "Vision"
+    assert vision["total"] == f"{sum(Decimal(v) for v in expected['vision'].values()):f}"
+
+
+@pytest.mark.parametrize("group_by", ["provider", "category"])
+def test_costs_group_by_in_another_currency(finance_api, scenario, eur_rate, group_by):
+    response = finance_api.get(
+        "/api/v1/costs/", {"month": "2025-09", "currency": "eur", "group_by": group_by}
+    )
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert (body["currency"], body["group_by"]) == ("EUR", group_by)
+    # USD -> EUR through the inverse of the EUR -> USD rate.
+    rates = {"USD": 1 / Fraction(EUR_USD), "EUR": Fraction(1)}
+    field = "provider_name" if group_by == "provider" else "category"
+    expected = _expected_series(lambda r: getattr(r, field), rates)
+    got = {s["key"]: {p["day"]: p["amount"] for p in s["points"]} for s in body["series"]}
+    assert got == expected
+
+
+def test_costs_missing_rate_is_400_with_the_message(finance_api, scenario):
+    response = finance_api.get("/api/v1/costs/", {"month": "2025-09"})
+    assert response.status_code == 400
+    assert response.json() == {"detail": MISSING}
+
+
+@pytest.mark.parametrize(
+    "query",
+    [{}, {"month": "2025-9"}, {"month": "2025-09", "currency": "US"}, {"group_by": "x"}],
+)
+def test_costs_bad_query_is_400(finance_api, query):
+    assert finance_api.get("/api/v1/costs/", query).status_code == 400
+
+
+def test_costs_lead_sees_only_own_team(lead_api, scenario):
+    # The lead's team has USD only: no rate needed, and no EUR unowned bucket in sight.
+    body = lead_api.get("/api/v1/costs/", {"month": "2025-09"}).json()
+    assert [s["key"] for s in body["series"]] == ["vision"]
+
+
+def test_costs_query_count_is_flat(finance_api, scenario, eur_rate, django_assert_max_num_queries):
+    def get():
+        response = finance_api.get("/api/v1/costs/", {"month": "2025-09"})
+        assert response.status_code == 200, response.content
+        return response.json()
+
+    with django_assert_max_num_queries(6):
+        small = get()
+    for day in range(1, 29):
+        _rate(dt.date(2025, 9, day), "GBP", "USD", Decimal("1.3") + Decimal(day) / 1000)
+    for i in range(20):
+        other = TeamFactory(slug=f"t{i:02d}")
+        for day in range(1, 29):
+            TeamDailyCostFactory(
+                team=other, day=dt.date(2025, 9, day), billing_currency="GBP", amount=Decimal(1)
+            )
+    with django_assert_max_num_queries(6):
+        large = get()
+    assert len(large["series"]) == len(small["series"]) + 20
