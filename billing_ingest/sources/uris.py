@@ -1,11 +1,11 @@
-"""Billing export URIs (s3://, az://, gs://) turned into deliveries to import.
+"""Billing export URIs (s3://, az://, gs://, bq://) turned into deliveries to import.
 
 A *delivery* is what a cloud writes as one unit: the newest manifest of one AWS billing period,
-or the newest run of one Azure export date range. Each delivery becomes one local file (its
-parts joined, see parts.py) and so one import batch, with a source that stays the same from
-one restatement to the next: ``FORMAT:URI`` of the export (or --source). A newer delivery of
-the same month therefore replaces all of the older one's rows at once, and parts of one
-delivery never replace each other.
+the newest run of one Azure export date range, or one invoice month of a BigQuery billing export
+table. Each delivery becomes one local file (its parts joined, see parts.py) and so one import
+batch, with a source that stays the same from one restatement to the next: ``FORMAT:URI`` of
+the export (or --source). A newer delivery of the same month therefore replaces all of the older
+one's rows at once, and parts of one delivery never replace each other.
 
 Planning lists the store and reads manifests without downloading data: any refusal there
 (credentials, missing bucket or container) stops the whole import before anything changes.
@@ -21,9 +21,10 @@ from typing import Any
 from billing_ingest.sources import SourceAccessError, SourceFetchError
 from billing_ingest.sources.parts import parts_join
 
-SCHEMES = ("s3", "az", "gs")
+SCHEMES = ("s3", "az", "gs", "bq")
 AWS_FORMATS = ("aws-cur", "focus")
 AZURE_FORMATS = ("azure", "focus")
+BIGQUERY_FORMATS = ("gcp-bigquery",)
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Delivery:
 
 
 def uri_scheme(value: str) -> str | None:
-    """The scheme of a storage URI (``s3``, ``az``, ``gs``), or None for a local path."""
+    """The scheme of a storage URI (``s3``, ``az``, ``gs``, ``bq``), or None for a local path."""
     scheme, sep, _ = value.partition("://")
     return scheme.lower() if sep and scheme.lower() in SCHEMES else None
 
@@ -139,22 +140,56 @@ def _azure_deliveries(uri: str, *, format: str, source: str | None, client: Any)
     return deliveries
 
 
+def _bigquery_deliveries(
+    uri: str, *, format: str, source: str | None, client: Any
+) -> list[Delivery]:
+    from billing_ingest.sources.gcp_bigquery import (
+        bigquery_client,
+        bigquery_export_parse,
+        bigquery_export_plan,
+        bigquery_month_fetch,
+    )
+
+    _check_format(format, allowed=BIGQUERY_FORMATS, uri=uri)
+    export = bigquery_export_parse(uri)
+    client = client or bigquery_client(project=export.job_project)
+    plans = bigquery_export_plan(client=client, export=export)
+    deliveries = []
+    for plan in plans:
+
+        def fetch(folder: Path, plan: Any = plan) -> Path:
+            return bigquery_month_fetch(client=client, export=export, plan=plan, dest=folder)
+
+        deliveries.append(
+            Delivery(
+                label=f"{export.uri}?month={plan.month}",
+                # Months left out of the source: every month of the table restates its own.
+                source=source or f"{format}:{export.uri}",
+                billing_period=plan.billing_period,
+                fetch=fetch,
+            )
+        )
+    return deliveries
+
+
 def uri_deliveries(
     uri: str, *, format: str, source: str | None = None, client: Any = None
 ) -> list[Delivery]:
     """The deliveries an export URI holds now, sorted by billing period (nothing downloaded).
 
     Raises SourceAccessError when the store refuses and SourceFetchError when the URI or the
-    export's layout is unusable. ``client`` (an S3 client or an Azure ContainerClient)
-    replaces the one built from the environment."""
+    export's layout is unusable. ``client`` (an S3 client, an Azure ContainerClient or a
+    BigQuery Client) replaces the one built from the environment."""
     scheme = uri_scheme(uri)
     if scheme == "s3":
         return _s3_deliveries(uri, format=format, source=source, client=client)
     if scheme == "az":
         return _azure_deliveries(uri, format=format, source=source, client=client)
+    if scheme == "bq":
+        return _bigquery_deliveries(uri, format=format, source=source, client=client)
     if scheme == "gs":
         raise SourceFetchError(
             f"{uri}: gs:// is not supported yet; copy the export locally (gcloud storage cp -r) "
             "and pass the folder"
         )
-    raise SourceAccessError(f"{uri}: not an s3://, az:// or gs:// URI")
+    raise SourceAccessError(f"{uri}: not an s3://, az://, gs:// or bq:// URI")

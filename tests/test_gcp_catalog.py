@@ -1,0 +1,241 @@
+"""load_gcp_prices: GCP Cloud Catalog SKU prices through the real google-cloud-billing client
+(REST transport, anonymous credentials) against recorded skus.list responses served at the HTTP
+level by `responses`; the shared opencost sample is page 1 (it carries a nextPageToken), a
+recorded page 2 ends the listing. Prices are units + nanos exactly; gpu_hour_price reads them."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from decimal import Decimal
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from finops.pricing import gcp_catalog
+from finops.pricing.models import SkuPrice
+from finops.pricing.selectors import gpu_hour_price
+
+billing_v1 = pytest.importorskip("google.cloud.billing_v1")
+responses = pytest.importorskip("responses")
+from google.auth.credentials import AnonymousCredentials  # noqa: E402
+
+pytestmark = pytest.mark.django_db
+
+SAMPLE = "gcp/cloud_catalog_skus_a100_opencost.json"
+SERVICE = "6F81-5844-456A"
+LIST_URL = f"https://cloudbilling.googleapis.com/v1/services/{SERVICE}/skus"
+
+
+def recorded_sku(sku_id: str, description: str, usage_type: str, units: str, nanos: int) -> dict:
+    """A skus.list entry in the API's JSON shape."""
+    return {
+        "name": f"services/{SERVICE}/skus/{sku_id}",
+        "skuId": sku_id,
+        "description": description,
+        "category": {
+            "serviceDisplayName": "Compute Engine",
+            "resourceFamily": "Compute",
+            "resourceGroup": "GPU",
+            "usageType": usage_type,
+        },
+        "serviceRegions": ["us-central1"],
+        "pricingInfo": [
+            {
+                "summary": "",
+                "pricingExpression": {
+                    "usageUnit": "h",
+                    "displayQuantity": 1,
+                    "tieredRates": [
+                        {
+                            "startUsageAmount": 0,
+                            "unitPrice": {"currencyCode": "USD", "units": units, "nanos": nanos},
+                        }
+                    ],
+                    "usageUnitDescription": "hour",
+                    "baseUnit": "s",
+                    "baseUnitDescription": "second",
+                    "baseUnitConversionFactor": 3600,
+                },
+                "currencyConversionRate": 1,
+                "effectiveTime": "2024-09-01T08:00:00.123456Z",
+            }
+        ],
+        "serviceProviderName": "Google",
+        "geoTaxonomy": {"type": "REGIONAL", "regions": ["us-central1"]},
+    }
+
+
+PAGE_2 = {
+    "skus": [
+        recorded_sku(
+            "A1B2-PREE-0001",
+            "Nvidia Tesla A100 GPU attached to Spot Preemptible VMs running in Iowa",
+            "Preemptible",
+            "1",
+            100_000_001,
+        ),
+        recorded_sku(
+            "A1B2-CUD1-0001",
+            "Commitment v1: Nvidia Tesla A100 80GB GPU in Iowa for 1 Year",
+            "Commit1Yr",
+            "2",
+            999_999_999,
+        ),
+    ],
+    "nextPageToken": "",
+}
+
+
+@pytest.fixture
+def sample(samples_dir):
+    path = samples_dir / SAMPLE
+    if not path.is_file():
+        pytest.skip(f"{SAMPLE} is absent")
+    return path
+
+
+def expected_prices(documents: list[dict]) -> dict[str, tuple[Decimal, str]]:
+    """sku id -> (units + nanos / 10^9, currency), computed from the recorded JSON."""
+    out = {}
+    for document in documents:
+        for sku in document["skus"]:
+            (info,) = sku["pricingInfo"]
+            (rate,) = info["pricingExpression"]["tieredRates"]
+            price = rate["unitPrice"]
+            exact = Decimal(price["units"]) + Decimal(price["nanos"]) / Decimal(10**9)
+            out[sku["skuId"]] = (exact, price["currencyCode"])
+    return out
+
+
+@pytest.fixture
+def catalog(sample, monkeypatch):
+    """The real client on its REST transport; page 1 is the sample, page 2 is PAGE_2."""
+    page_1 = json.loads(sample.read_text())
+    requests_seen: list[dict] = []
+
+    def list_skus(request):
+        query = parse_qs(urlsplit(request.url).query)
+        requests_seen.append(query)
+        token = query.get("pageToken", [""])[0]
+        if not token:
+            return 200, {}, json.dumps(page_1)
+        assert token == page_1["nextPageToken"]
+        return 200, {}, json.dumps(PAGE_2)
+
+    with responses.RequestsMock() as mock:
+        mock.add_callback("GET", re.compile(re.escape(LIST_URL)), callback=list_skus)
+        monkeypatch.setattr(
+            gcp_catalog,
+            "catalog_client",
+            lambda: billing_v1.CloudCatalogClient(
+                transport="rest",
+                credentials=AnonymousCredentials(),
+                client_options={"api_endpoint": "https://cloudbilling.googleapis.com"},
+            ),
+        )
+        yield page_1, requests_seen
+
+
+def load(*args: str) -> str:
+    out = io.StringIO()
+    call_command("load_gcp_prices", *args, stdout=out)
+    return out.getvalue()
+
+
+def stored() -> dict[str, tuple[Decimal, str]]:
+    return {p.sku_id: (p.unit_price, p.currency) for p in SkuPrice.objects.all()}
+
+
+def test_api_prices_are_units_plus_nanos_exactly_across_pages(catalog):
+    page_1, requests_seen = catalog
+
+    load()
+
+    assert [q.get("pageToken") for q in requests_seen] == [None, [page_1["nextPageToken"]]]
+    assert stored() == expected_prices([page_1, PAGE_2])
+    a100 = SkuPrice.objects.get(sku_id="039F-D0DA-4055")
+    assert (a100.unit_price, a100.currency, a100.usage_unit) == (Decimal("2.933908"), "USD", "h")
+    assert (a100.resource_group, a100.usage_type, a100.gpu_model) == ("GPU", "OnDemand", "A100")
+    assert a100.regions == ["us-central1", "us-east1", "us-west1"]
+    assert a100.service_id == SERVICE
+    assert a100.effective_time.isoformat() == "2023-03-24T10:52:50.681000+00:00"
+    # Nine decimals survive the database (nanos of 999999999 would be lost in a float).
+    commit = SkuPrice.objects.get(sku_id="A1B2-CUD1-0001")
+    assert commit.unit_price == Decimal("2.999999999")
+    assert (commit.usage_type, commit.gpu_model) == ("Commit1Yr", "A100-80GB")
+
+
+def test_a_saved_response_loads_offline_with_the_same_prices(sample):
+    with responses.RequestsMock():  # any network call would fail the test
+        load("--from-file", str(sample))
+
+    assert stored() == expected_prices([json.loads(sample.read_text())])
+
+
+def test_loading_again_updates_in_place(sample):
+    load("--from-file", str(sample))
+    first = {p.sku_id: p.fetched_at for p in SkuPrice.objects.all()}
+    load("--from-file", str(sample))
+
+    again = {p.sku_id: p.fetched_at for p in SkuPrice.objects.all()}
+    assert again.keys() == first.keys()
+    assert all(again[sku] >= first[sku] for sku in first)
+
+
+def test_gpu_hour_price_by_model_sku_usage_type_and_region(catalog):
+    load()
+
+    on_demand = gpu_hour_price(
+        provider="gcp", gpu_model="a100", usage_type="OnDemand", region="us-east1"
+    )
+    assert on_demand is not None and on_demand.sku_id == "039F-D0DA-4055"
+    # us-central1 has the multi-regional on-demand SKU and a regional preemptible one.
+    spot = gpu_hour_price(
+        provider="gcp", gpu_model="A100", usage_type="Preemptible", region="us-central1"
+    )
+    assert spot is not None and spot.unit_price == Decimal("1.100000001")
+    by_sku = gpu_hour_price(
+        provider="gcp", sku="A1B2-CUD1-0001", usage_type="Commit1Yr", region="us-central1"
+    )
+    assert by_sku is not None and by_sku.gpu_model == "A100-80GB"
+    assert (
+        gpu_hour_price(
+            provider="gcp", gpu_model="A100", usage_type="OnDemand", region="europe-west4"
+        )
+        is None
+    )
+    with pytest.raises(ValueError):
+        gpu_hour_price(provider="gcp", usage_type="OnDemand", region="us-east1")
+
+
+def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(monkeypatch):
+    denied = {
+        "error": {
+            "code": 403,
+            "message": "Cloud Billing API has not been used in project 123 or it is disabled.",
+            "status": "PERMISSION_DENIED",
+        }
+    }
+    with responses.RequestsMock() as mock:
+        mock.add("GET", re.compile(re.escape(LIST_URL)), json=denied, status=403)
+        monkeypatch.setattr(
+            gcp_catalog,
+            "catalog_client",
+            lambda: billing_v1.CloudCatalogClient(
+                transport="rest", credentials=AnonymousCredentials()
+            ),
+        )
+        with pytest.raises(CommandError, match=r"403 .*Cloud Billing API has not been used"):
+            load()
+    assert not SkuPrice.objects.exists()
+
+
+def test_an_unreadable_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "skus.json"
+    path.write_text("{not json")
+    with pytest.raises(CommandError, match=r"not a Cloud Catalog skus\.list response"):
+        load("--from-file", str(path))
