@@ -172,3 +172,39 @@ def test_wrong_password_stays_on_login(browser, live_server, db):
     browser.find_element(By.ID, "login-submit").click()
     _wait_for_text(browser, "did not match")
     assert "/accounts/login/" in browser.current_url
+
+
+def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
+    browser, live_server, scenario, finance_user, tmp_path
+):
+    import datetime as dt
+
+    from selenium.webdriver.common.by import By
+
+    from billing_ingest.models import ImportBatch
+    from finops.inference.models import InferenceUsage
+    from finops.inference.services import endpoint_costs_rebuild, unit_cost
+    from finops.web.templatetags.finops_tags import unit_money
+    from tests.factories import AllocatedCostFactory, ImportBatchFactory, JobRecordFactory
+
+    pod = JobRecordFactory(job_id="serving/chat-0", namespace="serving", endpoint="llm-chat")
+    AllocatedCostFactory(job=pod, team=scenario.team, amount=Decimal("45.5"), node="gpu-node-01")
+    start = dt.datetime(2025, 9, 3, 10, tzinfo=dt.UTC)
+    InferenceUsage.objects.create(
+        batch=ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv"),
+        cluster="k8s-1", endpoint="llm-chat", window_start=start,
+        window_end=start + dt.timedelta(hours=1), requests=7000, prompt_tokens=10,
+        generation_tokens=5,
+    )  # fmt: skip
+    endpoint_costs_rebuild(month=scenario.month)
+
+    driver = browser
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    driver.find_element(By.LINK_TEXT, "Endpoints").click()
+    _wait_for_text(driver, "Inference endpoints · September 2025")
+    row = driver.find_element(By.CSS_SELECTOR, '[data-testid="endpoint-llm-chat-USD"]')
+    assert "llm-chat" in row.text and "Vision" in row.text
+    cell = row.find_element(By.CSS_SELECTOR, '[data-testid="per-1k-requests"]').text
+    assert cell == unit_money(unit_cost(Decimal("45.5"), 7000, 1000))  # 6.5000
+    assert "$/1k requests" in _body(driver)
+    driver.save_screenshot(str(tmp_path / "endpoints.png"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
@@ -187,3 +189,37 @@ class CostSeriesReportSerializer(serializers.Serializer[CostSeriesReport]):
 
     def get_month(self, obj: CostSeriesReport) -> str:
         return obj.month.strftime("%Y-%m")
+
+
+IDLE_SHARE_PLACES = 6
+
+
+class EndpointsQuerySerializer(MonthQuerySerializer):
+    team = serializers.SlugField(required=False, help_text="Only this team's endpoints.")
+
+
+class EndpointMonthSerializer(serializers.Serializer[Any]):
+    """One endpoint's month in one billing currency (finops.inference EndpointMonth + owner)."""
+
+    endpoint = serializers.CharField()
+    team = serializers.CharField(allow_null=True, help_text="Owner team slug (null: no team).")
+    month = serializers.CharField()
+    currency = serializers.CharField()
+    cost = money(help_text="Ledger cost of the endpoint's pods in the month.")
+    gpu_hours = serializers.DecimalField(
+        max_digits=None, decimal_places=GPU_HOUR_PLACES, coerce_to_string=True, read_only=True
+    )
+    requests = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    cost_per_1k_requests = money(allow_null=True, help_text="Month cost x 1000 / requests.")
+    cost_per_1m_tokens = money(allow_null=True, help_text="Month cost x 10^6 / tokens.")
+    idle_share = serializers.DecimalField(
+        max_digits=None,
+        decimal_places=IDLE_SHARE_PLACES,
+        coerce_to_string=True,
+        read_only=True,
+        allow_null=True,
+        help_text="Idle part of the serving nodes' cost (0..1).",
+    )
+    node_cost = money()
+    node_idle_cost = money()

@@ -13,10 +13,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing_ingest.models import ImportBatch
-from finops.api.filters import RunCostFilterSet, month_parse
+from finops.api.filters import RunCostFilterSet, month_format, month_parse
 from finops.api.serializers import (
     CostSeriesReportSerializer,
     CostsQuerySerializer,
+    EndpointMonthSerializer,
+    EndpointsQuerySerializer,
     ImportBatchSerializer,
     MonthQuerySerializer,
     ReconciliationSerializer,
@@ -25,14 +27,16 @@ from finops.api.serializers import (
 )
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import (
+    SECONDS_PER_HOUR,
     cost_series,
     reconciliation_for_month,
     run_cost_list_visible,
 )
 from finops.currency.selectors import FxRateMissing
+from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
-from finops.org.selectors import team_list_visible
+from finops.org.selectors import endpoint_owners_visible, team_list_visible
 
 
 class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
@@ -114,3 +118,44 @@ class ImportBatchViewSet(viewsets.ReadOnlyModelViewSet[ImportBatch]):
     permission_classes = [IsAuthenticated, IsFinance]
     queryset = ImportBatch.objects.order_by("-created_at", "-id")
     filterset_fields = ["kind", "status", "source"]
+
+
+class EndpointsView(APIView):
+    """Inference endpoints of a month, one row per endpoint and billing currency: cost, usage,
+    unit costs and idle share. Endpoints of the teams the caller may see (an endpoint belongs to
+    the team of its ledger rows); those of no team for finance only."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
+            OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
+        ],
+        responses=EndpointMonthSerializer(many=True),
+    )
+    def get(self, request: Request) -> Response:
+        query = EndpointsQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month = month_parse(query.validated_data["month"])
+        owners = endpoint_owners_visible(
+            user=request.user, month=month, team_slug=query.validated_data.get("team")
+        )
+        rows = [
+            {
+                "endpoint": t.endpoint,
+                "team": owners[t.endpoint].slug,
+                "month": month_format(month),
+                "currency": t.currency,
+                "cost": t.cost,
+                "gpu_hours": t.gpu_seconds / SECONDS_PER_HOUR,
+                "requests": t.requests,
+                "tokens": t.tokens,
+                "cost_per_1k_requests": t.cost_per_1k_requests,
+                "cost_per_1m_tokens": t.cost_per_1m_tokens,
+                "idle_share": t.idle_share,
+                "node_cost": t.node_cost,
+                "node_idle_cost": t.node_idle_cost,
+            }
+            for t in endpoint_month_totals(month=month)
+            if t.endpoint in owners
+        ]
+        return Response(EndpointMonthSerializer(rows, many=True).data)

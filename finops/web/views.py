@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
@@ -14,8 +16,11 @@ from django.utils import timezone
 from billing_ingest.models import ImportBatch
 from finops.api.filters import RunCostFilterSet, month_format, month_parse
 from finops.attribution import selectors
+from finops.inference import selectors as inference_selectors
+from finops.inference.models import EndpointCost
+from finops.inference.selectors import EndpointMonth
 from finops.org.permissions import user_is_finance
-from finops.org.selectors import team_list_visible
+from finops.org.selectors import endpoint_owners_visible, team_list_visible
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -105,3 +110,69 @@ def import_batches(request: HttpRequest) -> HttpResponse:
     paginator = Paginator(ImportBatch.objects.order_by("-created_at", "-id"), 50)
     page = paginator.get_page(request.GET.get("page"))
     return render(request, "web/imports.html", {"page": page})
+
+
+@login_required
+def endpoints(request: HttpRequest) -> HttpResponse:
+    """Inference endpoints of the month the viewer may see (an endpoint belongs to the team of
+    its ledger rows: org.selectors.endpoint_owners); ?team=slug narrows to one team. Finance also
+    sees endpoint-days with usage but no cost, which no $/request can be computed for."""
+    month, months = _resolve_month(request)
+    team_slug = request.GET.get("team", "").strip() or None
+    owners = endpoint_owners_visible(user=request.user, month=month, team_slug=team_slug)
+    rows = [
+        (total, owners[total.endpoint])
+        for total in inference_selectors.endpoint_month_totals(month=month)
+        if total.endpoint in owners
+    ]
+    finance = user_is_finance(request.user)
+    context = {
+        "month": month,
+        "months": months,
+        "rows": rows,
+        "team_slug": team_slug,
+        "uncosted": _uncosted(month) if finance else [],
+    }
+    return render(request, "web/endpoints.html", context)
+
+
+def _uncosted(month: date) -> list[tuple[str, list[date]]]:
+    """usage_without_cost grouped per endpoint: (endpoint, days)."""
+    days: dict[str, list[date]] = {}
+    for day, endpoint in inference_selectors.usage_without_cost(month=month):
+        days.setdefault(endpoint, []).append(day)
+    return sorted(days.items())
+
+
+@login_required
+def endpoint_detail(request: HttpRequest, name: str) -> HttpResponse:
+    month, months = _resolve_month(request)
+    owner = endpoint_owners_visible(user=request.user, month=month).get(name)
+    if owner is None:
+        # Unknown, not in this month, or another team's: all look the same.
+        raise Http404("No such endpoint in this month.")
+    days = list(
+        inference_selectors.endpoint_costs(month=month, endpoint=name).order_by(
+            "day", "billing_currency"
+        )
+    )
+    context = {
+        "month": month,
+        "months": months,
+        "endpoint": name,
+        "owner": owner,
+        "days": days,
+        "totals": _endpoint_totals(name, days),
+    }
+    return render(request, "web/endpoint.html", context)
+
+
+def _endpoint_totals(name: str, days: list[EndpointCost]) -> list[EndpointMonth]:
+    """The month per currency from the day rows already read (as endpoint_month_totals)."""
+    sums: dict[str, list[Any]] = {}
+    for row in days:
+        acc = sums.setdefault(row.billing_currency, [Decimal(0), Decimal(0), 0, 0, 0, 0])
+        for i, value in enumerate((row.cost, row.gpu_seconds, row.requests, row.tokens,
+                                   row.node_cost, row.node_idle_cost)):  # fmt: skip
+            acc[i] += value
+    return [EndpointMonth(name, currency, *values) for currency, values in sorted(sums.items())]

@@ -56,3 +56,24 @@ def is_finance(user: Any) -> bool:
     from finops.org.permissions import user_is_finance
 
     return user_is_finance(user)
+
+
+UNIT_QUANTUM = Decimal("0.0001")
+
+
+@register.filter
+def unit_money(value: Any) -> str:
+    """A unit cost ($/1k requests, $/1M tokens): four places, since these are often cents or
+    less. Display only; the API keeps every stored place."""
+    if value is None or value == "":
+        return "\u2013"
+    amount = Decimal(value).quantize(UNIT_QUANTUM, rounding=ROUND_HALF_UP)
+    return f"{abs(amount) if amount == 0 else amount:,.4f}"
+
+
+@register.filter
+def percent(value: Any) -> str:
+    """A share (0..1) as a percentage with one decimal: 0.1234 -> '12.3 %'."""
+    if value is None or value == "":
+        return "\u2013"
+    return f"{(Decimal(value) * 100).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)} %"

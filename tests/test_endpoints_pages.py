@@ -1,0 +1,312 @@
+"""Endpoints page, endpoint detail and /api/v1/endpoints/: figures, team visibility, query counts.
+
+The month is built from ledger rows of labelled pods and usage rows, and EndpointCost is written
+by the real rollup (endpoint_costs_rebuild); expectations are recomputed from those inputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import ROUND_HALF_EVEN, Decimal
+
+import pytest
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from billing_ingest.models import ImportBatch
+from finops.attribution.models import Category
+from finops.inference.models import InferenceUsage
+from finops.inference.services import endpoint_costs_rebuild
+from finops.org.models import Profile, Team
+from finops.web.templatetags.finops_tags import money, percent, unit_money
+from tests.factories import (
+    MONTH,
+    AllocatedCostFactory,
+    ImportBatchFactory,
+    JobRecordFactory,
+    UserFactory,
+)
+
+UTC = dt.UTC
+DAY1 = dt.date(2025, 9, 3)
+DAY2 = dt.date(2025, 9, 4)
+Q12 = Decimal("1e-12")
+
+
+def _pod(name: str, endpoint: str, node: str = "gpu-node-01"):
+    return JobRecordFactory(
+        job_id=f"serving/{name}",
+        namespace="serving",
+        endpoint=endpoint,
+        nodes=[node],
+        run_id="",
+    )
+
+
+def _ledger(job, team, day, amount, node="gpu-node-01", category=Category.INFERENCE):
+    return AllocatedCostFactory(
+        job=job, team=team, day=day, amount=Decimal(amount), node=node, category=category
+    )
+
+
+def _usage(batch, endpoint, day, hour, requests, prompt, generation):
+    start = dt.datetime.combine(day, dt.time(hour), UTC)
+    return InferenceUsage.objects.create(
+        batch=batch,
+        cluster="k8s-1",
+        endpoint=endpoint,
+        window_start=start,
+        window_end=start + dt.timedelta(hours=1),
+        requests=requests,
+        prompt_tokens=prompt,
+        generation_tokens=generation,
+    )
+
+
+@pytest.fixture
+def month_data(team, other_team):
+    """llm-chat: two Vision pods (and a smaller Speech pod) on gpu-node-01, which also has idle;
+    asr-api: one Speech pod on gpu-node-02; ghost: usage but no pods (no cost)."""
+    chat_a = _pod("chat-a", "llm-chat")
+    chat_b = _pod("chat-b", "llm-chat")
+    chat_s = _pod("chat-s", "llm-chat")
+    asr = _pod("asr", "asr-api", node="gpu-node-02")
+    _ledger(chat_a, team, DAY1, "300.125")
+    _ledger(chat_b, team, DAY2, "200.000000000007")
+    _ledger(chat_s, other_team, DAY1, "50")
+    _ledger(None, team, DAY1, "49.875", category=Category.IDLE)  # node idle, no job
+    _ledger(asr, other_team, DAY1, "100", node="gpu-node-02")
+    batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-1")
+    _usage(batch, "llm-chat", DAY1, 10, 1500, 200_000, 100_000)
+    _usage(batch, "llm-chat", DAY2, 10, 1700, 300_000, 50_000)
+    _usage(batch, "asr-api", DAY1, 9, 400, 0, 0)
+    _usage(batch, "ghost", DAY2, 11, 10, 5, 5)
+    endpoint_costs_rebuild(month=MONTH)
+    return {
+        "chat_cost": Decimal("550.125000000007"),
+        "chat_requests": 3200,
+        "chat_tokens": 650_000,
+        # gpu-node-01 on DAY1: 300.125 + 50 + 49.875 idle; DAY2: 200.000000000007, no idle.
+        "chat_idle_share": Decimal("49.875") / Decimal("600.000000000007"),
+        "asr_cost": Decimal("100"),
+        "asr_requests": 400,
+    }
+
+
+@pytest.fixture
+def finance_client(client, finance_user):
+    client.force_login(finance_user)
+    return client
+
+
+@pytest.fixture
+def lead_client(client, lead_user):
+    client.force_login(lead_user)
+    return client
+
+
+@pytest.fixture
+def speech_lead(other_team):
+    profile = Profile.objects.create(user=UserFactory(), role=Profile.Role.TEAM_LEAD)
+    profile.teams.add(other_team)
+    return profile.user
+
+
+def _text(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return re.sub(r"\s+", " ", response.content.decode())
+
+
+def _per(cost: Decimal, units: int, per: int) -> Decimal:
+    return (cost * per / units).quantize(Q12, rounding=ROUND_HALF_EVEN)
+
+
+def _row(html: str, endpoint: str) -> str:
+    match = re.search(rf'<tr data-testid="endpoint-{endpoint}-USD">(.*?)</tr>', html)
+    assert match, f"no row for {endpoint}"
+    return match.group(1)
+
+
+# --- page -----------------------------------------------------------------------------------
+
+
+def test_finance_sees_every_endpoint_with_unit_costs(finance_client, month_data):
+    html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
+    chat = _row(html, "llm-chat")
+    d = month_data
+    assert money(d["chat_cost"]) in chat
+    assert ">3200<" in chat and ">650000<" in chat
+    assert unit_money(_per(d["chat_cost"], d["chat_requests"], 1000)) in chat  # 171.9141
+    assert unit_money(_per(d["chat_cost"], d["chat_tokens"], 1_000_000)) in chat
+    assert percent(d["chat_idle_share"]) in chat  # 8.3 %
+    assert ">Vision</a>" in chat  # the team with most of its cost
+    asr = _row(html, "asr-api")
+    assert money(d["asr_cost"]) in asr
+    assert unit_money(_per(d["asr_cost"], d["asr_requests"], 1000)) in asr  # 250.0000
+    assert ">Speech</a>" in asr
+
+
+def test_finance_sees_usage_without_cost_warning(finance_client, month_data):
+    html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
+    box = re.search(r'data-testid="usage-without-cost">(.*?)</div>', html)
+    assert box
+    assert "<code>ghost</code>: 1 day (4 Sep)" in box.group(1)
+    assert "llm-chat" not in box.group(1)
+
+
+def test_lead_sees_only_own_teams_endpoints(lead_client, month_data):
+    html = _text(lead_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
+    assert 'data-testid="endpoint-llm-chat-USD"' in html
+    assert "asr-api" not in html
+    # The warning names endpoints of every team: finance only.
+    assert "usage-without-cost" not in html and "ghost" not in html
+
+
+def test_minority_team_does_not_see_shared_endpoint(client, speech_lead, month_data):
+    # Speech has a pod behind llm-chat, but Vision owns most of its cost: it is Vision's.
+    client.force_login(speech_lead)
+    html = _text(client.get(reverse("web:endpoints"), {"month": "2025-09"}))
+    assert 'data-testid="endpoint-asr-api-USD"' in html
+    assert "llm-chat" not in html
+    response = client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
+    assert response.status_code == 404
+
+
+def test_team_filter_on_page(finance_client, month_data):
+    html = _text(
+        finance_client.get(reverse("web:endpoints"), {"month": "2025-09", "team": "speech"})
+    )
+    assert "asr-api" in html and "endpoint-llm-chat" not in html
+
+
+def test_detail_has_daily_rows(finance_client, month_data):
+    html = _text(
+        finance_client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
+    )
+    table = re.search(r'data-testid="endpoint-days">(.*?)</table>', html).group(1)
+    assert table.count("<tr>") == 3  # header + two days
+    assert "Wed 3 Sep" in table and "Thu 4 Sep" in table
+    day1_cost = Decimal("350.125")
+    assert money(day1_cost) in table
+    assert unit_money(_per(day1_cost, 1500, 1000)) in table
+    assert f'data-testid="endpoint-cost-USD">{money(month_data["chat_cost"])}<' in html
+
+
+def test_lead_cannot_open_other_teams_endpoint(lead_client, month_data):
+    response = lead_client.get(reverse("web:endpoint", args=["asr-api"]), {"month": "2025-09"})
+    assert response.status_code == 404
+    ok = lead_client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
+    assert ok.status_code == 200
+
+
+def test_nav_and_team_page_link_to_endpoints(lead_client, month_data, team):
+    html = _text(lead_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
+    assert f'href="{reverse("web:endpoints")}?month=2025-09"' in html  # nav
+    assert f'href="{reverse("web:endpoints")}?month=2025-09&amp;team={team.slug}"' in html
+
+
+@pytest.mark.parametrize(
+    "url", [reverse("web:endpoints"), reverse("web:endpoint", args=["llm-chat"])]
+)
+def test_pages_require_login(client, month_data, url):
+    response = client.get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("login"))
+
+
+def _more_endpoints(team: Team, n: int) -> None:
+    batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-2")
+    for i in range(n):
+        pod = _pod(f"extra-{i}", f"extra-{i}", node=f"gpu-node-x{i}")
+        _ledger(pod, team, DAY1, "10", node=f"gpu-node-x{i}")
+        _usage(batch, f"extra-{i}", DAY1, 8, 100, 1000, 1000)
+        _usage(batch, f"nocost-{i}", DAY2, 8, 1, 1, 1)
+    endpoint_costs_rebuild(month=MONTH)
+
+
+def test_page_query_count_is_flat(finance_client, month_data, team, django_assert_max_num_queries):
+    _more_endpoints(team, 25)
+    with django_assert_max_num_queries(9):
+        html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
+    assert html.count('data-testid="endpoint-') == 27
+    with django_assert_max_num_queries(7):
+        _text(finance_client.get(reverse("web:endpoint", args=["extra-3"]), {"month": "2025-09"}))
+
+
+# --- API ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def finance_api(finance_user) -> APIClient:
+    api = APIClient()
+    api.force_authenticate(finance_user)
+    return api
+
+
+@pytest.fixture
+def lead_api(lead_user) -> APIClient:
+    api = APIClient()
+    api.force_authenticate(lead_user)
+    return api
+
+
+def _api_rows(response):
+    assert response.status_code == 200, response.content
+    return {row["endpoint"]: row for row in response.json()}
+
+
+def test_api_fields_as_decimal_strings(finance_api, month_data):
+    rows = _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-09"}))
+    assert set(rows) == {"llm-chat", "asr-api"}
+    chat = rows["llm-chat"]
+    d = month_data
+    assert (chat["team"], chat["month"], chat["currency"]) == ("vision", "2025-09", "USD")
+    assert chat["cost"] == "550.125000000007"  # every stored place
+    assert (chat["requests"], chat["tokens"]) == (3200, 650_000)
+    for key in ("cost", "cost_per_1k_requests", "cost_per_1m_tokens", "idle_share", "gpu_hours"):
+        assert isinstance(chat[key], str), key
+    assert Decimal(chat["cost_per_1k_requests"]) == _per(d["chat_cost"], 3200, 1000)
+    assert Decimal(chat["cost_per_1m_tokens"]) == _per(d["chat_cost"], 650_000, 1_000_000)
+    assert Decimal(chat["idle_share"]) == d["chat_idle_share"].quantize(Decimal("1e-6"))
+    assert Decimal(chat["node_idle_cost"]) == Decimal("49.875")
+    assert rows["asr-api"]["team"] == "speech"
+
+
+def test_api_team_filter_and_lead_visibility(finance_api, lead_api, month_data):
+    speech = _api_rows(
+        finance_api.get("/api/v1/endpoints/", {"month": "2025-09", "team": "speech"})
+    )
+    assert set(speech) == {"asr-api"}
+    assert set(_api_rows(lead_api.get("/api/v1/endpoints/", {"month": "2025-09"}))) == {"llm-chat"}
+    # Another team's endpoints: an empty list, not an error that confirms they exist.
+    other = lead_api.get("/api/v1/endpoints/", {"month": "2025-09", "team": "speech"})
+    assert _api_rows(other) == {}
+
+
+def test_api_requires_login_and_month(finance_api, month_data):
+    assert APIClient().get("/api/v1/endpoints/", {"month": "2025-09"}).status_code in (401, 403)
+    assert finance_api.get("/api/v1/endpoints/").status_code == 400
+    assert finance_api.get("/api/v1/endpoints/", {"month": "2025-13"}).status_code == 400
+    assert _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-08"})) == {}
+
+
+def test_api_query_count_is_flat(finance_api, month_data, team, django_assert_max_num_queries):
+    _more_endpoints(team, 25)
+    with django_assert_max_num_queries(3):
+        rows = _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-09"}))
+    assert len(rows) == 27
+
+
+# --- admin ----------------------------------------------------------------------------------
+
+
+def test_admin_lists_usage_and_costs_read_only(client, month_data):
+    from django.contrib.auth.models import User
+
+    client.force_login(User.objects.create_superuser("root", "r@example.com", "pw-root-123"))
+    for model in ("inferenceusage", "endpointcost"):
+        response = client.get(reverse(f"admin:inference_{model}_changelist"))
+        assert response.status_code == 200
+        assert "llm-chat" in response.content.decode()
+        assert client.get(reverse(f"admin:inference_{model}_add")).status_code == 403
