@@ -269,3 +269,66 @@ class CoreWeaveRate(models.Model):
                 f"overlaps another {self.instance_type} {self.pricing_category} "
                 f"{self.currency} rate: {clash}"
             )
+
+
+class KubernetesSource(models.Model):
+    """How to reach a Kubernetes cluster's API to snapshot its pods (scheduled every 15 minutes).
+
+    Exactly one way to connect: the worker's in-cluster service account, a kubeconfig file path
+    on the worker, or the name of an environment variable holding that path. Never a credential:
+    tokens and keys stay in the kubeconfig or the mounted service account, outside the database.
+    """
+
+    cluster = models.OneToOneField(
+        Cluster, on_delete=models.CASCADE, related_name="kubernetes_source"
+    )
+    in_cluster = models.BooleanField(
+        default=False, help_text="use the service account of the pod the worker runs in"
+    )
+    kubeconfig_path = models.CharField(
+        max_length=1000, blank=True, help_text="kubeconfig file on the worker"
+    )
+    kubeconfig_env = models.CharField(
+        max_length=200, blank=True, help_text="environment variable naming the kubeconfig file"
+    )
+    context = models.CharField(
+        max_length=253, blank=True, help_text="kubeconfig context (empty: its current-context)"
+    )
+    # Pods per list request: large lists are paged (limit + continue) so no single response
+    # holds a whole 100k-pod cluster.
+    page_size = models.PositiveIntegerField(default=500)
+    enabled = models.BooleanField(default=True, help_text="fetched by the 15-minute schedule")
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(
+                    models.Q(in_cluster=True, kubeconfig_path="", kubeconfig_env="")
+                    | (
+                        models.Q(in_cluster=False, kubeconfig_env="")
+                        & ~models.Q(kubeconfig_path="")
+                    )
+                    | (
+                        models.Q(in_cluster=False, kubeconfig_path="")
+                        & ~models.Q(kubeconfig_env="")
+                    )
+                ),
+                name="kubernetes_source_one_connection",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(page_size__gte=1), name="kubernetes_source_page_size_positive"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster.name}: {self.connection_label()}"
+
+    def connection_label(self) -> str:
+        """How it connects, for messages and the import history (never a secret)."""
+        if self.in_cluster:
+            label = "in-cluster service account"
+        elif self.kubeconfig_env:
+            label = f"kubeconfig from ${self.kubeconfig_env}"
+        else:
+            label = f"kubeconfig {self.kubeconfig_path}"
+        return f"{label}, context {self.context}" if self.context else label

@@ -26,4 +26,16 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute=30, hour=3),
         "options": {"expires": 6 * 3600},
     },
+    # The Kubernetes API only shows pods that still exist: a finished pod is deleted (by its Job's
+    # TTL, a CronJob's history limit, or the pod garbage collector) soon after it ends, and its
+    # end time goes with it. Snapshotting every 15 minutes catches pods in their final state, so
+    # the running record from the last snapshot is closed with the real end time. One dispatcher
+    # fans out a fetch per cluster with an API connection; it expires before the next run, and
+    # each fetch's time limit is shorter than the period, so scheduled snapshots of a cluster
+    # do not overlap (an older one imported last would reopen a finished pod).
+    "fetch-kubernetes-pods-every-15-minutes": {
+        "task": "billing_ingest.tasks.kubernetes.fetch_kubernetes_pods_all",
+        "schedule": crontab(minute="*/15"),
+        "options": {"expires": 10 * 60},
+    },
 }
