@@ -153,6 +153,17 @@ def test_overlapping_dump_updates_a_running_job(tmp_path: Path) -> None:
         assert after[job_id].end == before[job_id].end
 
 
+def test_an_older_dump_imported_later_does_not_reopen_a_finished_job(tmp_path: Path) -> None:
+    ingest(write(tmp_path / "day1.txt", FIRST_DUMP), "--cluster", "hpc1")
+    finished = [HEADER, f"1004|1004|notebook|vision|carol|interactive|TIMEOUT|"
+                f"2024-09-03T15:00:00|2024-09-03T23:00:00|{TRES_8}|gpu-004||"]  # fmt: skip
+    ingest(write(tmp_path / "day2.txt", finished), "--cluster", "hpc1")
+    # day1 again under another name (a re-sent old dump): 1004 is RUNNING there.
+    ingest(write(tmp_path / "day1-resent.txt", [*FIRST_DUMP, ""]), "--cluster", "hpc1")
+    notebook = JobRecord.objects.get(job_id="1004")
+    assert (notebook.state, notebook.end) == ("TIMEOUT", datetime(2024, 9, 3, 23, tzinfo=UTC))
+
+
 def test_same_job_id_on_another_cluster_is_another_job(tmp_path: Path) -> None:
     path = write(tmp_path / "a.txt", FIRST_DUMP)
     ingest(path, "--cluster", "east")

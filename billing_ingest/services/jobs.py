@@ -173,6 +173,16 @@ def _jobs_upsert(*, batch: ImportBatch, rows: list[dict[str, Any]]) -> None:
     # One INSERT may not touch a row twice (PostgreSQL ON CONFLICT), so within a chunk the last
     # line for a job id wins, as a later line would when written afterwards.
     latest = {row["job_id"]: row for row in rows}
+    # Jobs never un-finish: an older dump or snapshot imported after a newer one still shows a
+    # job running, and must not reopen it (its end time would be lost and it would be charged
+    # as running to the end of the period).
+    running = [job_id for job_id, row in latest.items() if row.get("end") is None]
+    if running:
+        finished = JobRecord.objects.filter(
+            cluster=batch.source, job_id__in=running, end__isnull=False
+        ).values_list("job_id", flat=True)
+        for job_id in finished:
+            del latest[job_id]
     records = [JobRecord(batch=batch, cluster=batch.source, **row) for row in latest.values()]
     JobRecord.objects.bulk_create(
         records,
