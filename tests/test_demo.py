@@ -1,5 +1,7 @@
-"""The demo generator: bills and sacct logs in the real formats, a sane schedule, and the
-end-to-end `manage.py demo` through the real ingest and attribution commands."""
+"""The demo generator: every source in its native format (AWS CUR 2.0, GCP BigQuery export,
+Azure EA amortised cost details, CoreWeave usage x contract rates, an Oracle FOCUS file, sacct,
+a Kubernetes pod list, vLLM query_range counters), a sane schedule, and the end-to-end
+`manage.py demo` through the real ingest and attribution commands."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import re
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -19,29 +22,30 @@ from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from billing_ingest.parsers import billing_parser
+from billing_ingest.parsers.kubernetes import parse_pods
 from finops.attribution.models import AllocatedCost
-from finops.demo.dataset import DemoDataset, dataset_build, dataset_write
-from finops.demo.fleet import CLOUDS, Month, Scale, build_fleet
-from finops.demo.generate_focus import FOCUS_COLUMNS
+from finops.demo.dataset import (
+    DemoDataset,
+    DemoFile,
+    Format,
+    coreweave_rates,
+    dataset_build,
+    dataset_write,
+)
+from finops.demo.fleet import CLOUDS, JobsFormat, Month, Scale, build_fleet
 from finops.demo.generate_sacct import SACCT_FIELDS, compress_hostlist
 from finops.demo.management.commands.demo import previous_month
+from finops.demo.organisation import coreweave_rates_ensure
+from finops.demo.selectors import demo_reconciliation
+from finops.inference.models import EndpointCost, InferenceUsage
+from finops.inference.parsers.prometheus import parse_prometheus
 from finops.org.models import MappingRule, Profile, Team
 
 MONTH = Month.parse("2025-10")
-# Columns the brief and DESIGN section 4 rely on, by their FOCUS names.
-REQUIRED_COLUMNS = {
-    "BillingAccountId", "BillingAccountName", "BillingCurrency", "BillingPeriodStart",
-    "BillingPeriodEnd", "ChargeCategory", "ChargeClass", "ChargeDescription", "ChargeFrequency",
-    "ChargePeriodStart", "ChargePeriodEnd", "CommitmentDiscountId", "CommitmentDiscountStatus",
-    "CommitmentDiscountType", "CommitmentDiscountCategory", "ConsumedQuantity", "ConsumedUnit",
-    "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "BilledCost", "ListCost",
-    "ListUnitPrice", "PricingCategory", "PricingQuantity", "PricingUnit", "ProviderName",
-    "ServiceProviderName", "PublisherName", "InvoiceIssuerName", "RegionId", "RegionName",
-    "ResourceId", "ResourceName", "ResourceType", "ServiceCategory", "ServiceName", "SkuId",
-    "SkuPriceId", "SubAccountId", "SubAccountName", "Tags", "x_InstanceType",
-}  # fmt: skip
-TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 SACCT_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
+SLURM_CLOUDS = [c for c in CLOUDS if c.jobs_format == JobsFormat.SLURM]
+K8S = next(c for c in CLOUDS if c.jobs_format == JobsFormat.KUBERNETES)
 
 
 @pytest.fixture(scope="module")
@@ -50,23 +54,25 @@ def small() -> DemoDataset:
 
 
 @pytest.fixture(scope="module")
-def small_files(small: DemoDataset, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("demo")
-    dataset_write(dataset=small, out=out)
-    return out / MONTH.label
+def written(small: DemoDataset, tmp_path_factory: pytest.TempPathFactory) -> list[DemoFile]:
+    return dataset_write(dataset=small, out=tmp_path_factory.mktemp("demo"))
 
 
-def _read_focus(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+@pytest.fixture(scope="module")
+def small_files(written: list[DemoFile]) -> Path:
+    return written[0].path.parents[5]  # <out>/<month>/billing/aws/<export>/data/<period>/file
+
+
+def _file(files: list[DemoFile], fmt: str) -> DemoFile:
+    (found,) = [f for f in files if f.format == fmt]
+    return found
+
+
+def _csv(path: Path) -> list[dict[str, str]]:
     raw = path.read_bytes()
-    if path.suffix == ".gz":
+    if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
-    reader = csv.DictReader(io.StringIO(raw.decode("utf-8")))
-    rows = list(reader)
-    return list(reader.fieldnames or []), rows
-
-
-def _billing_files(root: Path) -> list[Path]:
-    return sorted((root / "billing").iterdir())
+    return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
 
 
 def _exact_sum(queryset, field: str) -> Decimal:
@@ -78,105 +84,199 @@ def _job_end(job_end: int | None, month: Month) -> int:
     return month.seconds if job_end is None else job_end
 
 
-# --- billing files ---------------------------------------------------------------------------
+def _parsed_totals(
+    file: DemoFile,
+) -> tuple[int, dict[tuple[str, str, str], tuple[Decimal, Decimal]]]:
+    rows = 0
+    totals: dict[tuple[str, str, str], list[Decimal]] = defaultdict(lambda: [Decimal(0)] * 2)
+    for chunk in billing_parser(file.format)(file.path, file_label=str(file.path)):
+        for item in chunk:
+            rows += 1
+            key = (item["provider_name"], item["billing_account_id"], item["billing_currency"])
+            totals[key][0] += item["billed_cost"]
+            totals[key][1] += item["effective_cost"]
+    return rows, {k: (v[0], v[1]) for k, v in totals.items()}
 
 
-def test_one_bill_per_provider_one_gzipped(small_files: Path) -> None:
-    names = sorted(p.name for p in _billing_files(small_files))
-    assert names == ["aws.csv", "azure.csv", "coreweave.csv", "gcp.csv.gz"]
-    assert gzip.decompress((small_files / "billing" / "gcp.csv.gz").read_bytes())
+# --- billing files: layout and totals ----------------------------------------------------------
 
 
-def test_focus_files_parse_with_real_column_names_and_decimal_money(small_files: Path) -> None:
-    money_columns = ("BilledCost", "EffectiveCost", "ListCost", "ContractedCost")
-    for path in _billing_files(small_files):
-        header, rows = _read_focus(path)
-        assert header == list(FOCUS_COLUMNS)
-        assert set(header) >= REQUIRED_COLUMNS, REQUIRED_COLUMNS - set(header)
-        assert rows
-        for row in rows:
-            for column in money_columns:
-                if row[column]:
-                    assert "E" not in row[column] and "e" not in row[column]
-                    Decimal(row[column])  # parses exactly
-            for column in ("ChargePeriodStart", "ChargePeriodEnd", "BillingPeriodStart"):
-                assert TIMESTAMP.match(row[column]), row[column]
-            assert row["BillingPeriodStart"] == "2025-10-01T00:00:00Z"
-            assert row["BillingPeriodEnd"] == "2025-11-01T00:00:00Z"  # exclusive
-            assert row["ChargePeriodStart"] < row["ChargePeriodEnd"]
-            if row["Tags"]:
-                assert isinstance(json.loads(row["Tags"]), dict)
+def test_every_format_is_written_once(written: list[DemoFile], small_files: Path) -> None:
+    formats = sorted(f.format for f in written)
+    assert formats == sorted([
+        Format.AWS_CUR, Format.GCP_BIGQUERY, Format.AZURE, Format.COREWEAVE, Format.FOCUS,
+        Format.SLURM, Format.SLURM, Format.SLURM, Format.KUBERNETES, Format.PROMETHEUS,
+    ])  # fmt: skip
+    aws = _file(written, Format.AWS_CUR).path
+    assert aws.relative_to(small_files).as_posix() == (
+        "billing/aws/acme-cur2/data/BILLING_PERIOD=2025-10/acme-cur2-00001.csv.gz"
+    )
+    assert gzip.decompress(aws.read_bytes())
+    assert all(f.path.exists() and f.rows > 0 for f in written)
 
 
-def test_totals_by_provider_balance_cash_and_amortised(small_files: Path) -> None:
-    """Over a whole month every commitment fee is fully amortised onto Used/Unused rows, so each
-    provider's BilledCost total equals its EffectiveCost total."""
-    totals: dict[str, tuple[Decimal, Decimal]] = {}
-    for path in _billing_files(small_files):
-        _, rows = _read_focus(path)
-        billed = sum((Decimal(r["BilledCost"]) for r in rows), Decimal(0))
-        effective = sum((Decimal(r["EffectiveCost"]) for r in rows), Decimal(0))
-        (provider,) = {r["ProviderName"] for r in rows}
-        totals[provider] = (billed, effective)
-        assert billed == effective, provider
-        assert billed > 0
-    assert set(totals) == {"AWS", "GCP", "Azure", "CoreWeave"}
+@pytest.mark.parametrize("fmt", [Format.AWS_CUR, Format.GCP_BIGQUERY, Format.AZURE, Format.FOCUS])
+def test_native_bill_parses_to_the_generators_totals(
+    written: list[DemoFile], small: DemoDataset, fmt: str
+) -> None:
+    file = _file(written, fmt)
+    rows, totals = _parsed_totals(file)
+    assert rows == file.rows
+    assert totals == file.totals
+    # Amortised, the native file is the FOCUS bill the fleet was priced with.
+    key = {Format.AWS_CUR: "aws", Format.GCP_BIGQUERY: "gcp", Format.AZURE: "azure",
+           Format.FOCUS: "oci"}[fmt]  # fmt: skip
+    ((_, effective),) = totals.values()
+    assert effective == small.effective_by_key()[key]
 
 
-def test_commitments_follow_the_focus_amortisation_model(small_files: Path) -> None:
-    purchases: dict[str, Decimal] = {}
-    amortised: dict[str, Decimal] = defaultdict(Decimal)
-    statuses: dict[str, set[str]] = defaultdict(set)
-    for path in _billing_files(small_files):
-        for row in _read_focus(path)[1]:
-            cid = row["CommitmentDiscountId"]
-            if not cid:
-                continue
-            if row["ChargeCategory"] == "Purchase":
-                assert Decimal(row["EffectiveCost"]) == 0
-                assert row["ChargeFrequency"] == "Recurring"
-                purchases[cid] = Decimal(row["BilledCost"])
-            else:
-                assert row["ChargeCategory"] == "Usage"
-                assert row["PricingCategory"] == "Committed"
-                assert Decimal(row["BilledCost"]) == 0
-                amortised[cid] += Decimal(row["EffectiveCost"])
-                statuses[cid].add(row["CommitmentDiscountStatus"])
-                if row["CommitmentDiscountStatus"] == "Unused":
-                    assert row["ResourceId"] == cid
-    assert len(purchases) == 3  # savings plan, CUD, reservation
-    for cid, fee in purchases.items():
-        assert amortised[cid] == fee, cid
-    assert any("Unused" in s for s in statuses.values())  # the reservation's maintenance gap
+@pytest.mark.django_db
+def test_coreweave_usage_is_priced_by_the_demo_rate_card(
+    written: list[DemoFile], small: DemoDataset
+) -> None:
+    file = _file(written, Format.COREWEAVE)
+    usage = [r for r in _csv(file.path) if r["ChargeCategory"] == "Usage"]
+    assert usage and all(r["BilledCost"] == r["EffectiveCost"] == "" for r in usage)
+    coreweave_rates_ensure(
+        rates=coreweave_rates(small), first=MONTH.start.date(),
+        last=(MONTH.end - timedelta(days=1)).date(),
+    )  # fmt: skip
+    rows, totals = _parsed_totals(file)
+    assert rows == file.rows
+    assert totals == file.totals
+    ((_, effective),) = totals.values()
+    assert effective == small.effective_by_key()["coreweave"]
 
 
-def test_bill_mixes_pricing_categories_and_non_gpu_charges(small_files: Path) -> None:
-    rows = [r for p in _billing_files(small_files) for r in _read_focus(p)[1]]
-    assert {r["PricingCategory"] for r in rows} >= {"Standard", "Dynamic", "Committed"}
-    assert {r["ChargeCategory"] for r in rows} == {"Usage", "Purchase", "Tax", "Credit"}
-    credits = [Decimal(r["BilledCost"]) for r in rows if r["ChargeCategory"] == "Credit"]
-    assert credits and all(c < 0 for c in credits)
-    assert any(json.loads(r["Tags"] or "{}").get("team") == "vision" for r in rows)
-    untagged_storage = [r for r in rows if r["ServiceCategory"] == "Storage" and not r["Tags"]]
-    assert untagged_storage
-    assert any(r["ServiceCategory"] == "Networking" for r in rows)
-    assert any(r["ServiceSubcategory"] == "Support" for r in rows)
-    # Spot is priced 40-60 % below on demand.
-    for r in rows:
-        if r["PricingCategory"] == "Dynamic":
-            ratio = Decimal(r["EffectiveCost"]) / Decimal(r["ListCost"])
-            assert Decimal("0.39") <= ratio <= Decimal("0.61")
+# --- billing files: what each format looks like ------------------------------------------------
 
 
-def test_gpu_rows_name_the_nodes_the_jobs_ran_on(small: DemoDataset, small_files: Path) -> None:
-    billed_hours: dict[str, set[str]] = defaultdict(set)
-    for path in _billing_files(small_files):
-        for row in _read_focus(path)[1]:
-            if row["x_InstanceType"]:
-                billed_hours[row["ResourceName"]].add(row["ChargePeriodStart"])
-    assert set(billed_hours) == {n.hostname for n in small.nodes}
-    for node in small.nodes:
-        assert len(billed_hours[node.hostname]) == len(node.billed_hours())
+def test_cur2_has_the_line_item_types_and_columns_of_a_real_export(
+    written: list[DemoFile], small: DemoDataset
+) -> None:
+    rows = _csv(_file(written, Format.AWS_CUR).path)
+    kinds = {r["line_item_line_item_type"] for r in rows}
+    assert kinds == {
+        "Usage", "SavingsPlanCoveredUsage", "SavingsPlanNegation", "SavingsPlanRecurringFee",
+        "Fee", "Tax", "Credit",
+    }  # fmt: skip
+    covered = [r for r in rows if r["line_item_line_item_type"] == "SavingsPlanCoveredUsage"]
+    negations = [r for r in rows if r["line_item_line_item_type"] == "SavingsPlanNegation"]
+    assert len(covered) == len(negations)
+    for row in covered:
+        assert Decimal(row["savings_plan_savings_plan_effective_cost"]) < Decimal(
+            row["line_item_unblended_cost"]
+        )
+        assert row["product_instance_type"] == "p5.48xlarge"
+    spot = [r for r in rows if "SpotUsage" in r["line_item_usage_type"]]
+    assert spot and all(r["product_instance_type"] for r in spot)
+    tags = [json.loads(r["resource_tags"]) for r in rows if r["resource_tags"]]
+    assert any(t.get("user_team") == "vision" for t in tags)
+    assert any("user_name" in t for t in tags)
+    fees = [r for r in rows if r["line_item_line_item_type"] == "SavingsPlanRecurringFee"]
+    assert len(fees) == MONTH.days * 24
+    # Amortised, the hourly fees carry exactly the commitment no usage consumed.
+    unused = sum(
+        (
+            Decimal(r["savings_plan_total_commitment_to_date"])
+            - Decimal(r["savings_plan_used_commitment"])
+            for r in fees
+        ),
+        Decimal(0),
+    )
+    focus_unused = [r for r in small.bills["aws"] if r["CommitmentDiscountStatus"] == "Unused"]
+    assert unused == sum((Decimal(r["EffectiveCost"]) for r in focus_unused), Decimal(0))
+
+
+def test_bigquery_export_is_nested_jsonl_with_cud_and_spot_skus(written: list[DemoFile]) -> None:
+    path = _file(written, Format.GCP_BIGQUERY).path
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {r["invoice"]["month"] for r in records} == {"202510"}
+    skus = {r["sku"]["description"] for r in records}
+    assert any(s.startswith("Commitment v1:") for s in skus)
+    assert any("Spot Preemptible" in s for s in skus)
+    credit_types = {c["type"] for r in records for c in r["credits"]}
+    assert credit_types == {"COMMITTED_USAGE_DISCOUNT", "PROMOTION"}
+    assert all(c["amount"] < 0 for r in records for c in r["credits"])
+    nodes = [r for r in records if r["system_labels"]]
+    assert all(r["resource"]["name"].startswith("gcp-") for r in nodes)
+    assert any({"key": "team", "value": "speech"} in r["labels"] for r in records)
+
+
+def test_azure_amortised_export_has_reservations_spot_and_unused(
+    written: list[DemoFile],
+) -> None:
+    path = _file(written, Format.AZURE).path
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    rows = _csv(path)
+    assert {r["PricingModel"] for r in rows} == {"OnDemand", "Reservation", "Spot"}
+    assert {r["ChargeType"] for r in rows} == {"Usage", "UnusedReservation", "Purchase"}
+    assert re.fullmatch(r"\d\d/\d\d/2025", rows[0]["Date"])
+    vms = [r for r in rows if r["MeterCategory"] == "Virtual Machines"]
+    infos = [json.loads(r["AdditionalInfo"]) for r in vms if r["ChargeType"] == "Usage"]
+    assert any(i["ServiceType"] == "Standard_ND96isr_H100_v5" for i in infos)
+    assert all(i["VMName"].startswith("azure-") for i in infos)
+    tags = [r["Tags"] for r in rows if r["Tags"]]
+    assert any(not t.startswith("{") for t in tags) and any(t.startswith("{") for t in tags)
+
+
+# --- Kubernetes pods and counters --------------------------------------------------------------
+
+
+def test_pod_list_parses_with_mig_slices_states_and_endpoints(written: list[DemoFile]) -> None:
+    path = _file(written, Format.KUBERNETES).path
+    document = json.loads(path.read_text())
+    assert document["kind"] == "List"
+    records = [r for chunk in parse_pods(path, file_label="pods") for r in chunk]
+    assert len(records) == sum(1 for p in document["items"] if p["spec"].get("nodeName"))
+    fractions = {Fraction(r["gpu_numerator"], r["gpu_denominator"]) for r in records}
+    assert {Fraction(3, 7), Fraction(1, 7), Fraction(8)} <= fractions
+    limits = {
+        k for p in document["items"] for k in p["spec"]["containers"][0]["resources"]["limits"]
+    }
+    assert {"nvidia.com/gpu", "nvidia.com/mig-3g.40gb", "nvidia.com/mig-1g.10gb"} <= limits
+    assert {r["state"] for r in records} >= {"COMPLETED", "FAILED", "RUNNING", "PREEMPTED"}
+    assert {r["endpoint"] for r in records} >= {"llama-70b-chat", "mistral-7b-chat"}
+    assert any(r["run_id"] and r["labels"].get("finops.io/run") == r["run_id"] for r in records)
+    assert {r["namespace"] for r in records} >= {"llm", "speech", "recsys", "gpu-platform"}
+
+
+def test_pods_never_oversubscribe_a_node(small: DemoDataset) -> None:
+    events: dict[str, list[tuple[int, Fraction]]] = defaultdict(list)
+    for pod in small.pods[K8S.cluster]:
+        if pod.node and pod.start is not None:
+            end = _job_end(pod.end, MONTH)
+            events[pod.node] += [(pod.start, pod.gpus), (end, -pod.gpus)]
+    for node, changes in events.items():
+        held = Fraction(0)
+        for _, delta in sorted(changes, key=lambda c: (c[0], c[1])):
+            held += delta
+            assert 0 <= held <= 8, node
+
+
+def test_counters_parse_to_the_generated_usage_with_one_reset(
+    written: list[DemoFile], small: DemoDataset
+) -> None:
+    folder = _file(written, Format.PROMETHEUS).path
+    rows = parse_prometheus(sorted(folder.iterdir()))
+    parsed: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for row in rows:
+        acc = parsed[row["endpoint"]]
+        acc[0] += row["requests"]
+        acc[1] += row["prompt_tokens"]
+        acc[2] += row["generation_tokens"]
+    expected: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for series in small.series[K8S.cluster]:
+        for counts in series.hourly.values():
+            for i in range(3):
+                expected[series.endpoint.name][i] += counts[i]
+    assert dict(parsed) == dict(expected)
+    assert all(v[0] > 0 for v in parsed.values())
+    resets = [
+        s for s in small.series[K8S.cluster]
+        if any(b < a for a, b in zip(s.requests_stop, s.requests_stop[1:], strict=False))
+    ]  # fmt: skip
+    assert len(resets) == 1
 
 
 # --- sacct files -----------------------------------------------------------------------------
@@ -189,7 +289,7 @@ def _sacct_lines(root: Path, cluster: str) -> list[list[str]]:
 
 
 def test_sacct_has_the_parsable2_shape(small_files: Path) -> None:
-    for cloud in CLOUDS:
+    for cloud in SLURM_CLOUDS:
         lines = _sacct_lines(small_files, cloud.cluster)
         assert lines[0] == list(SACCT_FIELDS)
         width = len(SACCT_FIELDS)
@@ -203,7 +303,7 @@ def test_sacct_has_the_parsable2_shape(small_files: Path) -> None:
 def test_sacct_exercises_every_case_parsers_meet(small_files: Path) -> None:
     records = [
         dict(zip(SACCT_FIELDS, fields, strict=True))
-        for cloud in CLOUDS
+        for cloud in SLURM_CLOUDS
         for fields in _sacct_lines(small_files, cloud.cluster)[1:]
     ]
     steps = [r for r in records if "." in r["JobID"]]
@@ -296,9 +396,16 @@ def test_utilisation_leaves_realistic_idle(small: DemoDataset) -> None:
     capacity = sum(len(n.billed_hours()) * 3600 * 8 for n in small.nodes)
     used = sum(
         job.gpus * (_job_end(job.end, MONTH) - job.start)
-        for jobs in small.jobs.values()
+        for cluster, jobs in small.jobs.items()
+        if cluster != K8S.cluster
         for job in jobs
         if job.start is not None and job.nodes
+    )
+    # The Kubernetes cluster's GPU time is its pods' (training, serving and MIG slices).
+    used += sum(
+        pod.gpus * (_job_end(pod.end, MONTH) - pod.start)
+        for pod in small.pods[K8S.cluster]
+        if pod.start is not None and pod.node
     )
     assert 0.65 <= used / capacity <= 0.90
 
@@ -308,8 +415,9 @@ def test_full_scale_figures() -> None:
     assert len(dataset.nodes) >= 64
     assert {n.instance_type.name for n in dataset.nodes} == {
         "p5.48xlarge", "p4d.24xlarge", "a3-highgpu-8g", "a2-highgpu-8g",
-        "Standard_ND96isr_H100_v5", "Standard_ND96asr_v4", "gd-8xh100ib-i128",
+        "Standard_ND96isr_H100_v5", "Standard_ND96amsr_A100_v4", "gd-8xh100ib-i128",
     }  # fmt: skip
+    assert len(dataset.pods[K8S.cluster]) >= 2_000
     assert any(len(n.up) > 1 or n.up[0] != (0, MONTH.seconds) for n in dataset.nodes)
     line_items = sum(len(rows) for rows in dataset.bills.values())
     assert line_items < 70_000
@@ -366,34 +474,54 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     call_command(
         "demo", "--scale", "small", "--month", "2025-10", "--out", str(tmp_path), stdout=out
     )
-    root = tmp_path / MONTH.label
+    dataset = dataset_build(seed=42, month=MONTH, scale=Scale.SMALL)
+    files = dataset_write(dataset=dataset, out=tmp_path / "again")
     period = MONTH.start.date()
 
-    # Ingest totals equal the sums over the files.
-    for path in _billing_files(root):
-        _, rows = _read_focus(path)
-        source = path.name.split(".")[0] + "-demo"
-        batch = ImportBatch.objects.get(source=source, status=ImportBatch.Status.SUCCEEDED)
+    # Each bill imported as one batch totalling what the generator expects.
+    for file in (f for f in files if f.kind == "billing"):
+        batch = ImportBatch.objects.get(source=file.source, status=ImportBatch.Status.SUCCEEDED)
         items = CostLineItem.objects.filter(batch=batch)
-        assert items.count() == len(rows)
-        assert _exact_sum(items, "billed_cost") == sum(
-            (Decimal(r["BilledCost"]) for r in rows), Decimal(0)
-        )
-        assert _exact_sum(items, "effective_cost") == sum(
-            (Decimal(r["EffectiveCost"]) for r in rows), Decimal(0)
-        )
-    for cloud in CLOUDS:
-        lines = [f for f in _sacct_lines(root, cloud.cluster)[1:] if "." not in f[0]]
+        assert items.count() == file.rows
+        ((_, (billed, effective)),) = file.totals.items()
+        assert _exact_sum(items, "billed_cost") == billed, file.format
+        assert _exact_sum(items, "effective_cost") == effective, file.format
+    for cloud in SLURM_CLOUDS:
+        lines = [
+            f for f in _sacct_lines(tmp_path / MONTH.label, cloud.cluster)[1:] if "." not in f[0]
+        ]
         started = {f[0] for f in lines if f[10] != "None assigned"}
         stored = set(
             JobRecord.objects.filter(cluster=cloud.cluster).values_list("job_id", flat=True)
         )
         assert started <= stored <= {f[0] for f in lines}
+    pods = JobRecord.objects.filter(cluster=K8S.cluster)
+    assert pods.count() == sum(1 for p in dataset.pods[K8S.cluster] if p.node)
+    assert InferenceUsage.objects.filter(cluster=K8S.cluster).exists()
 
-    # Attribution conserves every cent of the month.
+    # Attribution conserves every cent, per provider, billing account and currency.
+    balances = demo_reconciliation(month=MONTH)
+    assert {b.provider for b in balances} == {
+        "AWS",
+        "Google Cloud",
+        "Microsoft",
+        "CoreWeave",
+        "Oracle",
+    }
+    for balance in balances:
+        assert balance.difference == 0, balance
+        assert balance.effective > 0
     effective = _exact_sum(CostLineItem.objects.filter(billing_period=period), "effective_cost")
+    assert effective == dataset.effective_total()
     allocated = _exact_sum(AllocatedCost.objects.filter(billing_period=period), "amount")
     assert allocated == effective
+
+    # The attribution signal rebuilt the endpoint costs.
+    endpoints = set(
+        EndpointCost.objects.filter(billing_period=period).values_list("endpoint", flat=True)
+    )
+    assert endpoints == {"llama-70b-chat", "mistral-7b-chat", "whisper-large-v3", "embed-e5-large"}
+    assert EndpointCost.objects.filter(cost_per_1k_requests__gt=0).exists()
 
     # Organisation and logins.
     assert Team.objects.filter(slug__in=["vision", "language", "speech", "recsys", "platform"])
@@ -403,6 +531,9 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     assert MappingRule.objects.filter(kind=MappingRule.Kind.SLURM_ACCOUNT, value="nlp").exists()
     text = out.getvalue()
     assert "http://127.0.0.1:8000" in text and "finance-demo" in text
+    for file in files:
+        assert f"{file.format}" in text
+    assert "per 1k requests" in text and "reconciliation difference: 0" in text
 
     # Idempotent: a second run duplicates nothing.
     counts = (Team.objects.count(), User.objects.count(), MappingRule.objects.count())

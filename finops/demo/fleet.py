@@ -47,8 +47,16 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
         InstanceType(
             "Standard_ND96isr_H100_v5", "Azure", "h100", 8, 96, 1900, Decimal("98.32"), "azure-h100"
         ),
+        # A100 80GB: the pool whose GPUs are MIG-partitioned (mig-3g.40gb, mig-1g.10gb).
         InstanceType(
-            "Standard_ND96asr_v4", "Azure", "a100", 8, 96, 900, Decimal("27.197"), "azure-a100"
+            "Standard_ND96amsr_A100_v4",
+            "Azure",
+            "a100",
+            8,
+            96,
+            1900,
+            Decimal("32.77"),
+            "azure-a100",
         ),
         InstanceType(
             "gd-8xh100ib-i128", "CoreWeave", "h100", 8, 128, 2048, Decimal("49.24"), "cw-h100"
@@ -63,6 +71,11 @@ class Pricing:
     COMMITTED = "Committed"
 
 
+class JobsFormat:
+    SLURM = "slurm"
+    KUBERNETES = "kubernetes"
+
+
 @dataclass(frozen=True)
 class Cloud:
     """One provider: its billing account, the cluster we run there and its time zone."""
@@ -73,13 +86,16 @@ class Cloud:
     time_zone: str
     region_id: str
     region_name: str
+    # How the cluster's scheduler reports jobs: sacct, or a Kubernetes pod list.
+    jobs_format: str = JobsFormat.SLURM
 
 
 CLOUDS: tuple[Cloud, ...] = (
     Cloud("AWS", "aws", "aws-east", "UTC", "us-east-1", "US East (N. Virginia)"),
     # sacct on this cluster prints Chicago wall-clock time: exercises --time-zone and DST.
     Cloud("GCP", "gcp", "gcp-central", "America/Chicago", "us-central1", "Iowa"),
-    Cloud("Azure", "azure", "azure-west", "UTC", "westus3", "West US 3"),
+    # A Kubernetes cluster on Azure VMs: pods instead of sacct, inference servers, MIG.
+    Cloud("Azure", "azure", "azure-west", "UTC", "westus3", "West US 3", JobsFormat.KUBERNETES),
     Cloud("CoreWeave", "coreweave", "coreweave-lga", "UTC", "US-EAST-04", "US East (LGA1)"),
 )
 CLOUD_BY_PROVIDER = {c.provider: c for c in CLOUDS}
@@ -122,7 +138,9 @@ POOLS: tuple[Pool, ...] = (
         maintenance=True,
     ),
     Pool("Standard_ND96isr_H100_v5", Pricing.STANDARD, "h100", 4, 0, churn=True),
-    Pool("Standard_ND96asr_v4", Pricing.STANDARD, "a100", 4, 1),
+    # The first node of this pool is MIG-partitioned for inference and notebooks.
+    Pool("Standard_ND96amsr_A100_v4", Pricing.STANDARD, "a100", 4, 1),
+    Pool("Standard_ND96amsr_A100_v4", Pricing.DYNAMIC, "a100-spot", 2, 1),
     # CoreWeave bills its contract rate as standard usage; two nodes join mid-month.
     Pool("gd-8xh100ib-i128", Pricing.STANDARD, "h100", 16, 2, churn=True),
 )

@@ -19,6 +19,10 @@ from random import Random
 
 from finops.demo.fleet import CLOUDS, DAY, HOUR, INSTANCE_TYPES, Cloud, Month, Node, Pricing
 
+# A provider with no GPU cluster of ours: its small bill stays a FOCUS 1.2 file, so the demo
+# keeps exercising the FOCUS path beside the native exports.
+OCI = Cloud("Oracle", "oci", "", "UTC", "us-ashburn-1", "US East (Ashburn)")
+
 FOCUS_COLUMNS = (
     "AvailabilityZone",
     "BilledCost",
@@ -140,6 +144,12 @@ PROVIDERS: dict[str, Provider] = {
         "CoreWeave Kubernetes Service", "Bare Metal Node", "US-EAST-04A",
         SubAccount("tenant-acme-training", "tenant-acme-training"),
         SubAccount("tenant-acme-data", "tenant-acme-data"),
+    ),
+    "Oracle": Provider(
+        OCI, "ocid1.tenancy.oc1..aaaaaaaacme4demo7tenancy", "acme-ai", "Tenancy", "Compartment",
+        "Oracle", "Object Storage", "Bucket", "US-ASHBURN-AD-1",
+        SubAccount("ocid1.compartment.oc1..aaaaaaaacme4ml", "ml-research"),
+        SubAccount("ocid1.compartment.oc1..aaaaaaaacme4data", "data-lake"),
     ),
 }  # fmt: skip
 
@@ -269,6 +279,20 @@ DAILY_CHARGES: tuple[DailyCharge, ...] = (
         "CoreWeave", True, "AI Object Storage", "Storage", "Object Storage",
         "coreweave:us-east-04:bucket/acme-checkpoints", "acme-checkpoints", "Bucket", {},
         "GB-Mo", Decimal("0.03"), Decimal("9000"),
+    ),
+    DailyCharge(
+        "Oracle", True, "Object Storage", "Storage", "Object Storage",
+        "ocid1.bucket.oc1.iad.aaaaaaaacme4vision", "vision-archive", "Bucket",
+        {"team": "vision"}, "GB-Mo", Decimal("0.0255"), Decimal("8000"), Decimal("0.002"),
+    ),
+    DailyCharge(
+        "Oracle", True, "Block Storage", "Storage", "Block Storage",
+        "ocid1.volume.oc1.iad.aaaaaaaacme4scratch", "research-scratch", "Volume", {}, "GB-Mo",
+        Decimal("0.0255"), Decimal("3000"),
+    ),
+    DailyCharge(
+        "Oracle", False, "Networking", "Networking", "Network Connectivity", "", "", "",
+        {"team": "language"}, "GB", Decimal("0.0085"), Decimal("2500"),
     ),
 )  # fmt: skip
 
@@ -602,6 +626,13 @@ def _monthly_extras(ctx: _Ctx, rows: list[Row], factor: Decimal) -> list[Row]:
                 sub="Other (Other)",
             )
         )  # fmt: skip
+        extras.append(
+            _monthly_row(
+                ctx, category="Credit", description="AWS Activate credit",
+                amount=(Decimal("-2500") * factor).quantize(CENT),
+                service=ctx.provider.compute_service, sub="Other (Other)",
+            )
+        )  # fmt: skip
     elif provider == "GCP":
         extras.append(
             _monthly_row(
@@ -617,7 +648,7 @@ def _monthly_extras(ctx: _Ctx, rows: list[Row], factor: Decimal) -> list[Row]:
                 amount=Decimal("1000.00"), service="Azure Support", sub="Support",
             )
         )  # fmt: skip
-    else:
+    elif provider == "CoreWeave":
         storage = _sum([r for r in rows if r["ServiceCategory"] == "Storage"], "BilledCost")
         extras.append(
             _monthly_row(

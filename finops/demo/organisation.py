@@ -6,10 +6,15 @@ Idempotent: running it again updates in place and never duplicates teams, users 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
 
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from billing_ingest.models import CoreWeaveRate
+from finops.attribution.models import SharedCostRule
+from finops.demo.export_coreweave import ContractRate
 from finops.demo.workload import TEAMS
 from finops.org.models import MappingRule, Profile, Team
 
@@ -31,6 +36,17 @@ SLURM_ACCOUNT_RULES = {
 TAG_RULES = {("project", "ranker"): "recsys", ("project", "llama"): "language"}
 # Sub-accounts (a GCP project) owned by one team as a whole.
 SUB_ACCOUNT_RULES = {"acme-speech-prod": "speech"}
+# Kubernetes namespaces whose pods carry no team label.
+NAMESPACE_RULES = {"gpu-platform": "platform", "cv": "vision", "llm": "language"}
+# GCP bills its committed use discount as an hourly fee on no resource: shared out pro rata to
+# each team's GPU spend on Google Cloud, the way a FinOps team would book it.
+CUD_FEE_RULE = {
+    "name": "GCP committed use discount fees (demo)",
+    "provider_name": "Google Cloud",
+    "sub_account_id": "acme-ml-train",
+    "service_name": "Compute Engine",
+    "charge_category": "Usage",
+}
 
 
 @dataclass(frozen=True)
@@ -90,4 +106,25 @@ def demo_organisation_ensure(*, finance_password: str, lead_password: str) -> De
             kind=MappingRule.Kind.SUB_ACCOUNT, key="", value=sub_account, team=teams[slug],
             priority=40,
         )  # fmt: skip
+    for namespace, slug in NAMESPACE_RULES.items():
+        _rule_ensure(
+            kind=MappingRule.Kind.NAMESPACE, key="", value=namespace, team=teams[slug],
+            priority=50,
+        )  # fmt: skip
+    SharedCostRule.objects.update_or_create(
+        name=CUD_FEE_RULE["name"],
+        defaults={**CUD_FEE_RULE, "method": SharedCostRule.Method.GPU_SPEND, "priority": 50},
+    )
     return DemoOrganisation(teams=teams, finance=finance, lead=lead)
+
+
+@transaction.atomic
+def coreweave_rates_ensure(*, rates: list[ContractRate], first: date, last: date) -> int:
+    """The contract rate card the CoreWeave usage is priced with, valid for the demo month."""
+    for rate in rates:
+        CoreWeaveRate.objects.update_or_create(
+            instance_type=rate.instance_type, pricing_category=rate.pricing_category,
+            currency="USD", valid_from=first,
+            defaults={"rate": Decimal(rate.rate), "unit": rate.unit, "valid_to": last},
+        )  # fmt: skip
+    return len(rates)

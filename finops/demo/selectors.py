@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -11,6 +12,7 @@ from django.db.models import QuerySet
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost
 from finops.demo.fleet import Month
+from finops.inference.models import EndpointCost
 
 
 @dataclass(frozen=True)
@@ -54,3 +56,69 @@ def demo_summary(*, month: Month, clusters: list[str]) -> DemoSummary:
         allocated=sum(by_category.values(), Decimal(0)),
         by_category=by_category,
     )
+
+
+@dataclass(frozen=True)
+class AccountBalance:
+    provider: str
+    account: str
+    currency: str
+    effective: Decimal
+    allocated: Decimal
+
+    @property
+    def difference(self) -> Decimal:
+        return self.effective - self.allocated
+
+
+def demo_reconciliation(*, month: Month) -> list[AccountBalance]:
+    """Per provider, billing account and currency: the month's EffectiveCost and its ledger."""
+    period = month.start.date()
+    effective: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    items = CostLineItem.objects.filter(
+        billing_period=period, batch__status=ImportBatch.Status.SUCCEEDED
+    ).values_list("provider_name", "billing_account_id", "billing_currency", "effective_cost")
+    for provider, account, currency, amount in items.iterator(chunk_size=5000):
+        effective[(provider, account, currency)] += amount
+    allocated: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
+    ledger = AllocatedCost.objects.filter(billing_period=period).values_list(
+        "provider_name", "billing_account_id", "billing_currency", "amount"
+    )
+    for provider, account, currency, amount in ledger.iterator(chunk_size=5000):
+        allocated[(provider, account, currency)] += amount
+    return [
+        AccountBalance(*key, effective.get(key, Decimal(0)), allocated.get(key, Decimal(0)))
+        for key in sorted(set(effective) | set(allocated))
+    ]
+
+
+@dataclass(frozen=True)
+class EndpointMonth:
+    endpoint: str
+    currency: str
+    cost: Decimal
+    requests: int
+    tokens: int
+
+    @property
+    def per_1k_requests(self) -> Decimal | None:
+        return self.cost * 1000 / self.requests if self.requests else None
+
+    @property
+    def per_1m_tokens(self) -> Decimal | None:
+        return self.cost * 1_000_000 / self.tokens if self.tokens else None
+
+
+def demo_endpoints(*, month: Month) -> list[EndpointMonth]:
+    """The month's endpoints by cost, highest first, from the EndpointCost rollup."""
+    totals: dict[tuple[str, str], list[Any]] = {}
+    rows = EndpointCost.objects.filter(billing_period=month.start.date()).values_list(
+        "endpoint", "billing_currency", "cost", "requests", "tokens"
+    )
+    for endpoint, currency, cost, requests, tokens in rows:
+        acc = totals.setdefault((endpoint, currency), [Decimal(0), 0, 0])
+        acc[0] += cost
+        acc[1] += requests
+        acc[2] += tokens
+    result = [EndpointMonth(e, c, *acc) for (e, c), acc in totals.items()]
+    return sorted(result, key=lambda e: (-e.cost, e.endpoint))

@@ -1,8 +1,12 @@
 """`manage.py demo`: the demo organisation and a realistic month of GPU data, ingested.
 
-Writes the month's bills (FOCUS 1.2 CSV, one gzipped) and sacct logs under --out/<month>/, then
-runs the same commands a user runs: ingest_billing, ingest_jobs, attribute. Safe to re-run: the
-files are byte-identical for a seed, so ingest skips them, and attribution replaces its rows.
+Writes the month under --out/<month>/ in each source's own format (AWS CUR 2.0, GCP BigQuery
+export, Azure EA amortised cost details, CoreWeave usage priced by contract rates, an Oracle FOCUS
+1.2 file; sacct logs, a Kubernetes pod list, vLLM counters as Prometheus query_range exports),
+then runs the same commands a user runs: ingest_billing, ingest_jobs, ingest_inference (each
+with --no-attribute / --no-rollup), and attribute once at the end, whose signal rebuilds the
+endpoint costs. Safe to re-run: the files are byte-identical for a seed, so ingest skips them,
+and attribution replaces its rows.
 """
 
 from __future__ import annotations
@@ -10,7 +14,8 @@ from __future__ import annotations
 import os
 import time
 from argparse import ArgumentParser
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +23,18 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from finops.demo.dataset import DemoFile, dataset_build, dataset_write
+from finops.demo.dataset import DemoFile, coreweave_rates, dataset_build, dataset_write
 from finops.demo.fleet import CLOUDS, Month, Scale
-from finops.demo.organisation import FINANCE_USERNAME, LEAD_USERNAME, demo_organisation_ensure
-from finops.demo.selectors import demo_summary
+from finops.demo.organisation import (
+    FINANCE_USERNAME,
+    LEAD_USERNAME,
+    coreweave_rates_ensure,
+    demo_organisation_ensure,
+)
+from finops.demo.selectors import demo_endpoints, demo_reconciliation, demo_summary
+
+# Endpoints listed with their unit costs in the summary.
+TOP_ENDPOINTS = 5
 
 
 def _month(text: str) -> Month:
@@ -69,21 +82,36 @@ class Command(BaseCommand):
             finance_password=os.environ.get("DEMO_FINANCE_PASSWORD", "finance-demo"),
             lead_password=os.environ.get("DEMO_LEAD_PASSWORD", "lead-demo"),
         )
+        # The CoreWeave export has no prices: the contract rate card must exist before it.
+        last_day = (month.end - timedelta(days=1)).date()
+        coreweave_rates_ensure(
+            rates=coreweave_rates(dataset), first=month.start.date(), last=last_day
+        )
         verbosity = max(0, options["verbosity"] - 1)
-        # --no-attribute: attribute the month once, after every file is in, not after each.
+        # --no-attribute / --no-rollup: attribute the month once, after every file is in.
         for file in files:
-            if file.kind == "billing":
-                self._call(
-                    "ingest_billing", "--format", "focus", str(file.path), "--source",
-                    file.source, "--no-attribute", verbosity=verbosity,
-                )  # fmt: skip
-            else:
-                self._call(
-                    "ingest_jobs", "--format", "slurm", str(file.path), "--cluster", file.source,
-                    "--time-zone", file.time_zone, "--no-attribute", verbosity=verbosity,
-                )  # fmt: skip
+            self._ingest(file, verbosity)
         self._call("attribute", "--month", month.label, verbosity=verbosity)
         self._print_summary(month, time.monotonic() - began)
+
+    def _ingest(self, file: DemoFile, verbosity: int) -> None:
+        path = str(file.path)
+        if file.kind == "billing":
+            self._call(
+                "ingest_billing", "--format", file.format, path, "--source", file.source,
+                "--no-attribute", verbosity=verbosity,
+            )  # fmt: skip
+        elif file.kind == "jobs":
+            zone = ["--time-zone", file.time_zone] if file.format == "slurm" else []
+            self._call(
+                "ingest_jobs", "--format", file.format, path, "--cluster", file.source, *zone,
+                "--no-attribute", verbosity=verbosity,
+            )  # fmt: skip
+        else:
+            self._call(
+                "ingest_inference", "--format", file.format, path, "--cluster", file.source,
+                "--no-rollup", verbosity=verbosity,
+            )  # fmt: skip
 
     def _call(self, name: str, *args: str, verbosity: int) -> None:
         try:
@@ -92,10 +120,11 @@ class Command(BaseCommand):
             raise CommandError(f"demo: `{name} {' '.join(args)}` failed: {exc}") from exc
 
     def _print_files(self, files: list[DemoFile], billed: object) -> None:
+        units = {"billing": "rows", "jobs": "jobs", "inference": "samples"}
         for file in files:
-            unit = "rows" if file.kind == "billing" else "jobs"
-            self.stdout.write(f"wrote {file.path} ({file.rows} {unit})")
-        self.stdout.write(f"files billed total: {billed} USD")
+            unit = "pods" if file.format == "kubernetes" else units[file.kind]
+            self.stdout.write(f"wrote {file.format:<13} {file.path} ({file.rows} {unit})")
+        self.stdout.write(f"bills at list/contract prices (FOCUS BilledCost): {billed} USD")
 
     def _print_summary(self, month: Month, seconds: float) -> None:
         summary = demo_summary(month=month, clusters=[c.cluster for c in CLOUDS])
@@ -116,6 +145,18 @@ class Command(BaseCommand):
             f"idle GPU cost:         {categories.get('idle', 0):,.2f} USD",
             f"unallocated:           {categories.get('unallocated', 0):,.2f} USD",
             f"reconciliation difference: {summary.difference:f} USD",
+            *(
+                f"  {b.provider} {b.account} {b.currency}: billed {b.effective:,.2f}, "
+                f"difference {b.difference:f}"
+                for b in demo_reconciliation(month=month)
+            ),
+            "endpoints (month):",
+            *(
+                f"  {e.endpoint:<18} {e.cost:>12,.2f} {e.currency}  {e.requests:>12,} requests"
+                f"  {self._unit(e.per_1k_requests)} per 1k requests"
+                f"  {self._unit(e.per_1m_tokens)} per 1M tokens"
+                for e in demo_endpoints(month=month)[:TOP_ENDPOINTS]
+            ),
             "",
             "Open http://127.0.0.1:8000 (python manage.py runserver) and log in as:",
             f"  finance: {FINANCE_USERNAME} / "
@@ -125,3 +166,7 @@ class Command(BaseCommand):
         ]
         for line in lines:
             self.stdout.write(line)
+
+    @staticmethod
+    def _unit(value: Decimal | None) -> str:
+        return "n/a" if value is None else f"{value:,.4f}"
