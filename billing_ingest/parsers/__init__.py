@@ -30,6 +30,7 @@ def register_billing_parser(name: str) -> Callable[[BillingParser], BillingParse
 BILLING_FORMAT_MODULES = (
     "focus",
     "aws_cur",
+    "opencost_cloudcost",
     "gcp_billing",
     "azure_cost",
     "coreweave",
