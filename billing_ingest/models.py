@@ -88,6 +88,48 @@ class ImportBatch(models.Model):
         return f"{self.kind}:{self.source}:{self.file_name} ({self.status})"
 
 
+class ImportBatchPart(models.Model):
+    """One file of a billing batch (one part of a multi-part delivery, or the batch's only
+    file), loaded by its own task under the batch id. Its counts and totals are summed into the
+    batch when the batch is swapped in; its error names the part, row and column."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    batch = models.ForeignKey(ImportBatch, on_delete=models.CASCADE, related_name="parts")
+    index = models.PositiveIntegerField()  # 0-based position in the delivery
+    # Local path the part task parses, and the name shown in errors (the remote key).
+    file_name = models.CharField(max_length=1000)
+    label = models.CharField(max_length=1000, blank=True)
+    file_sha256 = models.CharField(max_length=64, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    row_count = models.PositiveIntegerField(default=0)
+    billing_periods = models.JSONField(default=list, blank=True)
+    # Same shape as ImportBatch.currency_totals.
+    currency_totals = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["batch", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["batch", "index"], name="unique_part_per_batch")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.batch_id}#{self.index} {self.label or self.file_name} ({self.status})"
+
+
+class CostLineItemQuerySet(models.QuerySet["CostLineItem"]):
+    def settled(self) -> CostLineItemQuerySet:
+        """Rows of import batches that finished. A batch still loading its parts, or left
+        running by a killed worker, holds rows that are not (yet) the bill: every reader of
+        the bill (attribution, reconciliation, exports) sees only these."""
+        return self.filter(batch__status=ImportBatch.Status.SUCCEEDED)
+
+
 class CostLineItem(models.Model):
     """One FOCUS 1.2 row, with the columns that matter and the x_ fields we derive."""
 
@@ -125,6 +167,8 @@ class CostLineItem(models.Model):
     x_instance_type = models.CharField(max_length=100, blank=True)
     x_gpu_count = models.PositiveSmallIntegerField(null=True, blank=True)
     x_gpu_model = models.CharField(max_length=50, blank=True)
+
+    objects = CostLineItemQuerySet.as_manager()
 
     class Meta:
         indexes = [

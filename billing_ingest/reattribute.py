@@ -40,7 +40,8 @@ def job_months_touched(*, batch_ids: Iterable[int]) -> list[str]:
     first_month = span["first"].date().replace(day=1)
     after_last = (last.date().replace(day=1) + dt.timedelta(days=32)).replace(day=1)
     months = (
-        CostLineItem.objects.filter(billing_period__range=(first_month, after_last))
+        CostLineItem.objects.settled()
+        .filter(billing_period__range=(first_month, after_last))
         .order_by()
         .values_list("billing_period", flat=True)
         .distinct()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.core.management import call_command
+from django.core.management.base import CommandError
 from django.db import connection
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
@@ -139,5 +140,86 @@ def test_ingest_and_attribute_run_on_the_worker(
     assert attributed == billed == Decimal("207.14")
     # The work really happened in the other process: its log names the tasks it ran.
     worker_log = celery_worker_process.read_text()
-    assert "ingest_billing_batch" in worker_log and "succeeded" in worker_log
+    assert "ingest_billing_part" in worker_log and "finish_billing_batch" in worker_log
+    assert "succeeded" in worker_log
     assert "attribute_month" in worker_log
+
+
+def _focus_part(path: Path, costs: list[str]) -> None:
+    rows = [FOCUS_HEADER]
+    for hour, cost in enumerate(costs):
+        rows.append(
+            f"123,USD,2025-03-01T00:00:00Z,2025-04-01T00:00:00Z,Usage,"
+            f"2025-03-10T{hour:02d}:00:00Z,2025-03-10T{hour + 1:02d}:00:00Z,Standard,AWS,"
+            f"i-1,gpu-001,Amazon EC2,p5.48xlarge,{cost},{cost},{cost},{{}},p5.48xlarge"
+        )
+    path.write_text("\n".join(rows) + "\n")
+
+
+def _delivery(folder: Path, parts: list[list[str]]) -> Path:
+    folder.mkdir(parents=True)
+    for index, costs in enumerate(parts):
+        _focus_part(folder / f"part-{index + 1}.csv", costs)
+    return folder
+
+
+@pytest.mark.worker
+def test_a_two_part_delivery_fans_out_and_swaps_through_the_worker_chord(
+    celery_worker_process: Path, tmp_path: Path
+) -> None:
+    assert app.conf.task_always_eager is False
+    first = _delivery(tmp_path / "v1", [["1.25", "2.5"], ["4"]])
+    call_command(
+        "ingest_billing",
+        "--format",
+        "focus",
+        "--delivery",
+        str(first),
+        "--source",
+        "fan",
+        "--no-attribute",
+    )
+    batch = ImportBatch.objects.get()
+    assert batch.status == ImportBatch.Status.SUCCEEDED
+    assert list(batch.parts.values_list("status", flat=True)) == ["succeeded"] * 2
+    assert batch.currency_totals["USD"]["rows"] == 3
+    assert Decimal(batch.currency_totals["USD"]["effective"]) == Decimal("7.75")
+
+    # A re-delivery whose second part is bad fails whole; the first delivery stays.
+    broken = _delivery(tmp_path / "v2", [["10"], ["20", "x"]])
+    with pytest.raises(CommandError, match="part 2 of 2"):
+        call_command(
+            "ingest_billing",
+            "--format",
+            "focus",
+            "--delivery",
+            str(broken),
+            "--source",
+            "fan",
+            "--no-attribute",
+        )
+    failed = ImportBatch.objects.get(status=ImportBatch.Status.FAILED)
+    assert "file part-2.csv, row 3" in failed.error
+    assert not CostLineItem.objects.filter(batch=failed).exists()
+    assert set(CostLineItem.objects.values_list("batch_id", flat=True)) == {batch.pk}
+
+    # A good re-delivery replaces the first one's rows.
+    fixed = _delivery(tmp_path / "v3", [["10"], ["20", "30"]])
+    call_command(
+        "ingest_billing",
+        "--format",
+        "focus",
+        "--delivery",
+        str(fixed),
+        "--source",
+        "fan",
+        "--no-attribute",
+    )
+    batch.refresh_from_db()
+    assert batch.status == ImportBatch.Status.SUPERSEDED
+    total = sum(CostLineItem.objects.values_list("effective_cost", flat=True), Decimal(0))
+    assert total == Decimal("60")
+    worker_log = celery_worker_process.read_text()
+    # Three deliveries of two parts: six part tasks and three callbacks ran on the worker.
+    assert worker_log.count("ingest_billing_part[") >= 6
+    assert worker_log.count("finish_billing_batch[") >= 3

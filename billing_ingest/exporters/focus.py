@@ -391,7 +391,8 @@ def service_categories_for_month(month: date) -> dict[str, str]:
     One aggregate query, not a pass over the rows.
     """
     counts = (
-        CostLineItem.objects.filter(billing_period=month)
+        CostLineItem.objects.settled()
+        .filter(billing_period=month)
         .values_list("service_name", "service_category")
         .annotate(rows=Count("id"))
         .order_by()
@@ -699,7 +700,8 @@ class FocusExport:
 
 def _line_items(month: date, chunk_size: int) -> Iterator[dict[str, Any]]:
     return (
-        CostLineItem.objects.filter(billing_period=month)
+        CostLineItem.objects.settled()
+        .filter(billing_period=month)
         .order_by("pk")
         .values(*_FIELDS)
         .iterator(chunk_size=chunk_size)

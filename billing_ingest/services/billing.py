@@ -1,7 +1,19 @@
-"""Billing file import: parse a batch's file, load its line items, swap out restated data.
+"""Billing import: one batch per delivery, one load per part, one atomic swap at the end.
 
-One transaction holds the insert and the swap, so readers see either the previous good data or
-the new file's, never a mix, and a failed import leaves nothing of itself behind (DESIGN 4).
+A delivery (a file, or the N parts of one export month) is ONE ImportBatch with N
+ImportBatchPart rows. The batch is RUNNING while its parts load; each part is parsed and COPYed
+under the batch id in its own transaction (billing_part_ingest, one Celery task each). Rows of a
+RUNNING batch are invisible: attribution and reconciliation read SUCCEEDED batches only. The
+finish step (billing_batch_finish, the chord callback) then, in ONE transaction, either swaps the
+batch in (deletes the source's other rows for the batch's billing periods, supersedes emptied
+batches, marks it SUCCEEDED with the parts' summed totals) or, if any part failed, deletes the
+batch's own rows and marks it FAILED with that part's error: the previous data is untouched.
+
+Interrupted imports: a worker killed mid-part rolls its transaction back (the part stays
+PENDING; acks_late redelivers it). A batch left RUNNING for good (its messages lost, or the
+process running an eager import killed) holds invisible rows; importing the same delivery again
+abandons it (rows deleted, status FAILED, see billing_batch_create), and any later swap of the
+same source deletes its rows in the periods swapped.
 """
 
 from __future__ import annotations
@@ -9,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -19,10 +32,10 @@ from django.utils import timezone
 
 from billing_ingest.copy_load import bulk_load, bulk_load_table
 from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import CostLineItem, ImportBatch
+from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.values import LineItemTable
-from billing_ingest.services.batches import import_batch_claim, import_batch_fail
+from billing_ingest.services.batches import file_sha256, import_batch_claim
 
 logger = logging.getLogger("finops.billing_ingest")
 
@@ -88,6 +101,18 @@ class _Totals:
             totals["effective"] += row["effective_cost_sum"]
             totals["rows"] += row["billed_cost_count"]
 
+    def merge(self, part: ImportBatchPart) -> None:
+        """Add a loaded part's recorded count, periods and totals."""
+        self.rows += part.row_count
+        self.periods.update(_period_date(label) for label in part.billing_periods)
+        for currency, values in part.currency_totals.items():
+            totals = self.currencies.setdefault(
+                currency, {"billed": Decimal(0), "effective": Decimal(0), "rows": 0}
+            )
+            totals["billed"] += Decimal(values["billed"])
+            totals["effective"] += Decimal(values["effective"])
+            totals["rows"] += values["rows"]
+
     def as_json(self) -> dict[str, dict[str, Any]]:
         return {
             currency: {
@@ -103,44 +128,208 @@ class _Totals:
         return [period.strftime("%Y-%m") for period in sorted(self.periods)]
 
 
-def billing_batch_ingest(*, batch_id: int) -> ImportBatch:
-    """Run one pending billing batch to SUCCEEDED or FAILED and return it.
+def _period_date(label: str) -> date:
+    year, month = label.split("-")
+    return date(int(year), int(month), 1)
 
-    Idempotent: a batch that is not pending (already run, running elsewhere, or a duplicate) is
-    returned unchanged. Import errors never raise: they are recorded on the batch, whose error
-    names file, row and column, because the caller (a task on a remote worker) must not lose them.
-    """
-    if not import_batch_claim(batch_id=batch_id):
-        return ImportBatch.objects.get(id=batch_id)
-    batch = ImportBatch.objects.get(id=batch_id)
-    path = Path(batch.file_name)
-    try:
-        _ingest(batch, path)
-    except ImportFormatError as exc:
-        import_batch_fail(batch_id=batch_id, error=str(exc))
-    except Exception as exc:  # anything else still fails the batch, with the reason kept
-        logger.exception("billing batch %s failed", batch_id)
-        import_batch_fail(batch_id=batch_id, error=f"file {path.name}: {type(exc).__name__}: {exc}")
-    batch.refresh_from_db()
+
+@dataclass(frozen=True)
+class BillingFile:
+    """A local file to load as one part of a batch, and the name its errors give it (the
+    remote key of an export part, or the local file name)."""
+
+    path: Path
+    label: str
+
+
+def _delivery_sha256(files: list[BillingFile]) -> str:
+    """The file's sha256; for several parts, the sha256 of their sha256s in order, so the same
+    delivery imported again is recognised as a duplicate."""
+    shas = [file_sha256(file.path) for file in files]
+    if len(shas) == 1:
+        return shas[0]
+    return hashlib.sha256("\n".join(shas).encode()).hexdigest()
+
+
+def billing_batch_create(
+    *, format: str, source: str, files: list[BillingFile], name: str | None = None
+) -> ImportBatch:
+    """Record one delivery to import: a PENDING batch and one PENDING part per file.
+
+    ``name`` (default: the single file's path) is the batch's file_name, e.g. the manifest URI.
+    The same bytes already imported for this source make a DUPLICATE batch that never runs.
+    An earlier import of the same bytes that never finished (still PENDING or RUNNING: its
+    process or messages were lost) is abandoned here, its invisible rows deleted, because this
+    import does the same work again."""
+    if not files:
+        raise ValueError("a billing batch needs at least one file")
+    sha = _delivery_sha256(files)
+    same = ImportBatch.objects.filter(
+        kind=ImportBatch.Kind.BILLING, source=source, file_sha256=sha
+    ).order_by("-id")
+    previous = same.filter(status=ImportBatch.Status.SUCCEEDED).first()
+    with transaction.atomic():
+        batch = ImportBatch.objects.create(
+            kind=ImportBatch.Kind.BILLING,
+            format=format,
+            source=source,
+            file_name=name or str(files[0].path),
+            file_sha256=sha,
+        )
+        if previous is not None:
+            batch.status = ImportBatch.Status.DUPLICATE
+            batch.error = f"same content (sha256 {sha[:12]}) as batch {previous.pk}; nothing to do"
+            batch.row_count = previous.row_count
+            batch.billing_periods = previous.billing_periods
+            batch.finished_at = timezone.now()
+            batch.save()
+            return batch
+        ImportBatchPart.objects.bulk_create(
+            ImportBatchPart(batch=batch, index=i, file_name=str(f.path), label=f.label)
+            for i, f in enumerate(files)
+        )
+    unfinished = same.filter(
+        status__in=[ImportBatch.Status.PENDING, ImportBatch.Status.RUNNING], id__lt=batch.pk
+    )
+    for stale_id in unfinished.values_list("id", flat=True):
+        _batch_abandon(batch_id=stale_id, by=batch)
     return batch
 
 
-def _ingest(batch: ImportBatch, path: Path) -> None:
+def _batch_abandon(*, batch_id: int, by: ImportBatch) -> None:
+    with transaction.atomic():
+        # Part rows first, as billing_batch_finish locks them: a part still loading somewhere
+        # commits before this, and one not started yet then sees the batch FAILED and skips.
+        list(ImportBatchPart.objects.select_for_update().filter(batch_id=batch_id))
+        updated = ImportBatch.objects.filter(
+            id=batch_id, status__in=[ImportBatch.Status.PENDING, ImportBatch.Status.RUNNING]
+        ).update(
+            status=ImportBatch.Status.FAILED,
+            error=f"did not finish; the same delivery was imported again as batch {by.pk}",
+            finished_at=timezone.now(),
+        )
+        if updated:
+            CostLineItem.objects.filter(batch_id=batch_id).delete()
+
+
+def billing_batch_start(*, batch_id: int) -> list[int]:
+    """Claim a pending batch (PENDING -> RUNNING) and return its part ids to load; [] when the
+    batch is not pending (a duplicate, already run, or claimed by another caller)."""
+    if not import_batch_claim(batch_id=batch_id):
+        return []
+    return list(
+        ImportBatchPart.objects.filter(batch_id=batch_id)
+        .order_by("index")
+        .values_list("id", flat=True)
+    )
+
+
+def billing_part_ingest(*, part_id: int) -> ImportBatchPart:
+    """Load one part's rows under its batch id and record its totals; return the part.
+
+    Idempotent: a part already loaded or failed is returned unchanged. The rows and the part's
+    SUCCEEDED status commit together, so a worker killed half-way leaves the part PENDING and no
+    rows (a redelivered task loads it again). Errors never raise: they are recorded on the part,
+    naming the part, row and column, and the finish step fails the batch with them."""
+    part = ImportBatchPart.objects.get(id=part_id)
+    if part.status != ImportBatchPart.Status.PENDING:
+        return part
+    try:
+        _part_load(part_id)
+    except ImportFormatError as exc:
+        _part_fail(part, error=str(exc))
+    except Exception as exc:  # anything else still fails the part, with the reason kept
+        logger.exception("billing batch %s part %s failed", part.batch_id, part.index)
+        _part_fail(part, error=f"file {part.label or part.file_name}: {type(exc).__name__}: {exc}")
+    part.refresh_from_db()
+    return part
+
+
+def _part_load(part_id: int) -> None:
+    with transaction.atomic():
+        part = ImportBatchPart.objects.select_for_update().get(id=part_id)
+        if part.status != ImportBatchPart.Status.PENDING:
+            return  # loaded meanwhile by a duplicate delivery of this task
+        batch = ImportBatch.objects.get(id=part.batch_id)
+        if batch.status != ImportBatch.Status.RUNNING:
+            # The batch was finished or abandoned without this part: loading now would leave
+            # rows nobody swaps in or cleans up.
+            part.status = ImportBatchPart.Status.FAILED
+            part.error = f"not loaded: batch {batch.pk} is {batch.status}"
+            part.finished_at = timezone.now()
+            part.save(update_fields=["status", "error", "finished_at"])
+            return
+        totals = _load_rows(batch, Path(part.file_name), label=part.label or part.file_name)
+        part.status = ImportBatchPart.Status.SUCCEEDED
+        part.row_count = totals.rows
+        part.billing_periods = totals.period_labels()
+        part.currency_totals = totals.as_json()
+        part.error = ""
+        part.finished_at = timezone.now()
+        part.save(
+            update_fields=[
+                "status",
+                "row_count",
+                "billing_periods",
+                "currency_totals",
+                "error",
+                "finished_at",
+            ]
+        )
+
+
+def _part_fail(part: ImportBatchPart, *, error: str) -> None:
+    count = ImportBatchPart.objects.filter(batch_id=part.batch_id).count()
+    if count > 1:
+        error = f"part {part.index + 1} of {count}: {error}"
+    # Own transaction: the failure must be recorded although the load's was rolled back.
+    with transaction.atomic():
+        ImportBatchPart.objects.filter(id=part.pk, status=ImportBatchPart.Status.PENDING).update(
+            status=ImportBatchPart.Status.FAILED, error=error, finished_at=timezone.now()
+        )
+
+
+def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
     parse = billing_parser(batch.format)
     totals = _Totals()
+    for chunk in parse(path, file_label=label):
+        if isinstance(chunk, LineItemTable) and connection.vendor == "postgresql":
+            # Columnar chunk: one COPY and pyarrow sums, no Python work per row.
+            constants = {"batch_id": batch.pk, "source": batch.source}
+            bulk_load_table(CostLineItem, chunk.table, constants=constants)
+            totals.add_table(chunk.table)
+            continue
+        for item in chunk:
+            item["batch_id"] = batch.pk
+            item["source"] = batch.source
+        bulk_load(CostLineItem, chunk)
+        totals.add(chunk)
+    return totals
+
+
+def billing_batch_finish(*, batch_id: int) -> ImportBatch:
+    """Swap a RUNNING batch in when every part loaded, else fail it; one transaction.
+
+    Idempotent (the chord callback and its error path may both call it): a batch no longer
+    RUNNING is returned unchanged, after deleting any rows a late part left under it."""
     with transaction.atomic():
-        for chunk in parse(path, file_label=path.name):
-            if isinstance(chunk, LineItemTable) and connection.vendor == "postgresql":
-                # Columnar chunk: one COPY and pyarrow sums, no Python work per row.
-                constants = {"batch_id": batch.pk, "source": batch.source}
-                bulk_load_table(CostLineItem, chunk.table, constants=constants)
-                totals.add_table(chunk.table)
-                continue
-            for item in chunk:
-                item["batch_id"] = batch.pk
-                item["source"] = batch.source
-            bulk_load(CostLineItem, chunk)
-            totals.add(chunk)
+        # Lock the parts before touching the batch (same order as _batch_abandon), so a part
+        # still loading commits first and a second finisher waits, then sees a finished batch.
+        parts = list(
+            ImportBatchPart.objects.select_for_update().filter(batch_id=batch_id).order_by("index")
+        )
+        batch = ImportBatch.objects.get(id=batch_id)
+        if batch.status != ImportBatch.Status.RUNNING:
+            if batch.status in (ImportBatch.Status.FAILED, ImportBatch.Status.SUPERSEDED):
+                CostLineItem.objects.filter(batch_id=batch_id).delete()
+            return batch
+        unfinished = [p for p in parts if p.status != ImportBatchPart.Status.SUCCEEDED]
+        if unfinished or not parts:
+            _batch_fail(batch, unfinished, total=len(parts))
+            return batch
+        totals = _Totals()
+        for part in parts:
+            totals.merge(part)
         _lock_source(batch.source)
         _supersede(batch, periods=totals.periods)
         batch.status = ImportBatch.Status.SUCCEEDED
@@ -159,6 +348,44 @@ def _ingest(batch: ImportBatch, path: Path) -> None:
                 "finished_at",
             ]
         )
+    return batch
+
+
+def _batch_fail(batch: ImportBatch, unfinished: list[ImportBatchPart], *, total: int) -> None:
+    """Inside the finish transaction: drop the rows the good parts loaded, keep the reason."""
+    CostLineItem.objects.filter(batch_id=batch.pk).delete()
+    if not unfinished:
+        error = "batch has no parts"
+    else:
+        part = next((p for p in unfinished if p.status == ImportBatchPart.Status.FAILED), None)
+        if part is not None:
+            error = part.error
+        else:
+            part = unfinished[0]
+            where = f"part {part.index + 1} of {total}: " if total > 1 else ""
+            error = f"{where}file {part.label or part.file_name}: import task did not finish"
+    batch.status = ImportBatch.Status.FAILED
+    batch.error = error
+    batch.finished_at = timezone.now()
+    batch.save(update_fields=["status", "error", "finished_at"])
+
+
+def billing_batch_ingest(*, batch_id: int) -> ImportBatch:
+    """Run one pending billing batch to SUCCEEDED or FAILED in this process and return it:
+    the parts one after the other, then the finish step (what the chord does across workers).
+
+    A batch recorded without parts (created directly, as bench/ingest.py does) gets one part,
+    its file_name. Idempotent: a batch that is not pending is returned unchanged."""
+    batch = ImportBatch.objects.get(id=batch_id)
+    if batch.status == ImportBatch.Status.PENDING and not batch.parts.exists():
+        path = Path(batch.file_name)
+        ImportBatchPart.objects.create(batch=batch, index=0, file_name=str(path), label=path.name)
+    part_ids = billing_batch_start(batch_id=batch_id)
+    if not part_ids:
+        return batch
+    for part_id in part_ids:
+        billing_part_ingest(part_id=part_id)
+    return billing_batch_finish(batch_id=batch_id)
 
 
 def _lock_source(source: str) -> None:

@@ -1,13 +1,12 @@
-"""Join the parts of one export delivery into one file, so the delivery imports as one batch.
+"""Check that the parts of one export delivery belong together, before they are imported.
 
-Restatement replaces rows by (source, billing period) in one transaction (DESIGN 4). A month
-delivered as several parts must therefore arrive as one batch: one batch per part would let
-part 2 replace part 1, and a failure half-way would leave the month half old, half new.
-
-CSV parts (plain or gzip, one header each) are streamed into one gzip file with the first part's
-header once; a part whose header differs is refused. Parquet parts are copied record batch by
-record batch into one Parquet file; a part whose schema differs is refused. Output is
-deterministic (gzip mtime 0), so importing the same delivery again is recognised as a duplicate.
+A delivery (one month's manifest or export run) is imported as ONE batch whose parts are loaded
+by one task each (billing_ingest.services.billing): restatement replaces rows by (source,
+billing period), so the parts must not replace each other, and a failure in any part must leave
+the month as it was. Parts are therefore never joined into one file; this module only refuses a
+delivery whose parts cannot be one table: Parquet mixed with CSV, a CSV part whose header
+differs from the first part's, or a Parquet part whose schema differs. Only headers and Parquet
+footers are read, so the check costs nothing next to the import.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from billing_ingest.sources import SourceFetchError
 _GZIP = b"\x1f\x8b"
 _PARQUET = b"PAR1"
 _BOM = b"\xef\xbb\xbf"
-_COPY_CHUNK = 1024 * 1024
 
 
 class PartsMismatchError(SourceFetchError):
@@ -39,94 +37,47 @@ def _kind(path: Path) -> str:
     return "csv"
 
 
-def _open_csv(path: Path, kind: str) -> IO[bytes]:
-    if kind == "gzip":
-        return cast(IO[bytes], gzip.GzipFile(path, "rb"))
-    return path.open("rb")
-
-
-def _header(handle: IO[bytes]) -> bytes:
-    line = handle.readline()
+def _csv_header(path: Path, kind: str, label: str) -> bytes:
+    opened = gzip.GzipFile(path, "rb") if kind == "gzip" else path.open("rb")
+    try:
+        with cast(IO[bytes], opened) as handle:
+            line = handle.readline()
+    except (EOFError, OSError, zlib.error) as exc:
+        raise PartsMismatchError(f"{label}: gzip data is corrupt ({exc})") from None
     return line.removeprefix(_BOM).rstrip(b"\r\n")
 
 
-def _copy_csv_part(
-    part: Path, kind: str, out: gzip.GzipFile, *, expected: bytes | None, first: str, label: str
-) -> bytes:
-    """Append a part without its header; returns the header every part must share."""
-    with _open_csv(part, kind) as handle:
-        header = _header(handle)
-        if expected is None:
-            out.write(header + b"\n")
-        elif header != expected:
-            raise PartsMismatchError(f"{label}: header differs from the first part's ({first})")
-        last = b"\n"
-        while block := handle.read(_COPY_CHUNK):
-            out.write(block)
-            last = block[-1:]
-        if last not in (b"\n", b"\r"):
-            out.write(b"\n")
-    return header
-
-
-def _join_csv(parts: list[Path], kinds: list[str], dest: Path, labels: list[str]) -> None:
-    expected: bytes | None = None
-    with (
-        dest.open("wb") as raw,
-        gzip.GzipFile(filename="", mode="wb", fileobj=raw, compresslevel=1, mtime=0) as out,
-    ):
-        for part, kind, label in zip(parts, kinds, labels, strict=True):
-            try:
-                expected = _copy_csv_part(
-                    part, kind, out, expected=expected, first=labels[0], label=label
-                )
-            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-                # Named here, where the part is known: the joined file's row numbers are not.
-                raise PartsMismatchError(f"{label}: gzip data is corrupt ({exc})") from None
-
-
-def _join_parquet(parts: list[Path], dest: Path, labels: list[str]) -> None:
+def _parquet_schema(path: Path, label: str) -> object:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    writer: pq.ParquetWriter | None = None
     try:
-        for part, label in zip(parts, labels, strict=True):
-            try:
-                parquet = pq.ParquetFile(part)
-                if writer is None:
-                    writer = pq.ParquetWriter(dest, parquet.schema_arrow)
-                elif not parquet.schema_arrow.equals(writer.schema):
-                    raise PartsMismatchError(
-                        f"{label}: Parquet schema differs from the first part's ({labels[0]})"
-                    )
-                for batch in parquet.iter_batches():
-                    writer.write_batch(batch)
-            except pa.ArrowException as exc:
-                raise PartsMismatchError(f"{label}: cannot read Parquet ({exc})") from None
-    finally:
-        if writer is not None:
-            writer.close()
+        return pq.ParquetFile(path).schema_arrow
+    except pa.ArrowException as exc:
+        raise PartsMismatchError(f"{label}: cannot read Parquet ({exc})") from None
 
 
-def parts_join(parts: list[Path], *, dest_stem: Path, labels: list[str] | None = None) -> Path:
-    """One local file holding every part, in order; a single part is returned as it is.
-
-    ``dest_stem`` is the output path without suffix (".csv.gz" or ".parquet" is added);
-    ``labels`` name the parts in errors (their remote keys)."""
+def parts_check(parts: list[Path], *, labels: list[str] | None = None) -> None:
+    """Raise PartsMismatchError unless every part has the first part's format and header (CSV,
+    plain or gzip) or schema (Parquet). ``labels`` name the parts in errors (remote keys)."""
     if not parts:
         raise SourceFetchError("delivery has no data files")
-    if len(parts) == 1:
-        return parts[0]
     names = labels or [str(part) for part in parts]
     kinds = [_kind(part) for part in parts]
     if "parquet" in kinds and len(set(kinds)) > 1:
         raise PartsMismatchError(f"parts mix Parquet and CSV: {', '.join(names)}")
-    dest_stem.parent.mkdir(parents=True, exist_ok=True)
+    if len(parts) == 1:
+        return
     if kinds[0] == "parquet":
-        dest = dest_stem.with_name(dest_stem.name + ".parquet")
-        _join_parquet(parts, dest, names)
-    else:
-        dest = dest_stem.with_name(dest_stem.name + ".csv.gz")
-        _join_csv(parts, kinds, dest, names)
-    return dest
+        first_schema = _parquet_schema(parts[0], names[0])
+        for part, label in zip(parts[1:], names[1:], strict=True):
+            schema = _parquet_schema(part, label)
+            if not schema.equals(first_schema):  # type: ignore[attr-defined]
+                raise PartsMismatchError(
+                    f"{label}: Parquet schema differs from the first part's ({names[0]})"
+                )
+        return
+    first_header = _csv_header(parts[0], kinds[0], names[0])
+    for part, kind, label in zip(parts[1:], kinds[1:], names[1:], strict=True):
+        if _csv_header(part, kind, label) != first_header:
+            raise PartsMismatchError(f"{label}: header differs from the first part's ({names[0]})")

@@ -2,10 +2,11 @@
 
 A *delivery* is what a cloud writes as one unit: the newest manifest of one AWS billing period,
 the newest run of one Azure export date range, or one invoice month of a BigQuery billing export
-table. Each delivery becomes one local file (its parts joined, see parts.py) and so one import
-batch, with a source that stays the same from one restatement to the next: ``FORMAT:URI`` of
-the export (or --source). A newer delivery of the same month therefore replaces all of the older
-one's rows at once, and parts of one delivery never replace each other.
+table. Each delivery is downloaded as its local part files (checked to share one header or
+schema, see parts.py) and imported as ONE import batch, one task per part, with a source that
+stays the same from one restatement to the next: ``FORMAT:URI`` of the export (or --source).
+A newer delivery of the same month therefore replaces all of the older one's rows at once, and
+parts of one delivery never replace each other.
 
 Planning lists the store and reads manifests without downloading data: any refusal there
 (credentials, missing bucket or container) stops the whole import before anything changes.
@@ -15,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from billing_ingest.sources import SourceAccessError, SourceFetchError
-from billing_ingest.sources.parts import parts_join
+from billing_ingest.sources.parts import parts_check
 
 SCHEMES = ("s3", "az", "gs", "bq")
 AWS_FORMATS = ("aws-cur", "focus")
@@ -27,14 +28,22 @@ AZURE_FORMATS = ("azure", "focus")
 BIGQUERY_FORMATS = ("gcp-bigquery",)
 
 
+@dataclass(frozen=True)
+class DeliveryPart:
+    """One downloaded data file of a delivery and its remote name (shown in errors)."""
+
+    path: Path
+    label: str
+
+
 @dataclass
 class Delivery:
-    """One unit to import as one batch; ``fetch(folder)`` downloads it and returns one file."""
+    """One unit to import as one batch; ``fetch(folder)`` downloads its parts, in order."""
 
     label: str  # remote name shown in reports and recorded on a failed batch
     source: str
     billing_period: str  # "YYYY-MM", from the store's layout
-    fetch: Callable[[Path], Path]
+    fetch: Callable[[Path], list[DeliveryPart]]
 
 
 def uri_scheme(value: str) -> str | None:
@@ -60,6 +69,12 @@ def _check_format(format: str, *, allowed: tuple[str, ...], uri: str) -> None:
         )
 
 
+def _parts(files: list[Path], labels: list[str]) -> list[DeliveryPart]:
+    """The downloaded parts, refused (PartsMismatchError) unless they can be one table."""
+    parts_check(files, labels=labels)
+    return [DeliveryPart(path, label) for path, label in zip(files, labels, strict=True)]
+
+
 def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) -> list[Delivery]:
     import boto3
 
@@ -80,7 +95,7 @@ def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) ->
     deliveries = []
     for plan in plans:
 
-        def fetch(folder: Path, plan: Any = plan) -> Path:
+        def fetch(folder: Path, plan: Any = plan) -> list[DeliveryPart]:
             files = aws_export_fetch(
                 client=client,
                 bucket=bucket,
@@ -90,8 +105,7 @@ def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) ->
                 dest=folder,
             )
             labels = [f"s3://{bucket}/{key}" for key in plan.data_keys]
-            stem = folder / f"{export_name}-{plan.billing_period}"
-            return parts_join(files, dest_stem=stem, labels=labels)
+            return _parts(files, labels)
 
         deliveries.append(
             Delivery(
@@ -122,12 +136,10 @@ def _azure_deliveries(uri: str, *, format: str, source: str | None, client: Any)
     deliveries = []
     for plan in plans:
 
-        def fetch(folder: Path, plan: Any = plan) -> Path:
+        def fetch(folder: Path, plan: Any = plan) -> list[DeliveryPart]:
             files = azure_export_fetch(container=container, plan=plan, dest=folder)
             labels = [f"az://{container_name}/{name}" for name in plan.blobs]
-            export = PurePosixPath(plan.export_root).name or container_name
-            stem = folder / f"{export}-{plan.date_range}"
-            return parts_join(files, dest_stem=stem, labels=labels)
+            return _parts(files, labels)
 
         deliveries.append(
             Delivery(
@@ -157,8 +169,9 @@ def _bigquery_deliveries(
     deliveries = []
     for plan in plans:
 
-        def fetch(folder: Path, plan: Any = plan) -> Path:
-            return bigquery_month_fetch(client=client, export=export, plan=plan, dest=folder)
+        def fetch(folder: Path, plan: Any = plan) -> list[DeliveryPart]:
+            path = bigquery_month_fetch(client=client, export=export, plan=plan, dest=folder)
+            return [DeliveryPart(path, path.name)]
 
         deliveries.append(
             Delivery(

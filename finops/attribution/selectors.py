@@ -58,7 +58,10 @@ def _visible(qs: QuerySet, *, teams: QuerySet[Team], include_unowned: bool) -> Q
 def month_list_with_data() -> list[date]:
     """Billing months that have line items or attributed cost, newest first."""
     months = set(
-        CostLineItem.objects.order_by().values_list("billing_period", flat=True).distinct()
+        CostLineItem.objects.settled()
+        .order_by()
+        .values_list("billing_period", flat=True)
+        .distinct()
     )
     months |= set(
         TeamDailyCost.objects.order_by().values_list("billing_period", flat=True).distinct()
@@ -365,9 +368,10 @@ class Reconciliation:
 def reconciliation_for_month(
     *, month: date, reporting_currency: str | None = None
 ) -> Reconciliation:
-    """Billed (EffectiveCost of the month's line items) vs the ledger, per provider x account
-    x currency; difference = billed - every category, exactly 0 once attribution ran.
-    Plus one converted grand total (the ledger in the reporting currency, per-day rates)."""
+    """Billed (EffectiveCost of the month's line items of SUCCEEDED batches) vs the ledger, per
+    provider x account x currency; difference = billed - every category, exactly 0 once
+    attribution ran. Plus one converted grand total (the ledger in the reporting currency,
+    per-day rates)."""
     rows: dict[tuple[str, str, str], ReconciliationRow] = {}
 
     def row_for(provider: str, account: str, currency: str) -> ReconciliationRow:
@@ -376,8 +380,11 @@ def reconciliation_for_month(
             rows[key] = ReconciliationRow(provider, account, currency)
         return rows[key]
 
+    # Only rows of SUCCEEDED batches, as attribution reads: a batch still loading (or left
+    # RUNNING by an interrupted import) holds rows that are not the bill.
     billed = (
-        CostLineItem.objects.filter(billing_period=month)
+        CostLineItem.objects.settled()
+        .filter(billing_period=month)
         .order_by()
         .values("provider_name", "billing_account_id", "billing_currency")
         .annotate(effective=MoneySum("effective_cost"), cash=MoneySum("billed_cost"))

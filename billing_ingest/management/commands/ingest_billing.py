@@ -1,10 +1,11 @@
-"""ingest_billing --format FMT PATH_OR_URI [--source NAME]: import billing export files, one
-batch each.
+"""ingest_billing --format FMT PATH_OR_URI [--source NAME] [--delivery]: import billing
+export files, one batch per file or per delivery.
 
-Thin: validate arguments, record a batch per file, run the import task and wait for it, print
-what each file did. The work (and the record of any failure) is in the task's service. A storage
-URI is first resolved to deliveries (billing_ingest.sources.uris), each downloaded into a
-temporary folder and joined into one file, which then takes the same per-file path.
+Thin: validate arguments, record a batch (one part per file of the delivery), dispatch its
+chord (one task per part, then the atomic swap) and wait for it, print what each batch did. The
+work (and the record of any failure) is in the services. A storage URI is first resolved to
+deliveries (billing_ingest.sources.uris), each downloaded into a temporary folder as its parts;
+a single file is a delivery of one part, so every import takes the same path.
 """
 
 from __future__ import annotations
@@ -25,11 +26,18 @@ from billing_ingest.reattribute import (
     months_reattribute,
     report_reattribution,
 )
-from billing_ingest.services.batches import import_batch_create, import_batch_record_failure
-from billing_ingest.services.billing import billing_default_source, billing_file_wanted
+from billing_ingest.services.batches import import_batch_record_failure
+from billing_ingest.services.billing import (
+    BillingFile,
+    billing_batch_create,
+    billing_batch_finish,
+    billing_default_source,
+    billing_file_wanted,
+)
 from billing_ingest.sources import SourceFetchError
+from billing_ingest.sources.parts import parts_check
 from billing_ingest.sources.uris import Delivery, uri_deliveries, uri_scheme
-from billing_ingest.tasks.billing import ingest_billing_batch
+from billing_ingest.tasks.billing import billing_batch_dispatch
 
 URI_HELP = (
     "PATH may be a storage URI. s3://BUCKET/PREFIX/EXPORT-NAME (--format aws-cur or focus): an "
@@ -40,8 +48,8 @@ URI_HELP = (
     "(AZURE_STORAGE_CONNECTION_STRING). bq://PROJECT.DATASET.TABLE?month=YYYYMM[,YYYYMM] "
     "(--format gcp-bigquery): the BigQuery billing export table, one query per invoice month "
     "(Google application default credentials). gs:// is not supported yet. "
-    "Each delivery (one month's manifest or run, however many parts) is joined into one file "
-    "and imported as ONE batch "
+    "Each delivery (one month's manifest or run, however many parts) is imported as ONE batch, "
+    "one task per part, swapped in at once when every part has loaded, "
     "with the default source FORMAT:URI-of-the-export (e.g. aws-cur:s3://b/cur/gpu), the same "
     "for every delivery: a re-delivered month replaces all of the old delivery's rows at once, "
     "and parts never replace each other. A delivery whose manifest names a missing file fails "
@@ -74,9 +82,20 @@ class Command(BaseCommand):
                 "by each new import. Default: FORMAT:STEM per file, where STEM is the file name "
                 "without its .csv/.gz/.parquet suffixes (report-2024-09.csv.gz with --format "
                 "focus -> focus:report-2024-09). With a folder, --source applies to every file, "
-                "so files of one period would replace each other: leave it out for multi-part "
-                "exports. With a URI: default FORMAT:URI of the export, one source for all its "
-                "months (a URI covering several Azure exports gets one source per export)."
+                "so files of one period would replace each other: import a multi-part export "
+                "with --delivery (one batch) instead. With --delivery: default "
+                "FORMAT:FOLDER-NAME. With a URI: default FORMAT:URI of the export, one source "
+                "for all its months (a URI covering several Azure exports gets one source per "
+                "export)."
+            ),
+        )
+        parser.add_argument(
+            "--delivery",
+            action="store_true",
+            help=(
+                "PATH is a folder holding the parts of ONE delivery (e.g. a downloaded export "
+                "month): import its files as one batch, one task per part, swapped in at once. "
+                "Default source: FORMAT:FOLDER-NAME."
             ),
         )
         parser.add_argument(
@@ -118,6 +137,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"{path}: skipped (not .csv, .gz or .parquet)")
         if not paths:
             raise CommandError(f"no billing files under {root}")
+        if options["delivery"]:
+            return [self._ingest_folder_delivery(root, paths, format_name, options)]
 
         return [
             self._ingest_one(
@@ -125,6 +146,25 @@ class Command(BaseCommand):
             )
             for path in paths
         ]
+
+    def _ingest_folder_delivery(
+        self, root: Path, paths: list[Path], format_name: str, options: dict[str, Any]
+    ) -> ImportBatch:
+        if not root.is_dir():
+            raise CommandError(f"--delivery needs a folder; {root} is a file")
+        labels = [str(path.relative_to(root)) for path in paths]
+        try:
+            parts_check(paths, labels=labels)
+        except SourceFetchError as exc:
+            raise CommandError(f"{root}: {exc}") from None
+        batch = billing_batch_create(
+            format=format_name,
+            source=options["source"] or billing_default_source(format=format_name, path=root),
+            # Absolute, so a worker started in another directory finds the files.
+            files=[BillingFile(p.resolve(), label) for p, label in zip(paths, labels, strict=True)],
+            name=str(root.resolve()),
+        )
+        return self._run(batch, label=str(root), timeout=options["timeout"])
 
     def _ingest_uri(
         self, uri: str, *, format_name: str, options: dict[str, Any]
@@ -150,7 +190,7 @@ class Command(BaseCommand):
         self, delivery: Delivery, folder: Path, *, format_name: str, timeout: float
     ) -> ImportBatch:
         try:
-            path = delivery.fetch(folder)
+            parts = delivery.fetch(folder)
         except SourceFetchError as exc:
             batch = import_batch_record_failure(
                 kind=ImportBatch.Kind.BILLING,
@@ -161,13 +201,13 @@ class Command(BaseCommand):
             )
             self._report(delivery.label, batch)
             return batch
-        return self._ingest_one(
-            path,
-            format_name=format_name,
+        batch = billing_batch_create(
+            format=format_name,
             source=delivery.source,
-            timeout=timeout,
-            label=delivery.label,
+            files=[BillingFile(part.path.resolve(), part.label) for part in parts],
+            name=delivery.label,
         )
+        return self._run(batch, label=delivery.label, timeout=timeout)
 
     def _finish(self, batches: list[ImportBatch], *, options: dict[str, Any]) -> None:
         self._warn_self_superseded(batches)
@@ -183,32 +223,41 @@ class Command(BaseCommand):
             raise CommandError(f"{len(failed)} of {len(batches)} file(s) failed: {errors}")
 
     def _ingest_one(
-        self,
-        path: Path,
-        *,
-        format_name: str,
-        source: str | None,
-        timeout: float,
-        label: str | None = None,
+        self, path: Path, *, format_name: str, source: str | None, timeout: float
     ) -> ImportBatch:
-        batch = import_batch_create(
-            kind=ImportBatch.Kind.BILLING,
+        batch = billing_batch_create(
             format=format_name,
             source=source or billing_default_source(format=format_name, path=path),
             # Absolute, so a worker started in another directory finds the file.
-            path=path.resolve(),
+            files=[BillingFile(path.resolve(), path.name)],
         )
+        return self._run(batch, label=str(path), timeout=timeout)
+
+    def _run(self, batch: ImportBatch, *, label: str, timeout: float) -> ImportBatch:
         if batch.status != ImportBatch.Status.DUPLICATE:
             try:
-                ingest_billing_batch.delay(batch.pk).get(timeout=timeout)
-            except Exception as exc:  # the task itself broke (time limit, lost worker)
-                batch.refresh_from_db()
-                if not batch.error:
-                    batch.error = f"import task did not finish: {type(exc).__name__}: {exc}"
-            else:
-                batch.refresh_from_db()
-        self._report(label or str(path), batch)
+                result = billing_batch_dispatch(batch_id=batch.pk)
+                if result is not None:
+                    result.get(timeout=timeout)
+            except Exception as exc:
+                self._chord_broke(batch, exc)
+            batch.refresh_from_db()
+        self._report(label, batch)
         return batch
+
+    def _chord_broke(self, batch: ImportBatch, exc: Exception) -> None:
+        """A part task died without returning (hard time limit, lost worker): the chord fails
+        instead of calling back. Its link_error fails the batch on a worker; doing the same here
+        (idempotent) means the failure is recorded before we report. A timeout is different:
+        the parts may still be loading, so the batch stays RUNNING (its rows invisible) and
+        finishes on its own."""
+        from celery.exceptions import TimeoutError as CeleryTimeout
+
+        if isinstance(exc, CeleryTimeout):
+            batch.error = f"import did not finish within the timeout; batch {batch.pk} is running"
+            ImportBatch.objects.filter(id=batch.pk, error="").update(error=batch.error)
+            return
+        billing_batch_finish(batch_id=batch.pk)
 
     def _report(self, path: str, batch: ImportBatch) -> None:
         status = batch.status
