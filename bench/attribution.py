@@ -7,7 +7,8 @@ Each size runs in a fresh child process with its own database (SQLite in a temp 
 scratch PostgreSQL database next to DATABASE_URL's when that is set, dropped afterwards), so
 peak memory is per size. For each size it prints: the bulk load time; a baseline (just reading
 the rows attribution reads, through the ORM); `attribute --month` end to end; the engine alone
-on the loaded inputs; peak RSS (ru_maxrss). Then it repeats at 2N / 2J and prints the time
+on the loaded inputs; the command's post-write checks alone; the rest (mostly writing the ledger);
+peak RSS (ru_maxrss). Then it repeats at 2N / 2J and prints the time
 ratio (target <= 2.3: attribution should scale linearly) and each size's ratio to its baseline.
 
 The month is realistic on purpose: a third of the nodes spread their idle (a node-pool policy),
@@ -167,7 +168,7 @@ def _time_baseline() -> float:
     from finops.attribution import services
 
     began = time.perf_counter()
-    for _ in services._lines_queryset(MONTH):
+    for _ in services._lines_queryset(MONTH).iterator(chunk_size=services.BATCH_SIZE):
         pass
     for _ in JobRecord.objects.values_list(
         "id", "cluster", "job_id", "name", "account", "state", "start", "end", "gpus", "nodes",
@@ -202,15 +203,23 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     result["ledger_rows"] = AllocatedCost.objects.count()
     result["balanced"] = "difference 0" in out.getvalue()
 
-    with transaction.atomic():
+    # The command's post-write reads (category totals and the conservation check).
+    began = time.perf_counter()
+    services.month_category_totals(month=MONTH)
+    services.month_conservation(month=MONTH)
+    result["checks_s"] = time.perf_counter() - began
+
+    # Load and engine alone, under the same conditions as in attribution_run (GC paused).
+    with transaction.atomic(), services._gc_paused():
         began = time.perf_counter()
         inputs, _ = services._load(MONTH)
         result["load_s"] = time.perf_counter() - began
     if args.tracemalloc:
         tracemalloc.start()
-    began = time.perf_counter()
-    shares = engine.attribute(inputs.lines, inputs.jobs)
-    result["engine_s"] = time.perf_counter() - began
+    with services._gc_paused():
+        began = time.perf_counter()
+        shares = engine.attribute(inputs.lines, inputs.jobs)
+        result["engine_s"] = time.perf_counter() - began
     if args.tracemalloc:
         result["engine_traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
@@ -220,7 +229,8 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
 
 def _scratch_database(base_url: str) -> tuple[str, Any]:
     """A fresh database for one child: a temp SQLite file, or a scratch PostgreSQL database
-    beside the one DATABASE_URL names (never that one: the bench deletes ledgers)."""
+    on DATABASE_URL's server, named after its database (never that one: the bench deletes
+    ledgers)."""
     if not base_url:
         folder = tempfile.mkdtemp(prefix="finops-bench-")
         path = Path(folder) / "bench.sqlite3"
@@ -233,13 +243,17 @@ def _scratch_database(base_url: str) -> tuple[str, Any]:
         return f"sqlite:///{path}", drop_sqlite
     import psycopg
 
-    prefix, _, _ = base_url.rpartition("/")
-    name = f"finops_bench_{os.getpid()}_{int(time.time())}"
-    with psycopg.connect(base_url, autocommit=True) as conn:
+    # DATABASE_URL's database need not exist: the scratch database is created and dropped
+    # through the server's maintenance database, and only named after it.
+    prefix, _, base_name = base_url.rpartition("/")
+    base_name = base_name.split("?", 1)[0] or "finops"
+    admin_url = f"{prefix}/postgres"
+    name = f"{base_name}_bench_{os.getpid()}_{int(time.time())}"
+    with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
 
     def drop_pg() -> None:
-        with psycopg.connect(base_url, autocommit=True) as conn:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
     return f"{prefix}/{name}", drop_pg
@@ -277,6 +291,11 @@ def _print(result: dict[str, Any]) -> None:
     )
     print(f"  load inputs alone        {result['load_s']:8.1f} s")
     print(f"  engine alone             {result['engine_s']:8.1f} s")
+    print(
+        f"  post-write checks        {result['checks_s']:8.1f} s  (category totals, conservation)"
+    )
+    rest = result["attribute_s"] - result["load_s"] - result["engine_s"] - result["checks_s"]
+    print(f"  rest (write ledger, ...) {rest:8.1f} s  (attribute - load - engine - checks)")
     print(
         f"  peak RSS: {result['rss_after_build_mb']:.0f} MB after build, "
         f"{result['rss_after_attribute_mb']:.0f} MB after attribute"

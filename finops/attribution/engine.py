@@ -42,6 +42,7 @@ edges (amount in, gpu-seconds out).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -152,6 +153,23 @@ class Share(NamedTuple):
     @property
     def amount(self) -> Decimal:
         return units_to_decimal(self.units)
+
+
+# Share(...) runs a Python-level __new__; the engine builds millions of shares, so its hot paths
+# call tuple.__new__ directly (same Share instances, no keyword defaults: pass all 8 fields).
+_new_share = tuple.__new__
+
+
+class _Seconds(dict[tuple[int, int], Decimal]):
+    """GPU-seconds as Decimal, memoised per (integer weight, unit): the same whole-hour weights
+    recur millions of times, and a 50-digit division costs more than a dict lookup. The values
+    are exactly those of _CTX.divide(Decimal(weight), Decimal(unit))."""
+
+    __slots__ = ()
+
+    def __missing__(self, key: tuple[int, int]) -> Decimal:
+        value = self[key] = _CTX.divide(Decimal(key[0]), Decimal(key[1]))
+        return value
 
 
 def units_to_decimal(units: int) -> Decimal:
@@ -293,12 +311,13 @@ def attribute(lines: Iterable[LineItem], jobs: Iterable[Job]) -> list[Share]:
     horizon = max((line.end for line in ordered), default=0)
     index = JobIndex(jobs, nodes=nodes, horizon=horizon)
     counted: set[tuple[str, int, int]] = set()
+    seconds = _Seconds()
     shares: list[Share] = []
     for line in ordered:
         if line.node is None:
             _spread_by_day(line, line.category, line.team_id, "", shares)
         else:
-            _split_node_line(line, index, counted, shares)
+            _split_node_line(line, index, counted, seconds, shares)
     shares = _spread_idle(ordered, shares)
     return _split_shared(ordered, shares)
 
@@ -433,7 +452,9 @@ def _shared_weights(
     return teams, [chosen[t] for t in teams]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _signed_units(cost: Decimal) -> tuple[int, int]:
+    # Memoised: an hourly node line costs the same hour after hour, and this runs once per line.
     units = decimal_to_units(cost)
     return abs(units), (-1 if units < 0 else 1)
 
@@ -454,7 +475,11 @@ def _spread_by_day(
 
 
 def _split_node_line(
-    line: LineItem, index: JobIndex, counted: set[tuple[str, int, int]], out: list[Share]
+    line: LineItem,
+    index: JobIndex,
+    counted: set[tuple[str, int, int]],
+    seconds_of: _Seconds,
+    out: list[Share],
 ) -> None:
     node = line.node
     assert node is not None
@@ -481,7 +506,7 @@ def _split_node_line(
         return
     gpus = line.gpus if line.gpus else index.fallback_capacity(node)
     if len(buckets) == 1:
-        _split_one_bucket(line, node, gpus, buckets[0], node_counts, counted, out)
+        _split_one_bucket(line, node, gpus, buckets[0], node_counts, counted, seconds_of, out)
         return
 
     # Integer weights: a job's GPU-seconds in a bucket are micros x overlap / node_count; scaling
@@ -531,12 +556,12 @@ def _split_node_line(
     keys = list(numerators)
     # The numerators sum to T x M by construction, so largest_remainder's denominator is it.
     parts = largest_remainder(total, [numerators[key] for key in keys])
-    gpu_unit = Decimal(k * GPU_SCALE)
+    gpu_unit = k * GPU_SCALE
     for (day, job_id), units in zip(keys, parts, strict=True):
         if job_id is None:
             out.append(Share(line.id, day, IDLE, line.team_id, None, node, sign * units))
         else:
-            seconds = _CTX.divide(Decimal(gpu_weight[(day, job_id)]), gpu_unit)
+            seconds = seconds_of[(gpu_weight[(day, job_id)], gpu_unit)]
             out.append(
                 Share(line.id, day, TRAINING, teams[job_id], job_id, node, sign * units, seconds)
             )
@@ -549,6 +574,7 @@ def _split_one_bucket(
     bucket: tuple[int, int, list[tuple[_Entry, int]]],
     node_counts: set[int],
     counted: set[tuple[str, int, int]],
+    seconds_of: _Seconds,
     out: list[Share],
 ) -> None:
     """The common case (an hourly line item): the same split as _split_node_line with a single
@@ -566,10 +592,19 @@ def _split_one_bucket(
     bucket_key = (node, b_start, b_end)
     count_gpu = bucket_key not in counted
     counted.add(bucket_key)
-    gpu_unit = Decimal(k * GPU_SCALE)
+    gpu_unit = k * GPU_SCALE
     line_id = line.id
+    append = out.append
     for (entry, _), weight, units in zip(hits, weights, parts, strict=False):
-        seconds = _CTX.divide(Decimal(weight), gpu_unit) if count_gpu else _ZERO
-        out.append(Share(line_id, day, TRAINING, entry[5], entry[4], node, sign * units, seconds))
+        seconds = seconds_of[(weight, gpu_unit)] if count_gpu else _ZERO
+        append(
+            _new_share(
+                Share, (line_id, day, TRAINING, entry[5], entry[4], node, sign * units, seconds)
+            )
+        )
     if capacity > held:
-        out.append(Share(line_id, day, IDLE, line.team_id, None, node, sign * parts[-1]))
+        append(
+            _new_share(
+                Share, (line_id, day, IDLE, line.team_id, None, node, sign * parts[-1], _ZERO)
+            )
+        )

@@ -14,16 +14,18 @@ already rounded per line item, so every sum over it is exact.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
+import gc
 import logging
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.db import models, transaction
-from django.db.models import Max, Min, Q
+from django.db import connections, models, transaction
+from django.db.models import F, Func, Max, Min, Q
+from django.db.models.sql.constants import MULTI
 from django.utils import timezone
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord, job_gpus_exact
@@ -47,6 +49,9 @@ BATCH_SIZE = 5000
 # jobs that hit the wall-clock limit on purpose and resume from their last checkpoint.
 WASTE_STATES = frozenset({"FAILED", "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY"})
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
+# Page cache while inserting the ledger on SQLite, in the negative-KiB form of the pragma
+# (256 MiB at most; SQLite allocates it only as pages are used).
+_SQLITE_INSERT_CACHE_KIB = -256 * 1024
 _EPOCH = dt.date(1970, 1, 1)
 
 # Dimensions of a line item copied onto its ledger rows.
@@ -88,43 +93,110 @@ def _epoch(value: dt.datetime) -> int:
     return int(value.timestamp())
 
 
-def _lines_queryset(month: dt.date) -> Iterator[tuple[Any, ...]]:
-    return (  # type: ignore[return-value]
-        CostLineItem.objects.filter(
-            billing_period=month, batch__status=ImportBatch.Status.SUCCEEDED
-        )
-        .order_by("id")
-        .values_list(
-            "id",
-            "charge_period_start",
-            "charge_period_end",
-            "effective_cost",
-            "resource_id",
-            "resource_name",
-            "resource_type",
-            "sku_id",
-            "tags",
-            "x_instance_type",
-            "x_gpu_count",
-            "x_gpu_model",
-            "charge_category",
-            "service_category",
-            "provider_name",
-            "billing_account_id",
-            "sub_account_id",
-            "service_name",
-            "pricing_category",
-            "billing_currency",
-            "batch_id",
-        )
-        .iterator(chunk_size=BATCH_SIZE)
-    )
+def _to_epoch(value: dt.datetime | Decimal) -> int:
+    """A datetime, or epoch seconds as read by _lines_queryset(epochs=True), as _epoch gives
+    it (int() truncates toward zero, as int(timestamp()) does)."""
+    return _epoch(value) if isinstance(value, dt.datetime) else int(value)
+
+
+def _lines_queryset(month: dt.date, *, epochs: bool = False) -> models.QuerySet[Any]:
+    """The month's line items as value tuples (unevaluated; _rows reads it).
+
+    epochs: on PostgreSQL, read the charge period as epoch seconds computed by the server.
+    Django's timestamptz loader is Python code run for every cell, before any memoisation can
+    help; SQLite hands out text, which _rows converts once per distinct hour."""
+    queryset = CostLineItem.objects.filter(
+        billing_period=month, batch__status=ImportBatch.Status.SUCCEEDED
+    ).order_by("id")
+    if not (epochs and connections[queryset.db].vendor == "postgresql"):
+        return queryset.values_list(*_LINE_FIELDS)
+    fields = list(_LINE_FIELDS)
+    for name in ("charge_period_start", "charge_period_end"):
+        alias = f"{name}_epoch"
+        queryset = queryset.annotate(
+            **{alias: Func(F(name), template="EXTRACT(EPOCH FROM %(expressions)s)",
+                           output_field=models.DecimalField())}
+        )  # fmt: skip
+        fields[fields.index(name)] = alias
+    return queryset.values_list(*fields)
+
+
+_LINE_FIELDS = (
+    "id", "charge_period_start", "charge_period_end", "effective_cost", "resource_id",
+    "resource_name", "resource_type", "sku_id", "tags", "x_instance_type", "x_gpu_count",
+    "x_gpu_model", "charge_category", "service_category", "provider_name", "billing_account_id",
+    "sub_account_id", "service_name", "pricing_category", "billing_currency", "batch_id",
+)  # fmt: skip
+
+
+def _rows(queryset: models.QuerySet[Any], memoised: Iterable[str]) -> Iterator[tuple[Any, ...]]:
+    """The value tuples of a values_list queryset, as the ORM would convert them, read in
+    chunks; the columns named in memoised are converted once per distinct database value.
+
+    Charge periods repeat (744 hours a month over hundreds of thousands of lines) and so do
+    tags, while the ORM converts every cell (on SQLite: parse the datetime text, make it aware,
+    json.loads the tags): for a month's line items that alone cost more than reading them."""
+    compiler = queryset.query.get_compiler(using=queryset.db)
+    # As QuerySet.iterator(): a server-side cursor on PostgreSQL unless settings disable them.
+    chunked = not compiler.connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
+    results = compiler.execute_sql(MULTI, chunked_fetch=chunked, chunk_size=BATCH_SIZE)
+    assert results is not None
+    selected = compiler.select[: compiler.col_count]
+    # Column names in the compiler's order (the aliases it selects them as), then the order
+    # values_list asked for.
+    names = [alias for _, _, alias in selected]
+    if None in names:
+        query = queryset.query
+        names = [*query.extra_select, *query.values_select, *query.annotation_select]
+    wanted = list(queryset._fields or names)  # type: ignore[attr-defined]
+    order = [names.index(name) for name in wanted]
+    reorder = order != list(range(len(order)))
+    fields = [expression for expression, _, _ in selected]
+    converters = compiler.get_converters(fields)
+    connection = compiler.connection
+    memo_at = {names.index(name) for name in memoised if name in names}
+    plain: list[tuple[int, list[Any], Any]] = []
+    cached: list[tuple[int, list[Any], Any, dict[Any, Any]]] = []
+    for pos, (convs, expression) in converters.items():
+        if pos in memo_at:
+            cached.append((pos, convs, expression, {}))
+        else:
+            plain.append((pos, convs, expression))
+    for chunk in results:
+        for raw in chunk:
+            row = list(raw)
+            for pos, convs, expression in plain:
+                value = row[pos]
+                for convert in convs:
+                    value = convert(value, expression, connection)
+                row[pos] = value
+            for pos, convs, expression, memo in cached:
+                value = row[pos]
+                try:
+                    row[pos] = memo[value]
+                    continue
+                except KeyError:
+                    keep = True
+                except TypeError:  # an unhashable raw value (a driver that decodes JSON)
+                    keep = False
+                converted = value
+                for convert in convs:
+                    converted = convert(converted, expression, connection)
+                row[pos] = converted
+                if keep:
+                    memo[value] = converted
+            yield tuple([row[i] for i in order]) if reorder else tuple(row)
+
+
+# A job between reading and team creation:
+# (id, node names, start, end, GPU micros, GPU denominator, owner).
+_StagedJob = tuple[int, tuple[str, ...], int, int | None, int, int, TeamRef | None]
 
 
 def _load_jobs(
     inputs: _Inputs, resolver: TeamResolver, first: dt.datetime, last: dt.datetime
-) -> list[TeamRef | None]:
-    rows = (
+) -> list[_StagedJob]:
+    queryset = (
         JobRecord.objects.filter(start__isnull=False, start__lt=last, gpus__gt=0)
         .filter(Q(end__isnull=True) | Q(end__gt=first))
         .order_by("id")
@@ -145,30 +217,30 @@ def _load_jobs(
             "namespace",
             "labels",
         )
-        .iterator(chunk_size=BATCH_SIZE)
     )
-    refs: list[TeamRef | None] = []
+    staged: list[_StagedJob] = []
+    # Node lists and labels repeat (most jobs run on one node; pods share labels).
+    node_tuples: dict[int, tuple[str, ...]] = {}
+    rows = _rows(queryset, ("nodes", "labels"))
     for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
          numerator, denominator, namespace, labels) in rows:  # fmt: skip
         assert start is not None  # filtered above
-        node_names = tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
+        # _rows hands out one list per distinct JSON value: convert it once.
+        node_names = node_tuples.get(id(nodes))
+        if node_names is None:
+            node_names = tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
+            node_tuples[id(nodes)] = node_names
         # MIG slices and time-sliced replicas are exact fractions (1/7 has no decimal form).
         exact = job_gpus_exact(gpus=gpus, numerator=numerator, denominator=denominator)
-        inputs.jobs.append(
-            engine.Job(
-                id=pk,
-                nodes=node_names,
-                start=_epoch(start),
-                end=None if end is None else _epoch(end),
-                gpu_micros=exact.numerator * engine.GPU_SCALE,
-                gpu_denominator=exact.denominator,
-            )
-        )
         # A run is the parser's run id; failing that the job name, failing that the job itself.
         inputs.job_meta[pk] = _JobMeta(cluster, run_id or name or job_id, state, start, end)
         labels = labels if isinstance(labels, dict) else {}
-        refs.append(resolver.job_team(account=account, namespace=namespace, labels=labels))
-    return refs
+        ref = resolver.job_team(account=account, namespace=namespace, labels=labels)
+        staged.append((
+            pk, node_names, _epoch(start), None if end is None else _epoch(end),
+            exact.numerator * engine.GPU_SCALE, exact.denominator, ref,
+        ))  # fmt: skip
+    return staged
 
 
 def _node_name_of_gpu_line(resource_name: str, resource_id: str, tags: dict[str, object]) -> str:
@@ -189,6 +261,47 @@ _Staged = tuple[
 ]
 
 
+class _NodeOfLine:
+    """(node name, GPUs per node) of a line item's resource, computed once per distinct
+    resource: a node bills one line an hour, 744 a month, all with the same answer."""
+
+    def __init__(self, names: dict[str, str]) -> None:
+        self._names = names
+        self._memo: dict[tuple[Any, ...], tuple[str | None, int | None]] = {}
+
+    def __call__(
+        self, res_id: str, res_name: str, res_type: str, sku: str, tags: dict[str, object],
+        x_type: str, x_count: int | None, x_model: str,
+    ) -> tuple[str | None, int | None]:  # fmt: skip
+        # Only string node tags can name a node (match_node, _node_name_of_gpu_line).
+        node_tags = tuple(
+            value if isinstance(value, str) else None
+            for value in map(tags.get, engine.NODE_TAG_KEYS)
+        )
+        key = (res_id, res_name, res_type, sku, x_type, x_count, x_model, node_tags)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self._resolve(
+                res_id, res_name, res_type, sku, tags, x_type, x_count, x_model
+            )
+        return found
+
+    def _resolve(
+        self, res_id: str, res_name: str, res_type: str, sku: str, tags: dict[str, object],
+        x_type: str, x_count: int | None, x_model: str,
+    ) -> tuple[str | None, int | None]:  # fmt: skip
+        node = engine.match_node(
+            resource_name=res_name, resource_id=res_id, tags=tags, node_names=self._names
+        )
+        spec = line_gpu_spec(
+            x_instance_type=x_type, x_gpu_count=x_count, x_gpu_model=x_model, sku_id=sku,
+            resource_type=res_type,
+        )  # fmt: skip
+        if node is None and spec is not None:
+            node = _node_name_of_gpu_line(res_name, res_id, tags)
+        return node, (spec.count if spec is not None else None)
+
+
 def _load(month: dt.date) -> tuple[_Inputs, int]:
     inputs = _Inputs()
     resolver = TeamResolver.from_db()
@@ -197,34 +310,28 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
     ).aggregate(first=Min("charge_period_start"), last=Max("charge_period_end"))
     if bounds["first"] is None:
         return inputs, 0
-    job_refs = _load_jobs(inputs, resolver, bounds["first"], bounds["last"])
-    names = engine.node_name_map(n for job in inputs.jobs for n in job.nodes)
+    staged_jobs = _load_jobs(inputs, resolver, bounds["first"], bounds["last"])
+    names = engine.node_name_map(n for job in staged_jobs for n in job[1])
 
     idle_policies = IdlePolicies.from_db(
         node_clusters(
-            (node, inputs.job_meta[job.id].cluster) for job in inputs.jobs for node in job.nodes
+            (node, inputs.job_meta[job[0]].cluster) for job in staged_jobs for node in job[1]
         )
     )
     shared_rules = SharedRules.from_db()
+    node_of_line = _NodeOfLine(names)
     staged: list[_Staged] = []
     dims_index: dict[_Dims, int] = {}
-    for row in _lines_queryset(month):
+    epochs: dict[Any, int] = {}
+    memoised = ("charge_period_start", "charge_period_end", "tags")
+    for row in _rows(_lines_queryset(month, epochs=True), memoised):
         (pk, start, end, cost, res_id, res_name, res_type, sku, tags, x_type, x_count, x_model,
          charge_category, service_category, *dim_values) = row  # fmt: skip
         tags = tags if isinstance(tags, dict) else {}
-        node = engine.match_node(
-            resource_name=res_name, resource_id=res_id, tags=tags, node_names=names
-        )
-        spec = line_gpu_spec(
-            x_instance_type=x_type, x_gpu_count=x_count, x_gpu_model=x_model, sku_id=sku,
-            resource_type=res_type,
-        )  # fmt: skip
-        if node is None and spec is not None:
-            node = _node_name_of_gpu_line(res_name, res_id, tags)
+        node, gpus = node_of_line(res_id, res_name, res_type, sku, tags, x_type, x_count, x_model)
         dims: _Dims = tuple(dim_values)  # type: ignore[assignment]
         inputs.line_dims[pk] = dims_index.setdefault(dims, len(dims_index))
         owner = resolver.line_team(tags=tags, sub_account=str(dims[2]))
-        gpus = spec.count if spec is not None else None
         shared = None
         if node is None and owner is None and shared_rules:
             provider, _, sub, service = dims[:4]
@@ -232,7 +339,13 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
                 provider=provider, sub_account=sub, service_category=service_category,
                 service_name=service, charge_category=charge_category,
             )  # fmt: skip
-        staged.append((pk, _epoch(start), _epoch(end), cost, node, gpus, owner, shared))
+        start_s = epochs.get(start)
+        if start_s is None:
+            start_s = epochs[start] = _to_epoch(start)
+        end_s = epochs.get(end)
+        if end_s is None:
+            end_s = epochs[end] = _to_epoch(end)
+        staged.append((pk, start_s, end_s, cost, node, gpus, owner, shared))
     inputs.dims = list(dims_index)
 
     resolver.materialise()
@@ -264,8 +377,16 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
             )
         )
     inputs.jobs = [
-        dataclasses.replace(j, team_id=resolver.team_id(ref))
-        for j, ref in zip(inputs.jobs, job_refs, strict=True)
+        engine.Job(
+            id=pk,
+            nodes=nodes,
+            start=start_s,
+            end=end_s,
+            gpu_micros=micros,
+            team_id=resolver.team_id(ref),
+            gpu_denominator=denominator,
+        )
+        for pk, nodes, start_s, end_s, micros, denominator, ref in staged_jobs
     ]
     return inputs, len(staged)
 
@@ -352,14 +473,22 @@ def _insert(
                     copy.write_row(row)
             return
         statement = f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})"
-        batch: list[tuple[Any, ...]] = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) == BATCH_SIZE:
+        # SQLite's default page cache (2 MB) is far smaller than the table and its indexes, so
+        # every insert pages index blocks in and out; a larger cache for this insert only.
+        cursor.execute("PRAGMA cache_size")
+        (cache_size,) = cursor.fetchone()
+        cursor.execute(f"PRAGMA cache_size = {_SQLITE_INSERT_CACHE_KIB}")
+        try:
+            batch: list[tuple[Any, ...]] = []
+            for row in rows:
+                batch.append(row)
+                if len(batch) == BATCH_SIZE:
+                    cursor.executemany(statement, batch)
+                    batch = []
+            if batch:
                 cursor.executemany(statement, batch)
-                batch = []
-        if batch:
-            cursor.executemany(statement, batch)
+        finally:
+            cursor.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
 
 def _team_daily_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[TeamDailyCost]:
@@ -483,6 +612,21 @@ def _write(month: dt.date, inputs: _Inputs) -> None:
     RunCost.objects.bulk_create(run_rows, batch_size=BATCH_SIZE)
 
 
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a month is attributed. The run allocates millions of
+    small tuples that all live until it ends; the collector would keep rescanning them (a third
+    of the engine's time, growing faster than the month) and find nothing to free. Plain
+    reference counting still frees everything; the collector resumes afterwards."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def attribution_run(*, month: dt.date) -> AttributionRun:
     """Attribute a billing month: replace its ledger and rollups in one transaction.
 
@@ -501,8 +645,9 @@ def attribution_run(*, month: dt.date) -> AttributionRun:
                 .order_by("id")
                 .values_list("id", flat=True)
             )
-            inputs, line_count = _load(month)
-            _write(month, inputs)
+            with _gc_paused():
+                inputs, line_count = _load(month)
+                _write(month, inputs)
             run.status = AttributionRun.Status.SUCCEEDED
             run.line_items = line_count
             run.jobs = len(inputs.jobs)
