@@ -260,22 +260,7 @@ def _part_load(part_id: int) -> None:
             part.save(update_fields=["status", "error", "finished_at"])
             return
         totals = _load_rows(batch, Path(part.file_name), label=part.label or part.file_name)
-        part.status = ImportBatchPart.Status.SUCCEEDED
-        part.row_count = totals.rows
-        part.billing_periods = totals.period_labels()
-        part.currency_totals = totals.as_json()
-        part.error = ""
-        part.finished_at = timezone.now()
-        part.save(
-            update_fields=[
-                "status",
-                "row_count",
-                "billing_periods",
-                "currency_totals",
-                "error",
-                "finished_at",
-            ]
-        )
+        _record_success(part, totals, status=ImportBatchPart.Status.SUCCEEDED)
 
 
 def _part_fail(part: ImportBatchPart, *, error: str) -> None:
@@ -332,22 +317,7 @@ def billing_batch_finish(*, batch_id: int) -> ImportBatch:
             totals.merge(part)
         _lock_source(batch.source)
         _supersede(batch, periods=totals.periods)
-        batch.status = ImportBatch.Status.SUCCEEDED
-        batch.row_count = totals.rows
-        batch.billing_periods = totals.period_labels()
-        batch.currency_totals = totals.as_json()
-        batch.error = ""
-        batch.finished_at = timezone.now()
-        batch.save(
-            update_fields=[
-                "status",
-                "row_count",
-                "billing_periods",
-                "currency_totals",
-                "error",
-                "finished_at",
-            ]
-        )
+        _record_success(batch, totals, status=ImportBatch.Status.SUCCEEDED)
     return batch
 
 
@@ -412,3 +382,23 @@ def _supersede(batch: ImportBatch, *, periods: set[date]) -> None:
         id__in=CostLineItem.objects.filter(batch_id__in=touched).values("batch_id")
     )
     emptied.update(status=ImportBatch.Status.SUPERSEDED, superseded_by=batch)
+
+
+def _record_success(record: ImportBatch | ImportBatchPart, totals: _Totals, *, status: str) -> None:
+    # A part and its batch carry the same result fields: the batch's are the parts' summed.
+    record.status = status
+    record.row_count = totals.rows
+    record.billing_periods = totals.period_labels()
+    record.currency_totals = totals.as_json()
+    record.error = ""
+    record.finished_at = timezone.now()
+    record.save(
+        update_fields=[
+            "status",
+            "row_count",
+            "billing_periods",
+            "currency_totals",
+            "error",
+            "finished_at",
+        ]
+    )
