@@ -51,6 +51,7 @@ class ImportBatch(models.Model):
         BILLING = "billing"
         JOBS = "jobs"
         INFERENCE = "inference"
+        UTILISATION = "utilisation"
 
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -376,3 +377,31 @@ class KubernetesSource(models.Model):
         else:
             label = f"kubeconfig {self.kubeconfig_path}"
         return f"{label}, context {self.context}" if self.context else label
+
+
+class JobGpuUtilisation(models.Model):
+    """Measured GPU utilisation of one job (0..1), e.g. the average of DCGM's
+    DCGM_FI_PROF_GR_ENGINE_ACTIVE over the job's run. Read by attribution on clusters whose charge
+    basis is `used`; one row per (cluster, job id), replaced by each newer import."""
+
+    cluster = models.CharField(max_length=100)
+    # JobRecord.job_id of the job (a Slurm job id, `<namespace>/<pod>`).
+    job_id = models.CharField(max_length=320)
+    utilisation = models.DecimalField(max_digits=7, decimal_places=6)
+    batch = models.ForeignKey(
+        ImportBatch, on_delete=models.CASCADE, related_name="gpu_utilisations"
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "job_id"], name="unique_gpu_utilisation_per_job"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(utilisation__gte=0) & models.Q(utilisation__lte=1),
+                name="gpu_utilisation_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster}:{self.job_id} {self.utilisation}"

@@ -9,6 +9,7 @@ from django.forms.models import BaseInlineFormSet
 from finops.attribution.models import (
     AllocatedCost,
     AttributionRun,
+    ChargeBasis,
     IdlePolicy,
     RunCost,
     SharedCostRule,
@@ -79,6 +80,13 @@ class IdlePolicyAdmin(admin.ModelAdmin):
     list_filter = ["policy"]
     list_select_related = ["owner_team"]
     ordering = ["priority", "id"]
+
+
+@admin.register(ChargeBasis)
+class ChargeBasisAdmin(admin.ModelAdmin):
+    list_display = ["cluster", "basis"]
+    list_editable = ["basis"]
+    list_filter = ["basis"]
 
 
 class _SplitsFormSet(BaseInlineFormSet):  # type: ignore[type-arg]

@@ -15,6 +15,12 @@ How one GPU node line item is split (requested-GPU basis, idle policy `keep`):
   When the jobs hold more than the node has (oversubscription, bad GPU counts), the whole bucket
   is split pro rata among them and idle is 0.
 
+Charge basis (DESIGN section 5.3) is decided by the service: on a `used` cluster a job with a
+measured utilisation u = p/q arrives with gpu_micros x p and gpu_denominator x q, so the engine
+charges GPUs x u and what the job requested but did not use falls into idle by itself; Share
+gpu_seconds are then the charged (used) GPU-seconds. Job.requested_gpus keeps the requested
+GPUs only to size nodes of unknown type (JobIndex.fallback_capacity).
+
 Idle policies (DESIGN section 5.4). The service resolves `keep` and `platform` into the owner
 team of a node line's idle (LineItem.team_id); the engine only has to do `spread`: the idle of
 every node line with a spread_pool is pooled per (pool, UTC day, ledger group) and split among
@@ -131,6 +137,10 @@ class Job:
     team_id: int | None = None
     # ...divided by this, so fractions stay exact: a 1/7 MIG slice is (GPU_SCALE, 7).
     gpu_denominator: int = 1
+    # Total GPUs the job requested when it is charged for fewer (charge basis `used`: micros and
+    # denominator then carry GPUs x utilisation); None: it is charged for what it requested.
+    # Only sizes nodes of unknown type (JobIndex.fallback_capacity).
+    requested_gpus: Fraction | None = None
 
 
 class Share(NamedTuple):
@@ -265,6 +275,8 @@ class JobIndex:
         self.by_hour: dict[str, dict[int, list[_Entry]]] = {}
         self.by_node: dict[str, list[_Entry]] = defaultdict(list)
         self._capacity: dict[str, int] = {}
+        # Job id -> requested GPUs per node, for jobs charged for fewer (Job.requested_gpus).
+        self._requested: dict[int, Fraction] = {}
         for job in sorted(jobs, key=lambda j: j.id):
             # A running job runs until the last charge period ends (cost to date).
             end = horizon if job.end is None else job.end
@@ -275,6 +287,8 @@ class JobIndex:
             # denominator into the count keeps every weight an integer (K = lcm of counts).
             count = len(job_nodes) * job.gpu_denominator
             entry: _Entry = (job.start, end, job.gpu_micros, count, job.id, job.team_id)
+            if job.requested_gpus is not None:
+                self._requested[job.id] = job.requested_gpus / len(job_nodes)
             first_hour, last_hour = job.start // HOUR, (end - 1) // HOUR
             for node in job_nodes:
                 if node not in nodes:
@@ -286,13 +300,16 @@ class JobIndex:
 
     def fallback_capacity(self, node: str) -> int:
         """GPUs of a node whose type the catalogue does not know: the most GPUs its jobs ever
-        held at the same instant, rounded up to whole GPUs (a node has whole GPUs; MIG slices
-        add up), at least 1. Never less than what the jobs held, so the jobs are charged in full
-        and idle is whatever remains."""
+        held (requested, whatever the charge basis) at the same instant, rounded up to whole GPUs
+        (a node has whole GPUs; MIG slices add up), at least 1. Never less than what the jobs
+        held, so the jobs are charged in full and idle is whatever remains."""
         if node not in self._capacity:
             events: list[tuple[int, int, Fraction]] = []
-            for start, end, micros, count, _, _ in self.by_node.get(node, ()):
-                held = Fraction(micros, count * GPU_SCALE)
+            requested = self._requested
+            for start, end, micros, count, job_id, _ in self.by_node.get(node, ()):
+                # What the job requested, not what it is charged for: a node is never sized
+                # below the GPUs its jobs were allocated.
+                held = requested.get(job_id) or Fraction(micros, count * GPU_SCALE)
                 events.append((start, 1, held))
                 events.append((end, 0, -held))  # ends sort first at equal times: end exclusive
             events.sort(key=lambda e: (e[0], e[1]))

@@ -177,6 +177,29 @@ class IdlePolicy(models.Model):
         return f"idle {scope}: {self.policy}"
 
 
+class ChargeBasis(models.Model):
+    """What a cluster's jobs are charged for (DESIGN 5.3). Clusters without a row: `requested`.
+
+    `used`: a job with a JobGpuUtilisation row u counts GPUs x u (exactly); the rest of what it
+    requested is idle of its node, handled by the node's idle policy. A job without a
+    utilisation row is charged as requested. Ledger GPU-seconds are the charged ones.
+    """
+
+    class Basis(models.TextChoices):
+        REQUESTED = "requested", "Requested: the GPUs the scheduler allocated"
+        USED = "used", "Used: allocated GPUs x measured utilisation, where present"
+
+    cluster = models.CharField(max_length=100, unique=True)
+    basis = models.CharField(max_length=16, choices=Basis.choices, default=Basis.REQUESTED)
+
+    class Meta:
+        ordering = ["cluster"]
+        verbose_name_plural = "charge bases"
+
+    def __str__(self) -> str:
+        return f"{self.cluster}: {self.basis}"
+
+
 class SharedCostRule(models.Model):
     """Splits otherwise unallocated line items among teams as `shared` cost (DESIGN 5.5).
 

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 from django.db import connections, models, transaction
@@ -32,6 +33,7 @@ from billing_ingest.models import CostLineItem, ImportBatch, JobRecord, job_gpus
 from billing_ingest.money import MoneySum
 from finops.attribution import engine
 from finops.attribution.catalogue import line_gpu_spec
+from finops.attribution.charge_basis import charged_gpus, used_basis_utilisations
 from finops.attribution.models import (
     AllocatedCost,
     AttributionRun,
@@ -75,6 +77,8 @@ class _Inputs:
     dims: list[_Dims] = field(default_factory=list)
     jobs: list[engine.Job] = field(default_factory=list)
     job_meta: dict[int, _JobMeta] = field(default_factory=dict)
+    # Jobs charged for less than they requested (charge basis `used`): job id -> requested GPUs.
+    requested_gpus: dict[int, Fraction] = field(default_factory=dict)
 
 
 def month_start(value: dt.date) -> dt.date:
@@ -219,6 +223,8 @@ def _load_jobs(
         )
     )
     staged: list[_StagedJob] = []
+    # Charge basis `used`: jobs with a measured utilisation count GPUs x utilisation.
+    utilisations = used_basis_utilisations()
     # Node lists and labels repeat (most jobs run on one node; pods share labels).
     node_tuples: dict[int, tuple[str, ...]] = {}
     rows = _rows(queryset, ("nodes", "labels"))
@@ -236,9 +242,15 @@ def _load_jobs(
         inputs.job_meta[pk] = _JobMeta(cluster, run_id or name or job_id, state, start, end)
         labels = labels if isinstance(labels, dict) else {}
         ref = resolver.job_team(account=account, namespace=namespace, labels=labels)
+        micros, gpu_denominator = exact.numerator * engine.GPU_SCALE, exact.denominator
+        if utilisations:
+            used = utilisations.get((cluster, job_id))
+            if used is not None:
+                inputs.requested_gpus[pk] = Fraction(micros, gpu_denominator * engine.GPU_SCALE)
+                micros, gpu_denominator = charged_gpus(micros, gpu_denominator, used)
         staged.append((
             pk, node_names, _epoch(start), None if end is None else _epoch(end),
-            exact.numerator * engine.GPU_SCALE, exact.denominator, ref,
+            micros, gpu_denominator, ref,
         ))  # fmt: skip
     return staged
 
@@ -385,6 +397,7 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
             gpu_micros=micros,
             team_id=resolver.team_id(ref),
             gpu_denominator=denominator,
+            requested_gpus=inputs.requested_gpus.get(pk),
         )
         for pk, nodes, start_s, end_s, micros, denominator, ref in staged_jobs
     ]
