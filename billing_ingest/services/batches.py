@@ -26,9 +26,17 @@ def file_sha256(path: Path) -> str:
 
 
 def import_batch_create(*, kind: str, format: str, source: str, path: Path) -> ImportBatch:
-    """Record a file to import. The same bytes already imported for this source are a no-op:
+    """Record a file to import (see import_batch_record)."""
+    return import_batch_record(
+        kind=kind, format=format, source=source, file_name=str(path), sha=file_sha256(path)
+    )
+
+
+def import_batch_record(
+    *, kind: str, format: str, source: str, file_name: str, sha: str
+) -> ImportBatch:
+    """Record content to import. The same bytes already imported for this source are a no-op:
     the new batch is created as DUPLICATE (kept for the audit trail) and never runs."""
-    sha = file_sha256(path)
     previous = (
         ImportBatch.objects.filter(
             kind=kind, source=source, file_sha256=sha, status=ImportBatch.Status.SUCCEEDED
@@ -37,7 +45,7 @@ def import_batch_create(*, kind: str, format: str, source: str, path: Path) -> I
         .first()
     )
     batch = ImportBatch.objects.create(
-        kind=kind, format=format, source=source, file_name=str(path), file_sha256=sha
+        kind=kind, format=format, source=source, file_name=file_name, file_sha256=sha
     )
     if previous is not None:
         batch.status = ImportBatch.Status.DUPLICATE

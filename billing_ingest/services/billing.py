@@ -35,7 +35,7 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.values import LineItemTable
-from billing_ingest.services.batches import file_sha256, import_batch_claim
+from billing_ingest.services.batches import file_sha256, import_batch_claim, import_batch_record
 
 logger = logging.getLogger("finops.billing_ingest")
 
@@ -164,25 +164,16 @@ def billing_batch_create(
     if not files:
         raise ValueError("a billing batch needs at least one file")
     sha = _delivery_sha256(files)
-    same = ImportBatch.objects.filter(
-        kind=ImportBatch.Kind.BILLING, source=source, file_sha256=sha
-    ).order_by("-id")
-    previous = same.filter(status=ImportBatch.Status.SUCCEEDED).first()
+    same = ImportBatch.objects.filter(kind=ImportBatch.Kind.BILLING, source=source, file_sha256=sha)
     with transaction.atomic():
-        batch = ImportBatch.objects.create(
+        batch = import_batch_record(
             kind=ImportBatch.Kind.BILLING,
             format=format,
             source=source,
             file_name=name or str(files[0].path),
-            file_sha256=sha,
+            sha=sha,
         )
-        if previous is not None:
-            batch.status = ImportBatch.Status.DUPLICATE
-            batch.error = f"same content (sha256 {sha[:12]}) as batch {previous.pk}; nothing to do"
-            batch.row_count = previous.row_count
-            batch.billing_periods = previous.billing_periods
-            batch.finished_at = timezone.now()
-            batch.save()
+        if batch.status == ImportBatch.Status.DUPLICATE:
             return batch
         ImportBatchPart.objects.bulk_create(
             ImportBatchPart(batch=batch, index=i, file_name=str(f.path), label=f.label)

@@ -17,7 +17,12 @@ from django.utils import timezone
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM, ImportBatch
 from billing_ingest.parsers import billing_paths
-from billing_ingest.services.batches import file_sha256, import_batch_claim, import_batch_fail
+from billing_ingest.services.batches import (
+    file_sha256,
+    import_batch_claim,
+    import_batch_fail,
+    import_batch_record,
+)
 from finops.attribution.models import AllocatedCost, Category
 from finops.inference.models import INFERENCE_BATCH_KIND, EndpointCost, InferenceUsage
 from finops.inference.parsers import usage_parser
@@ -53,28 +58,9 @@ def usage_batch_create(*, format: str, cluster: str, path: Path) -> ImportBatch:
     usage_parser(format)  # unknown formats fail here, before a batch exists
     root = path.resolve()
     sha = files_sha256(billing_paths(root), root)
-    previous = (
-        ImportBatch.objects.filter(
-            kind=INFERENCE_BATCH_KIND,
-            source=cluster,
-            file_sha256=sha,
-            status=ImportBatch.Status.SUCCEEDED,
-        )
-        .order_by("-id")
-        .first()
+    return import_batch_record(
+        kind=INFERENCE_BATCH_KIND, format=format, source=cluster, file_name=str(root), sha=sha
     )
-    batch = ImportBatch.objects.create(
-        kind=INFERENCE_BATCH_KIND, format=format, source=cluster, file_name=str(root),
-        file_sha256=sha,
-    )  # fmt: skip
-    if previous is not None:
-        batch.status = ImportBatch.Status.DUPLICATE
-        batch.error = f"same content (sha256 {sha[:12]}) as batch {previous.pk}; nothing to do"
-        batch.row_count = previous.row_count
-        batch.billing_periods = previous.billing_periods
-        batch.finished_at = timezone.now()
-        batch.save()
-    return batch
 
 
 def usage_batch_ingest(*, batch_id: int) -> ImportBatch:
