@@ -294,12 +294,6 @@ def test_formats_an_aws_export_cannot_hold_are_refused(s3):
         call_command("ingest_billing", "--format", "azure", URI, "--no-attribute")
 
 
-def test_gs_uris_are_not_supported_yet(db):
-    with pytest.raises(CommandError, match="gs:// is not supported yet"):
-        call_command("ingest_billing", "--format", "gcp-bigquery", "gs://b/x", "--no-attribute")
-    assert not ImportBatch.objects.exists()
-
-
 def test_parquet_parts_of_a_month_import_as_one_batch(s3):
     parts = [["1.5", "2.5"], ["3.25"]]
     keys = [

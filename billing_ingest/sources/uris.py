@@ -1,12 +1,14 @@
 """Billing export URIs (s3://, az://, gs://, bq://) turned into deliveries to import.
 
 A *delivery* is what a cloud writes as one unit: the newest manifest of one AWS billing period,
-the newest run of one Azure export date range, or one invoice month of a BigQuery billing export
-table. Each delivery is downloaded as its local part files (checked to share one header or
-schema, see parts.py) and imported as ONE import batch, one task per part, with a source that
-stays the same from one restatement to the next: ``FORMAT:URI`` of the export (or --source).
-A newer delivery of the same month therefore replaces all of the older one's rows at once, and
-parts of one delivery never replace each other.
+the newest run of one Azure export date range, one invoice month of a BigQuery billing export
+table, or the newest upload of one billing-period folder in GCS (an object outside such folders
+is a delivery of its own; see gcp_storage.py). Each delivery is downloaded as its local part
+files (checked to share one header or schema, see parts.py) and imported as ONE import batch,
+one task per part, with a source that stays the same from one restatement to the next:
+``FORMAT:URI`` of the export (or --source). A newer delivery of the same month therefore
+replaces all of the older one's rows at once, and parts of one delivery never replace each
+other.
 
 Planning lists the store and reads manifests without downloading data: any refusal there
 (credentials, missing bucket or container) stops the whole import before anything changes.
@@ -14,6 +16,8 @@ Planning lists the store and reads manifests without downloading data: any refus
 
 from __future__ import annotations
 
+import gzip
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +30,16 @@ SCHEMES = ("s3", "az", "gs", "bq")
 AWS_FORMATS = ("aws-cur", "focus")
 AZURE_FORMATS = ("azure", "focus")
 BIGQUERY_FORMATS = ("gcp-bigquery",)
+# Any file a billing parser reads can sit in a bucket: BigQuery or FOCUS exports, or copies.
+GCS_FORMATS = (
+    "gcp-bigquery",
+    "focus",
+    "aws-cur",
+    "azure",
+    "coreweave",
+    "coreweave-invoice",
+    "opencost-cloudcost",
+)
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,7 @@ class Delivery:
 
     label: str  # remote name shown in reports and recorded on a failed batch
     source: str
-    billing_period: str  # "YYYY-MM", from the store's layout
+    billing_period: str  # "YYYY-MM", from the store's layout ("" for a lone gs:// object)
     fetch: Callable[[Path], list[DeliveryPart]]
 
 
@@ -73,6 +87,27 @@ def _parts(files: list[Path], labels: list[str]) -> list[DeliveryPart]:
     """The downloaded parts, refused (PartsMismatchError) unless they can be one table."""
     parts_check(files, labels=labels)
     return [DeliveryPart(path, label) for path, label in zip(files, labels, strict=True)]
+
+
+def _is_json_lines(path: Path) -> bool:
+    """Whether a part (plain or gzip) starts with a JSON object, as BigQuery's JSON export does."""
+    try:
+        with path.open("rb") as raw:
+            gzipped = raw.read(2) == b"\x1f\x8b"
+        with gzip.open(path, "rb") if gzipped else path.open("rb") as handle:
+            head = handle.read(4096)
+    except (EOFError, OSError, zlib.error):
+        return False  # parts_check names the corrupt part
+    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
+
+
+def _gcs_parts(files: list[Path], labels: list[str]) -> list[DeliveryPart]:
+    """_parts, except that JSON-lines parts are not compared by their first line: it is a
+    record, not a header (and BigQuery leaves NULL fields out, so records differ in keys)."""
+    if len(files) > 1 and all(_is_json_lines(path) for path in files):
+        return [DeliveryPart(path, label) for path, label in zip(files, labels, strict=True)]
+    # A CSV or Parquet part among JSON lines fails here too: its first line differs.
+    return _parts(files, labels)
 
 
 def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) -> list[Delivery]:
@@ -185,14 +220,51 @@ def _bigquery_deliveries(
     return deliveries
 
 
+def _gcs_deliveries(uri: str, *, format: str, source: str | None, client: Any) -> list[Delivery]:
+    from billing_ingest.sources.gcp_storage import (
+        gcs_client,
+        gcs_delivery_fetch,
+        gcs_export_plan,
+    )
+
+    _check_format(format, allowed=GCS_FORMATS, uri=uri)
+    bucket, prefix = _split(uri)
+    client = client or gcs_client()
+    plans = gcs_export_plan(client=client, bucket=bucket, prefix=prefix)
+    if not plans:
+        raise SourceFetchError(
+            f"{uri}: no billing files below it (zero-byte folder objects, _SUCCESS-style "
+            "markers, manifests and non-data files are skipped)"
+        )
+    deliveries = []
+    for plan in plans:
+
+        def fetch(folder: Path, plan: Any = plan) -> list[DeliveryPart]:
+            files = gcs_delivery_fetch(client=client, plan=plan, dest=folder)
+            labels = [f"gs://{bucket}/{obj.name}" for obj in plan.objects]
+            return _gcs_parts(files, labels)
+
+        deliveries.append(
+            Delivery(
+                label=plan.label,
+                # The export root for a month folder (every month restates its own), the
+                # object itself for a lone object.
+                source=source or f"{format}:{plan.source_uri}",
+                billing_period=plan.billing_period,
+                fetch=fetch,
+            )
+        )
+    return deliveries
+
+
 def uri_deliveries(
     uri: str, *, format: str, source: str | None = None, client: Any = None
 ) -> list[Delivery]:
     """The deliveries an export URI holds now, sorted by billing period (nothing downloaded).
 
     Raises SourceAccessError when the store refuses and SourceFetchError when the URI or the
-    export's layout is unusable. ``client`` (an S3 client, an Azure ContainerClient or a
-    BigQuery Client) replaces the one built from the environment."""
+    export's layout is unusable. ``client`` (an S3 client, an Azure ContainerClient, a BigQuery
+    or a Cloud Storage Client) replaces the one built from the environment."""
     scheme = uri_scheme(uri)
     if scheme == "s3":
         return _s3_deliveries(uri, format=format, source=source, client=client)
@@ -201,8 +273,5 @@ def uri_deliveries(
     if scheme == "bq":
         return _bigquery_deliveries(uri, format=format, source=source, client=client)
     if scheme == "gs":
-        raise SourceFetchError(
-            f"{uri}: gs:// is not supported yet; copy the export locally (gcloud storage cp -r) "
-            "and pass the folder"
-        )
+        return _gcs_deliveries(uri, format=format, source=source, client=client)
     raise SourceAccessError(f"{uri}: not an s3://, az://, gs:// or bq:// URI")
