@@ -1,6 +1,18 @@
-from django.contrib import admin
+from datetime import datetime
 
-from billing_ingest.models import Cluster, CoreWeaveRate, CostLineItem, ImportBatch, JobRecord
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from billing_ingest.models import (
+    BillingSource,
+    Cluster,
+    CoreWeaveRate,
+    CostLineItem,
+    ImportBatch,
+    JobRecord,
+)
+from billing_ingest.tasks.sources import fetch_billing_source
 
 
 @admin.register(Cluster)
@@ -79,3 +91,41 @@ class CoreWeaveRateAdmin(admin.ModelAdmin):
     list_filter = ["pricing_category", "currency", "instance_type"]
     search_fields = ["instance_type"]
     date_hierarchy = "valid_from"
+
+
+@admin.register(BillingSource)
+class BillingSourceAdmin(admin.ModelAdmin):
+    list_display = [
+        "name",
+        "format",
+        "uri",
+        "aws_export_name",
+        "enabled",
+        "last_status",
+        "last_fetched_at",
+        "fetching_since",
+        "last_message",
+    ]
+    list_filter = ["enabled", "last_status", "format"]
+    search_fields = ["name", "uri", "aws_export_name", "aws_export_arn"]
+    readonly_fields = ["fetch_started_at", "last_fetched_at", "last_status", "last_message"]
+    actions = ["fetch_now"]
+
+    @admin.display(description="fetching since", ordering="fetch_started_at")
+    def fetching_since(self, source: BillingSource) -> datetime | None:
+        return source.fetch_started_at
+
+    @admin.action(description="Fetch now")
+    def fetch_now(self, request: HttpRequest, queryset: QuerySet[BillingSource]) -> None:
+        # Queued like the schedule's fetches: the claim makes one already running skip this one.
+        sources = list(queryset.filter(enabled=True).values_list("id", flat=True))
+        for source_id in sources:
+            fetch_billing_source.delay(source_id)
+        self.message_user(request, f"{len(sources)} billing source fetch(es) queued")
+        disabled = queryset.filter(enabled=False).count()
+        if disabled:
+            self.message_user(
+                request,
+                f"{disabled} disabled source(s) skipped: enable them first",
+                messages.WARNING,
+            )

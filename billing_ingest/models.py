@@ -405,3 +405,108 @@ class JobGpuUtilisation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.cluster}:{self.job_id} {self.utilisation}"
+
+
+class BillingSource(models.Model):
+    """A billing export fetched on a schedule (every 6 hours, see finops/celery.py), exactly as
+    `ingest_billing --format FORMAT URI` would import it: each delivery (the newest manifest of
+    a billing period, the newest run of an Azure export) one import batch, whose source is
+    FORMAT:URI of the export. The same export imported by hand and by schedule therefore restates
+    the same rows, and content seen before is a duplicate, never a second copy.
+
+    Where it is: a URI, or an AWS Data Export (ARN or name) whose S3 location and format are
+    discovered with the bcm-data-exports API on every fetch (and written back to uri and
+    format). Never a credential: the worker's environment supplies them (boto3's default chain,
+    AZURE_STORAGE_CONNECTION_STRING, Google application default credentials).
+    """
+
+    class Status(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+
+    name = models.CharField(max_length=100, unique=True)
+    format = models.CharField(
+        max_length=32,
+        blank=True,
+        help_text=(
+            "ingest_billing format (aws-cur, focus, azure, gcp-bigquery, ...); with an AWS "
+            "export named, empty means: from the table the export queries"
+        ),
+    )
+    uri = models.CharField(
+        max_length=1000,
+        blank=True,
+        help_text=(
+            "s3://BUCKET/PREFIX/EXPORT-NAME, az://CONTAINER/PREFIX, gs://... or "
+            "bq://PROJECT.DATASET.TABLE; filled in by discovery when an AWS export is named"
+        ),
+    )
+    aws_export_arn = models.CharField(
+        max_length=2048, blank=True, help_text="AWS Data Export ARN (discovered location)"
+    )
+    aws_export_name = models.CharField(
+        max_length=128,
+        blank=True,
+        help_text="AWS Data Export name, looked up with ListExports when no ARN is given",
+    )
+    enabled = models.BooleanField(default=True, help_text="fetched by the 6-hourly schedule")
+    # The claim of the run fetching it now (null: none). Set by a conditional UPDATE so that two
+    # overlapping runs never both fetch; a claim older than the fetch's time limit is a dead run's.
+    fetch_started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_fetched_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_status = models.CharField(
+        max_length=16, choices=Status.choices, blank=True, editable=False
+    )
+    # What the last fetch did (months imported, unchanged, failed), or why it failed.
+    last_message = models.TextField(blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(uri="")
+                | ~models.Q(aws_export_arn="")
+                | ~models.Q(aws_export_name=""),
+                name="billing_source_has_location",
+            ),
+            models.CheckConstraint(
+                condition=~models.Q(format="")
+                | ~models.Q(aws_export_arn="")
+                | ~models.Q(aws_export_name=""),
+                name="billing_source_has_format",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def aws_export_named(self) -> bool:
+        return bool(self.aws_export_arn or self.aws_export_name)
+
+    def clean(self) -> None:
+        from billing_ingest.parsers import billing_parser
+        from billing_ingest.sources.uris import uri_scheme
+
+        self.name = self.name.strip()
+        self.uri = self.uri.strip()
+        errors: dict[str, str] = {}
+        if not self.uri and not self.aws_export_named():
+            errors["uri"] = "give a URI, or an AWS export ARN or name to discover it"
+        elif self.uri and uri_scheme(self.uri) is None:
+            errors["uri"] = "not an s3://, az://, gs:// or bq:// URI"
+        elif self.aws_export_named() and self.uri and uri_scheme(self.uri) != "s3":
+            errors["uri"] = "an AWS export is on S3: leave the URI empty (it is discovered)"
+        if self.format:
+            try:
+                billing_parser(self.format)
+            except ValueError as exc:
+                errors["format"] = str(exc)
+        elif not self.aws_export_named():
+            errors["format"] = "needed unless an AWS export is named"
+        if self.uri and not self.aws_export_named() and not errors:
+            # Two sources of one export would only record each other's deliveries as duplicates.
+            clash = BillingSource.objects.filter(format=self.format, uri=self.uri)
+            if clash.exclude(pk=self.pk).exists():
+                errors["uri"] = f"another billing source already fetches {self.uri}"
+        if errors:
+            raise ValidationError(errors)

@@ -38,4 +38,15 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute="*/15"),
         "options": {"expires": 10 * 60},
     },
+    # AWS refreshes a month's CUR 2.0 / FOCUS export up to several times a day, Azure its
+    # exports daily or more, and both restate past months for weeks. Fetching every 6 hours picks
+    # each restatement up within hours; a delivery seen before is a duplicate and changes
+    # nothing. Minute 17 keeps it off the quarter hours the other schedules use. Expires
+    # before the next run, so a backlog never queues two dispatches; the claim on each source
+    # keeps a slow fetch and the next one from fetching the same export together.
+    "fetch-billing-sources-every-6-hours": {
+        "task": "billing_ingest.tasks.sources.fetch_billing_sources_all",
+        "schedule": crontab(minute=17, hour="*/6"),
+        "options": {"expires": 5 * 3600},
+    },
 }

@@ -10,8 +10,6 @@ a single file is a delivery of one part, so every import takes the same path.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,6 @@ from billing_ingest.reattribute import (
     months_reattribute,
     report_reattribution,
 )
-from billing_ingest.services.batches import import_batch_record_failure
 from billing_ingest.services.billing import (
     BillingFile,
     billing_batch_create,
@@ -34,9 +31,10 @@ from billing_ingest.services.billing import (
     billing_default_source,
     billing_file_wanted,
 )
+from billing_ingest.services.deliveries import billing_uri_ingest
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.parts import parts_check
-from billing_ingest.sources.uris import Delivery, uri_deliveries, uri_scheme
+from billing_ingest.sources.uris import uri_scheme
 from billing_ingest.tasks.billing import billing_batch_dispatch
 
 URI_HELP = (
@@ -169,45 +167,15 @@ class Command(BaseCommand):
     def _ingest_uri(
         self, uri: str, *, format_name: str, options: dict[str, Any]
     ) -> list[ImportBatch]:
+        def run(batch: ImportBatch) -> ImportBatch:
+            return self._run_batch(batch, timeout=options["timeout"])
+
         try:
-            deliveries = uri_deliveries(uri, format=format_name, source=options["source"])
+            return billing_uri_ingest(
+                uri=uri, format=format_name, source=options["source"], run=run, report=self._report
+            )
         except SourceFetchError as exc:
             raise CommandError(str(exc)) from None
-        batches = []
-        with tempfile.TemporaryDirectory(prefix="ingest-billing-") as tmp:
-            for index, delivery in enumerate(deliveries):
-                # One folder per delivery, removed once imported: disk holds one month at a time.
-                folder = Path(tmp) / str(index)
-                batches.append(
-                    self._ingest_delivery(
-                        delivery, folder, format_name=format_name, timeout=options["timeout"]
-                    )
-                )
-                shutil.rmtree(folder, ignore_errors=True)
-        return batches
-
-    def _ingest_delivery(
-        self, delivery: Delivery, folder: Path, *, format_name: str, timeout: float
-    ) -> ImportBatch:
-        try:
-            parts = delivery.fetch(folder)
-        except SourceFetchError as exc:
-            batch = import_batch_record_failure(
-                kind=ImportBatch.Kind.BILLING,
-                format=format_name,
-                source=delivery.source,
-                file_name=delivery.label,
-                error=f"{delivery.label}: {exc}",
-            )
-            self._report(delivery.label, batch)
-            return batch
-        batch = billing_batch_create(
-            format=format_name,
-            source=delivery.source,
-            files=[BillingFile(part.path.resolve(), part.label) for part in parts],
-            name=delivery.label,
-        )
-        return self._run(batch, label=delivery.label, timeout=timeout)
 
     def _finish(self, batches: list[ImportBatch], *, options: dict[str, Any]) -> None:
         self._warn_self_superseded(batches)
@@ -235,14 +203,19 @@ class Command(BaseCommand):
 
     def _run(self, batch: ImportBatch, *, label: str, timeout: float) -> ImportBatch:
         if batch.status != ImportBatch.Status.DUPLICATE:
-            try:
-                result = billing_batch_dispatch(batch_id=batch.pk)
-                if result is not None:
-                    result.get(timeout=timeout)
-            except Exception as exc:
-                self._chord_broke(batch, exc)
-            batch.refresh_from_db()
+            batch = self._run_batch(batch, timeout=timeout)
         self._report(label, batch)
+        return batch
+
+    def _run_batch(self, batch: ImportBatch, *, timeout: float) -> ImportBatch:
+        """Fan the batch's parts out over the workers and wait for the chord's swap."""
+        try:
+            result = billing_batch_dispatch(batch_id=batch.pk)
+            if result is not None:
+                result.get(timeout=timeout)
+        except Exception as exc:
+            self._chord_broke(batch, exc)
+        batch.refresh_from_db()
         return batch
 
     def _chord_broke(self, batch: ImportBatch, exc: Exception) -> None:

@@ -1,0 +1,486 @@
+"""Scheduled billing sources: a BillingSource names an export (a URI, or an AWS Data Export
+discovered with bcm-data-exports); its fetch task imports each billing period's newest delivery
+exactly as `ingest_billing URI` does and records what happened on the source.
+
+S3 is moto in server mode (the fixtures and delivery helpers of test_ingest_uris). moto does not
+implement bcm-data-exports, so discovery talks to a local HTTP server that answers the JSON 1.1
+calls with the recorded bodies in tests/recorded/bcm_data_exports/: the real boto3 client, end
+to end. Tasks run eagerly (conftest).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import threading
+import time
+from datetime import timedelta
+from decimal import Decimal
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import boto3
+import pytest
+import requests
+from botocore.exceptions import ClientError
+from celery.exceptions import Retry
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
+from billing_ingest.services.sources import CLAIM_EXPIRES
+from billing_ingest.sources import SourceAccessError, SourceFetchError
+from billing_ingest.sources.aws_data_exports import aws_export_discover, export_format
+from billing_ingest.sources.transient import source_error_transient
+from billing_ingest.tasks.sources import fetch_billing_source, fetch_billing_sources_all
+from finops.attribution.models import AttributionRun
+from tests import test_ingest_uris
+from tests.test_focus_ingest import csv_text, focus_row
+from tests.test_ingest_uris import (
+    BUCKET,
+    EXPORT,
+    SOURCE,
+    URI,
+    costs_sum,
+    deliver,
+    ledger,
+    month_total,
+)
+
+pytestmark = pytest.mark.django_db
+
+# The moto S3 server and bucket fixtures (s3_endpoint, s3) of test_ingest_uris: the bucket holds
+# s3://billing-exports/cur/gpu-cur2, and AWS_ENDPOINT_URL_S3 points boto3 at moto.
+s3_endpoint = test_ingest_uris.s3_endpoint
+s3 = test_ingest_uris.s3
+
+RECORDED = Path(__file__).parent / "recorded" / "bcm_data_exports"
+TARGET_PREFIX = "AWSBillingAndCostManagementDataExports."
+CUR_ARN = json.loads((RECORDED / "get_export_cur2.json").read_text())["body"]["Export"]["ExportArn"]
+FOCUS_ARN = json.loads((RECORDED / "get_export_focus.json").read_text())["body"]["Export"][
+    "ExportArn"
+]
+
+
+class _RecordedHandler(BaseHTTPRequestHandler):
+    """Answers bcm-data-exports calls (POST, X-Amz-Target names the operation) with the recorded
+    response the test routed to that operation (and, for GetExport, that ARN)."""
+
+    server: _RecordedServer
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        request = json.loads(self.rfile.read(length) or b"{}")
+        operation = self.headers.get("X-Amz-Target", "").removeprefix(TARGET_PREFIX)
+        self.server.calls.append((operation, request, self.headers.get("Authorization", "")))
+        key = f"{operation} {request['ExportArn']}" if "ExportArn" in request else operation
+        name = self.server.routes.get(key) or self.server.routes.get(operation)
+        if name is None:
+            recorded = {"status": 500, "body": {"__type": "NotRecorded", "Message": key}}
+        else:
+            recorded = json.loads((RECORDED / name).read_text())
+        payload = json.dumps(recorded["body"]).encode()
+        self.send_response(recorded["status"])
+        self.send_header("Content-Type", "application/x-amz-json-1.1")
+        self.send_header("Content-Length", str(len(payload)))
+        self.send_header("x-amzn-RequestId", "0d6f3a8e-5b1c-4f7e-9a2d-6c8b0e1f2a3b")
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+class _RecordedServer(ThreadingHTTPServer):
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), _RecordedHandler)
+        self.routes: dict[str, str] = {}
+        self.calls: list[tuple[str, dict, str]] = []
+
+    def operations(self) -> list[str]:
+        return [operation for operation, _, _ in self.calls]
+
+
+@pytest.fixture
+def data_exports(monkeypatch, tmp_path):
+    """The recorded bcm-data-exports API; boto3 reaches it through the environment only
+    (AWS_ENDPOINT_URL_BCM_DATA_EXPORTS), as the task builds its own client."""
+    server = _RecordedServer()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    monkeypatch.setenv("AWS_ENDPOINT_URL_BCM_DATA_EXPORTS", f"http://{host}:{port}")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")  # the API answers in us-east-1 only
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+def uri_source(**fields) -> BillingSource:
+    values = {"name": "aws-main", "format": "aws-cur", "uri": URI, **fields}
+    return BillingSource.objects.create(**values)
+
+
+def fetch(source: BillingSource) -> dict:
+    result = fetch_billing_source.delay(source.pk).get(timeout=60)
+    source.refresh_from_db()
+    return result
+
+
+def batch_statuses() -> list[tuple[str, list[str]]]:
+    return [(b.status, b.billing_periods) for b in ImportBatch.objects.order_by("id")]
+
+
+# --- explicit URI --------------------------------------------------------------------------
+
+
+def test_a_uri_source_imports_each_month_and_records_success(s3):
+    september = [["1.25", "2.50"], ["3.125"]]
+    october = [["4.00"]]
+    deliver(s3, "2024-09", "v1", september)
+    deliver(s3, "2024-10", "v1", october)
+    source = uri_source()
+
+    result = fetch(source)
+
+    assert result["status"] == "succeeded"
+    # The same source ingest_billing gives the URI: hand and schedule restate the same rows.
+    assert set(ImportBatch.objects.values_list("source", flat=True)) == {SOURCE}
+    assert batch_statuses() == [("succeeded", ["2024-09"]), ("succeeded", ["2024-10"])]
+    assert month_total("2024-09") == costs_sum(september)
+    assert month_total("2024-10") == costs_sum(october)
+    assert source.last_status == BillingSource.Status.SUCCEEDED
+    assert source.last_message == "imported 2024-09, 2024-10"
+    assert source.last_fetched_at is not None
+    assert source.fetch_started_at is None  # claim released
+    # The months it changed were re-attributed.
+    attributed = AttributionRun.objects.values_list("billing_period", flat=True)
+    assert sorted(str(month)[:7] for month in attributed) == ["2024-09", "2024-10"]
+
+
+def test_a_second_run_with_nothing_new_records_duplicates_and_changes_nothing(s3):
+    deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
+    source = uri_source()
+    fetch(source)
+    before = ledger()
+
+    result = fetch(source)
+
+    assert ledger() == before
+    assert batch_statuses() == [("succeeded", ["2024-09"]), ("duplicate", ["2024-09"])]
+    assert result["months"] == []
+    assert source.last_status == BillingSource.Status.SUCCEEDED
+    assert source.last_message == "unchanged 2024-09"
+
+
+def test_a_restated_month_replaces_the_month(s3):
+    deliver(s3, "2024-09", "v1", [["1.00", "2.00"], ["3.00"]])
+    deliver(s3, "2024-10", "v1", [["4.00"]])
+    source = uri_source()
+    fetch(source)
+    first = ImportBatch.objects.get(billing_periods=["2024-09"])
+
+    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    restated = [["10.00"], ["20.00", "0.50"]]
+    deliver(s3, "2024-09", "v2", restated)
+    fetch(source)
+
+    first.refresh_from_db()
+    assert first.status == ImportBatch.Status.SUPERSEDED
+    assert month_total("2024-09") == costs_sum(restated)
+    assert month_total("2024-10") == Decimal("4.00")
+    assert source.last_message == "imported 2024-09; unchanged 2024-10"
+
+
+# --- discovery through bcm-data-exports (recorded HTTP) -----------------------------------
+
+
+def test_discovery_by_name_finds_bucket_prefix_export_and_format(s3, data_exports):
+    data_exports.routes.update(
+        {"ListExports": "list_exports.json", f"GetExport {CUR_ARN}": "get_export_cur2.json"}
+    )
+    september = [["5.00"], ["7.25"]]
+    deliver(s3, "2024-09", "v1", september)
+    source = BillingSource.objects.create(name="aws-payer", aws_export_name=EXPORT)
+
+    result = fetch(source)
+
+    assert result["status"] == "succeeded"
+    assert data_exports.operations() == ["ListExports", "GetExport"]
+    assert data_exports.calls[1][1] == {"ExportArn": CUR_ARN}
+    # Signed by the real SDK for the service (SigV4, credentials from the environment).
+    authorization = data_exports.calls[1][2]
+    assert authorization.startswith("AWS4-HMAC-SHA256 Credential=testing/")
+    assert "/bcm-data-exports/aws4_request" in authorization
+    # s3://{S3Bucket}/{S3Prefix}/{Name}, and COST_AND_USAGE_REPORT is CUR 2.0.
+    assert (source.uri, source.format) == (f"s3://{BUCKET}/cur/{EXPORT}", "aws-cur")
+    assert source.uri == URI
+    assert set(ImportBatch.objects.values_list("source", flat=True)) == {SOURCE}
+    assert month_total("2024-09") == costs_sum(september)
+
+
+def test_a_focus_export_is_read_as_focus(s3, data_exports):
+    data_exports.routes[f"GetExport {FOCUS_ARN}"] = "get_export_focus.json"
+    rows = [focus_row(EffectiveCost="12.5"), focus_row(EffectiveCost="0.125", SkuId="SKU2")]
+    root = "focus/gpu-focus"
+    data_key = f"{root}/data/BILLING_PERIOD=2024-09/gpu-focus-00001.csv.gz"
+    s3.put_object(Bucket=BUCKET, Key=data_key, Body=gzip.compress(csv_text(rows).encode()))
+    manifest = {"exportName": "gpu-focus", "dataFiles": [f"s3://{BUCKET}/{data_key}"]}
+    s3.put_object(
+        Bucket=BUCKET,
+        Key=f"{root}/metadata/BILLING_PERIOD=2024-09/gpu-focus-Manifest.json",
+        Body=json.dumps(manifest).encode(),
+    )
+    source = BillingSource.objects.create(name="aws-focus", aws_export_arn=FOCUS_ARN)
+
+    fetch(source)
+
+    assert data_exports.operations() == ["GetExport"]
+    assert (source.uri, source.format) == (f"s3://{BUCKET}/focus/gpu-focus", "focus")
+    items = CostLineItem.objects.filter(source=f"focus:s3://{BUCKET}/focus/gpu-focus")
+    assert sorted(item.effective_cost for item in items) == [Decimal("0.125"), Decimal("12.5")]
+    assert source.last_status == BillingSource.Status.SUCCEEDED
+    # The recorded export is UNHEALTHY: said, but what is in the bucket is still imported.
+    assert "AWS reports the export UNHEALTHY (INSUFFICIENT_PERMISSION)" in source.last_message
+
+
+def test_discovery_needs_no_region_configured(data_exports, monkeypatch):
+    # The API lives in us-east-1 only, so a worker with no AWS region set still reaches it.
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    data_exports.routes[f"GetExport {CUR_ARN}"] = "get_export_cur2.json"
+
+    found = aws_export_discover(export_arn=CUR_ARN)
+
+    assert (found.name, found.uri, found.format, found.table) == (
+        EXPORT,
+        URI,
+        "aws-cur",
+        "COST_AND_USAGE_REPORT",
+    )
+    assert found.health == "HEALTHY"
+
+
+def test_discovery_access_denied_is_a_clear_error_and_changes_nothing(s3, data_exports):
+    data_exports.routes["ListExports"] = "access_denied.json"
+    deliver(s3, "2024-09", "v1", [["1.00"]])
+    source = BillingSource.objects.create(name="aws-payer", aws_export_name=EXPORT)
+
+    result = fetch(source)
+
+    assert result["status"] == "failed"
+    assert not result["transient"]
+    assert data_exports.operations() == ["ListExports"]  # refused once, never retried
+    assert "bcm-data-exports refused" in source.last_message
+    assert "AccessDeniedException" in source.last_message
+    assert "not authorized to perform: bcm-data-exports:ListExports" in source.last_message
+    assert (source.uri, source.format) == ("", "")
+    assert not ImportBatch.objects.exists()
+
+
+def test_an_unknown_export_name_lists_the_exports_there_are(data_exports):
+    data_exports.routes["ListExports"] = "list_exports.json"
+
+    with pytest.raises(SourceFetchError, match=r"no AWS data export named 'gpu'.*gpu-cur2"):
+        aws_export_discover(export_name="gpu")
+
+
+def test_the_table_an_export_reads_decides_the_format():
+    assert export_format("COST_AND_USAGE_REPORT", name="x") == "aws-cur"
+    assert export_format("FOCUS_1_0_AWS", name="x") == "focus"
+    assert export_format("FOCUS_1_2_AWS", name="x") == "focus"
+    with pytest.raises(SourceFetchError, match="COST_OPTIMIZATION_RECOMMENDATIONS, which is not"):
+        export_format("COST_OPTIMIZATION_RECOMMENDATIONS", name="x")
+
+
+# --- failures --------------------------------------------------------------------------------
+
+
+def test_access_denied_on_s3_records_the_error_and_keeps_earlier_data(s3, s3_endpoint, monkeypatch):
+    deliver(s3, "2024-09", "v1", [["1.00"]])
+    source = uri_source()
+    fetch(source)
+    before = ledger()
+    batches = ImportBatch.objects.count()
+    time.sleep(1.1)
+    deliver(s3, "2024-09", "v2", [["9.00"]])
+    # A real IAM user with no S3 permissions; from now on moto checks every request.
+    iam = boto3.client("iam", endpoint_url=s3_endpoint)
+    iam.create_user(UserName="finops-worker")
+    key = iam.create_access_key(UserName="finops-worker")["AccessKey"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key["AccessKeyId"])
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", key["SecretAccessKey"])
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # it caches the first credentials
+    requests.post(f"{s3_endpoint}/moto-api/reset-auth", data=b"0", timeout=10).raise_for_status()
+    try:
+        result = fetch(source)
+    finally:
+        requests.post(f"{s3_endpoint}/moto-api/reset-auth", data=b"inf", timeout=10)
+
+    assert result["status"] == "failed"
+    assert not result["transient"]
+    assert source.last_status == BillingSource.Status.FAILED
+    assert "AccessDenied" in source.last_message
+    assert f"cannot read s3://{BUCKET}/cur/{EXPORT}/metadata/" in source.last_message
+    assert source.fetch_started_at is None
+    assert ledger() == before
+    assert ImportBatch.objects.count() == batches
+
+
+def test_an_unreachable_store_is_retried_then_recorded(s3, monkeypatch):
+    deliver(s3, "2024-09", "v1", [["1.00"]])
+    source = uri_source()
+    fetch(source)
+    before = ledger()
+    # Nothing listens there: connection refused, which may pass (botocore's own retries off).
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:9")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+
+    with pytest.raises(Retry):
+        fetch_billing_source.apply(args=(source.pk,), throw=True)
+
+    source.refresh_from_db()
+    assert source.last_status == BillingSource.Status.FAILED
+    assert "Could not connect" in source.last_message
+    assert source.fetch_started_at is None  # released, so the retry can claim it
+    assert ledger() == before
+
+
+def wrapped(original: Exception) -> SourceAccessError:
+    """``original`` turned into a SourceAccessError the way the source modules do it."""
+    try:
+        try:
+            raise original
+        except Exception:
+            raise SourceAccessError("cannot read s3://b/x") from None
+    except SourceAccessError as exc:
+        return exc
+
+
+def aws_error(code: str, status: int) -> ClientError:
+    response = {
+        "Error": {"Code": code, "Message": ""},
+        "ResponseMetadata": {"HTTPStatusCode": status},
+    }
+    return ClientError(response, "ListObjectsV2")
+
+
+def test_only_errors_a_later_attempt_may_pass_are_transient():
+    assert source_error_transient(wrapped(aws_error("ThrottlingException", 400)))
+    assert source_error_transient(wrapped(aws_error("SlowDown", 503)))
+    assert source_error_transient(wrapped(ConnectionResetError("reset by peer")))
+    assert not source_error_transient(wrapped(aws_error("AccessDenied", 403)))
+    assert not source_error_transient(wrapped(aws_error("NoSuchBucket", 404)))
+    assert not source_error_transient(SourceFetchError("manifest: no dataFiles list"))
+
+
+# --- claim and dispatch ----------------------------------------------------------------------
+
+
+def test_a_source_claimed_by_a_running_fetch_is_skipped(s3):
+    deliver(s3, "2024-09", "v1", [["1.00"]])
+    claimed_at = timezone.now() - timedelta(minutes=5)
+    source = uri_source(fetch_started_at=claimed_at)
+
+    result = fetch(source)
+
+    assert result["status"] == "skipped"
+    assert not ImportBatch.objects.exists()
+    assert source.fetch_started_at == claimed_at  # still the other run's
+    assert source.last_fetched_at is None
+
+
+def test_a_claim_older_than_any_fetch_can_run_is_taken_over(s3):
+    deliver(s3, "2024-09", "v1", [["1.00"]])
+    source = uri_source(fetch_started_at=timezone.now() - CLAIM_EXPIRES - timedelta(minutes=1))
+
+    result = fetch(source)
+
+    assert result["status"] == "succeeded"
+    assert source.fetch_started_at is None
+    assert month_total("2024-09") == Decimal("1.00")
+
+
+def test_the_dispatcher_fetches_enabled_sources_and_skips_disabled_ones(s3):
+    deliver(s3, "2024-09", "v1", [["1.00"]])
+    enabled = uri_source()
+    disabled = uri_source(name="aws-old", uri=f"s3://{BUCKET}/cur/old-export", enabled=False)
+
+    queued = fetch_billing_sources_all.delay().get(timeout=60)
+
+    assert queued == [enabled.pk]
+    enabled.refresh_from_db()
+    disabled.refresh_from_db()
+    assert enabled.last_status == BillingSource.Status.SUCCEEDED
+    assert (disabled.last_status, disabled.last_fetched_at) == ("", None)
+    # A fetch queued before the source was disabled does nothing either.
+    assert fetch(disabled)["status"] == "skipped"
+
+
+def test_beat_runs_the_dispatcher_every_6_hours_and_expires_before_the_next_run():
+    from finops.celery import app
+
+    [entry] = [
+        e for e in app.conf.beat_schedule.values() if e["task"] == fetch_billing_sources_all.name
+    ]
+    schedule = entry["schedule"]
+    assert schedule.hour == {0, 6, 12, 18} and len(schedule.minute) == 1
+    assert 0 < entry["options"]["expires"] < 6 * 3600
+    assert fetch_billing_sources_all.name in app.tasks
+
+
+def test_fetch_now_in_the_admin_queues_a_fetch(s3, client):
+    deliver(s3, "2024-09", "v1", [["2.00"]])
+    source = uri_source()
+    client.force_login(User.objects.create_superuser("admin", password="admin-password-123"))
+
+    response = client.post(
+        reverse("admin:billing_ingest_billingsource_changelist"),
+        {"action": "fetch_now", "_selected_action": [source.pk]},
+        follow=True,
+    )
+
+    assert "1 billing source fetch(es) queued" in response.content.decode()
+    source.refresh_from_db()
+    assert source.last_status == BillingSource.Status.SUCCEEDED
+    assert month_total("2024-09") == Decimal("2.00")
+
+
+def test_fetch_billing_sources_command_fetches_one_source_by_name(s3):
+    deliver(s3, "2024-09", "v1", [["3.00"]])
+    uri_source()
+    out = io.StringIO()
+
+    call_command("fetch_billing_sources", "--name", "aws-main", stdout=out)
+
+    assert "aws-main: succeeded: imported 2024-09" in out.getvalue()
+    assert month_total("2024-09") == Decimal("3.00")
+
+
+# --- the model -----------------------------------------------------------------------------
+
+
+def test_a_source_needs_a_location_and_a_known_format(db):
+    with pytest.raises(ValidationError) as raised:
+        BillingSource(name="nowhere", format="aws-cur").full_clean()
+    assert "uri" in raised.value.message_dict
+
+    with pytest.raises(ValidationError) as raised:
+        BillingSource(name="odd", format="csv", uri=URI).full_clean()
+    assert "unknown billing format 'csv'" in raised.value.message_dict["format"][0]
+
+    uri_source()
+    with pytest.raises(ValidationError, match="already fetches"):
+        BillingSource(name="again", format="aws-cur", uri=URI).full_clean()
+
+    # An AWS export named: location and format come from discovery.
+    BillingSource(name="discovered", aws_export_name="gpu-cur2").full_clean()
