@@ -1,25 +1,36 @@
 """Import of measured GPU utilisation per job (the input of the `used` charge basis, DESIGN 5.3).
 
-CSV with a header naming at least `job_id` and `utilisation` (any order, case-insensitive, other
-columns ignored). A utilisation is a fraction 0..1 (`0.5`) or a percentage with `%` (`50%`),
-for example the average of DCGM_FI_PROF_GR_ENGINE_ACTIVE over the job; it is stored with 6
-decimals (half-even). Each job's row replaces the one an earlier import stored for the same
-(cluster, job id); jobs not in the file keep theirs. A file with any bad row stores nothing, and
-its error names file, row and column.
+Two formats, each read into the same job id -> utilisation rows, stored the same way:
+- csv: a header naming at least `job_id` and `utilisation` (any order, case-insensitive, other
+  columns ignored). A utilisation is a fraction 0..1 (`0.5`) or a percentage with `%` (`50%`),
+  for example the average of DCGM_FI_PROF_GR_ENGINE_ACTIVE over the job.
+- prometheus: dcgm-exporter's DCGM_FI_PROF_GR_ENGINE_ACTIVE (or DCGM_FI_DEV_GPU_UTIL) samples,
+  as text exposition scrapes or a query_range JSON export; each job's utilisation is the mean
+  of all its samples (parsers/dcgm.py says which labels name the job and why that mean). A Slurm
+  label carrying an array task's own id (sacct JobIDRaw) is stored under the job id sacct
+  prints for it (`123_4`), looked up in the cluster's job records.
+
+Values are stored with 6 decimals (half-even). Each job's row replaces the one an earlier import
+stored for the same (cluster, job id); jobs not in the file keep theirs, and a job with no row
+is charged as requested. A file with any bad row stores nothing, and its error names file, row
+(line) and column (field, label or JSON path).
 """
 
 from __future__ import annotations
 
 import csv
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from fractions import Fraction
 from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
 
 from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import ImportBatch, JobGpuUtilisation
+from billing_ingest.models import ImportBatch, JobGpuUtilisation, JobRecord
+from billing_ingest.parsers.dcgm import SLURM, JobSamples, read_dcgm_utilisation
 from billing_ingest.parsers.values import csv_rows, open_text
 from billing_ingest.services.batches import import_batch_create, import_batch_fail
 
@@ -28,6 +39,9 @@ UTILISATION = "utilisation"
 _PLACES = Decimal("0.000001")
 _HUNDRED = Decimal(100)
 _MAX_JOB_ID = JobGpuUtilisation._meta.get_field("job_id").max_length or 320
+_PLACES_SCALE = 10**6
+# Keeps `IN (...)` lists well under every database's bound-parameter limit.
+_IN_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -36,6 +50,16 @@ class UtilisationImport:
     rows: int
     # True when the same bytes were already imported for this cluster (nothing done).
     duplicate: bool = False
+    # prometheus: series of GPUs no job label names (not stored).
+    series_without_job: int = 0
+
+
+@dataclass(frozen=True)
+class UtilisationRows:
+    """What a reader found: job id -> utilisation (6 places), and what it skipped."""
+
+    values: dict[str, Decimal]
+    series_without_job: int = 0
 
 
 def parse_utilisation(text: str) -> Decimal:
@@ -120,20 +144,82 @@ def read_utilisation_csv(path: Path, *, file_label: str) -> dict[str, Decimal]:
     return result
 
 
-def utilisation_import(*, path: Path, cluster: str) -> UtilisationImport:
-    """Import one CSV file of job utilisations for a cluster (module docstring).
+def rounded_utilisation(value: Fraction) -> Decimal:
+    """An exact mean as stored: 6 places, half-even, rounded once (no intermediate decimal)."""
+    return Decimal(round(value * _PLACES_SCALE)).scaleb(-6)
 
-    Raises ImportFormatError for a bad file, after recording it on a failed batch."""
+
+def _chunks(values: Iterable[str]) -> Iterable[list[str]]:
+    items = sorted(values)
+    for start in range(0, len(items), _IN_CHUNK):
+        yield items[start : start + _IN_CHUNK]
+
+
+def slurm_job_ids(*, cluster: str, ids: Iterable[str]) -> dict[str, str]:
+    """Slurm job ids as metrics carry them -> JobRecord.job_id of the cluster: an id that is a
+    job id maps to itself; else one that is a JobIDRaw (an array task's own id, what
+    $SLURM_JOB_ID holds inside it) maps to that record's job id (`123_4`). Ids the job logs do
+    not know (yet) are absent: the caller keeps them as they are, so import the jobs first."""
+    wanted = set(ids)
+    found: dict[str, str] = {}
+    for chunk in _chunks(wanted):
+        for job_id in JobRecord.objects.filter(cluster=cluster, job_id__in=chunk).values_list(
+            "job_id", flat=True
+        ):
+            found[job_id] = job_id
+    for chunk in _chunks(wanted - set(found)):
+        rows = (
+            JobRecord.objects.filter(cluster=cluster, job_id_raw__in=chunk)
+            .order_by("id")
+            .values_list("job_id_raw", "job_id")
+        )
+        for raw, job_id in rows:
+            found.setdefault(raw, job_id)
+    return found
+
+
+def read_utilisation_prometheus(path: Path, *, file_label: str, cluster: str) -> UtilisationRows:
+    """job id -> mean utilisation of a dcgm-exporter scrape or range export (module docstring)."""
+    read = read_dcgm_utilisation(path, file_label=file_label)
+    known = slurm_job_ids(cluster=cluster, ids=(v for kind, v in read.jobs if kind == SLURM))
+    merged: dict[str, JobSamples] = {}
+    for (kind, value), samples in read.jobs.items():
+        job_id = known.get(value, value) if kind == SLURM else value
+        merged.setdefault(job_id, JobSamples()).merge(samples)
+    values = {job_id: rounded_utilisation(s.utilisation()) for job_id, s in sorted(merged.items())}
+    return UtilisationRows(values, read.series_without_job)
+
+
+def _read_csv(path: Path, *, file_label: str, cluster: str) -> UtilisationRows:
+    return UtilisationRows(read_utilisation_csv(path, file_label=file_label))
+
+
+UtilisationReader = Callable[..., UtilisationRows]
+READERS: dict[str, UtilisationReader] = {
+    "csv": _read_csv,
+    "prometheus": read_utilisation_prometheus,
+}
+
+
+def utilisation_import(*, path: Path, cluster: str, format: str = "csv") -> UtilisationImport:
+    """Import one file of job utilisations for a cluster, in `format` (module docstring).
+
+    Raises ImportFormatError for a bad file, after recording it on a failed batch; ValueError
+    for an unknown format (before any batch exists)."""
+    reader = READERS.get(format)
+    if reader is None:
+        raise ValueError(f"unknown utilisation format {format!r}; known: {', '.join(READERS)}")
     batch = import_batch_create(
-        kind=ImportBatch.Kind.UTILISATION, format="csv", source=cluster, path=path.resolve()
+        kind=ImportBatch.Kind.UTILISATION, format=format, source=cluster, path=path.resolve()
     )
     if batch.status == ImportBatch.Status.DUPLICATE:
         return UtilisationImport(batch=batch, rows=batch.row_count, duplicate=True)
     try:
-        values = read_utilisation_csv(path, file_label=str(path))
+        read = reader(path, file_label=str(path), cluster=cluster)
     except ImportFormatError as exc:
         import_batch_fail(batch_id=batch.pk, error=str(exc))
         raise
+    values = read.values
     with transaction.atomic():
         job_ids = list(values)
         for start in range(0, len(job_ids), 500):
@@ -153,4 +239,6 @@ def utilisation_import(*, path: Path, cluster: str) -> UtilisationImport:
             finished_at=now,
         )  # fmt: skip
     batch.refresh_from_db()
-    return UtilisationImport(batch=batch, rows=len(values))
+    return UtilisationImport(
+        batch=batch, rows=len(values), series_without_job=read.series_without_job
+    )

@@ -14,6 +14,8 @@ How one GPU node line item is split (requested-GPU basis, idle policy `keep`):
 - Job share = bucket cost x job GPU-seconds / (node GPUs x L). The rest of the bucket is idle.
   When the jobs hold more than the node has (oversubscription, bad GPU counts), the whole bucket
   is split pro rata among them and idle is 0.
+- A job's shares carry its Job.category: `training`, or `inference` for a pod that serves an
+  inference endpoint (the service decides); both are GPU spend.
 
 Charge basis (DESIGN section 5.3) is decided by the service: on a `used` cluster a job with a
 measured utilisation u = p/q arrives with gpu_micros x p and gpu_denominator x q, so the engine
@@ -24,11 +26,11 @@ GPUs only to size nodes of unknown type (JobIndex.fallback_capacity).
 Idle policies (DESIGN section 5.4). The service resolves `keep` and `platform` into the owner
 team of a node line's idle (LineItem.team_id); the engine only has to do `spread`: the idle of
 every node line with a spread_pool is pooled per (pool, UTC day, ledger group) and split among
-the jobs that have training cost on that pool's nodes that day, pro rata to that cost (gross:
-credits count by magnitude, so a weight is never negative). The rows keep category `idle` but
-carry the receiving job's team and job id (and node ""), so a team's bill shows how much of it
-was idle. A pool-day whose jobs have no GPU cost (no jobs, or only zero-cost hours) keeps its
-idle under `keep` rules: there is nobody to spread it onto.
+the jobs that have GPU cost (training or inference) on that pool's nodes that day, pro rata to
+that cost (gross: credits count by magnitude, so a weight is never negative). The rows keep
+category `idle` but carry the receiving job's team and job id (and node ""), so a team's bill
+shows how much of it was idle. A pool-day whose jobs have no GPU cost (no jobs, or only
+zero-cost hours) keeps its idle under `keep` rules: there is nobody to spread it onto.
 
 Shared costs (DESIGN section 5.5). An unallocated non-node line with a SharedRule is split among
 teams as category `shared`: `even` among the teams with positive direct spend (training,
@@ -77,6 +79,9 @@ UNALLOCATED = "unallocated"
 EVEN = "even"
 GPU_SPEND = "gpu_spend"
 FIXED = "fixed"
+
+# Categories of job shares of GPU nodes (Job.category).
+_GPU_CATEGORIES = frozenset({TRAINING, INFERENCE})
 
 # Node-name tags on billed resources (DESIGN section 5.1), tried in this order.
 NODE_TAG_KEYS = ("finops:node", "kubernetes.io/hostname", "slurm:node", "Name")
@@ -141,6 +146,8 @@ class Job:
     # denominator then carry GPUs x utilisation); None: it is charged for what it requested.
     # Only sizes nodes of unknown type (JobIndex.fallback_capacity).
     requested_gpus: Fraction | None = None
+    # Category of the job's GPU shares: TRAINING, or INFERENCE for a pod serving an endpoint.
+    category: str = TRAINING
 
 
 class Share(NamedTuple):
@@ -264,8 +271,8 @@ def node_name_map(names: Iterable[str]) -> dict[str, str]:
     return mapping
 
 
-# A job as stored in the index: (start, end, gpu_micros, node_count, job_id, team_id).
-_Entry = tuple[int, int, int, int, int, "int | None"]
+# A job as stored in the index: (start, end, gpu_micros, node_count, job_id, team_id, category).
+_Entry = tuple[int, int, int, int, int, "int | None", str]
 
 
 class JobIndex:
@@ -286,7 +293,9 @@ class JobIndex:
             # GPUs per node = gpu_micros / (node count x denominator x GPU_SCALE): folding the
             # denominator into the count keeps every weight an integer (K = lcm of counts).
             count = len(job_nodes) * job.gpu_denominator
-            entry: _Entry = (job.start, end, job.gpu_micros, count, job.id, job.team_id)
+            entry: _Entry = (
+                job.start, end, job.gpu_micros, count, job.id, job.team_id, job.category,
+            )  # fmt: skip
             if job.requested_gpus is not None:
                 self._requested[job.id] = job.requested_gpus / len(job_nodes)
             first_hour, last_hour = job.start // HOUR, (end - 1) // HOUR
@@ -306,7 +315,7 @@ class JobIndex:
         if node not in self._capacity:
             events: list[tuple[int, int, Fraction]] = []
             requested = self._requested
-            for start, end, micros, count, job_id, _ in self.by_node.get(node, ()):
+            for start, end, micros, count, job_id, _, _ in self.by_node.get(node, ()):
                 # What the job requested, not what it is charged for: a node is never sized
                 # below the GPUs its jobs were allocated.
                 held = requested.get(job_id) or Fraction(micros, count * GPU_SCALE)
@@ -349,11 +358,11 @@ def _spread_idle(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share
     if not spread:
         return shares
     node_pool = {line.node: line.spread_pool for line in ordered if line.id in spread}
-    # (pool, day) -> job id -> gross training units on the pool's nodes that day.
+    # (pool, day) -> job id -> gross GPU (training, inference) units on the pool's nodes that day.
     weights: dict[tuple[str, int], dict[int, int]] = {}
     job_team: dict[int, int | None] = {}
     for share in shares:
-        if share.category == TRAINING and share.node in node_pool:
+        if share.category in _GPU_CATEGORIES and share.node in node_pool:
             pool = node_pool[share.node]
             assert pool is not None and share.job_id is not None
             per_job = weights.setdefault((pool, share.day), {})
@@ -547,7 +556,8 @@ def _split_node_line(
 
     numerators: dict[tuple[int, int | None], int] = {}
     gpu_weight: dict[tuple[int, int | None], int] = {}
-    teams: dict[int, int | None] = {}
+    # Job id -> (team id, category) of its shares.
+    owners: dict[int, tuple[int | None, str]] = {}
     for b_start, b_end, held, hits, length in weighed:
         day = b_start // DAY
         bucket_key = (node, b_start, b_end)
@@ -558,7 +568,7 @@ def _split_node_line(
         for entry, overlap in hits:
             weight = entry[2] * (k // entry[3]) * overlap
             key = (day, entry[4])
-            teams[entry[4]] = entry[5]
+            owners[entry[4]] = (entry[5], entry[6])
             share = length * weight * (m // held) if over else weight * normal_factor
             numerators[key] = numerators.get(key, 0) + share
             if count_gpu:
@@ -579,9 +589,8 @@ def _split_node_line(
             out.append(Share(line.id, day, IDLE, line.team_id, None, node, sign * units))
         else:
             seconds = seconds_of[(gpu_weight[(day, job_id)], gpu_unit)]
-            out.append(
-                Share(line.id, day, TRAINING, teams[job_id], job_id, node, sign * units, seconds)
-            )
+            team_id, category = owners[job_id]
+            out.append(Share(line.id, day, category, team_id, job_id, node, sign * units, seconds))
 
 
 def _split_one_bucket(
@@ -616,7 +625,7 @@ def _split_one_bucket(
         seconds = seconds_of[(weight, gpu_unit)] if count_gpu else _ZERO
         append(
             _new_share(
-                Share, (line_id, day, TRAINING, entry[5], entry[4], node, sign * units, seconds)
+                Share, (line_id, day, entry[6], entry[5], entry[4], node, sign * units, seconds)
             )
         )
     if capacity > held:

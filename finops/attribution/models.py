@@ -27,11 +27,18 @@ class Category(models.TextChoices):
 
 
 class AllocatedCost(models.Model):
-    billing_period = models.DateField(db_index=True)
+    # Not indexed alone: every composite index below starts with it.
+    billing_period = models.DateField()
     day = models.DateField()
     category = models.CharField(max_length=16, choices=Category.choices)
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT)
-    job = models.ForeignKey(JobRecord, null=True, blank=True, on_delete=models.SET_NULL)
+    # The ledger is derived data, rebuilt whole for a month from the jobs and batches read in the
+    # same transaction, so the database need not check these references: on PostgreSQL the
+    # deferred per-row checks (a locking lookup per ledger row and key) cost more than writing
+    # the ledger itself. Django still applies on_delete=SET_NULL when a job or batch is deleted.
+    job = models.ForeignKey(
+        JobRecord, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False
+    )
     run_id = models.CharField(max_length=500, blank=True)
     # The compute node (billed resource name) for GPU costs, including idle.
     node = models.CharField(max_length=1000, blank=True)
@@ -43,7 +50,11 @@ class AllocatedCost(models.Model):
     billing_currency = models.CharField(max_length=3)
     amount = money_field()
     gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=Decimal(0))
-    source_batch = models.ForeignKey(ImportBatch, null=True, on_delete=models.SET_NULL)
+    # Unindexed: read only through the month's rows; a batch is deleted rarely (admin), when one
+    # scan to clear its references is cheaper than maintaining an index on every ledger write.
+    source_batch = models.ForeignKey(
+        ImportBatch, null=True, on_delete=models.SET_NULL, db_constraint=False, db_index=False
+    )
 
     class Meta:
         indexes = [

@@ -68,6 +68,8 @@ class _JobMeta:
     state: str
     start: dt.datetime
     end: dt.datetime | None
+    # The inference endpoint a pod serves (its GPU cost is `inference`), else "".
+    endpoint: str = ""
 
 
 @dataclass(slots=True)
@@ -220,6 +222,7 @@ def _load_jobs(
             "gpu_denominator",
             "namespace",
             "labels",
+            "endpoint",
         )
     )
     staged: list[_StagedJob] = []
@@ -229,7 +232,7 @@ def _load_jobs(
     node_tuples: dict[int, tuple[str, ...]] = {}
     rows = _rows(queryset, ("nodes", "labels"))
     for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
-         numerator, denominator, namespace, labels) in rows:  # fmt: skip
+         numerator, denominator, namespace, labels, endpoint) in rows:  # fmt: skip
         assert start is not None  # filtered above
         # _rows hands out one list per distinct JSON value: convert it once.
         node_names = node_tuples.get(id(nodes))
@@ -239,7 +242,9 @@ def _load_jobs(
         # MIG slices and time-sliced replicas are exact fractions (1/7 has no decimal form).
         exact = job_gpus_exact(gpus=gpus, numerator=numerator, denominator=denominator)
         # A run is the parser's run id; failing that the job name, failing that the job itself.
-        inputs.job_meta[pk] = _JobMeta(cluster, run_id or name or job_id, state, start, end)
+        inputs.job_meta[pk] = _JobMeta(
+            cluster, run_id or name or job_id, state, start, end, endpoint
+        )
         labels = labels if isinstance(labels, dict) else {}
         ref = resolver.job_team(account=account, namespace=namespace, labels=labels)
         micros, gpu_denominator = exact.numerator * engine.GPU_SCALE, exact.denominator
@@ -398,6 +403,8 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
             team_id=resolver.team_id(ref),
             gpu_denominator=denominator,
             requested_gpus=inputs.requested_gpus.get(pk),
+            # A pod serving an inference endpoint is inference spend, any other job training.
+            category=engine.INFERENCE if inputs.job_meta[pk].endpoint else engine.TRAINING,
         )
         for pk, nodes, start_s, end_s, micros, denominator, ref in staged_jobs
     ]
@@ -502,6 +509,19 @@ def _insert(
                 cursor.executemany(statement, batch)
         finally:
             cursor.execute(f"PRAGMA cache_size = {int(cache_size)}")
+
+
+def _insert_instances(model: type[models.Model], instances: list[Any]) -> None:
+    """Unsaved model instances through _insert: each field's own database value (text money
+    and naive UTC datetimes on SQLite), at a fraction of bulk_create's cost per row."""
+    connection = transaction.get_connection()
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    columns = tuple(f.attname for f in fields)
+    rows = (
+        tuple(f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields)
+        for instance in instances
+    )
+    _insert(model, columns, rows)
 
 
 def _team_daily_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[TeamDailyCost]:
@@ -621,8 +641,8 @@ def _write(month: dt.date, inputs: _Inputs) -> None:
     TeamDailyCost.objects.filter(billing_period=month).delete()
     RunCost.objects.filter(billing_period=month).delete()
     _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))
-    TeamDailyCost.objects.bulk_create(daily_rows, batch_size=BATCH_SIZE)
-    RunCost.objects.bulk_create(run_rows, batch_size=BATCH_SIZE)
+    _insert_instances(TeamDailyCost, daily_rows)
+    _insert_instances(RunCost, run_rows)
 
 
 @contextmanager

@@ -8,6 +8,8 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+# One BadField for the shared Prometheus tokenizer and the inference parsers (re-exported).
+from billing_ingest.parsers.prometheus_text import BadField as BadField
 from finops.inference.models import InferenceUsage
 
 COUNT_FIELDS = ("requests", "inferences", "prompt_tokens", "generation_tokens")
@@ -24,14 +26,6 @@ POD_LABELS = ("pod", "kubernetes_pod_name")
 NAMESPACE_LABELS = ("namespace", "kubernetes_namespace")
 
 _TEXT_FIELDS = ("endpoint", "model_name", "team_hint", "namespace", "pod")
-
-
-class BadField(ValueError):
-    """A bad value in one field; the parser adds file and line."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(message)
-        self.field_name = field_name
 
 
 @dataclass(frozen=True, slots=True)

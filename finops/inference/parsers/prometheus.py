@@ -1,6 +1,7 @@
 """vLLM and Triton counters from Prometheus: text exposition snapshots and `query_range` JSON.
 
-Files (one or many, read together: consecutive scrapes may sit in different files):
+Files (one or many, read together: consecutive scrapes may sit in different files), read by
+the shared tokenizer in billing_ingest/parsers/prometheus_text.py:
 - Text exposition (`curl pod:8000/metrics`): `# HELP`/`# TYPE`/other comments ignored, samples
   `name{label="value",...} value [timestamp]`. The timestamp is Prometheus' integer
   milliseconds; a value below 10^11 is read as OpenMetrics seconds (10^11 ms is 1973). A sample
@@ -29,17 +30,16 @@ the others come from the labels listed in parsers/common.py.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from datetime import datetime
+from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.prometheus_text import as_datetime, read_samples
 from finops.inference.parsers.common import (
     ENDPOINT_LABELS,
     MODEL_LABELS,
@@ -66,11 +66,6 @@ METRICS = {
 }
 
 HOUR_MS = 3_600_000
-# Below this a timestamp is seconds (OpenMetrics), not milliseconds (module docstring).
-_SECONDS_BELOW = 10**11
-_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_ESCAPES = {"\\": "\\", '"': '"', "n": "\n"}
 
 SeriesId = tuple[str, tuple[tuple[str, str], ...]]
 
@@ -84,204 +79,11 @@ class Sample:
     where: str  # the field (text) or JSON path, for errors
 
 
-# --- text exposition ----------------------------------------------------------------------------
-
-
-def _labels(text: str, pos: int) -> tuple[dict[str, str], int]:
-    """Parse `{a="b",...}` starting at text[pos] == "{"; return labels and the index after "}"."""
-    labels: dict[str, str] = {}
-    pos += 1
-    while True:
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos < len(text) and text[pos] == "}":
-            return labels, pos + 1
-        match = _LABEL_NAME.match(text, pos)
-        if match is None:
-            raise BadField("labels", f"bad label name at character {pos + 1}")
-        name = match.group()
-        pos = match.end()
-        if text[pos : pos + 2] != '="':
-            raise BadField("labels", f'label {name}: expected ="value"')
-        value, pos = _quoted(text, pos + 2, name)
-        if name in labels:
-            raise BadField("labels", f"label {name} given twice")
-        labels[name] = value
-        while pos < len(text) and text[pos] in " \t":
-            pos += 1
-        if pos < len(text) and text[pos] == ",":
-            pos += 1
-        elif pos >= len(text) or text[pos] != "}":
-            raise BadField("labels", "expected , or } after a label")
-
-
-def _quoted(text: str, pos: int, name: str) -> tuple[str, int]:
-    chars: list[str] = []
-    while pos < len(text):
-        char = text[pos]
-        if char == '"':
-            return "".join(chars), pos + 1
-        if char == "\\":
-            escaped = _ESCAPES.get(text[pos + 1 : pos + 2])
-            if escaped is None:
-                raise BadField("labels", f"label {name}: bad escape")
-            chars.append(escaped)
-            pos += 2
-            continue
-        chars.append(char)
-        pos += 1
-    raise BadField("labels", f"label {name}: unterminated value")
-
-
-def _value(text: str) -> Decimal:
-    try:
-        value = Decimal(text)
-    except InvalidOperation:
-        raise BadField("value", f"not a number: {text!r}") from None
-    if not value.is_finite():
-        raise BadField("value", f"counter value {text!r} is not finite")
-    return value
-
-
-def _timestamp_ms(text: str | Decimal, field_name: str) -> int:
-    try:
-        number = text if isinstance(text, Decimal) else Decimal(text)
-    except InvalidOperation:
-        raise BadField(field_name, f"not a timestamp: {text!r}") from None
-    if not number.is_finite() or number <= 0:
-        raise BadField(field_name, f"not a timestamp: {text!r}")
-    ms = int(number * 1000) if number < _SECONDS_BELOW else int(number)
-    try:
-        _as_datetime(ms)
-    except (OverflowError, ValueError):
-        raise BadField(field_name, f"timestamp out of range: {text!r}") from None
-    return ms
-
-
-def _text_line(line: str, default_ms: int) -> tuple[str, dict[str, str], int, Decimal] | None:
-    """(metric, labels, time in ms, value) of a counter we read, else None."""
-    match = _NAME.match(line)
-    if match is None:
-        raise BadField("metric", "expected a metric name")
-    name = match.group()
-    if name not in METRICS:
-        return None
-    pos = match.end()
-    labels: dict[str, str] = {}
-    if pos < len(line) and line[pos] == "{":
-        labels, pos = _labels(line, pos)
-    parts = line[pos:].split()
-    if not parts or len(parts) > 2:
-        raise BadField("value", "expected `value [timestamp]` after the metric")
-    value = _value(parts[0])
-    at_ms = _timestamp_ms(parts[1], "timestamp") if len(parts) == 2 else default_ms
-    return name, labels, at_ms, value
-
-
-def _read_text(path: Path, file_label: str, text: str, out: dict[SeriesId, list[Sample]]) -> None:
-    default_ms = int(path.stat().st_mtime * 1000)
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            parsed = _text_line(line, default_ms)
-        except BadField as exc:
-            raise ImportFormatError(
-                str(exc), file=file_label, row=number, column=exc.field_name
-            ) from None
-        if parsed is None:
-            continue
-        name, labels, at_ms, value = parsed
-        out.setdefault(_series_id(name, labels), []).append(
-            Sample(at_ms, value, file_label, number, "value")
-        )
-
-
-# --- HTTP API JSON ------------------------------------------------------------------------------
-
-
-def _read_json(file_label: str, text: str, out: dict[SeriesId, list[Sample]]) -> None:
-    try:
-        document = json.loads(text, parse_float=Decimal, parse_int=Decimal)
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(
-            f"not valid JSON: {exc.msg} (column {exc.colno})", file=file_label, row=exc.lineno
-        ) from None
-    result_type, results = _api_results(document, file_label)
-    for index, series in enumerate(results):
-        path = f"data.result[{index}]"
-        try:
-            _json_series(series, path, result_type, file_label, out)
-        except BadField as exc:
-            raise ImportFormatError(str(exc), file=file_label, column=exc.field_name) from None
-
-
-def _api_results(document: Any, file_label: str) -> tuple[str, list[Any]]:
-    if not isinstance(document, dict):
-        raise ImportFormatError("expected a Prometheus API response object", file=file_label)
-    if document.get("status") != "success":
-        detail = document.get("error") or document.get("status")
-        raise ImportFormatError(
-            f"Prometheus API status is not success: {detail!r}", file=file_label, column="status"
-        )
-    data = document.get("data")
-    if not isinstance(data, dict):
-        raise ImportFormatError("missing data object", file=file_label, column="data")
-    result_type = data.get("resultType")
-    results = data.get("result")
-    if result_type not in ("matrix", "vector") or not isinstance(results, list):
-        raise ImportFormatError(
-            f"expected resultType matrix or vector with a result array, found {result_type!r}",
-            file=file_label,
-            column="data.resultType",
-        )
-    return str(result_type), results
-
-
-def _json_series(
-    series: Any, path: str, result_type: str, file_label: str, out: dict[SeriesId, list[Sample]]
-) -> None:
-    if not isinstance(series, dict) or not isinstance(series.get("metric"), dict):
-        raise BadField(path, "expected an object with a metric object")
-    metric = series["metric"]
-    if not all(isinstance(v, str) for v in metric.values()):
-        raise BadField(f"{path}.metric", "label values must be strings")
-    labels = {str(k): v for k, v in metric.items() if k != "__name__"}
-    name = metric.get("__name__", "")
-    if name not in METRICS:
-        return
-    if result_type == "matrix":
-        pairs = series.get("values")
-        pairs_path = f"{path}.values"
-        if not isinstance(pairs, list):
-            raise BadField(pairs_path, "expected an array of [time, value] pairs")
-    else:
-        pairs, pairs_path = [series.get("value")], f"{path}.value"
-    samples = out.setdefault(_series_id(name, labels), [])
-    for i, pair in enumerate(pairs):
-        where = f"{pairs_path}[{i}]" if result_type == "matrix" else pairs_path
-        if not (isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], str)):
-            raise BadField(where, 'expected [unix seconds, "value"]')
-        if not isinstance(pair[0], Decimal):
-            raise BadField(where, "expected a number of seconds")
-        at_ms = _timestamp_ms(pair[0] * 1000, where)
-        try:
-            value = _value(pair[1])
-        except BadField as exc:
-            raise BadField(where, str(exc)) from None
-        samples.append(Sample(at_ms, value, file_label, None, where))
-
-
 # --- increases and windows ----------------------------------------------------------------------
 
 
 def _series_id(name: str, labels: dict[str, str]) -> SeriesId:
     return name, tuple(sorted(labels.items()))
-
-
-def _as_datetime(ms: int) -> datetime:
-    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
 
 
 def _error(sample: Sample, message: str) -> ImportFormatError:
@@ -316,7 +118,7 @@ def increases(samples: Sequence[Sample]) -> Iterator[tuple[int, Decimal]]:
 def window_of(at_ms: int) -> tuple[datetime, datetime]:
     """The hour (h, h + 1h] that a sample at `at_ms` closes, as [start, end)."""
     start_ms = ((at_ms - 1) // HOUR_MS) * HOUR_MS
-    return _as_datetime(start_ms), _as_datetime(start_ms + HOUR_MS)
+    return as_datetime(start_ms), as_datetime(start_ms + HOUR_MS)
 
 
 def _usage_key(labels: dict[str, str], window: tuple[datetime, datetime]) -> UsageKey:
@@ -366,15 +168,17 @@ def usage_totals(series: dict[SeriesId, list[Sample]]) -> dict[UsageKey, Counts]
 
 
 def _read_file(path: Path, out: dict[SeriesId, list[Sample]]) -> None:
-    file_label = str(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"not UTF-8 text: {exc.reason}", file=file_label) from None
-    if text.lstrip().startswith("{"):
-        _read_json(file_label, text, out)
-    else:
-        _read_text(path, file_label, text, out)
+    # A text sample without a timestamp was taken when `curl > file` wrote the file.
+    default_ms: int | None = None
+    for raw in read_samples(path, file_label=str(path), wanted=METRICS):
+        at_ms = raw.at_ms
+        if at_ms is None:
+            if default_ms is None:
+                default_ms = int(path.stat().st_mtime * 1000)
+            at_ms = default_ms
+        out.setdefault(_series_id(raw.name, raw.labels), []).append(
+            Sample(at_ms, raw.value, raw.file, raw.line, raw.where)
+        )
 
 
 def parse_prometheus(paths: Sequence[Path]) -> list[dict[str, Any]]:
