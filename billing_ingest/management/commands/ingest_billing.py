@@ -45,7 +45,10 @@ URI_HELP = (
     "<export>/YYYYMMDD-YYYYMMDD folder (by its manifest.json when runs have one) is downloaded "
     "(AZURE_STORAGE_CONNECTION_STRING). bq://PROJECT.DATASET.TABLE?month=YYYYMM[,YYYYMM] "
     "(--format gcp-bigquery): the BigQuery billing export table, one query per invoice month "
-    "(Google application default credentials). gs:// is not supported yet. "
+    "(Google application default credentials). gs://BUCKET/PREFIX (any file format): the "
+    "files below PREFIX, one delivery per billing-period folder (YYYY-MM, YYYYMM, "
+    "BILLING_PERIOD=, invoice_month=, ...; the newest upload of a month wins), else one per "
+    "file (Google application default credentials). "
     "Each delivery (one month's manifest or run, however many parts) is imported as ONE batch, "
     "one task per part, swapped in at once when every part has loaded, "
     "with the default source FORMAT:URI-of-the-export (e.g. aws-cur:s3://b/cur/gpu), the same "
@@ -71,7 +74,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "path",
             metavar="PATH_OR_URI",
-            help="a billing file, a folder of them, or an s3:// or az:// export URI",
+            help="a billing file, a folder of them, or an s3://, az://, gs:// or bq:// URI",
         )
         parser.add_argument(
             "--source",
