@@ -123,6 +123,27 @@ def test_namespace_and_label_rules_in_priority_order(team: Team, other_team: Tea
     assert resolve(**pod_job, labels={"cost-center": "other"}) == "vision"
 
 
+def test_at_equal_priority_the_namespace_rule_comes_before_the_label_rule(
+    team: Team, other_team: Team
+) -> None:
+    # Created label first: creation order alone would let the label rule win.
+    MappingRule.objects.create(kind="label", key="cost-center", value="asr", team=other_team)
+    MappingRule.objects.create(kind="namespace", value="research", team=team)
+    pod_job = {"account": "research", "namespace": "research", "labels": {"cost-center": "asr"}}
+    assert resolve(**pod_job) == "vision"
+
+
+def test_at_equal_priority_a_tag_rule_comes_before_a_sub_account_rule(
+    team: Team, other_team: Team
+) -> None:
+    MappingRule.objects.create(kind="sub_account", value="123456789012", team=other_team)
+    MappingRule.objects.create(kind="tag", key="cost-center", value="cv", team=team)
+    resolver = TeamResolver.from_db()
+    tagged = resolver.line_team(tags={"cost-center": "cv"}, sub_account="123456789012")
+    untagged = resolver.line_team(tags={}, sub_account="123456789012")
+    assert (tagged, untagged) == (team.pk, other_team.pk)
+
+
 def test_account_rules_speak_about_slurm_jobs_only(team: Team, other_team: Team) -> None:
     MappingRule.objects.create(kind="slurm_account", value="ml", team=team)
     MappingRule.objects.create(kind="namespace", value="ml", team=other_team)

@@ -1,11 +1,11 @@
 """Who owns a line item or a job (DESIGN section 5.5): mapping rules, then conventions.
 
-Line items: MappingRule TAG (tag key == value) and SUB_ACCOUNT rules in priority order (lower
-first, then id); else the first of settings.FINOPS_TEAM_TAG_KEYS present on the line names the
-team (Team.slug == slugify(value), created with name = value when missing). A line owned this
+Line items: MappingRule TAG (tag key == value) and SUB_ACCOUNT rules in precedence order
+(MappingRule.precedence: priority, then kind in DESIGN's order, then id); else the first of
+settings.FINOPS_TEAM_TAG_KEYS present on the line names the team (Team.slug == slugify(value), created with name = value when missing). A line owned this
 way is `tagged`; with no owner it is `unallocated`.
 
-Jobs: the job rules in priority order (lower first, then id), first match wins:
+Jobs: the job rules in priority order (lower first, then kind, then id), first match wins:
 - SLURM_ACCOUNT (value == JobRecord.account) for Slurm jobs (jobs without a namespace);
 - NAMESPACE (value == JobRecord.namespace) and LABEL (pod label `key` == value) for Kubernetes
   pods (jobs with a namespace).
@@ -94,12 +94,11 @@ class TeamResolver:
 
     @classmethod
     def from_db(cls) -> TeamResolver:
-        rules = [
-            _Rule(kind, key, value, team_id)
-            for kind, key, value, team_id in MappingRule.objects.order_by(
-                "priority", "id"
-            ).values_list("kind", "key", "value", "team_id")
-        ]
+        rows = sorted(
+            MappingRule.objects.values_list("id", "priority", "kind", "key", "value", "team_id"),
+            key=lambda r: MappingRule.precedence(priority=r[1], kind=r[2], rule_id=r[0]),
+        )
+        rules = [_Rule(kind, key, value, team_id) for _, _, kind, key, value, team_id in rows]
         return cls(rules=rules, team_tag_keys=settings.FINOPS_TEAM_TAG_KEYS)
 
     def line_team(self, *, tags: Mapping[str, object], sub_account: str) -> TeamRef | None:

@@ -4,6 +4,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.db.models import Case, When
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -40,7 +41,15 @@ class MappingRuleAdmin(admin.ModelAdmin):
     list_filter = ["kind", "team"]
     search_fields = ["key", "value", "team__slug"]
     list_select_related = ["team"]
-    ordering = ["priority", "id"]
+    # The order rules apply in (MappingRule.precedence).
+    ordering = [
+        "priority",
+        Case(
+            *(When(kind=kind, then=rank) for rank, kind in enumerate(MappingRule.KIND_ORDER)),
+            default=len(MappingRule.KIND_ORDER),
+        ),
+        "id",
+    ]
     change_form_template = "admin/org/mappingrule/change_form.html"
     delete_confirmation_template = "admin/org/mappingrule/delete_confirmation.html"
 

@@ -47,6 +47,10 @@ class MappingRule(models.Model):
 
     # Kinds whose rule reads key=value rather than a single value.
     KEYED_KINDS = frozenset({Kind.TAG, Kind.LABEL})
+    # At equal priority, rules apply in this order of kinds (DESIGN 5.5: tag, sub-account, Slurm
+    # account, namespace, label), then oldest first: the default priority alone then gives the
+    # documented precedence, and an explicit priority still overrides it.
+    KIND_ORDER = (Kind.TAG, Kind.SUB_ACCOUNT, Kind.SLURM_ACCOUNT, Kind.NAMESPACE, Kind.LABEL)
 
     kind = models.CharField(max_length=32, choices=Kind.choices)
     # Tag key for TAG rules, label key for LABEL rules; unused for the others.
@@ -61,3 +65,11 @@ class MappingRule(models.Model):
     def __str__(self) -> str:
         target = f"{self.key}={self.value}" if self.kind in self.KEYED_KINDS else self.value
         return f"{self.kind}:{target} -> {self.team.slug}"
+
+    @classmethod
+    def precedence(cls, *, priority: int, kind: str, rule_id: int) -> tuple[int, int, int]:
+        """Sort key of a rule: lower applies first."""
+        rank = (
+            cls.KIND_ORDER.index(cls.Kind(kind)) if kind in cls.Kind.values else len(cls.KIND_ORDER)
+        )
+        return (priority, rank, rule_id)

@@ -91,7 +91,7 @@ def endpoint_owners_visible(
 
 # --- mapping rules: dry-run preview of a rule change -----------------------------------------
 
-# A rule created now sorts after every existing rule of the same priority (ids grow).
+# A rule created now sorts after every existing rule of the same priority and kind (ids grow).
 _NEW_RULE_ID = sys.maxsize
 _LINE_KINDS = frozenset({MappingRule.Kind.TAG, MappingRule.Kind.SUB_ACCOUNT})
 _JOB_KINDS = frozenset(
@@ -162,7 +162,9 @@ def _rule_sets(rule_data: Mapping[str, Any]) -> tuple[list[_Rule], list[_Rule], 
         kinds.add(kind)
 
     def ordered(rows: list[tuple[Any, ...]]) -> list[_Rule]:
-        rows = sorted(rows, key=lambda r: (r[5], r[0]))
+        rows = sorted(
+            rows, key=lambda r: MappingRule.precedence(priority=r[5], kind=r[1], rule_id=r[0])
+        )
         return [_Rule(kind, key, value, team_id) for _, kind, key, value, team_id, _ in rows]
 
     return ordered(current), ordered(proposed), kinds
