@@ -49,4 +49,12 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute=17, hour="*/6"),
         "options": {"expires": 5 * 3600},
     },
+    # A snapshot file is the whole pod list, written every 15 minutes per cluster: kept a week
+    # (FINOPS_KUBERNETES_SNAPSHOT_DAYS) for audit, then deleted before the disk fills. Daily at
+    # a quiet hour, after the nightly attribution; expires before the next day's run.
+    "prune-kubernetes-snapshots-daily": {
+        "task": "billing_ingest.tasks.kubernetes.prune_kubernetes_snapshots",
+        "schedule": crontab(minute=40, hour=4),
+        "options": {"expires": 20 * 3600},
+    },
 }

@@ -108,6 +108,8 @@ FINOPS_UPLOAD_MAX_BYTES = env.int("FINOPS_UPLOAD_MAX_BYTES", default=200 * 1024 
 # Where imported files and demo data live.
 FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))
 # Currency used where a file carries none (the FOCUS spec examples omit BillingCurrency).
+# Days Kubernetes API snapshot files are kept after import (each cluster's newest always is).
+FINOPS_KUBERNETES_SNAPSHOT_DAYS = env.int("FINOPS_KUBERNETES_SNAPSHOT_DAYS", default=7)
 FINOPS_DEFAULT_CURRENCY = env.str("FINOPS_DEFAULT_CURRENCY", default="USD")
 # Reports (overview, team page, costs API) convert to this at daily FX rates (finops.currency).
 FINOPS_REPORTING_CURRENCY = env.str("FINOPS_REPORTING_CURRENCY", default="USD").upper()

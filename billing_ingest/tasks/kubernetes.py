@@ -6,14 +6,21 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Task, shared_task
+from django.conf import settings
+from django.utils import timezone
 
+from billing_ingest.services.snapshots import kubernetes_snapshots_prune
 from billing_ingest.sources.kubernetes_api import (
     KubernetesTransientError,
     fetch_cluster_pods,
     kubernetes_sources_enabled,
 )
 
-__all__ = ["fetch_kubernetes_pods_all", "fetch_kubernetes_pods_task"]
+__all__ = [
+    "fetch_kubernetes_pods_all",
+    "fetch_kubernetes_pods_task",
+    "prune_kubernetes_snapshots",
+]
 
 # A snapshot must end before the next one starts 15 minutes later: two snapshots of one
 # cluster imported out of order would turn a finished pod back into a running one. Listing
@@ -67,3 +74,17 @@ def fetch_kubernetes_pods_all() -> list[int]:
     for cluster_id in cluster_ids:
         fetch_kubernetes_pods_task.apply_async(args=(cluster_id,), expires=FETCH_EXPIRES)
     return cluster_ids
+
+
+@shared_task(
+    name="billing_ingest.tasks.kubernetes.prune_kubernetes_snapshots",
+    soft_time_limit=10 * 60,
+    time_limit=11 * 60,
+)
+def prune_kubernetes_snapshots() -> dict[str, int]:
+    """Delete snapshot files past FINOPS_KUBERNETES_SNAPSHOT_DAYS. Idempotent: a second run
+    finds nothing more to delete."""
+    result = kubernetes_snapshots_prune(
+        now=timezone.now(), keep_days=settings.FINOPS_KUBERNETES_SNAPSHOT_DAYS
+    )
+    return {"files": result.files, "bytes": result.bytes}
