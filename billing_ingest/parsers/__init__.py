@@ -16,11 +16,18 @@ LineItemChunks = Iterator[list[dict[str, Any]]]
 BillingParser = Callable[..., LineItemChunks]
 
 BILLING_PARSERS: dict[str, BillingParser] = {}
+# Formats whose parser never queries the database, so it may run in a thread of its own, ahead
+# of the COPY of its previous chunk (billing_ingest/prefetch.py).
+DATABASE_FREE_PARSERS: set[str] = set()
 
 
-def register_billing_parser(name: str) -> Callable[[BillingParser], BillingParser]:
+def register_billing_parser(
+    name: str, *, database_free: bool = False
+) -> Callable[[BillingParser], BillingParser]:
     def decorator(parser: BillingParser) -> BillingParser:
         BILLING_PARSERS[name] = parser
+        if database_free:
+            DATABASE_FREE_PARSERS.add(name)
         return parser
 
     return decorator

@@ -33,8 +33,9 @@ from django.utils import timezone
 from billing_ingest.copy_load import bulk_load, bulk_load_table
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
-from billing_ingest.parsers import billing_parser
+from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.values import LineItemTable
+from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import file_sha256, import_batch_claim, import_batch_record
 
 logger = logging.getLogger("finops.billing_ingest")
@@ -268,7 +269,11 @@ def _part_fail(part: ImportBatchPart, *, error: str) -> None:
 def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
     parse = billing_parser(batch.format)
     totals = _Totals()
-    for chunk in parse(path, file_label=label):
+    chunks = parse(path, file_label=label)
+    if connection.vendor == "postgresql" and batch.format in DATABASE_FREE_PARSERS:
+        # Parse the next chunk while PostgreSQL ingests this one's COPY.
+        chunks = prefetched(chunks)
+    for chunk in chunks:
         if isinstance(chunk, LineItemTable) and connection.vendor == "postgresql":
             # Columnar chunk: one COPY and pyarrow sums, no Python work per row.
             constants = {"batch_id": batch.pk, "source": batch.source}
