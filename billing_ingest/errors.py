@@ -17,6 +17,13 @@ class ImportFormatError(Exception):
         self.detail = message
         super().__init__(self.render())
 
+    def with_row(self, row: int) -> ImportFormatError:
+        """This error at row, unless it names a row already: a problem of the header found
+        without knowing whether the file has one (a CSV's header is row 1; Parquet has none)."""
+        if self.row is not None:
+            return self
+        return ImportFormatError(self.detail, file=self.file, row=row, column=self.column)
+
     def render(self) -> str:
         where = [f"file {self.file}"]
         if self.row is not None:

@@ -35,6 +35,7 @@ import io
 import json
 import re
 import zipfile
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -47,6 +48,7 @@ from django.conf import settings
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -244,6 +246,8 @@ class _CurRowBuilder:
                 file=file_label,
                 column=names[0],
             )
+        mapped = [position for _, position in self.columns.values()]
+        check_unique_columns(header, mapped, file_label=file_label, key=_squash)
         self.default_currency: str = settings.FINOPS_DEFAULT_CURRENCY
 
     def _detect_flavour(self, header: Sequence[str]) -> str:
@@ -376,6 +380,9 @@ class _CurRowBuilder:
         }
         item.update(self._commitment(line_item_type, reservation_arn, savings_plan_arn))
         self._check_lengths(item, row)
+        if item["charge_period_end"] < item["charge_period_start"]:
+            start = self.columns["usage_start"][0]
+            raise self._error(f"is before {start}", row, self.columns["usage_end"][0])
         return item
 
     def _currency(self, cells: Sequence[object], row: int) -> str:
@@ -531,6 +538,8 @@ class _CurTableBuilder:
         required_filled(charge_period_start)
         charge_period_end = timestamps("usage_end")
         required_filled(charge_period_end)
+        if pc.any(pc.less(charge_period_end, charge_period_start)).as_py():
+            raise FallBack("a charge period ends before it starts")
 
         usage_type = text("usage_type")
         reservation_arn = text("reservation_arn")
@@ -761,7 +770,7 @@ def _open_zip_member(path: Path, *, file_label: str) -> IO[str]:
             f"zip holds {len(members)} files; expected one CUR CSV", file=file_label
         )
     binary = archive.open(members[0])
-    return io.TextIOWrapper(binary, encoding="utf-8-sig", newline="")
+    return io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape", newline="")
 
 
 def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> LineItemChunks:
@@ -775,11 +784,15 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
             header = next(reader)
         except StopIteration:
             raise ImportFormatError("file is empty (no header row)", file=file_label) from None
-        except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
             raise ImportFormatError(
                 f"cannot read the header row ({exc})", file=file_label, row=1
             ) from None
-        builder = _CurRowBuilder(header, file_label=file_label)
+        check_cells(header, file_label=file_label, row=1)
+        try:
+            builder = _CurRowBuilder(header, file_label=file_label)
+        except ImportFormatError as exc:
+            raise exc.with_row(1) from None  # the header is row 1 of a CSV
         delivered = 0
         if kind != "zip":
             try:
@@ -793,7 +806,7 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
                     return
             except FallBack:
                 pass  # the per-row path below takes over after the rows already delivered
-        rows = skip_rows(csv_rows(reader, file_label=file_label), delivered)
+        rows = skip_rows(csv_rows(reader, file_label=file_label, header=header), delivered)
         seen = delivered > 0
         for chunk in built_chunks(rows, builder.build, chunk_size=chunk_size):
             seen = True
@@ -818,6 +831,7 @@ def _parse_parquet(path: Path, *, file_label: str, chunk_size: int) -> LineItemC
     try:
         batches = parquet.iter_batches(batch_size=chunk_size, columns=[header[i] for i in wanted])
         for record_batch in batches:
+            check_record_batch(record_batch, first_row=first_row, file_label=file_label)
             columns = {pos: record_batch.column(k).to_pylist() for k, pos in enumerate(wanted)}
             chunk = [
                 builder.build(ParquetRow(columns, i, len(header)), first_row + i)
@@ -835,7 +849,7 @@ def _parse_parquet(path: Path, *, file_label: str, chunk_size: int) -> LineItemC
         raise ImportFormatError("file has no data rows", file=file_label)
 
 
-@register_billing_parser("aws-cur")
+@register_billing_parser("aws-cur", database_free=True)
 def parse_aws_cur(path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS) -> LineItemChunks:
     """Chunks of CostLineItem field dicts from an AWS CUR 2.0 or legacy CUR file."""
     magic = read_magic(path)

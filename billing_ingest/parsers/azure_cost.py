@@ -32,7 +32,8 @@ from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
-from billing_ingest.parsers.focus import parse_focus
+from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
+from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -132,8 +133,10 @@ _METER_SUFFIXES = (" Spot", " Low Priority")
 
 
 def _is_focus(header: Sequence[str]) -> bool:
+    # Any FOCUS cost or charge period column and no cost details Date: a FocusCost export, even
+    # one missing a column (the FOCUS parser then names it, rather than asking for Date).
     names = {name.strip().lower() for name in header}
-    return all(marker in names for marker in _FOCUS_MARKERS)
+    return any(marker in names for marker in _FOCUS_MARKERS) and not names & {"date", "usagedate"}
 
 
 def _day(value: object) -> date:
@@ -230,9 +233,10 @@ class _AzureRow:
             raise ImportFormatError(
                 f"missing required Azure cost details column(s): {wanted}",
                 file=file_label,
-                row=1,
                 column=_COLUMNS[missing[0]][0],
             )
+        used = [position for _, position in self.columns.values()]
+        check_unique_columns(header, used, file_label=file_label)
         self.limits = {field: column_max_length(field) for field in _FIELD_SOURCE}
 
     def _raw(self, cells: Sequence[object], key: str) -> object:
@@ -374,11 +378,17 @@ def _csv_header(path: Path, *, file_label: str, compressed: bool) -> list[str]:
 def _parse_csv(
     path: Path, header: list[str], *, file_label: str, compressed: bool, chunk_size: int
 ) -> LineItemChunks:
-    mapper = _AzureRow(header, file_label=file_label)
+    check_cells(header, file_label=file_label, row=1)
+    try:
+        mapper = _AzureRow(header, file_label=file_label)
+    except ImportFormatError as exc:
+        raise exc.with_row(1) from None  # the header is row 1 of a CSV
     with open_text(path, compressed=compressed) as handle:
         reader = csv.reader(handle)
         next(reader)  # the header, already read
-        rows: Iterator[tuple[int, Sequence[object]]] = csv_rows(reader, file_label=file_label)
+        rows: Iterator[tuple[int, Sequence[object]]] = csv_rows(
+            reader, file_label=file_label, header=header
+        )
         yield from built_chunks(
             rows, mapper.build, chunk_size=chunk_size, empty_error=_no_data(mapper.file_label)
         )
@@ -403,6 +413,7 @@ def _parquet_rows(
     number = 1
     try:
         for batch in pq.ParquetFile(path).iter_batches(batch_size=chunk_size):
+            check_record_batch(batch, first_row=number, file_label=file_label)
             columns = [batch.column(i).to_pylist() for i in range(batch.num_columns)]
             for index in range(batch.num_rows):
                 yield number, [column[index] for column in columns]
@@ -423,6 +434,19 @@ def _parse_parquet(
     )
 
 
+def _parse_focus_cost(path: Path, *, file_label: str, chunk_size: int) -> LineItemChunks:
+    """Azure's FocusCost export, read as FOCUS; a row of another provider fails the import
+    (an AWS or GCP FOCUS file given as --format azure belongs under --format focus)."""
+    return read_focus_file(
+        path,
+        file_label=file_label,
+        chunk_size=chunk_size,
+        make_builder=lambda header: FocusRowBuilder(
+            header, file_label=file_label, provider=PROVIDER_NAME
+        ),
+    )
+
+
 @register_billing_parser("azure")
 def parse_azure_cost(
     path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS
@@ -432,12 +456,12 @@ def parse_azure_cost(
     if read_magic(path) == PARQUET_MAGIC or path.suffix.lower() == ".parquet":
         header = _parquet_header(path, file_label=file_label)
         if _is_focus(header):
-            return parse_focus(path, file_label=file_label, chunk_size=chunk_size)
+            return _parse_focus_cost(path, file_label=file_label, chunk_size=chunk_size)
         return _parse_parquet(path, header, file_label=file_label, chunk_size=chunk_size)
     compressed = read_magic(path)[:2] == GZIP_MAGIC or path.suffix.lower() == ".gz"
     header = _csv_header(path, file_label=file_label, compressed=compressed)
     if _is_focus(header):
-        return parse_focus(path, file_label=file_label, chunk_size=chunk_size)
+        return _parse_focus_cost(path, file_label=file_label, chunk_size=chunk_size)
     return _parse_csv(
         path, header, file_label=file_label, compressed=compressed, chunk_size=chunk_size
     )

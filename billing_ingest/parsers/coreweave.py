@@ -10,7 +10,8 @@ Columns are FOCUS names, read by the FOCUS row builder (so values, nulls, Tags a
 exactly as in a FOCUS file). CoreWeave specifics:
 - The instance type (gd-8xh100ib-i128) is x_InstanceType, else SkuId.
 - An empty PricingCategory is Standard (on-demand), and is stored as such.
-- ProviderName defaults to "CoreWeave", ChargeCategory to "Usage".
+- ProviderName defaults to "CoreWeave", ChargeCategory to "Usage"; a row naming another
+  provider fails the import (another provider's FOCUS file belongs under --format focus).
 - A row whose file does carry BilledCost and EffectiveCost keeps them, as in FOCUS; only rows
   with both empty (or both columns absent) are priced.
 - With a BillingCurrency column the rate must be in that currency; without one the rate's
@@ -123,7 +124,12 @@ class CoreWeaveRowBuilder(FocusRowBuilder):
     """A FOCUS row whose cost, when the export leaves it out, comes from the rate card."""
 
     def __init__(self, header: Sequence[str], *, file_label: str, rate_card: RateCard) -> None:
-        super().__init__(header, file_label=file_label, required_columns=REQUIRED_COLUMNS)
+        super().__init__(
+            header,
+            file_label=file_label,
+            required_columns=REQUIRED_COLUMNS,
+            provider=PROVIDER_NAME,
+        )
         self.rate_card = rate_card
         found = [hit for hit in (self.find(name) for name in INSTANCE_TYPE_COLUMNS) if hit]
         if not found:

@@ -33,6 +33,7 @@ from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.checks import check_cells, check_unique_columns
 from billing_ingest.parsers.coreweave import DEFAULT_PRICING_CATEGORY, PROVIDER_NAME, price
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
@@ -97,6 +98,10 @@ class _InvoiceRow:
         self.positions = {
             name: positions[name] for name in (*REQUIRED, *OPTIONAL) if name in positions
         }
+        try:
+            check_unique_columns(header, self.positions.values(), file_label=file_label)
+        except ImportFormatError as exc:
+            raise exc.with_row(1) from None
         self.limits = {field: column_max_length(field) for field in _LIMITED}
 
     def _cell(self, cells: Sequence[object], column: str) -> object:
@@ -192,7 +197,8 @@ def parse_coreweave_invoice(
             raise ImportFormatError(
                 f"cannot read the header row ({exc})", file=file_label, row=1
             ) from None
+        check_cells(header, file_label=file_label, row=1)
         mapper = _InvoiceRow(header, file_label=file_label)
         no_data = ImportFormatError("file has a header but no data rows", file=file_label)
-        rows = csv_rows(reader, file_label=file_label)
+        rows = csv_rows(reader, file_label=file_label, header=header)
         yield from built_chunks(rows, mapper.build, chunk_size=chunk_size, empty_error=no_data)

@@ -23,6 +23,7 @@ from django.conf import settings
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -121,6 +122,10 @@ class FocusRowBuilder:
 
     Public so that exports in FOCUS shape that are not quite FOCUS (CoreWeave's usage-only
     export) can relax required_columns and finish each row in a subclass's build().
+
+    With provider set (a provider's own FOCUS export: Azure's FocusCost, CoreWeave's usage),
+    a row whose ProviderName names another provider is an error: that file belongs under
+    --format focus, not under this provider's format.
     """
 
     def __init__(
@@ -129,8 +134,10 @@ class FocusRowBuilder:
         *,
         file_label: str,
         required_columns: Sequence[str] = REQUIRED_COLUMNS,
+        provider: str | None = None,
     ) -> None:
         self.file_label = file_label
+        self.provider = provider
         self.width = len(header)
         positions: dict[str, int] = {}
         for index, name in enumerate(header):
@@ -202,6 +209,8 @@ class FocusRowBuilder:
                 "x_gpu_model": "",
             }
         )
+        # This class's positions: a subclass's may need attributes it has not set yet.
+        check_unique_columns(header, FocusRowBuilder.positions(self), file_label=file_label)
 
     @staticmethod
     def _string(field: str) -> Converter:
@@ -242,7 +251,28 @@ class FocusRowBuilder:
         item["x_instance_type"] = self._instance_type(cells, row_number)
         start: datetime = item["billing_period_start"]
         item["billing_period"] = date(start.year, start.month, 1)
+        self._check_row(item, row_number)
         return item
+
+    def _check_row(self, item: dict[str, Any], row_number: int) -> None:
+        """Values fine alone but wrong together, or wrong for this import's provider."""
+        provider: str = item["provider_name"]
+        if self.provider is not None and provider and provider.lower() != self.provider.lower():
+            raise ImportFormatError(
+                f"is {provider!r}, but this import reads {self.provider}'s FOCUS export only; "
+                "import other providers' FOCUS files with --format focus",
+                file=self.file_label,
+                row=row_number,
+                column="ProviderName",
+            )
+        start, end = item.get("charge_period_start"), item.get("charge_period_end")
+        if start is not None and end is not None and end < start:
+            raise ImportFormatError(
+                f"{end.isoformat()} is before ChargePeriodStart {start.isoformat()}",
+                file=self.file_label,
+                row=row_number,
+                column="ChargePeriodEnd",
+            )
 
     def positions(self) -> set[int]:
         """Header positions build() reads (Parquet reads only these columns)."""
@@ -301,7 +331,20 @@ class FocusRowBuilder:
         start = self.find("BillingPeriodStart")
         assert start is not None  # required
         out["billing_period"] = map_unique([columns[start[1]]], _period_of, pa.date32())
+        self._check_table(out)
         return LineItemTable(pa.table(out))
+
+    def _check_table(self, out: dict[str, Any]) -> None:
+        """_check_row() for a chunk: FallBack where a row fails it (the per-row path names it)."""
+        import pyarrow.compute as pc
+
+        if self.provider is not None:
+            found = set(pc.unique(out["provider_name"]).to_pylist())
+            if {name.lower() for name in found} - {"", self.provider.lower()}:
+                raise FallBack("another provider's rows")
+        start, end = out.get("charge_period_start"), out.get("charge_period_end")
+        if start is not None and end is not None and pc.any(pc.less(end, start)).as_py():
+            raise FallBack("a charge period ends before it starts")
 
     def _instance_type_column(self, columns: Sequence[Any], length: int) -> Any:
         import pyarrow as pa
@@ -359,7 +402,11 @@ def _parse_csv(
             raise ImportFormatError(
                 f"cannot read the header row ({exc})", file=file_label, row=1
             ) from None
-        builder = make_builder(header)
+        check_cells(header, file_label=file_label, row=1)
+        try:
+            builder = make_builder(header)
+        except ImportFormatError as exc:
+            raise exc.with_row(1) from None  # the header is row 1 of a CSV
         delivered = 0
         if builder.columnar():
             try:
@@ -374,7 +421,7 @@ def _parse_csv(
                     return
             except FallBack:
                 pass  # the per-row path below takes over after the rows already delivered
-        rows = skip_rows(csv_rows(reader, file_label=file_label), delivered)
+        rows = skip_rows(csv_rows(reader, file_label=file_label, header=header), delivered)
         seen = delivered > 0
         for chunk in _chunked(rows, builder, chunk_size):
             seen = True
@@ -401,6 +448,7 @@ def _parse_parquet(
     try:
         batches = parquet.iter_batches(batch_size=chunk_size, columns=[header[i] for i in wanted])
         for record_batch in batches:
+            check_record_batch(record_batch, first_row=first_row, file_label=file_label)
             columns = {pos: record_batch.column(k).to_pylist() for k, pos in enumerate(wanted)}
             rows = (
                 (first_row + i, ParquetRow(columns, i, len(header)))
@@ -419,7 +467,7 @@ def _parse_parquet(
         raise ImportFormatError("file has no data rows", file=file_label)
 
 
-@register_billing_parser("focus")
+@register_billing_parser("focus", database_free=True)
 def parse_focus(path: Path, *, file_label: str, chunk_size: int | None = None) -> LineItemChunks:
     """Chunks of at most chunk_size (default CHUNK_ROWS) CostLineItem field dicts from a FOCUS
     CSV, gzip CSV (by magic bytes or .gz) or Parquet file."""

@@ -29,6 +29,12 @@ from typing import IO, Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.checks import (
+    check_cells,
+    check_record_batch,
+    check_unique_columns,
+    text_problem,
+)
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -286,6 +292,10 @@ class _GcpRow:
                     row=row,
                     column=_FIELD_SOURCE[field],
                 )
+        if item["charge_period_end"] < item["charge_period_start"]:
+            raise ImportFormatError(
+                "is before usage_start_time", file=self.file_label, row=row, column="usage_end_time"
+            )
         return item
 
 
@@ -302,6 +312,7 @@ def _csv_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dic
         raise ImportFormatError(
             f"cannot read the header row ({exc})", file=file_label, row=1
         ) from None
+    check_cells(header, file_label=file_label, row=1)
     missing = [column for column in REQUIRED_COLUMNS if column not in header]
     if missing:
         raise ImportFormatError(
@@ -310,7 +321,12 @@ def _csv_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dic
             row=1,
             column=missing[0],
         )
-    for row_number, cells in csv_rows(reader, file_label=file_label):
+    try:
+        # Every column: cells are zipped into a dict by name, so a repeated name loses one.
+        check_unique_columns(header, range(len(header)), file_label=file_label, key=str.strip)
+    except ImportFormatError as exc:
+        raise exc.with_row(1) from None
+    for row_number, cells in csv_rows(reader, file_label=file_label, header=header):
         if len(cells) != len(header):
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {len(header)} columns",
@@ -346,7 +362,30 @@ def _jsonl_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, d
             ) from None
         if not isinstance(record, dict):
             raise ImportFormatError("is not a JSON object", file=file_label, row=line_number)
-        yield line_number, _flatten(record)
+        flat = _flatten(record)
+        if "\\u0000" in line or text_problem([line]) is not None:
+            _check_strings(flat, file_label=file_label, row=line_number)
+        yield line_number, flat
+
+
+def _strings(value: object) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _check_strings(record: dict[str, Any], *, file_label: str, row: int) -> None:
+    """The column of a JSON value holding a NUL (written \\u0000) or a byte that is not UTF-8."""
+    for column, value in record.items():
+        problem = text_problem([column, *_strings(value)])
+        if problem is not None:
+            raise ImportFormatError(problem[1], file=file_label, row=row, column=column)
 
 
 def _parquet_records(
@@ -355,10 +394,22 @@ def _parquet_records(
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    number = 1
     try:
         parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ImportFormatError(f"cannot read Parquet ({exc})", file=file_label) from None
+    names = _schema_names(list(parquet.schema_arrow))
+    missing = [column for column in REQUIRED_COLUMNS if column not in names]
+    if missing:
+        raise ImportFormatError(
+            f"missing required BigQuery export column(s): {', '.join(missing)}",
+            file=file_label,
+            column=missing[0],
+        )
+    number = 1
+    try:
         for batch in parquet.iter_batches(batch_size=chunk_size):
+            check_record_batch(batch, first_row=number, file_label=file_label)
             for record in batch.to_pylist():
                 yield number, _flatten(record)
                 number += 1
@@ -366,6 +417,20 @@ def _parquet_records(
         raise ImportFormatError(
             f"cannot read Parquet ({exc})", file=file_label, row=number
         ) from None
+
+
+def _schema_names(fields: list[Any], prefix: str = "") -> set[str]:
+    """Parquet column names as the dotted names records flatten to (service.description)."""
+    import pyarrow as pa
+
+    names: set[str] = set()
+    for field in fields:
+        name = f"{prefix}{field.name}"
+        names.add(name)
+        if pa.types.is_struct(field.type):
+            nested = [field.type.field(i) for i in range(field.type.num_fields)]
+            names |= _schema_names(nested, f"{name}.")
+    return names
 
 
 def _first_character(handle: IO[str]) -> str:

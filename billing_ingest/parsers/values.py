@@ -25,8 +25,10 @@ from typing import IO, Any
 
 from django.db import models
 
+from billing_ingest.currencies import ISO_4217_CODES
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, CostLineItem
+from billing_ingest.parsers.checks import check_cells
 
 # Rows per chunk: one bulk insert each; bounds memory whatever the file size.
 CHUNK_ROWS = 50_000
@@ -84,10 +86,15 @@ def _decimal(value: object, *, limit: Decimal) -> Decimal | None:
     else:
         raise BadValue(f"{value!r} is not a number")
     if not number.is_finite():
-        raise BadValue(f"{value!r} is not a finite number")
+        raise BadValue(f"{_shown(value)} is not a finite number")
     if abs(number) >= limit:
-        raise BadValue(f"{value!r} is out of range")
+        raise BadValue(f"{_shown(value)} is out of range")
     return number.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=_QUANTIZE_CONTEXT)
+
+
+def _shown(value: object) -> str:
+    # '1e400' for text, 1E+400 for a JSON number read as Decimal (not "Decimal('1E+400')").
+    return repr(value) if isinstance(value, str) else str(value)
 
 
 def parse_money(value: object) -> Decimal | None:
@@ -155,6 +162,8 @@ def parse_currency(value: object) -> str:
     text = cell_text(value).upper()
     if not _CURRENCY_RE.match(text):
         raise BadValue(f"{cell_text(value)!r} is not a 3-letter ISO 4217 currency code")
+    if text not in ISO_4217_CODES:
+        raise BadValue(f"{cell_text(value)!r} is not an ISO 4217 currency code")
     return text
 
 
@@ -201,16 +210,21 @@ def read_magic(path: Path) -> bytes:
 def open_text(path: Path, *, compressed: bool) -> IO[str]:
     """A CSV file (gzip or plain) opened for the csv module."""
     # utf-8-sig drops a byte order mark (Azure and Excel write one) and is plain UTF-8 otherwise.
+    # A byte that is not UTF-8 becomes a surrogate in its cell, which csv_rows reports with its
+    # row and column (the decoder itself reads ahead and cannot say which row it was on).
     if compressed:
-        return gzip.open(path, "rt", encoding="utf-8-sig", newline="")
-    return path.open("r", encoding="utf-8-sig", newline="")
+        return gzip.open(path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="")
 
 
-def csv_rows(reader: Iterator[list[str]], *, file_label: str) -> Iterator[tuple[int, list[str]]]:
+def csv_rows(
+    reader: Iterator[list[str]], *, file_label: str, header: Sequence[str] | None = None
+) -> Iterator[tuple[int, list[str]]]:
     """Data rows numbered as a spreadsheet shows them (header = row 1); blank lines skipped.
 
     Decoding, gzip and CSV errors surface only while iterating, so they are turned here into an
-    ImportFormatError that names the row reached."""
+    ImportFormatError that names the row reached; a cell holding a NUL or a byte that is not
+    UTF-8 into one naming its row and column (by header name)."""
     row_number = 1
     while True:
         row_number += 1
@@ -235,6 +249,7 @@ def csv_rows(reader: Iterator[list[str]], *, file_label: str) -> Iterator[tuple[
             ) from None
         if not cells or (len(cells) == 1 and not cells[0].strip()):
             continue
+        check_cells(cells, file_label=file_label, row=row_number, header=header)
         yield row_number, cells
 
 
@@ -324,6 +339,8 @@ def unique_results(arrays: Sequence[Any], convert: Any) -> tuple[list[Any], Any]
         if pc.min(pc.count_substring(keys, "\x00")).as_py() != len(arrays) - 1:
             raise FallBack("NUL in a cell")
     encoded = pc.dictionary_encode(keys)
+    if len(arrays) == 1 and _holds_nul(encoded.dictionary):
+        raise FallBack("NUL in a cell")  # the per-row path names its row and column
     distinct = encoded.dictionary.to_pylist()
     try:
         if len(arrays) == 1:
@@ -333,6 +350,15 @@ def unique_results(arrays: Sequence[Any], convert: Any) -> tuple[list[Any], Any]
     except BadValue as exc:
         raise FallBack(str(exc)) from None
     return results, encoded.indices
+
+
+def _holds_nul(values: Any) -> bool:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_string(values.type):
+        return False
+    return bool(pc.any(pc.match_substring(values, "\x00")).as_py())
 
 
 def map_unique(arrays: Sequence[Any], convert: Any, arrow_type: Any) -> Any:
