@@ -67,6 +67,11 @@ class ImportBatch(models.Model):
     source = models.CharField(max_length=200)
     file_name = models.CharField(max_length=1000)
     file_sha256 = models.CharField(max_length=64, blank=True, db_index=True)
+    # Billing deliveries from a store: sha256 of the version the store listed when the delivery
+    # was planned (newest manifest key + ETag + LastModified, Azure run blob names + ETags, GCS
+    # names + generations, BigQuery month row count + newest export_time). A scheduled fetch
+    # does not download a delivery whose fingerprint is its month's current batch's. "": unknown.
+    delivery_fingerprint = models.CharField(max_length=64, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     # Months ("YYYY-MM") of the BillingPeriodStart values the batch holds.
     billing_periods = models.JSONField(default=list, blank=True)

@@ -90,8 +90,9 @@ def test_newest_manifest_per_period_wins(s3, tmp_path):
         item for f in fetched[0].files for c in parse_aws_cur(f, file_label=f.name) for item in c
     ]
     assert sorted(str(i["billed_cost"].normalize()) for i in september) == ["2", "3"]
-    assert all(f.is_relative_to(tmp_path) for p in fetched for f in p.files)
-    assert fetched[1].files == [tmp_path.joinpath(*october.removeprefix(f"{ROOT}/").split("/"))]
+    # Each period in a folder of its own, each part a numbered file keeping its suffixes.
+    assert fetched[0].files == [tmp_path / "2024-09" / f"0000{i}.csv.gz" for i in (0, 1)]
+    assert fetched[1].files == [tmp_path / "2024-10" / "00000.csv.gz"]
 
 
 def test_period_filter(s3, tmp_path):
@@ -122,6 +123,37 @@ def test_manifest_pointing_outside_the_bucket_is_refused(s3, tmp_path):
         Body=json.dumps(body).encode(),
     )
     with pytest.raises(ExportFetchError, match="outside bucket"):
+        aws_export_download(
+            bucket=BUCKET, prefix=PREFIX, export_name=EXPORT, dest=tmp_path, client=s3
+        )
+
+
+def test_a_hostile_key_in_a_manifest_cannot_write_outside_the_download_folder(s3, tmp_path):
+    # S3 keys may start with "/": joined to the download folder, this one would be the absolute
+    # path of a file outside it.
+    outside = tmp_path / "outside" / "evil.csv.gz"
+    hostile = str(outside)
+    assert hostile.startswith("/")
+    s3.put_object(Bucket=BUCKET, Key=hostile, Body=cur_bytes("2024-10", "6.00"))
+    put_manifest(s3, f"{ROOT}/metadata/BILLING_PERIOD=2024-10/{EXPORT}-Manifest.json", [hostile])
+    dest = tmp_path / "dest"
+
+    (period,) = aws_export_download(
+        bucket=BUCKET, prefix=PREFIX, export_name=EXPORT, dest=dest, client=s3
+    )
+
+    assert not outside.exists()
+    (path,) = period.files
+    assert path == dest / "2024-10" / "00000.csv.gz"
+    (chunk,) = parse_aws_cur(path, file_label=hostile)
+    assert [str(item["billed_cost"].normalize()) for item in chunk] == ["6"]
+
+
+def test_a_manifest_key_climbing_out_of_the_export_is_refused(s3, tmp_path):
+    key = f"{ROOT}/data/../../../etc/evil.csv.gz"
+    put_manifest(s3, f"{ROOT}/metadata/BILLING_PERIOD=2024-10/{EXPORT}-Manifest.json", [key])
+
+    with pytest.raises(ExportFetchError, match="unusable data file key"):
         aws_export_download(
             bucket=BUCKET, prefix=PREFIX, export_name=EXPORT, dest=tmp_path, client=s3
         )

@@ -1,7 +1,7 @@
 """ingest_billing with an az:// URI, end to end against Azurite (the Azure Storage emulator):
 Azure cost exports laid out as Cost Management writes them (<export>/<date range>/<run>/parts
-plus manifest.json), the newest run per date range, restatement, a missing blob, and refused
-credentials.
+plus manifest.json), the newest run per date range, restatement, a missing blob, refused
+credentials, a hostile blob name, and scheduled fetches skipping runs already imported.
 
 Azurite is found at $AZURITE_BLOB, <project>/.azurite/node_modules/.bin/azurite-blob, or on PATH;
 without it these tests skip, unless FINOPS_REQUIRE_AZURITE=1 (CI), where they fail instead."""
@@ -24,7 +24,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from billing_ingest.models import CostLineItem, ImportBatch
+from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
+from billing_ingest.sources import azure_blob
+from billing_ingest.tasks.sources import fetch_billing_source
 
 blob = pytest.importorskip("azure.storage.blob")
 
@@ -287,3 +289,54 @@ def test_no_connection_string_is_a_clear_error(db, monkeypatch):
     monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
     with pytest.raises(CommandError, match="set AZURE_STORAGE_CONNECTION_STRING"):
         ingest()
+
+
+def test_a_hostile_blob_name_cannot_write_outside_the_download_folder(container, tmp_path):
+    # Blob names may start with "/": joined to the download folder as a path, this run's part
+    # would be written to the absolute path of a file outside it.
+    outside = tmp_path / "outside"
+    root = f"{outside}/{ROOT}".removeprefix("/")
+    name = f"/{root}/{SEPTEMBER}/run-1/part_0_0001.csv.gz"
+    costs = [["4.50", "0.25"]]
+    container.upload_blob(name, azure_part(SEPTEMBER, costs[0]))
+
+    ingest(f"az://{CONTAINER}")
+
+    assert not outside.exists()
+    batch = ImportBatch.objects.get()
+    assert batch.status == ImportBatch.Status.SUCCEEDED
+    assert batch.parts.get().label == f"az://{CONTAINER}/{name}"
+    rows = CostLineItem.objects.filter(source=batch.source)
+    assert sum((row.billed_cost for row in rows), Decimal(0)) == costs_sum(costs)
+
+
+def test_a_scheduled_fetch_downloads_only_runs_it_has_not_imported(container, monkeypatch):
+    downloads: list[str] = []
+    original = azure_blob.azure_export_fetch
+
+    def recording(*, container, plan, dest):
+        downloads.append(plan.run)
+        return original(container=container, plan=plan, dest=dest)
+
+    monkeypatch.setattr(azure_blob, "azure_export_fetch", recording)
+    run(container, SEPTEMBER, [["1.00"], ["2.00"]])
+    run(container, OCTOBER, [["3.00"]])
+    source = BillingSource.objects.create(name="azure", format="azure", uri=URI)
+    fetch_billing_source.delay(source.pk).get(timeout=60)
+    assert len(downloads) == 2
+
+    fetch_billing_source.delay(source.pk).get(timeout=60)
+    source.refresh_from_db()
+    assert len(downloads) == 2
+    assert source.last_message == "unchanged 2024-09, 2024-10"
+    assert ImportBatch.objects.count() == 2
+
+    time.sleep(1.1)  # Last-Modified has one-second resolution
+    restated = [["10.00"]]
+    names = run(container, SEPTEMBER, restated)
+    fetch_billing_source.delay(source.pk).get(timeout=60)
+    source.refresh_from_db()
+
+    assert downloads[2:] == [names[0].rsplit("/", 1)[0]]
+    assert source.last_message == "imported 2024-09; unchanged 2024-10"
+    assert month_total("2024-09") == costs_sum(restated)

@@ -5,7 +5,9 @@ exactly as `ingest_billing URI` does and records what happened on the source.
 S3 is moto in server mode (the fixtures and delivery helpers of test_ingest_uris). moto does not
 implement bcm-data-exports, so discovery talks to a local HTTP server that answers the JSON 1.1
 calls with the recorded bodies in tests/recorded/bcm_data_exports/: the real boto3 client, end
-to end. Tasks run eagerly (conftest).
+to end. A fetch downloads only deliveries whose fingerprint changed: shown with S3, and with
+GCS (gcp-storage-emulator) and BigQuery (recorded REST) through the fixtures of their own test
+files. Tasks run eagerly (conftest).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from datetime import timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -33,12 +36,13 @@ from django.utils import timezone
 
 from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
 from billing_ingest.services.sources import CLAIM_EXPIRES
-from billing_ingest.sources import SourceAccessError, SourceFetchError
+from billing_ingest.sources import SourceAccessError, SourceFetchError, gcp_bigquery, gcp_storage
 from billing_ingest.sources.aws_data_exports import aws_export_discover, export_format
 from billing_ingest.sources.transient import source_error_transient
 from billing_ingest.tasks.sources import fetch_billing_source, fetch_billing_sources_all
 from finops.attribution.models import AttributionRun
-from tests import test_ingest_uris
+from tests import test_gcp_bigquery_fetch as bq
+from tests import test_gcs_fetch, test_ingest_uris
 from tests.test_focus_ingest import csv_text, focus_row
 from tests.test_ingest_uris import (
     BUCKET,
@@ -57,6 +61,9 @@ pytestmark = pytest.mark.django_db
 # s3://billing-exports/cur/gpu-cur2, and AWS_ENDPOINT_URL_S3 points boto3 at moto.
 s3_endpoint = test_ingest_uris.s3_endpoint
 s3 = test_ingest_uris.s3
+# The in-process gcp-storage-emulator and its bucket (test_gcs_fetch).
+emulator = test_gcs_fetch.emulator
+bucket = test_gcs_fetch.bucket
 
 RECORDED = Path(__file__).parent / "recorded" / "bcm_data_exports"
 TARGET_PREFIX = "AWSBillingAndCostManagementDataExports."
@@ -167,21 +174,6 @@ def test_a_uri_source_imports_each_month_and_records_success(s3):
     assert sorted(str(month)[:7] for month in attributed) == ["2024-09", "2024-10"]
 
 
-def test_a_second_run_with_nothing_new_records_duplicates_and_changes_nothing(s3):
-    deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
-    source = uri_source()
-    fetch(source)
-    before = ledger()
-
-    result = fetch(source)
-
-    assert ledger() == before
-    assert batch_statuses() == [("succeeded", ["2024-09"]), ("duplicate", ["2024-09"])]
-    assert result["months"] == []
-    assert source.last_status == BillingSource.Status.SUCCEEDED
-    assert source.last_message == "unchanged 2024-09"
-
-
 def test_a_restated_month_replaces_the_month(s3):
     deliver(s3, "2024-09", "v1", [["1.00", "2.00"], ["3.00"]])
     deliver(s3, "2024-10", "v1", [["4.00"]])
@@ -199,6 +191,268 @@ def test_a_restated_month_replaces_the_month(s3):
     assert month_total("2024-09") == costs_sum(restated)
     assert month_total("2024-10") == Decimal("4.00")
     assert source.last_message == "imported 2024-09; unchanged 2024-10"
+
+
+# --- deliveries with nothing new are not downloaded ---------------------------------------
+
+
+@pytest.fixture
+def s3_gets(s3, monkeypatch) -> list[str]:
+    """The key of every GetObject sent from now on (download_file's too): the task's S3 client
+    comes from boto3's default session, whose handlers every client it makes inherits."""
+    keys: list[str] = []
+    session = boto3.session.Session()
+    session.events.register(
+        "before-parameter-build.s3.GetObject", lambda params, **_: keys.append(params["Key"])
+    )
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", session)
+    return keys
+
+
+def data_gets(keys: list[str]) -> list[str]:
+    """The data files among them (planning reads each period's newest manifest, a few KB)."""
+    return [key for key in keys if "/data/" in key]
+
+
+def test_a_second_run_with_nothing_new_downloads_nothing_and_records_nothing(s3, s3_gets):
+    keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
+    source = uri_source()
+    fetch(source)
+    assert data_gets(s3_gets) == keys
+    before = ledger()
+    s3_gets.clear()
+
+    result = fetch(source)
+
+    assert data_gets(s3_gets) == []
+    assert ledger() == before
+    assert batch_statuses() == [("succeeded", ["2024-09"])]  # no DUPLICATE batch either
+    assert (result["months"], result["unchanged"], result["batch_ids"]) == ([], ["2024-09"], [])
+    assert result["status"] == "succeeded"
+    assert source.last_message == "unchanged 2024-09"
+
+
+def test_the_fetch_command_says_unchanged(s3, s3_gets):
+    deliver(s3, "2024-09", "v1", [["3.00"]])
+    uri_source()
+    call_command("fetch_billing_sources", "--name", "aws-main", stdout=io.StringIO())
+    s3_gets.clear()
+    out = io.StringIO()
+
+    call_command("fetch_billing_sources", "--name", "aws-main", stdout=out)
+
+    assert out.getvalue() == "aws-main: succeeded: unchanged 2024-09\n"
+    assert data_gets(s3_gets) == []
+
+    call_command("fetch_billing_sources", "--name", "aws-main", "--force", stdout=io.StringIO())
+
+    assert len(data_gets(s3_gets)) == 1
+
+
+def test_a_new_manifest_is_fetched_and_the_other_months_are_not(s3, s3_gets):
+    deliver(s3, "2024-09", "v1", [["1.00", "2.00"], ["3.00"]])
+    deliver(s3, "2024-10", "v1", [["4.00"]])
+    source = uri_source()
+    fetch(source)
+    first = ImportBatch.objects.get(billing_periods=["2024-09"])
+
+    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    restated = [["10.00"], ["20.00", "0.50"]]
+    keys = deliver(s3, "2024-09", "v2", restated)
+    s3_gets.clear()
+    fetch(source)
+
+    assert data_gets(s3_gets) == keys  # September's new parts, nothing of October
+    first.refresh_from_db()
+    assert first.status == ImportBatch.Status.SUPERSEDED
+    assert month_total("2024-09") == costs_sum(restated)
+    assert month_total("2024-10") == Decimal("4.00")
+    assert source.last_message == "imported 2024-09; unchanged 2024-10"
+
+
+def test_a_manifest_overwritten_in_place_is_fetched(s3, s3_gets):
+    # An export set to overwrite rewrites the same manifest and data keys on every refresh.
+    deliver(s3, "2024-09", "current", [["1.00"]])
+    source = uri_source()
+    fetch(source)
+
+    time.sleep(1.1)
+    restated = [["5.00"], ["6.00"]]
+    keys = deliver(s3, "2024-09", "current", restated)
+    s3_gets.clear()
+    fetch(source)
+
+    assert data_gets(s3_gets) == keys
+    assert month_total("2024-09") == costs_sum(restated)
+    assert source.last_message == "imported 2024-09"
+
+
+def test_forced_fetches_download_again_and_find_duplicates(s3, s3_gets):
+    keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
+    source = uri_source()
+    fetch(source)
+    s3_gets.clear()
+
+    result = fetch_billing_source.delay(source.pk, force=True).get(timeout=60)
+
+    assert data_gets(s3_gets) == keys
+    assert batch_statuses() == [("succeeded", ["2024-09"]), ("duplicate", ["2024-09"])]
+    assert result["unchanged"] == ["2024-09"]
+
+
+def test_a_month_imported_before_fingerprints_learns_its_own_from_a_duplicate(s3, s3_gets):
+    keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
+    source = uri_source()
+    fetch(source)
+    # As the batches imported before the fingerprint column existed.
+    ImportBatch.objects.update(delivery_fingerprint="")
+    s3_gets.clear()
+
+    fetch(source)  # downloads once more: the same bytes, a duplicate ...
+    assert data_gets(s3_gets) == keys
+    s3_gets.clear()
+    fetch(source)  # ... which taught the month's batch its fingerprint
+
+    assert data_gets(s3_gets) == []
+    assert batch_statuses() == [("succeeded", ["2024-09"]), ("duplicate", ["2024-09"])]
+    assert source.last_message == "unchanged 2024-09"
+
+
+def test_a_restated_month_ingested_by_hand_is_not_skipped(s3, s3_gets):
+    # The fingerprint is compared with the month's current batch: rows a hand import put in
+    # its place (same source, other bytes) are replaced by the export's again.
+    deliver(s3, "2024-09", "v1", [["1.00"]])
+    source = uri_source()
+    fetch(source)
+    other = test_ingest_uris.cur_part("2024-09", ["9.99"])
+    s3.put_object(Bucket=BUCKET, Key="hand/upload.csv.gz", Body=other)
+    hand = f"s3://{BUCKET}/hand"
+    s3.put_object(
+        Bucket=BUCKET,
+        Key="hand/metadata/BILLING_PERIOD=2024-09/hand-Manifest.json",
+        Body=json.dumps({"dataFiles": [f"{hand}/upload.csv.gz"]}).encode(),
+    )
+    call_command(
+        "ingest_billing",
+        "--format",
+        "aws-cur",
+        hand,
+        "--source",
+        SOURCE,
+        "--no-attribute",
+        stdout=io.StringIO(),
+    )
+    assert month_total("2024-09") == Decimal("9.99")
+    s3_gets.clear()
+
+    fetch(source)
+
+    assert len(data_gets(s3_gets)) == 1
+    assert month_total("2024-09") == Decimal("1.00")
+
+
+# Google Cloud Storage (gcp-storage-emulator) and BigQuery (recorded REST): the same rule.
+
+
+def spy(monkeypatch, module: Any, name: str) -> list[Any]:
+    """The plans ``module.name`` (a fetch function, still run) is called with from now on."""
+    plans: list[Any] = []
+    original = getattr(module, name)
+
+    def recording(**kwargs: Any) -> Any:
+        plans.append(kwargs["plan"])
+        return original(**kwargs)
+
+    monkeypatch.setattr(module, name, recording)
+    return plans
+
+
+class _RecordedWithExportTimes(bq.RecordedBigQuery):
+    """The recorded BigQuery API, also answering each month's newest export_time, which the
+    count query asks for when the table has that column."""
+
+    def __init__(self, mock: Any) -> None:
+        super().__init__(mock)
+        self.export_times: dict[str, str] = {}
+
+    def _pages(self, job: dict) -> tuple[list[dict], list[list[dict]]]:
+        schema, pages = super()._pages(job)
+        if "MAX(export_time)" not in job["configuration"]["query"]["query"]:
+            return schema, pages
+        rows = [
+            bq.cells(*(cell["v"] for cell in row["f"]), bq.micros(self.export_times[month]))
+            for row in pages[0]
+            for month in [row["f"][0]["v"]]
+        ]
+        return [*schema, bq.field("last_export", "TIMESTAMP")], [rows]
+
+    def row_queries(self) -> list[str]:
+        """The month of every rows query (the expensive one) run so far."""
+        return [
+            job["configuration"]["query"]["queryParameters"][0]["parameterValue"]["value"]
+            for job in self.inserted
+            if job["configuration"]["query"]["query"] == bq.ROWS_SQL
+        ]
+
+
+@pytest.fixture
+def bigquery_recorded(monkeypatch):
+    with bq.responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+        server = _RecordedWithExportTimes(mock)
+        monkeypatch.setattr(
+            gcp_bigquery,
+            "bigquery_client",
+            lambda *, project: bq.bigquery.Client(
+                project=project, credentials=bq.AnonymousCredentials()
+            ),
+        )
+        yield server
+
+
+def test_gcs_months_with_the_same_generations_are_not_downloaded(bucket, monkeypatch):
+    fetched = spy(monkeypatch, gcp_storage, "gcs_delivery_fetch")
+    gcs = test_gcs_fetch
+    gcs.export_month(bucket, f"{gcs.ROOT}/2024-09", gcs.SEPTEMBER)
+    october = gcs.export_month(bucket, f"{gcs.ROOT}/2024-10", gcs.OCTOBER)
+    source = uri_source(name="gcs", format="gcp-bigquery", uri=gcs.URI)
+    fetch(source)
+    assert len(fetched) == 2
+
+    fetch(source)
+    assert len(fetched) == 2
+    assert source.last_message == "unchanged 2024-09, 2024-10"
+
+    # Re-exported over the same name: a new generation of that one object.
+    restated = [gcs.jsonl(gcs.month_records("202410", [(50, -5)]))]
+    gcs.upload(bucket, october[0], restated[0])
+    fetch(source)
+
+    assert [plan.billing_period for plan in fetched[2:]] == ["2024-10"]
+    assert source.last_message == "imported 2024-10; unchanged 2024-09"
+    assert gcs.ledger_totals(gcs.SOURCE, "2024-10") == gcs.totals(*restated)
+
+
+def test_bigquery_months_with_no_new_export_are_not_queried_again(bigquery_recorded):
+    september = [[bq.export_row(month="202409", cost="5.00")]]
+    bigquery_recorded.months["202409"] = september
+    bigquery_recorded.export_times["202409"] = "2024-10-03T04:00:00"
+    source = uri_source(name="bq", format="gcp-bigquery", uri=f"{bq.URI}?month=202409")
+    fetch(source)
+    assert bigquery_recorded.row_queries() == ["202409"]
+
+    fetch(source)
+    assert bigquery_recorded.row_queries() == ["202409"]  # only the count query ran again
+    assert source.last_message == "unchanged 2024-09"
+
+    # A late correction is appended with a later export_time.
+    september[0].append(bq.export_row(month="202409", cost="-0.25", day="30"))
+    bigquery_recorded.export_times["202409"] = "2024-10-05T04:00:00"
+    fetch(source)
+
+    assert bigquery_recorded.row_queries() == ["202409", "202409"]
+    assert source.last_message == "imported 2024-09"
+    rows = CostLineItem.objects.filter(source=bq.SOURCE)
+    assert sum((r.billed_cost for r in rows), Decimal(0)) == bq.cost_of(september)[0]
 
 
 # --- discovery through bcm-data-exports (recorded HTTP) -----------------------------------

@@ -344,3 +344,35 @@ def test_no_credentials_is_a_clear_error(db, monkeypatch, tmp_path):
     with pytest.raises(CommandError, match="no Google credentials to read gs://"):
         ingest()
     assert not ImportBatch.objects.exists()
+
+
+def test_json_lines_shards_whose_first_records_differ_are_one_batch(bucket):
+    # BigQuery leaves NULL fields out of JSON lines, so one shard's first record (a record, not
+    # a header) has other keys than the next one's: that is no reason to refuse the month.
+    full = month_records("202409", [(2.5, -0.5)])
+    sparse = month_records("202409", [(1.25, 0), (4, -1)])
+    for record in sparse:
+        del record["labels"], record["resource"]
+    sparse[0]["credits"] = []
+    shards = [jsonl(full), gzip.compress(jsonl(sparse))]
+    export_month(bucket, f"{ROOT}/2024-09", shards)
+
+    ingest()
+
+    batch = ImportBatch.objects.get()
+    assert (batch.status, batch.row_count) == (ImportBatch.Status.SUCCEEDED, 3)
+    assert batch.parts.count() == 2
+    assert ledger_totals(SOURCE, "2024-09") == totals(*shards)
+
+
+def test_a_csv_shard_among_json_lines_fails_the_month(bucket):
+    names = export_month(bucket, f"{ROOT}/2024-09", SEPTEMBER[:2])
+    csv_name = upload(bucket, f"{ROOT}/2024-09/billing-extra.csv", b"cost,currency\n1,USD\n")
+
+    with pytest.raises(CommandError, match="parts mix CSV and JSON") as raised:
+        ingest()
+
+    assert f"gs://{BUCKET}/{csv_name}" in str(raised.value)
+    assert f"gs://{BUCKET}/{names[0]}" in str(raised.value)
+    assert ImportBatch.objects.get().status == ImportBatch.Status.FAILED
+    assert not CostLineItem.objects.exists()

@@ -4,9 +4,11 @@ A fetch claims its source with a conditional UPDATE (only a source nobody is fet
 claim is older than any fetch can run, is taken; the row count says whether this run got it),
 so two overlapping runs (a slow fetch and the next schedule, or "fetch now" twice) never fetch
 one export together. It then resolves an AWS export's location with bcm-data-exports when one
-is named, imports the URI exactly as `ingest_billing URI` does (services.deliveries: one batch
-per delivery, duplicates recorded and skipped, a restated month replacing the old one), and
-records what happened on the source, releasing the claim.
+is named, imports the URI as `ingest_billing URI` does (services.deliveries: one batch per
+delivery, duplicates recorded and skipped, a restated month replacing the old one), and records
+what happened on the source, releasing the claim. Unlike the command, it does not download a
+delivery whose fingerprint (manifest ETag, blob ETags, object generations) is the one its month
+was imported with: it is reported "unchanged" and no batch is recorded, unless forced.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from billing_ingest.models import BillingSource, ImportBatch
 from billing_ingest.parsers import billing_parser
 from billing_ingest.reattribute import billing_months_touched
 from billing_ingest.services.billing import billing_batch_ingest
-from billing_ingest.services.deliveries import billing_uri_ingest
+from billing_ingest.services.deliveries import UriRefresh, billing_uri_refresh
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.aws_data_exports import aws_export_discover
 from billing_ingest.sources.transient import source_error_transient
@@ -51,6 +53,8 @@ class SourceFetchResult:
     batch_ids: list[int] = field(default_factory=list)
     # Billing months whose rows changed: the ones to re-attribute.
     months: list[str] = field(default_factory=list)
+    # Billing months whose delivery had nothing new (not downloaded, or a duplicate).
+    unchanged: list[str] = field(default_factory=list)
     # The failure may pass if tried again later (connection refused, throttling, 5xx).
     transient: bool = False
 
@@ -105,10 +109,13 @@ def _run_here(batch: ImportBatch) -> ImportBatch:
     return billing_batch_ingest(batch_id=batch.pk)
 
 
-def _summary(source_id: int, batches: list[ImportBatch]) -> SourceFetchResult:
+def _summary(source_id: int, refresh: UriRefresh) -> SourceFetchResult:
+    batches = refresh.batches
     imported = billing_months_touched(batches=batches)
+    duplicates = ImportBatch.Status.DUPLICATE
     unchanged = sorted(
-        {m for b in batches if b.status == ImportBatch.Status.DUPLICATE for m in b.billing_periods}
+        {m for b in batches if b.status == duplicates for m in b.billing_periods}
+        | {m for skipped in refresh.unchanged for m in skipped.billing_periods}
     )
     done = {ImportBatch.Status.SUCCEEDED, ImportBatch.Status.DUPLICATE}
     failed = [b for b in batches if b.status not in done]
@@ -126,6 +133,7 @@ def _summary(source_id: int, batches: list[ImportBatch]) -> SourceFetchResult:
         message="; ".join(notes) or "no deliveries",
         batch_ids=[b.pk for b in batches],
         months=imported,
+        unchanged=unchanged,
     )
 
 
@@ -145,26 +153,29 @@ def _release(
     BillingSource.objects.filter(id=source_id, fetch_started_at=claim).update(**changes)
 
 
-def _attempt(source: BillingSource) -> tuple[SourceFetchResult, _Location | None]:
+def _attempt(source: BillingSource, *, force: bool) -> tuple[SourceFetchResult, _Location | None]:
     """Discover and import; a fetch error is a failed result, not an exception."""
     location = None
     try:
         location = _location(source)
-        batches = billing_uri_ingest(uri=location.uri, format=location.format, run=_run_here)
+        refresh = billing_uri_refresh(
+            uri=location.uri, format=location.format, run=_run_here, force=force
+        )
     except SourceFetchError as exc:
         failed = SourceFetchResult(
             source.pk, BillingSource.Status.FAILED, str(exc), transient=source_error_transient(exc)
         )
         return failed, location
-    result = _summary(source.pk, batches)
+    result = _summary(source.pk, refresh)
     if location.note:
         result.message = f"{result.message}; {location.note}"
     return result, location
 
 
-def billing_source_fetch(*, source_id: int) -> SourceFetchResult:
+def billing_source_fetch(*, source_id: int, force: bool = False) -> SourceFetchResult:
     """Fetch one billing source now and record the outcome on it. Idempotent: deliveries
-    imported before are recorded as duplicates and change nothing.
+    imported before are not downloaded again (``force``: they are, and recorded as duplicates
+    when their bytes are the same), and change nothing.
 
     A store that refuses, an export that cannot be found or a format that does not fit is
     recorded as a failed fetch (``transient`` tells whether trying later may help); the data
@@ -174,7 +185,7 @@ def billing_source_fetch(*, source_id: int) -> SourceFetchResult:
     if claim is None:
         return SourceFetchResult(source_id, SKIPPED, "disabled, or being fetched by another run")
     try:
-        result, location = _attempt(BillingSource.objects.get(id=source_id))
+        result, location = _attempt(BillingSource.objects.get(id=source_id), force=force)
     except Exception as exc:
         failed = SourceFetchResult(
             source_id, BillingSource.Status.FAILED, f"{type(exc).__name__}: {exc}"

@@ -4,7 +4,11 @@ An export lands at ``s3://bucket/<prefix>/<export>/data/BILLING_PERIOD=YYYY-MM/.
 writes ``<prefix>/<export>/metadata/BILLING_PERIOD=YYYY-MM/[...]/<export>-Manifest.json`` last,
 so a manifest means its data files are complete. Months are restated for weeks: the newest
 manifest of a period (by LastModified) names the files that are the month now. Each listed data
-file is streamed to disk (boto3 download_file), never held in memory.
+file is streamed to disk (boto3 download_file), never held in memory, to a numbered file in the
+destination folder (sources/local.py): keys are whatever the manifest says, ``/etc/...`` too.
+The newest manifest's ETag and LastModified (from the listing) are its version: a month whose
+manifest key and version are the ones imported before has nothing new, and need not be
+downloaded again.
 
 Planning (list + read manifests) and fetching (download one period's parts) are separate, so a
 caller can refuse everything when the store cannot be read, and fail one period alone when its
@@ -24,6 +28,7 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
 from billing_ingest.sources import MissingPartError, SourceAccessError, SourceFetchError
+from billing_ingest.sources.local import local_part_path
 
 _PERIOD_RE = re.compile(r"BILLING_PERIOD=(\d{4}-\d{2})/")
 _NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
@@ -40,6 +45,9 @@ class ExportPeriodPlan:
     billing_period: str  # "YYYY-MM"
     manifest_key: str
     data_keys: list[str]
+    # The manifest's ETag and LastModified when listed: they change with every write of the
+    # manifest, including one that overwrites it in place.
+    manifest_version: str = ""
 
 
 @dataclass
@@ -67,10 +75,24 @@ def _access_error(exc: Exception, *, what: str) -> SourceAccessError:
     return SourceAccessError(f"cannot read {what} ({reason})")
 
 
-def _newest_manifests(client: Any, *, bucket: str, root: str, export_name: str) -> dict[str, str]:
-    """{period: key of its newest manifest} under <root>metadata/."""
+@dataclass(frozen=True)
+class _Manifest:
+    key: str
+    version: str
+
+
+def _version(entry: dict[str, Any]) -> str:
+    # Both: an overwriting export rewrites the manifest in place on every refresh, and its
+    # body (so its ETag, an MD5) may come out the same while the data files it lists changed.
+    return f"{entry.get('ETag') or ''} {entry['LastModified'].isoformat()}"
+
+
+def _newest_manifests(
+    client: Any, *, bucket: str, root: str, export_name: str
+) -> dict[str, _Manifest]:
+    """{period: its newest manifest} under <root>metadata/."""
     suffix = f"/{export_name}-Manifest.json"
-    newest: dict[str, tuple[Any, str]] = {}
+    newest: dict[str, tuple[Any, str, str]] = {}
     paginator = client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=f"{root}metadata/"):
         for entry in page.get("Contents", []):
@@ -81,9 +103,9 @@ def _newest_manifests(client: Any, *, bucket: str, root: str, export_name: str) 
             period = match.group(1)
             seen = newest.get(period)
             # Ties (same second) go to the later key: versioned exports name folders by time.
-            if seen is None or (entry["LastModified"], key) > seen:
-                newest[period] = (entry["LastModified"], key)
-    return {period: key for period, (_, key) in newest.items()}
+            if seen is None or (entry["LastModified"], key) > seen[:2]:
+                newest[period] = (entry["LastModified"], key, _version(entry))
+    return {period: _Manifest(key, version) for period, (_, key, version) in newest.items()}
 
 
 def _data_keys(manifest: dict[str, Any], *, bucket: str, manifest_key: str) -> list[str]:
@@ -128,7 +150,7 @@ def aws_export_plan(
     for period in sorted(manifests):
         if periods is not None and period not in periods:
             continue
-        manifest_key = manifests[period]
+        manifest_key = manifests[period].key
         try:
             body = client.get_object(Bucket=bucket, Key=manifest_key)["Body"].read()
         except (ClientError, BotoCoreError) as exc:
@@ -140,26 +162,21 @@ def aws_export_plan(
         if not isinstance(manifest, dict):
             raise ExportFetchError(f"{manifest_key}: not a JSON object")
         keys = _data_keys(manifest, bucket=bucket, manifest_key=manifest_key)
-        plans.append(ExportPeriodPlan(period, manifest_key, keys))
+        plans.append(ExportPeriodPlan(period, manifest_key, keys, manifests[period].version))
     return plans
 
 
-def aws_export_fetch(
-    *, client: Any, bucket: str, prefix: str, export_name: str, plan: ExportPeriodPlan, dest: Path
-) -> list[Path]:
-    """Download one period's data files below ``dest``, in manifest order.
+def aws_export_fetch(*, client: Any, bucket: str, plan: ExportPeriodPlan, dest: Path) -> list[Path]:
+    """Download one period's data files into ``dest`` (numbered, see sources/local.py), in
+    manifest order; ``dest`` is one period's own folder.
 
-    Files keep their path below the export root, so parts with the same name in different
-    periods or versions never overwrite each other. A listed key that is not in the bucket
-    raises MissingPartError naming it (AWS writes the manifest last, so this is an export
-    that was tampered with or is being deleted, not one still being written).
+    A listed key that is not in the bucket raises MissingPartError naming it (AWS writes the
+    manifest last, so this is an export that was tampered with or is being deleted, not one
+    still being written).
     """
-    root = _export_root(prefix, export_name)
     files = []
-    for key in plan.data_keys:
-        relative = key[len(root) :] if key.startswith(root) else key
-        local = dest.joinpath(*PurePosixPath(relative).parts)
-        local.parent.mkdir(parents=True, exist_ok=True)
+    for number, key in enumerate(plan.data_keys):
+        local = local_part_path(dest, number, key)
         try:
             client.download_file(bucket, key, str(local))
         except ClientError as exc:
@@ -187,7 +204,7 @@ def aws_export_download(
     """Download the data files of each billing period's newest manifest, sorted by period.
 
     ``periods`` ("YYYY-MM") limits the download; ``dest`` defaults to a new temporary folder
-    (the caller removes it).
+    (the caller removes it), which gets one sub-folder per period.
     """
     client = client or boto3.client("s3")
     target = dest or Path(tempfile.mkdtemp(prefix="aws-export-"))
@@ -201,10 +218,8 @@ def aws_export_download(
             files=aws_export_fetch(
                 client=client,
                 bucket=bucket,
-                prefix=prefix,
-                export_name=export_name,
                 plan=plan,
-                dest=target,
+                dest=target / plan.billing_period,  # "YYYY-MM" from _PERIOD_RE: a safe name
             ),
         )
         for plan in plans

@@ -10,6 +10,10 @@ range is the data now:
   blob list is the delivery (a run without a manifest may still be being written);
 - otherwise the run whose newest blob is newest wins, with all its data blobs.
 
+A run's version is its blob names with their ETags (and the manifest's), all from the listing:
+a run whose version was imported before has nothing new. Blob names are never local paths: each
+blob is downloaded to a numbered file (sources/local.py), since a name may start with ``/``.
+
 The connection string comes from AZURE_STORAGE_CONNECTION_STRING.
 """
 
@@ -18,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -27,6 +31,7 @@ from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient
 
 from billing_ingest.sources import MissingPartError, SourceAccessError, SourceFetchError
+from billing_ingest.sources.local import local_part_path
 
 CONNECTION_ENV = "AZURE_STORAGE_CONNECTION_STRING"
 _RANGE_RE = re.compile(r"^(\d{8})-(\d{8})$")
@@ -44,6 +49,14 @@ class AzureRunPlan:
     run: str  # run folder (or, for single-file exports, the file) path in the container
     manifest: str | None
     blobs: list[str]
+    # The listed ETag of the manifest and of each blob ("" for one not listed): the run's
+    # version, which changes when any of them is written again.
+    etags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def version(self) -> tuple[str, ...]:
+        names = [self.manifest] if self.manifest else []
+        return tuple(f"{name}\t{self.etags.get(name, '')}" for name in [*names, *self.blobs])
 
     @property
     def billing_period(self) -> str:
@@ -55,6 +68,7 @@ class AzureRunPlan:
 class _Blob:
     name: str
     last_modified: datetime
+    etag: str
 
 
 def azure_container_client(container: str) -> ContainerClient:
@@ -154,26 +168,28 @@ def azure_export_plan(*, container: ContainerClient, prefix: str) -> list[AzureR
     where = f"az://{container.container_name}/{prefix}"
     try:
         blobs = [
-            _Blob(b.name, b.last_modified)
+            _Blob(b.name, b.last_modified, str(b.etag or ""))
             for b in container.list_blobs(name_starts_with=prefix or None)
         ]
     except AzureError as exc:
         raise _access_error(exc, what=where) from None
+    # From the whole listing: a manifest may name blobs outside its run's folder.
+    etags = {blob.name: blob.etag for blob in blobs}
     plans = []
     for (root, date_range), runs in sorted(_runs(blobs).items()):
         plan = _newest_run(container, root=root, date_range=date_range, runs=runs)
         if plan is not None:
-            plans.append(plan)
+            named = [plan.manifest, *plan.blobs] if plan.manifest else plan.blobs
+            plans.append(replace(plan, etags={name: etags.get(name, "") for name in named}))
     return plans
 
 
 def azure_export_fetch(*, container: ContainerClient, plan: AzureRunPlan, dest: Path) -> list[Path]:
-    """Download the run's blobs below ``dest`` (keeping their container path), in part order.
+    """Download the run's blobs into ``dest`` (numbered, see sources/local.py), in part order.
     A blob the manifest lists but the container lacks raises MissingPartError naming it."""
     files = []
-    for name in plan.blobs:
-        local = dest.joinpath(*PurePosixPath(name).parts)
-        local.parent.mkdir(parents=True, exist_ok=True)
+    for number, name in enumerate(plan.blobs):
+        local = local_part_path(dest, number, name)
         try:
             with local.open("wb") as handle:
                 container.download_blob(name).readinto(handle)

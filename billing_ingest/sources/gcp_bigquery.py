@@ -11,6 +11,13 @@ rows of each month: a refused table, a missing one, a job the credentials may no
 that is not a billing export, or a month without rows all stop the import before anything
 changes. Only the columns the parser reads are selected, because BigQuery bills per column
 scanned.
+
+The same query reads each month's newest ``export_time``. The export only appends (a correction
+is a new row with a later export_time), so a month's row count and newest export_time are its
+version: a month whose version was imported before has nothing new and is not queried again,
+which scans two columns instead of all of them. Without ``export_time`` the table's own
+last-modified time stands in (it moves with every load, for every month); a view or external
+table has no version (always queried), as its data changes without the table changing.
 """
 
 from __future__ import annotations
@@ -89,6 +96,7 @@ class MonthPlan:
     rows: int
     columns: tuple[str, ...]
     location: str | None
+    version: str | None = None  # see the module docstring; None: unknown, always queried
 
     @property
     def billing_period(self) -> str:
@@ -166,11 +174,27 @@ def _api_call(export: BigQueryExport, call: Any) -> Any:
         raise _access_error(exc, what=export.uri) from None
 
 
-def _count_sql(export: BigQueryExport) -> str:
+def _count_sql(export: BigQueryExport, *, export_time: bool) -> str:
+    newest = ", MAX(export_time) AS last_export" if export_time else ""
     return (
-        f"SELECT invoice.month AS month, COUNT(*) AS row_count FROM `{export.table_id}` "
-        "WHERE invoice.month IN UNNEST(@months) GROUP BY month"
+        f"SELECT invoice.month AS month, COUNT(*) AS row_count{newest} "
+        f"FROM `{export.table_id}` WHERE invoice.month IN UNNEST(@months) GROUP BY month"
     )
+
+
+@dataclass(frozen=True)
+class _MonthCount:
+    rows: int
+    last_export: datetime | None
+
+
+def _month_version(table: Any, count: _MonthCount) -> str | None:
+    if getattr(table, "table_type", "TABLE") != "TABLE":
+        return None  # a view's data changes without the view changing
+    if count.last_export is not None:
+        return f"rows={count.rows} export_time={count.last_export.isoformat()}"
+    modified = getattr(table, "modified", None)
+    return f"rows={count.rows} modified={modified.isoformat()}" if modified else None
 
 
 def _rows_sql(export: BigQueryExport, columns: Iterable[str]) -> str:
@@ -196,18 +220,25 @@ def bigquery_export_plan(*, client: Any, export: BigQueryExport) -> list[MonthPl
     config = bigquery.QueryJobConfig(
         query_parameters=[bigquery.ArrayQueryParameter("months", "STRING", list(export.months))]
     )
+    sql = _count_sql(export, export_time="export_time" in present)
 
-    def count() -> dict[str, int]:
-        job = client.query(_count_sql(export), job_config=config, location=table.location)
-        return {row["month"]: int(row["row_count"]) for row in job.result(timeout=QUERY_TIMEOUT)}
+    def count() -> dict[str, _MonthCount]:
+        job = client.query(sql, job_config=config, location=table.location)
+        return {
+            row["month"]: _MonthCount(int(row["row_count"]), row.get("last_export"))
+            for row in job.result(timeout=QUERY_TIMEOUT)
+        }
 
     counts = _api_call(export, count)
-    empty = [month for month in export.months if not counts.get(month)]
+    empty = [month for month in export.months if month not in counts or not counts[month].rows]
     if empty:
         raise SourceFetchError(
             f"{export.uri}: no rows with invoice.month {', '.join(empty)} in the table"
         )
-    return [MonthPlan(m, counts[m], columns, table.location) for m in export.months]
+    return [
+        MonthPlan(m, counts[m].rows, columns, table.location, _month_version(table, counts[m]))
+        for m in export.months
+    ]
 
 
 # --------------------------------------------------------------------------- rows to JSON lines

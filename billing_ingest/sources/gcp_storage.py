@@ -28,7 +28,9 @@ suffix-less shards, as BigQuery names them when the export URI has no extension)
 Credentials are Application Default Credentials; with STORAGE_EMULATOR_HOST set, the client
 talks to that emulator anonymously. Planning only lists the bucket: a missing bucket, refused
 access or missing credentials stops the import before anything changes. Each listed object is
-fetched at the generation listed and streamed to disk, never held in memory.
+fetched at the generation listed and streamed to disk, never held in memory, to a numbered file
+(sources/local.py). The objects' names and generations are the delivery's version: a delivery
+whose version was imported before has nothing new.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from google.cloud.storage.exceptions import DataCorruption
 from requests import RequestException
 
 from billing_ingest.sources import MissingPartError, SourceAccessError, SourceFetchError
+from billing_ingest.sources.local import local_part_path
 
 EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 _PERIOD_VALUE = (
@@ -89,6 +92,14 @@ class GcsDeliveryPlan:
     def label(self) -> str:
         suffix = "/" if self.root is not None else ""
         return f"gs://{self.bucket}/{self.folder}{suffix}"
+
+    @property
+    def version(self) -> tuple[str, ...]:
+        """Every object's name and generation (a new write is a new generation; the time it
+        was written where the store gives no generation)."""
+        return tuple(
+            f"{obj.name}#{obj.generation or obj.created.isoformat()}" for obj in self.objects
+        )
 
     @property
     def source_uri(self) -> str:
@@ -255,16 +266,14 @@ def gcs_export_plan(*, client: Client, bucket: str, prefix: str) -> list[GcsDeli
 
 
 def gcs_delivery_fetch(*, client: Client, plan: GcsDeliveryPlan, dest: Path) -> list[Path]:
-    """Stream the delivery's objects to files below ``dest``, in part order.
+    """Stream the delivery's objects to numbered files in ``dest``, in part order.
 
-    Each file goes to its own numbered folder under its base name: object names may hold
-    ``..``, so they never become local paths. An object gone (deleted or overwritten) since
-    planning raises MissingPartError naming it."""
+    An object gone (deleted or overwritten) since planning raises MissingPartError naming
+    it."""
     bucket = client.bucket(plan.bucket)
     files = []
     for number, obj in enumerate(plan.objects):
-        local = dest / f"{number:05d}" / PurePosixPath(obj.name).name
-        local.parent.mkdir(parents=True, exist_ok=True)
+        local = local_part_path(dest, number, obj.name)
         uri = f"gs://{plan.bucket}/{obj.name}"
         blob = bucket.blob(obj.name, generation=obj.generation)
         try:

@@ -12,12 +12,17 @@ other.
 
 Planning lists the store and reads manifests without downloading data: any refusal there
 (credentials, missing bucket or container) stops the whole import before anything changes.
+Planning also gives each delivery a *fingerprint*, from what the listing already says about it:
+the newest manifest's key, ETag and LastModified (s3), the run's blob names and ETags (az), the
+objects' names and generations (gs), a month's row count and newest export_time (bq). A delivery
+whose fingerprint is the one its month was imported with holds nothing new, so a scheduled fetch
+can skip downloading it (services/deliveries.py); None means unknown, always downloaded.
 """
 
 from __future__ import annotations
 
-import gzip
-import zlib
+import hashlib
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +63,8 @@ class Delivery:
     source: str
     billing_period: str  # "YYYY-MM", from the store's layout ("" for a lone gs:// object)
     fetch: Callable[[Path], list[DeliveryPart]]
+    # sha256 hex of the delivery's version as listed (see the module docstring), or None.
+    fingerprint: str | None = None
 
 
 def uri_scheme(value: str) -> str | None:
@@ -89,25 +96,16 @@ def _parts(files: list[Path], labels: list[str]) -> list[DeliveryPart]:
     return [DeliveryPart(path, label) for path, label in zip(files, labels, strict=True)]
 
 
-def _is_json_lines(path: Path) -> bool:
-    """Whether a part (plain or gzip) starts with a JSON object, as BigQuery's JSON export does."""
-    try:
-        with path.open("rb") as raw:
-            gzipped = raw.read(2) == b"\x1f\x8b"
-        with gzip.open(path, "rb") if gzipped else path.open("rb") as handle:
-            head = handle.read(4096)
-    except (EOFError, OSError, zlib.error):
-        return False  # parts_check names the corrupt part
-    return head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{")
-
-
-def _gcs_parts(files: list[Path], labels: list[str]) -> list[DeliveryPart]:
-    """_parts, except that JSON-lines parts are not compared by their first line: it is a
-    record, not a header (and BigQuery leaves NULL fields out, so records differ in keys)."""
-    if len(files) > 1 and all(_is_json_lines(path) for path in files):
-        return [DeliveryPart(path, label) for path, label in zip(files, labels, strict=True)]
-    # A CSV or Parquet part among JSON lines fails here too: its first line differs.
-    return _parts(files, labels)
+def _fingerprint(format: str, where: str, version: tuple[str, ...] | str | None) -> str | None:
+    """sha256 hex of a delivery's version (None when unknown). The format and the store
+    location are part of it, so --source naming two exports never makes them look alike."""
+    if version is None:
+        return None
+    pieces = version if isinstance(version, tuple) else (version,)
+    # "v1": the recipe's version; a new recipe re-downloads each month once, then matches.
+    # JSON, so that no name (they may hold any character) can run into the next one.
+    text = json.dumps(["v1", format, where, *pieces])
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) -> list[Delivery]:
@@ -131,14 +129,7 @@ def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) ->
     for plan in plans:
 
         def fetch(folder: Path, plan: Any = plan) -> list[DeliveryPart]:
-            files = aws_export_fetch(
-                client=client,
-                bucket=bucket,
-                prefix=prefix,
-                export_name=export_name,
-                plan=plan,
-                dest=folder,
-            )
+            files = aws_export_fetch(client=client, bucket=bucket, plan=plan, dest=folder)
             labels = [f"s3://{bucket}/{key}" for key in plan.data_keys]
             return _parts(files, labels)
 
@@ -148,6 +139,9 @@ def _s3_deliveries(uri: str, *, format: str, source: str | None, client: Any) ->
                 source=delivery_source,
                 billing_period=plan.billing_period,
                 fetch=fetch,
+                fingerprint=_fingerprint(
+                    format, f"s3://{bucket}", (plan.manifest_key, plan.manifest_version)
+                ),
             )
         )
     return deliveries
@@ -182,6 +176,7 @@ def _azure_deliveries(uri: str, *, format: str, source: str | None, client: Any)
                 source=source or f"{format}:az://{container_name}/{plan.export_root}",
                 billing_period=plan.billing_period,
                 fetch=fetch,
+                fingerprint=_fingerprint(format, f"az://{container_name}", plan.version),
             )
         )
     return deliveries
@@ -215,6 +210,7 @@ def _bigquery_deliveries(
                 source=source or f"{format}:{export.uri}",
                 billing_period=plan.billing_period,
                 fetch=fetch,
+                fingerprint=_fingerprint(format, f"{export.uri}?month={plan.month}", plan.version),
             )
         )
     return deliveries
@@ -242,7 +238,7 @@ def _gcs_deliveries(uri: str, *, format: str, source: str | None, client: Any) -
         def fetch(folder: Path, plan: Any = plan) -> list[DeliveryPart]:
             files = gcs_delivery_fetch(client=client, plan=plan, dest=folder)
             labels = [f"gs://{bucket}/{obj.name}" for obj in plan.objects]
-            return _gcs_parts(files, labels)
+            return _parts(files, labels)
 
         deliveries.append(
             Delivery(
@@ -252,6 +248,7 @@ def _gcs_deliveries(uri: str, *, format: str, source: str | None, client: Any) -
                 source=source or f"{format}:{plan.source_uri}",
                 billing_period=plan.billing_period,
                 fetch=fetch,
+                fingerprint=_fingerprint(format, f"gs://{bucket}", plan.version),
             )
         )
     return deliveries

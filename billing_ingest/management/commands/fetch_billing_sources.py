@@ -21,6 +21,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--name", help="the billing source to fetch (default: every enabled)")
         parser.add_argument(
+            "--force",
+            action="store_true",
+            help="download every delivery, even those whose version was imported already",
+        )
+        parser.add_argument(
             "--timeout", type=float, default=float(FETCH_TIME_LIMIT), help="seconds to wait"
         )
 
@@ -33,14 +38,14 @@ class Command(BaseCommand):
         failed = [
             source.name
             for source in sources.order_by("name")
-            if not self._fetch(source, timeout=options["timeout"])
+            if not self._fetch(source, timeout=options["timeout"], force=options["force"])
         ]
         if failed:
             raise CommandError(f"fetch failed: {', '.join(failed)}")
 
-    def _fetch(self, source: BillingSource, *, timeout: float) -> bool:
+    def _fetch(self, source: BillingSource, *, timeout: float, force: bool) -> bool:
         try:
-            result = fetch_billing_source.delay(source.pk).get(timeout=timeout)
+            result = fetch_billing_source.delay(source.pk, force=force).get(timeout=timeout)
         except CeleryTimeoutError:
             self.stderr.write(f"{source.name}: still fetching after {timeout:.0f}s")
             return False

@@ -1,0 +1,180 @@
+"""The parts of one delivery, on disk: checked to be one table before anything is imported (CSV
+headers and Parquet schemas compared, JSON parts only kept apart from the others), and written
+where their remote names cannot steer them.
+
+The multi-part JSON-lines delivery runs end to end through a local `--delivery` folder here; the
+same through gs:// is in test_gcs_fetch, hostile remote names in test_aws_s3_fetch (moto) and
+test_azure_blob_fetch (Azurite)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.core.management import call_command
+
+from billing_ingest.models import CostLineItem, ImportBatch
+from billing_ingest.sources import SourceFetchError
+from billing_ingest.sources.local import local_part_path
+from billing_ingest.sources.parts import PartsMismatchError, parts_check
+from tests.test_gcp_parser import nested_record
+
+BOM = "\ufeff"
+
+
+def jsonl(rows: list[dict[str, Any]]) -> str:
+    # Decimals written as the JSON numbers they are (their float repr is the same digits).
+    return "".join(json.dumps(row, default=float) + "\n" for row in rows)
+
+
+def write(path: Path, text: str, *, gzipped: bool = False) -> Path:
+    data = text.encode()
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    return path
+
+
+def records(costs: list[tuple[str, str]], **overrides: Any) -> list[dict[str, Any]]:
+    """BigQuery export records, (cost, credit) each, costs as JSON numbers."""
+    return [
+        nested_record(
+            cost=Decimal(cost),
+            credits=[{"name": "SUD", "amount": Decimal(credit), "type": "SUSTAINED_USAGE"}],
+            **overrides,
+        )
+        for cost, credit in costs
+    ]
+
+
+# ------------------------------------------------------------------ parts_check
+
+
+def test_json_lines_parts_are_not_compared_by_their_first_line(tmp_path):
+    # Each part's first line is a record, and BigQuery leaves NULL fields out of records.
+    first = nested_record()
+    sparse = {key: value for key, value in nested_record().items() if key != "labels"}
+    parts = [
+        write(tmp_path / "a.json", jsonl([first])),
+        write(tmp_path / "b.json.gz", BOM + "\n" + jsonl([sparse]), gzipped=True),
+        write(tmp_path / "c", jsonl([nested_record(cost=1)])),
+    ]
+
+    parts_check(parts)
+
+
+def test_json_documents_spread_over_lines_pass_too(tmp_path):
+    # An OpenCost /cloudCost response is one pretty-printed document: its first line is "{".
+    document = {"code": 200, "data": {"sets": []}}
+    parts = [
+        write(tmp_path / "a.json", json.dumps(document, indent=2)),
+        write(tmp_path / "b.json", json.dumps({**document, "extra": 1}, indent=2)),
+    ]
+
+    parts_check(parts)
+
+
+def test_json_mixed_with_csv_or_parquet_is_refused_naming_the_parts(tmp_path):
+    json_part = write(tmp_path / "a.json", jsonl([nested_record()]))
+    csv_part = write(tmp_path / "b.csv", "cost,currency\n1,USD\n")
+    parquet_part = tmp_path / "c.parquet"
+    pq.write_table(pa.table({"cost": [1.0]}), parquet_part)
+
+    with pytest.raises(PartsMismatchError, match="parts mix CSV and JSON: s3://a, s3://b"):
+        parts_check([json_part, csv_part], labels=["s3://a", "s3://b"])
+    with pytest.raises(PartsMismatchError, match="parts mix Parquet and JSON"):
+        parts_check([json_part, parquet_part])
+
+
+def test_csv_headers_are_still_compared(tmp_path):
+    parts = [
+        write(tmp_path / "a.csv", BOM + "cost,currency\n1,USD\n"),
+        write(tmp_path / "b.csv.gz", "cost,currency\n2,USD\n", gzipped=True),
+        write(tmp_path / "c.csv", "cost,currency_code\n3,USD\n"),
+    ]
+
+    parts_check(parts[:2])
+    with pytest.raises(PartsMismatchError, match=r"c\.csv: header differs"):
+        parts_check(parts)
+
+
+def test_a_corrupt_gzip_part_is_named(tmp_path):
+    whole = gzip.compress(jsonl([nested_record()]).encode())
+    good = write(tmp_path / "a.json", jsonl([nested_record()]))
+    truncated = tmp_path / "b.json.gz"
+    truncated.write_bytes(whole[:8])
+
+    with pytest.raises(PartsMismatchError, match=r"gs://b/b\.json\.gz: gzip data is corrupt"):
+        parts_check([good, truncated], labels=["gs://b/a.json", "gs://b/b.json.gz"])
+
+
+def test_a_delivery_without_parts_is_refused():
+    with pytest.raises(SourceFetchError, match="no data files"):
+        parts_check([])
+
+
+# ------------------------------------------------------------------ a local folder delivery
+
+
+@pytest.mark.django_db
+def test_a_local_folder_of_json_lines_shards_is_one_batch(tmp_path):
+    folder = tmp_path / "gcp-2024-09"
+    folder.mkdir()
+    shards = [
+        records([("88.49", "-10.5"), ("1.25", "0")]),
+        records([("0.000123", "-0.000023")], labels=[]),
+        records([("3.5", "-0.5"), ("7", "0"), ("12.125", "-2")]),
+    ]
+    for index, shard in enumerate(shards):
+        write(folder / f"billing-{index:012d}.json.gz", jsonl(shard), gzipped=True)
+
+    call_command(
+        "ingest_billing",
+        "--format",
+        "gcp-bigquery",
+        "--delivery",
+        str(folder),
+        "--no-attribute",
+        stdout=io.StringIO(),
+    )
+
+    batch = ImportBatch.objects.get()
+    every = [record for shard in shards for record in shard]
+    assert (batch.status, batch.row_count) == (ImportBatch.Status.SUCCEEDED, len(every))
+    assert batch.parts.count() == len(shards)
+    billed = sum((record["cost"] for record in every), Decimal(0))
+    credits = sum((c["amount"] for record in every for c in record["credits"]), Decimal(0))
+    rows = CostLineItem.objects.filter(batch=batch)
+    assert sum((row.billed_cost for row in rows), Decimal(0)) == billed
+    assert sum((row.effective_cost for row in rows), Decimal(0)) == billed + credits
+
+
+# ------------------------------------------------------------------ local file names
+
+
+@pytest.mark.parametrize(
+    ("remote", "local"),
+    [
+        ("cur/gpu/data/BILLING_PERIOD=2024-09/gpu-00001.csv.gz", "00003.csv.gz"),
+        ("exports/x/part_0_0001.snappy.parquet", "00003.snappy.parquet"),
+        ("gcp/2024-09/billing-000000000000", "00003"),
+        ("/etc/cron.d/evil.csv", "00003.csv"),
+        ("a/../../../../evil.json", "00003.json"),
+        ("a/..", "00003"),
+        ("a/b/", "00003"),
+        ("report.2024.09.csv", "00003.09.csv"),
+        ("weird.c$v.gz", "00003.gz"),
+    ],
+)
+def test_a_part_is_a_numbered_file_in_the_folder_keeping_its_suffixes(tmp_path, remote, local):
+    dest = tmp_path / "delivery"
+
+    path = local_part_path(dest, 3, remote)
+
+    assert path == dest / local
+    assert dest.is_dir()
