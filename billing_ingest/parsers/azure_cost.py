@@ -127,6 +127,8 @@ _UNUSED_TYPE = {"unusedreservation": "Reservation", "unusedsavingsplan": "Saving
 _US_DATE_RE = re.compile(r"^(\d{1,2})/(\d{1,2})/(\d{4})(?:[ T].*)?$")
 # An Azure VM size as AdditionalInfo.ServiceType writes it: Standard_ND96isr_H100_v5.
 _VM_SIZE_RE = re.compile(r"^(?:Standard|Basic)_[A-Za-z0-9_]+$")
+# A scale set's VM instance as AdditionalInfo.VMName writes it: <scale set name>_<instance id>.
+_VMSS_INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*_\d+$")
 # A VM meter name that is a size without the prefix: "ND96isr H100 v5", "D2 v3", "B1s".
 _METER_SIZE_RE = re.compile(r"^[A-Z]+[0-9]+[A-Za-z0-9 ]*$")
 _METER_SUFFIXES = (" Spot", " Low Priority")
@@ -202,7 +204,18 @@ def _region(value: str) -> str:
     return value.replace(" ", "").lower()
 
 
-def _resource_name(name: str, resource_id: str) -> str:
+def _resource_name(name: str, resource_id: str, info: dict[str, Any]) -> str:
+    # A scale set bills per VM instance and names it in AdditionalInfo.VMName
+    # ("aks-gpupool-42850074-vmss_3"): the instance, not the whole scale set, is the resource a
+    # node ran on (attribution's match_node turns it into the AKS node name).
+    vm_name = str(info.get("VMName") or "").strip()
+    scale_set = resource_id.rstrip("/").rsplit("/", 1)[-1]
+    if (
+        "/virtualmachinescalesets/" in resource_id.lower()
+        and _VMSS_INSTANCE_RE.match(vm_name)
+        and vm_name.lower().startswith(scale_set.lower() + "_")
+    ):
+        return vm_name
     if name:
         return name
     if resource_id and not resource_id.endswith("/"):
@@ -309,6 +322,7 @@ class _AzureRow:
 
         resource_id = self._str(cells, "resource_id")
         meter_category = self._str(cells, "meter_category")
+        info = _additional_info(self._raw(cells, "additional_info"))
         item: dict[str, Any] = {
             "billing_period": date(period_day.year, period_day.month, 1),
             "billing_period_start": _midnight(period_day),
@@ -326,7 +340,7 @@ class _AzureRow:
             "sku_id": self._str(cells, "meter_id") or self._str(cells, "part_number"),
             "region_id": _region(self._str(cells, "location")),
             "resource_id": resource_id,
-            "resource_name": _resource_name(self._str(cells, "resource_name"), resource_id),
+            "resource_name": _resource_name(self._str(cells, "resource_name"), resource_id, info),
             "resource_type": "",
             "commitment_discount_id": commitment_id,
             "commitment_discount_status": status,
@@ -340,7 +354,7 @@ class _AzureRow:
             "billing_currency": currency,
             "tags": self._convert(cells, "tags", row, _tags),
             "x_instance_type": _instance_type(
-                _additional_info(self._raw(cells, "additional_info")),
+                info,
                 meter_category,
                 self._str(cells, "meter_subcategory"),
                 self._str(cells, "meter_name"),

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -254,6 +255,7 @@ def match_node(
     for value in (resource_id, resource_name):
         if "/" in value:
             candidates.append(value.rstrip("/").rsplit("/", 1)[-1])
+    candidates.extend(filter(None, map(_scale_set_node_name, candidates)))
     for value in candidates:
         if value and value in node_names:
             return node_names[value]
@@ -261,6 +263,27 @@ def match_node(
         if value and value.lower() in node_names:
             return node_names[value.lower()]
     return None
+
+
+_SCALE_SET_INSTANCE_RE = re.compile(r"^(?P<scale_set>[A-Za-z0-9][A-Za-z0-9-]*)_(?P<id>\d+)$")
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _scale_set_node_name(value: str) -> str | None:
+    """The host name of an Azure scale set VM billed as "<scale set>_<instance id>": the scale
+    set's name (its computer name prefix, as AKS sets it) and the instance id in base 36, six
+    digits ("aks-gpu-42850074-vmss_37" -> "aks-gpu-42850074-vmss000011"), which is what the
+    node is called in Kubernetes and in Slurm."""
+    match = _SCALE_SET_INSTANCE_RE.match(value)
+    if match is None:
+        return None
+    number, digits = int(match["id"]), ""
+    while True:
+        number, rest = divmod(number, 36)
+        digits = _BASE36[rest] + digits
+        if not number:
+            break
+    return match["scale_set"] + digits.rjust(6, "0")
 
 
 def node_name_map(names: Iterable[str]) -> dict[str, str]:

@@ -2,8 +2,9 @@
 
 Line items: MappingRule TAG (tag key == value) and SUB_ACCOUNT rules in precedence order
 (MappingRule.precedence: priority, then kind in DESIGN's order, then id); else the first of
-settings.FINOPS_TEAM_TAG_KEYS present on the line names the team (Team.slug == slugify(value), created with name = value when missing). A line owned this
-way is `tagged`; with no owner it is `unallocated`.
+settings.FINOPS_TEAM_TAG_KEYS present on the line names the team (Team.slug == slugify(value),
+created with name = value when missing). A line owned this way is `tagged`; with no owner it
+is `unallocated`.
 
 Jobs: the job rules in priority order (lower first, then kind, then id), first match wins:
 - SLURM_ACCOUNT (value == JobRecord.account) for Slurm jobs (jobs without a namespace);
