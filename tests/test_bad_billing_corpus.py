@@ -48,6 +48,7 @@ from django.core.management.base import CommandError
 
 from billing_ingest.models import MONEY_QUANTUM, CoreWeaveRate, CostLineItem, ImportBatch
 from billing_ingest.parsers import BILLING_PARSERS, billing_parser
+from tests.test_aws_cur_parser import LEGACY_FROM_CUR2
 
 pytestmark = pytest.mark.django_db
 
@@ -183,30 +184,10 @@ def cur2_row(i: int) -> dict[str, str]:
     }
 
 
-LEGACY_NAMES = {
-    "identity_line_item_id": "identity/LineItemId",
-    "bill_billing_period_start_date": "bill/BillingPeriodStartDate",
-    "bill_billing_period_end_date": "bill/BillingPeriodEndDate",
-    "bill_payer_account_id": "bill/PayerAccountId",
-    "line_item_usage_account_id": "lineItem/UsageAccountId",
-    "line_item_line_item_type": "lineItem/LineItemType",
-    "line_item_usage_start_date": "lineItem/UsageStartDate",
-    "line_item_usage_end_date": "lineItem/UsageEndDate",
-    "line_item_product_code": "lineItem/ProductCode",
-    "line_item_usage_type": "lineItem/UsageType",
-    "line_item_resource_id": "lineItem/ResourceId",
-    "line_item_usage_amount": "lineItem/UsageAmount",
-    "line_item_currency_code": "lineItem/CurrencyCode",
-    "line_item_unblended_cost": "lineItem/UnblendedCost",
-    "pricing_unit": "pricing/unit",
-    "pricing_public_on_demand_cost": "pricing/publicOnDemandCost",
-    "product_instance_type": "product/instanceType",
-}
-
-
 def cur_legacy_row(i: int) -> dict[str, str]:
     cur2 = cur2_row(i)
-    row = {legacy: cur2[snake] for snake, legacy in LEGACY_NAMES.items()}
+    # The legacy names of the columns this smaller row has.
+    row = {legacy: cur2[snake] for snake, legacy in LEGACY_FROM_CUR2.items() if snake in cur2}
     row["lineItem/UsageStartDate"] = _iso(_start(i))
     row["lineItem/UsageEndDate"] = _iso(_start(i + 1))
     row["product/ProductName"] = "Amazon Elastic Compute Cloud"
