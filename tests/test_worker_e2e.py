@@ -7,19 +7,12 @@ test data must be committed (transactional_db).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
-from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from django.db import connection
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost, RunCost
@@ -35,63 +28,6 @@ FOCUS_HEADER = (
 SACCT_HEADER = (
     "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
 )
-
-
-def _worker_wanted() -> bool:
-    return bool(settings.CELERY_BROKER_URL) and connection.vendor == "postgresql"
-
-
-@pytest.fixture
-def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[Path]:
-    if not _worker_wanted():
-        if os.environ.get("FINOPS_REQUIRE_WORKER") == "1":
-            pytest.fail("FINOPS_REQUIRE_WORKER=1 but no broker or no PostgreSQL configured")
-        pytest.skip("needs CELERY_BROKER_URL and PostgreSQL (CI's second pass)")
-    test_db = connection.settings_dict
-    env = dict(os.environ)
-    env["DATABASE_URL"] = (
-        f"postgres://{test_db['USER']}@{test_db['HOST'] or '127.0.0.1'}:"
-        f"{test_db['PORT'] or 5432}/{test_db['NAME']}"
-    )
-    app.control.purge()
-    log = tmp_path / "worker.log"
-    with log.open("w") as log_handle:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "finops",
-                "worker",
-                "--pool=solo",
-                "--loglevel=INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                "e2e@%h",
-            ],
-            cwd=ROOT,
-            env=env,
-            stdout=log_handle,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            _wait_for_worker(worker, log)
-            yield log
-        finally:
-            worker.terminate()
-            worker.wait(timeout=30)
-
-
-def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if worker.poll() is not None:
-            raise AssertionError(f"worker exited early:\n{log.read_text()}")
-        if app.control.ping(timeout=1.0):
-            return
-    raise AssertionError(f"worker did not answer a ping in 90 s:\n{log.read_text()}")
 
 
 def _write_inputs(folder: Path) -> tuple[Path, Path]:

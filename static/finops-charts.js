@@ -1,0 +1,74 @@
+/* Charts drawn from the page's own data tables (the table is the chart's accessible twin).
+ *
+ * <canvas data-chart="TABLE_ID" data-chart-type="line|bar" [data-stacked] [data-cumulative]
+ *         [data-dashed="Series A,Series B"]></canvas>
+ * The table's first column gives the x labels; every other column (its <th> text) is a series.
+ * A cell's number is its data-value attribute, else its text without thousands separators and
+ * currency codes. No inline script, so the pages keep a strict Content-Security-Policy.
+ */
+(function () {
+  "use strict";
+  var PALETTE = ["#2f5bd3", "#d97706", "#127a3f", "#b42318", "#7c3aed", "#0e7490",
+                 "#be185d", "#4d7c0f", "#92400e", "#475569"];
+
+  function cellNumber(cell) {
+    var raw = cell.getAttribute("data-value");
+    if (raw === null) { raw = cell.textContent.replace(/[^0-9.\-]/g, ""); }
+    if (raw === "" || raw === "-") { return null; }
+    var value = parseFloat(raw);
+    return isNaN(value) ? null : value;
+  }
+
+  function readTable(table, cumulative) {
+    var headers = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+      return th.getAttribute("data-series") || th.textContent.trim();
+    });
+    var rows = table.querySelectorAll("tbody tr");
+    var labels = [];
+    var series = headers.slice(1).map(function (name) { return { label: name, data: [] }; });
+    Array.prototype.forEach.call(rows, function (row) {
+      var cells = row.querySelectorAll("th, td");
+      if (cells.length < headers.length) { return; }
+      labels.push(cells[0].textContent.trim());
+      series.forEach(function (s, i) { s.data.push(cellNumber(cells[i + 1])); });
+    });
+    if (cumulative) {
+      series.forEach(function (s) {
+        var total = 0;
+        s.data = s.data.map(function (v) { if (v === null) { return null; } total += v; return total; });
+      });
+    }
+    return { labels: labels, series: series };
+  }
+
+  function draw(canvas) {
+    var table = document.getElementById(canvas.getAttribute("data-chart"));
+    if (!table || typeof Chart === "undefined") { return; }
+    var type = canvas.getAttribute("data-chart-type") || "line";
+    var stacked = canvas.hasAttribute("data-stacked");
+    var dashed = (canvas.getAttribute("data-dashed") || "").split(",");
+    var data = readTable(table, canvas.hasAttribute("data-cumulative"));
+    var datasets = data.series.map(function (s, i) {
+      var colour = PALETTE[i % PALETTE.length];
+      return {
+        label: s.label, data: s.data, borderColor: colour, backgroundColor: colour,
+        borderDash: dashed.indexOf(s.label) >= 0 ? [6, 4] : [], pointRadius: 0,
+        borderWidth: 2, fill: stacked && type === "line", spanGaps: true
+      };
+    });
+    new Chart(canvas, {
+      type: type,
+      data: { labels: data.labels, datasets: datasets },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        interaction: { mode: "index", intersect: false },
+        scales: { x: { stacked: stacked }, y: { stacked: stacked, beginAtZero: true } },
+        plugins: { legend: { position: "bottom" } }
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    Array.prototype.forEach.call(document.querySelectorAll("canvas[data-chart]"), draw);
+  });
+})();
