@@ -57,4 +57,12 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute=40, hour=4),
         "options": {"expires": 20 * 3600},
     },
+    # An email whose SMTP server was down past its task's retries, or whose worker died, stays
+    # unsent in the outbox; every 30 minutes those are queued again (each send claims its row
+    # first, so one in flight is not sent twice). Expires before the next run.
+    "resend-unsent-emails-every-30-minutes": {
+        "task": "finops.notifications.tasks.resend_unsent_notifications",
+        "schedule": crontab(minute="5,35"),
+        "options": {"expires": 25 * 60},
+    },
 }

@@ -38,6 +38,7 @@ INSTALLED_APPS = [
     "finops.currency",
     "finops.pricing",
     "finops.inference",
+    "finops.notifications",
     "finops.api",
     "finops.web",
     "finops.demo",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -128,3 +130,40 @@ def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path) -> None:
         if celery_app.control.ping(timeout=1.0):
             return
     raise AssertionError(f"worker did not answer a ping in 90 s:\n{log.read_text()}")
+
+
+class CapturedMail:
+    """What a real SMTP server on a free port accepted: envelope recipients and raw content."""
+
+    def __init__(self) -> None:
+        self.messages: list[tuple[list[str], bytes]] = []
+
+    async def handle_DATA(self, server: object, session: object, envelope: Any) -> str:
+        self.messages.append((list(envelope.rcpt_tos), bytes(envelope.original_content)))
+        return "250 Message accepted for delivery"
+
+    def to(self, address: str) -> list[bytes]:
+        return [content for rcpts, content in self.messages if address in rcpts]
+
+
+@pytest.fixture
+def smtp_server(settings: Any) -> Iterator[CapturedMail]:
+    """aiosmtpd on a free loopback port, with Django's SMTP backend pointed at it."""
+    from aiosmtpd.controller import Controller
+
+    handler = CapturedMail()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST = "127.0.0.1"
+    settings.EMAIL_PORT = port
+    settings.EMAIL_USE_TLS = False
+    settings.EMAIL_HOST_USER = ""
+    settings.EMAIL_HOST_PASSWORD = ""
+    try:
+        yield handler
+    finally:
+        controller.stop()

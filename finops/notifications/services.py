@@ -1,0 +1,106 @@
+"""Writes of the email outbox: enqueue once, send once, mark sent after SMTP accepted."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+
+from django.conf import settings
+from django.core.mail import EmailMultiAlternatives
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from finops.notifications.models import EmailNotification
+
+logger = logging.getLogger(__name__)
+
+# A claim older than this belongs to a worker that died mid-send: another may take it over.
+STALE_CLAIM = dt.timedelta(minutes=10)
+
+
+def notification_enqueue(
+    *,
+    key: str,
+    kind: str,
+    recipients: Sequence[str],
+    subject: str,
+    text_body: str,
+    html_body: str = "",
+) -> EmailNotification | None:
+    """Create the email for `key` unless it exists, and queue its sending after commit.
+
+    Returns the new row, or None when an email with this key was enqueued before (by an earlier
+    run or a concurrent worker): the unique constraint decides, not a check-then-insert.
+    """
+    try:
+        with transaction.atomic():
+            notification = EmailNotification.objects.create(
+                key=key,
+                kind=kind,
+                recipients=sorted(set(recipients)),
+                subject=subject[:255],
+                text_body=text_body,
+                html_body=html_body,
+            )
+    except IntegrityError:
+        return None
+    transaction.on_commit(lambda: _queue_sending(notification.pk))
+    return notification
+
+
+def _queue_sending(notification_id: int) -> None:
+    """Hand the email to a worker. A broker that is down, or an eager run whose SMTP server is
+    down, must not fail the evaluation that found the email due: the row stays unsent and the
+    beat task `resend_unsent_notifications` queues it again."""
+    from finops.notifications.tasks import send_notification
+
+    try:
+        send_notification.delay(notification_id)
+    except Exception:
+        logger.warning(
+            "email %s not sent now; it stays queued for a retry", notification_id, exc_info=True
+        )
+
+
+def notification_claim(*, notification_id: int) -> bool:
+    """Take the right to send: a conditional UPDATE, so two workers never both send."""
+    now = timezone.now()
+    claimable = EmailNotification.objects.filter(pk=notification_id).exclude(
+        status=EmailNotification.Status.SENT
+    )
+    claimable = claimable.filter(
+        status__in=[EmailNotification.Status.PENDING, EmailNotification.Status.FAILED]
+    ) | claimable.filter(status=EmailNotification.Status.SENDING, claimed_at__lt=now - STALE_CLAIM)
+    return claimable.update(status=EmailNotification.Status.SENDING, claimed_at=now) == 1
+
+
+def notification_send(*, notification_id: int) -> bool:
+    """Send one claimed email. Raises the SMTP/OS error after recording it (the task retries)."""
+    if not notification_claim(notification_id=notification_id):
+        return False
+    notification = EmailNotification.objects.get(pk=notification_id)
+    message = EmailMultiAlternatives(
+        subject=notification.subject,
+        body=notification.text_body,
+        from_email=settings.DEFAULT_FROM_EMAIL,
+        to=list(notification.recipients),
+    )
+    if notification.html_body:
+        message.attach_alternative(notification.html_body, "text/html")
+    try:
+        message.send(fail_silently=False)
+    except Exception as error:
+        EmailNotification.objects.filter(pk=notification_id).update(
+            status=EmailNotification.Status.FAILED,
+            attempts=notification.attempts + 1,
+            last_error=f"{type(error).__name__}: {error}"[:2000],
+        )
+        raise
+    EmailNotification.objects.filter(pk=notification_id).update(
+        status=EmailNotification.Status.SENT,
+        attempts=notification.attempts + 1,
+        sent_at=timezone.now(),
+        last_error="",
+    )
+    return True
