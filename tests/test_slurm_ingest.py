@@ -263,3 +263,128 @@ def test_unknown_time_zone_is_refused(tmp_path: Path) -> None:
 def test_missing_path_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CommandError, match="no such file"):
         ingest(tmp_path / "nope.txt")
+
+
+# --- real-world sacct quirks (issue 8) ----------------------------------------------------------
+
+BILL_HEADER = (
+    "BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargeCategory,"
+    "ChargePeriodStart,ChargePeriodEnd,ProviderName,ResourceName,ServiceName,BilledCost,"
+    "EffectiveCost,x_InstanceType"
+)
+
+
+def _bill_line(month: str, next_month: str, day: str, hour: int, cost: str) -> str:
+    """One hour of node gpu-001 (a p5.48xlarge, 8 GPUs) on the invoice of `month`."""
+    return (
+        f"1,USD,{month}-01T00:00:00Z,{next_month}-01T00:00:00Z,Usage,{day}T{hour:02d}:00:00Z,"
+        f"{day}T{hour + 1:02d}:00:00Z,AWS,gpu-001,EC2,{cost},{cost},p5.48xlarge"
+    )
+
+
+def _gpu_bill(tmp_path: Path, lines: list[str]) -> None:
+    path = tmp_path / "bill.csv"
+    path.write_text("\n".join([BILL_HEADER, *lines]) + "\n")
+    call_command("ingest_billing", "--format", "focus", str(path), stdout=StringIO())
+
+
+def test_orphaned_cancelled_job_ends_at_start_plus_elapsed_and_is_counted(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        HEADER + "|Elapsed",
+        f"2001|2001|train|vision|alice|gpu|CANCELLED by 1001|2024-09-03T10:00:00|Unknown|"
+        f"{TRES_8}|gpu-001|||02:15:00",
+        f"2002|2002|notebook|vision|carol|gpu|RUNNING|2024-09-03T15:00:00|Unknown|"
+        f"{TRES_8}|gpu-002|||05:00:00",
+    ]
+    output = ingest(write(tmp_path / "orphan.txt", lines), "--cluster", "hpc1")
+    assert "1 finished jobs without End ended at Start + Elapsed" in output
+    jobs = {job.job_id: job for job in JobRecord.objects.all()}
+    assert jobs["2001"].end == datetime(2024, 9, 3, 12, 15, tzinfo=UTC)
+    assert jobs["2002"].end is None  # still running: open
+
+
+def test_orphaned_job_re_attributes_only_the_months_it_ran(tmp_path: Path) -> None:
+    from finops.attribution.models import AttributionRun, RunCost
+
+    # A year of bills for the node; the job ran one hour in the first month.
+    months = [f"2024-{m:02d}" for m in range(9, 13)] + [f"2025-{m:02d}" for m in range(1, 9)]
+    bill = [
+        _bill_line(month, following, f"{month}-02", 10, "80.00")
+        for month, following in zip(months, [*months[1:], "2025-09"], strict=True)
+    ]
+    _gpu_bill(tmp_path, bill)
+    attributed_before = AttributionRun.objects.count()
+    sacct = [
+        HEADER + "|Elapsed",
+        f"3001|3001|train|vision|alice|gpu|CANCELLED|2024-09-02T10:00:00|Unknown|"
+        f"{TRES_8}|gpu-001|||01:00:00",
+    ]
+    ingest(write(tmp_path / "orphan.txt", sacct), "--cluster", "hpc1")
+    runs = AttributionRun.objects.order_by("id")[attributed_before:]
+    # Its month and the month after (late charges), not the eleven after it.
+    assert sorted(str(run.billing_period)[:7] for run in runs) == ["2024-09", "2024-10"]
+    # 8 of 8 GPUs for the billed hour of September; nothing from any later month.
+    costs = {str(r.billing_period)[:7]: r.cost for r in RunCost.objects.filter(run_id="train")}
+    assert costs == {"2024-09": Decimal("80.00")}
+
+
+def test_running_job_is_charged_up_to_the_newest_billed_hour(tmp_path: Path) -> None:
+    from finops.attribution.models import RunCost
+
+    # Two billed hours of the node, and a month-long support line (charge period to the end of
+    # the month) that must not stretch the running job past the node's newest billed hour.
+    _gpu_bill(
+        tmp_path,
+        [
+            _bill_line("2024-09", "2024-10", "2024-09-02", 10, "80.00"),
+            _bill_line("2024-09", "2024-10", "2024-09-02", 11, "40.00"),
+            "1,USD,2024-09-01T00:00:00Z,2024-10-01T00:00:00Z,Usage,2024-09-01T00:00:00Z,"
+            "2024-10-01T00:00:00Z,AWS,,Support,30.00,30.00,",
+        ],
+    )
+    same = "2024-09-02T10:30:00"
+    sacct = [
+        HEADER,  # End equal to Start on a RUNNING job: open, not zero-length
+        f"4001|4001|serve|vision|alice|gpu|RUNNING|{same}|{same}|"
+        "billing=4,cpu=4,gres/gpu=4,node=1|gpu-001||",
+    ]
+    ingest(write(tmp_path / "running.txt", sacct), "--cluster", "hpc1")
+    assert JobRecord.objects.get(job_id="4001").end is None
+    run = RunCost.objects.get(run_id="serve")
+    # 4 of 8 GPUs for half of hour 10 (80 / 2 / 2) and all of hour 11 (40 / 2): 40.
+    assert run.cost == Decimal("40.00")
+    assert run.gpu_seconds == Decimal(4 * 90 * 60)
+
+
+def test_headerless_file_fails_with_how_to_get_the_header(tmp_path: Path) -> None:
+    path = write(tmp_path / "noheader.txt", FIRST_DUMP[1:])
+    with pytest.raises(CommandError, match="1 of 1 file"):
+        ingest(path, "--cluster", "hpc1")
+    output = ImportBatch.objects.get().error
+    assert "header line is missing" in output
+    assert "--columns" in output
+    assert not JobRecord.objects.exists()
+
+
+def test_headerless_file_with_columns_is_imported(tmp_path: Path) -> None:
+    path = write(tmp_path / "noheader.txt", FIRST_DUMP[1:])
+    output = ingest(path, "--cluster", "hpc1", "--columns", HEADER.replace("|", ","))
+    # The same jobs as the dump with its header: 1001, 1002_1, 1004, 1005.
+    assert sorted(JobRecord.objects.values_list("job_id", flat=True)) == [
+        "1001",
+        "1002_1",
+        "1004",
+        "1005",
+    ]
+    assert "9 rows read" in output
+
+
+def test_columns_is_refused_for_other_formats(tmp_path: Path) -> None:
+    path = write(tmp_path / "pods.json", ["{}"])
+    with pytest.raises(CommandError, match="--columns applies to --format slurm only"):
+        call_command(
+            "ingest_jobs", "--format", "kubernetes", str(path), "--columns", "JobID",
+            stdout=StringIO(),
+        )  # fmt: skip

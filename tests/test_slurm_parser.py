@@ -17,6 +17,7 @@ from billing_ingest.parsers.slurm import (
     expand_hostlist,
     gpu_count,
     normalise_state,
+    parse_elapsed,
     parse_sacct,
     parse_time,
     run_id_for,
@@ -229,6 +230,90 @@ def test_running_job_has_no_end(tmp_path: Path) -> None:
     assert rows[0]["start"] == datetime(2024, 9, 3, 10, tzinfo=UTC)
 
 
+@pytest.mark.parametrize("state", ["RUNNING", "SUSPENDED", "REQUEUED"])
+def test_open_states_with_unknown_end_stay_open(tmp_path: Path, state: str) -> None:
+    rows, stats = parse(tmp_path, job("1", State=state, End="Unknown"))
+    assert rows[0]["end"] is None
+    assert stats.finished_without_end == 0
+
+
+@pytest.mark.parametrize("state", ["CANCELLED by 1001", "COMPLETED", "FAILED", "TIMEOUT"])
+def test_finished_job_with_unknown_end_ends_at_start_plus_elapsed(
+    tmp_path: Path, state: str
+) -> None:
+    # An orphaned accounting record: the job is over, sacct just never recorded when.
+    header = HEADER + "|Elapsed"
+    rows, stats = parse(
+        tmp_path,
+        job("1", State=state, End="Unknown") + "|1-02:30:15",
+        job("2", State=state, End="Unknown") + "|00:45:00",
+        header=header,
+    )
+    start = datetime(2024, 9, 3, 10, tzinfo=UTC)
+    assert rows[0]["end"] == start + timedelta(days=1, hours=2, minutes=30, seconds=15)
+    assert rows[1]["end"] == start + timedelta(minutes=45)
+    assert stats.finished_without_end == 2
+
+
+def test_finished_job_with_unknown_end_and_no_elapsed_ends_at_start(tmp_path: Path) -> None:
+    # Without Elapsed (column absent, or Unknown in it) nothing says how long it ran: 0 s.
+    header = HEADER + "|Elapsed"
+    rows, stats = parse(
+        tmp_path,
+        job("1", State="CANCELLED", End="Unknown") + "|Unknown",
+        job("2", State="NODE_FAIL", End="") + "|",
+        header=header,
+    )
+    assert [row["end"] for row in rows] == [datetime(2024, 9, 3, 10, tzinfo=UTC)] * 2
+    assert stats.finished_without_end == 2
+    rows, stats = parse(tmp_path, job("3", State="CANCELLED", End="Unknown"))
+    assert rows[0]["end"] == rows[0]["start"]
+    assert stats.finished_without_end == 1
+
+
+def test_known_end_is_kept_even_with_elapsed(tmp_path: Path) -> None:
+    rows, stats = parse(tmp_path, job("1") + "|99:00:00", header=HEADER + "|Elapsed")
+    assert rows[0]["end"] == datetime(2024, 9, 3, 12, tzinfo=UTC)
+    assert stats.finished_without_end == 0
+
+
+def test_bad_elapsed_names_line_and_column(tmp_path: Path) -> None:
+    with pytest.raises(ImportFormatError, match=r"row 2, column Elapsed: .*'2 hours'"):
+        parse(
+            tmp_path,
+            job("1", State="FAILED", End="Unknown") + "|2 hours",
+            header=HEADER + "|Elapsed",
+        )
+
+
+@pytest.mark.parametrize(
+    ("text", "elapsed"),
+    [
+        ("00:00:00", timedelta(0)),
+        ("12:34", timedelta(minutes=12, seconds=34)),
+        ("02:03:04", timedelta(hours=2, minutes=3, seconds=4)),
+        ("3-00:00:01", timedelta(days=3, seconds=1)),
+        ("Unknown", None),
+        ("", None),
+        ("INVALID", None),
+    ],
+)
+def test_parse_elapsed(text: str, elapsed: timedelta | None) -> None:
+    assert parse_elapsed(text) == elapsed
+
+
+def test_running_job_whose_end_equals_its_start_is_open(tmp_path: Path) -> None:
+    same = "2024-09-03T10:00:00"
+    rows, _ = parse(
+        tmp_path,
+        job("1", State="RUNNING", Start=same, End=same),
+        job("2", State="COMPLETED", Start=same, End=same),
+    )
+    assert rows[0]["end"] is None
+    # A finished zero-length job is what it says.
+    assert rows[1]["end"] == datetime(2024, 9, 3, 10, tzinfo=UTC)
+
+
 def test_job_without_gpus_is_kept(tmp_path: Path) -> None:
     rows, _ = parse(tmp_path, job("1", AllocTRES="billing=4,cpu=4,mem=16G,node=1"))
     assert rows[0]["gpus"] == Decimal(0)
@@ -409,3 +494,78 @@ def test_empty_file_is_an_error(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(ImportFormatError, match="empty file"):
         list(parse_sacct(path, file_label="empty.txt", time_zone=UTC_ZONE))
+
+
+# --- headerless output, encoding, line length ---------------------------------------------------
+
+
+def test_headerless_output_says_the_header_is_missing(tmp_path: Path) -> None:
+    path = tmp_path / "noheader.txt"
+    path.write_text(job("1") + "\n" + job("2") + "\n")
+    with pytest.raises(ImportFormatError) as caught:
+        list(parse_sacct(path, file_label="noheader.txt", time_zone=UTC_ZONE))
+    message = str(caught.value)
+    assert "row 1" in message
+    assert "header line is missing" in message
+    assert "without `--noheader`" in message
+    assert "--columns JobID,JobIDRaw," in message
+    assert "twice" not in message
+
+
+def test_headerless_output_is_read_with_the_given_columns(tmp_path: Path) -> None:
+    path = tmp_path / "noheader.txt"
+    path.write_text(job("1") + "\n" + job("2", State="FAILED") + "\n")
+    stats = SacctStats()
+    given = [name.lower() for name in COLUMNS]  # names match ignoring case, as in a header
+    chunks = parse_sacct(
+        path, file_label="noheader.txt", time_zone=UTC_ZONE, stats=stats, columns=given
+    )
+    rows = [row for chunk in chunks for row in chunk]
+    assert [(row["job_id"], row["state"]) for row in rows] == [("1", "COMPLETED"), ("2", "FAILED")]
+    assert stats.data_rows == 2  # the first line is a job, not a header
+
+
+def test_given_columns_missing_a_required_one_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "noheader.txt"
+    path.write_text(job("1") + "\n")
+    given = [name for name in COLUMNS if name != "NodeList"]
+    with pytest.raises(
+        ImportFormatError, match=r"column NodeList: required column missing from --columns"
+    ):
+        list(parse_sacct(path, file_label="noheader.txt", time_zone=UTC_ZONE, columns=given))
+
+
+def test_invalid_utf8_is_rejected_with_its_row_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.txt"
+    body = "\n".join([HEADER, job("1"), job("2", JobName="entra\xeenement")]) + "\n"
+    path.write_bytes(body.encode("latin-1"))  # î as the single byte 0xee
+    with pytest.raises(ImportFormatError) as caught:
+        list(parse_sacct(path, file_label="latin1.txt", time_zone=UTC_ZONE))
+    assert caught.value.row == 3
+    assert caught.value.column == "JobName"
+    assert "0xee" in str(caught.value)
+
+
+def test_valid_utf8_names_are_kept(tmp_path: Path) -> None:
+    rows, _ = parse(tmp_path, job("1", JobName="entraînement"))
+    assert rows[0]["name"] == "entraînement"
+
+
+def test_overlong_line_is_refused_before_it_is_read_whole(tmp_path: Path, settings: Any) -> None:
+    settings.FINOPS_MAX_LINE_BYTES = 1000
+    path = tmp_path / "long.txt"
+    long_comment = "x" * 5000
+    path.write_text("\n".join([HEADER, job("1"), job("2", Comment=long_comment)]) + "\n")
+    with pytest.raises(ImportFormatError) as caught:
+        list(parse_sacct(path, file_label="long.txt", time_zone=UTC_ZONE))
+    assert caught.value.file == "long.txt"
+    assert caught.value.row == 3
+    assert "FINOPS_MAX_LINE_BYTES" in str(caught.value)
+    # A line just under the cap is read.
+    settings.FINOPS_MAX_LINE_BYTES = len(job("2", Comment=long_comment).encode())
+    rows = [
+        row
+        for chunk in parse_sacct(path, file_label="long.txt", time_zone=UTC_ZONE)
+        for row in chunk
+    ]
+    assert rows[1]["comment"] == long_comment

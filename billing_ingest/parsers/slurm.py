@@ -1,4 +1,5 @@
-"""Slurm accounting: `sacct --parsable2` output with its header line.
+"""Slurm accounting: `sacct --parsable2` output with its header line (or, for `--noheader`
+output, the column names given by the caller).
 
 One JobRecord per allocation: a job, an array task (`123_4`) or a heterogeneous component
 (`123+0`). Steps (`123.batch`, `123.extern`, `123.0`) run inside their job's allocation, so their
@@ -7,21 +8,32 @@ started (PENDING, pending array ranges `123_[5-9]`, Start=Unknown/None) hold not
 skipped.
 
 sacct prints local wall-clock time without an offset; the cluster's IANA time zone says which.
+
+End=Unknown means "still open" only for a job that is still open (RUNNING, SUSPENDED,
+REQUEUED). A finished job can show it too (a CANCELLED job whose end record was orphaned, as on
+real clusters): stored open, it would absorb the GPU cost of every later month, so it ends at
+Start + Elapsed, or at Start when Elapsed is missing. A RUNNING job whose End equals its Start
+is open as well (some Slurm versions print that instead of Unknown).
+
+The file is read as bytes, one capped line at a time (see lines.py), and each line is decoded
+strictly: a byte that is not UTF-8 is an error naming its line and column, never replaced.
 """
 
 from __future__ import annotations
 
+import codecs
 import itertools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
+from billing_ingest.parsers.lines import capped_binary_lines
 
 REQUIRED_COLUMNS = (
     "JobID",
@@ -36,7 +48,13 @@ REQUIRED_COLUMNS = (
     "AllocTRES",
     "NodeList",
 )
-OPTIONAL_COLUMNS = ("WCKey", "Comment")
+OPTIONAL_COLUMNS = ("WCKey", "Comment", "Elapsed")
+# States in which End=Unknown means the job is still open; in any other it ended unrecorded.
+OPEN_STATES = frozenset({"RUNNING", "SUSPENDED", "REQUEUED"})
+_HOW_TO_GET_THE_HEADER = (
+    "run `sacct --parsable2` without `--noheader`, or give the columns in the file's order "
+    "(ingest_jobs --columns " + ",".join(REQUIRED_COLUMNS) + ",...)"
+)
 # Free text that may itself contain the `|` separator (sacct does not escape it). When such a
 # column is the last one, surplus fields can only belong to it and are joined back.
 _FREE_TEXT_COLUMNS = frozenset({"Comment", "JobName"})
@@ -49,6 +67,8 @@ _NO_TIME = frozenset({"", "unknown", "none"})
 _NO_NODES = frozenset({"", "none assigned", "(null)", "none"})
 _RUN_IN_COMMENT = re.compile(r"(?:^|[\s;,|&])run=([^\s;,|&]+)")
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
+# sacct's Elapsed: [days-][hours:]minutes:seconds.
+_ELAPSED = re.compile(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)")
 # sacct column behind each bounded JobRecord field: PostgreSQL rejects an over-long value with
 # an error that names neither line nor column, so the parser checks first.
 _BOUNDED = {
@@ -72,6 +92,8 @@ class SacctStats:
     jobs: int = 0
     skipped_steps: int = 0
     skipped_not_started: int = 0
+    # Finished jobs (not RUNNING/SUSPENDED/REQUEUED) with End=Unknown, ended at Start + Elapsed.
+    finished_without_end: int = 0
 
 
 class _FieldError(ValueError):
@@ -222,6 +244,18 @@ def clean_wckey(text: str) -> str:
     return text.strip().removeprefix("*")
 
 
+def parse_elapsed(text: str) -> timedelta | None:
+    """sacct's Elapsed (`1-02:03:04`, `02:03:04`, `03:04`) as a duration; empty/Unknown -> None."""
+    text = text.strip()
+    if text.lower() in _NO_TIME or text.upper() == "INVALID":
+        return None
+    match = _ELAPSED.fullmatch(text)
+    if match is None:
+        raise ValueError(f"unparseable elapsed time {text!r} (expected [D-]HH:MM:SS)")
+    days, hours, minutes, seconds = (int(part or 0) for part in match.groups())
+    return timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+
+
 def parse_time(text: str, zone: tzinfo, *, fold: int = 0) -> datetime | None:
     """A sacct time (local wall clock, or with an offset when SLURM_TIME_FORMAT adds one) as UTC.
 
@@ -250,25 +284,73 @@ def parse_sacct(
     time_zone: tzinfo,
     stats: SacctStats | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    columns: Sequence[str] | None = None,
 ) -> Iterator[list[dict[str, Any]]]:
     """Yield chunks of dicts keyed by JobRecord field names (without batch and cluster).
 
-    Raises ImportFormatError naming the file, the 1-based line (the header is line 1) and the
-    column. `stats`, when given, is filled in as the file is read.
+    `columns`, for `sacct --noheader` output, names the file's columns in order; every line is
+    then data. Raises ImportFormatError naming the file, the 1-based line (a header is line 1)
+    and the column. `stats`, when given, is filled in as the file is read.
     """
     stats = stats if stats is not None else SacctStats()
-    with path.open(encoding="utf-8-sig", errors="replace", newline=None) as handle:
-        yield from _parse_lines(handle, file_label, time_zone, stats, chunk_size)
+    with path.open("rb") as handle:
+        lines = _raw_lines(handle, file_label)
+        yield from _parse_lines(lines, file_label, time_zone, stats, chunk_size, columns)
+
+
+def _raw_lines(handle: Any, file_label: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes without the line ending) of each line; a BOM before the first
+    is dropped."""
+    for number, raw in capped_binary_lines(handle, file_label=file_label):
+        if number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)
+        yield number, raw.rstrip(b"\r\n")
+
+
+def _decode(raw: bytes, file_label: str, number: int, columns: Sequence[str] | None) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(raw, exc, file_label, number, columns) from None
+
+
+def _not_utf8(
+    raw: bytes,
+    exc: UnicodeDecodeError,
+    file_label: str,
+    number: int,
+    columns: Sequence[str] | None,
+) -> ImportFormatError:
+    # The field the bad byte is in: count the separators before it.
+    position = raw.count(b"|", 0, exc.start)
+    if columns is not None and position < len(columns):
+        column = columns[position]
+    else:
+        column = str(position + 1)
+    return ImportFormatError(
+        f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x}); the file must be UTF-8",
+        file=file_label,
+        row=number,
+        column=column,
+    )
 
 
 def _parse_lines(
-    handle: TextIO, file_label: str, zone: tzinfo, stats: SacctStats, chunk_size: int
+    lines: Iterator[tuple[int, bytes]],
+    file_label: str,
+    zone: tzinfo,
+    stats: SacctStats,
+    chunk_size: int,
+    given_columns: Sequence[str] | None,
 ) -> Iterator[list[dict[str, Any]]]:
-    lines = enumerate(handle, start=1)
-    header_line, columns, trailing_bar = _read_header(lines, file_label)
+    if given_columns is None:
+        header_line, columns, trailing_bar = _read_header(lines, file_label)
+    else:
+        header_line, trailing_bar = None, False
+        columns = _canonical_columns(list(given_columns), file_label, None)
     chunk: list[dict[str, Any]] = []
     for number, raw in lines:
-        line = raw.rstrip("\n")
+        line = _decode(raw, file_label, number, columns)
         if not line.strip():
             continue
         if line == header_line:
@@ -295,9 +377,11 @@ def _parse_lines(
         yield chunk
 
 
-def _read_header(lines: Iterator[tuple[int, str]], file_label: str) -> tuple[str, list[str], bool]:
+def _read_header(
+    lines: Iterator[tuple[int, bytes]], file_label: str
+) -> tuple[str, list[str], bool]:
     for number, raw in lines:
-        header_line = raw.rstrip("\n")
+        header_line = _decode(raw, file_label, number, None)
         if not header_line.strip():
             continue
         # `sacct --parsable` (not 2) ends every line with `|`.
@@ -307,22 +391,33 @@ def _read_header(lines: Iterator[tuple[int, str]], file_label: str) -> tuple[str
     raise ImportFormatError("empty file: no sacct header line", file=file_label, row=1)
 
 
-def _canonical_columns(names: list[str], file_label: str, number: int) -> list[str]:
+def _canonical_columns(names: list[str], file_label: str, number: int | None) -> list[str]:
+    """The columns under their canonical names. `number` is the header's line, or None for
+    columns the caller gave (--columns)."""
     known = {name.lower(): name for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)}
+    origin = "the header" if number is not None else "--columns"
+    if number is not None and not any(name.lower() in known for name in names):
+        # `sacct --noheader` output: the first line is a job, not column names.
+        raise ImportFormatError(
+            "the sacct header line is missing (the first line is data, not column names: "
+            f"output of `sacct --noheader`?); {_HOW_TO_GET_THE_HEADER}",
+            file=file_label,
+            row=number,
+        )
     # Unknown columns keep their own name; they are read past, not used.
     columns = [known.get(name.lower(), name) for name in names]
     seen: set[str] = set()
     for column in columns:
         if column in seen:
             raise ImportFormatError(
-                "column appears twice in the header", file=file_label, row=number, column=column
+                f"column appears twice in {origin}", file=file_label, row=number, column=column
             )
         seen.add(column)
     for required in REQUIRED_COLUMNS:
         if required not in seen:
             raise ImportFormatError(
-                "required column missing from the header (is this `sacct --parsable2` output "
-                "with its header?)",
+                f"required column missing from {origin} (is this `sacct --parsable2` output "
+                f"with its header?); {_HOW_TO_GET_THE_HEADER}",
                 file=file_label,
                 row=number,
                 column=required,
@@ -359,13 +454,7 @@ def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> dict[str
     if "[" in job_id or state == "PENDING" or start is None:
         stats.skipped_not_started += 1
         return None
-    end = _field("End", parse_time, fields["End"], zone)
-    if end is not None and end < start:
-        # Wall-clock times repeat when daylight saving ends: an End that reads earlier than its
-        # Start is the second occurrence.
-        end = _field("End", parse_time, fields["End"], zone, fold=1)
-        if end is not None and end < start:
-            raise _FieldError("End", f"End {fields['End']!r} is before Start {fields['Start']!r}")
+    end = _end(fields, state, start, zone, stats)
     wckey = clean_wckey(fields.get("WCKey", ""))
     comment = fields.get("Comment", "").strip()
     name = fields["JobName"].strip()
@@ -387,6 +476,27 @@ def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> dict[str
     }
     _check_lengths(record)
     return record
+
+
+def _end(
+    fields: dict[str, str], state: str, start: datetime, zone: tzinfo, stats: SacctStats
+) -> datetime | None:
+    """The job's end, None while it is open (module docstring)."""
+    end = _field("End", parse_time, fields["End"], zone)
+    if end is not None and end < start:
+        # Wall-clock times repeat when daylight saving ends: an End that reads earlier than its
+        # Start is the second occurrence.
+        end = _field("End", parse_time, fields["End"], zone, fold=1)
+        if end is not None and end < start:
+            raise _FieldError("End", f"End {fields['End']!r} is before Start {fields['Start']!r}")
+    if state in OPEN_STATES:
+        # End == Start on an open job is a placeholder, not a zero-length job.
+        return None if end == start else end
+    if end is None:
+        stats.finished_without_end += 1
+        elapsed = _field("Elapsed", parse_elapsed, fields.get("Elapsed", ""))
+        end = start + elapsed if elapsed is not None else start
+    return end
 
 
 def _check_lengths(record: dict[str, Any]) -> None:

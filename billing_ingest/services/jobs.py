@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import tzinfo
 from pathlib import Path
 from typing import Any
@@ -19,18 +19,31 @@ from billing_ingest.parsers.slurm import SacctStats, parse_sacct
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
 
 JobChunks = Iterator[list[dict[str, Any]]]
-# (path, *, file_label, cluster, stats) -> chunks of JobRecord field dicts. The cluster (saved,
-# or unsaved defaults when the batch names no stored cluster) carries how to read its logs.
+# (path, *, file_label, cluster, stats, columns) -> chunks of JobRecord field dicts. The cluster
+# (saved, or unsaved defaults when the batch names no stored cluster) carries how to read its
+# logs; columns name the columns of a headerless sacct file.
 JobParser = Callable[..., JobChunks]
 
 
-def _parse_slurm(path: Path, *, file_label: str, cluster: Cluster, stats: SacctStats) -> JobChunks:
+def _parse_slurm(
+    path: Path,
+    *,
+    file_label: str,
+    cluster: Cluster,
+    stats: SacctStats,
+    columns: Sequence[str] | None = None,
+) -> JobChunks:
     zone = _cluster_zone(cluster)
-    return parse_sacct(path, file_label=file_label, time_zone=zone, stats=stats)
+    return parse_sacct(path, file_label=file_label, time_zone=zone, stats=stats, columns=columns)
 
 
 def _parse_kubernetes(
-    path: Path, *, file_label: str, cluster: Cluster, stats: SacctStats
+    path: Path,
+    *,
+    file_label: str,
+    cluster: Cluster,
+    stats: SacctStats,
+    columns: Sequence[str] | None = None,
 ) -> JobChunks:
     return parse_pods(
         path,
@@ -41,7 +54,12 @@ def _parse_kubernetes(
 
 
 def _parse_opencost(
-    path: Path, *, file_label: str, cluster: Cluster, stats: SacctStats
+    path: Path,
+    *,
+    file_label: str,
+    cluster: Cluster,
+    stats: SacctStats,
+    columns: Sequence[str] | None = None,
 ) -> JobChunks:
     return parse_allocations(path, file_label=file_label, stats=stats)
 
@@ -114,7 +132,9 @@ def cluster_get_or_create(
     return cluster
 
 
-def jobs_batch_ingest(*, batch_id: int, stats: SacctStats | None = None) -> ImportBatch:
+def jobs_batch_ingest(
+    *, batch_id: int, stats: SacctStats | None = None, columns: Sequence[str] | None = None
+) -> ImportBatch:
     """Import one pending jobs batch. A batch another worker claimed, or one already done or a
     duplicate, is returned unchanged.
 
@@ -122,6 +142,7 @@ def jobs_batch_ingest(*, batch_id: int, stats: SacctStats | None = None) -> Impo
     later dump carries the final state of a job that was running); other jobs stay. On a format
     error nothing is written and the batch is marked failed with the message. `stats`, when
     given, is filled in with what the parser saw (steps and unstarted jobs skipped).
+    `columns` names the columns of a Slurm file without a header (`sacct --noheader`).
     """
     if not import_batch_claim(batch_id=batch_id):
         return ImportBatch.objects.get(id=batch_id)
@@ -132,7 +153,11 @@ def jobs_batch_ingest(*, batch_id: int, stats: SacctStats | None = None) -> Impo
         cluster = Cluster.objects.filter(name=batch.source).first() or Cluster(name=batch.source)
         with transaction.atomic():
             chunks = parser(
-                Path(batch.file_name), file_label=batch.file_name, cluster=cluster, stats=stats
+                Path(batch.file_name),
+                file_label=batch.file_name,
+                cluster=cluster,
+                stats=stats,
+                columns=columns,
             )
             for chunk in chunks:
                 _jobs_upsert(batch=batch, rows=chunk)

@@ -1,7 +1,8 @@
 """`manage.py ingest_jobs --format {slurm,kubernetes,opencost} PATH [--cluster NAME]
 [--time-zone TZ] [--gpu-sharing-replicas N]`.
 
-slurm: `sacct --parsable2` output with its header; kubernetes: `kubectl get pods -A -o json`;
+slurm: `sacct --parsable2` output with its header (or `--columns JobID,JobIDRaw,...` naming
+the columns of `sacct --noheader` output); kubernetes: `kubectl get pods -A -o json`;
 opencost: an OpenCost `/allocation` response (aggregate=pod).
 
 One import batch per file, each run by the Celery task (eagerly in-process without a broker,
@@ -53,6 +54,12 @@ class Command(BaseCommand):
             "(one replica is 1/N of a GPU); stored on the cluster for later imports",
         )
         parser.add_argument(
+            "--columns",
+            default=None,
+            help="slurm only: comma-separated column names of a file without a header line "
+            "(`sacct --noheader --parsable2 --format=...`), in the file's order",
+        )
+        parser.add_argument(
             "--no-attribute",
             action="store_true",
             help="do not re-attribute the billing months the new jobs overlap (default: do)",
@@ -68,6 +75,7 @@ class Command(BaseCommand):
         root = Path(options["path"])
         if not root.exists():
             raise CommandError(f"{root}: no such file or folder")
+        columns = self._columns(options["columns"], options["format"])
         paths = billing_paths(root)
         if not paths:
             raise CommandError(f"{root}: no files to import")
@@ -90,7 +98,7 @@ class Command(BaseCommand):
             path
             for path in paths
             if not self._ingest_file(
-                path, cluster, options["format"], options["timeout"], batch_ids
+                path, cluster, options["format"], options["timeout"], batch_ids, columns
             )
         ]
         if not options["no_attribute"]:
@@ -101,8 +109,25 @@ class Command(BaseCommand):
         if failed:
             raise CommandError(f"{len(failed)} of {len(paths)} file(s) failed")
 
+    @staticmethod
+    def _columns(text: str | None, fmt: str) -> list[str] | None:
+        if text is None:
+            return None
+        if fmt != "slurm":
+            raise CommandError("--columns applies to --format slurm only")
+        columns = [name.strip() for name in text.split(",")]
+        if not all(columns):
+            raise CommandError(f"--columns {text!r}: empty column name")
+        return columns
+
     def _ingest_file(
-        self, path: Path, cluster: Cluster, fmt: str, timeout: float, batch_ids: list[int]
+        self,
+        path: Path,
+        cluster: Cluster,
+        fmt: str,
+        timeout: float,
+        batch_ids: list[int],
+        columns: list[str] | None,
     ) -> bool:
         batch = import_batch_create(
             kind=ImportBatch.Kind.JOBS, format=fmt, source=cluster.name, path=path.resolve()
@@ -112,7 +137,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{path}: skipped, {batch.error}")
             return True
         try:
-            summary = ingest_jobs_batch.delay(batch.pk).get(timeout=timeout)
+            summary = ingest_jobs_batch.delay(batch.pk, columns).get(timeout=timeout)
         except CeleryTimeoutError:
             self.stderr.write(f"{path}: batch {batch.pk} still running after {timeout:g}s")
             return False
@@ -134,5 +159,6 @@ class Command(BaseCommand):
             return f"{read}, {stored}, {skipped} without pod, node or GPU hours skipped, 0 errors"
         return (
             f"{read}, {stored}, {summary['skipped_steps']} job steps skipped, "
-            f"{skipped} not-started jobs skipped, 0 errors"
+            f"{skipped} not-started jobs skipped, {summary['finished_without_end']} finished "
+            "jobs without End ended at Start + Elapsed, 0 errors"
         )
