@@ -178,3 +178,119 @@ def test_a_part_is_a_numbered_file_in_the_folder_keeping_its_suffixes(tmp_path, 
 
     assert path == dest / local
     assert dest.is_dir()
+
+
+# ------------------------------------------------------------------ parts told by their content
+
+FOCUS_COLUMNS = [
+    "BillingAccountId",
+    "BillingCurrency",
+    "BillingPeriodStart",
+    "BillingPeriodEnd",
+    "ChargeCategory",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ProviderName",
+    "ResourceName",
+    "ServiceName",
+    "BilledCost",
+    "EffectiveCost",
+]
+
+
+def focus_rows(costs: list[str]) -> list[list[str]]:
+    return [
+        ["1", "USD", "2024-09-01T00:00:00Z", "2024-10-01T00:00:00Z", "Usage",
+         f"2024-09-02T{hour:02d}:00:00Z", f"2024-09-02T{hour + 1:02d}:00:00Z", "AWS",
+         f"node-{hour}", "EC2", cost, cost]
+        for hour, cost in enumerate(costs)
+    ]  # fmt: skip
+
+
+def focus_parquet(path: Path, costs: list[str]) -> Path:
+    rows = focus_rows(costs)
+    table = pa.table({name: [row[i] for row in rows] for i, name in enumerate(FOCUS_COLUMNS)})
+    pq.write_table(table, path)
+    return path
+
+
+def focus_csv(costs: list[str]) -> str:
+    lines = [",".join(FOCUS_COLUMNS), *(",".join(row) for row in focus_rows(costs))]
+    return "\n".join(lines) + "\n"
+
+
+def ingest_delivery(folder: Path, fmt: str = "focus") -> str:
+    out = io.StringIO()
+    call_command(
+        "ingest_billing", "--format", fmt, "--delivery", str(folder), "--no-attribute", stdout=out
+    )
+    return out.getvalue()
+
+
+@pytest.mark.django_db
+def test_parquet_parts_without_an_extension_are_found_by_their_content(tmp_path):
+    # An Athena / AWS Data Exports style delivery: parts named by query id, no extension,
+    # beside a manifest and a note, which are not data.
+    folder = tmp_path / "athena-2024-09"
+    folder.mkdir()
+    focus_parquet(folder / "20240902_120000_00012_abcde_0", ["10.25", "4.5"])
+    focus_parquet(folder / "20240902_120000_00012_abcde_1", ["0.125"])
+    write(folder / "manifest.json", json.dumps({"files": ["a", "b"]}))
+    write(folder / "README.txt", "Exported by Athena, see the console.\n")
+
+    output = ingest_delivery(folder)
+
+    batch = ImportBatch.objects.get()
+    assert (batch.status, batch.row_count) == (ImportBatch.Status.SUCCEEDED, 3)
+    assert batch.parts.count() == 2
+    rows = CostLineItem.objects.filter(batch=batch)
+    assert sum((row.billed_cost for row in rows), Decimal(0)) == Decimal("14.875")
+    assert "manifest.json: skipped" in output
+    assert "README.txt: skipped" in output
+
+
+@pytest.mark.django_db
+def test_gzip_and_csv_parts_without_an_extension_are_found_by_their_content(tmp_path):
+    folder = tmp_path / "delivery"
+    folder.mkdir()
+    write(folder / "part-0", focus_csv(["1.5", "2.25"]), gzipped=True)
+    write(folder / "part-1", focus_csv(["3"]), gzipped=True)
+    folder_plain = tmp_path / "plain"
+    folder_plain.mkdir()
+    write(folder_plain / "part-0", focus_csv(["7.5"]))
+    write(folder_plain / "part-1", focus_csv(["0.5", "1"]))
+
+    ingest_delivery(folder)
+    ingest_delivery(folder_plain)
+
+    def total(folder: Path) -> Decimal:
+        batch = ImportBatch.objects.get(file_name=str(folder.resolve()))
+        assert (batch.status, batch.parts.count()) == (ImportBatch.Status.SUCCEEDED, 2)
+        rows = CostLineItem.objects.filter(batch=batch)
+        return sum((row.billed_cost for row in rows), Decimal(0))
+
+    assert total(folder) == Decimal("1.5") + Decimal("2.25") + Decimal("3")
+    assert total(folder_plain) == Decimal("7.5") + Decimal("0.5") + Decimal("1")
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "kind"),
+    [
+        ("part-0", b"PAR1....", "parquet"),
+        ("part-0.bin", b"\x1f\x8b\x08\x00", "gzip"),
+        ("export", b"PK\x03\x04rest", "zip"),
+        ("export", "\ufeffBillingAccountId,BilledCost\n1,2\n".encode(), "csv"),
+        ("export.csv", b"anything", "csv"),
+        ("000000000000", b'{"cost": 1}\n', "json"),
+        ("Manifest.json", b'{"files": []}', None),
+        ("notes.txt", b"a, b, c\n", None),
+        ("image", b"\x89PNG\r\n\x1a\n\x00\x00", None),
+        ("empty", b"", None),
+    ],
+)
+def test_billing_file_kind_reads_the_content(tmp_path, name, content, kind):
+    from billing_ingest.services.billing import billing_file_kind
+
+    path = tmp_path / name
+    path.write_bytes(content)
+    assert billing_file_kind(path) == kind

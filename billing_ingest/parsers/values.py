@@ -36,6 +36,7 @@ CHUNK_ROWS = 50_000
 # Files are recognised by content, because exports arrive renamed or without a suffix.
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
+ZIP_MAGIC = b"PK\x03\x04"
 
 _CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 # Hour 24 and beyond: the FOCUS 1.2 spec's own examples write 2023-02-01T30:00:00Z for "ten hours

@@ -34,7 +34,7 @@ from billing_ingest.copy_load import bulk_load, bulk_load_table
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
-from billing_ingest.parsers.values import LineItemTable
+from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC, LineItemTable
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import file_sha256, import_batch_claim, import_batch_record
 
@@ -58,10 +58,49 @@ def billing_default_source(*, format: str, path: Path) -> str:
     return f"{format}:{name}"
 
 
+# Names beside the exports that are documents, not data, whatever their text looks like:
+# manifests (JSON), notes, reports. Their content is still checked for Parquet and gzip.
+_DOCUMENT_SUFFIXES = frozenset({".json", ".md", ".txt", ".html", ".pdf", ".xml", ".yaml", ".yml"})
+_HEAD_BYTES = 4096
+
+
+def billing_file_kind(path: Path) -> str | None:
+    """What a file found in a folder holds, told by its content as the parsers tell it (AWS and
+    Athena write Parquet parts without an extension): "parquet", "gzip", "zip", "csv", "json"
+    (a suffix-less JSON-lines shard, as BigQuery names them), or None for anything else, such
+    as manifests, notes and reports sitting beside the exports."""
+    with path.open("rb") as handle:
+        head = handle.read(_HEAD_BYTES)
+    if head[:4] == PARQUET_MAGIC:
+        return "parquet"
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    if head[:4] == ZIP_MAGIC:
+        return "zip"
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return "csv"  # named CSV: the parser judges (and names the row of) what is wrong
+    if suffix in _DOCUMENT_SUFFIXES or b"\x00" in head:
+        return None
+    try:
+        # The head may end inside a multi-byte character: decode what is whole.
+        text = head.decode("utf-8-sig", errors="strict")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:
+            return None
+        text = head[: exc.start].decode("utf-8-sig")
+    first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if first_line.startswith("{"):
+        return "json" if not suffix else None
+    # A CSV header: several comma-separated column names.
+    if first_line.count(",") >= 1 and all(name.strip() for name in first_line.split(",")[:2]):
+        return "csv"
+    return None
+
+
 def billing_file_wanted(path: Path) -> bool:
-    """Whether a file found in a folder looks like billing data (.csv, .gz, .parquet), so that
-    manifests, notes and reports sitting beside the exports are skipped."""
-    return any(suffix.lower() in _SOURCE_SUFFIXES for suffix in path.suffixes[-2:])
+    """Whether a file found in a folder holds billing data (billing_file_kind)."""
+    return billing_file_kind(path) is not None
 
 
 class _Totals:

@@ -135,7 +135,7 @@ class Command(BaseCommand):
             skipped = [p for p in paths if not billing_file_wanted(p)]
             paths = [p for p in paths if billing_file_wanted(p)]
             for path in skipped:
-                self.stdout.write(f"{path}: skipped (not .csv, .gz or .parquet)")
+                self.stdout.write(f"{path}: skipped (not Parquet, gzip or CSV by its content)")
         if not paths:
             raise CommandError(f"no billing files under {root}")
         if options["delivery"]:
