@@ -79,6 +79,8 @@ class ImportBatch(models.Model):
     # {"USD": {"billed": "...", "effective": "..."}} as decimal strings.
     currency_totals = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    # How rows were read where the file left something out: note -> rows (ROW_NOTE).
+    notes = models.JSONField(default=dict, blank=True)
     superseded_by = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="supersedes"
     )
@@ -115,6 +117,7 @@ class ImportBatchPart(models.Model):
     billing_periods = models.JSONField(default=list, blank=True)
     # Same shape as ImportBatch.currency_totals.
     currency_totals = models.JSONField(default=dict, blank=True)
+    notes = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

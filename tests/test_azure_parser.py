@@ -441,3 +441,62 @@ def test_overlong_value_names_its_column(tmp_path: Path) -> None:
     error = errors_of(write_csv(tmp_path / "long.csv", [row], EA_COLUMNS))
     assert (error.row, error.column) == (2, "ResourceId")
     assert "longer than 1000 characters" in str(error)
+
+
+# --- empty billingPeriodStartDate (seen on real MCA exports) -----------------------------------
+
+
+def mca_row(usage_date: str, cost: str, period_start: str = "") -> dict[str, str]:
+    return {
+        "billingAccountId": "mca-acct",
+        "billingPeriodStartDate": period_start,
+        "billingPeriodEndDate": "",
+        "date": usage_date,
+        "meterCategory": "Storage",
+        "costInBillingCurrency": cost,
+        "billingCurrency": "USD",
+        "chargeType": "Usage",
+    }
+
+
+def test_empty_billing_period_start_falls_back_to_the_usage_month(tmp_path: Path) -> None:
+    rows = [
+        mca_row("2024-09-30", "1.25"),
+        mca_row("2024-10-01", "2.50"),
+        mca_row("2024-10-02", "4.00", period_start="2024-09-01"),
+    ]
+    items = parse(write_csv(tmp_path / "mca.csv", rows, bom=False))
+    assert [item["billing_period"] for item in items] == [
+        date(2024, 9, 1),
+        date(2024, 10, 1),
+        date(2024, 9, 1),  # a stated period is kept, even when it is not the usage month
+    ]
+    assert items[0]["billing_period_start"] == datetime(2024, 9, 1, tzinfo=UTC)
+    assert items[1]["billing_period_start"] == datetime(2024, 10, 1, tzinfo=UTC)
+    notes = [item.get("_import_note") for item in items]
+    assert notes[2] is None
+    assert notes[0] == notes[1]
+    assert "billingPeriodStartDate empty" in str(notes[0])
+
+
+@pytest.mark.django_db
+def test_import_summary_counts_the_rows_whose_period_was_inferred(tmp_path: Path) -> None:
+    from django.core.management import call_command
+
+    from billing_ingest.models import CostLineItem, ImportBatch
+
+    rows = [
+        mca_row("2024-09-29", "1.25"),
+        mca_row("2024-09-30", "2.50"),
+        mca_row("2024-09-30", "4.00", period_start="2024-09-01"),
+    ]
+    path = write_csv(tmp_path / "mca.csv", rows, bom=False)
+    out = io.StringIO()
+    call_command("ingest_billing", "--format", "azure", str(path), "--no-attribute", stdout=out)
+    batch = ImportBatch.objects.get()
+    assert batch.status == ImportBatch.Status.SUCCEEDED
+    assert batch.billing_periods == ["2024-09"]
+    assert CostLineItem.objects.count() == 3
+    note = "billingPeriodStartDate empty: billing period taken from the month of the usage date"
+    assert batch.notes == {note: 2}
+    assert f"note: 2 row(s): {note}" in out.getvalue()

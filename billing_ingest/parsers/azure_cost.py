@@ -38,6 +38,7 @@ from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
     PARQUET_MAGIC,
+    ROW_NOTE,
     BadValue,
     built_chunks,
     cell_text,
@@ -277,7 +278,15 @@ class _AzureRow:
                 row=row,
             )
         day = self._convert(cells, "date", row, _day)
-        period_day = self._convert(cells, "billing_period_start", row, _day)
+        note = None
+        if is_null(self._raw(cells, "billing_period_start")):
+            # Some exports leave it empty (seen on real MCA files); the invoice a daily row
+            # lands on is its usage month's, and the import summary says how many were read so.
+            period_day = day.replace(day=1)
+            column = self.columns["billing_period_start"][0]
+            note = f"{column} empty: billing period taken from the month of the usage date"
+        else:
+            period_day = self._convert(cells, "billing_period_start", row, _day)
         period_end = None
         if not is_null(self._raw(cells, "billing_period_end")):
             # BillingPeriodEndDate is the period's last day; FOCUS ends are exclusive.
@@ -367,6 +376,8 @@ class _AzureRow:
                 raise self._error(
                     f"value is longer than {limit} characters ({field})", row, _FIELD_SOURCE[field]
                 )
+        if note is not None:
+            item[ROW_NOTE] = note
         return item
 
 

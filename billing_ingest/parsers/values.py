@@ -37,6 +37,10 @@ CHUNK_ROWS = 50_000
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 ZIP_MAGIC = b"PK\x03\x04"
+# A row dict may carry, under this key, a note for the import summary about how the row was read
+# (e.g. a value inferred because the export left it empty). The loader pops it before storing
+# the row and counts each note's rows on the batch (ImportBatch.notes).
+ROW_NOTE = "_import_note"
 
 _CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 # Hour 24 and beyond: the FOCUS 1.2 spec's own examples write 2023-02-01T30:00:00Z for "ten hours

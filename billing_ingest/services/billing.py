@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
@@ -34,7 +35,13 @@ from billing_ingest.copy_load import bulk_load, bulk_load_table
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
-from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC, LineItemTable
+from billing_ingest.parsers.values import (
+    GZIP_MAGIC,
+    PARQUET_MAGIC,
+    ROW_NOTE,
+    ZIP_MAGIC,
+    LineItemTable,
+)
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import file_sha256, import_batch_claim, import_batch_record
 
@@ -110,6 +117,14 @@ class _Totals:
         self.rows = 0
         self.periods: set[date] = set()
         self.currencies: dict[str, dict[str, Any]] = {}
+        self.notes: Counter[str] = Counter()
+
+    def take_notes(self, items: Iterable[dict[str, Any]]) -> None:
+        """Count and remove the rows' notes (ROW_NOTE), which are not columns."""
+        for item in items:
+            note = item.pop(ROW_NOTE, None)
+            if note is not None:
+                self.notes[note] += 1
 
     def add(self, items: Iterable[dict[str, Any]]) -> None:
         for item in items:
@@ -152,6 +167,7 @@ class _Totals:
             totals["billed"] += Decimal(values["billed"])
             totals["effective"] += Decimal(values["effective"])
             totals["rows"] += values["rows"]
+        self.notes.update(part.notes)
 
     def as_json(self) -> dict[str, dict[str, Any]]:
         return {
@@ -319,6 +335,7 @@ def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
             bulk_load_table(CostLineItem, chunk.table, constants=constants)
             totals.add_table(chunk.table)
             continue
+        totals.take_notes(chunk)
         for item in chunk:
             item["batch_id"] = batch.pk
             item["source"] = batch.source
@@ -425,6 +442,7 @@ def _record_success(record: ImportBatch | ImportBatchPart, totals: _Totals, *, s
     record.row_count = totals.rows
     record.billing_periods = totals.period_labels()
     record.currency_totals = totals.as_json()
+    record.notes = dict(sorted(totals.notes.items()))
     record.error = ""
     record.finished_at = timezone.now()
     record.save(
@@ -433,6 +451,7 @@ def _record_success(record: ImportBatch | ImportBatchPart, totals: _Totals, *, s
             "row_count",
             "billing_periods",
             "currency_totals",
+            "notes",
             "error",
             "finished_at",
         ]

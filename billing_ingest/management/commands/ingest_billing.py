@@ -252,6 +252,8 @@ class Command(BaseCommand):
             f"{path}: {status}, {batch.row_count} rows, periods {periods}, "
             f"EffectiveCost {totals}; source {batch.source}, batch {batch.pk}"
         )
+        for note, rows in batch.notes.items():
+            self.stdout.write(f"{path}: note: {rows} row(s): {note}")
 
     def _warn_self_superseded(self, batches: list[ImportBatch]) -> None:
         # With one --source for a folder, a later file of the same period replaces an earlier
