@@ -19,7 +19,11 @@ from django.db import connection
 from finops.celery import app as celery_app
 from finops.org.models import Profile, Team
 
-SHARED_DIR = Path(__file__).resolve().parent.parent.parent / "shared"
+# ../shared beside the checkout; FINOPS_SHARED_DIR points elsewhere (a git worktree, whose
+# parent folder is not the checkout's).
+SHARED_DIR = Path(
+    os.environ.get("FINOPS_SHARED_DIR") or Path(__file__).resolve().parent.parent.parent / "shared"
+)
 SAMPLES_DIR = SHARED_DIR / "samples"
 
 
@@ -40,8 +44,12 @@ def celery_eager_unless_worker_test(request: pytest.FixtureRequest) -> Iterator[
 
 @pytest.fixture
 def samples_dir() -> Path:
-    """../shared/samples, or a clean skip where the checkout has no shared folder beside it."""
+    """../shared/samples, or a clean skip where the checkout has no shared folder beside it,
+    unless FINOPS_REQUIRE_SAMPLES=1 (CI), where a missing folder fails the test: a run that
+    silently skipped every sample test would pass without testing the real files."""
     if not SAMPLES_DIR.is_dir():
+        if os.environ.get("FINOPS_REQUIRE_SAMPLES") == "1":
+            pytest.fail(f"FINOPS_REQUIRE_SAMPLES=1 but {SAMPLES_DIR} is absent")
         pytest.skip("../shared/samples is absent")
     return SAMPLES_DIR
 

@@ -24,6 +24,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing_ingest.exporters.focus import COLUMNS, focus_month_export
+from billing_ingest.exporters.units import focus_unit
 from billing_ingest.models import CostLineItem
 from billing_ingest.tasks.export import export_focus_month
 from tests.conftest import SHARED_DIR
@@ -402,14 +403,15 @@ def test_task_exports_the_month(mixed_month: str, tmp_path: Path):
 # --------------------------------------------------------------------------- FOCUS validator
 
 
-@pytest.mark.skipif(
+needs_validator = pytest.mark.skipif(
     not VALIDATOR.exists() or shutil.which("bash") is None, reason="focus-validate is absent"
 )
-def test_focus_validator_finds_nothing_but_its_own_defects(mixed_month: str, tmp_path: Path):
-    out = tmp_path / "month.parquet"
-    export(mixed_month, out)
+
+
+def validator_failures(out: Path) -> set[str]:
+    """The rules focus-validate reports failed on `out` (skips the test if it cannot run)."""
     run = subprocess.run(
-        [str(VALIDATOR), str(out)], capture_output=True, text=True, timeout=240, check=False
+        [str(VALIDATOR), str(out)], capture_output=True, text=True, timeout=600, check=False
     )
     summary = re.search(r"Total: \d+ \| Pass: \d+ \| Fail: (\d+) \| Skipped: \d+", run.stdout)
     if summary is None:
@@ -417,7 +419,87 @@ def test_focus_validator_finds_nothing_but_its_own_defects(mixed_month: str, tmp
     report = Path(f"{out}.focus-report.txt").read_text()
     failed = set(re.findall(r"^❌ (\S+): FAIL", report, flags=re.M))
     assert int(summary.group(1)) == len(failed)
+    return failed
+
+
+@needs_validator
+def test_focus_validator_finds_nothing_but_its_own_defects(mixed_month: str, tmp_path: Path):
+    out = tmp_path / "month.parquet"
+    export(mixed_month, out)
+    failed = validator_failures(out)
     # Fail: 0 is out of reach for any file with a row outside a commitment, capacity reservation
     # or invoice (see VALIDATOR_DEFECTS); everything else must pass.
     assert failed - VALIDATOR_DEFECTS == set()
     assert "EffectiveCost-C-005-C" not in failed  # the only purchase here is amortized
+
+
+@pytest.fixture
+def demo_month(tmp_path: Path) -> str:
+    """The billing files of the small demo month, in their native formats, imported."""
+    from finops.demo.dataset import Format, coreweave_rates, dataset_build, dataset_write
+    from finops.demo.fleet import Month, Scale
+    from finops.demo.organisation import coreweave_rates_ensure
+
+    month = Month.parse("2025-10")
+    dataset = dataset_build(seed=42, month=month, scale=Scale.SMALL)
+    coreweave_rates_ensure(
+        rates=coreweave_rates(dataset), first=month.start.date(),
+        last=(month.end - dt.timedelta(days=1)).date(),
+    )  # fmt: skip
+    bills = (Format.AWS_CUR, Format.GCP_BIGQUERY, Format.AZURE, Format.COREWEAVE, Format.FOCUS)
+    for file in dataset_write(dataset=dataset, out=tmp_path / "demo"):
+        if file.format in bills:
+            call_command(
+                "ingest_billing", "--format", file.format, str(file.path), "--no-attribute",
+                stdout=io.StringIO(),
+            )  # fmt: skip
+    return "2025-10"
+
+
+@needs_validator
+@pytest.mark.parametrize("suffix", [".parquet", ".csv"])
+def test_demo_month_export_fails_only_the_documented_validator_defects(
+    demo_month: str, tmp_path: Path, suffix: str
+):
+    # The providers' own units ("1 GB/Month", "gibibyte month", "seconds", "Hrs") must come out
+    # in the FOCUS Unit Format: ConsumedUnit-C-003-O and PricingUnit-C-003-O pass.
+    out = tmp_path / f"demo{suffix}"
+    export(demo_month, out)
+    units = {item.consumed_unit for item in db_items(demo_month)}
+    assert {"1 GB/Month", "gibibyte month", "seconds"} <= units  # the units that used to fail
+    failed = validator_failures(out)
+    assert failed - VALIDATOR_DEFECTS == set()
+    assert not {"ConsumedUnit-C-003-O", "PricingUnit-C-003-O"} & failed
+
+
+# Expected spellings written from the FOCUS 1.2 Unit Format: data sizes as B/KB/GiB...,
+# time units capitalised and plural where a quantity of time is meant, <unit>-<time units>
+# for products, <units>/<time unit> for rates, "<n> <units>" for blocks.
+@pytest.mark.parametrize(
+    ("provider", "focus"),
+    [
+        ("Hrs", "Hours"),  # AWS
+        ("GB-Mo", "GB-Months"),
+        ("Lambda-GB-Second", "GB-Seconds"),
+        ("Requests", "Requests"),
+        ("seconds", "Seconds"),  # GCP
+        ("gibibyte", "GiB"),
+        ("gibibyte month", "GiB-Months"),
+        ("gibibyte hour", "GiB-Hours"),
+        ("byte-seconds", "B-Seconds"),
+        ("1 Hour", "Hours"),  # Azure
+        ("1 GB", "GB"),
+        ("1 GB/Month", "GB-Months"),
+        ("100 Hours", "100 Hours"),
+        ("10K Transactions", "10000 Transactions"),
+        ("10K", "10000 Units"),
+        ("OCPU Per Hour", "OCPU/Hour"),  # Oracle
+        ("GiBy.mo", "GiB-Months"),
+        ("vCPU Hours", "vCPU-Hours"),
+        ("GB/Hour", "GB/Hour"),
+        ("API Request", "API Request"),
+        ("", ""),
+    ],
+)
+def test_focus_unit(provider: str, focus: str):
+    assert focus_unit(provider) == focus

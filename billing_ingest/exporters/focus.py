@@ -32,6 +32,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from django.db.models import Count
 
+from billing_ingest.exporters.units import UNNAMED_UNIT, focus_unit
 from billing_ingest.models import MONEY_PLACES, CostLineItem
 
 FOCUS_VERSION = "1.2"
@@ -215,55 +216,7 @@ _SUB_ACCOUNT_TYPES = {
     "coreweave": "Namespace",
 }
 
-# Provider unit spellings -> FOCUS Unit Format (1.2 "Unit Format" attribute).
-_UNIT_ALIASES = {
-    "h": "Hours",
-    "hr": "Hours",
-    "hrs": "Hours",
-    "hour": "Hours",
-    "s": "Seconds",
-    "sec": "Seconds",
-    "mo": "Months",
-    "month": "Months",
-    "by": "B",
-    "kiby": "KiB",
-    "miby": "MiB",
-    "giby": "GiB",
-    "tiby": "TiB",
-}
-_TIME_PLURAL = {
-    "s": "Seconds",
-    "sec": "Seconds",
-    "second": "Seconds",
-    "seconds": "Seconds",
-    "h": "Hours",
-    "hr": "Hours",
-    "hrs": "Hours",
-    "hour": "Hours",
-    "hours": "Hours",
-    "d": "Days",
-    "day": "Days",
-    "days": "Days",
-    "mo": "Months",
-    "month": "Months",
-    "months": "Months",
-    "yr": "Years",
-    "year": "Years",
-    "years": "Years",
-}
-_UNIT_RATE_RE = re.compile(r"^(?P<base>.+?)\s+per\s+(?P<time>second|hour|day|month|year)$", re.I)
-_UNIT_TIME_RE = re.compile(
-    r"^(?P<base>[A-Za-z][A-Za-z0-9 ]*?)[-. ](?P<time>" + "|".join(_TIME_PLURAL) + r")$", re.I
-)
-_DATA_SIZE_UNITS = (
-    "|".join(
-        f"{prefix}{unit}" for prefix in ("", "K", "M", "G", "T", "P", "E") for unit in ("b", "B")
-    )
-    + "|"
-    + "|".join(f"{prefix}i{unit}" for prefix in "KMGTPE" for unit in ("b", "B"))
-)
-_UNIT_PRODUCT_RE = re.compile(r"^[A-Za-z]+-(?P<unit>(?:" + _DATA_SIZE_UNITS + r")-[A-Za-z]+)$")
-LUMP_SUM_UNIT = "Units"
+LUMP_SUM_UNIT = UNNAMED_UNIT
 
 _ARN_RE = re.compile(r"^arn:[^:]*:(?P<service>[^:]*):[^:]*:[^:]*:(?P<resource>.+)$")
 _AZURE_TYPE_RE = re.compile(r"/providers/(?P<namespace>[^/]+)/(?P<type>[^/]+)/", re.I)
@@ -307,31 +260,6 @@ def _next_month(day: date) -> date:
 
 def _midnight_utc(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
-
-
-def focus_unit(unit: str) -> str:
-    """A provider's unit spelled in FOCUS Unit Format where the meaning is unambiguous
-    ("GB-Mo" -> "GB-Months", "GiBy.mo" -> "GiB-Months", "OCPU Per Hour" -> "OCPU/Hour");
-    anything else unchanged."""
-    unit = unit.strip()
-    alias = _UNIT_ALIASES.get(unit.lower())
-    if alias is not None:
-        return alias
-    rate = _UNIT_RATE_RE.match(unit)
-    if rate is not None:
-        return f"{_unit_base(rate['base'])}/{rate['time'].capitalize()}"
-    product = _UNIT_PRODUCT_RE.match(unit)
-    if product is not None:
-        unit = product["unit"]  # "Lambda-GB-Seconds": the product name is not part of the unit
-    timed = _UNIT_TIME_RE.match(unit)
-    if timed is not None:
-        return f"{_unit_base(timed['base'])}-{_TIME_PLURAL[timed['time'].lower()]}"
-    return unit
-
-
-def _unit_base(base: str) -> str:
-    base = base.strip()
-    return _UNIT_ALIASES.get(base.lower(), base) if base.lower().endswith("by") else base
 
 
 def _divide(cost: Decimal, quantity: Decimal) -> Decimal:
