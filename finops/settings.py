@@ -105,6 +105,9 @@ LOGOUT_REDIRECT_URL = "login"
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=10 * 1024 * 1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = env.int("FILE_UPLOAD_MAX_MEMORY_SIZE", default=10 * 1024 * 1024)
 FINOPS_UPLOAD_MAX_BYTES = env.int("FINOPS_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024)
+# Longest line a line-oriented reader (CSV, sacct, Prometheus text, JSON lines) reads before
+# failing with the file and line: a line is read whole, so this bounds a worker's memory.
+FINOPS_MAX_LINE_BYTES = env.int("FINOPS_MAX_LINE_BYTES", default=4 * 1024 * 1024)
 
 # Where imported files and demo data live.
 FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))

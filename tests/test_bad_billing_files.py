@@ -184,3 +184,46 @@ def test_one_bad_file_in_a_folder_fails_the_command_but_not_the_others(tmp_path,
     assert CostLineItem.objects.filter(resource_id="ok").count() == 1
     assert not CostLineItem.objects.filter(resource_id="bad").exists()
     assert CostLineItem.objects.filter(billing_period__month=9).count() == good[0]
+
+
+# --- a line longer than FINOPS_MAX_LINE_BYTES ---------------------------------------------------
+
+LINE_CAP = 2 * 1024 * 1024  # above pyarrow's 1 MB block, so the columnar path gives up too
+
+
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_overlong_line_fails_naming_file_and_row(tmp_path, good, settings, gzipped):
+    settings.FINOPS_MAX_LINE_BYTES = LINE_CAP
+    # Row 4 (the third data row) is one line of 3 MB with no newline before its end.
+    rows = [row("r0"), row("r1"), row("x" * (3 * 1024 * 1024)), row("r3")]
+    data = csv_bytes(rows)
+    path = tmp_path / ("huge.csv.gz" if gzipped else "huge.csv")
+    path.write_bytes(gzip.compress(data) if gzipped else data)
+    error = assert_failed_harmlessly(path, good, ", row 4:", "FINOPS_MAX_LINE_BYTES")
+    assert f"{LINE_CAP:,} bytes" in error
+
+
+def test_line_within_the_cap_is_read(tmp_path, good, settings):
+    settings.FINOPS_MAX_LINE_BYTES = 200
+    rows = [row("r" * 60, "2.5")]  # each line under 200 bytes
+    data = csv_bytes(rows)
+    assert max(len(line) for line in data.splitlines()) < 200
+    path = tmp_path / "short.csv"
+    path.write_bytes(data)
+    ingest(path)
+    assert ImportBatch.objects.get(file_name=str(path.resolve())).status == "succeeded"
+
+
+def test_overlong_json_line_fails_naming_file_and_row(tmp_path, settings):
+    from billing_ingest.errors import ImportFormatError
+    from billing_ingest.parsers import billing_parser
+
+    settings.FINOPS_MAX_LINE_BYTES = 1000
+    path = tmp_path / "shard-000000000000"
+    # Blank lines first: the cap counts physical lines, so the overlong record is line 3.
+    path.write_text('\n\n{"service": {"description": "' + "y" * 5000 + '"}}\n')
+    with pytest.raises(ImportFormatError) as caught:
+        for _ in billing_parser("gcp-bigquery")(path, file_label="shard-000000000000"):
+            pass
+    assert (caught.value.file, caught.value.row) == ("shard-000000000000", 3)
+    assert "FINOPS_MAX_LINE_BYTES" in str(caught.value)

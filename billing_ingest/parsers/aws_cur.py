@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any, cast
 
 from django.conf import settings
 
@@ -49,6 +49,7 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
+from billing_ingest.parsers.lines import CappedText
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -757,7 +758,7 @@ _LIMITED_FIELDS = (
 # --------------------------------------------------------------------------- readers
 
 
-def _open_zip_member(path: Path, *, file_label: str) -> IO[str]:
+def _open_zip_member(path: Path, *, file_label: str) -> CappedText:
     """Legacy CUR can be delivered zipped: one CSV inside, streamed (never extracted whole)."""
     try:
         archive = zipfile.ZipFile(path)
@@ -770,14 +771,15 @@ def _open_zip_member(path: Path, *, file_label: str) -> IO[str]:
             f"zip holds {len(members)} files; expected one CUR CSV", file=file_label
         )
     binary = archive.open(members[0])
-    return io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    text = io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return CappedText(text, file_label=file_label)
 
 
 def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> LineItemChunks:
     if kind == "zip":
         handle = _open_zip_member(path, file_label=file_label)
     else:
-        handle = open_text(path, compressed=kind == "gzip")
+        handle = open_text(path, compressed=kind == "gzip", file_label=file_label)
     with handle:
         reader = csv.reader(handle)
         try:

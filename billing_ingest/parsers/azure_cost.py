@@ -389,7 +389,7 @@ def _no_data(file_label: str) -> ImportFormatError:
 
 
 def _csv_header(path: Path, *, file_label: str, compressed: bool) -> list[str]:
-    with open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed, file_label=file_label) as handle:
         try:
             return next(csv.reader(handle))
         except StopIteration:
@@ -408,7 +408,7 @@ def _parse_csv(
         mapper = _AzureRow(header, file_label=file_label)
     except ImportFormatError as exc:
         raise exc.with_row(1) from None  # the header is row 1 of a CSV
-    with open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed, file_label=file_label) as handle:
         reader = csv.reader(handle)
         next(reader)  # the header, already read
         rows: Iterator[tuple[int, Sequence[object]]] = csv_rows(

@@ -187,7 +187,7 @@ def parse_coreweave_invoice(
 ) -> LineItemChunks:
     """Chunks of CostLineItem field dicts from a CoreWeave per-namespace invoice CSV."""
     compressed = read_magic(path)[:2] == GZIP_MAGIC or path.suffix.lower() == ".gz"
-    with open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed, file_label=file_label) as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader)

@@ -392,7 +392,7 @@ def _chunked(
 def _parse_csv(
     path: Path, *, file_label: str, compressed: bool, chunk_size: int, make_builder: MakeBuilder
 ) -> LineItemChunks:
-    with open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed, file_label=file_label) as handle:
         reader = csv.reader(handle)
         try:
             header = next(reader)

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
@@ -35,6 +35,7 @@ from billing_ingest.parsers.checks import (
     check_unique_columns,
     text_problem,
 )
+from billing_ingest.parsers.lines import CappedText
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -302,7 +303,7 @@ class _GcpRow:
 # --------------------------------------------------------------------------- readers
 
 
-def _csv_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _csv_records(handle: CappedText, *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
     reader = csv.reader(handle)
     try:
         header = [name.strip() for name in next(reader)]
@@ -336,7 +337,7 @@ def _csv_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dic
         yield row_number, dict(zip(header, cells, strict=True))
 
 
-def _jsonl_records(handle: IO[str], *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _jsonl_records(handle: CappedText, *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
     line_number = 0
     while True:
         line_number += 1
@@ -433,7 +434,7 @@ def _schema_names(fields: list[Any], prefix: str = "") -> set[str]:
     return names
 
 
-def _first_character(handle: IO[str]) -> str:
+def _first_character(handle: CappedText) -> str:
     """The first non-blank character, read without consuming the stream (it is re-opened)."""
     try:
         for line in handle:
@@ -448,9 +449,9 @@ def _first_character(handle: IO[str]) -> str:
 def _text_records(
     path: Path, *, file_label: str, compressed: bool
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    with open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed, file_label=file_label) as handle:
         is_jsonl = _first_character(handle) == "{"
-    with open_text(path, compressed=compressed) as handle:
+    with open_text(path, compressed=compressed, file_label=file_label) as handle:
         if is_jsonl:
             yield from _jsonl_records(handle, file_label=file_label)
         else:

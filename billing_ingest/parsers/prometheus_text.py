@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.lines import capped_binary_lines
 
 # Below this a timestamp is seconds (OpenMetrics), not milliseconds (module docstring).
 _SECONDS_BELOW = 10**11
@@ -269,7 +270,7 @@ def _json_series(
 def _numbered(handle: IO[bytes], file_label: str) -> Iterator[tuple[int, str]]:
     """The file's lines numbered from 1, decoded one by one so that a byte that is not UTF-8
     names its own line (a byte order mark before the first is dropped)."""
-    for number, raw in enumerate(handle, start=1):
+    for number, raw in capped_binary_lines(handle, file_label=file_label):
         try:
             line = (raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw).decode("utf-8")
         except UnicodeDecodeError as exc:

@@ -29,6 +29,7 @@ from billing_ingest.currencies import ISO_4217_CODES
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, CostLineItem
 from billing_ingest.parsers.checks import check_cells
+from billing_ingest.parsers.lines import CappedText
 
 # Rows per chunk: one bulk insert each; bounds memory whatever the file size.
 CHUNK_ROWS = 50_000
@@ -212,14 +213,22 @@ def read_magic(path: Path) -> bytes:
         return handle.read(4)
 
 
-def open_text(path: Path, *, compressed: bool) -> IO[str]:
-    """A CSV file (gzip or plain) opened for the csv module."""
+def open_text(path: Path, *, compressed: bool, file_label: str | None = None) -> CappedText:
+    """A CSV file (gzip or plain) opened for the csv module, its lines capped at
+    FINOPS_MAX_LINE_BYTES (an overlong line fails naming `file_label` and its line)."""
+    label = file_label if file_label is not None else path.name
     # utf-8-sig drops a byte order mark (Azure and Excel write one) and is plain UTF-8 otherwise.
     # A byte that is not UTF-8 becomes a surrogate in its cell, which csv_rows reports with its
     # row and column (the decoder itself reads ahead and cannot say which row it was on).
+    handle: IO[str]
     if compressed:
-        return gzip.open(path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline="")
-    return path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="")
+        # Closed by the CappedText, which callers use as a context manager.
+        handle = gzip.open(  # noqa: SIM115
+            path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline=""
+        )
+    else:
+        handle = path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return CappedText(handle, file_label=label)
 
 
 def csv_rows(

@@ -87,7 +87,7 @@ def read_utilisation_csv(path: Path, *, file_label: str) -> dict[str, Decimal]:
     """job id -> utilisation; raises ImportFormatError naming file, row and column."""
     result: dict[str, Decimal] = {}
     first_row: dict[str, int] = {}
-    with open_text(path, compressed=path.suffix == ".gz") as handle:
+    with open_text(path, compressed=path.suffix == ".gz", file_label=file_label) as handle:
         reader = csv.reader(handle)
         try:
             header_cells = next(reader, None)
