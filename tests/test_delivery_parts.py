@@ -294,3 +294,13 @@ def test_billing_file_kind_reads_the_content(tmp_path, name, content, kind):
     path = tmp_path / name
     path.write_bytes(content)
     assert billing_file_kind(path) == kind
+
+
+def test_an_overlong_csv_header_is_refused_without_reading_it_whole(tmp_path, settings):
+    first = write(tmp_path / "a.csv", focus_csv(["1"]))
+    long_header = ",".join(FOCUS_COLUMNS + [f"x_Extra{i}" for i in range(20)])
+    second = write(tmp_path / "b.csv", long_header + "\n")
+    assert len(focus_csv(["1"]).splitlines()[0]) < 200
+    settings.FINOPS_MAX_LINE_BYTES = 200
+    with pytest.raises(PartsMismatchError, match=r"b\.csv: header line is longer than 200 bytes"):
+        parts_check([first, second], labels=["a.csv", "b.csv"])

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, cast
 
+from billing_ingest.parsers.lines import max_line_bytes
 from billing_ingest.sources import SourceFetchError
 
 _GZIP = b"\x1f\x8b"
@@ -82,11 +83,16 @@ def _part(path: Path, label: str) -> _Part:
 
 
 def _csv_header(part: _Part) -> bytes:
+    limit = max_line_bytes()
     try:
         with _open(part.path, gzipped=part.gzipped) as handle:
-            line = handle.readline()
+            line = handle.readline(limit + 1)
     except (EOFError, OSError, zlib.error) as exc:
         raise _corrupt(part.label, exc) from None
+    if len(line) > limit and not line.endswith(b"\n"):
+        raise PartsMismatchError(
+            f"{part.label}: header line is longer than {limit:,} bytes (FINOPS_MAX_LINE_BYTES)"
+        )
     return line.removeprefix(_BOM).rstrip(b"\r\n")
 
 
