@@ -138,7 +138,13 @@ def _accepted_for(
     accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]],
     series: tuple[int | None, str, str],
 ) -> list[detector.Accepted]:
-    return accepted.get(series, [])
+    """Events marked expected for the series; for a provider or service series also those of
+    its team's daily cost: one event seen in both is one deliberate change."""
+    own = list(accepted.get(series, []))
+    team_id, kind, _ = series
+    if kind in (PROVIDER, SERVICE):
+        own += accepted.get((team_id, TEAM, ""), [])
+    return own
 
 
 @dataclass(slots=True)
