@@ -47,9 +47,9 @@ def anomaly_list_filtered(
     if severity:
         queryset = queryset.filter(severity=severity)
     if min_impact is not None:
-        # Money is text on SQLite: compare in Python-free SQL only on PostgreSQL is not worth
-        # it here; the page lists are small, so filter the ids exactly in Python.
-        ids = [a.pk for a in queryset.only("pk", "impact") if a.impact >= min_impact]
+        # Money is text on SQLite, where SQL compares it as text: filter exactly in Python
+        # (the lists are small: anomalies, not ledger rows).
+        ids = [pk for pk, impact in queryset.values_list("pk", "impact") if impact >= min_impact]
         queryset = queryset.filter(pk__in=ids)
     return queryset
 
