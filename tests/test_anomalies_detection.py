@@ -166,3 +166,14 @@ def test_other_currency_rows_are_converted_to_the_reporting_currency(team) -> No
     assert anomaly.currency == "USD"
     assert anomaly.drivers.get(key="run-eu").actual == Decimal("3000")
     assert AllocatedCost.objects.filter(billing_currency="EUR").count() == 1
+
+
+def test_detection_and_digests_run_daily_from_beat() -> None:
+    from finops.anomalies.tasks import detect_anomalies_recent, send_anomaly_digests
+    from finops.celery import app
+
+    tasks = {e["task"]: e for e in app.conf.beat_schedule.values()}
+    for task in (detect_anomalies_recent, send_anomaly_digests):
+        entry = tasks[task.name]
+        assert entry["options"]["expires"] < 24 * 3600
+        assert len(entry["schedule"].hour) == 1 and len(entry["schedule"].minute) == 1
