@@ -65,4 +65,19 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute="5,35"),
         "options": {"expires": 25 * 60},
     },
+    # Anomalies: the pipeline evaluates a month right after its attribution; this daily run
+    # after the nightly re-attribution (03:30) picks up restatements and moves ongoing level
+    # shifts on by a day. Idempotent; expires before the next day's run.
+    "detect-anomalies-daily": {
+        "task": "finops.anomalies.tasks.detect_anomalies_recent",
+        "schedule": crontab(minute=20, hour=5),
+        "options": {"expires": 20 * 3600},
+    },
+    # Digest readers get yesterday's (UTC) anomalies once, in the morning after the detection
+    # run. Each digest's outbox key is per user and day, so a re-run sends nothing twice.
+    "send-anomaly-digests-daily": {
+        "task": "finops.anomalies.tasks.send_anomaly_digests",
+        "schedule": crontab(minute=0, hour=7),
+        "options": {"expires": 20 * 3600},
+    },
 }

@@ -4,6 +4,7 @@ Embedded default (no environment at all): SQLite in the project folder, Celery e
 email. Production and CI set DATABASE_URL, CELERY_BROKER_URL and EMAIL_URL.
 """
 
+from decimal import Decimal
 from pathlib import Path
 
 import environ
@@ -39,6 +40,7 @@ INSTALLED_APPS = [
     "finops.pricing",
     "finops.inference",
     "finops.notifications",
+    "finops.anomalies",
     "finops.api",
     "finops.web",
     "finops.demo",
@@ -119,6 +121,14 @@ FINOPS_DEFAULT_CURRENCY = env.str("FINOPS_DEFAULT_CURRENCY", default="USD")
 FINOPS_REPORTING_CURRENCY = env.str("FINOPS_REPORTING_CURRENCY", default="USD").upper()
 # Tag keys that name the owning team out of the box (DESIGN section 5, step 5).
 FINOPS_TEAM_TAG_KEYS = env.list("FINOPS_TEAM_TAG_KEYS", default=["team", "Team", "finops:team"])
+
+# Anomalies (finops.anomalies): an event is reported only when it costs at least this much in
+# the reporting currency AND this many percent over the expected value (noise in small series
+# pages nobody).
+FINOPS_ANOMALY_MIN_IMPACT = Decimal(env.str("FINOPS_ANOMALY_MIN_IMPACT", default="100"))
+FINOPS_ANOMALY_MIN_PERCENT = Decimal(env.str("FINOPS_ANOMALY_MIN_PERCENT", default="20"))
+# Absolute links in emails (no request to build them from in a worker).
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 
 # Run after every import for the billing months it touched (found by name: see reattribute.py).
 FINOPS_REATTRIBUTE_TASK = "finops.attribution.tasks.attribute_month"

@@ -2,11 +2,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
-from finops.api import views
+from finops.api import anomalies, views
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="api-team")
 router.register("runs", views.RunCostViewSet, basename="api-run")
+router.register("anomalies", anomalies.AnomalyViewSet, basename="api-anomaly")
 router.register("import-batches", views.ImportBatchViewSet, basename="api-import-batch")
 
 urlpatterns = [

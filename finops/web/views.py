@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 
 from billing_ingest.models import ImportBatch
+from finops.anomalies.selectors import open_anomaly_counts
 from finops.api.filters import RunCostFilterSet, month_format, month_parse
 from finops.attribution import selectors
 from finops.inference import selectors as inference_selectors
@@ -54,6 +55,11 @@ def overview(request: HttpRequest) -> HttpResponse:
         "months": months,
         "overview": data,
         "categories": selectors.CATEGORIES,
+        "open_anomalies": sum(
+            open_anomaly_counts(
+                teams=team_list_visible(user=request.user), include_unowned=finance
+            ).values()
+        ),
     }
     return render(request, "web/overview.html", context)
 
@@ -76,6 +82,9 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "data": selectors.team_month(team=team, month=month),
         "runs": list(runs_filter.qs),
         "categories": selectors.CATEGORIES,
+        "open_anomalies": open_anomaly_counts(
+            teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
+        ).get(team.pk, 0),
     }
     return render(request, "web/team.html", context)
 

@@ -1,0 +1,254 @@
+"""Anomaly detection quality on labelled daily cost series, against the rules peers ship.
+
+    .venv/bin/python bench/anomalies.py [--series 300] [--seed 7]
+
+Builds `--series` seeded daily series of 91 days (from the 20th of a month, so the first month
+start falls in the 14-day warm-up): base level 500-20,000 a day, multiplicative noise 2-20 %
+(each series its own), weekly seasonality (weekends at 50-90 %) on 60 %, gradual linear growth
+(0.3-1.5 % of the base a day, which must NOT alert) on 30 %, a fee of 0.5-2x the base on the 1st
+of every month on 30 %, 1-3 holidays (usage 30-60 %) on 30 %, and 0-2 labelled events each:
+spikes (one day) and level shifts (10-30 days or to the end), adding 6-18 noise standard
+deviations (at least 30 %) of the day's weekday level, never on a holiday or a month start.
+
+Each method sees each series day by day (only the past) and may not alert in the first 14 days;
+every method gets the same floors (impact >= 100, >= +20 %) and looks upward only, so the
+comparison is about the statistics, not the floors. Alert days of a baseline are merged into
+events when at most one day apart. A detected event is a true positive when it starts within
+the label's window (a spike: its day or the next; a level shift: its first 7 days); several
+detections of one label all count as true positives (lenient to the baselines, which re-fire
+during a shift), each label counts once for recall. Delay: days from the label's first day to
+the day the method reported it (ours: the day the event cleared both floors).
+
+Methods: ours (`finops.anomalies.detector.detect`); OptScale's rule (today > mean of the last 7
+days x 1.2); Kubecost's spend change (today vs the mean of the previous 30 days, relative
+threshold 20 %); a plain z-score (today vs mean and standard deviation of the last 28 days,
+z > 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from finops.anomalies.detector import DetectorSettings, detect
+
+DAYS = 91
+WARM_UP = 14
+MIN_IMPACT = 100.0
+MIN_PERCENT = 0.20
+
+
+@dataclass
+class Label:
+    kind: str
+    start: int
+    end: int  # inclusive
+
+
+@dataclass
+class Series:
+    start: dt.date
+    values: list[float]
+    labels: list[Label] = field(default_factory=list)
+    traits: set[str] = field(default_factory=set)
+
+
+def _month_starts(start: dt.date) -> set[int]:
+    return {i for i in range(DAYS) if (start + dt.timedelta(days=i)).day == 1}
+
+
+def build_series(rng: random.Random) -> Series:
+    start = dt.date(2025, rng.randint(1, 9), 20)
+    base = rng.uniform(500, 20000)
+    noise = rng.uniform(0.02, 0.20)
+    traits: set[str] = set()
+    weekend = 1.0
+    if rng.random() < 0.6:
+        weekend = rng.uniform(0.5, 0.9)
+        traits.add("weekly")
+    growth = 0.0
+    if rng.random() < 0.3:
+        growth = rng.uniform(0.003, 0.015)
+        traits.add("growth")
+    fee = 0.0
+    if rng.random() < 0.3:
+        fee = rng.uniform(0.5, 2.0) * base
+        traits.add("month-start fee")
+    month_starts = _month_starts(start)
+    holidays: set[int] = set()
+    if rng.random() < 0.3:
+        holidays = {rng.randint(WARM_UP, DAYS - 1) for _ in range(rng.randint(1, 3))} - month_starts
+        traits.add("holidays")
+    level = [base * (1 + growth * i) for i in range(DAYS)]
+    extra = [0.0] * DAYS
+    labels: list[Label] = []
+    taken = set(holidays) | month_starts
+    for _ in range(rng.choice([0, 0, 1, 1, 2])):
+        magnitude = max(0.30, 6 * noise) * rng.uniform(1.0, 3.0)
+        for _attempt in range(20):
+            first = rng.randint(WARM_UP + 6, DAYS - 5)
+            if rng.random() < 0.5:
+                kind, end = "spike", first
+            else:
+                kind, end = "level_shift", min(DAYS - 1, first + rng.choice([10, 20, 30, DAYS]))
+            span = set(range(first - 8, end + 9))
+            if first in taken or span & {
+                d for label in labels for d in range(label.start, label.end + 1)
+            }:
+                continue
+            for i in range(first, end + 1):
+                extra[i] = level[i] * magnitude
+            labels.append(Label(kind, first, end))
+            taken |= set(range(first, end + 1))
+            break
+    values = []
+    for i in range(DAYS):
+        day = start + dt.timedelta(days=i)
+        value = level[i] * (weekend if day.weekday() >= 5 else 1.0)
+        if i in holidays:
+            value *= rng.uniform(0.3, 0.6)
+        value *= max(0.0, 1 + rng.gauss(0, noise))
+        if i in month_starts:
+            value += fee
+        value += extra[i] * max(0.0, 1 + rng.gauss(0, noise))
+        values.append(round(value, 2))
+    return Series(start, values, sorted(labels, key=lambda label: label.start), traits)
+
+
+# --- methods: each returns [(first day, reported day)] of its events ---------------------------
+
+Events = list[tuple[int, int]]
+
+
+def ours(series: Series) -> Events:
+    days = [series.start + dt.timedelta(days=i) for i in range(DAYS)]
+    settings = DetectorSettings(
+        min_impact=Decimal(int(MIN_IMPACT)), min_percent=Decimal(int(MIN_PERCENT * 100))
+    )
+    detection = detect(days, [Decimal(str(v)) for v in series.values], settings=settings)
+    return [((e.first - series.start).days, (e.reported_on - series.start).days)
+            for e in detection.events]  # fmt: skip
+
+
+def _rule(alert: Callable[[list[float], float], bool]) -> Callable[[Series], Events]:
+    """A peer's rule, evaluated day by day; alert days merged into events (gaps <= 1 day)."""
+
+    def run(series: Series) -> Events:
+        alerts = [i for i in range(WARM_UP, DAYS) if alert(series.values[:i], series.values[i])]
+        events: Events = []
+        for i in alerts:
+            if events and i - events[-1][1] <= 2:
+                events[-1] = (events[-1][0], i)
+            else:
+                events.append((i, i))
+        return [(first, first) for first, _ in events]
+
+    return run
+
+
+def _floors(today: float, expected: float) -> bool:
+    return today - expected >= MIN_IMPACT and today >= expected * (1 + MIN_PERCENT)
+
+
+def optscale(history: list[float], today: float) -> bool:
+    mean = statistics.fmean(history[-7:])
+    return today > mean * 1.2 and _floors(today, mean)
+
+
+def kubecost(history: list[float], today: float) -> bool:
+    mean = statistics.fmean(history[-30:])
+    return mean > 0 and (today - mean) / mean > 0.20 and _floors(today, mean)
+
+
+def zscore(history: list[float], today: float) -> bool:
+    window = history[-28:]
+    mean, sd = statistics.fmean(window), statistics.pstdev(window)
+    return sd > 0 and (today - mean) / sd > 3 and _floors(today, mean)
+
+
+METHODS: dict[str, Callable[[Series], Events]] = {
+    "ours (robust seasonal)": ours,
+    "OptScale (mean 7d x 1.2)": _rule(optscale),
+    "Kubecost (vs 30d mean, 20 %)": _rule(kubecost),
+    "z-score (28d, z > 3)": _rule(zscore),
+}
+
+
+def _window(label: Label) -> range:
+    return range(label.start, label.start + (2 if label.kind == "spike" else 7))
+
+
+@dataclass
+class Score:
+    tp: int = 0
+    fp: int = 0
+    labels: int = 0
+    found: int = 0
+    delays: list[int] = field(default_factory=list)
+    fp_traits: dict[str, int] = field(default_factory=dict)
+
+    def line(self, name: str, seconds: float) -> str:
+        precision = self.tp / (self.tp + self.fp) if self.tp + self.fp else 0.0
+        recall = self.found / self.labels if self.labels else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        delay = statistics.median(self.delays) if self.delays else float("nan")
+        return (f"{name:30} {precision:9.3f} {recall:7.3f} {f1:6.3f} {delay:7.1f} "
+                f"{self.tp:5} {self.fp:5} {seconds:7.2f}")  # fmt: skip
+
+
+def score(series: Series, events: Events, into: Score) -> None:
+    into.labels += len(series.labels)
+    found: dict[int, int] = {}
+    for first, reported in events:
+        match = next((k for k, lb in enumerate(series.labels) if first in _window(lb)), None)
+        if match is None:
+            into.fp += 1
+            for trait in series.traits or {"plain"}:
+                into.fp_traits[trait] = into.fp_traits.get(trait, 0) + 1
+            continue
+        into.tp += 1
+        found.setdefault(match, reported - series.labels[match].start)
+    into.found += len(found)
+    into.delays.extend(found.values())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--series", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
+    rng = random.Random(args.seed)
+    corpus = [build_series(rng) for _ in range(args.series)]
+    kinds: dict[str, int] = {}
+    for s in corpus:
+        for label in s.labels:
+            kinds[label.kind] = kinds.get(label.kind, 0) + 1
+    print(f"{len(corpus)} series x {DAYS} days, labelled events: {kinds}")
+    print(f"{'method':30} {'precision':>9} {'recall':>7} {'F1':>6} {'delay_d':>7} "
+          f"{'TP':>5} {'FP':>5} {'seconds':>7}")  # fmt: skip
+    for name, method in METHODS.items():
+        total = Score()
+        started = time.perf_counter()
+        for s in corpus:
+            score(s, method(s), total)
+        print(total.line(name, time.perf_counter() - started))
+        if total.fp_traits:
+            print(
+                f"{'':30} false positives by series trait: {dict(sorted(total.fp_traits.items()))}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,500 @@
+"""The anomaly detector: pure Python and Decimal, no ORM (the service feeds it series).
+
+For each day t of a series, the expected value comes from the series' own history only:
+
+- History: the last `window` (28) days before t that are not part of an unaccepted event, from
+  the series' first day, or from the first day of the newest level shift someone marked
+  `expected` (a new normal starts there). Month-start style recurring excess (below) is taken
+  out of a history day before it is used.
+- Weekday seasonality (14+ history days, 2+ of each weekday): season[w] = median of weekday w /
+  median of all, multiplicative, as costs are.
+- Trend (14+ history days): a Theil-Sen slope (median of pairwise slopes of the deseasonalised
+  values, pairs at least a week apart so weekly noise cancels), so steady growth does not alert.
+  level(t) = median(d_j + slope x (t - j)); expected = max(0, level(t) x season[weekday(t)]).
+- Spread: sigma = 1.4826 x MAD of the relative in-sample residuals (robust; at least 1 %),
+  times the expected value: noise is proportional to the level.
+- Recurring monthly excess: when the same day of the previous month was out of band but not an
+  anomaly (seen during warm-up, itself recurring, or marked expected), its excess is expected
+  again: a support fee on the 1st of every month is learnt once, not alerted monthly.
+
+Events (upward only: a cost drop pages nobody):
+
+- A day opens a candidate when its robust z >= `threshold` and it is >= min_percent above the
+  expected value; a candidate goes on while days stay z >= `continue_threshold` and >= half the
+  percent floor, tolerating `max_gap` normal days; it ends after that.
+- A candidate is an anomaly once its impact (sum of actual - expected over its days, times the
+  day's weight: 1 for money series, requests/1,000 for a cost per 1k requests, node cost for an
+  idle share) reaches min_impact AND its percent over expected reaches min_percent.
+- Kind: `level_shift` once it has lasted `level_shift_days` (3) days, else `spike`. A level shift
+  is one event extended day by day until it ends, or until it is marked expected.
+- Nothing is evaluated before `min_history` (14) days of the series exist.
+
+New cost sources (`new_sources`) are a separate pure function below.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+SPIKE = "spike"
+LEVEL_SHIFT = "level_shift"
+NEW_SOURCE = "new_source"
+
+ZERO = Decimal(0)
+ONE = Decimal(1)
+_HUNDRED = Decimal(100)
+_MAD_TO_SIGMA = Decimal("1.4826")
+_MIN_RELATIVE_SIGMA = Decimal("0.01")
+# Pairs closer than this do not vote for the trend: adjacent days differ by noise mostly.
+_TREND_MIN_SPAN = 7
+# The smallest history to compute any expected value from (after an accepted level shift).
+_MIN_FIT_DAYS = 3
+# Weight of the weekday group's median in a weekday's factor, in samples.
+_SHRINK = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorSettings:
+    min_impact: Decimal = Decimal(100)
+    # Percent, e.g. 20 for 20 %.
+    min_percent: Decimal = Decimal(20)
+    min_history: int = 14
+    window: int = 42
+    threshold: Decimal = Decimal("5")
+    continue_threshold: Decimal = Decimal(2)
+    level_shift_days: int = 3
+    max_gap: int = 1
+    # New sources: the days after first sight whose cost counts towards the floor.
+    new_source_days: int = 7
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """An event someone marked `expected`: its days are normal, and a level shift is the new
+    baseline from its first day on."""
+
+    first: dt.date
+    last: dt.date
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class DayFit:
+    day: dt.date
+    actual: Decimal | None
+    expected: Decimal | None
+    low: Decimal | None
+    high: Decimal | None
+
+
+@dataclass(slots=True)
+class Event:
+    kind: str
+    first: dt.date
+    last: dt.date
+    # Money: sums over [first, last] of value x weight and expected x weight.
+    actual: Decimal
+    expected: Decimal
+    # The day the event first cleared both floors (when it would have been reported).
+    reported_on: dt.date
+    ongoing: bool
+    peak_z: Decimal
+
+    @property
+    def impact(self) -> Decimal:
+        return self.actual - self.expected
+
+
+@dataclass(slots=True)
+class Detection:
+    events: list[Event] = field(default_factory=list)
+    fits: list[DayFit] = field(default_factory=list)
+
+
+def median(values: Sequence[Decimal]) -> Decimal:
+    ordered = sorted(values)
+    n = len(ordered)
+    middle = n // 2
+    return ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _percent(deviation: Decimal, expected: Decimal) -> Decimal | None:
+    """deviation as a percent of expected; None when nothing was expected (infinitely more)."""
+    return deviation * _HUNDRED / expected if expected > 0 else None
+
+
+def _clears_percent(deviation: Decimal, expected: Decimal, floor: Decimal) -> bool:
+    pct = _percent(deviation, expected)
+    return deviation > 0 if pct is None else pct >= floor
+
+
+@dataclass(slots=True)
+class _Fit:
+    expected: Decimal
+    sigma: Decimal
+    # The model, to evaluate another day d: (level - slope x (t - d)) x season[weekday(d)].
+    t: int = 0
+    level: Decimal = ZERO
+    slope: Decimal = ZERO
+    relative_sigma: Decimal = ZERO
+    season: dict[int, Decimal] | None = None
+
+    def at(self, position: int, weekday: int) -> tuple[Decimal, Decimal]:
+        """Expected value and sigma of another day under this fit."""
+        factor = self.season.get(weekday, ONE) if self.season else ONE
+        expected = max(ZERO, (self.level - self.slope * (self.t - position)) * factor)
+        return expected, self.relative_sigma * expected
+
+
+def _group(weekday: int) -> int:
+    return 1 if weekday >= 5 else 0
+
+
+def _shrunk(own: list[Decimal], group: list[Decimal], overall: Decimal) -> Decimal:
+    """A weekday's factor: its median, shrunk toward the median of its group (workdays or the
+    weekend) as if _SHRINK more samples said the group's value; with 2-6 samples a weekday's
+    own median is mostly noise, the group's is not."""
+    n = len(own)
+    return (n * median(own) + _SHRINK * median(group)) / ((n + _SHRINK) * overall)
+
+
+def _seasonal_factors(
+    values: list[Decimal], weekdays: list[int]
+) -> tuple[dict[int, Decimal], list[Decimal]] | None:
+    """Weekday factors, and for each history day its factor computed without that day.
+
+    The leave-one-out factors give honest residuals: a weekday median of 4 samples sits right
+    between its middle samples, so in-sample residuals would understate the noise."""
+    by_day: dict[int, list[Decimal]] = {}
+    by_group: dict[int, list[Decimal]] = {}
+    for value, weekday in zip(values, weekdays, strict=True):
+        by_day.setdefault(weekday, []).append(value)
+        by_group.setdefault(_group(weekday), []).append(value)
+    if len(by_day) < 7 or min(len(v) for v in by_day.values()) < 2:
+        return None
+    overall = median(values)
+    if overall <= 0:
+        return None
+    factors = {w: _shrunk(v, by_group[_group(w)], overall) for w, v in by_day.items()}
+    loo: list[Decimal] = []
+    for value, weekday in zip(values, weekdays, strict=True):
+        own = list(by_day[weekday])
+        own.remove(value)
+        group = list(by_group[_group(weekday)])
+        group.remove(value)
+        loo.append(_shrunk(own, group, overall))
+    return factors, loo
+
+
+def _theil_sen(points: list[tuple[int, Decimal]]) -> Decimal:
+    slopes = [
+        (dj - di) / (j - i)
+        for a, (i, di) in enumerate(points)
+        for j, dj in points[a + 1 :]
+        if j - i >= _TREND_MIN_SPAN
+    ]
+    return median(slopes) if slopes else ZERO
+
+
+def fit_day(
+    positions: list[int], values: list[Decimal], weekdays: list[int], t: int, weekday: int
+) -> _Fit | None:
+    """Expected value and sigma at position t from history (positions are day numbers)."""
+    if len(values) < _MIN_FIT_DAYS:
+        return None
+    seasonal = _seasonal_factors(values, weekdays) if len(values) >= 14 else None
+    season = seasonal[0] if seasonal else None
+    factors = [season[w] if season else ONE for w in weekdays]
+    held_out = seasonal[1] if seasonal else factors
+    points = [(p, v / f) for p, v, f in zip(positions, values, factors, strict=True) if f > 0]
+    if not points:
+        return _Fit(ZERO, ZERO)
+    slope = _theil_sen(points) if len(values) >= 14 else ZERO
+    level = median([d + slope * (t - p) for p, d in points])
+    factor_t = season.get(weekday, ONE) if season else ONE
+    expected = max(ZERO, level * factor_t)
+    relative: list[Decimal] = []
+    for p, v, f in zip(positions, values, held_out, strict=True):
+        fitted = (level - slope * (t - p)) * f
+        if fitted > 0:
+            relative.append(v / fitted - 1)
+    relative_sigma = ZERO
+    if relative:
+        centre = median(relative)
+        mad = median([abs(r - centre) for r in relative])
+        relative_sigma = max(_MAD_TO_SIGMA * mad, _MIN_RELATIVE_SIGMA)
+    return _Fit(expected, relative_sigma * expected, t, level, slope, relative_sigma, season)
+
+
+def _same_day_previous_month(day: dt.date) -> dt.date | None:
+    year, month = (day.year, day.month - 1) if day.month > 1 else (day.year - 1, 12)
+    try:
+        return day.replace(year=year, month=month)
+    except ValueError:  # the 31st of a 30-day month has no twin
+        return None
+
+
+@dataclass(slots=True)
+class _Candidate:
+    first: int
+    last: int
+    days: list[int]
+    gap: int = 0
+    reported_on: int | None = None
+    peak_z: Decimal = ZERO
+
+
+class _Run:
+    """One pass over a series, day by day (each day sees only the days before it)."""
+
+    def __init__(
+        self,
+        days: Sequence[dt.date],
+        values: Sequence[Decimal | None],
+        weights: Sequence[Decimal],
+        settings: DetectorSettings,
+        accepted: Sequence[Accepted],
+    ) -> None:
+        self.days = days
+        self.values = values
+        self.weights = weights
+        self.settings = settings
+        self.index = {day: i for i, day in enumerate(days)}
+        self.accepted_at: dict[int, Accepted] = {}
+        for event in accepted:
+            for i, day in enumerate(days):
+                if event.first <= day <= event.last:
+                    self.accepted_at[i] = event
+        self.start = next((i for i, v in enumerate(values) if v is not None and v > 0), None)
+        self.excluded: set[int] = set()
+        self.expected: dict[int, Decimal] = {}
+        self.sigma: dict[int, Decimal] = {}
+        self.events: list[Event] = []
+        self.candidate: _Candidate | None = None
+
+    def _history_start(self, t: int) -> int:
+        start = self.start or 0
+        for i, event in self.accepted_at.items():
+            if event.kind == LEVEL_SHIFT and i < t and self.days[i] == event.first:
+                start = max(start, i)
+        return start
+
+    def _history(self, t: int) -> tuple[list[int], list[Decimal], list[int]]:
+        positions: list[int] = []
+        values: list[Decimal] = []
+        weekdays: list[int] = []
+        j = t - 1
+        floor = self._history_start(t)
+        while j >= floor and len(values) < self.settings.window:
+            value = self.values[j]
+            if value is not None and j not in self.excluded:
+                positions.append(j)
+                values.append(value)
+                weekdays.append(self.days[j].weekday())
+            j -= 1
+        return positions, values, weekdays
+
+    def _recurring_excess(self, t: int, fit: _Fit) -> Decimal:
+        """The excess of the same day last month, when that day was above the band's inner
+        edge (continue_threshold) under today's fit, which has its weekday factors and trend,
+        yet no anomaly: a recurring charge."""
+        previous = _same_day_previous_month(self.days[t])
+        p = self.index.get(previous) if previous else None
+        if p is None or self.start is None or p < self.start or p in self.excluded:
+            return ZERO
+        value = self.values[p]
+        if value is None:
+            return ZERO
+        expected, sigma = fit.at(p, self.days[p].weekday())
+        excess = value - expected
+        return excess if self._z(excess, sigma) >= self.settings.continue_threshold else ZERO
+
+    def run(self) -> Detection:
+        for t in range(len(self.days)):
+            self._step(t)
+        if self.candidate is not None:
+            self._close(self.candidate, ongoing=True)
+        return Detection(events=self.events, fits=self._fits())
+
+    def _step(self, t: int) -> None:
+        value = self.values[t]
+        if value is None or self.start is None or t < self.start:
+            return
+        fit = fit_day(*self._history(t), t, self.days[t].weekday())
+        if fit is None:
+            return
+        expected = fit.expected + self._recurring_excess(t, fit)
+        self.expected[t], self.sigma[t] = expected, fit.sigma
+        if t in self.accepted_at or t - self.start < self.settings.min_history:
+            return
+        z = self._z(value - expected, fit.sigma)
+        if z >= self.settings.threshold or self.candidate is not None:
+            self._track(t, value, expected, z)
+
+    @staticmethod
+    def _z(deviation: Decimal, sigma: Decimal) -> Decimal:
+        if sigma > 0:
+            return deviation / sigma
+        return Decimal("Infinity") if deviation > 0 else ZERO
+
+    def _track(self, t: int, value: Decimal, expected: Decimal, z: Decimal) -> None:
+        s = self.settings
+        deviation = value - expected
+        candidate = self.candidate
+        if candidate is None:
+            if _clears_percent(deviation, expected, s.min_percent):
+                self.candidate = _Candidate(first=t, last=t, days=[t], peak_z=z)
+                self.excluded.add(t)
+                self._maybe_report(self.candidate, t)
+            return
+        if z >= s.continue_threshold and _clears_percent(deviation, expected, s.min_percent / 2):
+            candidate.last = t
+            candidate.days.append(t)
+            candidate.gap = 0
+            candidate.peak_z = max(candidate.peak_z, z)
+            self.excluded.add(t)
+            self._maybe_report(candidate, t)
+            return
+        candidate.gap += 1
+        if candidate.gap > s.max_gap:
+            self._close(candidate, ongoing=False)
+            self.candidate = None
+
+    def _sums(self, candidate: _Candidate) -> tuple[Decimal, Decimal]:
+        actual = expected = ZERO
+        for i in range(candidate.first, candidate.last + 1):
+            value = self.values[i]
+            if value is None or i not in self.expected:
+                continue
+            actual += value * self.weights[i]
+            expected += self.expected[i] * self.weights[i]
+        return actual, expected
+
+    def _maybe_report(self, candidate: _Candidate, t: int) -> None:
+        if candidate.reported_on is not None:
+            return
+        actual, expected = self._sums(candidate)
+        impact = actual - expected
+        if impact >= self.settings.min_impact and _clears_percent(
+            impact, expected, self.settings.min_percent
+        ):
+            candidate.reported_on = t
+
+    def _close(self, candidate: _Candidate, *, ongoing: bool) -> None:
+        if candidate.reported_on is None:
+            return
+        actual, expected = self._sums(candidate)
+        length = candidate.last - candidate.first + 1
+        kind = LEVEL_SHIFT if length >= self.settings.level_shift_days else SPIKE
+        self.events.append(
+            Event(
+                kind=kind,
+                first=self.days[candidate.first],
+                last=self.days[candidate.last],
+                actual=actual,
+                expected=expected,
+                reported_on=self.days[candidate.reported_on],
+                ongoing=ongoing,
+                peak_z=candidate.peak_z,
+            )
+        )
+
+    def _fits(self) -> list[DayFit]:
+        k = self.settings.threshold
+        fits = []
+        for i, day in enumerate(self.days):
+            expected = self.expected.get(i)
+            if expected is None:
+                fits.append(DayFit(day, self.values[i], None, None, None))
+                continue
+            spread = k * self.sigma[i]
+            fits.append(DayFit(day, self.values[i], expected, max(ZERO, expected - spread),
+                               expected + spread))  # fmt: skip
+        return fits
+
+
+def detect(
+    days: Sequence[dt.date],
+    values: Sequence[Decimal | None],
+    *,
+    weights: Sequence[Decimal] | None = None,
+    settings: DetectorSettings | None = None,
+    accepted: Sequence[Accepted] = (),
+) -> Detection:
+    """Events of one daily series. days: consecutive dates; values: the series (None: no value
+    that day, e.g. no requests); weights: money per series unit per day (default 1)."""
+    if len(days) != len(values):
+        raise ValueError("days and values differ in length")
+    weights = weights if weights is not None else [ONE] * len(values)
+    return _Run(days, values, weights, settings or DetectorSettings(), accepted).run()
+
+
+# --- New cost sources -------------------------------------------------------------------------
+
+Source = tuple[str, str]  # (dimension, key): ("service", "Amazon S3"), ("sku", ...), ...
+
+
+@dataclass(frozen=True, slots=True)
+class NewSourceEvent:
+    first: dt.date
+    last: dt.date
+    # Each new source with its cost over [first, last]; every one >= min_impact.
+    sources: dict[Source, Decimal]
+
+    @property
+    def actual(self) -> Decimal:
+        return sum(self.sources.values(), ZERO)
+
+
+def new_sources(
+    cells: Mapping[dt.date, Mapping[tuple[str, str, str], Decimal]],
+    *,
+    series_start: dt.date,
+    settings: DetectorSettings | None = None,
+) -> list[NewSourceEvent]:
+    """New services, SKUs and resources of one team, grouped per first day.
+
+    cells: per day, cost per (service, sku, resource) ("" where unknown). A source is new when
+    it first costs something at least min_history days after series_start. A cell's cost goes
+    to its coarsest new source (a new service's new SKU is the service), so the sources of an
+    event never count a cent twice. A source counts when its cost over its first
+    new_source_days days reaches min_impact (money only: a new source is 100 % new).
+    """
+    s = settings or DetectorSettings()
+    first_seen: dict[Source, dt.date] = {}
+    for day in sorted(cells):
+        for (service, sku, resource), amount in cells[day].items():
+            if amount <= 0:
+                continue
+            for source in (("service", service), ("sku", sku), ("resource", resource)):
+                if source[1] and source not in first_seen:
+                    first_seen[source] = day
+    warm_up_end = series_start + dt.timedelta(days=s.min_history)
+    new = {src: d for src, d in first_seen.items() if d >= warm_up_end}
+    costs: dict[Source, Decimal] = {}
+    last_day: dict[Source, dt.date] = {}
+    for day in sorted(cells):
+        for (service, sku, resource), amount in cells[day].items():
+            label = next(
+                (
+                    src
+                    for src in (("service", service), ("sku", sku), ("resource", resource))
+                    if src in new
+                    and new[src] <= day < new[src] + dt.timedelta(days=s.new_source_days)
+                ),
+                None,
+            )
+            if label is not None and amount:
+                costs[label] = costs.get(label, ZERO) + amount
+                last_day[label] = max(last_day.get(label, day), day)
+    grouped: dict[dt.date, dict[Source, Decimal]] = {}
+    for src, cost in costs.items():
+        if cost >= s.min_impact:
+            grouped.setdefault(new[src], {})[src] = cost
+    return [
+        NewSourceEvent(first=day, last=max(last_day[src] for src in sources), sources=sources)
+        for day, sources in sorted(grouped.items())
+    ]

@@ -1,0 +1,397 @@
+"""From loaded series to findings: run the detector on every watched series, explain each
+event by its drivers, and keep one finding per team and event. No writes (services.py stores).
+
+Drivers. An event's actual cost is split over the ledger cells (series.py) of its days; its
+expected cost over the same cells pro rata to their cost in the 28 days before it, rounded with
+the largest-remainder method so the cells' expected sum to the event's exactly. Each cell's delta
+is actual - expected; the largest (by size) are the drivers, and `unexplained` is the rest of
+the impact, so sum(drivers.delta) + unexplained == impact to the last stored decimal.
+
+One finding per team and event: a team's daily cost, its cost per provider and per service are
+all watched; an event of a finer series whose days overlap an event of a coarser series of the
+same team (team > provider > service > new sources) is the same event, seen twice, and dropped:
+the coarser one's drivers name the service.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from billing_ingest.models import MONEY_PLACES
+from finops.anomalies import detector
+from finops.anomalies.series import THOUSAND, ZERO, Cell, EndpointDay, LedgerCell, LedgerData
+
+QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
+BASELINE_DAYS = 28
+CHART_BEFORE_DAYS = 28
+CHART_AFTER_DAYS = 7
+MAX_DRIVERS = 10
+
+# Series kinds (Anomaly.Series values), coarse to fine for de-duplication.
+TEAM, PROVIDER, SERVICE, SOURCES = "team", "provider", "service", "sources"
+ENDPOINT, CLUSTER_IDLE = "endpoint", "cluster_idle"
+_COARSENESS = {TEAM: 0, PROVIDER: 1, SERVICE: 2, SOURCES: 3}
+
+
+@dataclass(frozen=True, slots=True)
+class DriverValue:
+    dimension: str
+    key: str
+    actual: Decimal
+    expected: Decimal
+
+    @property
+    def delta(self) -> Decimal:
+        return self.actual - self.expected
+
+
+@dataclass(slots=True)
+class Finding:
+    team_id: int | None
+    series_kind: str
+    series_key: str
+    kind: str
+    first: dt.date
+    last: dt.date
+    detected_on: dt.date
+    ongoing: bool
+    actual: Decimal
+    expected: Decimal
+    drivers: list[DriverValue] = field(default_factory=list)
+    unexplained: Decimal = ZERO
+    chart: list[dict[str, str]] = field(default_factory=list)
+    unit: str = ""
+
+    @property
+    def impact(self) -> Decimal:
+        return self.actual - self.expected
+
+    @property
+    def series(self) -> tuple[int | None, str, str]:
+        return (self.team_id, self.series_kind, self.series_key)
+
+
+def money(value: Decimal) -> Decimal:
+    return value.quantize(QUANTUM)
+
+
+def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
+    """total split pro rata to weights in QUANTUM units, largest remainder: sums to total
+    exactly. Non-positive weights get 0; no positive weight: everything to nothing (all 0)."""
+    units = int(money(total) / QUANTUM)
+    positive = [w if w > 0 else ZERO for w in weights]
+    whole = sum(positive, ZERO)
+    if whole <= 0 or not units:
+        return [ZERO] * len(weights)
+    sign = 1 if units > 0 else -1
+    exact = [abs(units) * w / whole for w in positive]
+    floors = [int(x) for x in exact]
+    remainder = abs(units) - sum(floors)
+    order = sorted(range(len(exact)), key=lambda i: (-(exact[i] - floors[i]), i))
+    for i in order[:remainder]:
+        floors[i] += 1
+    return [Decimal(sign * f) * QUANTUM for f in floors]
+
+
+def split_drivers(
+    actual: Mapping[Cell, Decimal],
+    baseline: Mapping[Cell, Decimal],
+    expected_total: Decimal,
+    limit: int = MAX_DRIVERS,
+) -> tuple[list[DriverValue], Decimal]:
+    """Drivers (largest |delta| first, at most `limit`) and the unexplained rest of
+    sum(actual) - expected_total."""
+    cells = sorted(set(actual) | {c for c, v in baseline.items() if v > 0})
+    expected = allocate(expected_total, [baseline.get(c, ZERO) for c in cells])
+    values = [
+        DriverValue(c[0], c[1], actual.get(c, ZERO), e)
+        for c, e in zip(cells, expected, strict=True)
+    ]
+    impact = sum((v.actual for v in values), ZERO) - money(expected_total)
+    ranked = sorted((v for v in values if v.delta), key=lambda v: (-abs(v.delta), v.key))
+    drivers = ranked[:limit]
+    return drivers, impact - sum((d.delta for d in drivers), ZERO)
+
+
+def _chart(
+    fits: Sequence[detector.DayFit], first: dt.date, last: dt.date, places: int
+) -> list[dict[str, str]]:
+    quantum = Decimal(1).scaleb(-places)
+    lo = first - dt.timedelta(days=CHART_BEFORE_DAYS)
+    hi = last + dt.timedelta(days=CHART_AFTER_DAYS)
+
+    def text(value: Decimal | None) -> str:
+        return "" if value is None else str(value.quantize(quantum))
+
+    return [
+        {"day": f.day.isoformat(), "actual": text(f.actual), "expected": text(f.expected),
+         "low": text(f.low), "high": text(f.high)}
+        for f in fits
+        if lo <= f.day <= hi
+    ]  # fmt: skip
+
+
+def _accepted_for(
+    accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]],
+    series: tuple[int | None, str, str],
+) -> list[detector.Accepted]:
+    """Events marked expected for the series; for a provider or service series also those of
+    its team's daily cost: one event seen in both is one deliberate change."""
+    own = list(accepted.get(series, []))
+    team_id, kind, _ = series
+    if kind in (PROVIDER, SERVICE):
+        own += accepted.get((team_id, TEAM, ""), [])
+    return own
+
+
+@dataclass(slots=True)
+class FindingsBuilder:
+    data: LedgerData
+    endpoints: Mapping[str, Mapping[dt.date, EndpointDay]]
+    settings: detector.DetectorSettings
+    accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]]
+    since: dt.date
+    until: dt.date
+    findings: list[Finding] = field(default_factory=list)
+
+    def _wanted(self, first: dt.date, last: dt.date) -> bool:
+        return last >= self.since and first <= self.until
+
+    def _money_series(
+        self,
+        team_id: int,
+        kind: str,
+        key: str,
+        team_cells: Mapping[dt.date, Mapping[LedgerCell, Decimal]],
+        match: Callable[[LedgerCell], bool],
+    ) -> None:
+        days = self.data.days()
+        # Cells of a day are distinct per LedgerCell, not per Cell: add the duplicates up.
+        per_day: list[dict[Cell, Decimal]] = []
+        for d in days:
+            acc: dict[Cell, Decimal] = {}
+            for lc, v in team_cells.get(d, {}).items():
+                if match(lc):
+                    acc[lc.cell] = acc.get(lc.cell, ZERO) + v
+            per_day.append(acc)
+        values: list[Decimal | None] = [sum(c.values(), ZERO) for c in per_day]
+        series = (team_id, kind, key)
+        result = detector.detect(
+            days, values, settings=self.settings, accepted=_accepted_for(self.accepted, series)
+        )
+        index = {d: i for i, d in enumerate(days)}
+        for event in result.events:
+            if not self._wanted(event.first, event.last):
+                continue
+            i, j = index[event.first], index[event.last]
+            actual = _sum_cells(per_day[i : j + 1])
+            baseline = _sum_cells(per_day[max(0, i - BASELINE_DAYS) : i])
+            expected = money(event.expected)
+            drivers, unexplained = split_drivers(actual, baseline, expected)
+            self.findings.append(
+                Finding(
+                    team_id, kind, key, event.kind, event.first, event.last, event.reported_on,
+                    event.ongoing, money(event.actual), expected, drivers, unexplained,
+                    _chart(result.fits, event.first, event.last, 2), self.data.currency,
+                )
+            )  # fmt: skip
+
+    def team_series(self) -> None:
+        """A team's daily cost, and its daily cost per provider and per service."""
+        per_team: dict[int, dict[dt.date, dict[LedgerCell, Decimal]]] = {}
+        for day, cells in self.data.cells.items():
+            for lc, value in cells.items():
+                if lc.team_id is not None:
+                    per_team.setdefault(lc.team_id, {}).setdefault(day, {})[lc] = value
+        for team_id, team_cells in sorted(per_team.items()):
+            providers = sorted({lc.provider for c in team_cells.values() for lc in c})
+            services = sorted({lc.service for c in team_cells.values() for lc in c})
+            self._money_series(team_id, TEAM, "", team_cells, lambda lc: True)
+            for provider in providers:
+                self._money_series(team_id, PROVIDER, provider, team_cells,
+                                   _field_is("provider", provider))  # fmt: skip
+            for service in services:
+                self._money_series(team_id, SERVICE, service, team_cells,
+                                   _field_is("service", service))  # fmt: skip
+
+    def new_sources(self) -> None:
+        for team_id, cells in sorted(self.data.sources.items()):
+            start = min(
+                (d for d, c in cells.items() if any(v > 0 for v in c.values())), default=None
+            )
+            if start is None:
+                continue
+            for event in detector.new_sources(cells, series_start=start, settings=self.settings):
+                if not self._wanted(event.first, event.last):
+                    continue
+                drivers = sorted(
+                    (
+                        DriverValue(dim, key, money(cost), ZERO)
+                        for (dim, key), cost in event.sources.items()
+                    ),
+                    key=lambda d: (-abs(d.delta), d.key),
+                )
+                self.findings.append(
+                    Finding(
+                        team_id, SOURCES, "", detector.NEW_SOURCE, event.first, event.last,
+                        event.first, False, money(event.actual), ZERO, drivers, ZERO, [],
+                        self.data.currency,
+                    )
+                )  # fmt: skip
+
+    def endpoint_series(self) -> None:
+        owners = _endpoint_owners(self.data)
+        days = self.data.days()
+        for endpoint, per_day in sorted(self.endpoints.items()):
+            team_id = owners.get(endpoint)
+            values: list[Decimal | None] = []
+            weights: list[Decimal] = []
+            for d in days:
+                row = per_day.get(d)
+                if row is None or row.requests <= 0:
+                    values.append(None)
+                    weights.append(ZERO)
+                    continue
+                values.append(row.cost * THOUSAND / row.requests)
+                weights.append(Decimal(row.requests) / THOUSAND)
+            series = (team_id, ENDPOINT, endpoint)
+            result = detector.detect(
+                days, values, weights=weights, settings=self.settings,
+                accepted=_accepted_for(self.accepted, series),
+            )  # fmt: skip
+            for event in result.events:
+                if not self._wanted(event.first, event.last):
+                    continue
+                span = [per_day[d] for d in days if event.first <= d <= event.last and d in per_day]
+                actual = sum((r.cost for r in span), ZERO)
+                expected = money(event.expected)
+                driver = DriverValue("endpoint", endpoint, actual, expected)
+                self.findings.append(
+                    Finding(
+                        team_id, ENDPOINT, endpoint, event.kind, event.first, event.last,
+                        event.reported_on, event.ongoing, actual, expected, [driver], ZERO,
+                        _chart(result.fits, event.first, event.last, 6),
+                        f"{self.data.currency} per 1,000 requests",
+                    )
+                )  # fmt: skip
+
+    def cluster_series(self) -> None:
+        days = self.data.days()
+        for cluster, per_day in sorted(self.data.nodes.items()):
+            values: list[Decimal | None] = []
+            weights: list[Decimal] = []
+            for d in days:
+                nodes = per_day.get(d, {})
+                idle = sum((v[0] for v in nodes.values()), ZERO)
+                total = sum((v[1] for v in nodes.values()), ZERO)
+                values.append(idle / total if total > 0 else None)
+                weights.append(total if total > 0 else ZERO)
+            series = (None, CLUSTER_IDLE, cluster)
+            result = detector.detect(
+                days, values, weights=weights, settings=self.settings,
+                accepted=_accepted_for(self.accepted, series),
+            )  # fmt: skip
+            fits = {f.day: f for f in result.fits}
+            for event in result.events:
+                if not self._wanted(event.first, event.last):
+                    continue
+                self._cluster_finding(cluster, per_day, fits, event, result.fits)
+
+    def _cluster_finding(
+        self,
+        cluster: str,
+        per_day: Mapping[dt.date, Mapping[str, list[Decimal]]],
+        fits: Mapping[dt.date, detector.DayFit],
+        event: detector.Event,
+        all_fits: Sequence[detector.DayFit],
+    ) -> None:
+        actual: dict[Cell, Decimal] = {}
+        weight: dict[Cell, Decimal] = {}
+        for d, nodes in per_day.items():
+            if not event.first <= d <= event.last:
+                continue
+            share = fits[d].expected or ZERO
+            for node, (idle, total) in nodes.items():
+                cell = ("resource", node)
+                actual[cell] = actual.get(cell, ZERO) + idle
+                weight[cell] = weight.get(cell, ZERO) + share * total
+        expected = money(event.expected)
+        drivers, unexplained = split_drivers(actual, weight, expected)
+        self.findings.append(
+            Finding(
+                None, CLUSTER_IDLE, cluster, event.kind, event.first, event.last,
+                event.reported_on, event.ongoing, sum(actual.values(), ZERO), expected, drivers,
+                unexplained, _chart(all_fits, event.first, event.last, 6), "idle share",
+            )
+        )  # fmt: skip
+
+
+def _field_is(name: str, value: str) -> Callable[[LedgerCell], bool]:
+    def match(lc: LedgerCell) -> bool:
+        return bool(getattr(lc, name) == value)
+
+    return match
+
+
+def _sum_cells(days: Iterable[Mapping[Cell, Decimal]]) -> dict[Cell, Decimal]:
+    out: dict[Cell, Decimal] = {}
+    for cells in days:
+        for cell, value in cells.items():
+            out[cell] = out.get(cell, ZERO) + value
+    return out
+
+
+def _endpoint_owners(data: LedgerData) -> dict[str, int | None]:
+    """An endpoint belongs to the team with the largest cost of its cells (ties: lower id)."""
+    totals: dict[str, dict[int | None, Decimal]] = {}
+    for cells in data.cells.values():
+        for lc, value in cells.items():
+            if lc.cell[0] == "endpoint":
+                per_team = totals.setdefault(lc.cell[1], {})
+                per_team[lc.team_id] = per_team.get(lc.team_id, ZERO) + value
+    return {
+        endpoint: min(per_team.items(), key=lambda kv: (-kv[1], kv[0] or 0))[0]
+        for endpoint, per_team in totals.items()
+    }
+
+
+def deduplicate(findings: Iterable[Finding]) -> list[Finding]:
+    """Drop a finding of a finer team series that overlaps one of a coarser series of the same
+    team (see the module docstring). Endpoint and cluster findings are kept as they are."""
+    kept: list[Finding] = []
+    by_team: dict[int | None, list[Finding]] = {}
+    for finding in sorted(findings, key=lambda f: (_COARSENESS.get(f.series_kind, 9), f.first)):
+        if finding.series_kind not in _COARSENESS:
+            kept.append(finding)
+            continue
+        earlier = by_team.setdefault(finding.team_id, [])
+        if any(
+            _COARSENESS[e.series_kind] < _COARSENESS[finding.series_kind]
+            and e.first <= finding.last
+            and finding.first <= e.last
+            for e in earlier
+        ):
+            continue
+        earlier.append(finding)
+        kept.append(finding)
+    return kept
+
+
+def build_findings(
+    *,
+    data: LedgerData,
+    endpoints: Mapping[str, Mapping[dt.date, EndpointDay]],
+    settings: detector.DetectorSettings,
+    accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]],
+    since: dt.date,
+    until: dt.date,
+) -> list[Finding]:
+    builder = FindingsBuilder(data, endpoints, settings, accepted, since, until)
+    builder.team_series()
+    builder.new_sources()
+    builder.endpoint_series()
+    builder.cluster_series()
+    return deduplicate(builder.findings)

@@ -1,0 +1,68 @@
+"""Reads of anomalies for pages, the API and emails (never the ledger: see series.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from finops.anomalies.models import Anomaly
+from finops.org.models import Team
+from finops.org.permissions import user_is_finance
+from finops.org.selectors import team_list_visible
+
+
+def anomaly_list_visible(*, user: Any) -> QuerySet[Anomaly]:
+    """Finance sees every anomaly (also those of no team: cluster idle); a lead their teams'."""
+    queryset = Anomaly.objects.select_related("team").prefetch_related("drivers")
+    if user_is_finance(user):
+        return queryset
+    return queryset.filter(team__in=team_list_visible(user=user))
+
+
+def anomaly_list_filtered(
+    queryset: QuerySet[Anomaly],
+    *,
+    team: str | None = None,
+    status: str | None = None,
+    since: dt.date | None = None,
+    until: dt.date | None = None,
+    severity: str | None = None,
+    min_impact: Decimal | None = None,
+) -> QuerySet[Anomaly]:
+    """since/until: anomalies whose days overlap [since, until]. status "open": new or
+    acknowledged."""
+    if team:
+        queryset = queryset.filter(team__slug=team)
+    if status == "open":
+        queryset = queryset.filter(status__in=Anomaly.OPEN_STATUSES)
+    elif status:
+        queryset = queryset.filter(status=status)
+    if since:
+        queryset = queryset.filter(last_day__gte=since)
+    if until:
+        queryset = queryset.filter(first_day__lte=until)
+    if severity:
+        queryset = queryset.filter(severity=severity)
+    if min_impact is not None:
+        # Money is text on SQLite, where SQL compares it as text: filter exactly in Python
+        # (the lists are small: anomalies, not ledger rows).
+        ids = [pk for pk, impact in queryset.values_list("pk", "impact") if impact >= min_impact]
+        queryset = queryset.filter(pk__in=ids)
+    return queryset
+
+
+def open_anomaly_counts(*, teams: QuerySet[Team], include_unowned: bool) -> dict[int | None, int]:
+    """Open anomalies per team id (None: those of no team, when included)."""
+    condition = Q(team__in=teams)
+    if include_unowned:
+        condition |= Q(team__isnull=True)
+    counts: dict[int | None, int] = {}
+    rows = Anomaly.objects.filter(condition, status__in=Anomaly.OPEN_STATUSES).values_list(
+        "team_id", flat=True
+    )
+    for team_id in rows:
+        counts[team_id] = counts.get(team_id, 0) + 1
+    return counts

@@ -1,0 +1,227 @@
+"""The watched series, read from the ledger and its rollups (in tasks only, never for a page).
+
+Every amount is converted to the reporting currency at its day's rate (finops.currency) and
+rounded once per ledger cell and day; series values are exact sums of those rounded cells, so
+the drivers of an event add up to its figures to the last stored decimal.
+
+A ledger cell is the finest thing an anomaly can be explained by, named by its most specific
+identity: the endpoint a pod served, else the run, else the billed node (idle GPU capacity),
+else the service. Every ledger row has exactly one cell, so cells partition a team's cost.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from django.conf import settings
+from django.db.models import Q
+
+from billing_ingest.models import CostLineItem, JobRecord
+from billing_ingest.money import MoneySum
+from finops.attribution.models import AllocatedCost, Category
+from finops.attribution.policies import node_clusters
+from finops.currency.selectors import FxRateMissing, converter_for, money_round
+from finops.inference.models import EndpointCost
+
+logger = logging.getLogger(__name__)
+
+ZERO = Decimal(0)
+THOUSAND = Decimal(1000)
+
+# (dimension, key) of a driver cell: ("run", "llm-pretrain-7"), ("resource", "gpu-node-3"), ...
+Cell = tuple[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerCell:
+    team_id: int | None
+    provider: str
+    service: str
+    cell: Cell
+
+
+@dataclass(slots=True)
+class LedgerData:
+    """The ledger over [first_day, last_day], per day and cell, in the reporting currency."""
+
+    first_day: dt.date
+    last_day: dt.date
+    currency: str
+    cells: dict[dt.date, dict[LedgerCell, Decimal]] = field(default_factory=dict)
+    # Per team and day: cost per (service, sku, resource), for new cost sources.
+    sources: dict[int, dict[dt.date, dict[tuple[str, str, str], Decimal]]] = field(
+        default_factory=dict
+    )
+    # Per cluster and day: node -> [idle cost, all cost] of its GPU nodes.
+    nodes: dict[str, dict[dt.date, dict[str, list[Decimal]]]] = field(default_factory=dict)
+
+    def days(self) -> list[dt.date]:
+        count = (self.last_day - self.first_day).days + 1
+        return [self.first_day + dt.timedelta(days=i) for i in range(max(count, 0))]
+
+
+def _cell(endpoint: str | None, run_id: str, node: str, service: str, provider: str) -> Cell:
+    if endpoint:
+        return ("endpoint", endpoint)
+    if run_id:
+        return ("run", run_id)
+    if node:
+        return ("resource", node)
+    return ("service", service or provider or "(none)")
+
+
+def ledger_span() -> tuple[dt.date, dt.date] | None:
+    """First and last day the ledger has."""
+    days = AllocatedCost.objects.order_by("day").values_list("day", flat=True)
+    first = days.first()
+    last = AllocatedCost.objects.order_by("-day").values_list("day", flat=True).first()
+    return (first, last) if first is not None and last is not None else None
+
+
+def _node_skus(nodes: Iterable[str], first_day: dt.date, last_day: dt.date) -> dict[str, str]:
+    """The SKU billed for each GPU node (its line items' SkuId, by resource name or id)."""
+    names = set(nodes)
+    if not names:
+        return {}
+    rows = (
+        CostLineItem.objects.settled()
+        .filter(Q(resource_name__in=names) | Q(resource_id__in=names))
+        .filter(charge_period_start__date__lte=last_day, charge_period_end__date__gte=first_day)
+        .exclude(sku_id="")
+        .values_list("resource_name", "resource_id", "sku_id")
+        .distinct()
+    )
+    skus: dict[str, str] = {}
+    for name, resource_id, sku in rows:
+        node = name if name in names else resource_id
+        skus.setdefault(node, sku)
+    return skus
+
+
+def _clusters(nodes: Iterable[str], first_day: dt.date, last_day: dt.date) -> dict[str, str]:
+    wanted = set(nodes)
+    jobs = JobRecord.objects.filter(
+        Q(end__isnull=True) | Q(end__date__gte=first_day), start__date__lte=last_day
+    ).values_list("nodes", "cluster")
+    return node_clusters((n, c) for names, c in jobs.iterator() for n in names if n in wanted)
+
+
+_LEDGER_FIELDS = (
+    "day", "team_id", "provider_name", "service_name", "run_id", "node", "job__endpoint",
+    "job_id", "category", "billing_currency",
+)  # fmt: skip
+
+
+def ledger_load(*, first_day: dt.date, last_day: dt.date) -> LedgerData:
+    """The ledger of [first_day, last_day] in the reporting currency (one grouped query).
+
+    Rows in a currency with no FX rate for their day are left out, with a warning: a
+    converted series must not silently mix currencies."""
+    currency = settings.FINOPS_REPORTING_CURRENCY
+    rows = list(
+        AllocatedCost.objects.filter(day__gte=first_day, day__lte=last_day)
+        .values_list(*_LEDGER_FIELDS)
+        .annotate(total=MoneySum("amount"))
+        .order_by()
+    )
+    converter = converter_for(
+        to_currency=currency,
+        currencies={row[9] for row in rows},
+        first_day=first_day,
+        last_day=last_day,
+    )
+    data = LedgerData(first_day=first_day, last_day=last_day, currency=currency)
+    missing: set[tuple[str, dt.date]] = set()
+    node_rows: list[tuple[dt.date, str, bool, Decimal]] = []
+    owned_nodes: list[tuple[int, dt.date, str, str, Decimal]] = []
+    for (
+        day,
+        team_id,
+        provider,
+        service,
+        run_id,
+        node,
+        endpoint,
+        job_id,
+        category,
+        cur,
+        total,
+    ) in rows:
+        try:
+            amount = money_round(converter.exact(day=day, currency=cur, amount=total or ZERO))
+        except FxRateMissing:
+            missing.add((cur, day))
+            continue
+        key = LedgerCell(
+            team_id, provider, service, _cell(endpoint, run_id, node, service, provider)
+        )
+        day_cells = data.cells.setdefault(day, {})
+        day_cells[key] = day_cells.get(key, ZERO) + amount
+        if node:
+            node_rows.append((day, node, category == Category.IDLE, amount))
+        if team_id is not None:
+            # A node is the team's own resource only where it pays the node itself (idle it
+            # owns); a job's share of a shared node is not "a resource the team has".
+            resource = node if node and job_id is None else ""
+            owned_nodes.append((team_id, day, service, resource, amount))
+    if missing:
+        logger.warning("anomalies: no FX rate to %s for %d currency-days", currency, len(missing))
+    skus = _node_skus({r for *_, r, _ in owned_nodes if r}, first_day, last_day)
+    for team_id, day, service, resource, amount in owned_nodes:
+        per_day = data.sources.setdefault(team_id, {}).setdefault(day, {})
+        source = (service, skus.get(resource, ""), resource)
+        per_day[source] = per_day.get(source, ZERO) + amount
+    clusters = _clusters({n for _, n, _, _ in node_rows}, first_day, last_day)
+    for day, node, idle, amount in node_rows:
+        cluster = clusters.get(node)
+        if cluster is None:
+            continue
+        acc = data.nodes.setdefault(cluster, {}).setdefault(day, {}).setdefault(node, [ZERO, ZERO])
+        if idle:
+            acc[0] += amount
+        acc[1] += amount
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointDay:
+    cost: Decimal
+    requests: int
+
+
+def endpoint_days(
+    *, first_day: dt.date, last_day: dt.date
+) -> dict[str, dict[dt.date, EndpointDay]]:
+    """EndpointCost per endpoint and day, cost in the reporting currency (days without a rate
+    are left out)."""
+    currency = settings.FINOPS_REPORTING_CURRENCY
+    rows = list(
+        EndpointCost.objects.filter(day__gte=first_day, day__lte=last_day)
+        .values_list("endpoint", "day", "billing_currency", "requests")
+        .annotate(total=MoneySum("cost"))
+        .order_by()
+    )
+    converter = converter_for(
+        to_currency=currency, currencies={r[2] for r in rows}, first_day=first_day,
+        last_day=last_day,
+    )  # fmt: skip
+    costs: dict[tuple[str, dt.date], Decimal] = defaultdict(Decimal)
+    requests: dict[tuple[str, dt.date], int] = {}
+    for endpoint, day, cur, count, total in rows:
+        try:
+            costs[(endpoint, day)] += money_round(
+                converter.exact(day=day, currency=cur, amount=total or ZERO)
+            )
+        except FxRateMissing:
+            continue
+        # Usage is counted in full in each currency row of an endpoint-day: take it once.
+        requests[(endpoint, day)] = max(requests.get((endpoint, day), 0), count)
+    out: dict[str, dict[dt.date, EndpointDay]] = {}
+    for (endpoint, day), cost in costs.items():
+        out.setdefault(endpoint, {})[day] = EndpointDay(cost, requests.get((endpoint, day), 0))
+    return out

@@ -1,0 +1,107 @@
+"""/api/v1/anomalies/: list, retrieve, and PATCH of status + comment (DESIGN section 7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from rest_framework import mixins, serializers, viewsets
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from finops.anomalies.models import Anomaly, AnomalyDriver
+from finops.anomalies.selectors import anomaly_list_filtered, anomaly_list_visible
+from finops.anomalies.services import AnomalyTransitionError, anomaly_status_change
+from finops.api.serializers import money
+from finops.org.models import Team
+
+
+class AnomalyDriverSerializer(serializers.ModelSerializer[AnomalyDriver]):
+    actual = money()
+    expected = money()
+    delta = money()
+
+    class Meta:
+        model = AnomalyDriver
+        fields = ["dimension", "key", "actual", "expected", "delta"]
+
+
+class AnomalySerializer(serializers.ModelSerializer[Anomaly]):
+    team: serializers.SlugRelatedField[Team] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True, allow_null=True
+    )
+    actual = money()
+    expected = money()
+    impact = money()
+    unexplained = money()
+    drivers = AnomalyDriverSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Anomaly
+        fields = [
+            "id", "team", "kind", "series_kind", "series_key", "first_day", "last_day",
+            "detected_on", "ongoing", "currency", "actual", "expected", "impact", "unexplained",
+            "severity", "status", "drivers",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class AnomalyStatusSerializer(serializers.Serializer[Any]):
+    status = serializers.ChoiceField(choices=Anomaly.Status.choices)
+    comment = serializers.CharField(allow_blank=False, trim_whitespace=True)
+
+
+class AnomalyQuerySerializer(serializers.Serializer[Any]):
+    team = serializers.CharField(required=False)
+    status = serializers.ChoiceField(choices=[*Anomaly.Status.values, "open"], required=False)
+    since = serializers.DateField(required=False)
+    until = serializers.DateField(required=False)
+
+
+_PARAMETERS = [
+    OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
+    OpenApiParameter(
+        "status",
+        OpenApiTypes.STR,
+        enum=[*Anomaly.Status.values, "open"],
+        description="open: new or acknowledged",
+    ),
+    OpenApiParameter("since", OpenApiTypes.DATE, description="days overlapping from this day"),
+    OpenApiParameter("until", OpenApiTypes.DATE, description="days overlapping up to this day"),
+]
+
+
+@extend_schema_view(list=extend_schema(parameters=_PARAMETERS))
+class AnomalyViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet[Anomaly]
+):
+    """Cost anomalies the caller may see (finance: all; a team lead: their teams'), newest
+    first. PATCH `{"status", "comment"}` moves one through its workflow (comment required)."""
+
+    serializer_class = AnomalySerializer
+    http_method_names = ["get", "patch", "head", "options"]
+
+    def get_queryset(self) -> QuerySet[Anomaly]:
+        queryset = anomaly_list_visible(user=self.request.user).order_by("-first_day", "-id")
+        if self.action != "list":
+            return queryset
+        query = AnomalyQuerySerializer(data=self.request.query_params)
+        query.is_valid(raise_exception=True)
+        return anomaly_list_filtered(queryset, **query.validated_data)
+
+    @extend_schema(request=AnomalyStatusSerializer, responses=AnomalySerializer)
+    def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        anomaly = self.get_object()
+        body = AnomalyStatusSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            anomaly = anomaly_status_change(
+                anomaly_id=anomaly.pk, status=body.validated_data["status"],
+                comment=body.validated_data["comment"], user=request.user,
+            )  # fmt: skip
+        except AnomalyTransitionError as exc:
+            raise ValidationError({"status": [str(exc)]}) from exc
+        return Response(AnomalySerializer(anomaly).data)

@@ -1,0 +1,132 @@
+"""Anomaly pages: the list with its filters, one anomaly with its chart table, drivers and the
+status form (comment required), links from the overview and team pages, who sees what; and
+the same in a real headless Chromium (chart drawn, status changed through the form)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.test import Client
+
+from finops.anomalies.models import Anomaly, AnomalyStatusChange
+from finops.anomalies.services import anomalies_detect
+from tests import anomaly_ledger as ledger
+from tests.test_browser import _body, _login, _wait_for_text, browser  # noqa: F401
+
+SINCE = ledger.START + dt.timedelta(days=20)
+
+
+@pytest.fixture
+def spike(team) -> Anomaly:
+    ledger.build(team)
+    anomalies_detect(since=SINCE)
+    return Anomaly.objects.get()
+
+
+def logged_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.django_db
+def test_list_shows_the_anomaly_and_filters(spike, finance_user) -> None:
+    client = logged_in(finance_user)
+    page = client.get("/anomalies/").content.decode()
+    assert f'data-testid="anomaly-row-{spike.pk}"' in page
+    assert "Vision" in page and "USD" in page and spike.get_severity_display() in page
+    assert (
+        f'data-testid="anomaly-row-{spike.pk}"'
+        not in client.get("/anomalies/", {"status": "resolved"}).content.decode()
+    )
+    assert (
+        f'data-testid="anomaly-row-{spike.pk}"'
+        not in client.get(
+            "/anomalies/", {"until": (spike.first_day - dt.timedelta(days=1)).isoformat()}
+        ).content.decode()
+    )
+    big = client.get("/anomalies/", {"min_impact": str(spike.impact + 1)}).content.decode()
+    assert f'data-testid="anomaly-row-{spike.pk}"' not in big
+    assert (
+        f'data-testid="anomaly-row-{spike.pk}"'
+        in client.get(
+            "/anomalies/", {"team": "vision", "status": "open", "severity": spike.severity}
+        ).content.decode()
+    )
+
+
+@pytest.mark.django_db
+def test_detail_has_chart_table_drivers_and_workflow(spike, lead_user) -> None:
+    client = logged_in(lead_user)
+    page = client.get(f"/anomalies/{spike.pk}/").content.decode()
+    assert 'data-chart="anomaly-series"' in page and 'id="anomaly-series"' in page
+    assert "Band high" in page and "run-b" in page and "Unexplained" in page
+    assert "<script>" not in page  # no inline script (CSP)
+
+    response = client.post(f"/anomalies/{spike.pk}/", {"status": "acknowledged", "comment": ""})
+    assert response.status_code == 200 and AnomalyStatusChange.objects.count() == 0
+    response = client.post(
+        f"/anomalies/{spike.pk}/", {"status": "acknowledged", "comment": "checking run-b"}
+    )
+    assert response.status_code == 302
+    change = AnomalyStatusChange.objects.get()
+    assert change.user == lead_user and change.comment == "checking run-b"
+    assert Anomaly.objects.get().status == "acknowledged"
+
+
+@pytest.mark.django_db
+def test_other_teams_lead_cannot_see_it(spike, other_team) -> None:
+    from django.contrib.auth.models import User
+
+    from finops.org.models import Profile
+
+    user = User.objects.create_user("speechlead", password="pw-123456789")
+    Profile.objects.create(user=user, role=Profile.Role.TEAM_LEAD).teams.add(other_team)
+    client = logged_in(user)
+    assert client.get(f"/anomalies/{spike.pk}/").status_code == 404
+    assert f"anomaly-row-{spike.pk}" not in client.get("/anomalies/").content.decode()
+    assert Client().get("/anomalies/").status_code == 302  # login first
+
+
+@pytest.mark.django_db
+def test_overview_and_team_pages_link_to_open_anomalies(spike, finance_user) -> None:
+    client = logged_in(finance_user)
+    month = ledger.SPIKE_DAY.strftime("%Y-%m")
+    overview = client.get("/", {"month": month}).content.decode()
+    assert 'data-testid="open-anomalies"' in overview and "1 open cost anomaly" in overview
+    team_page = client.get("/teams/vision/", {"month": month}).content.decode()
+    assert "/anomalies/?status=open&amp;team=vision" in team_page
+    assert "1 open cost anomaly" in team_page
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_browser_chart_and_status_change(browser, live_server, team, finance_user):  # noqa: F811
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    ledger.build(team)
+    anomalies_detect(since=SINCE)
+    anomaly = Anomaly.objects.get()
+    driver = browser
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    driver.get(f"{live_server.url}/anomalies/?status=open")
+    _wait_for_text(driver, "Cost anomalies")
+    driver.find_element(By.CSS_SELECTOR, f'[data-testid="anomaly-row-{anomaly.pk}"] a').click()
+    _wait_for_text(driver, "Drivers")
+    assert "run-b" in _body(driver)
+    # Chart.js drew on the canvas: it has a size and non-blank pixels.
+    drawn = driver.execute_script(
+        "var c = document.querySelector('canvas[data-chart]');"
+        "var d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        "for (var i = 3; i < d.length; i += 4) { if (d[i] > 0) return true; } return false;"
+    )
+    assert drawn
+    Select(driver.find_element(By.ID, "id_status")).select_by_value("expected")
+    driver.find_element(By.ID, "id_comment").send_keys("planned launch")
+    driver.find_element(By.CSS_SELECTOR, '[data-testid="status-form"] button').click()
+    _wait_for_text(driver, "planned launch")
+    status = driver.find_element(By.CSS_SELECTOR, '[data-testid="anomaly-status"]').text
+    assert status == "Expected"
+    assert Anomaly.objects.get().status == "expected"
