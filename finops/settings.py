@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "finops.pricing",
     "finops.inference",
     "finops.notifications",
+    "finops.budgets",
     "finops.api",
     "finops.web",
     "finops.demo",
@@ -116,6 +117,29 @@ FINOPS_DEFAULT_CURRENCY = env.str("FINOPS_DEFAULT_CURRENCY", default="USD")
 FINOPS_REPORTING_CURRENCY = env.str("FINOPS_REPORTING_CURRENCY", default="USD").upper()
 # Tag keys that name the owning team out of the box (DESIGN section 5, step 5).
 FINOPS_TEAM_TAG_KEYS = env.list("FINOPS_TEAM_TAG_KEYS", default=["team", "Team", "finops:team"])
+
+# Budgets. Quarters and years start in this month (1 = January).
+FINOPS_FISCAL_YEAR_START_MONTH = env.int("FINOPS_FISCAL_YEAR_START_MONTH", default=1)
+# Days a provider's bill lags behind (not delivered in full yet): forecast, never counted as 0.
+# Keys are ledger provider names; others use the "*" entry.
+FINOPS_BILL_LAG_DAYS = {
+    "*": 1,
+    "AWS": 1,
+    "Amazon Web Services": 1,
+    "GCP": 1,
+    "Google Cloud": 1,
+    "Azure": 3,
+    "Microsoft": 3,
+    "Microsoft Azure": 3,
+    **env.json("FINOPS_BILL_LAG_DAYS", default={}),
+}
+# FOCUS ChargeCategory values whose lines recur (monthly commitment fees, support): a budget
+# forecast counts them once, on their days, and never extrapolates them.
+FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES = env.list(
+    "FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES", default=["Purchase"]
+)
+# Absolute links in emails (the budget page).
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 
 # Run after every import for the billing months it touched (found by name: see reattribute.py).
 FINOPS_REATTRIBUTE_TASK = "finops.attribution.tasks.attribute_month"

@@ -16,6 +16,7 @@ from django.utils import timezone
 from billing_ingest.models import ImportBatch
 from finops.api.filters import RunCostFilterSet, month_format, month_parse
 from finops.attribution import selectors
+from finops.budgets.selectors import budget_statuses_of_team
 from finops.inference import selectors as inference_selectors
 from finops.inference.models import EndpointCost
 from finops.inference.selectors import EndpointMonth
@@ -76,6 +77,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "data": selectors.team_month(team=team, month=month),
         "runs": list(runs_filter.qs),
         "categories": selectors.CATEGORIES,
+        "budgets": budget_statuses_of_team(team=team, month=month),
     }
     return render(request, "web/team.html", context)
 
