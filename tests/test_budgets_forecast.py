@@ -120,7 +120,7 @@ def test_no_history_forecasts_nothing_but_known_recurring():
             complete=date(2025, 9, 1),
             end=date(2025, 9, 30),
             recurring={date(2025, 9, 15): D(70)},
-        )  # fmt: skip
+        )
     )
     assert f.expected == f.low == f.high == D(70)
 
