@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 
-WINDOW_DAYS = 28
+# Candidate trailing windows: the one that forecast the last HOLDOUT_DAYS of the history best
+# (from the days before them) is used. A long window averages noise away; a short one follows a
+# change of level (a new workload, a month generated afresh) sooner.
+WINDOWS = (28, 56)
+WINDOW_DAYS = max(WINDOWS)
+HOLDOUT_DAYS = 7
 SEASONAL_MIN_DAYS = 14
 TREND_MIN_DAYS = 7
 TREND_T = Decimal(3)
@@ -111,24 +116,24 @@ def _trend(values: Sequence[Decimal]) -> tuple[Decimal, Decimal]:
     return slope, slope / se
 
 
-def _fit(history: Sequence[Decimal], first_weekday: int) -> _Model:
-    """The usage model over the trailing window; weekday of history[0] is first_weekday."""
-    window = list(history[-WINDOW_DAYS:])
-    start = len(history) - len(window)
-    if not window:
+def _fit(history: Sequence[Decimal], first_weekday: int, window_days: int) -> _Model:
+    """The usage model over the last `window_days` of history (history[0] falls on
+    first_weekday): day-of-week offsets once 14 days exist, then level and trend."""
+    if not history:
         return _Model(ZERO, ZERO, ZERO, (ZERO,) * 7, ZERO, ZERO, "none")
     offsets = [ZERO] * 7
     method = "run-rate"
+    window = list(history[-window_days:])
     if len(window) >= SEASONAL_MIN_DAYS:
-        # Whole weeks only, so each weekday weighs the same in the level.
-        weeks = len(window) // 7 * 7
-        window = window[-weeks:]
-        start = len(history) - weeks
+        # Whole weeks only, so each weekday weighs the same in the offsets and the level.
+        window = window[-(len(window) // 7 * 7) :]
+        begin = len(history) - len(window)
         overall = _mean(window)
         for w in range(7):
-            day_values = [v for i, v in enumerate(window) if (first_weekday + start + i) % 7 == w]
+            day_values = [v for i, v in enumerate(window) if (first_weekday + begin + i) % 7 == w]
             offsets[w] = _mean(day_values) - overall
         method = "weekday"
+    start = len(history) - len(window)
     weekday_of = [(first_weekday + start + i) % 7 for i in range(len(window))]
     deseasoned = [v - offsets[w] for v, w in zip(window, weekday_of, strict=True)]
     n = len(deseasoned)
@@ -154,11 +159,32 @@ def _fit(history: Sequence[Decimal], first_weekday: int) -> _Model:
     )
 
 
+def _select(history: Sequence[Decimal], first_weekday: int) -> _Model:
+    """The candidate window whose model, fitted without the last HOLDOUT_DAYS, forecast their
+    sum closest; the shortest on a tie or when the history is too short to tell."""
+    best, best_error = WINDOWS[0], None
+    if len(history) >= WINDOWS[0] + HOLDOUT_DAYS:
+        head, tail = history[:-HOLDOUT_DAYS], history[-HOLDOUT_DAYS:]
+        for window_days in WINDOWS:
+            model = _fit(head, first_weekday, window_days)
+            predicted = sum(
+                (
+                    model.expected(index=len(head) + i, weekday=(first_weekday + len(head) + i) % 7)
+                    for i in range(HOLDOUT_DAYS)
+                ),
+                ZERO,
+            )
+            error = abs(predicted - sum(tail, ZERO))
+            if best_error is None or error < best_error:
+                best, best_error = window_days, error
+    return _fit(history, first_weekday, best)
+
+
 def forecast_rest(data: ForecastInput) -> Forecast:
     """Expected spend after as_of, plus the lag days' missing part, with its p10..p90."""
     history = list(data.history)
     first_day = data.complete_through - timedelta(days=len(history) - 1)
-    model = _fit(history, first_day.weekday())
+    model = _select(history, first_day.weekday())
     daily: dict[date, Decimal] = {}
     spread: dict[date, Decimal] = {}
     expected = ZERO
