@@ -11,7 +11,7 @@ YEAR = "year"
 _MONTHS = {MONTH: 1, QUARTER: 3, YEAR: 12}
 
 
-def _add_months(first: date, months: int) -> date:
+def add_months(first: date, months: int) -> date:
     index = first.year * 12 + first.month - 1 + months
     return date(index // 12, index % 12 + 1, 1)
 
@@ -33,7 +33,7 @@ class Period:
         month = self.start.replace(day=1)
         while month <= self.end:
             out.append(month)
-            month = _add_months(month, 1)
+            month = add_months(month, 1)
         return out
 
     def overlaps(self, first: date, last: date) -> bool:
@@ -49,5 +49,5 @@ def period_containing(*, kind: str, day: date, fiscal_year_start_month: int = 1)
     else:
         # Months since the fiscal year's first month, rounded down to the period length.
         offset = (day.month - fiscal_year_start_month) % 12
-        start = _add_months(day.replace(day=1), -(offset % length))
-    return Period(start=start, end=_add_months(start, length) - timedelta(days=1))
+        start = add_months(day.replace(day=1), -(offset % length))
+    return Period(start=start, end=add_months(start, length) - timedelta(days=1))
