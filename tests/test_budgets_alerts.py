@@ -185,3 +185,16 @@ def test_smtp_error_is_shown_on_the_budget_page_then_sent(
     page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()
     assert "not sent yet" not in page and "sent 20" in page
     assert len(smtp_server.to(LEAD)) == 2  # actual 50 % and forecast 100 %, once each
+
+
+def test_month_task_evaluates_as_of_the_last_ledger_day_once(vision_month, smtp_server):
+    from finops.budgets.tasks import evaluate_budgets_for_month
+
+    first = evaluate_budgets_for_month("2025-09")
+    again = evaluate_budgets_for_month("2025-09", pipeline_run_id=7)
+
+    # The ledger ends on the 30th: 3000 of 2000 reaches every threshold, once.
+    assert first["as_of"] == "2025-09-30" and len(first["alerts"]) == 4
+    assert again["alerts"] == []
+    assert len(smtp_server.to(LEAD)) == 4
+    assert evaluate_budgets_for_month("2025-11") == {"budgets": 0, "alerts": [], "month": "2025-11"}
