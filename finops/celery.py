@@ -80,4 +80,14 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute=0, hour=7),
         "options": {"expires": 20 * 3600},
     },
+    # Budgets are also evaluated after every attribution (the pipeline chains
+    # evaluate_budgets_for_month); the daily run catches what no import triggers: a forecast that
+    # crosses a threshold as days pass, a quarter or year rolling over, budgets created since.
+    # After the nightly attribution (03:30); expires before the next day's run. Alerts are
+    # once-only by their unique constraint, so an overlap with a chained run sends nothing twice.
+    "check-budgets-daily": {
+        "task": "finops.budgets.tasks.check_budgets",
+        "schedule": crontab(minute=50, hour=5),
+        "options": {"expires": 20 * 3600},
+    },
 }

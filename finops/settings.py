@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "finops.inference",
     "finops.notifications",
     "finops.anomalies",
+    "finops.budgets",
     "finops.api",
     "finops.web",
     "finops.demo",
@@ -127,6 +128,26 @@ FINOPS_TEAM_TAG_KEYS = env.list("FINOPS_TEAM_TAG_KEYS", default=["team", "Team",
 # pages nobody).
 FINOPS_ANOMALY_MIN_IMPACT = Decimal(env.str("FINOPS_ANOMALY_MIN_IMPACT", default="100"))
 FINOPS_ANOMALY_MIN_PERCENT = Decimal(env.str("FINOPS_ANOMALY_MIN_PERCENT", default="20"))
+# Budgets. Quarters and years start in this month (1 = January).
+FINOPS_FISCAL_YEAR_START_MONTH = env.int("FINOPS_FISCAL_YEAR_START_MONTH", default=1)
+# Days a provider's bill lags behind (not delivered in full yet): forecast, never counted as 0.
+# Keys are ledger provider names; others use the "*" entry.
+FINOPS_BILL_LAG_DAYS = {
+    "*": 1,
+    "AWS": 1,
+    "Amazon Web Services": 1,
+    "GCP": 1,
+    "Google Cloud": 1,
+    "Azure": 3,
+    "Microsoft": 3,
+    "Microsoft Azure": 3,
+    **env.json("FINOPS_BILL_LAG_DAYS", default={}),
+}
+# FOCUS ChargeCategory values whose lines recur (monthly commitment fees, support): a budget
+# forecast counts them once, on their days, and never extrapolates them.
+FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES = env.list(
+    "FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES", default=["Purchase"]
+)
 # Absolute links in emails (no request to build them from in a worker).
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 

@@ -7,5 +7,6 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("api/", include("finops.api.urls")),
+    path("budgets/", include("finops.budgets.urls")),
     path("", include("finops.web.urls")),
 ]

@@ -11,7 +11,7 @@ import io
 import json
 import re
 from collections import defaultdict
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -535,6 +535,25 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
         assert f"{file.format}" in text
     assert "per 1k requests" in text and "reconciliation difference: 0" in text
 
+    # Budgets: one per team with cost plus the organisation's, some crossed, alerts sent once.
+    from finops.budgets.models import Budget, BudgetAlert
+    from finops.budgets.selectors import budget_status
+
+    teams_with_cost = set(
+        AllocatedCost.objects.filter(billing_period=period, team__isnull=False).values_list(
+            "team__slug", flat=True
+        )
+    )
+    budgets = list(Budget.objects.select_related("team"))
+    assert {b.team.slug for b in budgets if b.team} == teams_with_cost
+    assert any(b.team is None for b in budgets)
+    month_end = date(2025, 10, 31)
+    crossed = [b for b in budgets if budget_status(budget=b, as_of=month_end).over]
+    assert crossed and len(crossed) < len(budgets)
+    alerts = BudgetAlert.objects.count()
+    assert BudgetAlert.objects.filter(kind="actual", threshold=100).count() == len(crossed)
+    assert "alert sent: actual 100 %" in text
+
     # Idempotent: a second run duplicates nothing.
     counts = (Team.objects.count(), User.objects.count(), MappingRule.objects.count())
     items_before = CostLineItem.objects.count()
@@ -544,5 +563,6 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     )  # fmt: skip
     assert (Team.objects.count(), User.objects.count(), MappingRule.objects.count()) == counts
     assert CostLineItem.objects.count() == items_before
+    assert Budget.objects.count() == len(budgets) and BudgetAlert.objects.count() == alerts
     again = _exact_sum(AllocatedCost.objects.filter(billing_period=period), "amount")
     assert again == effective

@@ -3,11 +3,13 @@ from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
 from finops.api import anomalies, views
+from finops.api.budgets import BudgetViewSet
 
 router = DefaultRouter()
 router.register("teams", views.TeamViewSet, basename="api-team")
 router.register("runs", views.RunCostViewSet, basename="api-run")
 router.register("anomalies", anomalies.AnomalyViewSet, basename="api-anomaly")
+router.register("budgets", BudgetViewSet, basename="api-budget")
 router.register("import-batches", views.ImportBatchViewSet, basename="api-import-batch")
 
 urlpatterns = [

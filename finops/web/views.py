@@ -17,6 +17,7 @@ from billing_ingest.models import ImportBatch
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.api.filters import RunCostFilterSet, month_format, month_parse
 from finops.attribution import selectors
+from finops.budgets.selectors import budget_statuses_of_team
 from finops.inference import selectors as inference_selectors
 from finops.inference.models import EndpointCost
 from finops.inference.selectors import EndpointMonth
@@ -85,6 +86,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "open_anomalies": open_anomaly_counts(
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
+        "budgets": budget_statuses_of_team(team=team, month=month),
     }
     return render(request, "web/team.html", context)
 

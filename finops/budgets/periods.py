@@ -1,0 +1,53 @@
+"""Budget periods: the month, fiscal quarter or fiscal year that contains a day. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import date, timedelta
+
+MONTH = "month"
+QUARTER = "quarter"
+YEAR = "year"
+_MONTHS = {MONTH: 1, QUARTER: 3, YEAR: 12}
+
+
+def add_months(first: date, months: int) -> date:
+    index = first.year * 12 + first.month - 1 + months
+    return date(index // 12, index % 12 + 1, 1)
+
+
+@dataclass(frozen=True)
+class Period:
+    """[start, end] both inclusive, whole days."""
+
+    start: date
+    end: date
+
+    @property
+    def days(self) -> int:
+        return (self.end - self.start).days + 1
+
+    def months(self) -> list[date]:
+        """First days of the calendar months the period covers."""
+        out = []
+        month = self.start.replace(day=1)
+        while month <= self.end:
+            out.append(month)
+            month = add_months(month, 1)
+        return out
+
+    def overlaps(self, first: date, last: date) -> bool:
+        return self.start <= last and first <= self.end
+
+
+def period_containing(*, kind: str, day: date, fiscal_year_start_month: int = 1) -> Period:
+    """The month, quarter or year containing `day`; quarters and years start in the fiscal
+    year's first month (1 = January)."""
+    length = _MONTHS[kind]
+    if length == 1:
+        start = day.replace(day=1)
+    else:
+        # Months since the fiscal year's first month, rounded down to the period length.
+        offset = (day.month - fiscal_year_start_month) % 12
+        start = add_months(day.replace(day=1), -(offset % length))
+    return Period(start=start, end=add_months(start, length) - timedelta(days=1))

@@ -1,0 +1,336 @@
+"""Reads: which budgets a user sees, a budget's status on a day (actual, forecast and band,
+% used, the burn-down series), the biggest drivers of its period, and its alert history."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+from decimal import Decimal
+from fractions import Fraction
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
+
+from billing_ingest.money import MoneySum
+from finops.attribution.models import AllocatedCost, TeamDailyCost
+from finops.budgets.forecast import WINDOW_DAYS, Forecast, ForecastInput, forecast_rest
+from finops.budgets.models import Budget, BudgetAlert
+from finops.budgets.periods import Period, add_months, period_containing
+from finops.budgets.series import ScopeSeries, scope_series
+from finops.currency.selectors import FxRateMissing, converter_for, money_round
+from finops.org.models import Team
+from finops.org.permissions import AnyUser, user_is_finance
+from finops.org.selectors import team_list_visible
+
+ZERO = Decimal(0)
+HUNDRED = Decimal(100)
+DRIVERS = 5
+
+
+def budget_list_visible(*, user: AnyUser) -> QuerySet[Budget]:
+    """Every budget for finance; a team lead's teams' budgets (never org or provider ones)."""
+    qs = Budget.objects.select_related("team", "owner")
+    if user_is_finance(user):
+        return qs
+    return qs.filter(team__in=team_list_visible(user=user))
+
+
+def bill_lag_days(provider: str) -> int:
+    lags = settings.FINOPS_BILL_LAG_DAYS
+    return int(lags.get(provider, lags.get("*", 1)))
+
+
+def budget_period(*, budget: Budget, day: date) -> Period:
+    return period_containing(
+        kind=budget.period, day=day, fiscal_year_start_month=settings.FINOPS_FISCAL_YEAR_START_MONTH
+    )
+
+
+@dataclass
+class BurnDay:
+    """One day of the burn-down chart, cumulative since the period start, budget currency."""
+
+    day: date
+    actual: Decimal | None
+    forecast: Decimal | None
+    low: Decimal | None
+    high: Decimal | None
+
+
+@dataclass
+class BudgetStatus:
+    budget: Budget
+    period: Period
+    as_of: date
+    currency: str
+    actual: Decimal = ZERO
+    forecast: Decimal = ZERO
+    forecast_low: Decimal = ZERO
+    forecast_high: Decimal = ZERO
+    method: str = ""
+    error: str = ""
+    days: list[BurnDay] = field(default_factory=list)
+
+    @property
+    def percent_used(self) -> Decimal:
+        return (self.actual * HUNDRED / self.budget.amount).quantize(Decimal("0.01"))
+
+    @property
+    def forecast_percent(self) -> Decimal:
+        return (self.forecast * HUNDRED / self.budget.amount).quantize(Decimal("0.01"))
+
+    @property
+    def over(self) -> bool:
+        return self.actual >= self.budget.amount
+
+    @property
+    def forecast_over(self) -> bool:
+        return self.forecast >= self.budget.amount
+
+    @property
+    def bar_percent(self) -> Decimal:
+        """% used for a bar, capped at 100."""
+        return min(self.percent_used, HUNDRED).quantize(Decimal("0.1"))
+
+
+def _projected_recurring(series: ScopeSeries, provider: str, period: Period, as_of: date) -> dict:
+    """Recurring charges after as_of: the known ones, and for months of the period after the
+    newest month holding any, that month's charges again on the same days of the month."""
+    known = series.recurring.get(provider, {})
+    out: dict[date, Fraction] = {d: v for d, v in known.items() if as_of < d <= period.end}
+    if not known:
+        return out
+    newest = max(known).replace(day=1)
+    template = {d.day: v for d, v in known.items() if d.replace(day=1) == newest}
+    month = add_months(newest, 1)
+    while month <= period.end:
+        last = add_months(month, 1) - timedelta(days=1)
+        for dom, value in template.items():
+            day = month.replace(day=min(dom, last.day))
+            if as_of < day <= period.end:
+                out[day] = out.get(day, Fraction(0)) + value
+        month = add_months(month, 1)
+    return out
+
+
+def _provider_forecast(
+    series: ScopeSeries, provider: str, period: Period, as_of: date, history_first: date
+) -> Forecast:
+    total = series.total.get(provider, {})
+    recurring = series.recurring.get(provider, {})
+    complete = as_of - timedelta(days=bill_lag_days(provider))
+    # History starts at the provider's first day with cost (not zeros before it ever existed).
+    days_with_cost = [d for d in total if d >= history_first]
+    first = min(days_with_cost) if days_with_cost else complete + timedelta(days=1)
+    history = []
+    day = max(first, complete - timedelta(days=WINDOW_DAYS - 1))
+    while day <= complete:
+        history.append(_dec(total.get(day, Fraction(0)) - recurring.get(day, Fraction(0))))
+        day += timedelta(days=1)
+    lag = {
+        d: _dec(total.get(d, Fraction(0)) - recurring.get(d, Fraction(0)))
+        for d in (complete + timedelta(days=i + 1) for i in range((as_of - complete).days))
+    }
+    return forecast_rest(
+        ForecastInput(
+            history=history,
+            complete_through=complete,
+            as_of=as_of,
+            period_end=period.end,
+            lag_actuals=lag,
+            recurring={
+                d: _dec(v) for d, v in _projected_recurring(series, provider, period, as_of).items()
+            },
+        )
+    )
+
+
+def _dec(value: Fraction) -> Decimal:
+    return money_round(value)
+
+
+def budget_status(*, budget: Budget, as_of: date) -> BudgetStatus:
+    """Actual and forecast of the period containing as_of, using ledger days <= as_of."""
+    period = budget_period(budget=budget, day=as_of)
+    status = BudgetStatus(budget=budget, period=period, as_of=as_of, currency=budget.currency)
+    max_lag = max([bill_lag_days(p) for p in settings.FINOPS_BILL_LAG_DAYS] + [1])
+    history_first = as_of - timedelta(days=WINDOW_DAYS + max_lag)
+    first = min(period.start, history_first)
+    try:
+        series = scope_series(budget=budget, first=first, last=period.end, currency=budget.currency)
+    except FxRateMissing as exc:
+        status.error = str(exc)
+        return status
+    actual_by_day: dict[date, Fraction] = defaultdict(Fraction)
+    for daily in series.total.values():
+        for day, value in daily.items():
+            if period.start <= day <= as_of:
+                actual_by_day[day] += value
+    status.actual = money_round(sum(actual_by_day.values(), Fraction(0)))
+    forecasts = [
+        _provider_forecast(series, p, period, as_of, history_first) for p in series.providers()
+    ]
+    status.forecast = status.actual + sum((f.expected for f in forecasts), ZERO)
+    status.forecast_low = status.actual + sum((f.low for f in forecasts), ZERO)
+    status.forecast_high = status.actual + sum((f.high for f in forecasts), ZERO)
+    cent = Decimal("0.01")
+    status.forecast = status.forecast.quantize(cent)
+    status.forecast_low = status.forecast_low.quantize(cent)
+    status.forecast_high = status.forecast_high.quantize(cent)
+    status.method = ", ".join(sorted({f.method for f in forecasts})) or "none"
+    status.days = _burn_days(period, as_of, actual_by_day, forecasts, status)
+    return status
+
+
+def _burn_days(
+    period: Period,
+    as_of: date,
+    actual_by_day: dict[date, Fraction],
+    forecasts: list[Forecast],
+    status: BudgetStatus,
+) -> list[BurnDay]:
+    out = []
+    cumulative = Fraction(0)
+    # The lag-day top-ups land on as_of, where the forecast line starts.
+    running = status.forecast - sum((sum(f.daily.values(), ZERO) for f in forecasts), ZERO)
+    day = period.start
+    while day <= period.end:
+        if day <= as_of:
+            cumulative += actual_by_day.get(day, Fraction(0))
+            actual = money_round(cumulative).quantize(Decimal("0.01"))
+            point = BurnDay(day, actual, None, None, None)
+            if day == as_of:
+                point.forecast = point.low = point.high = running.quantize(Decimal("0.01"))
+            out.append(point)
+        else:
+            running += sum((f.daily.get(day, ZERO) for f in forecasts), ZERO)
+            half = sum((f.spread.get(day, ZERO) for f in forecasts), ZERO)
+            out.append(
+                BurnDay(
+                    day,
+                    None,
+                    running.quantize(Decimal("0.01")),
+                    max(running - half, ZERO).quantize(Decimal("0.01")),
+                    (running + half).quantize(Decimal("0.01")),
+                )
+            )
+        day += timedelta(days=1)
+    return out
+
+
+def budget_alerts_of_period(*, budget: Budget, period_start: date) -> list[BudgetAlert]:
+    return list(
+        BudgetAlert.objects.filter(budget=budget, period_start=period_start)
+        .select_related("notification")
+        .order_by("kind", "threshold")
+    )
+
+
+def budget_alert_history(*, budget: Budget) -> list[BudgetAlert]:
+    return list(
+        BudgetAlert.objects.filter(budget=budget)
+        .select_related("notification")
+        .order_by("-period_start", "kind", "threshold")
+    )
+
+
+def budget_recipients(*, budget: Budget) -> list[str]:
+    """The team's leads (with an address) and the listed addresses, minus those opted out."""
+    addresses = {a.strip().lower() for a in budget.recipients if a.strip()}
+    if budget.team_id:
+        leads = User.objects.filter(finops_profile__teams=budget.team_id, is_active=True).exclude(
+            email=""
+        )
+        addresses |= {email.lower() for email in leads.values_list("email", flat=True)}
+    opted_out = {
+        e.lower()
+        for e in User.objects.filter(budgetoptout__budget=budget).values_list("email", flat=True)
+    }
+    return sorted(addresses - opted_out)
+
+
+@dataclass
+class Driver:
+    dimension: str
+    key: str
+    amount: Decimal
+
+
+def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, list[Driver]]:
+    """The DRIVERS biggest runs, services and endpoints of the period to as_of, converted.
+    A tag budget has no ledger rows of its own: its services come from its line items."""
+    if budget.tag_key:
+        return {"services": []}
+    qs = AllocatedCost.objects.filter(
+        billing_period__gte=add_months(period.start, -1),
+        billing_period__lte=add_months(period.end.replace(day=1), 1),
+        day__gte=period.start,
+        day__lte=min(as_of, period.end),
+    )
+    if budget.team_id:
+        qs = qs.filter(team_id=budget.team_id)
+    elif budget.provider_name:
+        qs = qs.filter(provider_name=budget.provider_name)
+    out: dict[str, list[Driver]] = {}
+    for dimension, column in (
+        ("runs", "run_id"),
+        ("services", "service_name"),
+        ("endpoints", "job__endpoint"),
+    ):
+        rows = list(
+            qs.exclude(**{column: ""})
+            .exclude(**{f"{column}__isnull": True})
+            .order_by()
+            .values(column, "day", "billing_currency")
+            .annotate(amount=MoneySum("amount"))
+        )
+        out[dimension] = _top(dimension, column, rows, budget.currency)
+    return out
+
+
+def _top(dimension: str, column: str, rows: list[dict], currency: str) -> list[Driver]:
+    if not rows:
+        return []
+    try:
+        converter = converter_for(
+            to_currency=currency,
+            currencies={r["billing_currency"] for r in rows},
+            first_day=min(r["day"] for r in rows),
+            last_day=max(r["day"] for r in rows),
+        )
+        sums: dict[str, Fraction] = defaultdict(Fraction)
+        for r in rows:
+            sums[r[column]] += converter.exact(
+                day=r["day"], currency=r["billing_currency"], amount=r["amount"]
+            )
+    except FxRateMissing:
+        return []
+    ranked = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))[:DRIVERS]
+    return [Driver(dimension, key, money_round(v).quantize(Decimal("0.01"))) for key, v in ranked]
+
+
+def last_ledger_day_of_scope(*, budget: Budget) -> date | None:
+    """The newest ledger day of the budget's team or provider (any, for other scopes)."""
+    qs = TeamDailyCost.objects.all()
+    if budget.team_id:
+        qs = qs.filter(team_id=budget.team_id)
+    elif budget.provider_name:
+        qs = qs.filter(provider_name=budget.provider_name)
+    return qs.order_by("-day").values_list("day", flat=True).first()
+
+
+def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:
+    """The team's active budgets as of the month's newest ledger day (else its last day, or
+    today when that is earlier): what the team page shows beside the month."""
+    last = add_months(month.replace(day=1), 1) - timedelta(days=1)
+    newest = (
+        TeamDailyCost.objects.filter(billing_period=month.replace(day=1), day__lte=last)
+        .order_by("-day")
+        .values_list("day", flat=True)
+        .first()
+    )
+    as_of = newest or min(last, date.today())
+    budgets = Budget.objects.filter(team=team, active=True).select_related("team")
+    return [budget_status(budget=b, as_of=as_of) for b in budgets]

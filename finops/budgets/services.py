@@ -1,0 +1,337 @@
+"""Writes: budgets (validated once, for the API and the forms alike), their alerts and emails,
+and opt-outs.
+
+An alert is due the first time in a period that the actual cost (or the forecast) reaches a
+threshold. Exactly one email per (budget, period, kind, threshold), ever: the BudgetAlert
+insert is conditional on the unique constraint (the insert that loses a race, or comes after a
+re-ingest, fails and sends nothing), and the email goes through the outbox under the key
+`budget:<id>:<period start>:<kind>:<threshold>`, sent after commit and marked sent only once
+the SMTP server accepted it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+
+from finops.budgets.emails import alert_email
+from finops.budgets.models import Budget, BudgetAlert, BudgetOptOut
+from finops.budgets.selectors import (
+    BudgetStatus,
+    budget_drivers,
+    budget_recipients,
+    budget_status,
+    last_ledger_day_of_scope,
+)
+from finops.budgets.series import ledger_currencies
+from finops.currency.selectors import FxRateMissing, fx_rate_for
+from finops.notifications.models import EmailNotification
+from finops.notifications.services import notification_enqueue
+from finops.org.models import Team
+from finops.org.permissions import AnyUser, user_is_finance
+from finops.org.selectors import team_list_visible
+
+THRESHOLD_MIN, THRESHOLD_MAX = 1, 1000
+DEFAULT_THRESHOLDS = [50, 80, 100]
+DEFAULT_FORECAST_THRESHOLDS = [100]
+_CURRENCY = re.compile(r"^[A-Z]{3}$")
+_TAG = re.compile(r"^([^=\s][^=]*)=(.+)$")
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+def _amount(value: object, errors: dict[str, list[str]]) -> Decimal | None:
+    try:
+        amount = Decimal(str(value).strip())
+    except (InvalidOperation, ValueError):
+        errors.setdefault("amount", []).append("Enter a number, e.g. 1950.00.")
+        return None
+    if not amount.is_finite() or amount <= 0:
+        errors.setdefault("amount", []).append("The amount must be greater than zero.")
+        return None
+    if amount.as_tuple().exponent < -2 or abs(amount) >= Decimal(10) ** 15:  # type: ignore[operator]
+        errors.setdefault("amount", []).append("At most 15 digits and 2 decimal places.")
+        return None
+    return amount
+
+
+def _thresholds(name: str, value: object, errors: dict[str, list[str]]) -> list[int]:
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[,\s]+", value.strip()) if v]
+    if not isinstance(value, list | tuple):
+        errors.setdefault(name, []).append("A list of percentages, e.g. 50, 80, 100.")
+        return []
+    out: list[int] = []
+    for item in value:
+        try:
+            number = Decimal(str(item).strip().rstrip("%"))
+        except InvalidOperation:
+            errors.setdefault(name, []).append(f"{item!r} is not a number.")
+            continue
+        if isinstance(item, bool) or number != number.to_integral_value():
+            errors.setdefault(name, []).append(f"{item} is not a whole percentage.")
+        elif not THRESHOLD_MIN <= number <= THRESHOLD_MAX:
+            errors.setdefault(name, []).append(
+                f"{item} is outside {THRESHOLD_MIN} to {THRESHOLD_MAX} %."
+            )
+        else:
+            out.append(int(number))
+    return sorted(set(out))
+
+
+def _recipients(value: object, errors: dict[str, list[str]]) -> list[str]:
+    if isinstance(value, str):
+        value = [v for v in re.split(r"[,\s;]+", value.strip()) if v]
+    if not isinstance(value, list | tuple):
+        errors.setdefault("recipients", []).append("A list of email addresses.")
+        return []
+    out = []
+    for item in value:
+        address = str(item).strip()
+        try:
+            validate_email(address)
+        except ValidationError:
+            errors.setdefault("recipients", []).append(f"{address!r} is not an email address.")
+            continue
+        out.append(address)
+    return sorted(set(out))
+
+
+def _currency(value: object, budget_scope: Budget, errors: dict[str, list[str]]) -> str:
+    """The code, if every ledger currency of the scope converts to it (newest ledger day)."""
+    code = str(value or "").strip().upper()
+    if not _CURRENCY.match(code):
+        errors.setdefault("currency", []).append("An ISO 4217 code such as USD.")
+        return code
+    day = last_ledger_day_of_scope(budget=budget_scope) or date.today()
+    for ledger_code in sorted(ledger_currencies(budget=budget_scope)):
+        try:
+            fx_rate_for(day=day, from_currency=ledger_code, to_currency=code)
+        except FxRateMissing as exc:
+            errors.setdefault("currency", []).append(
+                f"No FX rate converts the ledger's {ledger_code} to {code}: {exc}."
+            )
+    return code
+
+
+@dataclass
+class BudgetInput:
+    """Validated budget fields (see budget_validate)."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def budget_validate(
+    *, user: AnyUser, data: Mapping[str, Any], instance: Budget | None = None
+) -> dict[str, Any]:
+    """Clean a create or update body; raise ValidationError({field: [messages]}).
+
+    Keys: name, team (slug or None), tag ("key=value" or ""), provider, period, amount,
+    currency, thresholds, forecast_thresholds, recipients, active. On update, absent keys keep
+    the budget's values.
+    """
+
+    def current(key: str, default: Any) -> Any:
+        if key in data:
+            return data[key]
+        if instance is None:
+            return default
+        return {
+            "team": instance.team.slug if instance.team else None,
+            "tag": instance.tag or "",
+            "provider": instance.provider_name,
+        }.get(key, getattr(instance, key, default))
+
+    errors: dict[str, list[str]] = {}
+    finance = user_is_finance(user)
+    name = str(current("name", "") or "").strip()
+    if not name:
+        errors["name"] = ["A budget needs a name."]
+    elif len(name) > 200:
+        errors["name"] = ["At most 200 characters."]
+    team = None
+    slug = current("team", None)
+    if slug not in (None, ""):
+        team = Team.objects.filter(slug=str(slug)).first()
+        if team is None:
+            errors["team"] = [f"No team {slug!r}."]
+        elif not team_list_visible(user=user).filter(pk=team.pk).exists():
+            errors["team"] = ["You may only save budgets of your own teams."]
+            team = None
+    elif not finance:
+        errors["team"] = ["Choose one of your teams: organisation budgets are finance's."]
+    provider = str(current("provider", "") or "").strip()
+    if provider and (team is not None or slug not in (None, "")):
+        errors.setdefault("provider", []).append("A budget is for a team or a provider.")
+    if provider and not finance:
+        errors.setdefault("provider", []).append("Provider budgets are finance's.")
+    tag = str(current("tag", "") or "").strip()
+    tag_key = tag_value = ""
+    if tag:
+        match = _TAG.match(tag)
+        if match is None:
+            errors["tag"] = ["Write the tag filter as key=value."]
+        elif slug in (None, ""):
+            errors["tag"] = ["A tag filter needs a team."]
+        else:
+            tag_key, tag_value = match.group(1).strip(), match.group(2).strip()
+    period = str(current("period", Budget.Period.MONTH) or "")
+    if period not in Budget.Period.values:
+        errors["period"] = [f"One of {', '.join(Budget.Period.values)}."]
+    amount = _amount(current("amount", ""), errors)
+    thresholds = _thresholds("thresholds", current("thresholds", DEFAULT_THRESHOLDS), errors)
+    forecast_thresholds = _thresholds(
+        "forecast_thresholds", current("forecast_thresholds", DEFAULT_FORECAST_THRESHOLDS), errors
+    )
+    recipients = _recipients(current("recipients", []), errors)
+    scope = Budget(team=team, provider_name=provider)
+    default_currency = settings.FINOPS_REPORTING_CURRENCY
+    currency = _currency(current("currency", default_currency), scope, errors)
+    if errors:
+        raise ValidationError(errors)
+    return {
+        "name": name,
+        "team": team,
+        "tag_key": tag_key,
+        "tag_value": tag_value,
+        "provider_name": provider,
+        "period": period,
+        "amount": amount,
+        "currency": currency,
+        "thresholds": thresholds,
+        "forecast_thresholds": forecast_thresholds,
+        "recipients": recipients,
+        "active": bool(current("active", True)),
+    }
+
+
+# --- budgets ---------------------------------------------------------------------------------
+
+
+def budget_create(*, user: AnyUser, data: Mapping[str, Any]) -> Budget:
+    values = budget_validate(user=user, data=data)
+    with transaction.atomic():
+        return Budget.objects.create(owner_id=getattr(user, "pk", None), **values)
+
+
+def budget_update(*, user: AnyUser, budget: Budget, data: Mapping[str, Any]) -> Budget:
+    values = budget_validate(user=user, data=data, instance=budget)
+    with transaction.atomic():
+        for key, value in values.items():
+            setattr(budget, key, value)
+        budget.save()
+    return budget
+
+
+def budget_delete(*, budget: Budget) -> None:
+    with transaction.atomic():
+        budget.delete()
+
+
+def budget_opt_out_set(*, budget: Budget, user: AnyUser, opted_out: bool) -> None:
+    """Stop (or resume) a user's emails of this budget."""
+    with transaction.atomic():
+        if opted_out:
+            BudgetOptOut.objects.get_or_create(budget=budget, user_id=int(user.pk or 0))
+        else:
+            BudgetOptOut.objects.filter(budget=budget, user_id=int(user.pk or 0)).delete()
+
+
+# --- alerts ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Evaluation:
+    status: BudgetStatus
+    sent: list[BudgetAlert] = field(default_factory=list)
+
+
+def _due(status: BudgetStatus) -> list[tuple[str, int]]:
+    budget = status.budget
+    due = []
+    for kind, value, levels in (
+        (BudgetAlert.Kind.ACTUAL, status.actual, budget.thresholds),
+        (BudgetAlert.Kind.FORECAST, status.forecast, budget.forecast_thresholds),
+    ):
+        for threshold in levels:
+            if value * 100 >= budget.amount * int(threshold):
+                due.append((str(kind), int(threshold)))
+    return due
+
+
+def alert_key(*, budget_id: int, period_start: date, kind: str, threshold: int) -> str:
+    return f"budget:{budget_id}:{period_start:%Y-%m-%d}:{kind}:{threshold}"
+
+
+def _raise_alert(status: BudgetStatus, kind: str, threshold: int) -> BudgetAlert | None:
+    """Insert the alert and enqueue its email in one transaction, unless it exists."""
+    budget = status.budget
+    try:
+        with transaction.atomic():
+            alert = BudgetAlert.objects.create(
+                budget=budget,
+                period_start=status.period.start,
+                kind=kind,
+                threshold=threshold,
+                as_of=status.as_of,
+                actual=status.actual,
+                forecast=status.forecast,
+            )
+            key = alert_key(
+                budget_id=budget.pk,
+                period_start=status.period.start,
+                kind=kind,
+                threshold=threshold,
+            )
+            recipients = budget_recipients(budget=budget)
+            if recipients:
+                drivers = budget_drivers(budget=budget, period=status.period, as_of=status.as_of)
+                subject, text, html = alert_email(
+                    status=status, kind=kind, threshold=threshold, drivers=drivers
+                )
+                notification_enqueue(
+                    key=key,
+                    kind="budget",
+                    recipients=recipients,
+                    subject=subject,
+                    text_body=text,
+                    html_body=html,
+                )
+            alert.notification = EmailNotification.objects.filter(key=key).first()
+            alert.save(update_fields=["notification"])
+    except IntegrityError:
+        return None
+    return alert
+
+
+def budget_evaluate(*, budget_id: int, as_of: date) -> Evaluation:
+    """Evaluate one budget on as_of and raise (once ever) each alert now due."""
+    budget = Budget.objects.select_related("team").get(pk=budget_id)
+    status = budget_status(budget=budget, as_of=as_of)
+    evaluation = Evaluation(status=status)
+    if status.error or not budget.active:
+        return evaluation
+    for kind, threshold in _due(status):
+        alert = _raise_alert(status, kind, threshold)
+        if alert is not None:
+            evaluation.sent.append(alert)
+    return evaluation
+
+
+def budgets_evaluate_active(
+    *, as_of: date, budget_ids: Iterable[int] | None = None
+) -> list[Evaluation]:
+    qs = Budget.objects.filter(active=True).order_by("id")
+    if budget_ids is not None:
+        qs = qs.filter(pk__in=list(budget_ids))
+    return [budget_evaluate(budget_id=pk, as_of=as_of) for pk in qs.values_list("pk", flat=True)]

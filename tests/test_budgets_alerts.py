@@ -1,0 +1,200 @@
+"""Budget alert emails through a real SMTP server (aiosmtpd): a month replayed day by day with
+`check_budgets --as-of`, exactly one email per budget, period, threshold and kind and recipient;
+nothing new after re-ingest, restatement or re-attribution; opt-out; SMTP errors on the page;
+the email's parts. Data goes in through ingest_billing (FOCUS) and attribution, as in use."""
+
+from __future__ import annotations
+
+import csv
+import email
+import io
+import socket
+from collections import Counter
+from datetime import date, timedelta
+from email.message import Message
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from finops.budgets.models import Budget, BudgetAlert
+from finops.budgets.services import budget_opt_out_set
+from finops.notifications.models import EmailNotification
+from finops.notifications.tasks import resend_unsent_notifications
+from tests.conftest import CapturedMail
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SEPTEMBER = date(2025, 9, 1)
+COLUMNS = [
+    "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd",
+    "BillingAccountId", "ProviderName", "ChargeCategory", "PricingCategory", "ServiceName",
+    "SkuId", "ResourceId", "ResourceName", "BilledCost", "EffectiveCost", "BillingCurrency",
+    "Tags",
+]  # fmt: skip
+LEAD = "lead@example.com"
+LISTED = "vision-lead@example.com"
+
+
+def _focus_month(path: Path, daily: dict[int, str]) -> Path:
+    """One Usage line per day of September 2025 tagged team=vision, EffectiveCost as given."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for dom, cost in sorted(daily.items()):
+        day = SEPTEMBER + timedelta(days=dom - 1)
+        writer.writerow({
+            "BillingPeriodStart": "2025-09-01T00:00:00Z",
+            "BillingPeriodEnd": "2025-10-01T00:00:00Z",
+            "ChargePeriodStart": f"{day}T00:00:00Z",
+            "ChargePeriodEnd": f"{day + timedelta(days=1)}T00:00:00Z",
+            "BillingAccountId": "123456789012", "ProviderName": "AWS",
+            "ChargeCategory": "Usage", "PricingCategory": "Standard",
+            "ServiceName": "Amazon SageMaker", "SkuId": "SKU1", "ResourceId": f"r-{dom}",
+            "ResourceName": f"notebook-{dom}", "BilledCost": cost, "EffectiveCost": cost,
+            "BillingCurrency": "USD", "Tags": '{"team": "vision"}',
+        })  # fmt: skip
+    path.write_text(out.getvalue(), encoding="utf-8")
+    return path
+
+
+def _ingest(path: Path) -> None:
+    # ingest_billing attributes the months it touched.
+    call_command("ingest_billing", "--format", "focus", str(path), "--source", "aws",
+                 stdout=io.StringIO())  # fmt: skip
+
+
+@pytest.fixture
+def vision_month(tmp_path, team, lead_user):
+    lead_user.email = LEAD
+    lead_user.save()
+    _ingest(_focus_month(tmp_path / "sep.csv", {d: "100" for d in range(1, 31)}))
+    return Budget.objects.create(
+        name="Vision monthly", team=team, period="month", amount=2000, currency="USD",
+        thresholds=[50, 80, 100], forecast_thresholds=[100], recipients=[LISTED],
+    )  # fmt: skip
+
+
+def _replay(first: int = 1, last: int = 30) -> str:
+    out = io.StringIO()
+    for dom in range(first, last + 1):
+        call_command("check_budgets", "--as-of", f"2025-09-{dom:02d}", stdout=out)
+    return out.getvalue()
+
+
+def _subjects(smtp: CapturedMail, address: str) -> Counter[str]:
+    return Counter(str(email.message_from_bytes(raw)["Subject"]) for raw in smtp.to(address))
+
+
+def test_replayed_month_sends_each_alert_once_per_recipient(vision_month, smtp_server):
+    printed = _replay()
+
+    # 100 a day against 2000: 50 % on the 10th, 80 % on the 16th, 100 % on the 20th. The
+    # forecast reaches 2000 on the 2nd: the 1st is complete, so 2 x 100 + 28 x 100 = 3000.
+    raised = {(a.kind, a.threshold): a.as_of.day for a in BudgetAlert.objects.all()}
+    assert raised == {("actual", 50): 10, ("actual", 80): 16, ("actual", 100): 20,
+                      ("forecast", 100): 2}  # fmt: skip
+    for address in (LEAD, LISTED):
+        subjects = _subjects(smtp_server, address)
+        assert sum(subjects.values()) == 4, subjects
+        assert all(count == 1 for count in subjects.values())
+    assert "alert sent: actual 80 %" in printed
+    assert "as of 2025-09-16: actual 1,600.00 USD (80.00 %)" in printed
+
+    assert _replay().count("alert sent") == 0
+    assert len(smtp_server.messages) == 4
+
+
+def test_reingest_restatement_and_reattribution_send_nothing_new(
+    vision_month, smtp_server, tmp_path
+):
+    _replay(1, 30)
+    assert len(smtp_server.messages) == 4
+
+    # The provider restates the month lower (below 80 %), then back up; the month is
+    # re-attributed; every day is evaluated again each time.
+    _ingest(_focus_month(tmp_path / "restated.csv", {d: "40" for d in range(1, 31)}))
+    _replay(1, 30)
+    _ingest(_focus_month(tmp_path / "again.csv", {d: "120" for d in range(1, 31)}))
+    call_command("attribute", "--month", "2025-09", stdout=io.StringIO())
+    _replay(1, 30)
+
+    assert len(smtp_server.messages) == 4
+    assert BudgetAlert.objects.count() == 4
+    assert EmailNotification.objects.count() == 4
+
+
+def _parts(raw: bytes) -> dict[str, str]:
+    message: Message = email.message_from_bytes(raw)
+    return {
+        part.get_content_type(): part.get_payload(decode=True).decode()
+        for part in message.walk()
+        if part.get_content_type() in ("text/plain", "text/html")
+    }
+
+
+def test_email_is_multipart_with_figures_drivers_and_link(vision_month, smtp_server, settings):
+    settings.SITE_URL = "https://finops.example.com"
+    call_command("check_budgets", "--as-of", "2025-09-10", stdout=io.StringIO())
+
+    raw = next(r for r in smtp_server.to(LEAD)
+               if b"actual cost reached 50" in r)  # fmt: skip
+    parts = _parts(raw)
+    assert set(parts) == {"text/plain", "text/html"}
+    text, html = parts["text/plain"], parts["text/html"]
+    link = f"https://finops.example.com/budgets/{vision_month.pk}/"
+    for body in (text, html):
+        assert "Vision monthly" in body and link in body
+        assert "1,000.00 USD" in body  # actual
+        assert "3,000.00 USD" in body  # forecast
+        assert "2,000.00 USD" in body  # amount
+        assert "Amazon SageMaker" in body  # the biggest service
+    assert "50.00 % used" in text
+    assert "<img" not in html and "http://" not in html.replace(link, "")
+    assert 'style="' in html
+
+
+def test_opted_out_user_gets_no_email(vision_month, smtp_server, lead_user):
+    budget_opt_out_set(budget=vision_month, user=lead_user, opted_out=True)
+    _replay(1, 30)
+    assert smtp_server.to(LEAD) == []
+    assert len(smtp_server.to(LISTED)) == 4
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def test_smtp_error_is_shown_on_the_budget_page_then_sent(
+    vision_month, smtp_server, settings, client, finance_user
+):
+    port = settings.EMAIL_PORT
+    settings.EMAIL_PORT = _closed_port()
+    call_command("check_budgets", "--as-of", "2025-09-10", stdout=io.StringIO())
+    client.force_login(finance_user)
+
+    page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()
+    assert "not sent yet" in page and "ConnectionRefusedError" in page
+    api = client.get(f"/api/v1/budgets/{vision_month.pk}/?as_of=2025-09-10").json()
+    assert all(a["sent_at"] is None for a in api["alerts"])
+
+    settings.EMAIL_PORT = port
+    resend_unsent_notifications()
+    page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()
+    assert "not sent yet" not in page and "sent 20" in page
+    assert len(smtp_server.to(LEAD)) == 2  # actual 50 % and forecast 100 %, once each
+
+
+def test_month_task_evaluates_as_of_the_last_ledger_day_once(vision_month, smtp_server):
+    from finops.budgets.tasks import evaluate_budgets_for_month
+
+    first = evaluate_budgets_for_month("2025-09")
+    again = evaluate_budgets_for_month("2025-09", pipeline_run_id=7)
+
+    # The ledger ends on the 30th: 3000 of 2000 reaches every threshold, once.
+    assert first["as_of"] == "2025-09-30" and len(first["alerts"]) == 4
+    assert again["alerts"] == []
+    assert len(smtp_server.to(LEAD)) == 4
+    assert evaluate_budgets_for_month("2025-11") == {"budgets": 0, "alerts": [], "month": "2025-11"}

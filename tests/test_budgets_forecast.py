@@ -1,0 +1,159 @@
+"""The budget forecast (pure): run-rate before 14 days, day-of-week seasonality after, trend only
+when significant, recurring charges once on their day, bill-lag days forecast (never zero), the
+p10-p90 band; and the periods (month, fiscal quarter, fiscal year)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from decimal import Decimal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from finops.budgets.forecast import ForecastInput, forecast_rest, run_rate_forecast
+from finops.budgets.periods import period_containing
+
+D = Decimal
+
+
+def _input(history, *, complete, as_of=None, end, lag=None, recurring=None) -> ForecastInput:
+    return ForecastInput(
+        history=[D(v) for v in history],
+        complete_through=complete,
+        as_of=as_of or complete,
+        period_end=end,
+        lag_actuals=lag or {},
+        recurring=recurring or {},
+    )
+
+
+def test_flat_history_forecasts_the_same_daily_amount_with_no_band():
+    # 10 days of exactly 100: the rest of a 30-day month (20 days) is 2000, no spread at all.
+    f = forecast_rest(_input([100] * 10, complete=date(2025, 9, 10), end=date(2025, 9, 30)))
+    assert f.method == "run-rate"
+    assert f.expected == D(2000)
+    assert f.low == f.high == D(2000)
+
+
+def test_weekday_seasonality_once_14_days_exist():
+    # Weekdays 100, weekends 10 (Mon 2025-09-01 .. Sun 2025-09-14: 14 days, two whole weeks).
+    start = date(2025, 9, 1)
+    days = [start + timedelta(days=i) for i in range(14)]
+    history = [10 if d.weekday() >= 5 else 100 for d in days]
+    f = forecast_rest(_input(history, complete=days[-1], end=date(2025, 9, 30)))
+    assert f.method.startswith("weekday")
+    # 15..30 Sep: Mon 15 .. Tue 30 = 12 weekdays and 4 weekend days.
+    assert f.expected == D(12 * 100 + 4 * 10)
+    assert f.daily[date(2025, 9, 20)] == D(10)  # a Saturday
+    assert f.daily[date(2025, 9, 22)] == D(100)  # a Monday
+
+
+def test_13_days_are_still_run_rate():
+    start = date(2025, 9, 1)
+    history = [10 if (start + timedelta(days=i)).weekday() >= 5 else 100 for i in range(13)]
+    f = forecast_rest(_input(history, complete=date(2025, 9, 13), end=date(2025, 9, 30)))
+    assert f.method == "run-rate"
+    mean = sum(D(v) for v in history) / 13
+    # 17 equal days, summed in 28-digit Decimal arithmetic.
+    assert abs(f.expected - mean * 17) < D("1e-20")
+
+
+def test_a_significant_trend_is_followed_and_noise_is_not():
+    # Exactly linear growth 10, 11, ... : the forecast continues the line.
+    history = [10 + i for i in range(10)]  # days 1..10 of September
+    f = forecast_rest(_input(history, complete=date(2025, 9, 10), end=date(2025, 9, 12)))
+    assert "trend" in f.method
+    assert f.expected == D(20 + 21)
+
+    # Alternating noise around 100 has no significant trend: forecast the mean.
+    noisy = [90, 110, 95, 105, 100, 92, 108, 97, 103, 100]
+    g = forecast_rest(_input(noisy, complete=date(2025, 9, 10), end=date(2025, 9, 12)))
+    assert "trend" not in g.method
+    assert g.expected == D(2) * sum(D(v) for v in noisy) / 10
+
+
+def test_recurring_charges_count_once_on_their_day():
+    # A 500 fee due on the 20th is added once, not spread or extrapolated.
+    f = forecast_rest(
+        _input(
+            [100] * 10,
+            complete=date(2025, 9, 10),
+            end=date(2025, 9, 30),
+            recurring={date(2025, 9, 20): D(500)},
+        )
+    )
+    assert f.expected == D(20 * 100 + 500)
+    assert f.daily[date(2025, 9, 20)] == D(600)
+    assert f.daily[date(2025, 9, 21)] == D(100)
+
+
+def test_bill_lag_days_are_forecast_never_zero():
+    # Complete through the 10th; the 11th and 12th are lag days: 40 already booked on the 11th,
+    # nothing on the 12th. Each lag day counts as the expected 100: +60 and +100. Then 18 days.
+    f = forecast_rest(
+        _input(
+            [100] * 10,
+            complete=date(2025, 9, 10),
+            as_of=date(2025, 9, 12),
+            end=date(2025, 9, 30),
+            lag={date(2025, 9, 11): D(40)},
+        )
+    )
+    assert f.expected == D(60 + 100 + 18 * 100)
+    assert date(2025, 9, 12) not in f.daily and date(2025, 9, 13) in f.daily
+
+
+def test_band_widens_with_noise_and_contains_the_expected_value():
+    quiet = forecast_rest(_input([99, 101] * 7, complete=date(2025, 9, 14), end=date(2025, 9, 30)))
+    loud = forecast_rest(_input([50, 150] * 7, complete=date(2025, 9, 14), end=date(2025, 9, 30)))
+    assert quiet.low < quiet.expected < quiet.high
+    assert loud.high - loud.low > quiet.high - quiet.low
+    # Symmetric normal band: p10 and p90 equally far from the expected sum.
+    assert loud.expected - loud.low == loud.high - loud.expected
+
+
+def test_no_history_forecasts_nothing_but_known_recurring():
+    f = forecast_rest(
+        _input(
+            [],
+            complete=date(2025, 9, 1),
+            end=date(2025, 9, 30),
+            recurring={date(2025, 9, 15): D(70)},
+        )
+    )
+    assert f.expected == f.low == f.high == D(70)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=10_000), min_size=0, max_size=40),
+    st.integers(min_value=0, max_value=25),
+)
+def test_band_is_ordered_and_never_negative(values, days_left):
+    complete = date(2025, 10, 1)
+    f = forecast_rest(_input(values, complete=complete, end=complete + timedelta(days=days_left)))
+    assert D(0) <= f.low <= f.expected <= f.high
+
+
+def test_run_rate_baseline():
+    # 700 in 7 days of a 30-day month: 3000.
+    assert run_rate_forecast(month_to_date=D(700), days_elapsed=7, days_in_period=30) == D(3000)
+
+
+@pytest.mark.parametrize(
+    ("kind", "day", "fiscal", "start", "end"),
+    [
+        ("month", date(2024, 2, 10), 1, date(2024, 2, 1), date(2024, 2, 29)),
+        ("quarter", date(2025, 5, 3), 1, date(2025, 4, 1), date(2025, 6, 30)),
+        ("quarter", date(2025, 5, 3), 2, date(2025, 5, 1), date(2025, 7, 31)),
+        ("quarter", date(2025, 1, 15), 4, date(2025, 1, 1), date(2025, 3, 31)),
+        ("quarter", date(2025, 3, 15), 4, date(2025, 1, 1), date(2025, 3, 31)),
+        ("year", date(2025, 3, 15), 4, date(2024, 4, 1), date(2025, 3, 31)),
+        ("year", date(2025, 4, 1), 4, date(2025, 4, 1), date(2026, 3, 31)),
+        ("year", date(2025, 12, 31), 1, date(2025, 1, 1), date(2025, 12, 31)),
+    ],
+)
+def test_periods(kind, day, fiscal, start, end):
+    period = period_containing(kind=kind, day=day, fiscal_year_start_month=fiscal)
+    assert (period.start, period.end) == (start, end)
