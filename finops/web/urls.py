@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.web import views
+from finops.web import chargeback_views, views
 
 app_name = "web"
 urlpatterns = [
@@ -8,6 +8,19 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.team_detail, name="team"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
+    path(
+        "teams/<slug:slug>/statements/<str:month>/",
+        chargeback_views.statement,
+        name="statement",
+    ),
+    path(
+        "teams/<slug:slug>/statements/<str:month>.<str:extension>",
+        chargeback_views.statement_file,
+        name="statement-file",
+    ),
+    path("close/", chargeback_views.close_periods, name="close"),
+    path("close/<str:month>/<str:action>/", chargeback_views.close_action, name="close-action"),
+    path("audit/", chargeback_views.audit_log, name="audit"),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("imports/", views.import_batches, name="imports"),
     path("endpoints/", views.endpoints, name="endpoints"),
