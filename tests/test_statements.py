@@ -210,3 +210,25 @@ def test_schema_documents_the_statement_endpoints(finance_user):
     assert "/api/v1/statements/" in schema["paths"]
     files = schema["paths"]["/api/v1/statements/{team}/{month}.{extension}"]["get"]
     assert set(files["responses"]["200"]["content"]) == {"text/csv", "application/pdf"}
+
+
+def test_page_and_pdf_list_the_largest_runs_and_sum_the_others(team):
+    from finops.chargeback.selectors import RUNS_SHOWN
+
+    count = RUNS_SHOWN + 3
+    for i in range(count):
+        AllocatedCostFactory(team=team, run_id=f"run-{i:03d}", amount=Decimal(i + 1) / 100)
+    statement = statement_get(team=team, month=MONTH)
+    shown = statement.runs_shown
+    assert len(shown) == RUNS_SHOWN
+    # The largest first: run-102 (1.03) down to run-003 (0.04); the 3 smallest summed.
+    assert shown[0].key == f"run-{count - 1:03d}" and shown[-1].key == "run-003"
+    [others] = statement.runs_others
+    assert others.key == "3 other runs"
+    assert others.amount == Decimal("0.06")  # 0.01 + 0.02 + 0.03
+    everything = sum((Decimal(i + 1) / 100 for i in range(count)), Decimal(0))
+    assert sum((ln.amount for ln in shown), others.amount) == everything
+    rows = list(csv.DictReader(io.StringIO(documents.statement_csv(statement))))
+    assert len([r for r in rows if r["section"] == "run"]) == count
+    text = PdfReader(io.BytesIO(documents.statement_pdf(statement))).pages[-1].extract_text()
+    assert "3 other runs" in text
