@@ -245,3 +245,13 @@ def test_rule_changes_in_the_admin_are_audited(client, team, finance_user):
         ("mapping_rule.delete", "fin"),
     ]
     assert events[1].details["changes"] == {"priority": [50, 10]}
+
+
+def test_a_month_that_does_not_reconcile_cannot_be_closed(bills, finance_user):
+    from finops.attribution.models import AllocatedCost
+
+    # The ledger lost a row: it no longer adds up to the bill (100 + 50 of September).
+    AllocatedCost.objects.filter(billing_period=SEPT, team__slug="speech").delete()
+    with pytest.raises(PeriodError, match="does not reconcile"):
+        period_close(month=SEPT, actor=finance_user)
+    assert not ClosedPeriod.objects.exists() and not AuditEvent.objects.exists()

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from finops.attribution.selectors import reconciliation_for_month
 from finops.audit.services import audit_record
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
 from finops.chargeback.selectors import (
@@ -65,6 +66,16 @@ def period_close(*, month: date, actor: AnyUser | None, reason: str = "") -> Clo
     month = month.replace(day=1)
     if month_is_closed(month):
         raise PeriodError(f"{month:%B %Y} is already closed.")
+    unbalanced = [
+        f"{row.provider or '(none)'} {row.billing_account_id} {row.currency}: {row.difference}"
+        for row in reconciliation_for_month(month=month).by_account
+        if not row.balanced
+    ]
+    if unbalanced:
+        # Freezing a ledger that does not add up to the bill would send leads wrong figures.
+        raise PeriodError(
+            f"{month:%B %Y} does not reconcile (attribute it first): " + "; ".join(unbalanced[:5])
+        )
     currency = settings.FINOPS_REPORTING_CURRENCY
     try:
         with transaction.atomic():
