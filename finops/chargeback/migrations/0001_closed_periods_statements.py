@@ -12,7 +12,7 @@ class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('org', '0003_profile_role_viewer'),
+        ('org', '0001_initial'),  # only Team is needed
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
