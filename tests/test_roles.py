@@ -152,3 +152,25 @@ def test_viewer_api_reads_but_every_write_is_refused(scenario, viewer_user, fina
     # Finance is refused only because the endpoint has no such method.
     api.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=finance_user).key)
     assert api.post("/api/v1/teams/vision/").status_code == 405
+
+
+def test_is_finance_permission_keeps_viewers_read_only(rf, viewer_user, finance_user, lead_user):
+    from rest_framework.request import Request
+
+    from finops.org.permissions import IsFinance
+
+    def allowed(user, method):
+        request = Request(getattr(rf, method)("/"))
+        request.user = user
+        return IsFinance().has_permission(request, None)
+
+    assert [allowed(u, "get") for u in (finance_user, viewer_user, lead_user)] == [
+        True,
+        True,
+        False,
+    ]
+    assert [allowed(u, "post") for u in (finance_user, viewer_user, lead_user)] == [
+        True,
+        False,
+        False,
+    ]

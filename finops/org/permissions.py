@@ -71,13 +71,19 @@ def user_may_edit(user: AnyUser) -> bool:
 
 
 class IsFinance(BasePermission):
-    """DRF permission: what finance sees (finance, viewers, superusers): reconciliation, ..."""
+    """DRF permission: what finance sees (finance, viewers, superusers) for reads; writes only
+    for those who may edit, so a view that names its own permission classes (replacing the
+    defaults) still keeps a viewer read-only."""
 
     message = "Only finance users may see this."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         user: Any = request.user
-        return bool(user and user.is_authenticated and user_is_finance(user))
+        if not (user and user.is_authenticated):
+            return False
+        if request.method in SAFE_METHODS:
+            return user_is_finance(user)
+        return user_may_edit(user)
 
 
 class ViewerReadOnly(BasePermission):
