@@ -13,10 +13,11 @@ from billing_ingest.models import (
     JobRecord,
 )
 from billing_ingest.tasks.sources import fetch_billing_source
+from finops.audit.admin import AuditedAdminMixin
 
 
 @admin.register(Cluster)
-class ClusterAdmin(admin.ModelAdmin):
+class ClusterAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["name", "time_zone"]
     search_fields = ["name"]
 
@@ -78,7 +79,7 @@ class JobRecordAdmin(admin.ModelAdmin):
 
 
 @admin.register(CoreWeaveRate)
-class CoreWeaveRateAdmin(admin.ModelAdmin):
+class CoreWeaveRateAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = [
         "instance_type",
         "pricing_category",
@@ -94,7 +95,7 @@ class CoreWeaveRateAdmin(admin.ModelAdmin):
 
 
 @admin.register(BillingSource)
-class BillingSourceAdmin(admin.ModelAdmin):
+class BillingSourceAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = [
         "name",
         "format",

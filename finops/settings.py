@@ -42,6 +42,8 @@ INSTALLED_APPS = [
     "finops.notifications",
     "finops.anomalies",
     "finops.budgets",
+    "finops.audit",
+    "finops.chargeback",
     "finops.api",
     "finops.web",
     "finops.demo",
@@ -54,6 +56,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A read-only viewer's POST/PUT/PATCH/DELETE is refused everywhere (pages, admin, API).
+    "finops.org.permissions.ViewerReadOnlyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -120,6 +124,8 @@ FINOPS_KUBERNETES_SNAPSHOT_DAYS = env.int("FINOPS_KUBERNETES_SNAPSHOT_DAYS", def
 FINOPS_DEFAULT_CURRENCY = env.str("FINOPS_DEFAULT_CURRENCY", default="USD")
 # Reports (overview, team page, costs API) convert to this at daily FX rates (finops.currency).
 FINOPS_REPORTING_CURRENCY = env.str("FINOPS_REPORTING_CURRENCY", default="USD").upper()
+# Where people open the pages: links in emails (statements) are built on it.
+FINOPS_BASE_URL = env.str("FINOPS_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
 # Tag keys that name the owning team out of the box (DESIGN section 5, step 5).
 FINOPS_TEAM_TAG_KEYS = env.list("FINOPS_TEAM_TAG_KEYS", default=["team", "Team", "finops:team"])
 
@@ -164,7 +170,10 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "finops.org.permissions.ViewerReadOnly",
+    ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",

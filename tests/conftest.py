@@ -72,6 +72,13 @@ def finance_user(db: None) -> User:
 
 
 @pytest.fixture
+def viewer_user(db: None) -> User:
+    user = User.objects.create_user("viewer", password="viewer-password-123")
+    Profile.objects.create(user=user, role=Profile.Role.VIEWER)
+    return user
+
+
+@pytest.fixture
 def lead_user(team: Team) -> User:
     user = User.objects.create_user("lead", password="lead-password-123")
     profile = Profile.objects.create(user=user, role=Profile.Role.TEAM_LEAD)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
@@ -26,6 +27,21 @@ GPU_HOUR_PLACES = 6
 
 def money(**kwargs: object) -> serializers.DecimalField:
     return serializers.DecimalField(
+        max_digits=None,
+        decimal_places=MONEY_PLACES,
+        coerce_to_string=True,
+        read_only=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
+@extend_schema_field({"type": "string", "format": "decimal", "deprecated": True})
+class DeprecatedMoneyField(serializers.DecimalField):
+    """An old name kept for one release; the schema marks it deprecated."""
+
+
+def deprecated_money(**kwargs: object) -> DeprecatedMoneyField:
+    return DeprecatedMoneyField(
         max_digits=None,
         decimal_places=MONEY_PLACES,
         coerce_to_string=True,
@@ -91,12 +107,16 @@ class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow])
     provider = serializers.CharField()
     billing_account_id = serializers.CharField()
     currency = serializers.CharField()
-    billed = money(help_text="Sum of EffectiveCost of the month's line items.")
-    billed_cost = money(help_text="Sum of BilledCost (cash).")
+    amortised_cost = money(
+        source="billed", help_text="Amortised cost: sum of EffectiveCost of the month's line items."
+    )
+    invoiced_cost = money(source="billed_cost", help_text="Invoiced cost: sum of BilledCost.")
+    billed = deprecated_money(help_text="Deprecated: use amortised_cost.")
+    billed_cost = deprecated_money(help_text="Deprecated: use invoiced_cost.")
     attributed = serializers.DictField(child=money(), help_text="Ledger amount per category.")
     idle = money()
     unallocated = money()
-    difference = money(help_text="billed - sum of every category; 0 once attribution ran.")
+    difference = money(help_text="amortised_cost - sum of every category; 0 once attribution ran.")
 
 
 class NativeAmountSerializer(serializers.Serializer[NativeAmount]):
@@ -114,8 +134,17 @@ class ConvertedTotalSerializer(serializers.Serializer[Reporting]):
 class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
     month = serializers.SerializerMethodField()
     currency = serializers.CharField()
-    billed = money(source="total.billed")
-    billed_cost = money(source="total.billed_cost")
+    amortised_cost = money(
+        source="total.billed",
+        help_text="Amortised cost (EffectiveCost) of the month in `currency`: what is attributed.",
+    )
+    invoiced_cost = money(
+        source="total.billed_cost", help_text="Invoiced cost (BilledCost) of the month."
+    )
+    billed = deprecated_money(source="total.billed", help_text="Deprecated: use amortised_cost.")
+    billed_cost = deprecated_money(
+        source="total.billed_cost", help_text="Deprecated: use invoiced_cost."
+    )
     attributed = serializers.DictField(child=money(), source="total.attributed")
     idle = money(source="total.idle")
     unallocated = money(source="total.unallocated")

@@ -2,7 +2,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.routers import DefaultRouter
 
-from finops.api import anomalies, views
+from finops.api import anomalies, chargeback, views
 from finops.api.budgets import BudgetViewSet
 
 router = DefaultRouter()
@@ -19,5 +19,16 @@ urlpatterns = [
     path("v1/costs/", views.CostsView.as_view(), name="api-costs"),
     path("v1/endpoints/", views.EndpointsView.as_view(), name="api-endpoints"),
     path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
+    path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
+    path(
+        "v1/statements/<slug:team>/<str:month>.<str:extension>",
+        chargeback.StatementFileView.as_view(),
+        name="api-statement-file",
+    ),
+    path(
+        "v1/statements/<slug:team>/<str:month>/",
+        chargeback.StatementDetailView.as_view(),
+        name="api-statement",
+    ),
     path("v1/", include(router.urls)),
 ]

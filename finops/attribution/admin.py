@@ -16,6 +16,7 @@ from finops.attribution.models import (
     SharedCostSplit,
     TeamDailyCost,
 )
+from finops.audit.admin import AuditedAdminMixin
 
 
 @admin.register(AllocatedCost)
@@ -74,7 +75,7 @@ class AttributionRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(IdlePolicy)
-class IdlePolicyAdmin(admin.ModelAdmin):
+class IdlePolicyAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["priority", "cluster", "node_prefix", "policy", "owner_team"]
     list_editable = ["policy"]
     list_filter = ["policy"]
@@ -83,7 +84,7 @@ class IdlePolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(ChargeBasis)
-class ChargeBasisAdmin(admin.ModelAdmin):
+class ChargeBasisAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["cluster", "basis"]
     list_editable = ["basis"]
     list_filter = ["basis"]
@@ -117,7 +118,7 @@ class SharedCostSplitInline(admin.TabularInline):  # type: ignore[type-arg]
 
 
 @admin.register(SharedCostRule)
-class SharedCostRuleAdmin(admin.ModelAdmin):
+class SharedCostRuleAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = [
         "priority",
         "name",

@@ -2,11 +2,12 @@
 
 from django.contrib import admin
 
+from finops.audit.admin import AuditedAdminMixin
 from finops.currency.models import FxRate
 
 
 @admin.register(FxRate)
-class FxRateAdmin(admin.ModelAdmin):
+class FxRateAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["date", "from_currency", "to_currency", "rate", "source", "loaded_at"]
     list_filter = ["from_currency", "to_currency", "source"]
     search_fields = ["from_currency", "to_currency", "source"]

@@ -11,6 +11,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.views.decorators.http import require_POST
 
+from finops.audit.admin import AuditedAdminMixin
 from finops.org.models import MappingRule, Profile, Team
 from finops.org.selectors import mapping_rule_preview
 
@@ -32,7 +33,7 @@ class ProfileAdmin(admin.ModelAdmin):
 
 
 @admin.register(MappingRule)
-class MappingRuleAdmin(admin.ModelAdmin):
+class MappingRuleAdmin(AuditedAdminMixin, admin.ModelAdmin):
     """Rules are edited here. The change form has a "Preview" button that posts the unsaved
     form to preview_view (a dry run: org.selectors.mapping_rule_preview, which writes nothing),
     and the delete confirmation shows what deleting the rule would move."""

@@ -19,11 +19,13 @@ class Team(models.Model):
 
 
 class Profile(models.Model):
-    """A user's role: finance sees every team; a team lead sees only the teams listed."""
+    """A user's role: finance sees every team and edits the configuration; a viewer sees what
+    finance sees and edits nothing; a team lead sees only the teams listed."""
 
     class Role(models.TextChoices):
         FINANCE = "finance"
         TEAM_LEAD = "team_lead"
+        VIEWER = "viewer", "Viewer (read-only)"
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="finops_profile"

@@ -1,15 +1,31 @@
-"""Who may see what: finance (or a superuser) sees every team; a team lead only their own."""
+"""Who may see and do what.
+
+- finance (or a superuser) sees every team and may change things: close a month, upload,
+  edit the configuration in the admin;
+- a viewer sees everything finance sees and changes nothing;
+- a team lead sees only their own teams and changes nothing finance owns.
+
+`user_is_finance` answers "sees what finance sees" (finance, viewer, superuser): every read
+check uses it. `user_may_edit` answers "may change finance's data" (finance, superuser): every
+write uses it, and ViewerReadOnly / ViewerReadOnlyMiddleware refuse a viewer's writes anywhere.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from rest_framework.permissions import BasePermission
-from rest_framework.request import Request
-from rest_framework.views import APIView
+from django.http import HttpRequest, HttpResponse, HttpResponseForbidden
+from rest_framework.permissions import SAFE_METHODS, BasePermission
 
 from finops.org.models import Profile
+
+if TYPE_CHECKING:
+    # Not at run time: rest_framework.views reads DEFAULT_PERMISSION_CLASSES on import, which
+    # names this module (a circular import).
+    from rest_framework.request import Request
+    from rest_framework.views import APIView
 
 AnyUser = AbstractBaseUser | AnonymousUser
 
@@ -24,20 +40,81 @@ def user_profile(user: AnyUser) -> Profile | None:
         return None
 
 
+def _role(user: AnyUser) -> str | None:
+    profile = user_profile(user)
+    return profile.role if profile is not None else None
+
+
 def user_is_finance(user: AnyUser) -> bool:
+    """Sees everything finance sees: finance, a read-only viewer, or a superuser."""
     if not user.is_authenticated or not user.is_active:
         return False
     if getattr(user, "is_superuser", False):
         return True
-    profile = user_profile(user)
-    return profile is not None and profile.role == Profile.Role.FINANCE
+    return _role(user) in (Profile.Role.FINANCE, Profile.Role.VIEWER)
+
+
+def user_is_viewer(user: AnyUser) -> bool:
+    """A read-only viewer (a superuser never is one, whatever their profile says)."""
+    if not user.is_authenticated or getattr(user, "is_superuser", False):
+        return False
+    return _role(user) == Profile.Role.VIEWER
+
+
+def user_may_edit(user: AnyUser) -> bool:
+    """May change finance's data (close a month, upload, edit rules): finance or a superuser."""
+    if not user.is_authenticated or not user.is_active:
+        return False
+    if getattr(user, "is_superuser", False):
+        return True
+    return _role(user) == Profile.Role.FINANCE
 
 
 class IsFinance(BasePermission):
-    """DRF permission: finance users and superusers only (reconciliation, import batches)."""
+    """DRF permission: what finance sees (finance, viewers, superusers) for reads; writes only
+    for those who may edit, so a view that names its own permission classes (replacing the
+    defaults) still keeps a viewer read-only."""
 
     message = "Only finance users may see this."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         user: Any = request.user
-        return bool(user and user.is_authenticated and user_is_finance(user))
+        if not (user and user.is_authenticated):
+            return False
+        if request.method in SAFE_METHODS:
+            return user_is_finance(user)
+        return user_may_edit(user)
+
+
+class ViewerReadOnly(BasePermission):
+    """DRF permission (a default for every view): a viewer may read, never write."""
+
+    message = "The viewer role is read-only."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        if request.method in SAFE_METHODS:
+            return True
+        user: Any = request.user
+        return not (user and user_is_viewer(user))
+
+
+# Paths a viewer may still POST to: logging in and out changes no finance data.
+_VIEWER_POST_ALLOWED = ("/accounts/login/", "/accounts/logout/", "/admin/logout/")
+
+
+class ViewerReadOnlyMiddleware:
+    """Refuses every unsafe request of a session-authenticated viewer (pages, admin, API), so
+    a page added later cannot forget the check. Token-authenticated API calls are refused by
+    ViewerReadOnly, since DRF authenticates tokens after the middleware ran."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if (
+            request.method not in SAFE_METHODS
+            and request.path not in _VIEWER_POST_ALLOWED
+            and user_is_viewer(request.user)
+        ):
+            return HttpResponseForbidden("The viewer role is read-only.")
+        return self.get_response(request)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.web import anomalies, views
+from finops.web import anomalies, chargeback_views, views
 
 app_name = "web"
 urlpatterns = [
@@ -10,6 +10,19 @@ urlpatterns = [
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
     path("anomalies/", anomalies.anomaly_list, name="anomalies"),
     path("anomalies/<int:pk>/", anomalies.anomaly_detail, name="anomaly"),
+    path(
+        "teams/<slug:slug>/statements/<str:month>/",
+        chargeback_views.statement,
+        name="statement",
+    ),
+    path(
+        "teams/<slug:slug>/statements/<str:month>.<str:extension>",
+        chargeback_views.statement_file,
+        name="statement-file",
+    ),
+    path("close/", chargeback_views.close_periods, name="close"),
+    path("close/<str:month>/<str:action>/", chargeback_views.close_action, name="close-action"),
+    path("audit/", chargeback_views.audit_log, name="audit"),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("imports/", views.import_batches, name="imports"),
     path("endpoints/", views.endpoints, name="endpoints"),

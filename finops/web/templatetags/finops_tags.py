@@ -58,6 +58,13 @@ def is_finance(user: Any) -> bool:
     return user_is_finance(user)
 
 
+@register.filter
+def is_viewer(user: Any) -> bool:
+    from finops.org.permissions import user_is_viewer
+
+    return user_is_viewer(user)
+
+
 UNIT_QUANTUM = Decimal("0.0001")
 
 

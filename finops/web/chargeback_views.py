@@ -1,0 +1,91 @@
+"""Pages of chargeback: a team's statement (page, CSV, PDF), the Close page, the audit log.
+Thin: check access, parse the month, call one selector or service, render."""
+
+from __future__ import annotations
+
+from datetime import date
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from finops.api.filters import month_parse
+from finops.audit.selectors import audit_event_list
+from finops.chargeback import documents
+from finops.chargeback.selectors import period_list, statement_get
+from finops.chargeback.services import PeriodError, period_close, period_reopen
+from finops.org.permissions import user_is_finance, user_may_edit
+from finops.org.selectors import team_list_visible
+
+
+def _month(text: str) -> date:
+    try:
+        return month_parse(text)
+    except ValueError as exc:
+        raise Http404("Months are YYYY-MM.") from exc
+
+
+@login_required
+def statement(request: HttpRequest, slug: str, month: str) -> HttpResponse:
+    team = get_object_or_404(team_list_visible(user=request.user), slug=slug)
+    data = statement_get(team=team, month=_month(month))
+    context = {"statement": data, "team": team, "month": data.month}
+    return render(request, "web/statement.html", context)
+
+
+@login_required
+def statement_file(request: HttpRequest, slug: str, month: str, extension: str) -> HttpResponse:
+    """The statement as an attachment: .csv or .pdf, from the same Statement."""
+    if extension not in documents.CONTENT_TYPES:
+        raise Http404("Statements are .csv or .pdf.")
+    team = get_object_or_404(team_list_visible(user=request.user), slug=slug)
+    data = statement_get(team=team, month=_month(month))
+    return documents.statement_response(data, extension=extension)
+
+
+def _require_finance(request: HttpRequest) -> None:
+    if not user_is_finance(request.user):
+        raise PermissionDenied("Finance only.")
+
+
+@login_required
+def close_periods(request: HttpRequest) -> HttpResponse:
+    """Months with their status; finance closes and reopens them here (viewers only look)."""
+    _require_finance(request)
+    context = {"periods": period_list(), "may_edit": user_may_edit(request.user)}
+    return render(request, "web/close.html", context)
+
+
+@login_required
+@require_POST
+def close_action(request: HttpRequest, month: str, action: str) -> HttpResponse:
+    if not user_may_edit(request.user):
+        raise PermissionDenied("Only finance may close or reopen a month.")
+    when = _month(month)
+    reason = request.POST.get("reason", "").strip()
+    try:
+        if action == "close":
+            period_close(month=when, actor=request.user, reason=reason)
+            messages.success(request, f"{when:%B %Y} is closed; the statements were emailed.")
+        elif action == "reopen":
+            period_reopen(month=when, actor=request.user, reason=reason)
+            messages.success(request, f"{when:%B %Y} is open again.")
+        else:
+            raise Http404("No such action.")
+    except PeriodError as exc:
+        messages.error(request, str(exc))
+    return redirect(reverse("web:close"))
+
+
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    _require_finance(request)
+    prefix = request.GET.get("action", "").strip()
+    paginator = Paginator(audit_event_list(action_prefix=prefix), 50)
+    page = paginator.get_page(request.GET.get("page"))
+    return render(request, "web/audit.html", {"page": page, "action": prefix})

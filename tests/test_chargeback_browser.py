@@ -1,0 +1,64 @@
+"""Chargeback pages in a real headless Chromium: finance closes a month on the Close page,
+the team's statement shows it closed with its total, and the audit log has the close."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from finops.web.templatetags.finops_tags import money
+from tests.factories import build_month_scenario
+from tests.test_browser import _body, _login, _wait_for_text, browser  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+def scenario(team, other_team):
+    return build_month_scenario(team=team, other_team=other_team)
+
+
+def test_finance_closes_a_month_and_reads_the_statement(
+    browser,  # noqa: F811
+    live_server,
+    scenario,
+    finance_user,
+    tmp_path,
+):
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    driver.find_element(By.LINK_TEXT, "Close").click()
+    _wait_for_text(driver, "Close a month")
+    status = driver.find_element(By.CSS_SELECTOR, '[data-testid="status-2025-09"]')
+    assert status.text == "Open"
+    driver.find_element(By.ID, "reason-2025-09").send_keys("September books done")
+    driver.find_element(By.CSS_SELECTOR, '[data-testid="close-2025-09"]').click()
+    _wait_for_text(driver, "September 2025 is closed")
+    status = driver.find_element(By.CSS_SELECTOR, '[data-testid="status-2025-09"]')
+    assert status.text.startswith("Closed") and "by fin" in status.text
+    driver.save_screenshot(str(tmp_path / "close.png"))
+
+    # The statement of Vision, from its team page: closed, and its total is the team's ledger.
+    driver.get(live_server.url + "/teams/vision/?month=2025-09")
+    _wait_for_text(driver, "Chargeback statement of September 2025")
+    driver.find_element(By.CSS_SELECTOR, '[data-testid="team-statement"] a').click()
+    _wait_for_text(driver, "Chargeback statement · Vision · September 2025")
+    vision = sum(
+        (a.amount for a in scenario.allocations if a.team_id == scenario.team.pk), Decimal(0)
+    )
+    total = driver.find_element(By.CSS_SELECTOR, '[data-testid="statement-total"]').text
+    assert total == f"{money(vision)} USD"  # 650.25 USD
+    assert driver.find_element(By.CSS_SELECTOR, '[data-testid="statement-status"]').text == "Closed"
+    assert "llama/7b v2" in _body(driver)
+    pdf = driver.find_element(By.CSS_SELECTOR, '[data-testid="statement-pdf"]')
+    assert pdf.get_attribute("href").endswith("/teams/vision/statements/2025-09.pdf")
+    driver.save_screenshot(str(tmp_path / "statement.png"))
+    assert (tmp_path / "statement.png").stat().st_size > 10_000
+
+    driver.find_element(By.LINK_TEXT, "Audit log").click()
+    _wait_for_text(driver, "period.close")
+    assert "September books done" in _body(driver)
+    driver.save_screenshot(str(tmp_path / "audit.png"))

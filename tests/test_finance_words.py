@@ -1,0 +1,54 @@
+"""Finance's words: "Amortised cost" (EffectiveCost) and "Invoiced cost" (BilledCost) on the
+pages and in the API, the old API names kept as deprecated aliases."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from rest_framework.test import APIClient
+
+from finops.web.templatetags.finops_tags import money
+from tests.factories import build_month_scenario
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def scenario(team, other_team):
+    return build_month_scenario(team=team, other_team=other_team)
+
+
+def test_reconciliation_page_uses_finance_words_and_explains_the_gap(
+    client, scenario, finance_user
+):
+    client.force_login(finance_user)
+    html = client.get("/reconciliation/?month=2025-09").content.decode()
+    assert "Amortised cost" in html and "Invoiced cost" in html
+    assert "Cash" not in html and ">Billed" not in html
+    assert "commitment" in html and "credits" in html
+    usd = [li for li in scenario.line_items if li.billing_currency == "USD"]
+    invoiced = sum((li.billed_cost for li in usd), Decimal(0))
+    assert f'data-testid="invoiced-USD">{money(invoiced)}<' in html  # 1,700.375
+
+
+def test_api_new_names_and_deprecated_aliases(scenario, finance_user):
+    api = APIClient()
+    api.force_authenticate(finance_user)
+    body = api.get("/api/v1/reconciliation/?month=2025-09").json()
+    usd = [li for li in scenario.line_items if li.billing_currency == "USD"]
+    assert Decimal(body["amortised_cost"]) == sum((li.effective_cost for li in usd), Decimal(0))
+    assert Decimal(body["invoiced_cost"]) == sum((li.billed_cost for li in usd), Decimal(0))
+    assert body["billed"] == body["amortised_cost"]
+    assert body["billed_cost"] == body["invoiced_cost"]
+    for row in body["by_account"]:
+        assert row["billed"] == row["amortised_cost"]
+        assert row["billed_cost"] == row["invoiced_cost"]
+
+    schema = api.get("/api/schema/?format=json").json()["components"]["schemas"]
+    for name in ("Reconciliation", "ReconciliationAccount"):
+        props = schema[name]["properties"]
+        assert props["billed"]["deprecated"] is True
+        assert props["billed_cost"]["deprecated"] is True
+        assert "deprecated" not in props["amortised_cost"]
+        assert "deprecated" not in props["invoiced_cost"]

@@ -1,0 +1,257 @@
+"""Period close: finance closes a month (its statements frozen and emailed to the leads once);
+a bill restated afterwards leaves the closed statement alone and shows up, with its reason, as
+an adjustment in the next open month; reopening needs a reason; the audit log has it all."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import email
+import io
+from decimal import Decimal
+from email import policy
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from finops.audit.models import AuditEvent
+from finops.chargeback.models import ClosedPeriod
+from finops.chargeback.selectors import statement_get, statements_build
+from finops.chargeback.services import PeriodError, period_close, period_reopen
+from finops.notifications.models import EmailNotification
+from finops.notifications.tasks import resend_unsent_notifications
+from finops.org.models import MappingRule
+
+pytestmark = pytest.mark.django_db
+
+SEPT = dt.date(2025, 9, 1)
+OCT = dt.date(2025, 10, 1)
+NOV = dt.date(2025, 11, 1)
+COLUMNS = [
+    "BillingPeriodStart",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ResourceId",
+    "BilledCost",
+    "EffectiveCost",
+    "BillingCurrency",
+    "Tags",
+]
+
+
+def write_focus(path: Path, month: str, rows: list[tuple[str, str, str]]) -> Path:
+    """rows: (resource id, team tag, cost) in `month` "YYYY-MM", USD."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(COLUMNS)
+        for resource, team, cost in rows:
+            start = f"{month}-02T00:00:00Z"
+            writer.writerow(
+                [f"{month}-01T00:00:00Z", start, f"{month}-02T01:00:00Z", resource, cost, cost,
+                 "USD", f'{{"team": "{team}"}}']
+            )  # fmt: skip
+    return path
+
+
+def ingest(path: Path) -> None:
+    # One source for every file: a new file for a month the source already delivered is a
+    # restatement of that month (it replaces the month's rows), and the months are attributed.
+    call_command(
+        "ingest_billing", "--format", "focus", str(path), "--source", "bill", stdout=io.StringIO()
+    )
+
+
+@pytest.fixture
+def bills(tmp_path, team, other_team):
+    ingest(write_focus(tmp_path / "sept.csv", "2025-09", [("r1", "vision", "100.00"),
+                                                         ("r2", "speech", "50.00")]))  # fmt: skip
+    ingest(write_focus(tmp_path / "oct.csv", "2025-10", [("r3", "vision", "40.00")]))
+    return tmp_path
+
+
+@pytest.fixture
+def lead_with_email(lead_user):
+    lead_user.email = "vision-lead@example.com"
+    lead_user.save()
+    return lead_user
+
+
+def _total(team, month) -> dict[str, Decimal]:
+    return {n.currency: n.amount for n in statement_get(team=team, month=month).total_native}
+
+
+def _close(month, actor, capture, reason=""):
+    with capture(execute=True):
+        return period_close(month=month, actor=actor, reason=reason)
+
+
+def _mails_to(smtp_server, address):
+    return [email.message_from_bytes(raw, policy=policy.default) for raw in smtp_server.to(address)]
+
+
+def test_close_freezes_and_restatement_becomes_next_month_adjustment(
+    bills, team, finance_user, lead_with_email, smtp_server, django_capture_on_commit_callbacks
+):
+    assert _total(team, SEPT) == {"USD": Decimal("100")}
+    close = _close(SEPT, finance_user, django_capture_on_commit_callbacks, reason="books done")
+    frozen = statement_get(team=team, month=SEPT)
+    assert frozen.status == "closed" and frozen.close == close
+
+    # The lead got September's statement once, with links to it.
+    [mail] = _mails_to(smtp_server, "vision-lead@example.com")
+    assert mail["Subject"].strip() == "Chargeback statement Vision · September 2025 (closed)"
+    body = mail.get_body(preferencelist=("plain",)).get_content()
+    assert "100.00 USD" in body
+    assert "/teams/vision/statements/2025-09.pdf" in body
+
+    # AWS restates September: r1 is 112.50 now (the import re-attributes September).
+    ingest(write_focus(bills / "sept-v2.csv", "2025-09", [("r1", "vision", "112.50"),
+                                                         ("r2", "speech", "50.00")]))  # fmt: skip
+    assert statement_get(team=team, month=SEPT).categories == frozen.categories
+    assert _total(team, SEPT) == {"USD": Decimal("100")}
+
+    october = statement_get(team=team, month=OCT)
+    assert october.status == "open"
+    [adjustment] = october.adjustments
+    assert adjustment.origin_month == SEPT
+    assert adjustment.key == "tagged"
+    assert (adjustment.amount, adjustment.currency) == (Decimal("12.50"), "USD")
+    assert adjustment.reporting_amount == Decimal("12.50")
+    assert "Restated bill for September 2025" in adjustment.reason
+    assert "bill" in adjustment.reason
+    # October charges its own ledger plus the adjustment.
+    assert _total(team, OCT) == {"USD": Decimal("52.50")}
+    assert {n.currency: n.amount for n in october.ledger_native} == {"USD": Decimal("40")}
+
+    # Closing October freezes the adjustment there; it is not carried on to November.
+    _close(OCT, finance_user, django_capture_on_commit_callbacks)
+    assert statement_get(team=team, month=OCT).adjustments[0].amount == Decimal("12.50")
+    assert statements_build(month=NOV) == []
+    subjects = [m["Subject"].strip() for m in _mails_to(smtp_server, "vision-lead@example.com")]
+    assert subjects == [
+        "Chargeback statement Vision · September 2025 (closed)",
+        "Chargeback statement Vision · October 2025 (closed)",
+    ]
+
+
+def test_a_second_restatement_adjusts_only_the_new_difference(
+    bills, team, finance_user, django_capture_on_commit_callbacks
+):
+    _close(SEPT, finance_user, django_capture_on_commit_callbacks)
+    ingest(write_focus(bills / "v2.csv", "2025-09", [("r1", "vision", "112.50")]))
+    _close(OCT, finance_user, django_capture_on_commit_callbacks)
+    # Restated again after October closed: 112.50 -> 110. November gets -2.50 only.
+    ingest(write_focus(bills / "v3.csv", "2025-09", [("r1", "vision", "110.00")]))
+    [november] = statements_build(month=NOV)
+    assert [(a.origin_month, a.amount) for a in november.adjustments] == [(SEPT, Decimal("-2.50"))]
+
+
+def test_emails_go_once_per_close(
+    bills, team, finance_user, lead_with_email, smtp_server, django_capture_on_commit_callbacks
+):
+    close = _close(SEPT, finance_user, django_capture_on_commit_callbacks)
+    with pytest.raises(PeriodError, match="already closed"):
+        period_close(month=SEPT, actor=finance_user)
+    # The outbox's retry finds nothing to send again.
+    resend_unsent_notifications()
+    assert len(smtp_server.to("vision-lead@example.com")) == 1
+    keys = list(EmailNotification.objects.values_list("key", flat=True))
+    assert keys == [f"statement:vision:2025-09:{close.pk}"]
+    # A lead without an address, and the speech team without a lead, get nothing.
+    assert len(smtp_server.messages) == 1
+
+
+def test_reopen_needs_a_reason_and_makes_the_month_live_again(
+    bills, team, finance_user, django_capture_on_commit_callbacks
+):
+    _close(SEPT, finance_user, django_capture_on_commit_callbacks)
+    ingest(write_focus(bills / "v2.csv", "2025-09", [("r1", "vision", "112.50")]))
+    with pytest.raises(PeriodError, match="why"):
+        period_reopen(month=SEPT, actor=finance_user, reason="  ")
+    period_reopen(month=SEPT, actor=finance_user, reason="AWS credit memo")
+    assert statement_get(team=team, month=SEPT).status == "open"
+    assert _total(team, SEPT) == {"USD": Decimal("112.50")}
+    # September is open again, so October carries no adjustment for it.
+    assert statement_get(team=team, month=OCT).adjustments == []
+    with pytest.raises(PeriodError, match="not closed"):
+        period_reopen(month=SEPT, actor=finance_user, reason="again")
+    # Closed again: a new close, with the live figures.
+    second = _close(SEPT, finance_user, django_capture_on_commit_callbacks)
+    assert ClosedPeriod.objects.filter(month=SEPT).count() == 2
+    assert statement_get(team=team, month=SEPT).close == second
+    assert _total(team, SEPT) == {"USD": Decimal("112.50")}
+
+
+def test_audit_log_records_closes_and_reopenings(
+    bills, finance_user, django_capture_on_commit_callbacks
+):
+    close = _close(SEPT, finance_user, django_capture_on_commit_callbacks, reason="month end")
+    period_reopen(month=SEPT, actor=finance_user, reason="late credit")
+    events = list(AuditEvent.objects.order_by("id"))
+    assert [(e.action, e.obj_repr, e.actor_name, e.reason) for e in events] == [
+        ("period.close", "2025-09", "fin", "month end"),
+        ("period.reopen", "2025-09", "fin", "late credit"),
+    ]
+    assert events[0].details["close_id"] == close.pk
+    assert events[0].details["teams"]["vision"]["native"] == {"USD": "100.000000000000"}
+
+
+def test_close_page_for_finance_only(client, bills, finance_user, lead_user, viewer_user):
+    client.force_login(finance_user)
+    page = client.get("/close/")
+    assert page.status_code == 200
+    assert b"September 2025" in page.content and b'data-testid="close-2025-09"' in page.content
+    response = client.post("/close/2025-09/close/", {"reason": "done"}, follow=True)
+    assert b"September 2025 is closed" in response.content
+    assert ClosedPeriod.objects.filter(month=SEPT, reopened_at__isnull=True).exists()
+    # Reopening without a reason is refused, with the reason why.
+    response = client.post("/close/2025-09/reopen/", {"reason": ""}, follow=True)
+    assert b"Say why" in response.content
+    assert client.get("/audit/").status_code == 200
+    assert b"period.close" in client.get("/audit/?action=period.").content
+
+    client.force_login(viewer_user)
+    page = client.get("/close/")
+    assert page.status_code == 200 and b'data-testid="reopen-2025-09"' not in page.content
+    assert client.post("/close/2025-09/reopen/", {"reason": "x"}).status_code == 403
+    assert client.get("/audit/").status_code == 200
+
+    client.force_login(lead_user)
+    assert client.get("/close/").status_code == 403
+    assert client.get("/audit/").status_code == 403
+    assert client.post("/close/2025-10/close/").status_code == 403
+    assert not ClosedPeriod.objects.filter(month=OCT).exists()
+
+
+def test_rule_changes_in_the_admin_are_audited(client, team, finance_user):
+    client.force_login(finance_user)
+    response = client.post(
+        "/admin/org/mappingrule/add/",
+        {"kind": "slurm_account", "key": "", "value": "cv", "team": team.pk, "priority": 50},
+    )
+    assert response.status_code == 302, response.content[:2000]
+    rule = MappingRule.objects.get(value="cv")
+    response = client.post(
+        f"/admin/org/mappingrule/{rule.pk}/change/",
+        {"kind": "slurm_account", "key": "", "value": "cv", "team": team.pk, "priority": 10},
+    )
+    assert response.status_code == 302
+    client.post(f"/admin/org/mappingrule/{rule.pk}/delete/", {"post": "yes"})
+    events = list(AuditEvent.objects.order_by("id"))
+    assert [(e.action, e.actor_name) for e in events] == [
+        ("mapping_rule.add", "fin"),
+        ("mapping_rule.change", "fin"),
+        ("mapping_rule.delete", "fin"),
+    ]
+    assert events[1].details["changes"] == {"priority": [50, 10]}
+
+
+def test_a_month_that_does_not_reconcile_cannot_be_closed(bills, finance_user):
+    from finops.attribution.models import AllocatedCost
+
+    # The ledger lost a row: it no longer adds up to the bill (100 + 50 of September).
+    AllocatedCost.objects.filter(billing_period=SEPT, team__slug="speech").delete()
+    with pytest.raises(PeriodError, match="does not reconcile"):
+        period_close(month=SEPT, actor=finance_user)
+    assert not ClosedPeriod.objects.exists() and not AuditEvent.objects.exists()
