@@ -164,5 +164,5 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
         return Response(BudgetSerializer(_row(budget, self._as_of())).data)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        budget_delete(budget=self.get_object())
+        budget_delete(user=self.request.user, budget=self.get_object())
         return Response(status=status.HTTP_204_NO_CONTENT)

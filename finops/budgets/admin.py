@@ -1,10 +1,11 @@
 from django.contrib import admin
 
+from finops.audit.admin import AuditedAdminMixin
 from finops.budgets.models import Budget, BudgetAlert, BudgetOptOut
 
 
 @admin.register(Budget)
-class BudgetAdmin(admin.ModelAdmin):
+class BudgetAdmin(AuditedAdminMixin, admin.ModelAdmin):
     list_display = ("name", "team", "provider_name", "period", "amount", "currency", "active")
     list_filter = ("period", "active", "team")
     search_fields = ("name",)

@@ -23,6 +23,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 
+from finops.audit.services import audit_record
 from finops.budgets.emails import alert_email
 from finops.budgets.models import Budget, BudgetAlert, BudgetOptOut
 from finops.budgets.selectors import (
@@ -218,23 +219,36 @@ def budget_validate(
 # --- budgets ---------------------------------------------------------------------------------
 
 
+def _audit_values(values: Mapping[str, Any]) -> dict[str, str]:
+    """Budget fields as text for the audit log (a team or a list is stored by its name)."""
+    return {key: str(value) for key, value in values.items()}
+
+
 def budget_create(*, user: AnyUser, data: Mapping[str, Any]) -> Budget:
     values = budget_validate(user=user, data=data)
     with transaction.atomic():
-        return Budget.objects.create(owner_id=getattr(user, "pk", None), **values)
+        budget = Budget.objects.create(owner_id=getattr(user, "pk", None), **values)
+        audit_record(
+            actor=user, action="budget.create", obj_repr=str(budget), details=_audit_values(values)
+        )
+        return budget
 
 
 def budget_update(*, user: AnyUser, budget: Budget, data: Mapping[str, Any]) -> Budget:
     values = budget_validate(user=user, data=data, instance=budget)
     with transaction.atomic():
+        before = {key: getattr(budget, key) for key in values}
         for key, value in values.items():
             setattr(budget, key, value)
         budget.save()
+        changes = {k: [str(before[k]), str(v)] for k, v in values.items() if before[k] != v}
+        audit_record(actor=user, action="budget.update", obj_repr=str(budget), details=changes)
     return budget
 
 
-def budget_delete(*, budget: Budget) -> None:
+def budget_delete(*, user: AnyUser, budget: Budget) -> None:
     with transaction.atomic():
+        audit_record(actor=user, action="budget.delete", obj_repr=str(budget))
         budget.delete()
 
 

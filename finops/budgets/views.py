@@ -176,5 +176,5 @@ def budget_opt_out(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def budget_remove(request: HttpRequest, pk: int) -> HttpResponse:
-    budget_delete(budget=_visible_budget(request, pk))
+    budget_delete(user=request.user, budget=_visible_budget(request, pk))
     return HttpResponseRedirect(reverse("budgets:list"))
