@@ -14,7 +14,7 @@ from collections import defaultdict
 from decimal import Decimal
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from billing_ingest.models import MONEY_PLACES, CostLineItem, ImportBatch, JobRecord
@@ -193,3 +193,47 @@ def test_spot_usage_type_counts_as_spot_without_dynamic():
     )
     assert mix(pricing_category="Standard", sku_id="", commitment_discount_id="") == "on_demand"
     assert mix(pricing_category="", sku_id="", commitment_discount_id="") == "other"
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    job_specs=st.lists(jobs(), max_size=6),
+    line_specs=st.lists(st.tuples(line_items(), st.integers(0, 10**15)), min_size=1, max_size=6),
+)
+def test_actual_never_above_on_demand_where_list_cost_covers_it(job_specs, line_specs):
+    """Every line with ListCost >= EffectiveCost >= 0: every run and team-day has on-demand
+    >= actual (the rollups of the real service)."""
+    AllocatedCost.objects.all().delete()
+    ImportBatch.objects.all().delete()
+    billing = ImportBatch.objects.create(
+        kind="billing", format="focus", source="s", file_name="f", status="succeeded"
+    )
+    job_batch = ImportBatch.objects.create(
+        kind="jobs", format="slurm", source="c", file_name="j", status="succeeded"
+    )
+    at = lambda s: dt.datetime.fromtimestamp(BASE + s, tz=dt.UTC)  # noqa: E731
+    JobRecord.objects.bulk_create(
+        JobRecord(batch=job_batch, cluster="c", job_id=str(i), account="a", state="COMPLETED",
+                  start=at(start), end=None if end is None else at(end), gpus=g, nodes=nodes,
+                  run_id=f"r{i % 2}")
+        for i, (start, end, g, nodes) in enumerate(job_specs)
+    )  # fmt: skip
+    CostLineItem.objects.bulk_create(
+        CostLineItem(
+            batch=billing, source="s", billing_period=MONTH, billing_period_start=at(0),
+            provider_name=dims[0], billing_account_id=dims[1], billing_currency=dims[2],
+            charge_period_start=at(start), charge_period_end=at(end), billed_cost=abs(cost),
+            effective_cost=abs(cost), list_cost=abs(cost) + _money(extra),
+            resource_name=node or "", x_instance_type="p5.48xlarge" if gpu_count == 8 else "",
+            tags={"team": "ml"} if kind == "tagged" else {},
+        )
+        for (start, end, cost, node, gpu_count, kind, dims, _), extra in line_specs
+    )  # fmt: skip
+    attribution_run(month=MONTH)
+    for run in RunCost.objects.all():
+        assert run.list_cost >= run.cost
+    for daily in TeamDailyCost.objects.all():
+        assert daily.list_cost >= daily.amount

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.web import views
+from finops.web import pricing_views, views
 
 app_name = "web"
 urlpatterns = [
@@ -8,6 +8,8 @@ urlpatterns = [
     path("teams/<slug:slug>/", views.team_detail, name="team"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
+    path("pricing/", pricing_views.pricing, name="pricing"),
+    path("pricing/settings/", pricing_views.pricing_settings, name="pricing_settings"),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("imports/", views.import_batches, name="imports"),
     path("endpoints/", views.endpoints, name="endpoints"),
