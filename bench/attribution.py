@@ -12,7 +12,8 @@ peak RSS (ru_maxrss). Then it repeats at 2N / 2J and prints the time
 ratio (target <= 2.3: attribution should scale linearly) and each size's ratio to its baseline.
 
 The month is realistic on purpose: a third of the nodes spread their idle (a node-pool policy),
-one shared-cost rule splits a daily support line, a few tagged storage lines, some jobs span
+one shared-cost rule splits a daily support line, a few tagged storage lines, a third of the
+nodes committed (ListCost above EffectiveCost, split as a column of its own), some jobs span
 several nodes, some fractional GPUs, some oversubscription from the random placement.
 """
 
@@ -95,6 +96,11 @@ def _build_month(nodes: int, jobs: int, seed: int) -> dict[str, float]:
             for i, name in enumerate(names):
                 # Prices with all the decimals a bill has, different per node.
                 price = Decimal("98.32") + Decimal(i % 97).scaleb(-9)
+                # A third of the nodes are committed (cost below ListCost: the on-demand
+                # equivalent gets its own split); the rest on demand (ListCost == cost).
+                committed = i % 3 == 0
+                listed = Decimal("137.6123") if committed else price
+                pricing = "Committed" if committed else "Standard"
                 for h in range(HOURS):
                     yield CostLineItem(
                         batch=billing, source="aws", billing_period=MONTH,
@@ -102,9 +108,10 @@ def _build_month(nodes: int, jobs: int, seed: int) -> dict[str, float]:
                         billing_account_id=f"acct-{i % 3}", billing_currency="USD",
                         charge_period_start=start + h * hour,
                         charge_period_end=start + (h + 1) * hour, charge_category="Usage",
-                        pricing_category="Standard", service_category="Compute",
+                        pricing_category=pricing, service_category="Compute",
                         service_name="Amazon EC2", resource_id=f"i-{i:08x}", resource_name=name,
                         billed_cost=price, effective_cost=price, x_instance_type="p5.48xlarge",
+                        list_cost=listed, contracted_cost=price,
                     )  # fmt: skip
 
         def other_lines() -> Iterator[CostLineItem]:

@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
+from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import (
     COST_GROUP_BY,
@@ -72,9 +73,16 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
         max_digits=None, decimal_places=6, coerce_to_string=True, read_only=True
     )
 
+    url = serializers.HyperlinkedIdentityField(view_name="api-run-detail")
+    on_demand_cost = money(source="list_cost")
+    on_demand_cost_estimated = money(source="list_cost_estimated")
+    mix = serializers.SerializerMethodField()
+
     class Meta:
         model = RunCost
         fields = [
+            "id",
+            "url",
             "run_id",
             "team",
             "month",
@@ -90,10 +98,22 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
             "running_jobs",
             "first_start",
             "last_end",
+            "on_demand_cost",
+            "on_demand_cost_estimated",
+            "mix",
         ]
 
     def get_month(self, obj: RunCost) -> str:
         return obj.billing_period.strftime("%Y-%m")
+
+    def get_mix(self, obj: RunCost) -> dict[str, str]:
+        """Cost by how it was bought, decimal strings."""
+        return {kind: str(getattr(obj, f"cost_{kind}")) for kind in MIX_KINDS}
+
+
+class PricingQuerySerializer(serializers.Serializer[None]):
+    month = serializers.RegexField(r"^\d{4}-\d{2}$")
+    team = serializers.SlugField(required=False)
 
 
 class MonthQuerySerializer(serializers.Serializer[None]):

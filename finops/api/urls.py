@@ -18,6 +18,11 @@ urlpatterns = [
     # installed, and deployments may have no internet. /api/schema/ serves the OpenAPI file.
     path("v1/costs/", views.CostsView.as_view(), name="api-costs"),
     path("v1/endpoints/", views.EndpointsView.as_view(), name="api-endpoints"),
+    path(
+        "v1/pricing-comparison/",
+        views.PricingComparisonView.as_view(),
+        name="api-pricing-comparison",
+    ),
     path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
     path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
     path(

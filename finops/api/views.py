@@ -6,7 +6,9 @@ from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -21,6 +23,7 @@ from finops.api.serializers import (
     EndpointsQuerySerializer,
     ImportBatchSerializer,
     MonthQuerySerializer,
+    PricingQuerySerializer,
     ReconciliationSerializer,
     RunCostSerializer,
     TeamSerializer,
@@ -37,6 +40,7 @@ from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
 from finops.org.selectors import endpoint_owners_visible, team_list_visible
+from finops.pricing.comparisons import run_pricing, team_month_pricing
 
 
 class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
@@ -49,8 +53,9 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
         return team_list_visible(user=self.request.user).order_by("name", "slug")
 
 
-class RunCostViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[RunCost]):
-    """Training-run cost rollups: filter with ?month=YYYY-MM, &team=slug, &cluster=, &currency=."""
+class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
+    """Training-run cost rollups: filter with ?month=YYYY-MM, &team=slug, &cluster=, &currency=.
+    `{id}/pricing/`: the run's pricing comparison (actual vs on demand, spot, reserved, on-prem)."""
 
     serializer_class = RunCostSerializer
     filterset_class = RunCostFilterSet
@@ -60,6 +65,38 @@ class RunCostViewSet(mixins.ListModelMixin, viewsets.GenericViewSet[RunCost]):
         return run_cost_list_visible(
             teams=team_list_visible(user=user), include_unowned=user_is_finance(user)
         )
+
+    @extend_schema(responses=OpenApiTypes.OBJECT)
+    @action(detail=True, methods=["get"])
+    def pricing(self, request: Request, pk: str | None = None) -> Response:
+        return Response(run_pricing(run=self.get_object()))
+
+
+class PricingComparisonView(APIView):
+    """Per team (and billing currency) of a month: actual, on-demand equivalent, spot, reserved
+    1y / 3y, on-prem, the mix and the assumptions. Teams the caller may see; `team` narrows."""
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
+            OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
+        ],
+        responses=OpenApiTypes.OBJECT,
+    )
+    def get(self, request: Request) -> Response:
+        query = PricingQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        try:
+            month = month_parse(query.validated_data["month"])
+        except ValueError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        teams = team_list_visible(user=request.user)
+        slug = query.validated_data.get("team")
+        if slug:
+            teams = teams.filter(slug=slug)
+            if not teams.exists():
+                raise NotFound("no such team")
+        return Response(team_month_pricing(month=month, teams=teams))
 
 
 class ReconciliationView(APIView):

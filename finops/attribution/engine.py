@@ -46,6 +46,14 @@ whose total is an exact sum of per-line idle parts, and booked on the group's fi
 every sum over the ledger's dimensions (provider, account, currency, ...) stays exact.
 Credits (negative costs) are split by magnitude and get the sign back. Decimal appears only at the
 edges (amount in, gpu-seconds out).
+
+ListCost and ContractedCost (issue 13) ride along in the same pass: every split above applies the
+same integer weights to each column; a column's parts are the cost parts plus the
+largest-remainder split of (column - cost), so each column conserves per line item exactly as
+EffectiveCost does (spread idle and shared lines likewise, per pool-day-group and per line), and a
+share's list part is >= its cost part whenever its line's ListCost is >= its EffectiveCost. The
+weights stay those of EffectiveCost: a job's share of a node hour is what it held, whatever the
+hour was bought at.
 """
 
 from __future__ import annotations
@@ -129,6 +137,10 @@ class LineItem:
     spread_pool: str | None = None
     # Unallocated non-node lines matched by a shared-cost rule.
     shared: SharedRule | None = None
+    # ListCost (the on-demand equivalent) and ContractedCost, split exactly as cost is: the
+    # same weights, each column rounded on its own, so each conserves per line item.
+    list_cost: Decimal = _ZERO
+    contracted_cost: Decimal = _ZERO
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +179,9 @@ class Share(NamedTuple):
     # GPU-seconds behind a job share (0 for idle and non-node shares, and for a bucket of the
     # same node already counted by an earlier line item, so gpu-seconds are never doubled).
     gpu_seconds: Decimal = _ZERO
+    # The line's ListCost and ContractedCost parts, signed units, same weights as units.
+    list_units: int = 0
+    contracted_units: int = 0
 
     @property
     def amount(self) -> Decimal:
@@ -174,7 +189,7 @@ class Share(NamedTuple):
 
 
 # Share(...) runs a Python-level __new__; the engine builds millions of shares, so its hot paths
-# call tuple.__new__ directly (same Share instances, no keyword defaults: pass all 8 fields).
+# call tuple.__new__ directly (same Share instances, no keyword defaults: pass all 10 fields).
 _new_share = tuple.__new__
 
 
@@ -231,6 +246,40 @@ def largest_remainder(total: int, weights: Sequence[int]) -> list[int]:
         for i in order[:missing]:
             parts[i] += 1
     return parts
+
+
+def _signed_parts(amount: Decimal, weights: Sequence[int]) -> list[int]:
+    """largest_remainder of a signed amount: split by magnitude, the sign given back."""
+    if not amount:
+        return [0] * len(weights)
+    total, sign = _signed_units(amount)
+    parts = largest_remainder(total, weights)
+    return parts if sign > 0 else [-part for part in parts]
+
+
+def _split_columns(
+    line: LineItem, weights: Sequence[int]
+) -> tuple[list[int], list[int], list[int]]:
+    """Signed parts of the line's cost, ListCost and ContractedCost over the same weights.
+
+    The other columns are the cost parts plus the largest-remainder split of their difference
+    to the cost: each column still sums exactly to its amount, and every part moves the same
+    way as its line (ListCost >= EffectiveCost gives every share list >= cost; splitting each
+    column on its own would not: the largest-remainder method can give a larger total a
+    smaller part, the Alabama paradox). Equal amounts (on-demand lines: ListCost ==
+    EffectiveCost) cost no second split."""
+    cost = _signed_parts(line.cost, weights)
+    return (
+        cost,
+        _plus_difference(cost, line.list_cost - line.cost, weights),
+        _plus_difference(cost, line.contracted_cost - line.cost, weights),
+    )
+
+
+def _plus_difference(base: list[int], difference: Decimal, weights: Sequence[int]) -> list[int]:
+    if not difference:
+        return base
+    return [b + d for b, d in zip(base, _signed_parts(difference, weights), strict=True)]
 
 
 def match_node(
@@ -391,7 +440,7 @@ def _spread_idle(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share
             per_job = weights.setdefault((pool, share.day), {})
             per_job[share.job_id] = per_job.get(share.job_id, 0) + abs(share.units)
             job_team[share.job_id] = share.team_id
-    # (pool, day, group) -> [signed idle units, first line id of the group]
+    # (pool, day, group) -> [signed idle units, list units, contracted units, first line id]
     pooled: dict[tuple[str, int, int], list[int]] = {}
     kept: list[Share] = []
     # Pool-days whose jobs have some GPU cost; the others keep their idle (keep rules).
@@ -402,19 +451,48 @@ def _spread_idle(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share
             pool, group = meta
             assert pool is not None
             if (pool, share.day) in live:
-                acc = pooled.setdefault((pool, share.day, group), [0, share.line_id])
+                acc = pooled.setdefault((pool, share.day, group), [0, 0, 0, share.line_id])
                 acc[0] += share.units
+                acc[1] += share.list_units
+                acc[2] += share.contracted_units
                 continue
         kept.append(share)
-    for (pool, day, _), (units, line_id) in pooled.items():
+    for (pool, day, _), (units, list_units, contracted_units, line_id) in pooled.items():
         per_job = weights[(pool, day)]
         job_ids = sorted(per_job)
-        parts = largest_remainder(abs(units), [per_job[j] for j in job_ids])
-        sign = -1 if units < 0 else 1
-        for job_id, part in zip(job_ids, parts, strict=True):
-            if part:
-                kept.append(Share(line_id, day, IDLE, job_team[job_id], job_id, "", sign * part))
+        job_weights = [per_job[j] for j in job_ids]
+        cost_parts = _split_units(units, job_weights)
+        columns = zip(
+            job_ids,
+            cost_parts,
+            _split_units(list_units - units, job_weights, cost_parts),
+            _split_units(contracted_units - units, job_weights, cost_parts),
+            strict=True,
+        )
+        for job_id, part, list_part, contracted_part in columns:
+            if part or list_part or contracted_part:
+                kept.append(
+                    Share(
+                        line_id, day, IDLE, job_team[job_id], job_id, "", part, _ZERO, list_part,
+                        contracted_part,
+                    )
+                )  # fmt: skip
     return kept
+
+
+def _split_units(
+    units: int, weights: Sequence[int], base: Sequence[int] | None = None
+) -> list[int]:
+    """Signed integer units split by largest remainder (by magnitude, the sign given back),
+    added to base when given (a column as the cost parts plus its difference: _split_columns)."""
+    if not units:
+        return list(base) if base is not None else [0] * len(weights)
+    parts = largest_remainder(abs(units), weights)
+    if units < 0:
+        parts = [-part for part in parts]
+    if base is not None:
+        parts = [b + p for b, p in zip(base, parts, strict=True)]
+    return parts
 
 
 def _split_shared(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share]:
@@ -442,13 +520,22 @@ def _split_shared(ordered: Sequence[LineItem], shares: list[Share]) -> list[Shar
         if not teams:
             result.append(share)  # nobody to share with: stays unallocated
             continue
-        sign = -1 if share.units < 0 else 1
-        parts = largest_remainder(abs(share.units), weights)
-        for team_id, part in zip(teams, parts, strict=True):
-            if part:
+        cost_parts = _split_units(share.units, weights)
+        columns = zip(
+            teams,
+            cost_parts,
+            _split_units(share.list_units - share.units, weights, cost_parts),
+            _split_units(share.contracted_units - share.units, weights, cost_parts),
+            strict=True,
+        )
+        for team_id, part, list_part, contracted_part in columns:
+            if part or list_part or contracted_part:
                 result.append(
-                    Share(share.line_id, share.day, SHARED, team_id, None, "", sign * part)
-                )
+                    Share(
+                        share.line_id, share.day, SHARED, team_id, None, "", part, _ZERO,
+                        list_part, contracted_part,
+                    )
+                )  # fmt: skip
     return result
 
 
@@ -512,15 +599,23 @@ def _spread_by_day(
     line: LineItem, category: str, team_id: int | None, node: str, out: list[Share]
 ) -> None:
     """The whole line to one owner, spread over the UTC days of its charge period by seconds."""
-    total, sign = _signed_units(line.cost)
     if line.end <= line.start:
         # No duration to spread over: all of it on the day the charge period starts.
-        out.append(Share(line.id, line.start // DAY, category, team_id, None, node, sign * total))
-        return
-    days = range(line.start // DAY, (line.end - 1) // DAY + 1)
-    weights = [min(line.end, (d + 1) * DAY) - max(line.start, d * DAY) for d in days]
-    for day, units in zip(days, largest_remainder(total, weights), strict=True):
-        out.append(Share(line.id, day, category, team_id, None, node, sign * units))
+        days: Sequence[int] = (line.start // DAY,)
+        weights = [1]
+    else:
+        days = range(line.start // DAY, (line.end - 1) // DAY + 1)
+        weights = [min(line.end, (d + 1) * DAY) - max(line.start, d * DAY) for d in days]
+    cost, listed, contracted = _split_columns(line, weights)
+    for day, units, list_units, contracted_units in zip(
+        days, cost, listed, contracted, strict=True
+    ):
+        out.append(
+            Share(
+                line.id, day, category, team_id, None, node, units, _ZERO, list_units,
+                contracted_units,
+            )
+        )  # fmt: skip
 
 
 def _split_node_line(
@@ -602,18 +697,29 @@ def _split_node_line(
             idle_key = (day, None)
             numerators[idle_key] = numerators.get(idle_key, 0) + (capacity - held) * normal_factor
 
-    total, sign = _signed_units(line.cost)
     keys = list(numerators)
     # The numerators sum to T x M by construction, so largest_remainder's denominator is it.
-    parts = largest_remainder(total, [numerators[key] for key in keys])
+    cost, listed, contracted = _split_columns(line, [numerators[key] for key in keys])
     gpu_unit = k * GPU_SCALE
-    for (day, job_id), units in zip(keys, parts, strict=True):
+    for (day, job_id), units, list_units, contracted_units in zip(
+        keys, cost, listed, contracted, strict=True
+    ):
         if job_id is None:
-            out.append(Share(line.id, day, IDLE, line.team_id, None, node, sign * units))
+            out.append(
+                Share(
+                    line.id, day, IDLE, line.team_id, None, node, units, _ZERO, list_units,
+                    contracted_units,
+                )
+            )  # fmt: skip
         else:
             seconds = seconds_of[(gpu_weight[(day, job_id)], gpu_unit)]
             team_id, category = owners[job_id]
-            out.append(Share(line.id, day, category, team_id, job_id, node, sign * units, seconds))
+            out.append(
+                Share(
+                    line.id, day, category, team_id, job_id, node, units, seconds, list_units,
+                    contracted_units,
+                )
+            )  # fmt: skip
 
 
 def _split_one_bucket(
@@ -635,8 +741,7 @@ def _split_one_bucket(
     capacity = gpus * GPU_SCALE * k * (b_end - b_start)
     if capacity > held:
         weights.append(capacity - held)  # idle
-    total, sign = _signed_units(line.cost)
-    parts = largest_remainder(total, weights)
+    parts, listed, contracted = _split_columns(line, weights)
     day = b_start // DAY
     bucket_key = (node, b_start, b_end)
     count_gpu = bucket_key not in counted
@@ -644,16 +749,42 @@ def _split_one_bucket(
     gpu_unit = k * GPU_SCALE
     line_id = line.id
     append = out.append
-    for (entry, _), weight, units in zip(hits, weights, parts, strict=False):
+    for (entry, _), weight, units, list_units, contracted_units in zip(
+        hits, weights, parts, listed, contracted, strict=False
+    ):
         seconds = seconds_of[(weight, gpu_unit)] if count_gpu else _ZERO
         append(
             _new_share(
-                Share, (line_id, day, entry[6], entry[5], entry[4], node, sign * units, seconds)
+                Share,
+                (
+                    line_id,
+                    day,
+                    entry[6],
+                    entry[5],
+                    entry[4],
+                    node,
+                    units,
+                    seconds,
+                    list_units,
+                    contracted_units,
+                ),
             )
         )
     if capacity > held:
         append(
             _new_share(
-                Share, (line_id, day, IDLE, line.team_id, None, node, sign * parts[-1], _ZERO)
+                Share,
+                (
+                    line_id,
+                    day,
+                    IDLE,
+                    line.team_id,
+                    None,
+                    node,
+                    parts[-1],
+                    _ZERO,
+                    listed[-1],
+                    contracted[-1],
+                ),
             )
         )

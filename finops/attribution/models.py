@@ -50,6 +50,13 @@ class AllocatedCost(models.Model):
     billing_currency = models.CharField(max_length=3)
     amount = money_field()
     gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=Decimal(0))
+    # How the amount was bought: on_demand, spot, commitment, other (list_cost.pricing_mix).
+    pricing_mix = models.CharField(max_length=16, blank=True)
+    # The on-demand equivalent, split exactly as amount is, and where it came from
+    # (bill, catalogue, actual, purchase: see finops.attribution.list_cost).
+    list_cost = money_field(default=Decimal(0))
+    list_cost_source = models.CharField(max_length=16, blank=True)
+    contracted_cost = money_field(default=Decimal(0))
     # Unindexed: read only through the month's rows; a batch is deleted rarely (admin), when one
     # scan to clear its references is cheaper than maintaining an index on every ledger write.
     source_batch = models.ForeignKey(
@@ -83,6 +90,15 @@ class RunCost(models.Model):
     first_start = models.DateTimeField(null=True, blank=True)
     last_end = models.DateTimeField(null=True, blank=True)
     billing_currency = models.CharField(max_length=3)
+    # The on-demand equivalent (ListCost, or an estimate: list_cost_estimated of it), the
+    # ContractedCost, and the cost by how it was bought (sums to cost).
+    list_cost = money_field(default=Decimal(0))
+    list_cost_estimated = money_field(default=Decimal(0))
+    contracted_cost = money_field(default=Decimal(0))
+    cost_on_demand = money_field(default=Decimal(0))
+    cost_spot = money_field(default=Decimal(0))
+    cost_commitment = money_field(default=Decimal(0))
+    cost_other = money_field(default=Decimal(0))
 
     class Meta:
         # Cast: on SQLite money is stored as text, and text sorts "9" above "10".
@@ -116,6 +132,15 @@ class TeamDailyCost(models.Model):
     billing_currency = models.CharField(max_length=3)
     amount = money_field()
     gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=Decimal(0))
+    # The on-demand equivalent (ListCost, or an estimate: list_cost_estimated of it), the
+    # ContractedCost, and the cost by how it was bought (sums to cost).
+    list_cost = money_field(default=Decimal(0))
+    list_cost_estimated = money_field(default=Decimal(0))
+    contracted_cost = money_field(default=Decimal(0))
+    cost_on_demand = money_field(default=Decimal(0))
+    cost_spot = money_field(default=Decimal(0))
+    cost_commitment = money_field(default=Decimal(0))
+    cost_other = money_field(default=Decimal(0))
 
     class Meta:
         indexes = [models.Index(fields=["billing_period", "team", "day"])]

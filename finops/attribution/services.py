@@ -30,10 +30,17 @@ from django.db.models.sql.constants import MULTI
 from django.utils import timezone
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord, job_gpus_exact
-from billing_ingest.money import MoneySum
+from billing_ingest.money import MoneyField, MoneySum
 from finops.attribution import engine
 from finops.attribution.catalogue import line_gpu_spec
 from finops.attribution.charge_basis import charged_gpus, used_basis_utilisations
+from finops.attribution.list_cost import (
+    ESTIMATED_SOURCES,
+    MIX_KINDS,
+    ListCostResolver,
+    ListLine,
+    pricing_mix,
+)
 from finops.attribution.models import (
     AllocatedCost,
     AttributionRun,
@@ -56,9 +63,9 @@ _GPU_SECONDS_QUANTUM = Decimal("0.000001")
 _SQLITE_INSERT_CACHE_KIB = -256 * 1024
 _EPOCH = dt.date(1970, 1, 1)
 
-# Dimensions of a line item copied onto its ledger rows.
-# (provider, account, sub-account, service, pricing category, currency, batch id)
-_Dims = tuple[str, str, str, str, str, str, int]
+# Dimensions of a line item copied onto its ledger rows. (provider, account, sub-account,
+# service, pricing category, currency, batch id, pricing mix, on-demand equivalent's source)
+_Dims = tuple[str, str, str, str, str, str, int, str, str]
 
 
 @dataclass(slots=True)
@@ -130,7 +137,9 @@ def _lines_queryset(month: dt.date, *, epochs: bool = False) -> models.QuerySet[
 _LINE_FIELDS = (
     "id", "charge_period_start", "charge_period_end", "effective_cost", "resource_id",
     "resource_name", "resource_type", "sku_id", "tags", "x_instance_type", "x_gpu_count",
-    "x_gpu_model", "charge_category", "service_category", "provider_name", "billing_account_id",
+    "x_gpu_model", "charge_category", "service_category", "list_cost", "contracted_cost",
+    "consumed_quantity", "consumed_unit", "commitment_discount_id", "region_id",
+    "provider_name", "billing_account_id",
     "sub_account_id", "service_name", "pricing_category", "billing_currency", "batch_id",
 )  # fmt: skip
 
@@ -271,11 +280,19 @@ def _node_name_of_gpu_line(resource_name: str, resource_id: str, tags: dict[str,
     return resource_id.rstrip("/").rsplit("/", 1)[-1]
 
 
-# A line item between reading and team creation:
-# (id, start, end, cost, node, GPUs, owner, shared-cost rule).
+# A line item between reading and team creation: (id, start, end, (cost, on-demand equivalent,
+# contracted cost), node, GPUs, owner, shared-cost rule).
 _Staged = tuple[
-    int, int, int, Decimal, str | None, int | None, TeamRef | None, engine.SharedRule | None
+    int,
+    int,
+    int,
+    tuple[Decimal, Decimal, Decimal],
+    str | None,
+    int | None,
+    TeamRef | None,
+    engine.SharedRule | None,
 ]
+_ZERO = Decimal(0)
 
 
 class _NodeOfLine:
@@ -337,16 +354,33 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
     )
     shared_rules = SharedRules.from_db()
     node_of_line = _NodeOfLine(names)
+    list_of_line = ListCostResolver()
     staged: list[_Staged] = []
     dims_index: dict[_Dims, int] = {}
     epochs: dict[Any, int] = {}
     memoised = ("charge_period_start", "charge_period_end", "tags")
     for row in _rows(_lines_queryset(month, epochs=True), memoised):
         (pk, start, end, cost, res_id, res_name, res_type, sku, tags, x_type, x_count, x_model,
-         charge_category, service_category, *dim_values) = row  # fmt: skip
+         charge_category, service_category, list_cost, contracted_cost, quantity, unit,
+         commitment_id, region, *dim_values) = row  # fmt: skip
         tags = tags if isinstance(tags, dict) else {}
         node, gpus = node_of_line(res_id, res_name, res_type, sku, tags, x_type, x_count, x_model)
-        dims: _Dims = tuple(dim_values)  # type: ignore[assignment]
+        start_s = epochs.get(start)
+        if start_s is None:
+            start_s = epochs[start] = _to_epoch(start)
+        end_s = epochs.get(end)
+        if end_s is None:
+            end_s = epochs[end] = _to_epoch(end)
+        list_value, list_source = list_of_line(
+            ListLine(
+                charge_category, list_cost, cost, dim_values[0], x_type, region, quantity, unit,
+                end_s - start_s,
+            )
+        )  # fmt: skip
+        mix = pricing_mix(
+            pricing_category=dim_values[4], sku_id=sku, commitment_discount_id=commitment_id
+        )
+        dims: _Dims = (*dim_values, mix, list_source)  # type: ignore[assignment]
         inputs.line_dims[pk] = dims_index.setdefault(dims, len(dims_index))
         owner = resolver.line_team(tags=tags, sub_account=str(dims[2]))
         shared = None
@@ -356,17 +390,12 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
                 provider=provider, sub_account=sub, service_category=service_category,
                 service_name=service, charge_category=charge_category,
             )  # fmt: skip
-        start_s = epochs.get(start)
-        if start_s is None:
-            start_s = epochs[start] = _to_epoch(start)
-        end_s = epochs.get(end)
-        if end_s is None:
-            end_s = epochs[end] = _to_epoch(end)
-        staged.append((pk, start_s, end_s, cost, node, gpus, owner, shared))
+        columns = (cost, list_value, contracted_cost or _ZERO)
+        staged.append((pk, start_s, end_s, columns, node, gpus, owner, shared))
     inputs.dims = list(dims_index)
 
     resolver.materialise()
-    for pk, start_s, end_s, cost, node, gpus, owner, shared in staged:
+    for pk, start_s, end_s, (cost, list_value, contracted), node, gpus, owner, shared in staged:
         team_id = resolver.team_id(owner)
         category = engine.TAGGED if team_id is not None else engine.UNALLOCATED
         pool = None
@@ -375,7 +404,7 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
             idle = idle_policies.for_node(node)
             team_id, pool = idle.idle_owner(team_id), idle.pool
         group = inputs.line_dims[pk]
-        provider, _, _, _, _, currency, _ = inputs.dims[group]
+        provider, currency = inputs.dims[group][0], inputs.dims[group][5]
         inputs.lines.append(
             engine.LineItem(
                 pk,
@@ -391,6 +420,8 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
                 currency=currency,
                 spread_pool=pool,
                 shared=shared,
+                list_cost=list_value,
+                contracted_cost=contracted,
             )
         )
     inputs.jobs = [
@@ -419,7 +450,8 @@ def _day(day: int, cache: dict[int, dt.date]) -> dt.date:
 
 # Ledger key: (dims index, day, category, team id, job id, node).
 _LedgerKey = tuple[int, int, str, int | None, int | None, str]
-# Ledger value: [units of 10^-12, GPU-seconds]; after _finish: [units, quantised GPU-seconds].
+# Ledger value: [units of 10^-12, GPU-seconds, list units, contracted units]; after _finish the
+# GPU-seconds are quantised.
 _Ledger = dict[_LedgerKey, list[Any]]
 
 
@@ -433,11 +465,13 @@ def _aggregate(inputs: _Inputs, shares: list[engine.Share]) -> _Ledger:
         )  # fmt: skip
         acc = ledger.get(key)
         if acc is None:
-            ledger[key] = [share.units, share.gpu_seconds]
+            ledger[key] = [share.units, share.gpu_seconds, share.list_units, share.contracted_units]
         else:
             acc[0] += share.units
             if share.gpu_seconds:
                 acc[1] += share.gpu_seconds
+            acc[2] += share.list_units
+            acc[3] += share.contracted_units
     return _finish(ledger)
 
 
@@ -446,10 +480,11 @@ def _finish(ledger: _Ledger) -> _Ledger:
     so the rollups sum exactly what the ledger rows hold."""
     finished: _Ledger = {}
     quantum = _GPU_SECONDS_QUANTUM
-    for key, (units, seconds) in ledger.items():
-        if units == 0 and not seconds:
+    for key, (units, seconds, list_units, contracted_units) in ledger.items():
+        if units == 0 and not seconds and not list_units and not contracted_units:
             continue
-        finished[key] = [units, Decimal(seconds).quantize(quantum) if seconds else Decimal(0)]
+        quantised = Decimal(seconds).quantize(quantum) if seconds else _ZERO
+        finished[key] = [units, quantised, list_units, contracted_units]
     return finished
 
 
@@ -457,7 +492,8 @@ def _finish(ledger: _Ledger) -> _Ledger:
 _LEDGER_COLUMNS = (
     "billing_period", "day", "category", "team_id", "job_id", "run_id", "node", "provider_name",
     "billing_account_id", "sub_account_id", "service_name", "pricing_category",
-    "billing_currency", "amount", "gpu_seconds", "source_batch_id",
+    "billing_currency", "amount", "gpu_seconds", "source_batch_id", "pricing_mix",
+    "list_cost_source", "list_cost", "contracted_cost",
 )  # fmt: skip
 
 
@@ -465,12 +501,15 @@ def _ledger_values(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> Iterator
     days: dict[int, dt.date] = {}
     job_meta = inputs.job_meta
     dims = inputs.dims
-    for (dims_i, day, category, team_id, job_id, node), (units, seconds) in ledger.items():
-        provider, account, sub, service, pricing, currency, batch_id = dims[dims_i]
+    to_decimal = engine.units_to_decimal
+    for (dims_i, day, category, team_id, job_id, node), values in ledger.items():
+        units, seconds, list_units, contracted_units = values
+        provider, account, sub, service, pricing, currency, batch_id, mix, source = dims[dims_i]
         yield (
             month, _day(day, days), category, team_id, job_id,
             job_meta[job_id].run_id if job_id is not None else "", node, provider, account, sub,
-            service, pricing, currency, engine.units_to_decimal(units), seconds, batch_id,
+            service, pricing, currency, to_decimal(units), seconds, batch_id, mix, source,
+            to_decimal(list_units), to_decimal(contracted_units),
         )  # fmt: skip
 
 
@@ -517,25 +556,64 @@ def _insert_instances(model: type[models.Model], instances: list[Any]) -> None:
     connection = transaction.get_connection()
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
     columns = tuple(f.attname for f in fields)
+    # Money values here come from units_to_decimal (exact, 12 places), which both drivers take
+    # as they are (the ledger's amounts go the same way); DecimalField's own preparation
+    # re-quantises each in a fresh context, and the rollups have a dozen money columns.
+    plain = [isinstance(f, MoneyField) for f in fields]
     rows = (
-        tuple(f.get_db_prep_save(getattr(instance, f.attname), connection) for f in fields)
+        tuple(
+            value
+            if is_plain and isinstance(value := getattr(instance, f.attname), Decimal)
+            else f.get_db_prep_save(getattr(instance, f.attname), connection)
+            for f, is_plain in zip(fields, plain, strict=True)
+        )
         for instance in instances
     )
     _insert(model, columns, rows)
 
 
+# Rollup columns accumulated from ledger rows, in 10^-12 units (GPU-seconds as Decimal):
+# [cost, GPU-seconds, on-demand equivalent, contracted, estimated on-demand, mix by MIX_KINDS...]
+_MIX_AT = {kind: 5 + i for i, kind in enumerate(MIX_KINDS)}
+
+
+def _rollup_add(acc: list[Any], dims: _Dims, values: list[Any]) -> None:
+    units, seconds, list_units, contracted_units = values
+    acc[0] += units
+    if seconds:
+        acc[1] += seconds
+    acc[2] += list_units
+    acc[3] += contracted_units
+    if dims[8] in ESTIMATED_SOURCES:
+        acc[4] += list_units
+    acc[_MIX_AT[dims[7]]] += units
+
+
+def _rollup_fields(acc: list[Any]) -> dict[str, Any]:
+    to_decimal = engine.units_to_decimal
+    return {
+        "gpu_seconds": acc[1],
+        "list_cost": to_decimal(acc[2]),
+        "contracted_cost": to_decimal(acc[3]),
+        "list_cost_estimated": to_decimal(acc[4]),
+        **{f"cost_{kind}": to_decimal(acc[_MIX_AT[kind]]) for kind in MIX_KINDS},
+    }
+
+
+def _new_rollup() -> list[Any]:
+    return [0, _ZERO, 0, 0, 0, *([0] * len(MIX_KINDS))]
+
+
 def _team_daily_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[TeamDailyCost]:
     sums: dict[tuple[Any, ...], list[Any]] = {}
     dims = inputs.dims
-    for (dims_i, day, category, team_id, _, _), (units, seconds) in ledger.items():
-        provider, currency = dims[dims_i][0], dims[dims_i][5]
-        key = (day, team_id, category, provider, currency)
+    for (dims_i, day, category, team_id, _, _), values in ledger.items():
+        row_dims = dims[dims_i]
+        key = (day, team_id, category, row_dims[0], row_dims[5])
         acc = sums.get(key)
         if acc is None:
-            sums[key] = [units, seconds]
-        else:
-            acc[0] += units
-            acc[1] += seconds
+            acc = sums[key] = _new_rollup()
+        _rollup_add(acc, row_dims, values)
     days: dict[int, dt.date] = {}
     return [
         TeamDailyCost(
@@ -545,18 +623,17 @@ def _team_daily_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[T
             category=category,
             provider_name=provider,
             billing_currency=currency,
-            amount=engine.units_to_decimal(units),
-            gpu_seconds=seconds,
+            amount=engine.units_to_decimal(acc[0]),
+            **_rollup_fields(acc),
         )
-        for (day, team_id, category, provider, currency), (units, seconds) in sums.items()
+        for (day, team_id, category, provider, currency), acc in sums.items()
     ]
 
 
 @dataclass(slots=True)
 class _RunAcc:
-    units: int = 0
+    columns: list[Any] = field(default_factory=_new_rollup)
     wasted: int = 0
-    gpu_seconds: Decimal = Decimal(0)
     jobs: set[int] = field(default_factory=set)
 
 
@@ -565,19 +642,18 @@ def _run_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[RunCost]
     counts and times are those that have billed GPU time in the month. Cost includes idle spread
     onto the run's jobs (the `spread` idle policy): the run's fully loaded cost."""
     runs: dict[tuple[int | None, str, str, str], _RunAcc] = {}
-    for (dims_i, _, _, team_id, job_id, _), (units, seconds) in ledger.items():
+    for (dims_i, _, _, team_id, job_id, _), values in ledger.items():
         if job_id is None:
             continue
         meta = inputs.job_meta[job_id]
-        key = (team_id, meta.run_id, meta.cluster, inputs.dims[dims_i][5])
+        row_dims = inputs.dims[dims_i]
+        key = (team_id, meta.run_id, meta.cluster, row_dims[5])
         acc = runs.get(key)
         if acc is None:
             acc = runs[key] = _RunAcc()
-        acc.units += units
-        if seconds:
-            acc.gpu_seconds += seconds
+        _rollup_add(acc.columns, row_dims, values)
         if meta.state in WASTE_STATES:
-            acc.wasted += units
+            acc.wasted += values[0]
         acc.jobs.add(job_id)
     result = []
     for (team_id, run_id, cluster, currency), acc in runs.items():
@@ -590,14 +666,14 @@ def _run_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[RunCost]
                 run_id=run_id,
                 cluster=cluster,
                 billing_currency=currency,
-                cost=engine.units_to_decimal(acc.units),
+                cost=engine.units_to_decimal(acc.columns[0]),
                 wasted_cost=engine.units_to_decimal(acc.wasted),
-                gpu_seconds=acc.gpu_seconds,
                 jobs=len(metas),
                 failed_jobs=sum(1 for m in metas if m.state in WASTE_STATES),
                 running_jobs=sum(1 for m in metas if m.end is None or m.state == "RUNNING"),
                 first_start=min(m.start for m in metas),
                 last_end=max(ends) if ends else None,
+                **_rollup_fields(acc.columns),
             )
         )
     return result
@@ -609,21 +685,30 @@ class ConservationError(RuntimeError):
 
 def _check_conservation(inputs: _Inputs, ledger: _Ledger) -> None:
     """Exact check in memory before writing: per provider, account and currency, the ledger's
-    sum equals the line items' EffectiveCost sum. A failure is a bug; the run fails and the
-    month keeps its previous rows rather than get a ledger that does not add up."""
-    billed: dict[tuple[str, str, str], int] = {}
+    sum of each column (EffectiveCost, on-demand equivalent, ContractedCost) equals the line
+    items'. A failure is a bug; the run fails and the month keeps its previous rows rather
+    than get a ledger that does not add up."""
+    columns = range(3)
+    billed: dict[tuple[str, str, str, int], int] = {}
+    to_units = engine.decimal_to_units
     for line in inputs.lines:
-        provider, account, _, _, _, currency, _ = inputs.dims[inputs.line_dims[line.id]]
-        key = (provider, account, currency)
-        billed[key] = billed.get(key, 0) + engine.decimal_to_units(line.cost)
-    by_dims: dict[int, int] = {}
-    for ledger_key, (units, _) in ledger.items():
-        by_dims[ledger_key[0]] = by_dims.get(ledger_key[0], 0) + units
-    allocated: dict[tuple[str, str, str], int] = {}
-    for dims_i, units in by_dims.items():
-        provider, account, _, _, _, currency, _ = inputs.dims[dims_i]
-        key = (provider, account, currency)
-        allocated[key] = allocated.get(key, 0) + units
+        dims = inputs.dims[inputs.line_dims[line.id]]
+        amounts = (line.cost, line.list_cost, line.contracted_cost)
+        for column in columns:
+            key = (dims[0], dims[1], dims[5], column)
+            billed[key] = billed.get(key, 0) + to_units(amounts[column])
+    by_dims: dict[int, list[int]] = {}
+    for ledger_key, values in ledger.items():
+        acc = by_dims.setdefault(ledger_key[0], [0, 0, 0])
+        acc[0] += values[0]
+        acc[1] += values[2]
+        acc[2] += values[3]
+    allocated: dict[tuple[str, str, str, int], int] = {}
+    for dims_i, sums in by_dims.items():
+        dims = inputs.dims[dims_i]
+        for column in columns:
+            key = (dims[0], dims[1], dims[5], column)
+            allocated[key] = allocated.get(key, 0) + sums[column]
     billed = {k: v for k, v in billed.items() if v}
     allocated = {k: v for k, v in allocated.items() if v}
     if billed != allocated:

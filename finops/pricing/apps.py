@@ -5,3 +5,11 @@ class PricingConfig(AppConfig):
     name = "finops.pricing"
     label = "pricing"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Attribution asks for on-demand prices of lines without ListCost through this hook
+        # (imports flow attribution <- pricing, never back).
+        from finops.attribution.list_cost import register_list_price_source
+        from finops.pricing.snapshot import on_demand_hour_price
+
+        register_list_price_source(on_demand_hour_price)

@@ -61,3 +61,97 @@ class SkuPrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} {self.sku_id} {self.unit_price} {self.currency}/{self.usage_unit}"
+
+
+def _default_interruption_bands() -> dict[str, str]:
+    # Share of spot instances interrupted per month, per AWS Spot Instance Advisor band; the
+    # modelled value is the band's middle (">20%": 25%). Editable by finance.
+    return {"<5%": "0.025", "5-10%": "0.075", "10-15%": "0.125", "15-20%": "0.175", ">20%": "0.25"}
+
+
+def _default_family_bands() -> dict[str, str]:
+    # Instance family (or "family:region") -> band. No published band was recorded for these
+    # GPU families in the shipped snapshot, so all start at the worst band; finance edits them
+    # from the Spot Instance Advisor (AWS) or their own interruption history.
+    return {}
+
+
+def _default_notice_seconds() -> dict[str, int]:
+    # Interruption notice per provider: AWS spot 2 minutes, GCP spot / preemptible 30 seconds
+    # (the issue's defaults); Azure spot eviction 30 seconds (Scheduled Events).
+    return {"aws": 120, "gcp": 30, "azure": 30}
+
+
+def _default_reserved_ratios() -> dict[str, str]:
+    # Price of a committed hour as a fraction of on demand, per term and payment option.
+    # Placeholders until finance sets the contracted figures (or the snapshot has them).
+    return {
+        "1y_no_upfront": "0.70",
+        "1y_all_upfront": "0.66",
+        "3y_no_upfront": "0.50",
+        "3y_all_upfront": "0.45",
+    }
+
+
+class PricingAssumptions(models.Model):
+    """Every assumption of the pricing comparison (issue 13), one row (pk 1), edited by
+    finance on the pricing settings page and shown beside every figure it produces."""
+
+    # Spot
+    spot_price_ratio = models.DecimalField(
+        max_digits=6, decimal_places=4, default=Decimal("0.35"),
+        help_text="spot price / on-demand price where the price snapshot has no spot price",
+    )  # fmt: skip
+    interruption_bands = models.JSONField(
+        default=_default_interruption_bands,
+        help_text="band -> share of spot instances interrupted per month",
+    )
+    family_bands = models.JSONField(
+        default=_default_family_bands, blank=True,
+        help_text='instance family or "family:region" -> band, e.g. {"p5": ">20%"}',
+    )  # fmt: skip
+    default_band = models.CharField(max_length=16, default=">20%")
+    checkpoint_interval_minutes = models.DecimalField(
+        max_digits=8, decimal_places=2, default=Decimal("20"),
+        help_text="minutes between checkpoints (typically 15 to 30)",
+    )  # fmt: skip
+    restart_minutes = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("10"))
+    notice_seconds = models.JSONField(
+        default=_default_notice_seconds, help_text="interruption notice per provider (seconds)"
+    )
+    # Reserved instances, savings plans, CUDs, Azure reservations
+    reserved_ratios = models.JSONField(
+        default=_default_reserved_ratios,
+        help_text="committed price / on-demand price per term and payment option",
+    )
+    utilisation_window_days = models.PositiveIntegerField(
+        default=90, help_text="history used for a team's utilisation and the demand curve"
+    )
+    recommendation_percentile = models.PositiveSmallIntegerField(
+        default=10, help_text="commit to this percentile of GPUs in use per hour"
+    )
+    # On premises, per node
+    node_capex = MoneyField(max_digits=16, decimal_places=2, default=Decimal("300000"))
+    amortisation_months = models.PositiveIntegerField(default=36)
+    gpus_per_node = models.PositiveSmallIntegerField(default=8)
+    watts_per_gpu = models.DecimalField(max_digits=8, decimal_places=1, default=Decimal("700"))
+    pue = models.DecimalField(
+        max_digits=4, decimal_places=2, default=Decimal("1.4"), help_text="1.3 to 1.5"
+    )
+    price_per_kwh = MoneyField(max_digits=10, decimal_places=4, default=Decimal("0.12"))
+    rack_per_node_month = MoneyField(max_digits=12, decimal_places=2, default=Decimal("1000"))
+    network_per_node_month = MoneyField(max_digits=12, decimal_places=2, default=Decimal("500"))
+    staff_per_node_month = MoneyField(max_digits=12, decimal_places=2, default=Decimal("800"))
+    currency = models.CharField(max_length=3, default="USD", help_text="of the on-prem figures")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "pricing assumptions"
+
+    def __str__(self) -> str:
+        return "pricing assumptions"
+
+    @classmethod
+    def current(cls) -> PricingAssumptions:
+        assumptions, _ = cls.objects.get_or_create(pk=1)
+        return assumptions

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.web import anomalies, chargeback_views, views
+from finops.web import anomalies, chargeback_views, pricing_views, views
 
 app_name = "web"
 urlpatterns = [
@@ -23,6 +23,8 @@ urlpatterns = [
     path("close/", chargeback_views.close_periods, name="close"),
     path("close/<str:month>/<str:action>/", chargeback_views.close_action, name="close-action"),
     path("audit/", chargeback_views.audit_log, name="audit"),
+    path("pricing/", pricing_views.pricing, name="pricing"),
+    path("pricing/settings/", pricing_views.pricing_settings, name="pricing_settings"),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("imports/", views.import_batches, name="imports"),
     path("endpoints/", views.endpoints, name="endpoints"),

@@ -17,12 +17,15 @@ from billing_ingest.models import ImportBatch
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.api.filters import RunCostFilterSet, month_format, month_parse
 from finops.attribution import selectors
+from finops.attribution.models import RunCost
 from finops.budgets.selectors import budget_statuses_of_team
 from finops.inference import selectors as inference_selectors
 from finops.inference.models import EndpointCost
 from finops.inference.selectors import EndpointMonth
+from finops.org.models import Team
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import endpoint_owners_visible, team_list_visible
+from finops.pricing.comparisons import run_pricing, team_month_pricing
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -87,6 +90,12 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
         "budgets": budget_statuses_of_team(team=team, month=month),
+        "pricing": [
+            {**body, "chart_id": f"pricing-{i}"}
+            for i, body in enumerate(
+                team_month_pricing(month=month, teams=Team.objects.filter(pk=team.pk))
+            )
+        ],
     }
     return render(request, "web/team.html", context)
 
@@ -98,7 +107,12 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
     detail = selectors.run_detail(team=team, run_id=run_id, month=month)
     if detail is None:
         raise Http404("No such run in this month.")
-    context = {"team": team, "month": month, "months": months, "run": detail}
+    rollups = RunCost.objects.filter(team=team, run_id=run_id, billing_period=month)
+    pricing = [
+        {**run_pricing(run=rollup), "chart_id": f"pricing-{i}"}
+        for i, rollup in enumerate(rollups.order_by("cluster", "billing_currency"))
+    ]
+    context = {"team": team, "month": month, "months": months, "run": detail, "pricing": pricing}
     return render(request, "web/run.html", context)
 
 

@@ -1,0 +1,247 @@
+"""What the same GPU work would have cost bought another way (issue 13, DESIGN 6). Pure.
+
+Inputs are what the ledger says a scope (a run, or a team's month) used: per instance type its
+on-demand equivalent L (ListCost, split exactly as cost) and its GPU-hours H; outputs are money
+in the scope's currency, each beside the assumptions that produced it.
+
+- spot = sum over types of L x r_spot x (1 + rework). r_spot = spot / on-demand price of the
+  type from the price snapshot, else the configured ratio. An interruption hits a node at
+  `rate` per node-hour (the type's band: share of instances interrupted per month / 730) and
+  loses half a checkpoint interval plus the restart: rework = rate x loss hours, so expected
+  interruptions = node-hours x rate and rework GPU-hours = H x rate x loss.
+- reserved (1y, 3y; no upfront, all upfront) = L x r_term / u: the commitment is paid whether
+  used or not, so covering the work at the team's historical utilisation u (mean / peak GPUs
+  in use over the window) buys 1/u as many committed hours.
+- on-prem = H / u_cluster x TCO per GPU-hour at full use, where TCO per node-month = capex /
+  amortisation months + watts x GPUs x PUE x 730 h / 1000 x $/kWh + rack + network + staff.
+  Break-even utilisation = TCO per GPU-hour / what a used GPU-hour cost (actual / H): above it,
+  owning is cheaper than what was paid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+HOURS_PER_MONTH = Decimal(730)
+CENT = Decimal("0.01")
+RATIO = Decimal("0.0001")
+ZERO = Decimal(0)
+ONE = Decimal(1)
+RESERVED_OPTIONS = ("no_upfront", "all_upfront")
+
+
+@dataclass(frozen=True)
+class TypeUsage:
+    """The part of a scope on one instance type (instance_type "" when unknown)."""
+
+    provider: str
+    instance_type: str
+    region: str
+    on_demand: Decimal
+    gpu_hours: Decimal
+    gpus_per_node: int
+    # From the price snapshot: spot / on-demand, reserved term key -> committed / on-demand.
+    spot_ratio: Decimal | None = None
+    reserved_ratios: Mapping[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    spot_price_ratio: Decimal
+    interruption_bands: Mapping[str, Decimal]
+    family_bands: Mapping[str, str]
+    default_band: str
+    checkpoint_interval_minutes: Decimal
+    restart_minutes: Decimal
+    notice_seconds: Mapping[str, int]
+    reserved_ratios: Mapping[str, Decimal]
+    node_capex: Decimal
+    amortisation_months: int
+    gpus_per_node: int
+    watts_per_gpu: Decimal
+    pue: Decimal
+    price_per_kwh: Decimal
+    rack_per_node_month: Decimal
+    network_per_node_month: Decimal
+    staff_per_node_month: Decimal
+    currency: str
+    utilisation_window_days: int = 90
+    recommendation_percentile: int = 10
+
+    def band_of(self, instance_type: str, region: str) -> str:
+        family = instance_type.split(".")[0].split("-")[0].lower()
+        return (
+            self.family_bands.get(f"{family}:{region}")
+            or self.family_bands.get(family)
+            or self.default_band
+        )
+
+    def interruption_rate(self, instance_type: str, region: str) -> Decimal:
+        """Interruptions per node-hour: the band's monthly share / 730 hours."""
+        monthly = self.interruption_bands.get(self.band_of(instance_type, region), ZERO)
+        return Decimal(monthly) / HOURS_PER_MONTH
+
+    @property
+    def loss_hours(self) -> Decimal:
+        """Work lost per interruption: half a checkpoint interval plus the restart."""
+        return (self.checkpoint_interval_minutes / 2 + self.restart_minutes) / 60
+
+    @property
+    def node_month_tco(self) -> Decimal:
+        power_kwh = self.watts_per_gpu * self.gpus_per_node * self.pue * HOURS_PER_MONTH / 1000
+        return (
+            self.node_capex / self.amortisation_months
+            + power_kwh * self.price_per_kwh
+            + self.rack_per_node_month
+            + self.network_per_node_month
+            + self.staff_per_node_month
+        )
+
+    @property
+    def gpu_hour_tco(self) -> Decimal:
+        """On-prem cost of one GPU-hour at 100 % utilisation."""
+        return self.node_month_tco / (self.gpus_per_node * HOURS_PER_MONTH)
+
+
+def money(value: Decimal) -> str:
+    return str(value.quantize(CENT, rounding=ROUND_HALF_EVEN))
+
+
+def ratio(value: Decimal | None) -> str | None:
+    return None if value is None else str(value.quantize(RATIO, rounding=ROUND_HALF_EVEN))
+
+
+def compare(
+    *,
+    actual: Decimal,
+    on_demand_estimated: Decimal,
+    mix: Mapping[str, Decimal],
+    usage: Sequence[TypeUsage],
+    assumptions: Assumptions,
+    team_utilisation: Decimal | None,
+    cluster_utilisation: Decimal | None,
+    currency: str,
+) -> dict[str, Any]:
+    """The pricing body of DESIGN section 7 (money as decimal strings, to the cent)."""
+    on_demand = sum((u.on_demand for u in usage), ZERO)
+    gpu_hours = sum((u.gpu_hours for u in usage), ZERO)
+    spot_cost, interruptions, rework = ZERO, ZERO, ZERO
+    spot_rows = []
+    for u in usage:
+        r_spot = u.spot_ratio if u.spot_ratio is not None else assumptions.spot_price_ratio
+        rate = assumptions.interruption_rate(u.instance_type, u.region)
+        rework_fraction = rate * assumptions.loss_hours
+        spot_cost += u.on_demand * r_spot * (1 + rework_fraction)
+        interruptions += u.gpu_hours / max(u.gpus_per_node, 1) * rate
+        rework += u.gpu_hours * rework_fraction
+        spot_rows.append(
+            {
+                "instance_type": u.instance_type,
+                "band": assumptions.band_of(u.instance_type, u.region),
+                "interruptions_per_node_hour": str(rate.quantize(Decimal("0.0000001"))),
+                "spot_ratio": ratio(r_spot),
+                "spot_ratio_source": "snapshot" if u.spot_ratio is not None else "assumption",
+            }
+        )
+    u_team = team_utilisation if team_utilisation else ONE
+    reserved: dict[str, dict[str, Any]] = {}
+    for term in ("1y", "3y"):
+        costs = {}
+        for option in RESERVED_OPTIONS:
+            key = f"{term}_{option}"
+            total = ZERO
+            for u in usage:
+                r = u.reserved_ratios.get(key, assumptions.reserved_ratios.get(key, ONE))
+                total += u.on_demand * Decimal(r)
+            costs[option] = total / u_team
+        reserved[f"reserved_{term}"] = {
+            "cost": money(costs["no_upfront"]),
+            "no_upfront": money(costs["no_upfront"]),
+            "all_upfront": money(costs["all_upfront"]),
+            "utilisation": ratio(u_team),
+        }
+    u_cluster = cluster_utilisation if cluster_utilisation else ONE
+    tco = assumptions.gpu_hour_tco
+    on_prem_cost = gpu_hours / u_cluster * tco
+    break_even = (tco * gpu_hours / actual) if actual > 0 and gpu_hours > 0 else None
+    alternatives = {
+        "on_demand": on_demand,
+        "spot": spot_cost,
+        "reserved_1y": Decimal(reserved["reserved_1y"]["cost"]),
+        "reserved_3y": Decimal(reserved["reserved_3y"]["cost"]),
+        "on_prem": on_prem_cost,
+    }
+    best = min(alternatives, key=lambda k: (alternatives[k], k)) if gpu_hours else "on_demand"
+    return {
+        "currency": currency,
+        "actual": money(actual),
+        "gpu_hours": str(gpu_hours.quantize(Decimal("0.000001"))),
+        "on_demand": {
+            "cost": money(on_demand),
+            "savings": money(on_demand - actual),
+            "estimated": money(on_demand_estimated),
+        },
+        "spot": {
+            "cost": money(spot_cost),
+            "expected_interruptions": float(interruptions.quantize(Decimal("0.0001"))),
+            "rework_hours": float(rework.quantize(Decimal("0.0001"))),
+        },
+        **reserved,
+        "on_prem": {
+            "cost": money(on_prem_cost),
+            "utilisation": ratio(u_cluster),
+            "break_even_utilisation": float(break_even.quantize(RATIO)) if break_even else None,
+        },
+        "best_alternative": best,
+        "mix": {
+            kind: money(mix.get(kind, ZERO))
+            for kind in ("on_demand", "spot", "commitment", "other")
+        },
+        "assumptions": _assumptions_body(
+            assumptions, spot_rows, team_utilisation, cluster_utilisation
+        ),
+    }
+
+
+def _assumptions_body(
+    a: Assumptions,
+    spot_rows: list[dict[str, Any]],
+    team_utilisation: Decimal | None,
+    cluster_utilisation: Decimal | None,
+) -> dict[str, Any]:
+    return {
+        "currency": a.currency,
+        "spot": {
+            "default_spot_price_ratio": ratio(a.spot_price_ratio),
+            "interruption_bands": {k: str(v) for k, v in a.interruption_bands.items()},
+            "default_band": a.default_band,
+            "checkpoint_interval_minutes": str(a.checkpoint_interval_minutes),
+            "restart_minutes": str(a.restart_minutes),
+            "loss_per_interruption_hours": ratio(a.loss_hours),
+            "notice_seconds": dict(a.notice_seconds),
+            "by_instance_type": spot_rows,
+        },
+        "reserved": {
+            "ratios": {k: str(v) for k, v in a.reserved_ratios.items()},
+            "team_utilisation": ratio(team_utilisation),
+            "utilisation_window_days": a.utilisation_window_days,
+            "method": "on-demand equivalent x committed ratio / team utilisation",
+        },
+        "on_prem": {
+            "node_capex": money(a.node_capex),
+            "amortisation_months": a.amortisation_months,
+            "gpus_per_node": a.gpus_per_node,
+            "watts_per_gpu": str(a.watts_per_gpu),
+            "pue": str(a.pue),
+            "price_per_kwh": str(a.price_per_kwh),
+            "rack_per_node_month": money(a.rack_per_node_month),
+            "network_per_node_month": money(a.network_per_node_month),
+            "staff_per_node_month": money(a.staff_per_node_month),
+            "node_month_tco": money(a.node_month_tco),
+            "gpu_hour_tco": str(a.gpu_hour_tco.quantize(Decimal("0.0001"))),
+            "cluster_utilisation": ratio(cluster_utilisation),
+        },
+    }

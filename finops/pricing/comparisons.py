@@ -1,0 +1,209 @@
+"""Reads: the pricing comparison of a run and of a team's month (issue 13).
+
+The scope of a comparison is GPU compute: ledger rows on a node or of a job (training,
+inference, and idle, including idle spread onto jobs). Its `actual` is their EffectiveCost,
+its on-demand equivalent their ListCost (split exactly as cost by attribution).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from decimal import Decimal
+from typing import Any
+
+from django.db.models import Q, QuerySet, Sum
+
+from billing_ingest.models import CostLineItem
+from billing_ingest.money import MoneySum
+from finops.attribution.catalogue import gpu_spec
+from finops.attribution.list_cost import MIX_KINDS
+from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.org.models import Team
+from finops.pricing import snapshot
+from finops.pricing.comparison import Assumptions, TypeUsage, compare
+from finops.pricing.models import PricingAssumptions
+
+GPU_CATEGORIES = (Category.TRAINING, Category.INFERENCE, Category.IDLE)
+_ZERO = Decimal(0)
+_SECONDS_PER_HOUR = Decimal(3600)
+_SECONDS_PER_DAY = Decimal(86400)
+
+
+def assumptions_current() -> Assumptions:
+    row = PricingAssumptions.current()
+    return Assumptions(
+        spot_price_ratio=row.spot_price_ratio,
+        interruption_bands={k: Decimal(str(v)) for k, v in row.interruption_bands.items()},
+        family_bands={str(k).lower(): str(v) for k, v in (row.family_bands or {}).items()},
+        default_band=row.default_band,
+        checkpoint_interval_minutes=row.checkpoint_interval_minutes,
+        restart_minutes=row.restart_minutes,
+        notice_seconds={str(k): int(v) for k, v in row.notice_seconds.items()},
+        reserved_ratios={k: Decimal(str(v)) for k, v in row.reserved_ratios.items()},
+        node_capex=row.node_capex,
+        amortisation_months=row.amortisation_months,
+        gpus_per_node=row.gpus_per_node,
+        watts_per_gpu=row.watts_per_gpu,
+        pue=row.pue,
+        price_per_kwh=row.price_per_kwh,
+        rack_per_node_month=row.rack_per_node_month,
+        network_per_node_month=row.network_per_node_month,
+        staff_per_node_month=row.staff_per_node_month,
+        currency=row.currency,
+        utilisation_window_days=row.utilisation_window_days,
+        recommendation_percentile=row.recommendation_percentile,
+    )
+
+
+def _node_types(month: dt.date) -> dict[str, tuple[str, str]]:
+    """Ledger node name -> (instance type, region) from the month's node line items."""
+    rows = (
+        CostLineItem.objects.settled()
+        .filter(billing_period=month)
+        .exclude(x_instance_type="")
+        .values_list("resource_name", "resource_id", "x_instance_type", "region_id")
+        .distinct()
+    )
+    found: dict[str, tuple[str, str]] = {}
+    for name, resource_id, instance_type, region in rows:
+        for key in (name, resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1]):
+            if key:
+                found.setdefault(key, (instance_type, region))
+    return found
+
+
+def _usage(month: dt.date, rows: QuerySet[AllocatedCost]) -> list[TypeUsage]:
+    """The scope's on-demand equivalent and GPU-hours per (provider, instance type, region)."""
+    types = _node_types(month)
+    grouped: dict[tuple[str, str, str], list[Decimal]] = defaultdict(lambda: [_ZERO, _ZERO])
+    sums = (
+        rows.values_list("provider_name", "node")
+        .annotate(listed=MoneySum("list_cost"), seconds=Sum("gpu_seconds"))
+        .order_by()
+    )
+    for provider, node, listed, seconds in sums:
+        instance_type, region = types.get(node, ("", ""))
+        acc = grouped[(provider, instance_type, region)]
+        acc[0] += listed or _ZERO
+        acc[1] += (seconds or _ZERO) / _SECONDS_PER_HOUR
+    usage = []
+    for (provider, instance_type, region), (listed, hours) in sorted(grouped.items()):
+        spec = gpu_spec(instance_type) if instance_type else None
+        provider_key = provider.lower()
+        usage.append(
+            TypeUsage(
+                provider=provider,
+                instance_type=instance_type,
+                region=region,
+                on_demand=listed,
+                gpu_hours=hours,
+                gpus_per_node=spec.count if spec else 8,
+                spot_ratio=snapshot.spot_ratio(provider_key, instance_type, region),
+                reserved_ratios=snapshot.reserved_ratios(provider_key, instance_type, region),
+            )
+        )
+    return usage
+
+
+def _gpu_rows(month: dt.date) -> QuerySet[AllocatedCost]:
+    return AllocatedCost.objects.filter(billing_period=month).filter(
+        Q(job__isnull=False) | ~Q(node="")
+    )
+
+
+def cluster_utilisation(*, month: dt.date) -> Decimal | None:
+    """Measured GPU utilisation of the month: job cost / all GPU node cost (jobs + idle)."""
+    totals = dict(
+        _gpu_rows(month)
+        .filter(category__in=GPU_CATEGORIES)
+        .values_list("category")
+        .annotate(s=MoneySum("amount"))
+        .order_by()
+    )
+    used = sum((v for k, v in totals.items() if k != Category.IDLE and v), _ZERO)
+    idle_total = totals.get(Category.IDLE) or _ZERO
+    whole = used + idle_total
+    return used / whole if whole > 0 and used > 0 else None
+
+
+def team_utilisation(*, team_id: int | None, until: dt.date, days: int) -> Decimal | None:
+    """Mean / peak daily GPUs in use by the team over the window ending before `until`: the
+    share of a commitment sized to the peak the team would have used."""
+    since = until - dt.timedelta(days=days)
+    daily: dict[dt.date, Decimal | None] = dict(
+        TeamDailyCost.objects.filter(Q(team_id=team_id), day__gte=since, day__lt=until)
+        .values_list("day")
+        .annotate(s=Sum("gpu_seconds"))
+        .order_by()
+    )
+    values = [v for v in daily.values() if v]
+    if not values:
+        return None
+    first = min(day for day, v in daily.items() if v)
+    span = (until - first).days or 1
+    peak = max(values)
+    return sum(values, _ZERO) / (peak * span)
+
+
+def _month_end(month: dt.date) -> dt.date:
+    return (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
+
+
+def run_pricing(*, run: RunCost) -> dict[str, Any]:
+    month = run.billing_period
+    rows = _gpu_rows(month).filter(
+        Q(team_id=run.team_id), run_id=run.run_id, billing_currency=run.billing_currency
+    )
+    if run.cluster:
+        rows = rows.filter(job__cluster=run.cluster)
+    a = assumptions_current()
+    body = compare(
+        actual=run.cost,
+        on_demand_estimated=run.list_cost_estimated,
+        mix={kind: getattr(run, f"cost_{kind}") for kind in MIX_KINDS},
+        usage=_usage(month, rows),
+        assumptions=a,
+        team_utilisation=team_utilisation(
+            team_id=run.team_id, until=_month_end(month), days=a.utilisation_window_days
+        ),
+        cluster_utilisation=cluster_utilisation(month=month),
+        currency=run.billing_currency,
+    )
+    return {"run_id": run.run_id, "month": month.strftime("%Y-%m"), **body}
+
+
+def team_month_pricing(*, month: dt.date, teams: QuerySet[Team]) -> list[dict[str, Any]]:
+    """One comparison per team (and billing currency) with GPU cost in the month."""
+    a = assumptions_current()
+    measured = cluster_utilisation(month=month)
+    daily = TeamDailyCost.objects.filter(
+        billing_period=month, team__in=teams, category__in=GPU_CATEGORIES
+    )
+    totals = (
+        daily.values_list("team_id", "billing_currency")
+        .annotate(
+            actual=MoneySum("amount"),
+            estimated=MoneySum("list_cost_estimated"),
+            **{kind: MoneySum(f"cost_{kind}") for kind in MIX_KINDS},
+        )
+        .order_by()
+    )
+    slugs = dict(Team.objects.filter(pk__in=teams).values_list("pk", "slug"))
+    result = []
+    for team_id, currency, actual, estimated, *mix_values in totals:
+        rows = _gpu_rows(month).filter(Q(team_id=team_id), billing_currency=currency)
+        body = compare(
+            actual=actual or _ZERO,
+            on_demand_estimated=estimated or _ZERO,
+            mix=dict(zip(MIX_KINDS, (v or _ZERO for v in mix_values), strict=True)),
+            usage=_usage(month, rows),
+            assumptions=a,
+            team_utilisation=team_utilisation(
+                team_id=team_id, until=_month_end(month), days=a.utilisation_window_days
+            ),
+            cluster_utilisation=measured,
+            currency=currency,
+        )
+        result.append({"team": slugs[team_id], "month": month.strftime("%Y-%m"), **body})
+    return sorted(result, key=lambda r: (r["team"], r["currency"]))

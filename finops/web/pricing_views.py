@@ -1,0 +1,97 @@
+"""Pricing pages (issue 13): the per-team comparison, commitments, the recommendation, and the
+finance-only assumptions form. Thin: check access, call the pricing selectors, render."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+
+from finops.org.models import Team
+from finops.org.permissions import user_is_finance
+from finops.org.selectors import team_list_visible
+from finops.pricing.commitments import commitment_utilisation, coverage, recommendation
+from finops.pricing.comparisons import assumptions_current, team_month_pricing
+from finops.pricing.models import PricingAssumptions
+from finops.web.views import _require_finance, _resolve_month
+
+
+def _with_best(body: dict[str, Any]) -> dict[str, Any]:
+    best = body["best_alternative"]
+    body["best_cost"] = body[best]["cost"]
+    return body
+
+
+def _recommendation(team: Team, month: dt.date, p: dict[str, Any] | None) -> dict[str, Any]:
+    until = dt.datetime.combine(
+        (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1), dt.time(), dt.UTC
+    )
+    hours = Decimal(p["gpu_hours"]) if p else Decimal(0)
+    od_hour = Decimal(p["on_demand"]["cost"]) / hours if p and hours else None
+    rec = recommendation(
+        team_id=team.pk, until=until, on_demand_gpu_hour=od_hour, assumptions=assumptions_current()
+    )
+    curve = [Decimal(v) for v in rec["curve"]]
+    start = until - dt.timedelta(days=90)
+    rec["daily"] = [
+        (
+            (start + dt.timedelta(days=d)).date().isoformat(),
+            str((sum(curve[d * 24 : d * 24 + 24], Decimal(0)) / 24).quantize(Decimal("0.01"))),
+        )
+        for d in range(len(curve) // 24)
+    ]
+    rec["level90"] = rec["levels"][-1]["gpus"]
+    rec["team"] = team.slug
+    return rec
+
+
+@login_required
+def pricing(request: HttpRequest) -> HttpResponse:
+    month, months = _resolve_month(request)
+    finance = user_is_finance(request.user)
+    teams = team_list_visible(user=request.user).order_by("slug")
+    comparisons = [_with_best(p) for p in team_month_pricing(month=month, teams=teams)]
+    chosen = teams.filter(slug=request.GET.get("team", "")).first() or teams.first()
+    rec = None
+    if chosen is not None:
+        own = next((p for p in comparisons if p["team"] == chosen.slug), None)
+        rec = _recommendation(chosen, month, own)
+    covered = []
+    for team in teams:
+        share = coverage(month=month, team_id=team.pk)
+        if share is not None:
+            percent = (share * 100).quantize(Decimal("0.1"))
+            covered.append({"team": team.slug, "percent": str(percent)})
+    context = {
+        "month": month,
+        "months": months,
+        "finance": finance,
+        "comparisons": comparisons,
+        "coverage": covered,
+        # Commitments are bought for the organisation, not a team: finance only.
+        "commitments": commitment_utilisation(month=month) if finance else None,
+        "recommendation": rec,
+    }
+    return render(request, "web/pricing.html", context)
+
+
+class PricingAssumptionsForm(forms.ModelForm):  # type: ignore[type-arg]
+    class Meta:
+        model = PricingAssumptions
+        fields = [f.name for f in PricingAssumptions._meta.fields if f.editable and f.name != "id"]
+
+
+@login_required
+def pricing_settings(request: HttpRequest) -> HttpResponse:
+    _require_finance(request)
+    instance = PricingAssumptions.current()
+    form = PricingAssumptionsForm(request.POST or None, instance=instance)
+    if request.method == "POST" and form.is_valid():
+        form.save()
+        return redirect("web:pricing_settings")
+    return render(request, "web/pricing_settings.html", {"form": form})

@@ -1,0 +1,190 @@
+"""Pricing comparison (issue 13): golden runs worked by hand, the API's shape and permissions.
+
+Four one-hour runs on 2025-06-03, each a job holding all 8 GPUs of its own p5.48xlarge node for
+the whole hour (8 GPU-hours, no idle), each in its own team:
+
+  run      node   paid (EffectiveCost)  ListCost  PricingCategory  commitment
+  od-run   n-od   80                    80        Standard         -
+  spot-run n-sp   30                    80        Dynamic          -
+  ri-run   n-ri   50                    80        Committed        ri-1 (Used)
+  cud-run  n-cud  50                    80        Committed        cud-2 (Used; 30 Unused)
+
+Assumptions (set below): spot at 0.4 of on demand; every family in one band of 7.3 % a month,
+so 0.073 / 730 = 0.0001 interruptions per node-hour; checkpoints every 30 min and a 10 min
+restart lose 30/2 + 10 = 25 min = 5/12 h per interruption. Reserved ratios 1y 0.6 / 0.5, 3y
+0.4 / 0.3 (no upfront / all upfront). On prem: capex 262800 / 36 = 7300 a node-month, power
+500 W x 8 x PUE 1.5 x 730 h = 4380 kWh x 0.10 = 438, rack 1000, network 500, staff 2442:
+11680 a node-month = 11680 / (8 x 730) = 2.00 per GPU-hour.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from django.contrib.auth.models import User
+from rest_framework.test import APIClient
+
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from finops.attribution.models import RunCost
+from finops.attribution.services import attribution_run
+from finops.org.models import MappingRule, Profile, Team
+from finops.pricing.commitments import commitment_utilisation, coverage
+from finops.pricing.models import PricingAssumptions
+
+pytestmark = pytest.mark.django_db
+
+MONTH = dt.date(2025, 6, 1)
+T0 = dt.datetime(2025, 6, 3, 10, tzinfo=dt.UTC)
+T1 = T0 + dt.timedelta(hours=1)
+RUNS = {
+    # run: (node, paid, pricing category, commitment id)
+    "od-run": ("n-od", "80", "Standard", ""),
+    "spot-run": ("n-sp", "30", "Dynamic", ""),
+    "ri-run": ("n-ri", "50", "Committed", "ri-1"),
+    "cud-run": ("n-cud", "50", "Committed", "cud-2"),
+}
+
+
+@pytest.fixture
+def priced_month(db):
+    PricingAssumptions.objects.update_or_create(
+        pk=1,
+        defaults=dict(
+            spot_price_ratio=Decimal("0.4"), interruption_bands={"b": "0.073"}, family_bands={},
+            default_band="b", checkpoint_interval_minutes=30, restart_minutes=10,
+            reserved_ratios={"1y_no_upfront": "0.6", "1y_all_upfront": "0.5",
+                             "3y_no_upfront": "0.4", "3y_all_upfront": "0.3"},
+            node_capex=Decimal("262800"), amortisation_months=36, gpus_per_node=8,
+            watts_per_gpu=500, pue=Decimal("1.5"), price_per_kwh=Decimal("0.10"),
+            rack_per_node_month=1000, network_per_node_month=500, staff_per_node_month=2442,
+        ),
+    )  # fmt: skip
+    billing = ImportBatch.objects.create(
+        kind="billing", format="focus", source="s", file_name="f", status="succeeded"
+    )
+    jobs = ImportBatch.objects.create(
+        kind="jobs", format="slurm", source="c", file_name="j", status="succeeded"
+    )
+    common = dict(
+        batch=billing, source="s", billing_period=MONTH, billing_period_start=T0,
+        provider_name="AWS", billing_account_id="1", billing_currency="USD",
+        charge_period_start=T0, charge_period_end=T1, charge_category="Usage",
+    )  # fmt: skip
+    for i, (run, (node, paid, pricing, commitment)) in enumerate(RUNS.items()):
+        team = Team.objects.create(slug=run.removesuffix("-run"), name=run)
+        MappingRule.objects.create(kind="slurm_account", value=f"acct-{i}", team=team)
+        CostLineItem.objects.create(
+            **common, pricing_category=pricing, resource_name=node, region_id="us-east-1",
+            x_instance_type="p5.48xlarge", billed_cost=Decimal(paid),
+            effective_cost=Decimal(paid), list_cost=Decimal("80"),
+            commitment_discount_id=commitment,
+            commitment_discount_status="Used" if commitment else "",
+        )  # fmt: skip
+        JobRecord.objects.create(
+            batch=jobs, cluster="c", job_id=str(i), account=f"acct-{i}", state="COMPLETED",
+            start=T0, end=T1, gpus=8, nodes=[node], run_id=run,
+        )  # fmt: skip
+    # The CUD's unused part of the hour: 30 of its 80.
+    CostLineItem.objects.create(
+        **common, pricing_category="Committed", billed_cost=Decimal("30"),
+        effective_cost=Decimal("30"), commitment_discount_id="cud-2",
+        commitment_discount_status="Unused",
+    )  # fmt: skip
+    attribution_run(month=MONTH)
+
+
+def _api(user: User | None = None) -> APIClient:
+    client = APIClient()
+    if user is None:
+        user, created = User.objects.get_or_create(username="finance2")
+        if created:
+            Profile.objects.create(user=user, role=Profile.Role.FINANCE)
+    client.force_authenticate(user)
+    return client
+
+
+# The team utilisation (reserved): 8 GPU-hours on one day; the window ends 2025-07-01 and starts
+# at the team's first day with GPU use (06-03): 28 days, mean / peak = 1/28. Reserved is paid on
+# 28 times the hours used: 80 x 0.6 x 28 = 1344 (1y no upfront), 80 x 0.5 x 28 = 1120,
+# 80 x 0.4 x 28 = 896, 80 x 0.3 x 28 = 672.
+RESERVED = {"reserved_1y": ("1344.00", "1120.00"), "reserved_3y": ("896.00", "672.00")}
+# Spot: 80 x 0.4 x (1 + 0.0001 x 5/12) = 32.0013.. -> 32.00; 8 GPU-hours on one 8-GPU node:
+# 1 node-hour x 0.0001 = 0.0001 interruptions; rework 8 x 0.0001 x 5/12 = 0.000333 GPU-hours.
+# On prem: no idle anywhere, cluster utilisation 1: 8 GPU-hours x 2.00 = 16.00.
+
+
+@pytest.mark.parametrize(
+    ("run", "actual", "savings", "mix_kind", "break_even"),
+    [
+        ("od-run", "80.00", "0.00", "on_demand", 0.2),  # 2.00 x 8 / 80
+        ("spot-run", "30.00", "50.00", "spot", 0.5333),  # 16 / 30
+        ("ri-run", "50.00", "30.00", "commitment", 0.32),  # 16 / 50
+        ("cud-run", "50.00", "30.00", "commitment", 0.32),
+    ],
+)
+def test_golden_runs(priced_month, run, actual, savings, mix_kind, break_even):
+    cost = RunCost.objects.get(run_id=run)
+    body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
+    assert body["actual"] == actual
+    assert body["on_demand"] == {"cost": "80.00", "savings": savings, "estimated": "0.00"}
+    assert body["spot"]["cost"] == "32.00"
+    assert body["spot"]["expected_interruptions"] == 0.0001
+    assert body["spot"]["rework_hours"] == 0.0003
+    for key, (no_upfront, all_upfront) in RESERVED.items():
+        assert body[key]["cost"] == no_upfront
+        assert body[key]["all_upfront"] == all_upfront
+    assert body["on_prem"]["cost"] == "16.00"
+    assert body["on_prem"]["break_even_utilisation"] == break_even
+    expected_mix = {k: "0.00" for k in ("on_demand", "spot", "commitment", "other")}
+    expected_mix[mix_kind] = actual
+    assert body["mix"] == expected_mix
+    assert body["assumptions"]["on_prem"]["gpu_hour_tco"] == "2.0000"
+    assert body["assumptions"]["spot"]["loss_per_interruption_hours"] == "0.4167"
+    assert body["best_alternative"] == "on_prem"
+
+
+def test_partly_used_commitment_utilisation_and_coverage(priced_month):
+    by_id = {c.commitment_id: c for c in commitment_utilisation(month=MONTH)}
+    assert by_id["ri-1"].used == 50 and by_id["ri-1"].unused == 0
+    assert by_id["cud-2"].used == 50 and by_id["cud-2"].unused == 30
+    assert by_id["cud-2"].utilisation == Decimal(50) / Decimal(80)
+    assert coverage(month=MONTH, team_id=Team.objects.get(slug="cud").pk) == 1
+    assert coverage(month=MONTH, team_id=Team.objects.get(slug="od").pk) == 0
+
+
+def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month):
+    client = _api()
+    items = client.get("/api/v1/runs/?month=2025-06").json()
+    items = items["results"] if isinstance(items, dict) else items
+    assert {item["run_id"] for item in items} == set(RUNS)
+    for item in items:
+        assert item["url"].endswith(f"/api/v1/runs/{item['id']}/")
+        detail = client.get(item["url"]).json()
+        assert detail["run_id"] == item["run_id"] and detail["id"] == item["id"]
+
+
+def test_pricing_comparison_per_team_and_month(priced_month):
+    body = _api().get("/api/v1/pricing-comparison/?month=2025-06").json()
+    assert [item["team"] for item in body] == sorted(["od", "spot", "ri", "cud"])
+    spot = _api().get("/api/v1/pricing-comparison/?month=2025-06&team=spot").json()
+    assert len(spot) == 1
+    assert spot[0]["actual"] == "30.00" and spot[0]["on_demand"]["cost"] == "80.00"
+    assert set(spot[0]) >= {"actual", "on_demand", "spot", "reserved_1y", "reserved_3y",
+                            "on_prem", "mix", "assumptions"}  # fmt: skip
+
+
+def test_leads_see_only_their_teams(priced_month):
+    lead = User.objects.create_user("lead-od", password="pw-123456789")
+    profile = Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD)
+    profile.teams.add(Team.objects.get(slug="od"))
+    client = _api(lead)
+    body = client.get("/api/v1/pricing-comparison/?month=2025-06").json()
+    assert [item["team"] for item in body] == ["od"]
+    assert client.get("/api/v1/pricing-comparison/?month=2025-06&team=spot").status_code == 404
+    other = RunCost.objects.get(run_id="spot-run")
+    assert client.get(f"/api/v1/runs/{other.pk}/pricing/").status_code == 404
+    own = RunCost.objects.get(run_id="od-run")
+    assert client.get(f"/api/v1/runs/{own.pk}/pricing/").status_code == 200
+    assert APIClient().get("/api/v1/pricing-comparison/?month=2025-06").status_code in (401, 403)
