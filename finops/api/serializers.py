@@ -199,13 +199,15 @@ class EndpointsQuerySerializer(MonthQuerySerializer):
 
 
 class EndpointMonthSerializer(serializers.Serializer[Any]):
-    """One endpoint's month in one billing currency (finops.inference EndpointMonth + owner)."""
+    """One team's part of an endpoint's month in one currency (finops.inference EndpointMonth)."""
 
     endpoint = serializers.CharField()
-    team = serializers.CharField(allow_null=True, help_text="Owner team slug (null: no team).")
+    team = serializers.CharField(
+        allow_null=True, help_text="Slug of the team owning these pods (null: no team)."
+    )
     month = serializers.CharField()
     currency = serializers.CharField()
-    cost = money(help_text="Ledger cost of the endpoint's pods in the month.")
+    cost = money(help_text="Ledger cost of the team's pods of the endpoint in the month.")
     gpu_hours = serializers.DecimalField(
         max_digits=None, decimal_places=GPU_HOUR_PLACES, coerce_to_string=True, read_only=True
     )
@@ -219,7 +221,12 @@ class EndpointMonthSerializer(serializers.Serializer[Any]):
         coerce_to_string=True,
         read_only=True,
         allow_null=True,
-        help_text="Idle part of the serving nodes' cost (0..1).",
+        help_text="Idle part of the serving nodes' cost (0..1); finance only (else null).",
     )
-    node_cost = money()
-    node_idle_cost = money()
+    node_cost = money(
+        allow_null=True,
+        help_text="Every team's cost on the nodes serving these pods; finance only (else null).",
+    )
+    node_idle_cost = money(
+        allow_null=True, help_text="The idle part of node_cost; finance only (else null)."
+    )
