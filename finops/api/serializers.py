@@ -7,6 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
+from finops.api.filters import month_parse
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import (
     COST_GROUP_BY,
@@ -86,6 +87,13 @@ class MonthQuerySerializer(serializers.Serializer[None]):
         error_messages={"invalid": "Enter a month as YYYY-MM.", "required": "month is required."},
     )
 
+    def validate_month(self, value: str) -> str:
+        try:
+            month_parse(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
+
 
 class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow]):
     provider = serializers.CharField()
@@ -131,6 +139,10 @@ class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
 
 
 class ImportBatchSerializer(serializers.ModelSerializer[ImportBatch]):
+    # The file's name (or bucket URI), never the server's folders; error texts likewise.
+    file_name = serializers.CharField(source="public_file_name", read_only=True)
+    error = serializers.CharField(source="public_error", read_only=True)
+
     class Meta:
         model = ImportBatch
         fields = [
