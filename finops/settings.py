@@ -8,14 +8,26 @@ from pathlib import Path
 
 import environ
 
+from finops.secret_key import secret_key_load
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
+
+def _env_bool(name: str, default: bool) -> bool:
+    """DJANGO_<name>, else <name> (Django's own setting name), else default."""
+    return env.bool(f"DJANGO_{name}", default=env.bool(name, default=default))
+
+
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-# The embedded default needs some key to start; production must set its own.
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-embedded-default-change-me")
+# Where imported files, demo data and the generated secret key live.
+FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))
+# DJANGO_SECRET_KEY, else a random key generated once and kept in the data folder (mode 0600).
+# There is no public fallback: a known key lets anyone forge sessions and password resets.
+SECRET_KEY = secret_key_load(env_value=env.str("DJANGO_SECRET_KEY", default=""),
+                             data_dir=FINOPS_DATA_DIR)  # fmt: skip
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -46,6 +58,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "finops.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -106,8 +119,6 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", default=10 
 FILE_UPLOAD_MAX_MEMORY_SIZE = env.int("FILE_UPLOAD_MAX_MEMORY_SIZE", default=10 * 1024 * 1024)
 FINOPS_UPLOAD_MAX_BYTES = env.int("FINOPS_UPLOAD_MAX_BYTES", default=200 * 1024 * 1024)
 
-# Where imported files and demo data live.
-FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))
 # Currency used where a file carries none (the FOCUS spec examples omit BillingCurrency).
 # Days Kubernetes API snapshot files are kept after import (each cluster's newest always is).
 FINOPS_KUBERNETES_SNAPSHOT_DAYS = env.int("FINOPS_KUBERNETES_SNAPSHOT_DAYS", default=7)
@@ -124,6 +135,33 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# HTTPS, switched on from the environment (DJANGO_<NAME> or <NAME>) where the site is served
+# over TLS; off by default so the embedded default works on http://127.0.0.1.
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env.int(
+    "DJANGO_SECURE_HSTS_SECONDS", default=env.int("SECURE_HSTS_SECONDS", default=0)
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+# Behind a TLS-terminating proxy: "HTTP_X_FORWARDED_PROTO,https" (header, value). Only set it
+# when the proxy always sets (and strips client copies of) that header.
+_PROXY_SSL_HEADER = env.list(
+    "DJANGO_SECURE_PROXY_SSL_HEADER", default=env.list("SECURE_PROXY_SSL_HEADER", default=[])
+)
+SECURE_PROXY_SSL_HEADER = (
+    (_PROXY_SSL_HEADER[0], _PROXY_SSL_HEADER[1]) if len(_PROXY_SSL_HEADER) == 2 else None
+)
+# Scripts, styles, images and fonts from our own origin only; no inline script or style
+# attribute (templates keep none; Chart.js styles its canvas through the CSSOM, which CSP
+# allows). Sent by finops.csp.ContentSecurityPolicyMiddleware.
+FINOPS_CONTENT_SECURITY_POLICY = env.str(
+    "FINOPS_CONTENT_SECURITY_POLICY",
+    default="default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'",
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
