@@ -4,6 +4,7 @@ Embedded default (no environment at all): SQLite in the project folder, Celery e
 email. Production and CI set DATABASE_URL, CELERY_BROKER_URL and EMAIL_URL.
 """
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -44,6 +45,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "axes",
     "billing_ingest",
     "finops.org",
     "finops.attribution",
@@ -66,7 +68,32 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+AUTHENTICATION_BACKENDS = [
+    # First: refuses any login (pages, admin) while the username + address is locked out.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login lockout (django-axes): after this many wrong passwords for one username from one
+# address, every login of that pair (the right password too) is refused for the cool-off.
+# Locking the pair, not the username alone, keeps a stranger from locking finance out.
+AXES_FAILURE_LIMIT = env.int("FINOPS_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("FINOPS_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind N reverse proxies, the client address is the N-th from the right of X-Forwarded-For.
+FINOPS_PROXY_COUNT = env.int("FINOPS_PROXY_COUNT", default=0)
+if FINOPS_PROXY_COUNT:
+    AXES_IPWARE_PROXY_COUNT = FINOPS_PROXY_COUNT
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+
+# Failed-token counts (finops.api.authentication) live here; several web processes need a
+# shared cache (CACHE_URL=redis://...) for one count, else each process counts its own.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
 ROOT_URLCONF = "finops.urls"
 WSGI_APPLICATION = "finops.wsgi.application"
@@ -166,8 +193,13 @@ FINOPS_CONTENT_SECURITY_POLICY = env.str(
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        # Token auth that refuses an address after too many failed tokens (429).
+        "finops.api.authentication.ThrottledTokenAuthentication",
     ],
+    "DEFAULT_THROTTLE_RATES": {
+        "token_failure": env.str("FINOPS_TOKEN_FAILURE_RATE", default="20/hour"),
+    },
+    "NUM_PROXIES": FINOPS_PROXY_COUNT or None,
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
