@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from billing_ingest.money import MoneyField
+from billing_ingest.public_names import public_file_name, public_text
 
 # FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
 MONEY_DIGITS = 28
@@ -94,6 +95,15 @@ class ImportBatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.source}:{self.file_name} ({self.status})"
+
+    @property
+    def public_file_name(self) -> str:
+        """The file's name (or bucket URI) without server folders: what pages and API show."""
+        return public_file_name(self.file_name)
+
+    @property
+    def public_error(self) -> str:
+        return public_text(self.error)
 
 
 class ImportBatchPart(models.Model):

@@ -4,19 +4,32 @@ Embedded default (no environment at all): SQLite in the project folder, Celery e
 email. Production and CI set DATABASE_URL, CELERY_BROKER_URL and EMAIL_URL.
 """
 
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 
 import environ
+
+from finops.secret_key import secret_key_load
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
+
+def _env_bool(name: str, default: bool) -> bool:
+    """DJANGO_<name>, else <name> (Django's own setting name), else default."""
+    return env.bool(f"DJANGO_{name}", default=env.bool(name, default=default))
+
+
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
-# The embedded default needs some key to start; production must set its own.
-SECRET_KEY = env.str("DJANGO_SECRET_KEY", default="insecure-embedded-default-change-me")
+# Where imported files, demo data and the generated secret key live.
+FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))
+# DJANGO_SECRET_KEY, else a random key generated once and kept in the data folder (mode 0600).
+# There is no public fallback: a known key lets anyone forge sessions and password resets.
+SECRET_KEY = secret_key_load(env_value=env.str("DJANGO_SECRET_KEY", default=""),
+                             data_dir=FINOPS_DATA_DIR)  # fmt: skip
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
@@ -33,6 +46,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "django_filters",
     "drf_spectacular",
+    "axes",
     "billing_ingest",
     "finops.org",
     "finops.attribution",
@@ -51,6 +65,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "finops.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -60,7 +75,32 @@ MIDDLEWARE = [
     "finops.org.permissions.ViewerReadOnlyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes asks: turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+AUTHENTICATION_BACKENDS = [
+    # First: refuses any login (pages, admin) while the username + address is locked out.
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+# Login lockout (django-axes): after this many wrong passwords for one username from one
+# address, every login of that pair (the right password too) is refused for the cool-off.
+# Locking the pair, not the username alone, keeps a stranger from locking finance out.
+AXES_FAILURE_LIMIT = env.int("FINOPS_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("FINOPS_LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Behind N reverse proxies, the client address is the N-th from the right of X-Forwarded-For.
+FINOPS_PROXY_COUNT = env.int("FINOPS_PROXY_COUNT", default=0)
+if FINOPS_PROXY_COUNT:
+    AXES_IPWARE_PROXY_COUNT = FINOPS_PROXY_COUNT
+    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+
+# Failed-token counts (finops.api.authentication) live here; several web processes need a
+# shared cache (CACHE_URL=redis://...) for one count, else each process counts its own.
+CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
 
 ROOT_URLCONF = "finops.urls"
 WSGI_APPLICATION = "finops.wsgi.application"
@@ -86,9 +126,16 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 60
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Applied where people choose passwords (admin forms, createsuperuser, password change), not to
+# User.objects.create_user in code and tests.
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": 12},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
 LANGUAGE_CODE = "en-us"
@@ -116,8 +163,6 @@ FINOPS_UPLOAD_MAX_BYTES = env.int("FINOPS_UPLOAD_MAX_BYTES", default=200 * 1024 
 # failing with the file and line: a line is read whole, so this bounds a worker's memory.
 FINOPS_MAX_LINE_BYTES = env.int("FINOPS_MAX_LINE_BYTES", default=4 * 1024 * 1024)
 
-# Where imported files and demo data live.
-FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))
 # Currency used where a file carries none (the FOCUS spec examples omit BillingCurrency).
 # Days Kubernetes API snapshot files are kept after import (each cluster's newest always is).
 FINOPS_KUBERNETES_SNAPSHOT_DAYS = env.int("FINOPS_KUBERNETES_SNAPSHOT_DAYS", default=7)
@@ -164,19 +209,52 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
+# HTTPS, switched on from the environment (DJANGO_<NAME> or <NAME>) where the site is served
+# over TLS; off by default so the embedded default works on http://127.0.0.1.
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", False)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", False)
+SECURE_HSTS_SECONDS = env.int(
+    "DJANGO_SECURE_HSTS_SECONDS", default=env.int("SECURE_HSTS_SECONDS", default=0)
+)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", False)
+# Behind a TLS-terminating proxy: "HTTP_X_FORWARDED_PROTO,https" (header, value). Only set it
+# when the proxy always sets (and strips client copies of) that header.
+_PROXY_SSL_HEADER = env.list(
+    "DJANGO_SECURE_PROXY_SSL_HEADER", default=env.list("SECURE_PROXY_SSL_HEADER", default=[])
+)
+SECURE_PROXY_SSL_HEADER = (
+    (_PROXY_SSL_HEADER[0], _PROXY_SSL_HEADER[1]) if len(_PROXY_SSL_HEADER) == 2 else None
+)
+# Scripts, styles, images and fonts from our own origin only; no inline script or style
+# attribute (templates keep none; Chart.js styles its canvas through the CSSOM, which CSP
+# allows). Sent by finops.csp.ContentSecurityPolicyMiddleware.
+FINOPS_CONTENT_SECURITY_POLICY = env.str(
+    "FINOPS_CONTENT_SECURITY_POLICY",
+    default="default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'self'; "
+    "form-action 'self'; frame-ancestors 'none'",
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        # Token auth that refuses an address after too many failed tokens (429).
+        "finops.api.authentication.ThrottledTokenAuthentication",
     ],
+    "DEFAULT_THROTTLE_RATES": {
+        "token_failure": env.str("FINOPS_TOKEN_FAILURE_RATE", default="20/hour"),
+    },
+    "NUM_PROXIES": FINOPS_PROXY_COUNT or None,
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         "finops.org.permissions.ViewerReadOnly",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # A page is at most 1000 rows; a limit or offset out of bounds is a 400 naming the field.
+    "DEFAULT_PAGINATION_CLASS": "finops.api.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
     "COERCE_DECIMAL_TO_STRING": True,
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
@@ -125,5 +126,6 @@ def test_csrf_enforced_on_login_and_logout(finance_user):
 def test_session_api_write_needs_csrf(finance_user):
     # Read-only API, but session-authenticated unsafe methods must still hit the CSRF check.
     client = APIClient(enforce_csrf_checks=True)
-    client.login(username="fin", password="fin-password-123")
+    # django-axes needs the request to authenticate against.
+    client.login(request=HttpRequest(), username="fin", password="fin-password-123")
     assert client.post("/api/v1/teams/", {"slug": "x", "name": "X"}).status_code == 403

@@ -202,7 +202,9 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
     _login(driver, live_server.url, "fin", "fin-password-123")
     driver.find_element(By.LINK_TEXT, "Endpoints").click()
     _wait_for_text(driver, "Inference endpoints · September 2025")
-    row = driver.find_element(By.CSS_SELECTOR, '[data-testid="endpoint-llm-chat-USD"]')
+    row = driver.find_element(
+        By.CSS_SELECTOR, f'[data-testid="endpoint-llm-chat-{scenario.team.slug}-USD"]'
+    )
     assert "llm-chat" in row.text and "Vision" in row.text
     cell = row.find_element(By.CSS_SELECTOR, '[data-testid="per-1k-requests"]').text
     assert cell == unit_money(unit_cost(Decimal("45.5"), 7000, 1000))  # 6.5000

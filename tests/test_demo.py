@@ -472,8 +472,9 @@ def test_previous_month() -> None:
 def test_demo_end_to_end(tmp_path: Path) -> None:
     out = io.StringIO()
     call_command(
-        "demo", "--scale", "small", "--month", "2025-10", "--out", str(tmp_path), stdout=out
-    )
+        "demo", "--scale", "small", "--month", "2025-10", "--out", str(tmp_path),
+        "--allow-demo-users", stdout=out,
+    )  # fmt: skip
     dataset = dataset_build(seed=42, month=MONTH, scale=Scale.SMALL)
     files = dataset_write(dataset=dataset, out=tmp_path / "again")
     period = MONTH.start.date()
@@ -559,7 +560,7 @@ def test_demo_end_to_end(tmp_path: Path) -> None:
     items_before = CostLineItem.objects.count()
     call_command(
         "demo", "--scale", "small", "--month", "2025-10", "--out", str(tmp_path),
-        stdout=io.StringIO(),
+        "--allow-demo-users", stdout=io.StringIO(),
     )  # fmt: skip
     assert (Team.objects.count(), User.objects.count(), MappingRule.objects.count()) == counts
     assert CostLineItem.objects.count() == items_before

@@ -36,6 +36,7 @@ Q12 = Decimal("1e-12")
 
 def _pod(name: str, endpoint: str, node: str = "gpu-node-01"):
     return JobRecordFactory(
+        cluster="k8s-1",
         job_id=f"serving/{name}",
         namespace="serving",
         endpoint=endpoint,
@@ -50,12 +51,14 @@ def _ledger(job, team, day, amount, node="gpu-node-01", category=Category.INFERE
     )
 
 
-def _usage(batch, endpoint, day, hour, requests, prompt, generation):
+def _usage(batch, endpoint, day, hour, requests, prompt, generation, pod=""):
     start = dt.datetime.combine(day, dt.time(hour), UTC)
     return InferenceUsage.objects.create(
         batch=batch,
         cluster="k8s-1",
         endpoint=endpoint,
+        namespace="serving" if pod else "",
+        pod=pod,
         window_start=start,
         window_end=start + dt.timedelta(hours=1),
         requests=requests,
@@ -66,7 +69,8 @@ def _usage(batch, endpoint, day, hour, requests, prompt, generation):
 
 @pytest.fixture
 def month_data(team, other_team):
-    """llm-chat: two Vision pods (and a smaller Speech pod) on gpu-node-01, which also has idle;
+    """llm-chat: two Vision pods and a Speech pod on gpu-node-01, which also has idle; its usage
+    names the pods on day 1 and no pod on day 2 (when only Vision's chat-b served);
     asr-api: one Speech pod on gpu-node-02; ghost: usage but no pods (no cost)."""
     chat_a = _pod("chat-a", "llm-chat")
     chat_b = _pod("chat-b", "llm-chat")
@@ -78,17 +82,24 @@ def month_data(team, other_team):
     _ledger(None, team, DAY1, "49.875", category=Category.IDLE)  # node idle, no job
     _ledger(asr, other_team, DAY1, "100", node="gpu-node-02")
     batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-1")
-    _usage(batch, "llm-chat", DAY1, 10, 1500, 200_000, 100_000)
+    _usage(batch, "llm-chat", DAY1, 10, 1200, 150_000, 80_000, pod="chat-a")
+    _usage(batch, "llm-chat", DAY1, 10, 300, 50_000, 20_000, pod="chat-s")
     _usage(batch, "llm-chat", DAY2, 10, 1700, 300_000, 50_000)
     _usage(batch, "asr-api", DAY1, 9, 400, 0, 0)
     _usage(batch, "ghost", DAY2, 11, 10, 5, 5)
     endpoint_costs_rebuild(month=MONTH)
     return {
-        "chat_cost": Decimal("550.125000000007"),
-        "chat_requests": 3200,
-        "chat_tokens": 650_000,
-        # gpu-node-01 on DAY1: 300.125 + 50 + 49.875 idle; DAY2: 200.000000000007, no idle.
+        # Vision's part of llm-chat: chat-a and chat-b, their usage (day 2's names no pod, and
+        # only Vision served that day).
+        "chat_cost": Decimal("300.125") + Decimal("200.000000000007"),
+        "chat_requests": 1200 + 1700,
+        "chat_tokens": 150_000 + 80_000 + 300_000 + 50_000,
+        # Finance only: gpu-node-01 on DAY1: 300.125 + 50 + 49.875 idle; DAY2: 200.000000000007.
         "chat_idle_share": Decimal("49.875") / Decimal("600.000000000007"),
+        # Speech's part of llm-chat: chat-s and the usage naming it.
+        "speech_chat_cost": Decimal("50"),
+        "speech_chat_requests": 300,
+        "speech_chat_tokens": 70_000,
         "asr_cost": Decimal("100"),
         "asr_requests": 400,
     }
@@ -122,8 +133,8 @@ def _per(cost: Decimal, units: int, per: int) -> Decimal:
     return (cost * per / units).quantize(Q12, rounding=ROUND_HALF_EVEN)
 
 
-def _row(html: str, endpoint: str) -> str:
-    match = re.search(rf'<tr data-testid="endpoint-{endpoint}-USD">(.*?)</tr>', html)
+def _row(html: str, endpoint: str, team: str) -> str:
+    match = re.search(rf'<tr data-testid="endpoint-{endpoint}-{team}-USD">(.*?)</tr>', html)
     assert match, f"no row for {endpoint}"
     return match.group(1)
 
@@ -133,15 +144,20 @@ def _row(html: str, endpoint: str) -> str:
 
 def test_finance_sees_every_endpoint_with_unit_costs(finance_client, month_data):
     html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
-    chat = _row(html, "llm-chat")
+    chat = _row(html, "llm-chat", "vision")
     d = month_data
     assert money(d["chat_cost"]) in chat
-    assert ">3200<" in chat and ">650000<" in chat
-    assert unit_money(_per(d["chat_cost"], d["chat_requests"], 1000)) in chat  # 171.9141
+    assert ">2900<" in chat and ">580000<" in chat
+    assert unit_money(_per(d["chat_cost"], d["chat_requests"], 1000)) in chat  # 172.4569
     assert unit_money(_per(d["chat_cost"], d["chat_tokens"], 1_000_000)) in chat
     assert percent(d["chat_idle_share"]) in chat  # 8.3 %
-    assert ">Vision</a>" in chat  # the team with most of its cost
-    asr = _row(html, "asr-api")
+    assert ">Vision</a>" in chat
+    speech_chat = _row(html, "llm-chat", "speech")
+    assert money(d["speech_chat_cost"]) in speech_chat and ">300<" in speech_chat
+    assert unit_money(_per(Decimal(50), 300, 1000)) in speech_chat  # 166.6667
+    # gpu-node-01 on DAY1: 49.875 idle of 400.
+    assert percent(Decimal("49.875") / Decimal(400)) in speech_chat
+    asr = _row(html, "asr-api", "speech")
     assert money(d["asr_cost"]) in asr
     assert unit_money(_per(d["asr_cost"], d["asr_requests"], 1000)) in asr  # 250.0000
     assert ">Speech</a>" in asr
@@ -157,27 +173,34 @@ def test_finance_sees_usage_without_cost_warning(finance_client, month_data):
 
 def test_lead_sees_only_own_teams_endpoints(lead_client, month_data):
     html = _text(lead_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
-    assert 'data-testid="endpoint-llm-chat-USD"' in html
-    assert "asr-api" not in html
+    chat = _row(html, "llm-chat", "vision")
+    assert money(month_data["chat_cost"]) in chat
+    assert "asr-api" not in html and "endpoint-llm-chat-speech" not in html
+    # The serving nodes' idle share counts other teams' cost there: finance only.
+    assert "Idle share" not in html and "%" not in chat
     # The warning names endpoints of every team: finance only.
     assert "usage-without-cost" not in html and "ghost" not in html
 
 
-def test_minority_team_does_not_see_shared_endpoint(client, speech_lead, month_data):
-    # Speech has a pod behind llm-chat, but Vision owns most of its cost: it is Vision's.
+def test_minority_team_sees_only_its_part_of_a_shared_endpoint(client, speech_lead, month_data):
+    # Speech has a pod behind llm-chat: it sees that pod's cost and usage, none of Vision's.
     client.force_login(speech_lead)
     html = _text(client.get(reverse("web:endpoints"), {"month": "2025-09"}))
-    assert 'data-testid="endpoint-asr-api-USD"' in html
-    assert "llm-chat" not in html
-    response = client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
-    assert response.status_code == 404
+    assert 'data-testid="endpoint-asr-api-speech-USD"' in html
+    chat = _row(html, "llm-chat", "speech")
+    assert money(Decimal(50)) in chat and ">300<" in chat and ">70000<" in chat
+    assert "endpoint-llm-chat-vision" not in html and "Vision" not in html
+    detail = _text(client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"}))
+    assert f'data-testid="endpoint-cost-speech-USD">{money(Decimal(50))}<' in detail
+    assert "Vision" not in detail and money(Decimal("300.125")) not in detail
 
 
 def test_team_filter_on_page(finance_client, month_data):
     html = _text(
         finance_client.get(reverse("web:endpoints"), {"month": "2025-09", "team": "speech"})
     )
-    assert "asr-api" in html and "endpoint-llm-chat" not in html
+    assert "asr-api" in html and "endpoint-llm-chat-speech" in html
+    assert "endpoint-llm-chat-vision" not in html
 
 
 def test_detail_has_daily_rows(finance_client, month_data):
@@ -185,12 +208,13 @@ def test_detail_has_daily_rows(finance_client, month_data):
         finance_client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
     )
     table = re.search(r'data-testid="endpoint-days">(.*?)</table>', html).group(1)
-    assert table.count("<tr>") == 3  # header + two days
+    assert table.count("<tr>") == 4  # header + Vision and Speech on day 1 + Vision on day 2
     assert "Wed 3 Sep" in table and "Thu 4 Sep" in table
-    day1_cost = Decimal("350.125")
+    day1_cost = Decimal("300.125")
     assert money(day1_cost) in table
-    assert unit_money(_per(day1_cost, 1500, 1000)) in table
-    assert f'data-testid="endpoint-cost-USD">{money(month_data["chat_cost"])}<' in html
+    assert unit_money(_per(day1_cost, 1200, 1000)) in table
+    assert f'data-testid="endpoint-cost-vision-USD">{money(month_data["chat_cost"])}<' in html
+    assert f'data-testid="endpoint-cost-speech-USD">{money(Decimal(50))}<' in html
 
 
 def test_lead_cannot_open_other_teams_endpoint(lead_client, month_data):
@@ -229,7 +253,7 @@ def test_page_query_count_is_flat(finance_client, month_data, team, django_asser
     _more_endpoints(team, 25)
     with django_assert_max_num_queries(9):
         html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
-    assert html.count('data-testid="endpoint-') == 27
+    assert html.count('data-testid="endpoint-') == 28  # llm-chat twice, asr-api, 25 more
     with django_assert_max_num_queries(7):
         _text(finance_client.get(reverse("web:endpoint", args=["extra-3"]), {"month": "2025-09"}))
 
@@ -253,32 +277,38 @@ def lead_api(lead_user) -> APIClient:
 
 def _api_rows(response):
     assert response.status_code == 200, response.content
-    return {row["endpoint"]: row for row in response.json()}
+    return {(row["endpoint"], row["team"]): row for row in response.json()}
 
 
 def test_api_fields_as_decimal_strings(finance_api, month_data):
     rows = _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-09"}))
-    assert set(rows) == {"llm-chat", "asr-api"}
-    chat = rows["llm-chat"]
+    assert set(rows) == {("llm-chat", "vision"), ("llm-chat", "speech"), ("asr-api", "speech")}
+    chat = rows[("llm-chat", "vision")]
     d = month_data
-    assert (chat["team"], chat["month"], chat["currency"]) == ("vision", "2025-09", "USD")
-    assert chat["cost"] == "550.125000000007"  # every stored place
-    assert (chat["requests"], chat["tokens"]) == (3200, 650_000)
+    assert (chat["month"], chat["currency"]) == ("2025-09", "USD")
+    assert chat["cost"] == "500.125000000007"  # every stored place
+    assert (chat["requests"], chat["tokens"]) == (2900, 580_000)
     for key in ("cost", "cost_per_1k_requests", "cost_per_1m_tokens", "idle_share", "gpu_hours"):
         assert isinstance(chat[key], str), key
-    assert Decimal(chat["cost_per_1k_requests"]) == _per(d["chat_cost"], 3200, 1000)
-    assert Decimal(chat["cost_per_1m_tokens"]) == _per(d["chat_cost"], 650_000, 1_000_000)
+    assert Decimal(chat["cost_per_1k_requests"]) == _per(d["chat_cost"], 2900, 1000)
+    assert Decimal(chat["cost_per_1m_tokens"]) == _per(d["chat_cost"], 580_000, 1_000_000)
     assert Decimal(chat["idle_share"]) == d["chat_idle_share"].quantize(Decimal("1e-6"))
     assert Decimal(chat["node_idle_cost"]) == Decimal("49.875")
-    assert rows["asr-api"]["team"] == "speech"
+    assert Decimal(chat["node_cost"]) == Decimal("600.000000000007")
+    speech = rows[("llm-chat", "speech")]
+    assert (Decimal(speech["cost"]), speech["requests"]) == (Decimal(50), 300)
 
 
 def test_api_team_filter_and_lead_visibility(finance_api, lead_api, month_data):
     speech = _api_rows(
         finance_api.get("/api/v1/endpoints/", {"month": "2025-09", "team": "speech"})
     )
-    assert set(speech) == {"asr-api"}
-    assert set(_api_rows(lead_api.get("/api/v1/endpoints/", {"month": "2025-09"}))) == {"llm-chat"}
+    assert set(speech) == {("asr-api", "speech"), ("llm-chat", "speech")}
+    lead_rows = _api_rows(lead_api.get("/api/v1/endpoints/", {"month": "2025-09"}))
+    assert set(lead_rows) == {("llm-chat", "vision")}
+    # Node totals hold other teams' cost: null for a lead.
+    chat = lead_rows[("llm-chat", "vision")]
+    assert (chat["node_cost"], chat["node_idle_cost"], chat["idle_share"]) == (None, None, None)
     # Another team's endpoints: an empty list, not an error that confirms they exist.
     other = lead_api.get("/api/v1/endpoints/", {"month": "2025-09", "team": "speech"})
     assert _api_rows(other) == {}
@@ -295,7 +325,7 @@ def test_api_query_count_is_flat(finance_api, month_data, team, django_assert_ma
     _more_endpoints(team, 25)
     with django_assert_max_num_queries(3):
         rows = _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-09"}))
-    assert len(rows) == 27
+    assert len(rows) == 28
 
 
 # --- admin ----------------------------------------------------------------------------------

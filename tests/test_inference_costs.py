@@ -29,10 +29,12 @@ def pod(name, node, endpoint=""):
     )  # fmt: skip
 
 
-def usage(endpoint, at, *, requests, prompt=0, generation=0, cluster="k8s-east", pod_name=""):
+def usage(endpoint, at, *, requests, prompt=0, generation=0, cluster="k8s-east", pod_name="",
+          namespace=""):  # fmt: skip
     batch = ImportBatchFactory(kind="inference", format="csv", source=cluster)
     return InferenceUsage.objects.create(
-        batch=batch, cluster=cluster, endpoint=endpoint, pod=pod_name, window_start=at,
+        batch=batch, cluster=cluster, endpoint=endpoint, pod=pod_name, namespace=namespace,
+        window_start=at,
         window_end=at + dt.timedelta(hours=1), requests=requests, prompt_tokens=prompt,
         generation_tokens=generation,
     )  # fmt: skip
@@ -204,3 +206,29 @@ def test_attributing_a_month_rebuilds_its_endpoint_costs(monkeypatch):
     monkeypatch.setattr(services, "endpoint_costs_rebuild", lambda *, month: months.append(month))
     call_command("attribute", "--month", "2025-09")
     assert months == [dt.date(2025, 9, 1)]
+
+
+def test_an_endpoint_of_two_teams_has_a_row_per_team(ledger, team, other_team):
+    # A Speech pod behind `chat` on node-a, 1 GPU-hour that day (Vision's chat pods hold 3).
+    speech_pod = pod("chat-speech", "node-a", "chat")
+    AllocatedCostFactory(
+        team=other_team, day=DAY, job=speech_pod, node="node-a", amount=Decimal("7.00"),
+        gpu_seconds=Decimal(3600), category=Category.INFERENCE,
+    )  # fmt: skip
+    # 100 requests naming Speech's pod; 1001 naming none: split 3 : 1 by GPU-seconds.
+    usage("chat", at(DAY, 10), requests=100, prompt=40, pod_name="chat-speech", namespace="serve")
+    usage("chat", at(DAY, 11), requests=1001, generation=10)
+
+    endpoint_costs_rebuild(month=MONTH)
+
+    rows = {r.team_id: r for r in EndpointCost.objects.filter(endpoint="chat", day=DAY)}
+    assert set(rows) == {team.pk, other_team.pk}
+    vision, speech = rows[team.pk], rows[other_team.pk]
+    assert vision.cost == Decimal("30.00") + Decimal("20.50") + Decimal("2.00")
+    assert speech.cost == Decimal("7.00")
+    # 1001 x 3/4 = 750.75 and 1001 x 1/4 = 250.25: floors 750 + 250 leave 1, to the larger
+    # remainder (Vision's .75). Tokens 10: 7.5 and 2.5, a tie: the earlier team (Vision).
+    assert (vision.requests, speech.requests) == (751, 100 + 250)
+    assert (vision.generation_tokens, speech.generation_tokens) == (8, 2)
+    assert (vision.prompt_tokens, speech.prompt_tokens) == (0, 40)
+    assert speech.cost_per_1k_requests == Decimal("7.00") * 1000 / 350

@@ -32,6 +32,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from django.db.models import Count
 
+from billing_ingest.csv_safety import csv_safe
 from billing_ingest.exporters.units import UNNAMED_UNIT, focus_unit
 from billing_ingest.models import MONEY_PLACES, CostLineItem
 
@@ -593,7 +594,8 @@ def _csv_cell(value: object) -> str | None:
         if value.microsecond:
             text += f".{value.microsecond:06d}"
         return text + "Z"
-    return str(value)
+    # Text from bills and tags may hold a spreadsheet formula: written as text (csv_safety).
+    return csv_safe(str(value))
 
 
 class _BatchWriter(Protocol):

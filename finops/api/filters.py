@@ -10,11 +10,18 @@ from django import forms
 from finops.attribution.models import RunCost
 
 MONTH_FORMAT = "%Y-%m"
+# Months outside these years are refused: year 0 does not exist, and readers step to the next
+# month (date + 32 days), which overflows in December 9999.
+MIN_YEAR, MAX_YEAR = 1970, 9998
 
 
 def month_parse(text: str) -> date:
-    """'YYYY-MM' -> the first day of that month. ValueError on anything else."""
-    return datetime.strptime(text.strip(), MONTH_FORMAT).date().replace(day=1)
+    """'YYYY-MM' -> the first day of that month. ValueError on anything else, and on years
+    outside MIN_YEAR..MAX_YEAR."""
+    month = datetime.strptime(text.strip(), MONTH_FORMAT).date().replace(day=1)
+    if not MIN_YEAR <= month.year <= MAX_YEAR:
+        raise ValueError(f"month must be between {MIN_YEAR}-01 and {MAX_YEAR}-12")
+    return month
 
 
 def month_format(month: date) -> str:
@@ -26,6 +33,12 @@ class MonthField(forms.DateField):
 
     input_formats = [MONTH_FORMAT]
     default_error_messages = {"invalid": "Enter a month as YYYY-MM."}
+
+    def to_python(self, value: str | datetime | date | None) -> date | None:
+        month = super().to_python(value)
+        if month is not None and not MIN_YEAR <= month.year <= MAX_YEAR:
+            raise forms.ValidationError(f"Enter a month from {MIN_YEAR}-01 to {MAX_YEAR}-12.")
+        return month
 
 
 class MonthFilter(django_filters.DateFilter):

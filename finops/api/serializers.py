@@ -8,6 +8,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
+from finops.api.filters import month_parse
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import (
@@ -122,6 +123,13 @@ class MonthQuerySerializer(serializers.Serializer[None]):
         error_messages={"invalid": "Enter a month as YYYY-MM.", "required": "month is required."},
     )
 
+    def validate_month(self, value: str) -> str:
+        try:
+            month_parse(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+        return value
+
 
 class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow]):
     provider = serializers.CharField()
@@ -180,6 +188,10 @@ class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
 
 
 class ImportBatchSerializer(serializers.ModelSerializer[ImportBatch]):
+    # The file's name (or bucket URI), never the server's folders; error texts likewise.
+    file_name = serializers.CharField(source="public_file_name", read_only=True)
+    error = serializers.CharField(source="public_error", read_only=True)
+
     class Meta:
         model = ImportBatch
         fields = [
@@ -248,13 +260,15 @@ class EndpointsQuerySerializer(MonthQuerySerializer):
 
 
 class EndpointMonthSerializer(serializers.Serializer[Any]):
-    """One endpoint's month in one billing currency (finops.inference EndpointMonth + owner)."""
+    """One team's part of an endpoint's month in one currency (finops.inference EndpointMonth)."""
 
     endpoint = serializers.CharField()
-    team = serializers.CharField(allow_null=True, help_text="Owner team slug (null: no team).")
+    team = serializers.CharField(
+        allow_null=True, help_text="Slug of the team owning these pods (null: no team)."
+    )
     month = serializers.CharField()
     currency = serializers.CharField()
-    cost = money(help_text="Ledger cost of the endpoint's pods in the month.")
+    cost = money(help_text="Ledger cost of the team's pods of the endpoint in the month.")
     gpu_hours = serializers.DecimalField(
         max_digits=None, decimal_places=GPU_HOUR_PLACES, coerce_to_string=True, read_only=True
     )
@@ -268,7 +282,12 @@ class EndpointMonthSerializer(serializers.Serializer[Any]):
         coerce_to_string=True,
         read_only=True,
         allow_null=True,
-        help_text="Idle part of the serving nodes' cost (0..1).",
+        help_text="Idle part of the serving nodes' cost (0..1); finance only (else null).",
     )
-    node_cost = money()
-    node_idle_cost = money()
+    node_cost = money(
+        allow_null=True,
+        help_text="Every team's cost on the nodes serving these pods; finance only (else null).",
+    )
+    node_idle_cost = money(
+        allow_null=True, help_text="The idle part of node_cost; finance only (else null)."
+    )

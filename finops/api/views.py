@@ -39,7 +39,7 @@ from finops.currency.selectors import FxRateMissing
 from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
-from finops.org.selectors import endpoint_owners_visible, team_list_visible
+from finops.org.selectors import team_list_visible
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 
 
@@ -158,9 +158,10 @@ class ImportBatchViewSet(viewsets.ReadOnlyModelViewSet[ImportBatch]):
 
 
 class EndpointsView(APIView):
-    """Inference endpoints of a month, one row per endpoint and billing currency: cost, usage,
-    unit costs and idle share. Endpoints of the teams the caller may see (an endpoint belongs to
-    the team of its ledger rows); those of no team for finance only."""
+    """Inference endpoints of a month, one row per endpoint, team and billing currency: cost,
+    usage, unit costs. An endpoint's cost is split by the team owning each pod; a team lead
+    gets their teams' rows only, and node_cost, node_idle_cost and idle_share (which include
+    other teams' cost on the serving nodes) are null for them. Rows of no team: finance only."""
 
     @extend_schema(
         parameters=[
@@ -173,13 +174,18 @@ class EndpointsView(APIView):
         query = EndpointsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = month_parse(query.validated_data["month"])
-        owners = endpoint_owners_visible(
-            user=request.user, month=month, team_slug=query.validated_data.get("team")
+        finance = user_is_finance(request.user)
+        totals = endpoint_month_totals(
+            month=month,
+            teams=team_list_visible(user=request.user),
+            include_unowned=finance,
+            team_slug=query.validated_data.get("team"),
+            capacity=finance,
         )
         rows = [
             {
                 "endpoint": t.endpoint,
-                "team": owners[t.endpoint].slug,
+                "team": t.team.slug if t.team else None,
                 "month": month_format(month),
                 "currency": t.currency,
                 "cost": t.cost,
@@ -192,7 +198,6 @@ class EndpointsView(APIView):
                 "node_cost": t.node_cost,
                 "node_idle_cost": t.node_idle_cost,
             }
-            for t in endpoint_month_totals(month=month)
-            if t.endpoint in owners
+            for t in totals
         ]
         return Response(EndpointMonthSerializer(rows, many=True).data)

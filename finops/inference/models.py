@@ -5,7 +5,8 @@ batch is a billing_ingest ImportBatch of kind INFERENCE: one import history for 
 system reads, on the same pages and API.
 
 EndpointCost is a rollup written by `endpoint_costs_rebuild` from the AllocatedCost ledger (the
-rows of the pods whose JobRecord.endpoint is the endpoint) joined with InferenceUsage per UTC day.
+rows of the pods whose JobRecord.endpoint is the endpoint) joined with InferenceUsage per UTC day,
+one row per team that owns pods of the endpoint: a team lead sees their teams' share only.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from django.db import models
 from django.db.models.functions import Cast
 
 from billing_ingest.models import ImportBatch, money_field
+from finops.org.models import Team
 
 INFERENCE_BATCH_KIND = ImportBatch.Kind.INFERENCE
 
@@ -73,22 +75,29 @@ class InferenceUsage(models.Model):
 
 
 class EndpointCost(models.Model):
-    """Cost and usage of one endpoint on one UTC day, in one billing currency.
+    """Cost and usage of one team's part of one endpoint on one UTC day, in one currency.
 
-    cost / gpu_seconds: the ledger rows (of billing month `billing_period`) of the endpoint's
-    pods, including idle the `spread` policy put on them. Usage: InferenceUsage of that day
-    (every cluster), counted in full in each currency row of the endpoint-day.
+    An endpoint's pods may belong to several teams (a pod is its ledger rows' team); each team
+    gets its own row, so no team's figure depends on another team's pods.
+
+    cost / gpu_seconds: the ledger rows (of billing month `billing_period`) of the team's pods of
+    the endpoint, including idle the `spread` policy put on them. Usage: InferenceUsage of that
+    day (every cluster), counted in full in each currency row of the team's endpoint-day. A usage
+    row that names a pod counts for that pod's team; usage naming no known pod goes whole to the
+    only team serving the endpoint that day, or, with several, is split between them pro rata
+    to their GPU-seconds there (largest remainder: the teams' counts add up to the usage).
 
     idle_share: node_idle_cost / node_cost, where node_cost is everything the ledger holds on the
-    nodes that served the endpoint that day (its pods' rows with a node) plus idle the `spread`
-    policy moved onto jobs that ran on those nodes that day, and node_idle_cost is the idle part
-    of that. It is the share of the serving capacity's cost nobody used, shared by every
-    endpoint (or training job) on those nodes; None when node_cost is 0.
+    nodes that served the team's pods of the endpoint that day (every team's rows there) plus
+    idle the `spread` policy moved onto jobs that ran on those nodes that day, and
+    node_idle_cost is the idle part of that. These include other teams' cost: finance only.
     """
 
     billing_period = models.DateField(db_index=True)
     day = models.DateField()
     endpoint = models.CharField(max_length=253)
+    # The team owning the pods this row counts; null: pods no team owns (finance only).
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT)
     billing_currency = models.CharField(max_length=3)
     cost = money_field()
     gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=Decimal(0))
@@ -108,11 +117,12 @@ class EndpointCost(models.Model):
         ordering = ["day", Cast("cost", output_field=models.FloatField()).desc()]
         constraints = [
             models.UniqueConstraint(
-                fields=["billing_period", "day", "endpoint", "billing_currency"],
-                name="unique_endpoint_cost_day",
+                fields=["billing_period", "day", "endpoint", "team", "billing_currency"],
+                name="unique_endpoint_cost_team_day",
             )
         ]
         indexes = [models.Index(fields=["billing_period", "endpoint"])]
 
     def __str__(self) -> str:
-        return f"{self.endpoint} {self.day} {self.cost} {self.billing_currency}"
+        owner = self.team.slug if self.team_id and self.team else "-"
+        return f"{self.endpoint} {owner} {self.day} {self.cost} {self.billing_currency}"

@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -103,10 +104,12 @@ def usage_batch_ingest(*, batch_id: int) -> ImportBatch:
 
 # --- EndpointCost rollup ------------------------------------------------------------------------
 
-# (day, endpoint, currency)
-_EndpointKey = tuple[dt.date, str, str]
+# (day, endpoint, team id or None, currency)
+_EndpointKey = tuple[dt.date, str, int | None, str]
 # (day, node, currency)
 _NodeKey = tuple[dt.date, str, str]
+# (day, endpoint)
+_DayEndpoint = tuple[dt.date, str]
 
 
 @dataclass(slots=True)
@@ -115,6 +118,20 @@ class _EndpointAcc:
     gpu_seconds: Decimal = Decimal(0)
     pods: set[int] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
+
+
+@dataclass(slots=True)
+class _Ledger:
+    """The month's endpoint ledger per team row, and what the usage split needs: each pod's
+    team per day (by its largest ledger amount) and each team's GPU-seconds per endpoint-day."""
+
+    rows: dict[_EndpointKey, _EndpointAcc] = field(default_factory=dict)
+    pod_team: dict[tuple[dt.date, int], int | None] = field(default_factory=dict)
+    # (cluster, JobRecord.job_id = '<namespace>/<pod>') -> (job id, endpoint)
+    pod_names: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)
+    team_seconds: dict[_DayEndpoint, dict[int | None, Decimal]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(Decimal))
+    )
 
 
 @dataclass(slots=True)
@@ -136,24 +153,45 @@ def _chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
         yield items[i : i + _IN_CHUNK]
 
 
-def _endpoint_ledger(month: dt.date) -> dict[_EndpointKey, _EndpointAcc]:
-    """The month's ledger rows of jobs (pods) with an endpoint, per endpoint, day and currency.
-    Sums in Python: exact Decimal on both databases."""
+def _endpoint_ledger(month: dt.date) -> _Ledger:
+    """The month's ledger rows of jobs (pods) with an endpoint, per endpoint, team, day and
+    currency. Sums in Python: exact Decimal on both databases."""
     rows = (
         AllocatedCost.objects.filter(billing_period=month, job__endpoint__gt="")
-        .values_list("day", "job__endpoint", "billing_currency", "amount", "gpu_seconds", "node",
-                     "job_id")
+        .values_list("day", "job__endpoint", "team_id", "billing_currency", "amount",
+                     "gpu_seconds", "node", "job_id", "job__cluster", "job__job_id")
         .order_by()
     )  # fmt: skip
-    result: dict[_EndpointKey, _EndpointAcc] = {}
-    for day, endpoint, currency, amount, seconds, node, job_id in rows.iterator(BULK_SIZE):
-        acc = result.setdefault((day, endpoint, currency), _EndpointAcc())
+    ledger = _Ledger()
+    pod_amounts: dict[tuple[dt.date, int], dict[int | None, Decimal]] = {}
+    for (
+        day,
+        endpoint,
+        team_id,
+        currency,
+        amount,
+        seconds,
+        node,
+        job_id,
+        cluster,
+        name,
+    ) in rows.iterator(BULK_SIZE):
+        acc = ledger.rows.setdefault((day, endpoint, team_id, currency), _EndpointAcc())
         acc.cost += amount
         acc.gpu_seconds += seconds or Decimal(0)
         acc.pods.add(job_id)
         if node:
             acc.nodes.add(node)
-    return result
+        ledger.team_seconds[(day, endpoint)][team_id] += seconds or Decimal(0)
+        per_team = pod_amounts.setdefault((day, job_id), defaultdict(Decimal))
+        per_team[team_id] += abs(amount)
+        ledger.pod_names[(cluster, name)] = (job_id, endpoint)
+    for key, per_team in pod_amounts.items():
+        # Ties to the smaller team id, None (no team) last: deterministic whatever the order.
+        ledger.pod_team[key] = min(
+            per_team, key=lambda t: (-per_team[t], t is None, t if t is not None else 0)
+        )
+    return ledger
 
 
 def _capacity(month: dt.date, serving: set[tuple[dt.date, str]]) -> _Capacity:
@@ -189,7 +227,7 @@ def _capacity(month: dt.date, serving: set[tuple[dt.date, str]]) -> _Capacity:
 
 def _node_costs(key: _EndpointKey, acc: _EndpointAcc, cap: _Capacity) -> tuple[Decimal, Decimal]:
     """(node_cost, node_idle_cost) of the nodes that served the endpoint that day."""
-    day, _, currency = key
+    day, _, _, currency = key
     total = idle = Decimal(0)
     jobs: set[int] = set()
     for node in acc.nodes:
@@ -203,29 +241,70 @@ def _node_costs(key: _EndpointKey, acc: _EndpointAcc, cap: _Capacity) -> tuple[D
     return total, idle
 
 
+# (cluster, namespace, pod, requests, prompt tokens, generation tokens)
+_UsageRow = tuple[str, str, str, int, int, int]
+
+
 def _usage_by_day(
     endpoints: set[str], first: dt.date, last: dt.date
-) -> dict[tuple[dt.date, str], dict[str, int]]:
-    """Requests and tokens per (UTC day of window_start, endpoint), every cluster together."""
+) -> dict[_DayEndpoint, list[_UsageRow]]:
+    """Usage rows per (UTC day of window_start, endpoint), every cluster together."""
     start = dt.datetime.combine(first, dt.time(), dt.UTC)
     end = dt.datetime.combine(last + dt.timedelta(days=1), dt.time(), dt.UTC)
-    usage: dict[tuple[dt.date, str], dict[str, int]] = {}
+    usage: dict[_DayEndpoint, list[_UsageRow]] = defaultdict(list)
     for chunk in _chunks(endpoints):
         rows = (
             InferenceUsage.objects.filter(
                 endpoint__in=chunk, window_start__gte=start, window_start__lt=end
             )
-            .values_list("window_start", "endpoint", "requests", "prompt_tokens",
-                         "generation_tokens")
+            .values_list("window_start", "endpoint", "cluster", "namespace", "pod", "requests",
+                         "prompt_tokens", "generation_tokens")
             .order_by()
         )  # fmt: skip
-        for start_at, endpoint, requests, prompt, generation in rows.iterator(BULK_SIZE):
-            day = start_at.astimezone(dt.UTC).date()
-            acc = usage.setdefault((day, endpoint), dict.fromkeys(("r", "p", "g"), 0))
-            acc["r"] += requests
-            acc["p"] += prompt
-            acc["g"] += generation
+        for start_at, endpoint, *row in rows.iterator(BULK_SIZE):
+            usage[(start_at.astimezone(dt.UTC).date(), endpoint)].append(tuple(row))  # type: ignore[arg-type]
     return usage
+
+
+def _split_count(count: int, weights: dict[int | None, Decimal]) -> dict[int | None, int]:
+    """count split pro rata to weights (evenly when they are all 0) by largest remainder, so
+    the parts add up to count; ties to the earlier team in (no team last, id) order."""
+    teams = sorted(weights, key=lambda t: (t is None, t or 0))
+    total = sum((weights[t] for t in teams), Decimal(0))
+    exact = {
+        t: Fraction(count)
+        * (Fraction(weights[t]) / Fraction(total) if total else Fraction(1, len(teams)))
+        for t in teams
+    }
+    parts = {t: int(exact[t]) for t in teams}
+    left = count - sum(parts.values())
+    for t in sorted(teams, key=lambda t: -(exact[t] - parts[t]))[:left]:
+        parts[t] += 1
+    return parts
+
+
+def _usage_by_team(
+    key: _DayEndpoint, rows: list[_UsageRow], ledger: _Ledger
+) -> dict[int | None, tuple[int, int, int]]:
+    """(requests, prompt, generation) of one endpoint-day per team serving it. A row naming a
+    pod of the endpoint counts for that pod's team; the rest, naming no pod we know, is split by
+    _split_count over the teams' GPU-seconds there (whole to a team serving it alone)."""
+    day, endpoint = key
+    seconds = ledger.team_seconds.get(key, {})
+    counts: dict[int | None, list[int]] = {team: [0, 0, 0] for team in seconds}
+    unresolved = [0, 0, 0]
+    for cluster, namespace, pod, *values in rows:
+        job = ledger.pod_names.get((cluster, f"{namespace}/{pod}")) if pod else None
+        target = unresolved
+        if job is not None and job[1] == endpoint and (day, job[0]) in ledger.pod_team:
+            target = counts.get(ledger.pod_team[(day, job[0])], unresolved)
+        for i, value in enumerate(values):
+            target[i] += value
+    if counts and any(unresolved):
+        for i, value in enumerate(unresolved):
+            for team, part in _split_count(value, dict(seconds)).items():
+                counts[team][i] += part
+    return {team: (c[0], c[1], c[2]) for team, c in counts.items()}
 
 
 def unit_cost(cost: Decimal, units: int, per: int) -> Decimal | None:
@@ -244,25 +323,31 @@ def _idle_share(node_cost: Decimal, node_idle: Decimal) -> Decimal | None:
 
 def _endpoint_cost_rows(month: dt.date) -> list[EndpointCost]:
     ledger = _endpoint_ledger(month)
-    if not ledger:
+    if not ledger.rows:
         return []
-    serving = {(day, node) for (day, _, _), acc in ledger.items() for node in acc.nodes}
+    serving = {(key[0], node) for key, acc in ledger.rows.items() for node in acc.nodes}
     cap = _capacity(month, serving)
-    days = [day for day, _, _ in ledger]
-    usage = _usage_by_day({e for _, e, _ in ledger}, min(days), max(days))
+    days = [key[0] for key in ledger.rows]
+    usage = _usage_by_day({key[1] for key in ledger.rows}, min(days), max(days))
+    by_team = {
+        day_endpoint: _usage_by_team(day_endpoint, usage.get(day_endpoint, []), ledger)
+        for day_endpoint in {(key[0], key[1]) for key in ledger.rows}
+    }
     rows = []
-    for key, acc in sorted(ledger.items()):
-        day, endpoint, currency = key
-        used = usage.get((day, endpoint), {"r": 0, "p": 0, "g": 0})
-        tokens = used["p"] + used["g"]
+    for key, acc in sorted(
+        ledger.rows.items(), key=lambda kv: (kv[0][:2], kv[0][2] or 0, kv[0][3])
+    ):
+        day, endpoint, team_id, currency = key
+        requests, prompt, generation = by_team[(day, endpoint)].get(team_id, (0, 0, 0))
+        tokens = prompt + generation
         node_cost, node_idle = _node_costs(key, acc, cap)
         rows.append(
             EndpointCost(
-                billing_period=month, day=day, endpoint=endpoint, billing_currency=currency,
-                cost=acc.cost, gpu_seconds=acc.gpu_seconds, pods=len(acc.pods),
-                requests=used["r"], prompt_tokens=used["p"], generation_tokens=used["g"],
-                tokens=tokens,
-                cost_per_1k_requests=unit_cost(acc.cost, used["r"], 1000),
+                billing_period=month, day=day, endpoint=endpoint, team_id=team_id,
+                billing_currency=currency, cost=acc.cost, gpu_seconds=acc.gpu_seconds,
+                pods=len(acc.pods), requests=requests, prompt_tokens=prompt,
+                generation_tokens=generation, tokens=tokens,
+                cost_per_1k_requests=unit_cost(acc.cost, requests, 1000),
                 cost_per_1m_tokens=unit_cost(acc.cost, tokens, 1_000_000),
                 node_cost=node_cost, node_idle_cost=node_idle,
                 idle_share=_idle_share(node_cost, node_idle),

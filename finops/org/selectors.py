@@ -1,5 +1,5 @@
-"""Reads for teams: which teams a user may see, which team an inference endpoint belongs to,
-and the dry-run preview of a mapping-rule change."""
+"""Reads for teams: which teams a user may see, and the dry-run preview of a mapping-rule
+change."""
 
 from __future__ import annotations
 
@@ -34,59 +34,6 @@ def team_list_visible(*, user: AnyUser) -> QuerySet[Team]:
     if profile is None:
         return Team.objects.none()
     return Team.objects.filter(leads=profile)
-
-
-# --- inference endpoints: which team an endpoint belongs to ----------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class EndpointOwner:
-    team_id: int | None
-    slug: str | None
-    name: str | None
-
-
-def endpoint_owners(*, month: date) -> dict[str, EndpointOwner]:
-    """The team of each endpoint with ledger rows in the billing month.
-
-    An endpoint belongs to the team of its ledger rows: the AllocatedCost rows of its pods
-    (JobRecord.endpoint), including idle spread onto them. When its pods belong to several teams
-    it belongs to the one with the largest ledger amount (all currencies added as numbers: only
-    an ordering), ties to the smaller team slug; rows without a team count as "no team", which
-    only finance sees. One aggregate query, whatever the number of rows.
-    """
-    rows = (
-        AllocatedCost.objects.filter(billing_period=month.replace(day=1), job__endpoint__gt="")
-        .values_list("job__endpoint", "team_id", "team__slug", "team__name")
-        .annotate(total=MoneySum("amount"))
-        .order_by()
-    )
-    best: dict[str, tuple[Decimal, EndpointOwner]] = {}
-    # Smaller slugs first, and only a strictly larger total replaces: ties go to the smaller.
-    for endpoint, team_id, slug, name, total in sorted(rows, key=lambda r: (r[0], r[2] or "")):
-        amount = total or Decimal(0)
-        current = best.get(endpoint)
-        if current is None or amount > current[0]:
-            best[endpoint] = (amount, EndpointOwner(team_id, slug, name))
-    return {endpoint: owner for endpoint, (_, owner) in best.items()}
-
-
-def endpoint_owners_visible(
-    *, user: AnyUser, month: date, team_slug: str | None = None
-) -> dict[str, EndpointOwner]:
-    """Endpoint -> owner for the endpoints the user may see: every one for finance, those of
-    their teams for a team lead. With team_slug, only that team's (if visible)."""
-    owners = endpoint_owners(month=month)
-    if user_is_finance(user):
-        allowed = None
-    else:
-        allowed = set(team_list_visible(user=user).values_list("id", flat=True))
-    return {
-        endpoint: owner
-        for endpoint, owner in owners.items()
-        if (allowed is None or owner.team_id in allowed)
-        and (team_slug is None or owner.slug == team_slug)
-    }
 
 
 # --- mapping rules: dry-run preview of a rule change -----------------------------------------

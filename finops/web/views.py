@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from datetime import date
-from decimal import Decimal
-from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
@@ -20,11 +18,9 @@ from finops.attribution import selectors
 from finops.attribution.models import RunCost
 from finops.budgets.selectors import budget_statuses_of_team
 from finops.inference import selectors as inference_selectors
-from finops.inference.models import EndpointCost
-from finops.inference.selectors import EndpointMonth
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
-from finops.org.selectors import endpoint_owners_visible, team_list_visible
+from finops.org.selectors import team_list_visible
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 
 
@@ -139,23 +135,26 @@ def import_batches(request: HttpRequest) -> HttpResponse:
 
 @login_required
 def endpoints(request: HttpRequest) -> HttpResponse:
-    """Inference endpoints of the month the viewer may see (an endpoint belongs to the team of
-    its ledger rows: org.selectors.endpoint_owners); ?team=slug narrows to one team. Finance also
-    sees endpoint-days with usage but no cost, which no $/request can be computed for."""
+    """Inference endpoints of the month, one row per endpoint and team the viewer may see (an
+    endpoint's cost is split by the team owning each pod); ?team=slug narrows to one team.
+    Finance also sees the serving nodes' cost and idle share (they include other teams' cost)
+    and endpoint-days with usage but no cost, which no $/request can be computed for."""
     month, months = _resolve_month(request)
     team_slug = request.GET.get("team", "").strip() or None
-    owners = endpoint_owners_visible(user=request.user, month=month, team_slug=team_slug)
-    rows = [
-        (total, owners[total.endpoint])
-        for total in inference_selectors.endpoint_month_totals(month=month)
-        if total.endpoint in owners
-    ]
     finance = user_is_finance(request.user)
+    rows = inference_selectors.endpoint_month_totals(
+        month=month,
+        teams=team_list_visible(user=request.user),
+        include_unowned=finance,
+        team_slug=team_slug,
+        capacity=finance,
+    )
     context = {
         "month": month,
         "months": months,
         "rows": rows,
         "team_slug": team_slug,
+        "finance": finance,
         "uncosted": _uncosted(month) if finance else [],
     }
     return render(request, "web/endpoints.html", context)
@@ -171,33 +170,28 @@ def _uncosted(month: date) -> list[tuple[str, list[date]]]:
 
 @login_required
 def endpoint_detail(request: HttpRequest, name: str) -> HttpResponse:
+    """One endpoint's month: the parts of the teams the viewer may see, and their days."""
     month, months = _resolve_month(request)
-    owner = endpoint_owners_visible(user=request.user, month=month).get(name)
-    if owner is None:
-        # Unknown, not in this month, or another team's: all look the same.
-        raise Http404("No such endpoint in this month.")
+    finance = user_is_finance(request.user)
     days = list(
-        inference_selectors.endpoint_costs(month=month, endpoint=name).order_by(
-            "day", "billing_currency"
+        inference_selectors.endpoint_costs(
+            month=month,
+            endpoint=name,
+            teams=team_list_visible(user=request.user),
+            include_unowned=finance,
         )
+        .select_related("team")
+        .order_by("day", "team__name", "billing_currency")
     )
+    if not days:
+        # Unknown, not in this month, or only other teams' pods: all look the same.
+        raise Http404("No such endpoint in this month.")
     context = {
         "month": month,
         "months": months,
         "endpoint": name,
-        "owner": owner,
+        "finance": finance,
         "days": days,
-        "totals": _endpoint_totals(name, days),
+        "totals": inference_selectors.endpoint_month_rows(days, capacity=finance),
     }
     return render(request, "web/endpoint.html", context)
-
-
-def _endpoint_totals(name: str, days: list[EndpointCost]) -> list[EndpointMonth]:
-    """The month per currency from the day rows already read (as endpoint_month_totals)."""
-    sums: dict[str, list[Any]] = {}
-    for row in days:
-        acc = sums.setdefault(row.billing_currency, [Decimal(0), Decimal(0), 0, 0, 0, 0])
-        for i, value in enumerate((row.cost, row.gpu_seconds, row.requests, row.tokens,
-                                   row.node_cost, row.node_idle_cost)):  # fmt: skip
-            acc[i] += value
-    return [EndpointMonth(name, currency, *values) for currency, values in sorted(sums.items())]

@@ -22,6 +22,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
 
 from finops.demo.budgets import demo_budgets_ensure
 from finops.demo.dataset import DemoFile, coreweave_rates, dataset_build, dataset_write
@@ -36,6 +37,17 @@ from finops.demo.selectors import demo_endpoints, demo_reconciliation, demo_summ
 
 # Endpoints listed with their unit costs in the summary.
 TOP_ENDPOINTS = 5
+# The demo logins' passwords: the environment variable, else a default printed in the README.
+FINANCE_PASSWORD = ("DEMO_FINANCE_PASSWORD", "finance-demo")
+LEAD_PASSWORD = ("DEMO_LEAD_PASSWORD", "lead-demo")
+
+
+def demo_password(variable: str, default: str) -> tuple[str, str]:
+    """(password, where it came from) for one demo login."""
+    value = os.environ.get(variable, "")
+    if value:
+        return value, f"password from {variable}"
+    return default, f"password {default}: the public default; set {variable} to choose one"
 
 
 def _month(text: str) -> Month:
@@ -50,6 +62,18 @@ def previous_month(today: datetime) -> Month:
     if today.month == 1:
         return Month(today.year - 1, 12)
     return Month(today.year, today.month - 1)
+
+
+def _demo_users_check(*, allowed: bool) -> None:
+    """The demo logins have well-known names (and, by default, passwords): on a real database
+    (anything but the embedded SQLite) they are created only when asked for explicitly."""
+    if connection.vendor != "sqlite" and not allowed:
+        raise CommandError(
+            f"demo: refusing to create the demo logins {FINANCE_USERNAME!r} and "
+            f"{LEAD_USERNAME!r} on a {connection.vendor} database: their names and default "
+            "passwords are public. Pass --allow-demo-users for a throwaway database (and set "
+            f"{FINANCE_PASSWORD[0]} / {LEAD_PASSWORD[0]}), or use --files-only."
+        )
 
 
 class Command(BaseCommand):
@@ -67,8 +91,15 @@ class Command(BaseCommand):
         parser.add_argument(
             "--files-only", action="store_true", help="write the files, ingest nothing"
         )
+        parser.add_argument(
+            "--allow-demo-users",
+            action="store_true",
+            help="create the demo logins (finance, lead) on a database other than SQLite too",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if not options["files_only"]:
+            _demo_users_check(allowed=options["allow_demo_users"])
         month: Month = options["month"] or previous_month(datetime.now(UTC))
         out: Path = options["out"] or Path(settings.FINOPS_DATA_DIR) / "demo"
         began = time.monotonic()
@@ -80,8 +111,8 @@ class Command(BaseCommand):
             return
 
         demo_organisation_ensure(
-            finance_password=os.environ.get("DEMO_FINANCE_PASSWORD", "finance-demo"),
-            lead_password=os.environ.get("DEMO_LEAD_PASSWORD", "lead-demo"),
+            finance_password=demo_password(*FINANCE_PASSWORD)[0],
+            lead_password=demo_password(*LEAD_PASSWORD)[0],
         )
         # The CoreWeave export has no prices: the contract rate card must exist before it.
         last_day = (month.end - timedelta(days=1)).date()
@@ -164,10 +195,8 @@ class Command(BaseCommand):
             ),
             "",
             "Open http://127.0.0.1:8000 (python manage.py runserver) and log in as:",
-            f"  finance: {FINANCE_USERNAME} / "
-            f"{os.environ.get('DEMO_FINANCE_PASSWORD', 'finance-demo')}",
-            f"  team lead (language, speech): {LEAD_USERNAME} / "
-            f"{os.environ.get('DEMO_LEAD_PASSWORD', 'lead-demo')}",
+            f"  finance: {FINANCE_USERNAME} ({demo_password(*FINANCE_PASSWORD)[1]})",
+            f"  team lead (language, speech): {LEAD_USERNAME} ({demo_password(*LEAD_PASSWORD)[1]})",
         ]
         for line in lines:
             self.stdout.write(line)

@@ -1,0 +1,67 @@
+"""Token authentication that slows down guessing: after too many failed token attempts from
+one address, further token attempts from it are refused (429, Retry-After) for a while.
+
+DRF's throttles run after authentication, and a failed authentication ends the request first,
+so they never see failures: the count is kept here, in the cache, per client address (DRF's
+NUM_PROXIES decides which address that is). The rate is the "token_failure" entry of
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]. Logins to the pages are limited by django-axes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework.authentication import TokenAuthentication, get_authorization_header
+from rest_framework.exceptions import AuthenticationFailed, Throttled
+from rest_framework.request import Request
+from rest_framework.throttling import SimpleRateThrottle
+
+
+class TokenFailureThrottle(SimpleRateThrottle):
+    """Counts failed token attempts per address; blocked once the rate's count is reached."""
+
+    scope = "token_failure"
+    # Set by SimpleRateThrottle.__init__ from the rate (the stubs leave them out).
+    num_requests: int | None
+    duration: int | None
+
+    def get_cache_key(self, request: Request, view: Any) -> str:
+        return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
+
+    def _load(self, request: Request) -> None:
+        self.key = self.get_cache_key(request, None)
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - (self.duration or 0):
+            self.history.pop()
+
+    def blocked_for(self, request: Request) -> float | None:
+        """Seconds until the next attempt is allowed, or None when it is allowed now."""
+        self._load(request)
+        if self.num_requests is not None and len(self.history) >= self.num_requests:
+            return self.wait()
+        return None
+
+    def record_failure(self, request: Request) -> None:
+        self._load(request)
+        self.history.insert(0, self.now)
+        self.cache.set(self.key, self.history, self.duration)
+
+
+class ThrottledTokenAuthentication(TokenAuthentication):
+    def authenticate(self, request: Request) -> Any:
+        auth = get_authorization_header(request).split()
+        if not auth or auth[0].lower() != self.keyword.lower().encode():
+            return None  # not a token attempt: nothing to count
+        throttle = TokenFailureThrottle()
+        wait = throttle.blocked_for(request)
+        if wait is not None:
+            raise Throttled(
+                wait=wait,
+                detail="Too many failed token attempts from this address. Try again later.",
+            )
+        try:
+            return super().authenticate(request)
+        except AuthenticationFailed:
+            throttle.record_failure(request)
+            raise

