@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core import serializers
 from django.core.management import call_command
 from rest_framework.test import APIClient
 
@@ -135,12 +134,15 @@ CHECKERS: dict[str, Checker] = {
 # --- running a scenario -------------------------------------------------------------------------
 
 
-def load_setup(folder: Path, setup: dict[str, Any]) -> None:
-    for name in setup.get("fixtures", []):
-        call_command("loaddata", str(DJANGO_FIXTURES / f"{name}.json"), verbosity=0)
-    objects = setup.get("objects", [])
-    for obj in serializers.deserialize("json", json.dumps(objects), handle_forward_references=True):
-        obj.save()
+def load_setup(setup: dict[str, Any], tmp_path: Path) -> None:
+    """The Django fixtures named, then the scenario's own objects, both through loaddata (which
+    resolves natural keys such as a team's slug and resets PostgreSQL sequences)."""
+    paths = [DJANGO_FIXTURES / f"{name}.json" for name in setup.get("fixtures", [])]
+    if setup.get("objects"):
+        paths.append(tmp_path / "scenario-objects.json")
+        paths[-1].write_text(json.dumps(setup["objects"]))
+    for path in paths:
+        call_command("loaddata", str(path), verbosity=0)
 
 
 def run_command(folder: Path, command: list[str]) -> str:
@@ -171,7 +173,7 @@ def test_every_scenario_folder_is_complete() -> None:
 
 
 @pytest.mark.parametrize("name", scenario_names())
-def test_scenario(name: str, finance_api: APIClient) -> None:
+def test_scenario(name: str, finance_api: APIClient, tmp_path: Path) -> None:
     folder = SCENARIOS / name
     setup = json.loads((folder / "setup.json").read_text())
     expected = json.loads((folder / "expected.json").read_text())
@@ -181,7 +183,7 @@ def test_scenario(name: str, finance_api: APIClient) -> None:
     checkable = pending & set(CHECKERS)
     assert not checkable, f"pending keys that have a checker now: {checkable}"
 
-    load_setup(folder, setup)
+    load_setup(setup, tmp_path)
     for command in setup["commands"]:
         run_command(folder, command)
     for month in expected["months"]:
