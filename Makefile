@@ -6,6 +6,9 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 AZURITE := .azurite/node_modules/.bin/azurite-blob
+# pytest-xdist workers for the parallel pass: the machine's cores, at most 2 (override: make test
+# PYTEST_WORKERS=4).
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 2 ] && n=2; echo $$n)
 
 .PHONY: install demo serve test lint typecheck format bench clean azurite
 
@@ -36,9 +39,15 @@ demo: install
 serve: install
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)
 
+# Two passes: everything but the `worker` tests in parallel (pytest-xdist, one test database per
+# xdist worker), then the `worker` tests serially: each starts a real Celery worker on the shared
+# broker, and two at once would take each other's tasks. Exit code 5 ("no tests collected", e.g.
+# PYTEST_ARGS naming a file without worker tests) is not a failure.
 test: install azurite
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/pytest -p no:cacheprovider $(PYTEST_ARGS)
+	$(BIN)/pytest -p no:cacheprovider -n $(PYTEST_WORKERS) -m "not worker" $(PYTEST_ARGS) \
+		|| [ $$? -eq 5 ]
+	$(BIN)/pytest -p no:cacheprovider -m worker $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 lint: install
 	$(BIN)/ruff check .

@@ -143,6 +143,9 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# Django fixtures (teams, users, rules) shared by the demo and the tests: loaddata NAME.
+FIXTURE_DIRS = [BASE_DIR / "fixtures" / "django"]
+
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from django.db import connection
 
 from finops.celery import app as celery_app
 from finops.org.models import Profile, Team
+from tests.builders import GCS_BUCKET, S3_BUCKET, Clock
 
 # ../shared beside the checkout; FINOPS_SHARED_DIR points elsewhere (a git worktree, whose
 # parent folder is not the checkout's).
@@ -25,6 +28,7 @@ SHARED_DIR = Path(
     os.environ.get("FINOPS_SHARED_DIR") or Path(__file__).resolve().parent.parent.parent / "shared"
 )
 SAMPLES_DIR = SHARED_DIR / "samples"
+TEAMS_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "django" / "teams.json"
 
 
 @pytest.fixture(autouse=True)
@@ -54,14 +58,22 @@ def samples_dir() -> Path:
     return SAMPLES_DIR
 
 
+def _fixture_team(slug: str) -> Team:
+    """One team of fixtures/django/teams.json (the scenarios' teams), created on its own so a
+    test asking for one team gets exactly one."""
+    entries = json.loads(TEAMS_FIXTURE.read_text())
+    (fields,) = [e["fields"] for e in entries if e["fields"]["slug"] == slug]
+    return Team.objects.create(slug=slug, name=fields["name"])
+
+
 @pytest.fixture
 def team(db: None) -> Team:
-    return Team.objects.create(slug="vision", name="Vision")
+    return _fixture_team("vision")
 
 
 @pytest.fixture
 def other_team(db: None) -> Team:
-    return Team.objects.create(slug="speech", name="Speech")
+    return _fixture_team("speech")
 
 
 @pytest.fixture
@@ -182,3 +194,84 @@ def smtp_server(settings: Any) -> Iterator[CapturedMail]:
         yield handler
     finally:
         controller.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# --- moto in server mode (S3), in-process: s3:// imports against the real boto3 client ----------
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint() -> Iterator[str]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    """Moto's object LastModified (it runs in this process), read from a Clock."""
+    import moto.s3.models
+
+    clock = Clock(datetime(2024, 10, 2, 8, 0, tzinfo=UTC))
+    monkeypatch.setattr(moto.s3.models, "utcnow", lambda: clock.now.replace(tzinfo=None))
+    return clock
+
+
+@pytest.fixture
+def s3(
+    s3_endpoint: str, s3_clock: Clock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> Iterator[Any]:
+    """A bucket (tests.builders.S3_BUCKET) on the moto server; the command builds its own client
+    from the standard AWS environment variables, which point at moto."""
+    import boto3
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    client.create_bucket(Bucket=S3_BUCKET)
+    yield client
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=S3_BUCKET):
+        for entry in page.get("Contents", []):
+            client.delete_object(Bucket=S3_BUCKET, Key=entry["Key"])
+    client.delete_bucket(Bucket=S3_BUCKET)
+
+
+# --- gcp-storage-emulator, in-process: gs:// imports against the real google-cloud-storage ------
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[tuple[Any, str]]:
+    from gcp_storage_emulator.server import create_server
+
+    port = free_port()
+    server = create_server("127.0.0.1", port, in_memory=True)
+    server.start()
+    yield server, f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(emulator: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    server, url = emulator
+    # The command builds its own client from the environment, as it would against GCS.
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
+    client = storage.Client(project="finops-test", credentials=AnonymousCredentials())
+    yield client.create_bucket(GCS_BUCKET)
+    server.wipe()

@@ -21,74 +21,7 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.aws_cur import parse_aws_cur
-
-RI_ARN = (
-    "arn:aws:ec2:us-east-1:111122223333:reserved-instances/4f1e3a2b-aaaa-bbbb-cccc-0123456789ab"
-)
-SP_ARN = "arn:aws:savingsplans::111122223333:savingsplan/222799db-06f1-499d-995a-7a18eea14583"
-
-CUR2_COLUMNS = [
-    "identity_line_item_id",
-    "bill_billing_period_start_date",
-    "bill_billing_period_end_date",
-    "bill_payer_account_id",
-    "line_item_usage_account_id",
-    "line_item_line_item_type",
-    "line_item_usage_start_date",
-    "line_item_usage_end_date",
-    "line_item_product_code",
-    "line_item_usage_type",
-    "line_item_resource_id",
-    "line_item_usage_amount",
-    "line_item_currency_code",
-    "line_item_unblended_cost",
-    "pricing_unit",
-    "pricing_public_on_demand_cost",
-    "product",
-    "product_sku",
-    "product_region_code",
-    "product_instance_type",
-    "reservation_reservation_a_r_n",
-    "reservation_effective_cost",
-    "reservation_unused_amortized_upfront_fee_for_billing_period",
-    "reservation_unused_recurring_fee",
-    "savings_plan_savings_plan_a_r_n",
-    "savings_plan_savings_plan_effective_cost",
-    "savings_plan_total_commitment_to_date",
-    "savings_plan_used_commitment",
-    "resource_tags",
-]
-
-
-def cur2_row(**overrides: str) -> dict[str, str]:
-    row = {name: "" for name in CUR2_COLUMNS}
-    row.update(
-        {
-            "identity_line_item_id": "li-1",
-            "bill_billing_period_start_date": "2024-09-01T00:00:00.000Z",
-            "bill_billing_period_end_date": "2024-10-01T00:00:00.000Z",
-            "bill_payer_account_id": "111122223333",
-            "line_item_usage_account_id": "444455556666",
-            "line_item_line_item_type": "Usage",
-            "line_item_usage_start_date": "2024-09-05T10:00:00.000Z",
-            "line_item_usage_end_date": "2024-09-05T11:00:00.000Z",
-            "line_item_product_code": "AmazonEC2",
-            "line_item_usage_type": "USE1-BoxUsage:p4d.24xlarge",
-            "line_item_resource_id": "i-0abc",
-            "line_item_usage_amount": "1.0",
-            "line_item_currency_code": "USD",
-            "line_item_unblended_cost": "32.7726",
-            "pricing_unit": "Hrs",
-            "pricing_public_on_demand_cost": "32.7726",
-            "product": json.dumps({"product_name": "Amazon Elastic Compute Cloud"}),
-            "product_sku": "SKU-P4D",
-            "product_region_code": "us-east-1",
-            "product_instance_type": "p4d.24xlarge",
-            "resource_tags": json.dumps({"user_team": "vision"}),
-        }
-    )
-    row.update(overrides)
-    return row
+from tests.builders import CUR2_COLUMNS, RI_ARN, SP_ARN, cur2_row, legacy_row
 
 
 def write_csv(path: Path, rows: list[dict[str, str]], columns: list[str] | None = None) -> Path:
@@ -383,42 +316,6 @@ def test_empty_resource_tags_is_no_tags(tmp_path):
 
 
 # --------------------------------------------------------------------------- legacy CUR
-
-LEGACY_FROM_CUR2 = {
-    "identity_line_item_id": "identity/LineItemId",
-    "bill_billing_period_start_date": "bill/BillingPeriodStartDate",
-    "bill_billing_period_end_date": "bill/BillingPeriodEndDate",
-    "bill_payer_account_id": "bill/PayerAccountId",
-    "line_item_usage_account_id": "lineItem/UsageAccountId",
-    "line_item_line_item_type": "lineItem/LineItemType",
-    "line_item_usage_start_date": "lineItem/UsageStartDate",
-    "line_item_usage_end_date": "lineItem/UsageEndDate",
-    "line_item_product_code": "lineItem/ProductCode",
-    "line_item_usage_type": "lineItem/UsageType",
-    "line_item_resource_id": "lineItem/ResourceId",
-    "line_item_usage_amount": "lineItem/UsageAmount",
-    "line_item_currency_code": "lineItem/CurrencyCode",
-    "line_item_unblended_cost": "lineItem/UnblendedCost",
-    "pricing_unit": "pricing/unit",
-    "pricing_public_on_demand_cost": "pricing/publicOnDemandCost",
-    "product_sku": "product/sku",
-    "product_region_code": "product/regionCode",
-    "product_instance_type": "product/instanceType",
-    "reservation_reservation_a_r_n": "reservation/ReservationARN",
-    "reservation_effective_cost": "reservation/EffectiveCost",
-    "savings_plan_savings_plan_a_r_n": "savingsPlan/SavingsPlanARN",
-    "savings_plan_savings_plan_effective_cost": "savingsPlan/SavingsPlanEffectiveCost",
-}
-
-
-def legacy_row(**overrides: str) -> dict[str, str]:
-    cur2 = cur2_row(**overrides)
-    row = {legacy: cur2[snake] for snake, legacy in LEGACY_FROM_CUR2.items()}
-    row["product/ProductName"] = "Amazon Elastic Compute Cloud"
-    row["resourceTags/user:team"] = "vision"
-    row["resourceTags/user:Name"] = "gpu-node-1"
-    row["resourceTags/aws:createdBy"] = "IAMUser:x"
-    return row
 
 
 def test_legacy_header_is_detected_and_maps_like_cur2(tmp_path):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import time
 from datetime import UTC, datetime
 
 import boto3
@@ -63,7 +62,7 @@ def put_manifest(s3, key: str, data_keys: list[str]) -> None:
     s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(body).encode())
 
 
-def test_newest_manifest_per_period_wins(s3, tmp_path):
+def test_newest_manifest_per_period_wins(s3, tmp_path, s3_clock):
     old = f"{ROOT}/data/BILLING_PERIOD=2024-09/v1/{EXPORT}-00001.csv.gz"
     new = [f"{ROOT}/data/BILLING_PERIOD=2024-09/v2/{EXPORT}-0000{i}.csv.gz" for i in (1, 2)]
     october = f"{ROOT}/data/BILLING_PERIOD=2024-10/v1/{EXPORT}-00001.csv.gz"
@@ -72,7 +71,7 @@ def test_newest_manifest_per_period_wins(s3, tmp_path):
     s3.put_object(Bucket=BUCKET, Key=new[1], Body=cur_bytes("2024-09", "3.00"))
     s3.put_object(Bucket=BUCKET, Key=october, Body=cur_bytes("2024-10", "4.00"))
     put_manifest(s3, f"{ROOT}/metadata/BILLING_PERIOD=2024-09/v1/{EXPORT}-Manifest.json", [old])
-    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     put_manifest(s3, f"{ROOT}/metadata/BILLING_PERIOD=2024-09/v2/{EXPORT}-Manifest.json", new)
     put_manifest(s3, f"{ROOT}/metadata/BILLING_PERIOD=2024-10/v1/{EXPORT}-Manifest.json", [october])
     # Not a manifest of this export: ignored.

@@ -17,6 +17,7 @@ import socket
 import subprocess
 import time
 import uuid
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -27,6 +28,7 @@ from django.core.management.base import CommandError
 from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
 from billing_ingest.sources import azure_blob
 from billing_ingest.tasks.sources import fetch_billing_source
+from tests.builders import Clock
 
 blob = pytest.importorskip("azure.storage.blob")
 
@@ -123,6 +125,30 @@ def azurite(tmp_path_factory):
     process.wait(timeout=10)
 
 
+@pytest.fixture
+def blob_clock(monkeypatch) -> Clock:
+    """Azurite stamps Last-Modified with its own clock, to the second, so runs written within one
+    second would tie. With this fixture the listing the code reads shows each blob uploaded here
+    at the Clock's time instead, and the test ticks the Clock rather than sleeping."""
+    clock = Clock(datetime(2024, 10, 2, 8, tzinfo=UTC))
+    stamps: dict[str, datetime] = {}
+    upload, listing = blob.ContainerClient.upload_blob, blob.ContainerClient.list_blobs
+
+    def upload_blob(self, name, *args, **kwargs):
+        result = upload(self, name, *args, **kwargs)
+        stamps[name] = clock.now
+        return result
+
+    def list_blobs(self, *args, **kwargs):
+        for item in listing(self, *args, **kwargs):
+            item.last_modified = stamps.get(item.name, item.last_modified)
+            yield item
+
+    monkeypatch.setattr(blob.ContainerClient, "upload_blob", upload_blob)
+    monkeypatch.setattr(blob.ContainerClient, "list_blobs", list_blobs)
+    return clock
+
+
 def connection_string(endpoint: str, key: str = DEV_KEY) -> str:
     return (
         f"DefaultEndpointsProtocol=http;AccountName={ACCOUNT};AccountKey={key};"
@@ -196,12 +222,12 @@ def ledger() -> list[tuple[int, str, str, str]]:
     return [(r.batch_id, r.source, str(r.billing_period), str(r.billed_cost)) for r in rows]
 
 
-def test_newest_run_per_date_range_is_one_batch(container):
+def test_newest_run_per_date_range_is_one_batch(container, blob_clock):
     run(container, SEPTEMBER, [["100.00"]])
-    time.sleep(1.1)  # Last-Modified has one-second resolution
+    blob_clock.tick()  # a later Last-Modified, without waiting for it
     newest = [["1.50", "2.25"], ["3.125"]]
     run(container, SEPTEMBER, newest)
-    time.sleep(1.1)
+    blob_clock.tick()  # a later Last-Modified, without waiting for it
     # Still being written (no manifest yet): not the data of the month.
     run(container, SEPTEMBER, [["999.00"]], manifest=False)
     october = [["7.00"]]
@@ -219,9 +245,9 @@ def test_newest_run_per_date_range_is_one_batch(container):
     assert month_total("2024-10") == costs_sum(october)
 
 
-def test_runs_without_manifests_take_the_newest_run(container):
+def test_runs_without_manifests_take_the_newest_run(container, blob_clock):
     run(container, SEPTEMBER, [["1.00"]], manifest=False)
-    time.sleep(1.1)
+    blob_clock.tick()  # a later Last-Modified, without waiting for it
     newest = [["2.00"], ["3.00"]]
     run(container, SEPTEMBER, newest, manifest=False)
 
@@ -230,12 +256,12 @@ def test_runs_without_manifests_take_the_newest_run(container):
     assert month_total("2024-09") == costs_sum(newest)
 
 
-def test_a_new_run_restates_the_month(container):
+def test_a_new_run_restates_the_month(container, blob_clock):
     run(container, SEPTEMBER, [["1.00"], ["2.00"]])
     ingest()
     old = ImportBatch.objects.get()
 
-    time.sleep(1.1)
+    blob_clock.tick()  # a later Last-Modified, without waiting for it
     restated = [["10.00"], ["20.00"], ["30.00"]]
     run(container, SEPTEMBER, restated)
     ingest()
@@ -246,12 +272,12 @@ def test_a_new_run_restates_the_month(container):
     assert CostLineItem.objects.count() == 3
 
 
-def test_a_blob_missing_from_the_manifest_fails_and_keeps_old_data(container):
+def test_a_blob_missing_from_the_manifest_fails_and_keeps_old_data(container, blob_clock):
     run(container, SEPTEMBER, [["1.00"], ["2.00"]])
     ingest()
     before = ledger()
 
-    time.sleep(1.1)
+    blob_clock.tick()  # a later Last-Modified, without waiting for it
     names = run(container, SEPTEMBER, [["10.00"], ["20.00"]], skip=1)
     with pytest.raises(CommandError) as raised:
         ingest()
@@ -310,7 +336,9 @@ def test_a_hostile_blob_name_cannot_write_outside_the_download_folder(container,
     assert sum((row.billed_cost for row in rows), Decimal(0)) == costs_sum(costs)
 
 
-def test_a_scheduled_fetch_downloads_only_runs_it_has_not_imported(container, monkeypatch):
+def test_a_scheduled_fetch_downloads_only_runs_it_has_not_imported(
+    container, monkeypatch, blob_clock
+):
     downloads: list[str] = []
     original = azure_blob.azure_export_fetch
 
@@ -331,7 +359,7 @@ def test_a_scheduled_fetch_downloads_only_runs_it_has_not_imported(container, mo
     assert source.last_message == "unchanged 2024-09, 2024-10"
     assert ImportBatch.objects.count() == 2
 
-    time.sleep(1.1)  # Last-Modified has one-second resolution
+    blob_clock.tick()  # a later Last-Modified, without waiting for it
     restated = [["10.00"]]
     names = run(container, SEPTEMBER, restated)
     fetch_billing_source.delay(source.pk).get(timeout=60)

@@ -17,7 +17,7 @@ from django.core.management import call_command
 from billing_ingest.models import CostLineItem
 from finops.attribution import engine
 from finops.attribution.models import AllocatedCost
-from tests.test_kubernetes_parser import pod, pod_list
+from tests.builders import pod, pod_list
 
 pytestmark = pytest.mark.django_db
 

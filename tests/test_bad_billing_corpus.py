@@ -48,7 +48,7 @@ from django.core.management.base import CommandError
 
 from billing_ingest.models import MONEY_QUANTUM, CoreWeaveRate, CostLineItem, ImportBatch
 from billing_ingest.parsers import BILLING_PARSERS, billing_parser
-from tests.test_aws_cur_parser import LEGACY_FROM_CUR2
+from tests.builders import LEGACY_FROM_CUR2
 
 pytestmark = pytest.mark.django_db
 

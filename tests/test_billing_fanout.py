@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import gzip
 import io
-import time
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -28,24 +27,14 @@ from billing_ingest.services.billing import (
 )
 from billing_ingest.tasks import billing as billing_tasks
 from finops.attribution.selectors import reconciliation_for_month
-from tests import test_ingest_uris
-from tests.test_focus_ingest import focus_row, write_csv
-from tests.test_ingest_uris import (
-    BUCKET,
-    HEADER,
-    SOURCE,
-    costs_sum,
-    deliver,
-    ingest,
-    ledger,
-    month_total,
-)
+from tests.builders import CUR_HEADER as HEADER
+from tests.builders import S3_BUCKET as BUCKET
+from tests.builders import S3_SOURCE as SOURCE
+from tests.builders import costs_sum, deliver, focus_row, ledger, month_total
+from tests.builders import ingest_s3 as ingest
+from tests.builders import write_focus_csv as write_csv
 
 pytestmark = pytest.mark.django_db
-
-# The moto S3 server and bucket fixtures (s3_endpoint, s3) of test_ingest_uris.
-s3_endpoint = test_ingest_uris.s3_endpoint
-s3 = test_ingest_uris.s3
 
 SEPTEMBER = date(2024, 9, 1)
 
@@ -120,12 +109,12 @@ def test_one_task_per_part_then_one_callback(s3, monkeypatch):
     assert calls == [("part", i) for i in part_ids] + [("finish", batch.pk)]
 
 
-def test_a_failing_part_fails_the_batch_naming_it_and_keeps_the_old_month(s3):
+def test_a_failing_part_fails_the_batch_naming_it_and_keeps_the_old_month(s3, s3_clock):
     old = [["1.00", "2.00"], ["3.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
     before = ledger()
-    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     keys = deliver(s3, "2024-09", "v2", [["10.00"], ["20.00", "not-a-number"], ["30.00"]])
 
     with pytest.raises(CommandError) as raised:
@@ -146,12 +135,14 @@ def test_a_failing_part_fails_the_batch_naming_it_and_keeps_the_old_month(s3):
     assert ImportBatch.objects.filter(status=ImportBatch.Status.SUCCEEDED).count() == 1
 
 
-def test_a_part_task_that_dies_fails_the_batch_through_the_chord_error_path(s3, monkeypatch):
+def test_a_part_task_that_dies_fails_the_batch_through_the_chord_error_path(
+    s3, monkeypatch, s3_clock
+):
     old = [["1.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
     before = ledger()
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     keys = deliver(s3, "2024-09", "v2", [["10.00"], ["20.00"]])
     real = billing_tasks.billing_part_ingest
 
@@ -172,12 +163,12 @@ def test_a_part_task_that_dies_fails_the_batch_through_the_chord_error_path(s3, 
     assert ledger() == before
 
 
-def test_a_redelivered_month_replaces_the_old_batch_atomically(s3, monkeypatch):
+def test_a_redelivered_month_replaces_the_old_batch_atomically(s3, monkeypatch, s3_clock):
     old = [["1.00", "2.00"], ["3.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
     first = ImportBatch.objects.get()
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     new = [["10.00"], ["20.00", "0.50"], ["30.00"]]
     keys = deliver(s3, "2024-09", "v2", new)
     # While the new delivery's parts load, the bill readers see stays the old delivery's.
@@ -203,11 +194,13 @@ def test_a_redelivered_month_replaces_the_old_batch_atomically(s3, monkeypatch):
     assert month_total("2024-09") == billed() == costs_sum(new)
 
 
-def test_rows_of_an_interrupted_import_are_never_billed_and_go_on_the_next_run(s3, tmp_path):
+def test_rows_of_an_interrupted_import_are_never_billed_and_go_on_the_next_run(
+    s3, tmp_path, s3_clock
+):
     old = [["1.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     new = [["10.00"], ["20.00"]]
     keys = deliver(s3, "2024-09", "v2", new)
     # The import of v2 is interrupted after its first part: the batch stays RUNNING.
@@ -237,7 +230,7 @@ def test_rows_of_an_interrupted_import_are_never_billed_and_go_on_the_next_run(s
     assert month_total("2024-09") == costs_sum(new)
 
 
-def test_a_restatement_sweeps_stale_rows_of_its_month(s3, tmp_path):
+def test_a_restatement_sweeps_stale_rows_of_its_month(s3, tmp_path, s3_clock):
     keys = deliver(s3, "2024-09", "v1", [["1.00"]])
     # An import of v1 was interrupted after its only part loaded: RUNNING, rows invisible.
     stale = billing_batch_create(
@@ -246,7 +239,7 @@ def test_a_restatement_sweeps_stale_rows_of_its_month(s3, tmp_path):
     billing_part_ingest(part_id=billing_batch_start(batch_id=stale.pk)[0])
     assert billed() == 0
     # A different delivery of the month (not the same bytes) is imported next.
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     new = [["7.00"], ["8.00"]]
     deliver(s3, "2024-09", "v2", new)
 

@@ -16,7 +16,6 @@ import gzip
 import io
 import json
 import threading
-import time
 from datetime import timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +25,7 @@ from typing import Any
 import boto3
 import pytest
 import requests
+import responses
 from botocore.exceptions import ClientError
 from celery.exceptions import Retry
 from django.contrib.auth.models import User
@@ -33,6 +33,8 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import bigquery
 
 from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
 from billing_ingest.services.sources import CLAIM_EXPIRES
@@ -41,29 +43,44 @@ from billing_ingest.sources.aws_data_exports import aws_export_discover, export_
 from billing_ingest.sources.transient import source_error_transient
 from billing_ingest.tasks.sources import fetch_billing_source, fetch_billing_sources_all
 from finops.attribution.models import AttributionRun
-from tests import test_gcp_bigquery_fetch as bq
-from tests import test_gcs_fetch, test_ingest_uris
-from tests.test_focus_ingest import csv_text, focus_row
-from tests.test_ingest_uris import (
-    BUCKET,
-    EXPORT,
-    SOURCE,
-    URI,
+from tests.builders import (
+    BQ_SOURCE,
+    BQ_URI,
+    GCS_OCTOBER,
+    GCS_ROOT,
+    GCS_SEPTEMBER,
+    GCS_SOURCE,
+    GCS_URI,
+    ROWS_SQL,
+    RecordedBigQuery,
+    cells,
+    cost_of,
     costs_sum,
+    csv_text,
+    cur_part,
     deliver,
+    export_month,
+    export_row,
+    field,
+    focus_row,
+    gcs_totals,
+    gcs_upload,
+    jsonl,
     ledger,
+    ledger_totals,
+    micros,
+    month_records,
     month_total,
 )
+from tests.builders import CUR_EXPORT as EXPORT
+from tests.builders import S3_BUCKET as BUCKET
+from tests.builders import S3_SOURCE as SOURCE
+from tests.builders import S3_URI as URI
 
 pytestmark = pytest.mark.django_db
 
-# The moto S3 server and bucket fixtures (s3_endpoint, s3) of test_ingest_uris: the bucket holds
-# s3://billing-exports/cur/gpu-cur2, and AWS_ENDPOINT_URL_S3 points boto3 at moto.
-s3_endpoint = test_ingest_uris.s3_endpoint
-s3 = test_ingest_uris.s3
-# The in-process gcp-storage-emulator and its bucket (test_gcs_fetch).
-emulator = test_gcs_fetch.emulator
-bucket = test_gcs_fetch.bucket
+# Fixtures of conftest: s3 (a moto bucket holding s3://billing-exports/cur/gpu-cur2; its
+# s3_clock stamps LastModified) and bucket (the in-process gcp-storage-emulator).
 
 RECORDED = Path(__file__).parent / "recorded" / "bcm_data_exports"
 TARGET_PREFIX = "AWSBillingAndCostManagementDataExports."
@@ -174,14 +191,14 @@ def test_a_uri_source_imports_each_month_and_records_success(s3):
     assert sorted(str(month)[:7] for month in attributed) == ["2024-09", "2024-10"]
 
 
-def test_a_restated_month_replaces_the_month(s3):
+def test_a_restated_month_replaces_the_month(s3, s3_clock):
     deliver(s3, "2024-09", "v1", [["1.00", "2.00"], ["3.00"]])
     deliver(s3, "2024-10", "v1", [["4.00"]])
     source = uri_source()
     fetch(source)
     first = ImportBatch.objects.get(billing_periods=["2024-09"])
 
-    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     restated = [["10.00"], ["20.00", "0.50"]]
     deliver(s3, "2024-09", "v2", restated)
     fetch(source)
@@ -249,14 +266,14 @@ def test_the_fetch_command_says_unchanged(s3, s3_gets):
     assert len(data_gets(s3_gets)) == 1
 
 
-def test_a_new_manifest_is_fetched_and_the_other_months_are_not(s3, s3_gets):
+def test_a_new_manifest_is_fetched_and_the_other_months_are_not(s3, s3_gets, s3_clock):
     deliver(s3, "2024-09", "v1", [["1.00", "2.00"], ["3.00"]])
     deliver(s3, "2024-10", "v1", [["4.00"]])
     source = uri_source()
     fetch(source)
     first = ImportBatch.objects.get(billing_periods=["2024-09"])
 
-    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     restated = [["10.00"], ["20.00", "0.50"]]
     keys = deliver(s3, "2024-09", "v2", restated)
     s3_gets.clear()
@@ -270,13 +287,13 @@ def test_a_new_manifest_is_fetched_and_the_other_months_are_not(s3, s3_gets):
     assert source.last_message == "imported 2024-09; unchanged 2024-10"
 
 
-def test_a_manifest_overwritten_in_place_is_fetched(s3, s3_gets):
+def test_a_manifest_overwritten_in_place_is_fetched(s3, s3_gets, s3_clock):
     # An export set to overwrite rewrites the same manifest and data keys on every refresh.
     deliver(s3, "2024-09", "current", [["1.00"]])
     source = uri_source()
     fetch(source)
 
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     restated = [["5.00"], ["6.00"]]
     keys = deliver(s3, "2024-09", "current", restated)
     s3_gets.clear()
@@ -324,7 +341,7 @@ def test_a_restated_month_ingested_by_hand_is_not_skipped(s3, s3_gets):
     deliver(s3, "2024-09", "v1", [["1.00"]])
     source = uri_source()
     fetch(source)
-    other = test_ingest_uris.cur_part("2024-09", ["9.99"])
+    other = cur_part("2024-09", ["9.99"])
     s3.put_object(Bucket=BUCKET, Key="hand/upload.csv.gz", Body=other)
     hand = f"s3://{BUCKET}/hand"
     s3.put_object(
@@ -367,7 +384,7 @@ def spy(monkeypatch, module: Any, name: str) -> list[Any]:
     return plans
 
 
-class _RecordedWithExportTimes(bq.RecordedBigQuery):
+class _RecordedWithExportTimes(RecordedBigQuery):
     """The recorded BigQuery API, also answering each month's newest export_time, which the
     count query asks for when the table has that column."""
 
@@ -380,41 +397,38 @@ class _RecordedWithExportTimes(bq.RecordedBigQuery):
         if "MAX(export_time)" not in job["configuration"]["query"]["query"]:
             return schema, pages
         rows = [
-            bq.cells(*(cell["v"] for cell in row["f"]), bq.micros(self.export_times[month]))
+            cells(*(cell["v"] for cell in row["f"]), micros(self.export_times[month]))
             for row in pages[0]
             for month in [row["f"][0]["v"]]
         ]
-        return [*schema, bq.field("last_export", "TIMESTAMP")], [rows]
+        return [*schema, field("last_export", "TIMESTAMP")], [rows]
 
     def row_queries(self) -> list[str]:
         """The month of every rows query (the expensive one) run so far."""
         return [
             job["configuration"]["query"]["queryParameters"][0]["parameterValue"]["value"]
             for job in self.inserted
-            if job["configuration"]["query"]["query"] == bq.ROWS_SQL
+            if job["configuration"]["query"]["query"] == ROWS_SQL
         ]
 
 
 @pytest.fixture
 def bigquery_recorded(monkeypatch):
-    with bq.responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
+    with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         server = _RecordedWithExportTimes(mock)
         monkeypatch.setattr(
             gcp_bigquery,
             "bigquery_client",
-            lambda *, project: bq.bigquery.Client(
-                project=project, credentials=bq.AnonymousCredentials()
-            ),
+            lambda *, project: bigquery.Client(project=project, credentials=AnonymousCredentials()),
         )
         yield server
 
 
 def test_gcs_months_with_the_same_generations_are_not_downloaded(bucket, monkeypatch):
     fetched = spy(monkeypatch, gcp_storage, "gcs_delivery_fetch")
-    gcs = test_gcs_fetch
-    gcs.export_month(bucket, f"{gcs.ROOT}/2024-09", gcs.SEPTEMBER)
-    october = gcs.export_month(bucket, f"{gcs.ROOT}/2024-10", gcs.OCTOBER)
-    source = uri_source(name="gcs", format="gcp-bigquery", uri=gcs.URI)
+    export_month(bucket, f"{GCS_ROOT}/2024-09", GCS_SEPTEMBER)
+    october = export_month(bucket, f"{GCS_ROOT}/2024-10", GCS_OCTOBER)
+    source = uri_source(name="gcs", format="gcp-bigquery", uri=GCS_URI)
     fetch(source)
     assert len(fetched) == 2
 
@@ -423,20 +437,20 @@ def test_gcs_months_with_the_same_generations_are_not_downloaded(bucket, monkeyp
     assert source.last_message == "unchanged 2024-09, 2024-10"
 
     # Re-exported over the same name: a new generation of that one object.
-    restated = [gcs.jsonl(gcs.month_records("202410", [(50, -5)]))]
-    gcs.upload(bucket, october[0], restated[0])
+    restated = [jsonl(month_records("202410", [(50, -5)]))]
+    gcs_upload(bucket, october[0], restated[0])
     fetch(source)
 
     assert [plan.billing_period for plan in fetched[2:]] == ["2024-10"]
     assert source.last_message == "imported 2024-10; unchanged 2024-09"
-    assert gcs.ledger_totals(gcs.SOURCE, "2024-10") == gcs.totals(*restated)
+    assert ledger_totals(GCS_SOURCE, "2024-10") == gcs_totals(*restated)
 
 
 def test_bigquery_months_with_no_new_export_are_not_queried_again(bigquery_recorded):
-    september = [[bq.export_row(month="202409", cost="5.00")]]
+    september = [[export_row(month="202409", cost="5.00")]]
     bigquery_recorded.months["202409"] = september
     bigquery_recorded.export_times["202409"] = "2024-10-03T04:00:00"
-    source = uri_source(name="bq", format="gcp-bigquery", uri=f"{bq.URI}?month=202409")
+    source = uri_source(name="bq", format="gcp-bigquery", uri=f"{BQ_URI}?month=202409")
     fetch(source)
     assert bigquery_recorded.row_queries() == ["202409"]
 
@@ -445,14 +459,14 @@ def test_bigquery_months_with_no_new_export_are_not_queried_again(bigquery_recor
     assert source.last_message == "unchanged 2024-09"
 
     # A late correction is appended with a later export_time.
-    september[0].append(bq.export_row(month="202409", cost="-0.25", day="30"))
+    september[0].append(export_row(month="202409", cost="-0.25", day="30"))
     bigquery_recorded.export_times["202409"] = "2024-10-05T04:00:00"
     fetch(source)
 
     assert bigquery_recorded.row_queries() == ["202409", "202409"]
     assert source.last_message == "imported 2024-09"
-    rows = CostLineItem.objects.filter(source=bq.SOURCE)
-    assert sum((r.billed_cost for r in rows), Decimal(0)) == bq.cost_of(september)[0]
+    rows = CostLineItem.objects.filter(source=BQ_SOURCE)
+    assert sum((r.billed_cost for r in rows), Decimal(0)) == cost_of(september)[0]
 
 
 # --- discovery through bcm-data-exports (recorded HTTP) -----------------------------------
@@ -559,13 +573,15 @@ def test_the_table_an_export_reads_decides_the_format():
 # --- failures --------------------------------------------------------------------------------
 
 
-def test_access_denied_on_s3_records_the_error_and_keeps_earlier_data(s3, s3_endpoint, monkeypatch):
+def test_access_denied_on_s3_records_the_error_and_keeps_earlier_data(
+    s3, s3_endpoint, monkeypatch, s3_clock
+):
     deliver(s3, "2024-09", "v1", [["1.00"]])
     source = uri_source()
     fetch(source)
     before = ledger()
     batches = ImportBatch.objects.count()
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     deliver(s3, "2024-09", "v2", [["9.00"]])
     # A real IAM user with no S3 permissions; from now on moto checks every request.
     iam = boto3.client("iam", endpoint_url=s3_endpoint)

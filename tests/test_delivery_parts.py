@@ -24,7 +24,7 @@ from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.local import local_part_path
 from billing_ingest.sources.parts import PartsMismatchError, parts_check
-from tests.test_gcp_parser import nested_record
+from tests.builders import nested_record
 
 BOM = "\ufeff"
 

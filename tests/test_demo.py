@@ -24,7 +24,7 @@ from django.core.management import call_command
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.kubernetes import parse_pods
-from finops.attribution.models import AllocatedCost
+from finops.attribution.models import AllocatedCost, SharedCostRule
 from finops.demo.dataset import (
     DemoDataset,
     DemoFile,
@@ -36,8 +36,13 @@ from finops.demo.dataset import (
 from finops.demo.fleet import CLOUDS, JobsFormat, Month, Scale, build_fleet
 from finops.demo.generate_sacct import SACCT_FIELDS, compress_hostlist
 from finops.demo.management.commands.demo import previous_month
-from finops.demo.organisation import coreweave_rates_ensure
+from finops.demo.organisation import (
+    DEMO_FIXTURE,
+    coreweave_rates_ensure,
+    demo_organisation_ensure,
+)
 from finops.demo.selectors import demo_reconciliation
+from finops.demo.workload import TEAMS
 from finops.inference.models import EndpointCost, InferenceUsage
 from finops.inference.parsers.prometheus import parse_prometheus
 from finops.org.models import MappingRule, Profile, Team
@@ -463,6 +468,34 @@ def test_same_seed_same_bytes(small_files: Path, tmp_path: Path) -> None:
 def test_previous_month() -> None:
     assert previous_month(datetime(2026, 1, 15, tzinfo=UTC)) == Month(2025, 12)
     assert previous_month(datetime(2025, 11, 1, tzinfo=UTC)) == Month(2025, 10)
+
+
+# --- organisation (fixtures/django/demo_organisation.json) -----------------------------------
+
+
+def test_organisation_fixture_names_the_workloads_teams() -> None:
+    entries = json.loads(DEMO_FIXTURE.read_text())
+    teams = {e["fields"]["slug"]: e["fields"]["name"] for e in entries if e["model"] == "org.team"}
+    assert teams == {t.slug: t.name for t in TEAMS}
+
+
+@pytest.mark.django_db
+def test_organisation_fixture_loads_with_loaddata_and_the_demo_updates_it_in_place() -> None:
+    call_command("loaddata", "demo_organisation", verbosity=0)
+    rules = sorted(MappingRule.objects.values_list("kind", "key", "value", "team__slug"))
+    assert ("slurm_account", "", "nlp", "language") in rules
+    assert ("tag", "project", "ranker", "recsys") in rules
+
+    org = demo_organisation_ensure(finance_password="f-pass-1", lead_password="l-pass-1")
+
+    again = sorted(MappingRule.objects.values_list("kind", "key", "value", "team__slug"))
+    assert again == rules
+    assert set(org.teams) == {t.slug for t in TEAMS} and Team.objects.count() == len(TEAMS)
+    assert org.finance.check_password("f-pass-1") and org.lead.check_password("l-pass-1")
+    assert sorted(org.lead.finops_profile.teams.values_list("slug", flat=True)) == [
+        "language", "speech",
+    ]  # fmt: skip
+    assert SharedCostRule.objects.get().method == SharedCostRule.Method.GPU_SPEND
 
 
 # --- end to end ------------------------------------------------------------------------------

@@ -20,66 +20,11 @@ from django.core.management import call_command
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers.focus import parse_focus
 from billing_ingest.services.billing import billing_batch_ingest, billing_default_source
+from tests.builders import FOCUS_COLUMNS as COLUMNS
+from tests.builders import csv_text, focus_row
+from tests.builders import write_focus_csv as write_csv
 
 pytestmark = pytest.mark.django_db
-
-COLUMNS = [
-    "BillingPeriodStart",
-    "BillingPeriodEnd",
-    "ChargePeriodStart",
-    "ChargePeriodEnd",
-    "BillingAccountId",
-    "ProviderName",
-    "ChargeCategory",
-    "PricingCategory",
-    "ServiceName",
-    "SkuId",
-    "ResourceId",
-    "ResourceName",
-    "ListCost",
-    "BilledCost",
-    "EffectiveCost",
-    "BillingCurrency",
-    "Tags",
-]
-
-
-def focus_row(**overrides: str) -> dict[str, str]:
-    row = {
-        "BillingPeriodStart": "2024-09-01T00:00:00Z",
-        "BillingPeriodEnd": "2024-10-01T00:00:00Z",
-        "ChargePeriodStart": "2024-09-05T10:00:00Z",
-        "ChargePeriodEnd": "2024-09-05T11:00:00Z",
-        "BillingAccountId": "123456789012",
-        "ProviderName": "AWS",
-        "ChargeCategory": "Usage",
-        "PricingCategory": "Standard",
-        "ServiceName": "Amazon Elastic Compute Cloud",
-        "SkuId": "SKU1",
-        "ResourceId": "i-0abc",
-        "ResourceName": "gpu-node-1",
-        "ListCost": "40.96",
-        "BilledCost": "32.7726",
-        "EffectiveCost": "32.7726",
-        "BillingCurrency": "USD",
-        "Tags": '{"team": "vision"}',
-    }
-    row.update(overrides)
-    return row
-
-
-def csv_text(rows: list[dict[str, str]], columns: list[str] | None = None) -> str:
-    columns = columns or list(rows[0])
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return out.getvalue()
-
-
-def write_csv(path: Path, rows: list[dict[str, str]], columns: list[str] | None = None) -> Path:
-    path.write_text(csv_text(rows, columns), encoding="utf-8")
-    return path
 
 
 def ingest(path: Path, *extra: str) -> tuple[ImportBatch, str]:

@@ -19,6 +19,7 @@ import pytest
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.gcp_billing import parse_gcp_billing
+from tests.builders import A3_SPEC, nested_record
 
 CSV_COLUMNS = [
     "billing_account_id",
@@ -43,7 +44,6 @@ CSV_COLUMNS = [
     "resource.name",
     "resource.global_name",
 ]
-A3_SPEC = [{"key": "compute.googleapis.com/machine_spec", "value": "a3-highgpu-8g"}]
 
 
 def csv_row(**values: str) -> dict[str, str]:
@@ -84,34 +84,6 @@ def write_csv(path: Path, rows: list[dict[str, str]], columns: list[str] = CSV_C
     writer.writerows(rows)
     path.write_text(buffer.getvalue(), encoding="utf-8")
     return path
-
-
-def nested_record(**overrides: Any) -> dict[str, Any]:
-    """The same line item as csv_row(), shaped as BigQuery writes JSON lines."""
-    record: dict[str, Any] = {
-        "billing_account_id": "0000AA-BBBBBB-CCCCCC",
-        "service": {"id": "6F81-5844-456A", "description": "Compute Engine"},
-        "sku": {"id": "SKU-A3", "description": "A3 Instance Core running in Americas"},
-        "usage_start_time": "2024-09-14 10:00:00 UTC",
-        "usage_end_time": "2024-09-14 11:00:00 UTC",
-        "project": {"id": "ml-prod", "labels": [{"key": "team", "value": "platform"}]},
-        "labels": [{"key": "team", "value": "vision"}],
-        "system_labels": A3_SPEC,
-        "location": {"region": "us-central1"},
-        "cost": 88.49,
-        "currency": "USD",
-        "usage": {"amount": 3600, "unit": "seconds"},
-        "credits": [{"name": "CUD", "amount": -10.5, "type": "COMMITTED_USAGE_DISCOUNT"}],
-        "invoice": {"month": "202409"},
-        "cost_type": "regular",
-        "resource": {
-            "name": "gke-train-a3-pool-1a2b3c4d-x9z8",
-            "global_name": "//compute.googleapis.com/projects/ml-prod/zones/us-central1-a/"
-            "instances/gke-train-a3-pool-1a2b3c4d-x9z8",
-        },
-    }
-    record.update(overrides)
-    return record
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:

@@ -8,114 +8,35 @@ from __future__ import annotations
 
 import gzip
 import io
-import json
 import re
-import socket
 from decimal import Decimal
-from typing import Any
 
 import pytest
 import responses
 from django.core.management import call_command
 from django.core.management.base import CommandError
-from gcp_storage_emulator.server import create_server
-from google.auth.credentials import AnonymousCredentials
-from google.cloud import storage
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.sources.uris import uri_scheme
-from tests.test_focus_ingest import csv_text, focus_row
-from tests.test_gcp_parser import nested_record
+from tests.builders import GCS_BUCKET as BUCKET
+from tests.builders import GCS_OCTOBER as OCTOBER
+from tests.builders import GCS_ROOT as ROOT
+from tests.builders import GCS_SEPTEMBER as SEPTEMBER
+from tests.builders import GCS_SOURCE as SOURCE
+from tests.builders import GCS_URI as URI
+from tests.builders import (
+    csv_text,
+    export_month,
+    focus_row,
+    jsonl,
+    ledger_totals,
+    month_records,
+    uploaded,
+)
+from tests.builders import gcs_totals as totals
+from tests.builders import gcs_upload as upload
 
 pytestmark = pytest.mark.django_db
-
-BUCKET = "billing-exports"
-ROOT = "gcp/detailed"
-URI = f"gs://{BUCKET}/gcp"
-SOURCE = f"gcp-bigquery:gs://{BUCKET}/{ROOT}"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def emulator():
-    port = _free_port()
-    server = create_server("127.0.0.1", port, in_memory=True)
-    server.start()
-    yield server, f"http://127.0.0.1:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def bucket(emulator, monkeypatch):
-    server, url = emulator
-    # The command builds its own client from the environment, as it would against GCS.
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", url)
-    client = storage.Client(project="finops-test", credentials=AnonymousCredentials())
-    yield client.create_bucket(BUCKET)
-    server.wipe()
-
-
-def upload(bucket, name: str, data: bytes) -> str:
-    bucket.blob(name).upload_from_string(data)
-    return name
-
-
-def month_records(month: str, costs: list[tuple[float, float]]) -> list[dict[str, Any]]:
-    """BigQuery export records of one invoice month: (cost, credit) each, credit <= 0."""
-    year, mm = month[:4], month[4:]
-    return [
-        nested_record(
-            usage_start_time=f"{year}-{mm}-{day + 1:02d} 10:00:00 UTC",
-            usage_end_time=f"{year}-{mm}-{day + 1:02d} 11:00:00 UTC",
-            cost=cost,
-            credits=[{"name": "SUD", "amount": credit, "type": "SUSTAINED_USAGE_DISCOUNT"}],
-            invoice={"month": month},
-        )
-        for day, (cost, credit) in enumerate(costs)
-    ]
-
-
-def jsonl(records: list[dict[str, Any]]) -> bytes:
-    return "".join(json.dumps(record) + "\n" for record in records).encode()
-
-
-def export_month(bucket, folder: str, shards: list[bytes]) -> list[str]:
-    """A month as EXPORT DATA writes it: numbered shards, then a _SUCCESS marker."""
-    names = [
-        upload(bucket, f"{folder}/billing-{index:012d}.json", data)
-        for index, data in enumerate(shards)
-    ]
-    upload(bucket, f"{folder}/_SUCCESS", b"")
-    return names
-
-
-def uploaded(*shards: bytes) -> list[dict[str, Any]]:
-    """The records in uploaded shards, every JSON number read exactly."""
-    records = []
-    for data in shards:
-        text = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-        records += [json.loads(line, parse_float=Decimal) for line in text.decode().splitlines()]
-    return records
-
-
-def totals(*shards: bytes) -> tuple[Decimal, Decimal]:
-    """(BilledCost, EffectiveCost) summed straight from the uploaded rows: cost, and cost plus
-    its credits."""
-    records = uploaded(*shards)
-    billed = sum((r["cost"] for r in records), Decimal(0))
-    credits = sum((c["amount"] for r in records for c in r["credits"]), Decimal(0))
-    return billed, billed + credits
-
-
-def ledger_totals(source: str, month: str) -> tuple[Decimal, Decimal]:
-    rows = CostLineItem.objects.filter(source=source, billing_period=f"{month}-01")
-    billed = sum((row.billed_cost for row in rows), Decimal(0))
-    return billed, sum((row.effective_cost for row in rows), Decimal(0))
 
 
 def ledger() -> list[tuple[int, str, str, str]]:
@@ -136,14 +57,6 @@ def ingest(uri: str = URI, *args: str, format: str = "gcp-bigquery") -> str:
         stderr=io.StringIO(),
     )
     return out.getvalue()
-
-
-SEPTEMBER = [
-    jsonl(month_records("202409", [(88.49, -10.5), (1.25, 0)])),
-    gzip.compress(jsonl(month_records("202409", [(0.000123, -0.000023)]))),
-    jsonl(month_records("202409", [(3.5, -0.5), (7, 0), (12.125, -2)])),
-]
-OCTOBER = [jsonl(month_records("202410", [(40, -4)]))]
 
 
 def test_gs_is_a_storage_uri():

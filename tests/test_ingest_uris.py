@@ -5,14 +5,9 @@ multi-part months, a manifest naming a missing part, and S3 refusing access."""
 from __future__ import annotations
 
 import gzip
-import io
 import json
-import time
 from decimal import Decimal
 
-import boto3
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import requests
 from django.core.management import call_command
@@ -20,127 +15,16 @@ from django.core.management.base import CommandError
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.sources.uris import uri_scheme
-
-moto_server = pytest.importorskip("moto.server")
+from tests.builders import CUR_EXPORT as EXPORT
+from tests.builders import CUR_HEADER as HEADER
+from tests.builders import S3_BUCKET as BUCKET
+from tests.builders import S3_ROOT as ROOT
+from tests.builders import S3_SOURCE as SOURCE
+from tests.builders import S3_URI as URI
+from tests.builders import costs_sum, cur_parquet_part, cur_part, deliver, ledger, month_total
+from tests.builders import ingest_s3 as ingest
 
 pytestmark = pytest.mark.django_db
-
-BUCKET = "billing-exports"
-PREFIX = "cur"
-EXPORT = "gpu-cur2"
-ROOT = f"{PREFIX}/{EXPORT}"
-URI = f"s3://{BUCKET}/{ROOT}"
-SOURCE = f"aws-cur:{URI}"
-
-HEADER = (
-    "bill_billing_period_start_date,line_item_line_item_type,line_item_usage_start_date,"
-    "line_item_usage_end_date,line_item_unblended_cost,line_item_currency_code\n"
-)
-
-
-def cur_part(period: str, costs: list[str]) -> bytes:
-    rows = "".join(
-        f"{period}-01T00:00:00Z,Usage,{period}-02T{h:02d}:00:00Z,{period}-02T{h + 1:02d}:00:00Z,"
-        f"{cost},USD\n"
-        for h, cost in enumerate(costs)
-    )
-    return gzip.compress((HEADER + rows).encode())
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
-@pytest.fixture
-def s3(s3_endpoint, monkeypatch, tmp_path):
-    # The command builds its own client from the standard AWS environment variables.
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", s3_endpoint)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    client = boto3.client("s3", endpoint_url=s3_endpoint)
-    client.create_bucket(Bucket=BUCKET)
-    yield client
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET):
-        for entry in page.get("Contents", []):
-            client.delete_object(Bucket=BUCKET, Key=entry["Key"])
-    client.delete_bucket(Bucket=BUCKET)
-
-
-def deliver(s3, period: str, version: str, parts: list[list[str]], *, skip: int | None = None):
-    """Write one delivery as AWS does: data parts, then the manifest. ``skip`` leaves that part
-    index out of the bucket (the manifest still names it). Returns the data keys."""
-    keys = [
-        f"{ROOT}/data/BILLING_PERIOD={period}/{version}/{EXPORT}-{i + 1:05d}.csv.gz"
-        for i in range(len(parts))
-    ]
-    for index, (key, costs) in enumerate(zip(keys, parts, strict=True)):
-        if index != skip:
-            s3.put_object(Bucket=BUCKET, Key=key, Body=cur_part(period, costs))
-    manifest = {
-        "exportName": EXPORT,
-        "billingPeriod": {"start": f"{period}-01T00:00:00.000Z"},
-        "dataFiles": [f"s3://{BUCKET}/{key}" for key in keys],
-    }
-    s3.put_object(
-        Bucket=BUCKET,
-        Key=f"{ROOT}/metadata/BILLING_PERIOD={period}/{version}/{EXPORT}-Manifest.json",
-        Body=json.dumps(manifest).encode(),
-    )
-    return keys
-
-
-def ingest(uri: str = URI, *args: str) -> str:
-    out = io.StringIO()
-    call_command(
-        "ingest_billing",
-        "--format",
-        "aws-cur",
-        uri,
-        "--no-attribute",
-        *args,
-        stdout=out,
-        stderr=io.StringIO(),
-    )
-    return out.getvalue()
-
-
-def month_total(month: str) -> Decimal:
-    rows = CostLineItem.objects.filter(source=SOURCE, billing_period=f"{month}-01")
-    return sum((row.effective_cost for row in rows), Decimal(0))
-
-
-def ledger() -> list[tuple[int, str, str, str]]:
-    rows = CostLineItem.objects.order_by("id")
-    return [(r.batch_id, r.source, str(r.billing_period), str(r.effective_cost)) for r in rows]
-
-
-def costs_sum(parts: list[list[str]]) -> Decimal:
-    return sum((Decimal(c) for part in parts for c in part), Decimal(0))
-
-
-def cur_parquet_part(period: str, costs: list[str]) -> bytes:
-    table = pa.table(
-        {
-            "bill_billing_period_start_date": [f"{period}-01T00:00:00Z"] * len(costs),
-            "line_item_line_item_type": ["Usage"] * len(costs),
-            "line_item_usage_start_date": [f"{period}-02T00:00:00Z"] * len(costs),
-            "line_item_usage_end_date": [f"{period}-02T01:00:00Z"] * len(costs),
-            "line_item_unblended_cost": costs,
-            "line_item_currency_code": ["USD"] * len(costs),
-        }
-    )
-    sink = io.BytesIO()
-    pq.write_table(table, sink)
-    return sink.getvalue()
 
 
 def test_uri_schemes_are_told_apart_from_paths():
@@ -169,7 +53,7 @@ def test_each_billing_period_is_one_batch_with_a_stable_source(s3):
     assert month_total("2024-10") == costs_sum(october)
 
 
-def test_a_restated_month_replaces_every_part_of_the_old_delivery(s3):
+def test_a_restated_month_replaces_every_part_of_the_old_delivery(s3, s3_clock):
     old_september = [["1.00", "2.00"], ["3.00"]]
     october = [["4.00"]]
     deliver(s3, "2024-09", "v1", old_september)
@@ -177,7 +61,7 @@ def test_a_restated_month_replaces_every_part_of_the_old_delivery(s3):
     ingest()
     first = {b.billing_periods[0]: b.pk for b in ImportBatch.objects.all()}
 
-    time.sleep(1.1)  # S3 LastModified has one-second resolution
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     new_september = [["10.00"], ["20.00", "0.50"], ["30.00"]]
     deliver(s3, "2024-09", "v2", new_september)
     output = ingest()
@@ -218,12 +102,12 @@ def test_source_option_names_every_month(s3):
     assert CostLineItem.objects.count() == 3
 
 
-def test_a_manifest_naming_a_missing_part_fails_that_month_and_keeps_its_old_data(s3):
+def test_a_manifest_naming_a_missing_part_fails_that_month_and_keeps_its_old_data(s3, s3_clock):
     deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     ingest()
     before = ledger()
 
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     keys = deliver(s3, "2024-09", "v2", [["10.00"], ["20.00"]], skip=1)
     with pytest.raises(CommandError) as raised:
         ingest()
@@ -262,12 +146,14 @@ def test_a_missing_bucket_is_refused_before_anything_changes(s3):
     assert ImportBatch.objects.count() == batches
 
 
-def test_refused_credentials_stop_the_import_before_anything_changes(s3, s3_endpoint, monkeypatch):
+def test_refused_credentials_stop_the_import_before_anything_changes(
+    s3, s3_endpoint, monkeypatch, s3_clock
+):
     deliver(s3, "2024-09", "v1", [["1.00"]])
     ingest()
     before = ledger()
     batches = ImportBatch.objects.count()
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     deliver(s3, "2024-09", "v2", [["9.00"]])
 
     # From now on moto checks credentials: the test keys belong to no IAM user.
@@ -329,11 +215,11 @@ def test_parts_with_different_headers_fail_the_month(s3):
     assert not CostLineItem.objects.exists()
 
 
-def test_a_corrupt_part_fails_the_month_naming_the_part(s3):
+def test_a_corrupt_part_fails_the_month_naming_the_part(s3, s3_clock):
     deliver(s3, "2024-09", "v1", [["1.00"]])
     ingest()
     before = ledger()
-    time.sleep(1.1)
+    s3_clock.tick()  # a later Last-Modified, without waiting for it
     keys = deliver(s3, "2024-09", "v2", [["1.00"], ["2.00"]])
     whole = cur_part("2024-09", ["2.00"])
     s3.put_object(Bucket=BUCKET, Key=keys[1], Body=whole[: len(whole) // 2])  # truncated

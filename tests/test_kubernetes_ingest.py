@@ -19,7 +19,7 @@ from billing_ingest.models import MONEY_PLACES, Cluster, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.attribution.team_mapping import TeamResolver
 from finops.org.models import MappingRule, Team
-from tests.test_kubernetes_parser import container, pod, pod_list
+from tests.builders import container, pod, pod_list
 
 pytestmark = pytest.mark.django_db
 

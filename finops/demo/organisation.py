@@ -1,16 +1,23 @@
-"""The demo organisation: teams, a finance user, a team lead, and mapping rules.
+"""The demo organisation: teams, a finance user, a team lead, and mapping rules, read from
+fixtures/django/demo_organisation.json.
 
 Idempotent: running it again updates in place and never duplicates teams, users or rules.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
+from django.core import serializers
 from django.db import transaction
+from django.db.models import Field, Model
 
 from billing_ingest.models import CoreWeaveRate
 from finops.attribution.models import SharedCostRule
@@ -20,32 +27,17 @@ from finops.org.models import MappingRule, Profile, Team
 
 FINANCE_USERNAME = "finance"
 LEAD_USERNAME = "lead"
-# The lead sees these teams only.
-LEAD_TEAMS = ("language", "speech")
-
-# Slurm accounts whose names differ from the team they belong to.
-SLURM_ACCOUNT_RULES = {
-    "cv": "vision",
-    "nlp": "language",
-    "asr": "speech",
-    "speech": "speech",
-    "recsys": "recsys",
-    "infra": "platform",
-}
-# (tag key, value) -> team, for tags that do not name the team directly.
-TAG_RULES = {("project", "ranker"): "recsys", ("project", "llama"): "language"}
-# Sub-accounts (a GCP project) owned by one team as a whole.
-SUB_ACCOUNT_RULES = {"acme-speech-prod": "speech"}
-# Kubernetes namespaces whose pods carry no team label.
-NAMESPACE_RULES = {"gpu-platform": "platform", "cv": "vision", "llm": "language"}
-# GCP bills its committed use discount as an hourly fee on no resource: shared out pro rata to
-# each team's GPU spend on Google Cloud, the way a FinOps team would book it.
-CUD_FEE_RULE = {
-    "name": "GCP committed use discount fees (demo)",
-    "provider_name": "Google Cloud",
-    "sub_account_id": "acme-ml-train",
-    "service_name": "Compute Engine",
-    "charge_category": "Usage",
+# Teams, users (no passwords), the lead's teams, mapping rules and the shared-cost rule (GCP's
+# committed use discount fee, shared pro rata to GPU spend on Google Cloud): a Django fixture,
+# so tests and `manage.py loaddata demo_organisation` read the same organisation.
+DEMO_FIXTURE = Path(settings.BASE_DIR) / "fixtures" / "django" / "demo_organisation.json"
+# The fields each model is found by when the demo runs again (update in place, never duplicate).
+_LOOKUP_FIELDS: dict[type[Model], tuple[str, ...]] = {
+    Team: ("slug",),
+    User: ("username",),
+    Profile: ("user",),
+    MappingRule: ("kind", "key", "value"),
+    SharedCostRule: ("name",),
 }
 
 
@@ -56,65 +48,48 @@ class DemoOrganisation:
     lead: User
 
 
-def _user_ensure(*, username: str, password: str, email: str, first_name: str) -> User:
-    user, _ = User.objects.get_or_create(username=username)
-    user.email = email
-    user.first_name = first_name
-    user.is_active = True
+def _field(model: type[Model], name: str) -> Field[Any, Any]:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field), f"{model.__name__}.{name} is not a field of its own"
+    return field
+
+
+def _object_ensure(entry: dict[str, Any]) -> None:
+    """One fixture entry, created or updated in place by its lookup fields. Only the fields the
+    fixture names are written; `auto_now_add` ones keep the database's value."""
+    (deserialized,) = serializers.deserialize("json", json.dumps([entry]))
+    obj = deserialized.object
+    model = type(obj)
+    fields = [_field(model, name) for name in entry["fields"]]
+    values = {
+        f.attname: getattr(obj, f.attname)
+        for f in fields
+        if not f.many_to_many and not getattr(f, "auto_now_add", False)
+    }
+    lookup = {}
+    for name in _LOOKUP_FIELDS[model]:
+        attname = _field(model, name).attname
+        lookup[attname] = values.pop(attname)
+    saved, _ = model._default_manager.update_or_create(**lookup, defaults=values)
+    for name, pks in (deserialized.m2m_data or {}).items():
+        getattr(saved, name).set(pks)
+
+
+def _password_set(*, username: str, password: str) -> User:
+    user = User.objects.get(username=username)
     user.set_password(password)
-    user.save()
+    user.save(update_fields=["password"])
     return user
-
-
-def _rule_ensure(*, kind: str, key: str, value: str, team: Team, priority: int) -> None:
-    MappingRule.objects.update_or_create(
-        kind=kind, key=key, value=value, defaults={"team": team, "priority": priority}
-    )
 
 
 @transaction.atomic
 def demo_organisation_ensure(*, finance_password: str, lead_password: str) -> DemoOrganisation:
-    teams: dict[str, Team] = {}
-    for spec in TEAMS:
-        team, _ = Team.objects.update_or_create(slug=spec.slug, defaults={"name": spec.name})
-        teams[spec.slug] = team
-
-    finance = _user_ensure(
-        username=FINANCE_USERNAME,
-        password=finance_password,
-        email="finance@example.com",
-        first_name="Finance",
-    )
-    Profile.objects.update_or_create(user=finance, defaults={"role": Profile.Role.FINANCE})
-    lead = _user_ensure(
-        username=LEAD_USERNAME, password=lead_password, email="lead@example.com", first_name="Lea"
-    )
-    profile, _ = Profile.objects.update_or_create(
-        user=lead, defaults={"role": Profile.Role.TEAM_LEAD}
-    )
-    profile.teams.set([teams[slug] for slug in LEAD_TEAMS])
-
-    for account, slug in SLURM_ACCOUNT_RULES.items():
-        _rule_ensure(
-            kind=MappingRule.Kind.SLURM_ACCOUNT, key="", value=account, team=teams[slug],
-            priority=50,
-        )  # fmt: skip
-    for (key, value), slug in TAG_RULES.items():
-        _rule_ensure(kind=MappingRule.Kind.TAG, key=key, value=value, team=teams[slug], priority=20)
-    for sub_account, slug in SUB_ACCOUNT_RULES.items():
-        _rule_ensure(
-            kind=MappingRule.Kind.SUB_ACCOUNT, key="", value=sub_account, team=teams[slug],
-            priority=40,
-        )  # fmt: skip
-    for namespace, slug in NAMESPACE_RULES.items():
-        _rule_ensure(
-            kind=MappingRule.Kind.NAMESPACE, key="", value=namespace, team=teams[slug],
-            priority=50,
-        )  # fmt: skip
-    SharedCostRule.objects.update_or_create(
-        name=CUD_FEE_RULE["name"],
-        defaults={**CUD_FEE_RULE, "method": SharedCostRule.Method.GPU_SPEND, "priority": 50},
-    )
+    # In file order: a rule's team and a profile's user exist before the entry naming them.
+    for entry in json.loads(DEMO_FIXTURE.read_text(encoding="utf-8")):
+        _object_ensure(entry)
+    teams = {team.slug: team for team in Team.objects.filter(slug__in=[t.slug for t in TEAMS])}
+    finance = _password_set(username=FINANCE_USERNAME, password=finance_password)
+    lead = _password_set(username=LEAD_USERNAME, password=lead_password)
     return DemoOrganisation(teams=teams, finance=finance, lead=lead)
 
 

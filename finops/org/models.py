@@ -6,16 +6,28 @@ from django.conf import settings
 from django.db import models
 
 
+class TeamManager(models.Manager["Team"]):
+    def get_by_natural_key(self, slug: str) -> Team:
+        return self.get(slug=slug)
+
+
 class Team(models.Model):
+    """Natural key: the slug, so Django fixtures (fixtures/django/) name teams, not ids."""
+
     slug = models.SlugField(max_length=100, unique=True)
     name = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TeamManager()
 
     class Meta:
         ordering = ["name"]
 
     def __str__(self) -> str:
         return self.name
+
+    def natural_key(self) -> tuple[str]:
+        return (self.slug,)
 
 
 class Profile(models.Model):
