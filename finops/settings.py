@@ -268,6 +268,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Several models have a `status`: each choice set gets its own stable enum name.
+    "ENUM_NAME_OVERRIDES": {
+        "ImportBatchStatusEnum": "billing_ingest.models.ImportBatch.Status",
+        "AnomalyStatusEnum": "finops.anomalies.models.Anomaly.Status",
+    },
 }
 
 # Celery: no broker configured means eager, in-process execution (the embedded default).

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.http import HttpRequest
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -113,7 +114,7 @@ def test_demo_finance_user_opens_the_admin_and_the_lead_does_not(client):
     org.lead.refresh_from_db()
     assert org.finance.is_staff and not org.finance.is_superuser
     assert not org.lead.is_staff
-    assert client.login(username="finance", password="fin-pass-123")
+    assert client.login(request=HttpRequest(), username="finance", password="fin-pass-123")
     assert client.get("/admin/org/mappingrule/").status_code == 200
     assert client.get("/admin/attribution/idlepolicy/add/").status_code == 200
 

@@ -69,7 +69,7 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["get"])
     def pricing(self, request: Request, pk: str | None = None) -> Response:
-        return Response(run_pricing(run=self.get_object()))
+        return Response(run_pricing(run=self.get_object(), org_wide=user_is_finance(request.user)))
 
 
 class PricingComparisonView(APIView):
@@ -96,7 +96,9 @@ class PricingComparisonView(APIView):
             teams = teams.filter(slug=slug)
             if not teams.exists():
                 raise NotFound("no such team")
-        return Response(team_month_pricing(month=month, teams=teams))
+        return Response(
+            team_month_pricing(month=month, teams=teams, org_wide=user_is_finance(request.user))
+        )
 
 
 class ReconciliationView(APIView):

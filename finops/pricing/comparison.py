@@ -163,7 +163,10 @@ def compare(
             "all_upfront": money(costs["all_upfront"]),
             "utilisation": ratio(u_team),
         }
-    u_cluster = cluster_utilisation if cluster_utilisation else ONE
+    # A team lead is not shown the whole cluster's utilisation (it moves with other teams' use):
+    # without it, on premises is priced at the team's own utilisation.
+    basis = "cluster" if cluster_utilisation else "team"
+    u_cluster = cluster_utilisation or team_utilisation or ONE
     tco = assumptions.gpu_hour_tco
     on_prem_cost = gpu_hours / u_cluster * tco
     break_even = (tco * gpu_hours / actual) if actual > 0 and gpu_hours > 0 else None
@@ -193,6 +196,7 @@ def compare(
         "on_prem": {
             "cost": money(on_prem_cost),
             "utilisation": ratio(u_cluster),
+            "utilisation_basis": basis,
             "break_even_utilisation": float(break_even.quantize(RATIO)) if break_even else None,
         },
         "best_alternative": best,

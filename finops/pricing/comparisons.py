@@ -150,7 +150,8 @@ def _month_end(month: dt.date) -> dt.date:
     return (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
 
 
-def run_pricing(*, run: RunCost) -> dict[str, Any]:
+def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
+    """`org_wide`: the viewer may see figures that depend on other teams' use (finance)."""
     month = run.billing_period
     rows = _gpu_rows(month).filter(
         Q(team_id=run.team_id), run_id=run.run_id, billing_currency=run.billing_currency
@@ -167,16 +168,19 @@ def run_pricing(*, run: RunCost) -> dict[str, Any]:
         team_utilisation=team_utilisation(
             team_id=run.team_id, until=_month_end(month), days=a.utilisation_window_days
         ),
-        cluster_utilisation=cluster_utilisation(month=month),
+        cluster_utilisation=cluster_utilisation(month=month) if org_wide else None,
         currency=run.billing_currency,
     )
     return {"run_id": run.run_id, "month": month.strftime("%Y-%m"), **body}
 
 
-def team_month_pricing(*, month: dt.date, teams: QuerySet[Team]) -> list[dict[str, Any]]:
-    """One comparison per team (and billing currency) with GPU cost in the month."""
+def team_month_pricing(
+    *, month: dt.date, teams: QuerySet[Team], org_wide: bool
+) -> list[dict[str, Any]]:
+    """One comparison per team (and billing currency) with GPU cost in the month. `org_wide`:
+    the viewer may see figures that depend on other teams' use (finance)."""
     a = assumptions_current()
-    measured = cluster_utilisation(month=month)
+    measured = cluster_utilisation(month=month) if org_wide else None
     daily = TeamDailyCost.objects.filter(
         billing_period=month, team__in=teams, category__in=GPU_CATEGORIES
     )

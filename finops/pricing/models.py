@@ -153,5 +153,9 @@ class PricingAssumptions(models.Model):
 
     @classmethod
     def current(cls) -> PricingAssumptions:
-        assumptions, _ = cls.objects.get_or_create(pk=1)
+        assumptions, created = cls.objects.get_or_create(pk=1)
+        if created:
+            # Read back, so the defaults carry the stored decimal places (20.00, not 20) and a
+            # figure reads the same on the first request as on every later one.
+            assumptions.refresh_from_db()
         return assumptions

@@ -55,7 +55,12 @@ def pricing(request: HttpRequest) -> HttpResponse:
     month, months = _resolve_month(request)
     finance = user_is_finance(request.user)
     teams = team_list_visible(user=request.user).order_by("slug")
-    comparisons = [_with_best(p) for p in team_month_pricing(month=month, teams=teams)]
+    comparisons = [
+        _with_best(p)
+        for p in team_month_pricing(
+            month=month, teams=teams, org_wide=user_is_finance(request.user)
+        )
+    ]
     chosen = teams.filter(slug=request.GET.get("team", "")).first() or teams.first()
     rec = None
     if chosen is not None:

@@ -89,7 +89,11 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(
-                team_month_pricing(month=month, teams=Team.objects.filter(pk=team.pk))
+                team_month_pricing(
+                    month=month,
+                    teams=Team.objects.filter(pk=team.pk),
+                    org_wide=user_is_finance(request.user),
+                )
             )
         ],
     }
@@ -105,7 +109,10 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         raise Http404("No such run in this month.")
     rollups = RunCost.objects.filter(team=team, run_id=run_id, billing_period=month)
     pricing = [
-        {**run_pricing(run=rollup), "chart_id": f"pricing-{i}"}
+        {
+            **run_pricing(run=rollup, org_wide=user_is_finance(request.user)),
+            "chart_id": f"pricing-{i}",
+        }
         for i, rollup in enumerate(rollups.order_by("cluster", "billing_currency"))
     ]
     context = {"team": team, "month": month, "months": months, "run": detail, "pricing": pricing}
