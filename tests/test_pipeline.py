@@ -43,7 +43,8 @@ JUNE = dt.date(2025, 6, 1)
 def _row(month: dt.date, cost: str) -> str:
     start = f"{month:%Y-%m}-01T00:00:00Z"
     end = f"{(month + dt.timedelta(days=32)).replace(day=1):%Y-%m}-01T00:00:00Z"
-    return f"1,USD,{start},{end},Usage,{month:%Y-%m}-02T10:00:00Z,{month:%Y-%m}-02T11:00:00Z,AWS,vol-1,S3,{cost},{cost}"
+    hour = f"{month:%Y-%m}-02T10:00:00Z,{month:%Y-%m}-02T11:00:00Z"
+    return f"1,USD,{start},{end},Usage,{hour},AWS,vol-1,S3,{cost},{cost}"
 
 
 def _bill(path: Path, rows: list[str]) -> Path:

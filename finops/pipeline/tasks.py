@@ -73,11 +73,8 @@ def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
             with heartbeat(lambda: pipeline_step_touch(step_id=step.pk, run_id=pipeline_run_id)):
                 import_string(step.task)(month.strftime("%Y-%m"), pipeline_run_id)
         except TRANSIENT_ERRORS as exc:
-            if (
-                isinstance(exc, OperationalError | InterfaceError)
-                and not connection.in_atomic_block
-            ):
-                connection.close()  # retry (or record the failure) on a fresh connection
+            if isinstance(exc, OperationalError | InterfaceError):
+                _close_broken_connection()
             error = f"{type(exc).__name__}: {exc}"
             if retries >= MAX_RETRIES:
                 return _failed(step, error)
@@ -94,6 +91,12 @@ def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
             return _failed(step, f"{type(exc).__name__}: {exc}")
         pipeline_step_succeed(step_id=step.pk)
         return {"run": pipeline_run_id, "index": index, "status": "succeeded"}
+
+
+def _close_broken_connection() -> None:
+    # Retry (or record the failure) on a fresh connection.
+    if not connection.in_atomic_block:
+        connection.close()
 
 
 def _failed(step: PipelineStep, error: str) -> dict[str, Any]:
