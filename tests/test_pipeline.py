@@ -30,6 +30,7 @@ from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import pipeline_changes_claim, pipeline_run_create
 from finops.pipeline.steps import STEPS
 from finops.pipeline.tasks import pipeline_watchdog
+from tests.test_browser import browser  # noqa: F401 - the Chromium fixture
 
 HEADER = (
     "BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargeCategory,"
@@ -328,7 +329,7 @@ def test_the_pipeline_page_is_for_finance_only(client, lead_user):
 
 
 @pytest.fixture
-def broker_down() -> Iterator[str]:
+def broker_down(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The broker pointed at a closed port, tasks no longer eager: queuing work fails."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -336,7 +337,10 @@ def broker_down() -> Iterator[str]:
     conf = celery_app.conf
     saved = (conf.broker_url, conf.task_always_eager)
     _reset_pools()
-    conf.broker_url = f"redis://127.0.0.1:{port}/0"
+    closed = f"redis://127.0.0.1:{port}/0"
+    # Celery reads CELERY_BROKER_URL from the environment before its configuration.
+    monkeypatch.setenv("CELERY_BROKER_URL", closed)
+    conf.broker_url = closed
     conf.task_always_eager = False
     try:
         yield conf.broker_url
@@ -396,3 +400,32 @@ def test_broker_down_pages_that_queue_work_say_so(client, finance_user, broker_d
     )
     assert response.status_code == 200
     assert "could not queue the fetch (broker unreachable)" in response.content.decode().lower()
+
+
+# --- in a real browser -----------------------------------------------------------------------
+
+
+@pytest.mark.browser
+def test_finance_follows_imports_to_the_pipeline_and_runs_a_month_again(
+    browser,  # noqa: F811 - the fixture imported from test_browser
+    live_server,
+    finance_user,
+    tmp_path,
+):
+    from selenium.webdriver.common.by import By
+
+    from tests.test_browser import _body, _login, _wait_for_text
+
+    _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
+    first = PipelineRun.objects.get()
+    _login(browser, live_server.url, "fin", "fin-password-123")
+    browser.get(live_server.url + "/imports/")
+    browser.find_element(By.CSS_SELECTOR, '[data-testid="pipeline-link"]').click()
+    _wait_for_text(browser, "Attribute the month: succeeded")
+    text = _body(browser)
+    assert f"#{first.pk}" in text and "Endpoint costs: succeeded" in text
+    assert "import batch" in text  # why it ran
+
+    browser.find_element(By.XPATH, "//button[text()='Run again']").click()
+    _wait_for_text(browser, f"2025-05: pipeline run {first.pk + 1} succeeded")
+    assert f"#{first.pk + 1}" in _body(browser)
