@@ -45,9 +45,9 @@ def fetch_billing_source(self: Task, source_id: int, force: bool = False) -> dic
     Only transient failures (connection refused, timeouts, throttling, 5xx) are retried, with
     backoff; a refusal (access denied, bad credentials) or an unusable export or format fails
     at once, as retrying would only repeat it. Safe to run twice: the claim lets one run fetch
-    and the other skip (also a copy the broker redelivers while this one still runs: acks_late,
-    and Redis redelivers after its one-hour visibility timeout), and a delivery seen before is
-    not downloaded again (or, forced, is a duplicate)."""
+    and the other skip (also a copy the broker redelivers: acks_late, and Redis redelivers after
+    CELERY_VISIBILITY_TIMEOUT), and a delivery seen before is not downloaded again (or, forced,
+    is a duplicate)."""
     result = billing_source_fetch(source_id=source_id, force=force)
     if result.transient and self.request.retries < MAX_RETRIES:
         countdown = RETRY_BACKOFF * 2**self.request.retries
