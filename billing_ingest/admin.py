@@ -3,6 +3,7 @@ from datetime import datetime
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from kombu.exceptions import OperationalError as BrokerError
 
 from billing_ingest.models import (
     BillingSource,
@@ -120,8 +121,15 @@ class BillingSourceAdmin(AuditedAdminMixin, admin.ModelAdmin):
     def fetch_now(self, request: HttpRequest, queryset: QuerySet[BillingSource]) -> None:
         # Queued like the schedule's fetches: the claim makes one already running skip this one.
         sources = list(queryset.filter(enabled=True).values_list("id", flat=True))
-        for source_id in sources:
-            fetch_billing_source.delay(source_id)
+        try:
+            for source_id in sources:
+                fetch_billing_source.delay(source_id)
+        except BrokerError as exc:
+            # Redis or RabbitMQ down: say so on the page instead of a 500; nothing was fetched.
+            self.message_user(
+                request, f"could not queue the fetch (broker unreachable): {exc}", messages.ERROR
+            )
+            return
         self.message_user(request, f"{len(sources)} billing source fetch(es) queued")
         disabled = queryset.filter(enabled=False).count()
         if disabled:

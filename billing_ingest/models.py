@@ -62,6 +62,11 @@ class ImportBatch(models.Model):
         SUPERSEDED = "superseded"
         DUPLICATE = "duplicate"
 
+    class Pipeline(models.TextChoices):
+        AUTO = "auto"  # whoever settles the batch wakes the pipeline
+        CALLER = "caller"  # the caller, after its last batch (one run per month, not per file)
+        OFF = "off"
+
     kind = models.CharField(max_length=16, choices=Kind.choices)
     format = models.CharField(max_length=32)
     # Billing: the billing source (account export) name; jobs: the cluster name.
@@ -88,6 +93,12 @@ class ImportBatch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Touched while a worker loads the batch (billing_ingest.heartbeat): a RUNNING batch whose
+    # heartbeat is old belongs to a dead worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Billing: who starts the pipeline for the months the batch settles (MonthChange rows are
+    # written either way; "off" marks them not to start it: --no-attribute).
+    pipeline = models.CharField(max_length=8, choices=Pipeline.choices, default=Pipeline.AUTO)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -139,6 +150,40 @@ class ImportBatchPart(models.Model):
 
     def __str__(self) -> str:
         return f"{self.batch_id}#{self.index} {self.label or self.file_name} ({self.status})"
+
+
+class MonthChange(models.Model):
+    """A billing month whose settled data changed: written in the same transaction that swaps a
+    billing batch in (or by a jobs command for the months its jobs overlap), so a worker dying
+    right after that commit cannot lose it. The pipeline (finops.pipeline, a layer above: hence
+    a plain id, not a foreign key) claims the rows with ``start_pipeline`` and attributes their
+    months; the reconciliation calls a month stale while a billing change is newer than its
+    last successful attribution."""
+
+    class Kind(models.TextChoices):
+        BILLING = "billing"
+        JOBS = "jobs"
+
+    month = models.DateField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    batch = models.ForeignKey(ImportBatch, null=True, blank=True, on_delete=models.SET_NULL)
+    changed_at = models.DateTimeField()
+    start_pipeline = models.BooleanField(default=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    pipeline_run_id = models.PositiveBigIntegerField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["month", "kind", "changed_at"]),
+            models.Index(
+                fields=["changed_at"],
+                condition=models.Q(start_pipeline=True, claimed_at__isnull=True),
+                name="monthchange_unclaimed",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.month:%Y-%m} at {self.changed_at:%Y-%m-%d %H:%M}"
 
 
 class CostLineItemQuerySet(models.QuerySet["CostLineItem"]):

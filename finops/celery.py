@@ -18,13 +18,24 @@ app.autodiscover_tasks()
 
 # Each entry: crontab + expires, and why it runs when it does.
 app.conf.beat_schedule = {
-    # Providers restate the current and previous month for weeks; re-attributing both every night
-    # keeps the ledger in step with the newest imports. Expires before the next run so a backlog
-    # never piles up duplicate work.
+    # Providers restate the current and previous month for weeks; running both months' pipeline
+    # (attribute, endpoint costs, ...) every night keeps the ledger in step with the newest
+    # imports. Expires before the next run so a backlog never piles up duplicate work.
     "attribute-open-months-nightly": {
-        "task": "finops.attribution.tasks.attribute_open_months",
+        "task": "finops.pipeline.open_months",
         "schedule": crontab(minute=30, hour=3),
         "options": {"expires": 6 * 3600},
+    },
+    # A worker killed mid-task (kill -9, OOM, a lost node) leaves its import batch, attribution
+    # run or pipeline run "running", and Redis redelivers its message only after the visibility
+    # timeout (hours). Every 2 minutes the watchdog fails those whose heartbeat stopped more
+    # than FINOPS_WORKER_HEARTBEAT_TIMEOUT ago (their previous data intact), starts a dead
+    # pipeline run again, and starts the pipeline for settled months whose wake-up was lost.
+    # Expires before the next run: one sweep at a time is enough.
+    "pipeline-watchdog-every-2-minutes": {
+        "task": "finops.pipeline.watchdog",
+        "schedule": crontab(minute="*/2"),
+        "options": {"expires": 100},
     },
     # The Kubernetes API only shows pods that still exist: a finished pod is deleted (by its Job's
     # TTL, a CronJob's history limit, or the pod garbage collector) soon after it ends, and its

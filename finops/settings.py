@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "finops.budgets",
     "finops.audit",
     "finops.chargeback",
+    "finops.pipeline",
     "finops.api",
     "finops.web",
     "finops.demo",
@@ -205,8 +206,15 @@ FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES = env.list(
 # Absolute links in emails (no request to build them from in a worker).
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 
-# Run after every import for the billing months it touched (found by name: see reattribute.py).
-FINOPS_REATTRIBUTE_TASK = "finops.attribution.tasks.attribute_month"
+# Crash safety (billing_ingest.heartbeat, finops.pipeline): a running step touches its row every
+# HEARTBEAT_SECONDS; one silent for HEARTBEAT_TIMEOUT belongs to a dead worker and is failed
+# with that reason. A pipeline run waiting in the queue with no step running is given up on
+# after QUEUED_TIMEOUT (a long backlog is not a dead worker). Commands poll every POLL_SECONDS.
+FINOPS_WORKER_HEARTBEAT_SECONDS = env.float("FINOPS_WORKER_HEARTBEAT_SECONDS", default=30)
+FINOPS_WORKER_HEARTBEAT_TIMEOUT = env.float("FINOPS_WORKER_HEARTBEAT_TIMEOUT", default=5 * 60)
+FINOPS_PIPELINE_QUEUED_TIMEOUT = env.float("FINOPS_PIPELINE_QUEUED_TIMEOUT", default=3 * 3600)
+FINOPS_PIPELINE_RETRY_SECONDS = env.float("FINOPS_PIPELINE_RETRY_SECONDS", default=10)
+FINOPS_COMMAND_POLL_SECONDS = env.float("FINOPS_COMMAND_POLL_SECONDS", default=2)
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False
@@ -282,10 +290,20 @@ CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = env.str(
     "CELERY_RESULT_BACKEND", default=CELERY_BROKER_URL if CELERY_BROKER_URL else "cache+memory://"
 )
+# A task is acknowledged when it ends, and a worker that died (SIGKILL, OOM, lost node) leaves
+# it to be delivered again: every task is idempotent, so the redelivery finishes the work.
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
+# Redis (and SQS) redeliver a message not acknowledged within the visibility timeout, even to a
+# second worker while the first still runs it: it must outlast the longest hard time limit,
+# fetch_billing_source's 2 h 5 min (tests/test_pipeline.py checks every task). A dead worker is
+# found long before by its heartbeat; the redelivery only finishes what it left.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3 * 3600),
+}
 CELERY_TIMEZONE = "UTC"
 
 EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")

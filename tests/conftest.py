@@ -107,20 +107,39 @@ def _worker_wanted() -> bool:
 
 
 @pytest.fixture
-def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[Path]:
+def worker_env() -> dict[str, str]:
+    """Extra environment for the worker process (a test module may override this fixture,
+    e.g. tests/test_crash_safety.py sets short heartbeats and a fault to inject)."""
+    return {}
+
+
+@pytest.fixture
+def celery_worker_process(
+    transactional_db: None, tmp_path: Path, worker_env: dict[str, str]
+) -> Iterator[Path]:
     if not _worker_wanted():
         if os.environ.get("FINOPS_REQUIRE_WORKER") == "1":
             pytest.fail("FINOPS_REQUIRE_WORKER=1 but no broker or no PostgreSQL configured")
         pytest.skip("needs CELERY_BROKER_URL and PostgreSQL (CI's second pass)")
+    celery_app.control.purge()
+    log = tmp_path / "worker.log"
+    worker = worker_start(worker_env, log)
+    try:
+        yield log
+    finally:
+        worker_stop(worker)
+
+
+def worker_start(extra_env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start a worker on the test database and wait until it answers a ping."""
     test_db = connection.settings_dict
     env = dict(os.environ)
     env["DATABASE_URL"] = (
         f"postgres://{test_db['USER']}@{test_db['HOST'] or '127.0.0.1'}:"
         f"{test_db['PORT'] or 5432}/{test_db['NAME']}"
     )
-    celery_app.control.purge()
-    log = tmp_path / "worker.log"
-    with log.open("w") as log_handle:
+    env.update(extra_env)
+    with log.open("a") as log_handle:
         worker = subprocess.Popen(
             [
                 sys.executable,
@@ -141,12 +160,18 @@ def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[Pa
             stdout=log_handle,
             stderr=subprocess.STDOUT,
         )
-        try:
-            _wait_for_worker(worker, log)
-            yield log
-        finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+    try:
+        _wait_for_worker(worker, log)
+    except BaseException:
+        worker_stop(worker)
+        raise
+    return worker
+
+
+def worker_stop(worker: subprocess.Popen[bytes]) -> None:
+    if worker.poll() is None:
+        worker.terminate()
+    worker.wait(timeout=30)
 
 
 def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path) -> None:

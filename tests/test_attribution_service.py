@@ -16,8 +16,8 @@ from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution import services
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_run
-from finops.attribution.tasks import attribute_open_months
 from finops.org.models import MappingRule, Team
+from finops.pipeline.tasks import pipeline_open_months
 
 pytestmark = pytest.mark.django_db
 
@@ -280,7 +280,7 @@ def test_open_months_attributes_months_with_line_items():
         charge_period_start=start, charge_period_end=start + dt.timedelta(hours=1),
         billed_cost=Decimal(1), effective_cost=Decimal(1), billing_currency="USD",
     )  # fmt: skip
-    assert attribute_open_months() == [this_month.strftime("%Y-%m")]
+    assert pipeline_open_months() == [this_month.strftime("%Y-%m")]
     assert AttributionRun.objects.get().billing_period == this_month
     assert AllocatedCost.objects.get().amount == Decimal(1)
 

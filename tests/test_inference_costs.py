@@ -197,13 +197,13 @@ def test_unit_cost_rounds_half_even():
 
 @pytest.mark.django_db
 def test_attributing_a_month_rebuilds_its_endpoint_costs(monkeypatch):
-    # The attribution task announces the month; the inference app rebuilds from the new ledger.
+    # The pipeline's step after attribution rebuilds the month's endpoint costs from the ledger.
     from django.core.management import call_command
 
-    from finops.inference import services
+    from finops.inference import tasks
 
     months = []
-    monkeypatch.setattr(services, "endpoint_costs_rebuild", lambda *, month: months.append(month))
+    monkeypatch.setattr(tasks, "endpoint_costs_rebuild", lambda *, month: months.append(month))
     call_command("attribute", "--month", "2025-09")
     assert months == [dt.date(2025, 9, 1)]
 

@@ -10,7 +10,11 @@ batches, marks it SUCCEEDED with the parts' summed totals) or, if any part faile
 batch's own rows and marks it FAILED with that part's error: the previous data is untouched.
 
 Interrupted imports: a worker killed mid-part rolls its transaction back (the part stays
-PENDING; acks_late redelivers it). A batch left RUNNING for good (its messages lost, or the
+PENDING; acks_late redelivers it). While a part loads, a heartbeat thread touches the batch; a
+RUNNING batch whose heartbeat stopped is failed by whoever looks first (the waiting command, the
+watchdog: services.batches.import_batch_fail_if_dead), its rows deleted, the previous data kept.
+A lost database connection is not the file's fault: the part stays PENDING and the task retries.
+A batch left RUNNING for good (its messages lost, or the
 process running an eager import killed) holds invisible rows; importing the same delivery again
 abandons it (rows deleted, status FAILED, see billing_batch_create), and any later swap of the
 same source deletes its rows in the periods swapped.
@@ -28,12 +32,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from billing_ingest.copy_load import bulk_load, bulk_load_table
 from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
+from billing_ingest.faults import fault_point
+from billing_ingest.heartbeat import heartbeat
+from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, MonthChange
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.values import (
     GZIP_MAGIC,
@@ -43,7 +49,13 @@ from billing_ingest.parsers.values import (
     LineItemTable,
 )
 from billing_ingest.prefetch import prefetched
-from billing_ingest.services.batches import file_sha256, import_batch_claim, import_batch_record
+from billing_ingest.services.batches import (
+    file_sha256,
+    import_batch_claim,
+    import_batch_record,
+    import_batch_touch,
+)
+from billing_ingest.services.months import month_changes_record
 
 logger = logging.getLogger("finops.billing_ingest")
 
@@ -281,8 +293,17 @@ def billing_part_ingest(*, part_id: int) -> ImportBatchPart:
     part = ImportBatchPart.objects.get(id=part_id)
     if part.status != ImportBatchPart.Status.PENDING:
         return part
+    import_batch_touch(batch_id=part.batch_id)
     try:
-        _part_load(part_id)
+        with heartbeat(lambda: import_batch_touch(batch_id=part.batch_id)):
+            _part_load(part_id)
+        fault_point("commit")
+    except (OperationalError, InterfaceError):
+        # The connection dropped (server restart, failover, pg_terminate_backend): the load's
+        # transaction is gone, the part is still PENDING. Raise for the task to retry, on a
+        # fresh connection.
+        _close_broken_connection()
+        raise
     except ImportFormatError as exc:
         _part_fail(part, error=str(exc))
     except Exception as exc:  # anything else still fails the part, with the reason kept
@@ -310,6 +331,11 @@ def _part_load(part_id: int) -> None:
         _record_success(part, totals, status=ImportBatchPart.Status.SUCCEEDED)
 
 
+def _close_broken_connection() -> None:
+    if not connection.in_atomic_block:
+        connection.close()
+
+
 def _part_fail(part: ImportBatchPart, *, error: str) -> None:
     count = ImportBatchPart.objects.filter(batch_id=part.batch_id).count()
     if count > 1:
@@ -334,6 +360,7 @@ def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
             constants = {"batch_id": batch.pk, "source": batch.source}
             bulk_load_table(CostLineItem, chunk.table, constants=constants)
             totals.add_table(chunk.table)
+            fault_point("copy")
             continue
         totals.take_notes(chunk)
         for item in chunk:
@@ -341,6 +368,7 @@ def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
             item["source"] = batch.source
         bulk_load(CostLineItem, chunk)
         totals.add(chunk)
+        fault_point("copy")
     return totals
 
 
@@ -370,6 +398,14 @@ def billing_batch_finish(*, batch_id: int) -> ImportBatch:
         _lock_source(batch.source)
         _supersede(batch, periods=totals.periods)
         _record_success(batch, totals, status=ImportBatch.Status.SUCCEEDED)
+        # In the same transaction: whoever settles the batch (this command, a chord callback,
+        # a redelivered part's), its months are queued for the pipeline or none of it happened.
+        month_changes_record(
+            months=batch.billing_periods,
+            kind=MonthChange.Kind.BILLING,
+            batch_id=batch.pk,
+            start_pipeline=batch.pipeline != ImportBatch.Pipeline.OFF,
+        )
     return batch
 
 

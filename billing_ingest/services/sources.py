@@ -22,9 +22,9 @@ from django.utils import timezone
 
 from billing_ingest.models import BillingSource, ImportBatch
 from billing_ingest.parsers import billing_parser
-from billing_ingest.reattribute import billing_months_touched
 from billing_ingest.services.billing import billing_batch_ingest
 from billing_ingest.services.deliveries import UriRefresh, billing_uri_refresh
+from billing_ingest.services.months import billing_months_touched
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.aws_data_exports import aws_export_discover
 from billing_ingest.sources.transient import source_error_transient

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import chord, group, shared_task
+from celery import chord, current_app, group, shared_task
 from celery.result import AsyncResult
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 
+from billing_ingest.models import ImportBatch
+from billing_ingest.services.batches import import_batch_fail
 from billing_ingest.services.billing import (
     billing_batch_finish,
     billing_batch_ingest,
     billing_batch_start,
     billing_part_ingest,
 )
+from billing_ingest.tasks.pipeline import pipeline_kick
 
 __all__ = [
     "billing_batch_dispatch",
@@ -23,14 +27,27 @@ __all__ = [
     "ingest_billing_part",
 ]
 
+# acks_late + reject_on_worker_lost (settings): a worker killed mid-task leaves its message to
+# be delivered again, and every task here is idempotent, so the redelivery finishes the work.
 _LIMITS: dict[str, Any] = {
     "acks_late": True,
+    "reject_on_worker_lost": True,
     "soft_time_limit": settings.CELERY_TASK_SOFT_TIME_LIMIT,
     "time_limit": settings.CELERY_TASK_TIME_LIMIT,
 }
+# A dropped database connection (restart, failover) is the only transient failure of a load:
+# the part is still PENDING and loads again on a fresh connection. Bad files are not retried.
+_TRANSIENT = (OperationalError, InterfaceError)
 
 
-@shared_task(name="billing_ingest.tasks.billing.ingest_billing_part", **_LIMITS)
+@shared_task(
+    name="billing_ingest.tasks.billing.ingest_billing_part",
+    autoretry_for=_TRANSIENT,
+    max_retries=3,
+    retry_backoff=2,
+    retry_jitter=False,
+    **_LIMITS,
+)
 def ingest_billing_part(part_id: int) -> dict[str, Any]:
     """Load one part of a running batch. Never raises for a bad file: the failure is recorded on
     the part (and returned) so the chord callback always runs and fails the batch with it."""
@@ -45,7 +62,15 @@ def finish_billing_batch(
     """Chord callback (and its error path): swap the batch in or fail it, in one transaction.
     The part rows in the database decide, not ``part_results`` (absent on the error path)."""
     batch = billing_batch_finish(batch_id=batch_id)
+    _settled(batch)
     return {"batch_id": batch.pk, "status": batch.status, "error": batch.error}
+
+
+def _settled(batch: ImportBatch) -> None:
+    # Also when this run found the batch already settled (a redelivered callback): waking the
+    # pipeline twice is harmless, as a month change is claimed once.
+    if batch.status == ImportBatch.Status.SUCCEEDED and batch.pipeline == ImportBatch.Pipeline.AUTO:
+        pipeline_kick()
 
 
 @shared_task(name="billing_ingest.tasks.billing.ingest_billing_batch", **_LIMITS)
@@ -53,6 +78,7 @@ def ingest_billing_batch(batch_id: int) -> dict[str, Any]:
     """Import a whole batch in one task, parts one after another (no fan-out). Kept for callers
     that want one task; ingest_billing uses billing_batch_dispatch."""
     batch = billing_batch_ingest(batch_id=batch_id)
+    _settled(batch)
     return {"batch_id": batch.pk, "status": batch.status, "error": batch.error}
 
 
@@ -62,11 +88,20 @@ def billing_batch_dispatch(*, batch_id: int) -> AsyncResult[Any] | None:
 
     A part task that dies without returning (hard time limit, lost worker) makes the chord
     fail instead of calling back: the link_error then runs the same finish, which fails the
-    batch naming that part. Eager (no broker), the whole chord runs inline here."""
+    batch naming that part. Eager (no broker), the whole chord runs inline here. A broker that
+    cannot be reached fails the batch at once (nothing was queued, the previous data stays) and
+    raises."""
     part_ids = billing_batch_start(batch_id=batch_id)
     if not part_ids:
         return None
     callback = finish_billing_batch.s(batch_id=batch_id)
     callback.on_error(finish_billing_batch.si(batch_id=batch_id))
     header = group(ingest_billing_part.s(part_id) for part_id in part_ids)
-    return chord(header, callback).apply_async()
+    try:
+        return chord(header, callback).apply_async()
+    except Exception as exc:
+        # Eager, the exception comes from running a task inline: the caller fails the batch.
+        if not current_app.conf.task_always_eager:
+            error = f"could not queue the import (broker unreachable?): {type(exc).__name__}: {exc}"
+            import_batch_fail(batch_id=batch_id, error=error)
+        raise

@@ -8,8 +8,6 @@ from dataclasses import asdict
 from typing import Any
 
 from celery import Task, shared_task
-from django.conf import settings
-from django.utils.module_loading import import_string
 
 from billing_ingest.services.sources import (
     FETCH_SOFT_TIME_LIMIT,
@@ -18,6 +16,7 @@ from billing_ingest.services.sources import (
     billing_source_ids_enabled,
 )
 from billing_ingest.sources import SourceFetchError
+from billing_ingest.tasks.pipeline import pipeline_kick
 
 __all__ = ["fetch_billing_source", "fetch_billing_sources_all"]
 
@@ -46,26 +45,18 @@ def fetch_billing_source(self: Task, source_id: int, force: bool = False) -> dic
     Only transient failures (connection refused, timeouts, throttling, 5xx) are retried, with
     backoff; a refusal (access denied, bad credentials) or an unusable export or format fails
     at once, as retrying would only repeat it. Safe to run twice: the claim lets one run fetch
-    and the other skip (also a copy the broker redelivers while this one still runs: acks_late,
-    and Redis redelivers after its one-hour visibility timeout), and a delivery seen before is
-    not downloaded again (or, forced, is a duplicate)."""
+    and the other skip (also a copy the broker redelivers: acks_late, and Redis redelivers after
+    CELERY_VISIBILITY_TIMEOUT), and a delivery seen before is not downloaded again (or, forced,
+    is a duplicate)."""
     result = billing_source_fetch(source_id=source_id, force=force)
     if result.transient and self.request.retries < MAX_RETRIES:
         countdown = RETRY_BACKOFF * 2**self.request.retries
         raise self.retry(exc=SourceFetchError(result.message), countdown=countdown)
-    _reattribute(result.months)
+    if result.months:
+        # Each batch that settled recorded its months (the nightly run only covers the current
+        # and previous month; restatements reach further back): start their pipeline now.
+        pipeline_kick()
     return asdict(result)
-
-
-def _reattribute(months: list[str]) -> None:
-    """Queue attribution of the months the fetch changed (the nightly run only covers the
-    current and previous month; restatements reach further back). Not waited for."""
-    task = import_string(settings.FINOPS_REATTRIBUTE_TASK)
-    for month in months:
-        try:
-            task.delay(month)
-        except Exception:  # the import itself succeeded; eager runs raise here
-            logger.exception("re-attributing %s after a billing source fetch failed", month)
 
 
 @shared_task(

@@ -178,6 +178,12 @@ class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
     unallocated = money(source="total.unallocated")
     difference = money(source="total.difference")
     by_account = ReconciliationAccountSerializer(many=True)
+    stale = serializers.BooleanField(
+        help_text="True while the ledger may lag the bill: line items changed after the last "
+        "successful attribution, or an attribution is running or failed. The difference is "
+        "then not final."
+    )
+    stale_reason = serializers.CharField(help_text="Why it is stale; empty when not.")
     converted = ConvertedTotalSerializer(
         help_text="The month's ledger in the reporting currency at per-day FX rates; "
         "information only: reconciliation itself stays in native currencies."

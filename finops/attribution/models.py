@@ -163,6 +163,12 @@ class AttributionRun(models.Model):
     jobs = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
+    # When the run began to read its inputs (after waiting for another run of the month): a
+    # billing change committed after this is not in its ledger (the reconciliation says stale).
+    inputs_at = models.DateTimeField(null=True, blank=True)
+    # Touched by the worker while it runs (billing_ingest.heartbeat): a RUNNING run whose
+    # heartbeat is old belongs to a dead worker.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -23,9 +23,15 @@ from django.conf import settings
 from django.db.models import FloatField, Q, QuerySet, Sum
 from django.db.models.functions import Cast
 
-from billing_ingest.models import CostLineItem, JobRecord
+from billing_ingest.models import CostLineItem, JobRecord, MonthChange
 from billing_ingest.money import MoneySum
-from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.attribution.models import (
+    AllocatedCost,
+    AttributionRun,
+    Category,
+    RunCost,
+    TeamDailyCost,
+)
 from finops.currency.selectors import Converter, FxRateMissing, converter_for, money_round
 from finops.org.models import Team
 
@@ -359,10 +365,48 @@ class Reconciliation:
     # For information only: the whole ledger in the reporting currency (converted per day).
     # The rows above stay native, because they must match the invoices to the cent.
     converted: Reporting | None = None
+    # Why the ledger may not match the bill yet ("" when it is current): see month_staleness.
+    stale_reason: str = ""
 
     @property
     def balanced(self) -> bool:
         return all(row.balanced for row in self.by_account)
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.stale_reason)
+
+
+def month_staleness(*, month: date) -> str:
+    """Why the month's ledger may lag its bill, or "" when it is current: an attribution is
+    running or the last one failed, or line items changed (a billing batch settled) after the
+    inputs of the last successful attribution were read, or the month was never attributed.
+    A worker killed mid-import or mid-attribution can leave the month so; the page and the API
+    say it rather than show a difference without a reason."""
+    runs = AttributionRun.objects.filter(billing_period=month)
+    latest = runs.order_by("-id").first()
+    if latest is not None and latest.status == AttributionRun.Status.RUNNING:
+        return "attribution is running"
+    if latest is not None and latest.status == AttributionRun.Status.FAILED:
+        return f"the last attribution failed: {latest.error}"
+    succeeded = runs.filter(status=AttributionRun.Status.SUCCEEDED).order_by("-id").first()
+    if succeeded is None:
+        billed = CostLineItem.objects.settled().filter(billing_period=month).exists()
+        return "the month's line items have not been attributed yet" if billed else ""
+    as_of = succeeded.inputs_at or succeeded.started_at
+    change = (
+        MonthChange.objects.filter(
+            month=month, kind=MonthChange.Kind.BILLING, changed_at__gte=as_of
+        )
+        .order_by("-changed_at")
+        .first()
+    )
+    if change is None:
+        return ""
+    return (
+        f"line items changed at {change.changed_at:%Y-%m-%d %H:%M:%S} UTC, after the last "
+        f"attribution read them ({as_of:%Y-%m-%d %H:%M:%S} UTC); it is queued"
+    )
 
 
 def reconciliation_for_month(
@@ -421,6 +465,7 @@ def reconciliation_for_month(
             currency=reporting_currency or settings.FINOPS_REPORTING_CURRENCY,
             native={row.currency: row.attributed_total for row in per_currency.values()},
         ),
+        stale_reason=month_staleness(month=month),
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gc
+import hashlib
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -24,11 +25,13 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from django.db import connections, models, transaction
+from django.db import InterfaceError, OperationalError, connection, connections, models, transaction
 from django.db.models import F, Func, Max, Min, Q
 from django.db.models.sql.constants import MULTI
 from django.utils import timezone
 
+from billing_ingest.faults import fault_point
+from billing_ingest.heartbeat import dead_worker_message, heartbeat, heartbeat_deadline
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord, job_gpus_exact
 from billing_ingest.money import MoneyField, MoneySum
 from finops.attribution import engine
@@ -749,22 +752,19 @@ def attribution_run(*, month: dt.date) -> AttributionRun:
     """Attribute a billing month: replace its ledger and rollups in one transaction.
 
     Idempotent (same inputs, same rows). On error the run is recorded FAILED with the message,
-    the month's previous rows stay as they were, and the error is re-raised.
+    the month's previous rows stay as they were, and the error is re-raised. Runs of the month
+    left RUNNING by a dead worker (no heartbeat) are marked FAILED first.
     """
     month = month_start(month)
-    run = AttributionRun.objects.create(billing_period=month)
+    attribution_runs_fail_dead(month=month)
+    run = AttributionRun.objects.create(billing_period=month, heartbeat_at=timezone.now())
     try:
-        with transaction.atomic():
-            # Serialise runs of one month: a second run waits here until the first commits, then
-            # deletes its rows instead of inserting beside them.
-            list(
-                AttributionRun.objects.select_for_update()
-                .filter(billing_period=month)
-                .order_by("id")
-                .values_list("id", flat=True)
-            )
+        with heartbeat(lambda: _touch(run.pk)), transaction.atomic():
+            _lock_month(month)
+            AttributionRun.objects.filter(pk=run.pk).update(inputs_at=timezone.now())
             with _gc_paused():
                 inputs, line_count = _load(month)
+                fault_point("attribute")
                 _write(month, inputs)
             run.status = AttributionRun.Status.SUCCEEDED
             run.line_items = line_count
@@ -773,7 +773,9 @@ def attribution_run(*, month: dt.date) -> AttributionRun:
             run.save(update_fields=["status", "line_items", "jobs", "finished_at"])
     except Exception as exc:
         logger.exception("attribution of %s failed", month)
-        AttributionRun.objects.filter(pk=run.pk).update(
+        if isinstance(exc, OperationalError | InterfaceError) and not connection.in_atomic_block:
+            connection.close()  # dropped: record the failure on a fresh connection
+        AttributionRun.objects.filter(pk=run.pk, status=AttributionRun.Status.RUNNING).update(
             status=AttributionRun.Status.FAILED,
             error=f"{type(exc).__name__}: {exc}",
             finished_at=timezone.now(),
@@ -781,6 +783,47 @@ def attribution_run(*, month: dt.date) -> AttributionRun:
         run.refresh_from_db()
         raise
     return run
+
+
+def _touch(run_id: int) -> None:
+    AttributionRun.objects.filter(pk=run_id, status=AttributionRun.Status.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )
+
+
+def _lock_month(month: dt.date) -> None:
+    """Serialise runs of one month: a second run waits here until the first commits, then
+    deletes its rows instead of inserting beside them. An advisory lock rather than a lock on
+    the runs' rows, so the heartbeat thread can still touch this run's row while it waits.
+    SQLite serialises every write transaction already."""
+    if connection.vendor != "postgresql":
+        return
+    key = int.from_bytes(hashlib.sha256(f"attribution:{month}".encode()).digest()[:8], "big")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [key - 2**63])
+
+
+def attribution_runs_fail_dead(*, month: dt.date | None = None) -> list[int]:
+    """Mark FAILED the RUNNING runs (of one month, or all) whose worker stopped its heartbeat.
+    Their transaction died with the worker: the month kept its previous ledger."""
+    runs = AttributionRun.objects.filter(
+        status=AttributionRun.Status.RUNNING, heartbeat_at__lt=heartbeat_deadline()
+    )
+    if month is not None:
+        runs = runs.filter(billing_period=month_start(month))
+    failed: list[int] = []
+    for run_id, last in runs.values_list("id", "heartbeat_at"):
+        updated = AttributionRun.objects.filter(
+            pk=run_id, status=AttributionRun.Status.RUNNING, heartbeat_at=last
+        ).update(
+            status=AttributionRun.Status.FAILED,
+            error=dead_worker_message(last),
+            finished_at=timezone.now(),
+        )
+        if updated:
+            logger.warning("attribution run %s failed: its worker died", run_id)
+            failed.append(run_id)
+    return failed
 
 
 # Reads used by the command's summary (kept here, next to what they check).

@@ -27,7 +27,14 @@ def ingest_inference_batch(batch_id: int) -> dict[str, Any]:
     }
 
 
-@shared_task(soft_time_limit=SOFT_TIME_LIMIT, time_limit=TIME_LIMIT)
-def rebuild_endpoint_costs(month: str) -> int:
-    """Rebuild one billing month's ("YYYY-MM") EndpointCost rows; idempotent."""
+@shared_task(
+    name="finops.inference.tasks.rebuild_endpoint_costs",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=SOFT_TIME_LIMIT,
+    time_limit=TIME_LIMIT,
+)
+def rebuild_endpoint_costs(month: str, pipeline_run_id: int | None = None) -> int:
+    """Rebuild one billing month's ("YYYY-MM") EndpointCost rows from its ledger; idempotent.
+    The pipeline's step after attribution (finops.pipeline.steps)."""
     return endpoint_costs_rebuild(month=parse_month(month))

@@ -27,6 +27,8 @@ urlpatterns = [
     path("pricing/settings/", pricing_views.pricing_settings, name="pricing_settings"),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("imports/", views.import_batches, name="imports"),
+    path("pipeline/", views.pipeline, name="pipeline"),
+    path("pipeline/run/", views.pipeline_run_again, name="pipeline-run"),
     path("endpoints/", views.endpoints, name="endpoints"),
     # Endpoint names come from labels and CSVs: <path:> keeps a "/" in one whole.
     path("endpoints/<path:name>/", views.endpoint_detail, name="endpoint"),

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from datetime import date
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.views.decorators.http import require_POST
 
 from billing_ingest.models import ImportBatch
 from finops.anomalies.selectors import open_anomaly_counts
@@ -21,6 +23,8 @@ from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
+from finops.pipeline.selectors import pipeline_last_runs
+from finops.pipeline.tasks import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 
 
@@ -138,6 +142,32 @@ def import_batches(request: HttpRequest) -> HttpResponse:
     paginator = Paginator(ImportBatch.objects.order_by("-created_at", "-id"), 50)
     page = paginator.get_page(request.GET.get("page"))
     return render(request, "web/imports.html", {"page": page})
+
+
+@login_required
+def pipeline(request: HttpRequest) -> HttpResponse:
+    """Each month's last pipeline run, step by step (finance only)."""
+    _require_finance(request)
+    return render(request, "web/pipeline.html", {"runs": pipeline_last_runs()})
+
+
+@require_POST
+@login_required
+def pipeline_run_again(request: HttpRequest) -> HttpResponse:
+    """Queue a new run of a month's pipeline; an unreachable broker is said, not a 500."""
+    _require_finance(request)
+    try:
+        month = month_parse(request.POST.get("month", ""))
+    except ValueError as exc:
+        raise BadRequest("month must be YYYY-MM") from exc
+    try:
+        [run] = pipeline_start(months=[month], reason=f"run again by {request.user}")
+    except PipelineQueueError as exc:
+        messages.error(request, f"{month:%Y-%m}: not queued: {exc}")
+    else:
+        run.refresh_from_db()  # eager: it has already run
+        messages.success(request, f"{month:%Y-%m}: pipeline run {run.pk} {run.status}")
+    return redirect("web:pipeline")
 
 
 @login_required

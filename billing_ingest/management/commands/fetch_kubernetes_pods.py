@@ -14,9 +14,10 @@ from celery.exceptions import Retry
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from billing_ingest.models import Cluster, ImportBatch, KubernetesSource
-from billing_ingest.reattribute import job_months_touched, months_reattribute, report_reattribution
+from billing_ingest.management.pipeline import request_pipeline
+from billing_ingest.models import Cluster, ImportBatch, KubernetesSource, MonthChange
 from billing_ingest.services.jobs import cluster_get_or_create
+from billing_ingest.services.months import job_months_touched
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.kubernetes_api import kubernetes_source_configure
 from billing_ingest.tasks.kubernetes import TIME_LIMIT, fetch_kubernetes_pods_task
@@ -69,9 +70,7 @@ class Command(BaseCommand):
             )
         if not options["no_attribute"] and status == ImportBatch.Status.SUCCEEDED:
             months = job_months_touched(batch_ids=[summary["batch_id"]])
-            report_reattribution(
-                self, months_reattribute(months=months, timeout=options["timeout"])
-            )
+            request_pipeline(self, months=months, kind=MonthChange.Kind.JOBS)
 
     def _cluster(self, options: dict[str, Any]) -> Cluster:
         connection = options["kubeconfig"] or options["kubeconfig_env"] or options["in_cluster"]

@@ -10,6 +10,7 @@ a single file is a delivery of one part, so every import takes the same path.
 
 from __future__ import annotations
 
+import time
 from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
@@ -17,13 +18,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from billing_ingest.models import ImportBatch
+from billing_ingest.management.pipeline import start_pipeline
+from billing_ingest.models import ImportBatch, MonthChange
 from billing_ingest.parsers import billing_parser, billing_paths
-from billing_ingest.reattribute import (
-    billing_months_touched,
-    months_reattribute,
-    report_reattribution,
-)
+from billing_ingest.services.batches import import_batch_fail_if_dead, import_batch_pipeline_set
 from billing_ingest.services.billing import (
     BillingFile,
     billing_batch_create,
@@ -102,7 +100,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--no-attribute",
             action="store_true",
-            help="do not re-attribute the billing months the import touched (default: do)",
+            help=(
+                "do not start the pipeline (attribution, endpoint costs, ...) for the billing "
+                "months the import touched (default: do; the reconciliation says stale until "
+                "they are attributed)"
+            ),
         )
         parser.add_argument(
             "--timeout",
@@ -112,6 +114,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        self._no_attribute = bool(options["no_attribute"])
         format_name: str = options["format"]
         try:
             billing_parser(format_name)
@@ -183,10 +186,10 @@ class Command(BaseCommand):
     def _finish(self, batches: list[ImportBatch], *, options: dict[str, Any]) -> None:
         self._warn_self_superseded(batches)
         if not options["no_attribute"]:
-            months = billing_months_touched(batches=batches)
-            report_reattribution(
-                self, months_reattribute(months=months, timeout=options["timeout"])
-            )
+            # Settling each batch recorded its months; start their pipeline (finops.pipeline:
+            # attribute, endpoint costs, ...) once for all of them.
+            changed = MonthChange.objects.filter(batch_id__in=[b.pk for b in batches])
+            start_pipeline(self, months=changed.filter(start_pipeline=True))
         done = {ImportBatch.Status.SUCCEEDED, ImportBatch.Status.DUPLICATE}
         failed = [b for b in batches if b.status not in done]
         if failed:
@@ -212,14 +215,43 @@ class Command(BaseCommand):
 
     def _run_batch(self, batch: ImportBatch, *, timeout: float) -> ImportBatch:
         """Fan the batch's parts out over the workers and wait for the chord's swap."""
+        # One pipeline run per month once every batch is in (_finish), not one per file.
+        pipeline = ImportBatch.Pipeline.OFF if self._no_attribute else ImportBatch.Pipeline.CALLER
+        import_batch_pipeline_set(batch_id=batch.pk, pipeline=pipeline)
         try:
             result = billing_batch_dispatch(batch_id=batch.pk)
+        except Exception as exc:
+            batch.refresh_from_db()
+            if batch.status == ImportBatch.Status.FAILED:  # nothing could be queued
+                raise CommandError(f"{batch.file_name}: {batch.error}") from None
+            self._chord_broke(batch, exc)
+            result = None
+        try:
             if result is not None:
-                result.get(timeout=timeout)
+                self._wait(batch, result, timeout=timeout)
         except Exception as exc:
             self._chord_broke(batch, exc)
         batch.refresh_from_db()
         return batch
+
+    def _wait(self, batch: ImportBatch, result: Any, *, timeout: float) -> None:
+        """Wait for the chord in short polls; between them, a batch whose worker stopped its
+        heartbeat is failed (import_batch_fail_if_dead), so a dead worker is reported within
+        FINOPS_WORKER_HEARTBEAT_TIMEOUT, not when the broker redelivers its task."""
+        from celery.exceptions import TimeoutError as CeleryTimeout
+
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                result.get(timeout=max(min(settings.FINOPS_COMMAND_POLL_SECONDS, left), 0.05))
+                return
+            except CeleryTimeout:
+                now = import_batch_fail_if_dead(batch_id=batch.pk)
+                if now.status != ImportBatch.Status.RUNNING:
+                    return  # settled, failed, or found dead: the batch row says which
+                if time.monotonic() >= deadline:
+                    raise
 
     def _chord_broke(self, batch: ImportBatch, exc: Exception) -> None:
         """A part task died without returning (hard time limit, lost worker): the chord fails

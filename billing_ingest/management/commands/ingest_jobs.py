@@ -17,11 +17,12 @@ from typing import Any
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from billing_ingest.models import Cluster, ImportBatch
+from billing_ingest.management.pipeline import request_pipeline
+from billing_ingest.models import Cluster, ImportBatch, MonthChange
 from billing_ingest.parsers import billing_paths
-from billing_ingest.reattribute import job_months_touched, months_reattribute, report_reattribution
 from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.jobs import cluster_get_or_create
+from billing_ingest.services.months import job_months_touched
 from billing_ingest.tasks.jobs import TIME_LIMIT, ingest_jobs_batch
 
 SUPPORTED_FORMATS = ("slurm", "kubernetes", "opencost")
@@ -103,9 +104,7 @@ class Command(BaseCommand):
         ]
         if not options["no_attribute"]:
             months = job_months_touched(batch_ids=batch_ids)
-            report_reattribution(
-                self, months_reattribute(months=months, timeout=options["timeout"])
-            )
+            request_pipeline(self, months=months, kind=MonthChange.Kind.JOBS)
         if failed:
             raise CommandError(f"{len(failed)} of {len(paths)} file(s) failed")
 

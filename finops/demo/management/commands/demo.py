@@ -4,7 +4,7 @@ Writes the month under --out/<month>/ in each source's own format (AWS CUR 2.0, 
 export, Azure EA amortised cost details, CoreWeave usage priced by contract rates, an Oracle FOCUS
 1.2 file; sacct logs, a Kubernetes pod list, vLLM counters as Prometheus query_range exports),
 then runs the same commands a user runs: ingest_billing, ingest_jobs, ingest_inference (each
-with --no-attribute / --no-rollup), and attribute once at the end, whose signal rebuilds the
+with --no-attribute / --no-rollup), and attribute once at the end, whose pipeline rebuilds the
 endpoint costs. Safe to re-run: the files are byte-identical for a seed, so ingest skips them,
 and attribution replaces its rows.
 """

@@ -1,0 +1,37 @@
+"""Wake the pipeline after a batch settled, without importing it.
+
+billing_ingest is the bottom layer: finops.pipeline (above attribution, inference, budgets,
+anomalies) reads billing_ingest, never the other way. A settled batch has already recorded its
+months as MonthChange rows in the transaction that settled it; this only asks the pipeline to
+claim them now rather than at the watchdog's next sweep (finops/celery.py). Sending the task by
+name keeps the import graph one-way: if the message is lost (broker down, worker killed right
+after the commit), the rows are still there and the sweep starts their pipeline.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import signature
+
+logger = logging.getLogger("finops.billing_ingest")
+
+# finops.pipeline.tasks.start_pending_pipelines
+PIPELINE_START_TASK = "finops.pipeline.start_pending"
+
+
+def pipeline_kick(*, wait: float | None = None) -> dict[str, dict[str, Any]] | None:
+    """Queue the pipeline's claim of pending month changes (run inline when Celery is eager,
+    as the task is registered by name). With ``wait``, wait that long for the claim and return
+    {"YYYY-MM": {"run", "status", "error"}} of the runs it started. Never raises: the import
+    itself succeeded, and its months wait for the watchdog if this fails."""
+    try:
+        result = signature(PIPELINE_START_TASK).apply_async()
+        if wait is None:
+            return None
+        outcome: dict[str, dict[str, Any]] = result.get(timeout=wait)
+        return outcome
+    except Exception:
+        logger.warning("could not queue %s; the watchdog will", PIPELINE_START_TASK, exc_info=True)
+        return None

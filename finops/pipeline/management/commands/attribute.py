@@ -1,0 +1,99 @@
+"""`manage.py attribute --month YYYY-MM`: run the month's pipeline (attribute, then the steps
+that read the ledger), wait for it, and show that the month adds up."""
+
+from __future__ import annotations
+
+import time
+from argparse import ArgumentParser, ArgumentTypeError
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from finops.attribution.services import (
+    attribution_runs_fail_dead,
+    month_category_totals,
+    month_conservation,
+    parse_month,
+)
+from finops.attribution.tasks import TIME_LIMIT
+from finops.pipeline.models import PipelineRun
+from finops.pipeline.selectors import pipeline_step_views
+from finops.pipeline.services import pipeline_runs_fail_dead
+from finops.pipeline.tasks import PipelineQueueError, pipeline_start
+
+
+def _month(text: str) -> str:
+    try:
+        return parse_month(text).strftime("%Y-%m")
+    except ValueError as exc:
+        raise ArgumentTypeError(str(exc)) from None
+
+
+class Command(BaseCommand):
+    help = (
+        "Attribute a billing month's cost to teams, runs, idle and unallocated, then run the "
+        "pipeline's later steps (endpoint costs, ...) for it."
+    )
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--month", required=True, type=_month, help="billing month YYYY-MM")
+        parser.add_argument(
+            "--timeout",
+            type=float,
+            default=float(TIME_LIMIT + 60),
+            help="seconds to wait for the pipeline (a dead worker is reported much sooner)",
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        month: str = options["month"]
+        first = parse_month(month)
+        try:
+            [run] = pipeline_start(months=[first], reason="attribute command")
+        except PipelineQueueError as exc:
+            raise CommandError(f"attribution of {month} not started: {exc}") from None
+        run = self._wait(run, timeout=options["timeout"])
+        for view in pipeline_step_views(run):
+            step = view.step
+            error = f": {step.error}" if step.error else ""
+            self.stdout.write(f"  step {step.key:<16} {step.status}{error}")
+        if run.status != PipelineRun.Status.SUCCEEDED:
+            raise CommandError(
+                f"{month}: pipeline run {run.pk} {run.status}: {run.error} "
+                "(the month keeps its previous ledger; run the command again)"
+            )
+        self.stdout.write(f"{month}: pipeline run {run.pk} succeeded")
+        self._report(first)
+
+    def _wait(self, run: PipelineRun, *, timeout: float) -> PipelineRun:
+        """Poll the run; a step whose worker stopped its heartbeat fails the run (and its
+        attribution run) within FINOPS_WORKER_HEARTBEAT_TIMEOUT, not when the broker
+        redelivers the step."""
+        deadline = time.monotonic() + timeout
+        while True:
+            run.refresh_from_db()
+            if run.status in (PipelineRun.Status.SUCCEEDED, PipelineRun.Status.FAILED):
+                return run
+            if pipeline_runs_fail_dead(run_id=run.pk):
+                attribution_runs_fail_dead(month=run.month)
+                continue
+            if time.monotonic() >= deadline:
+                raise CommandError(
+                    f"pipeline run {run.pk} still {run.status} after {timeout:g} s; see /pipeline/"
+                )
+            time.sleep(settings.FINOPS_COMMAND_POLL_SECONDS)
+
+    def _report(self, first: Any) -> None:
+        for (currency, category), total in month_category_totals(month=first).items():
+            self.stdout.write(f"  {category:<12} {total:>24} {currency}")
+        unbalanced = 0
+        for (provider, account, currency), sums in month_conservation(month=first).items():
+            self.stdout.write(
+                f"  conservation {provider or '-'} / {account or '-'} {currency}: "
+                f"billed {sums['billed']} allocated {sums['allocated']} "
+                f"difference {sums['difference']:f}"
+            )
+            unbalanced += sums["difference"] != 0
+        if unbalanced:
+            raise CommandError(f"{unbalanced} provider/account/currency totals do not add up")
+        self.stdout.write(self.style.SUCCESS("conservation check: difference 0"))

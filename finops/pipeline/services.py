@@ -1,0 +1,217 @@
+"""Writes of the pipeline: runs and their steps, claims of month changes, dead workers.
+
+A run moves PENDING -> RUNNING (its first step began) -> SUCCEEDED (its last step ended) or
+FAILED (a step failed, its worker died, or it could not be queued). Its steps are copied from
+finops.pipeline.steps.STEPS when it is created. Every transition is a conditional UPDATE or a
+locked row, so a step the broker delivers twice (acks_late after a worker died) runs again
+harmlessly and never moves a finished run back.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from billing_ingest.heartbeat import dead_worker_message, heartbeat_deadline
+from billing_ingest.models import MonthChange
+from finops.pipeline.models import PipelineRun, PipelineStep
+from finops.pipeline.steps import STEPS
+
+logger = logging.getLogger(__name__)
+
+# A run whose worker died is started again this many times in all, by the watchdog.
+MAX_ATTEMPTS = 3
+_DONE = (PipelineRun.Status.SUCCEEDED, PipelineRun.Status.FAILED)
+_STEP_DONE = (PipelineStep.Status.SUCCEEDED, PipelineStep.Status.SKIPPED)
+
+
+def pipeline_run_create(
+    *, month: dt.date, reason: str, retry_of: PipelineRun | None = None
+) -> PipelineRun:
+    """Record a PENDING run of every step for the month (first day). The caller queues it."""
+    with transaction.atomic():
+        run = PipelineRun.objects.create(
+            month=month.replace(day=1),
+            reason=reason[:300],
+            attempt=retry_of.attempt + 1 if retry_of is not None else 1,
+            retry_of=retry_of,
+            heartbeat_at=timezone.now(),
+        )
+        PipelineStep.objects.bulk_create(
+            PipelineStep(run=run, index=i, key=step.key, task=step.task)
+            for i, step in enumerate(STEPS)
+        )
+    return run
+
+
+def pipeline_run_fail(*, run_id: int, error: str) -> None:
+    """End an unfinished run as FAILED: its running or pending steps too (the first one left
+    gets the error, the rest are skipped)."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = PipelineRun.objects.select_for_update().get(pk=run_id)
+        if run.status in _DONE:
+            return
+        open_steps = run.steps.exclude(status__in=[*_STEP_DONE, PipelineStep.Status.FAILED])
+        first = open_steps.order_by("index").first()
+        if first is not None:
+            PipelineStep.objects.filter(pk=first.pk).update(
+                status=PipelineStep.Status.FAILED, error=error, finished_at=now
+            )
+        later = open_steps if first is None else open_steps.exclude(pk=first.pk)
+        later.update(status=PipelineStep.Status.SKIPPED, finished_at=now)
+        step = f"step {first.key}: " if first is not None else ""
+        PipelineRun.objects.filter(pk=run_id).update(
+            status=PipelineRun.Status.FAILED, error=f"{step}{error}", finished_at=now
+        )
+
+
+def pipeline_changes_unclaim(*, run_id: int) -> None:
+    """The run could not be queued: give its month changes back for the next claim."""
+    MonthChange.objects.filter(pipeline_run_id=run_id).update(claimed_at=None, pipeline_run_id=None)
+
+
+def pipeline_changes_claim() -> list[PipelineRun]:
+    """Take every month change waiting for the pipeline; returns the runs to queue.
+
+    A month that already has a run waiting to start (PENDING) gets the change added to that
+    run: its attribution has not read anything yet, so it will include the change. The first
+    step locks the run row to start it, as this does to join it, so the two never cross."""
+    new_runs: list[PipelineRun] = []
+    with transaction.atomic():
+        waiting = MonthChange.objects.select_for_update(skip_locked=True).filter(
+            start_pipeline=True, claimed_at__isnull=True
+        )
+        by_month: dict[dt.date, list[MonthChange]] = defaultdict(list)
+        for change in waiting.order_by("id"):
+            by_month[change.month].append(change)
+        now = timezone.now()
+        for month, changes in sorted(by_month.items()):
+            run = (
+                PipelineRun.objects.select_for_update()
+                .filter(month=month, status=PipelineRun.Status.PENDING)
+                .order_by("-id")
+                .first()
+            )
+            if run is None:
+                run = pipeline_run_create(month=month, reason=_reason(changes))
+                new_runs.append(run)
+            MonthChange.objects.filter(id__in=[c.pk for c in changes]).update(
+                claimed_at=now, pipeline_run_id=run.pk
+            )
+    return new_runs
+
+
+def _reason(changes: Iterable[MonthChange]) -> str:
+    batches = sorted({c.batch_id for c in changes if c.batch_id is not None})
+    kinds = sorted({c.kind for c in changes if c.batch_id is None})
+    parts = [f"import batch {', '.join(map(str, batches))}"] if batches else []
+    parts += [f"{kind} import" for kind in kinds]
+    return "; ".join(parts) or "month changed"
+
+
+def pipeline_step_begin(*, run_id: int, index: int) -> PipelineStep | None:
+    """Mark a step RUNNING (and its run, if this is the first); None when it must not run: the
+    run already ended (failed, found dead, or done) or the step already finished. A step found
+    RUNNING is a redelivery after its worker died: it runs again (steps are idempotent)."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = PipelineRun.objects.select_for_update().get(pk=run_id)
+        if run.status in _DONE:
+            return None
+        step = run.steps.get(index=index)
+        if step.status in (*_STEP_DONE, PipelineStep.Status.FAILED):
+            return None
+        step.status = PipelineStep.Status.RUNNING
+        step.attempts += 1
+        step.started_at = step.started_at or now
+        step.heartbeat_at = now
+        step.error = ""
+        step.save(update_fields=["status", "attempts", "started_at", "heartbeat_at", "error"])
+        if run.status == PipelineRun.Status.PENDING:
+            run.status = PipelineRun.Status.RUNNING
+            run.started_at = now
+        run.heartbeat_at = now
+        run.save(update_fields=["status", "started_at", "heartbeat_at"])
+    return step
+
+
+def pipeline_step_touch(*, step_id: int, run_id: int) -> None:
+    now = timezone.now()
+    PipelineStep.objects.filter(pk=step_id, status=PipelineStep.Status.RUNNING).update(
+        heartbeat_at=now
+    )
+    PipelineRun.objects.filter(pk=run_id, status=PipelineRun.Status.RUNNING).update(
+        heartbeat_at=now
+    )
+
+
+def pipeline_step_retrying(*, step_id: int, error: str) -> None:
+    """A transient failure: the step stays RUNNING (it is queued again), with the reason."""
+    PipelineStep.objects.filter(pk=step_id, status=PipelineStep.Status.RUNNING).update(
+        error=f"retrying after: {error}", heartbeat_at=timezone.now()
+    )
+
+
+def pipeline_step_succeed(*, step_id: int) -> None:
+    now = timezone.now()
+    with transaction.atomic():
+        step = PipelineStep.objects.select_related("run").get(pk=step_id)
+        run = PipelineRun.objects.select_for_update().get(pk=step.run_id)
+        if run.status in _DONE:
+            return  # found dead meanwhile: its result stands, the step's work is idempotent
+        PipelineStep.objects.filter(pk=step_id).update(
+            status=PipelineStep.Status.SUCCEEDED, error="", finished_at=now, heartbeat_at=now
+        )
+        last = not run.steps.filter(index__gt=step.index).exists()
+        run.heartbeat_at = now
+        if last:
+            run.status = PipelineRun.Status.SUCCEEDED
+            run.finished_at = now
+        run.save(update_fields=["status", "finished_at", "heartbeat_at"])
+
+
+def pipeline_step_fail(*, step_id: int, error: str) -> None:
+    step = PipelineStep.objects.get(pk=step_id)
+    pipeline_run_fail(run_id=step.run_id, error=error)
+
+
+def pipeline_runs_fail_dead(*, run_id: int | None = None) -> list[PipelineRun]:
+    """Fail the unfinished runs (one, or all) whose worker died; returns them.
+
+    Dead: a step RUNNING whose heartbeat is older than FINOPS_WORKER_HEARTBEAT_TIMEOUT (its
+    worker was killed mid-step). A run with no step running (PENDING, or between two steps)
+    is only waiting in the queue, maybe behind a long backlog: it is dead only when nothing was
+    heard for FINOPS_PIPELINE_QUEUED_TIMEOUT (its message was lost)."""
+    queued_deadline = timezone.now() - dt.timedelta(seconds=settings.FINOPS_PIPELINE_QUEUED_TIMEOUT)
+    running_dead = Q(
+        steps__status=PipelineStep.Status.RUNNING, steps__heartbeat_at__lt=heartbeat_deadline()
+    )
+    queued_dead = Q(heartbeat_at__lt=queued_deadline) & ~Q(
+        steps__status=PipelineStep.Status.RUNNING, steps__heartbeat_at__gte=heartbeat_deadline()
+    )
+    runs = PipelineRun.objects.filter(
+        status__in=[PipelineRun.Status.PENDING, PipelineRun.Status.RUNNING]
+    ).filter(running_dead | queued_dead)
+    if run_id is not None:
+        runs = runs.filter(pk=run_id)
+    dead: list[PipelineRun] = []
+    for run in runs.distinct():
+        running = run.steps.filter(status=PipelineStep.Status.RUNNING).first()
+        last = running.heartbeat_at if running is not None else run.heartbeat_at
+        if running is None:
+            message = f"no worker took it: nothing heard since {last:%Y-%m-%d %H:%M:%S} UTC"
+        else:
+            message = dead_worker_message(last)
+        pipeline_run_fail(run_id=run.pk, error=message)
+        logger.warning("pipeline run %s (%s) failed: %s", run.pk, run.month, message)
+        run.refresh_from_db()
+        dead.append(run)
+    return dead

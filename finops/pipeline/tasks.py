@@ -1,0 +1,209 @@
+"""Pipeline tasks: the chain of steps as a Celery canvas, and what starts it.
+
+A run is ``chain(run_step(run, 0), run_step(run, 1), ...)`` over finops.pipeline.steps.STEPS.
+run_step records the step, calls the step's own task in-process with (month, run id), and
+retries it on transient errors only; a step that fails ends the run and the steps after it
+see that and do nothing. All are acks_late with reject_on_worker_lost: a worker killed mid-step
+leaves the message to be delivered again, and the step runs again (each step is idempotent).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from celery import Task, chain, shared_task
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
+from django.utils import timezone
+from django.utils.module_loading import import_string
+from kombu.exceptions import OperationalError as BrokerError
+
+from billing_ingest.heartbeat import heartbeat
+from billing_ingest.models import CostLineItem
+from billing_ingest.services.batches import import_batches_fail_dead
+from finops.attribution.services import attribution_runs_fail_dead
+from finops.pipeline.models import PipelineRun, PipelineStep
+from finops.pipeline.services import (
+    MAX_ATTEMPTS,
+    pipeline_changes_claim,
+    pipeline_changes_unclaim,
+    pipeline_run_create,
+    pipeline_run_fail,
+    pipeline_runs_fail_dead,
+    pipeline_step_begin,
+    pipeline_step_fail,
+    pipeline_step_retrying,
+    pipeline_step_succeed,
+    pipeline_step_touch,
+)
+
+logger = logging.getLogger(__name__)
+
+# Transient: worth the same call again a little later. Anything else (a bug, bad data, a
+# conservation error, a time limit) fails the step at once.
+TRANSIENT_ERRORS: tuple[type[Exception], ...] = (
+    OperationalError,  # database connection dropped, server restarting, deadlock
+    InterfaceError,  # database connection already closed
+    BrokerError,  # broker unreachable while a step queues work
+    ConnectionError,  # sockets: SMTP and HTTP servers unreachable or resetting
+    TimeoutError,
+)
+MAX_RETRIES = 3
+RETRY_BACKOFF = settings.FINOPS_PIPELINE_RETRY_SECONDS  # then x2, x4
+
+_ACKS: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True}
+
+
+class PipelineQueueError(RuntimeError):
+    """The pipeline could not be queued (broker unreachable); the run is recorded FAILED."""
+
+
+@shared_task(bind=True, name="finops.pipeline.run_step", max_retries=MAX_RETRIES, **_ACKS)
+def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
+    step = pipeline_step_begin(run_id=pipeline_run_id, index=index)
+    if step is None:
+        return {"run": pipeline_run_id, "index": index, "status": "not run"}
+    month = PipelineRun.objects.values_list("month", flat=True).get(pk=pipeline_run_id)
+    logger.info("pipeline run %s %s: step %s (%s)", pipeline_run_id, month, step.key, step.task)
+    retries = self.request.retries
+    while True:
+        try:
+            with heartbeat(lambda: pipeline_step_touch(step_id=step.pk, run_id=pipeline_run_id)):
+                import_string(step.task)(month.strftime("%Y-%m"), pipeline_run_id)
+        except TRANSIENT_ERRORS as exc:
+            if isinstance(exc, OperationalError | InterfaceError):
+                _close_broken_connection()
+            error = f"{type(exc).__name__}: {exc}"
+            if retries >= MAX_RETRIES:
+                return _failed(step, error)
+            pipeline_step_retrying(step_id=step.pk, error=error)
+            if not self.request.is_eager:
+                raise self.retry(exc=exc, countdown=RETRY_BACKOFF * 2**retries) from None
+            # Eager (in-process, the embedded default): a retry queued as a message would be
+            # run at once by Celery and raised past the chain; retry here instead.
+            retries += 1
+            pipeline_step_begin(run_id=pipeline_run_id, index=index)
+            continue
+        except Exception as exc:
+            logger.exception("pipeline run %s step %s failed", pipeline_run_id, step.key)
+            return _failed(step, f"{type(exc).__name__}: {exc}")
+        pipeline_step_succeed(step_id=step.pk)
+        return {"run": pipeline_run_id, "index": index, "status": "succeeded"}
+
+
+def _close_broken_connection() -> None:
+    # Retry (or record the failure) on a fresh connection.
+    if not connection.in_atomic_block:
+        connection.close()
+
+
+def _failed(step: PipelineStep, error: str) -> dict[str, Any]:
+    pipeline_step_fail(step_id=step.pk, error=error)
+    return {"run": step.run_id, "index": step.index, "status": "failed", "error": error}
+
+
+def pipeline_canvas(run: PipelineRun) -> chain:
+    """The run's steps as one Celery chain, each with its own task's time limits."""
+    signatures = []
+    for step in run.steps.order_by("index"):
+        task = import_string(step.task)
+        signatures.append(
+            run_step.si(run.pk, step.index).set(
+                soft_time_limit=task.soft_time_limit or settings.CELERY_TASK_SOFT_TIME_LIMIT,
+                time_limit=task.time_limit or settings.CELERY_TASK_TIME_LIMIT,
+            )
+        )
+    return chain(*signatures)
+
+
+def pipeline_launch(run: PipelineRun) -> None:
+    """Queue the run's chain (eager: run it here). A broker that cannot be reached fails the
+    run with that reason and raises PipelineQueueError; its month changes go back to wait."""
+    try:
+        pipeline_canvas(run).apply_async()
+    except BrokerError as exc:
+        error = f"could not queue the pipeline (broker unreachable): {exc}"
+        pipeline_run_fail(run_id=run.pk, error=error)
+        pipeline_changes_unclaim(run_id=run.pk)
+        raise PipelineQueueError(error) from exc
+
+
+def pipeline_start(*, months: list[dt.date], reason: str) -> list[PipelineRun]:
+    """Start a run for each month (first days); raises PipelineQueueError when the broker is
+    unreachable (the runs are recorded FAILED with that reason)."""
+    runs = [pipeline_run_create(month=month, reason=reason) for month in sorted(set(months))]
+    for run in runs:
+        pipeline_launch(run)
+    return runs
+
+
+@shared_task(name="finops.pipeline.start_pending", soft_time_limit=60, time_limit=90, **_ACKS)
+def start_pending_pipelines() -> dict[str, dict[str, Any]]:
+    """Claim the month changes settled imports recorded and start their runs; returns
+    {"YYYY-MM": {"run", "status", "error"}} of the runs started (eager: already finished).
+    Sent by name by billing_ingest after a batch settles, and run by the watchdog."""
+    started: dict[str, dict[str, Any]] = {}
+    for run in pipeline_changes_claim():
+        try:
+            pipeline_launch(run)
+        except PipelineQueueError:
+            logger.warning("pipeline run %s not queued; its months wait for the watchdog", run.pk)
+            continue
+        run.refresh_from_db()
+        started[run.month.strftime("%Y-%m")] = {
+            "run": run.pk,
+            "status": run.status,
+            "error": run.error,
+        }
+    return started
+
+
+def _previous_month(first: dt.date) -> dt.date:
+    return (first - dt.timedelta(days=1)).replace(day=1)
+
+
+@shared_task(name="finops.pipeline.open_months", soft_time_limit=60, time_limit=120, **_ACKS)
+def pipeline_open_months() -> list[str]:
+    """Nightly: run the pipeline for the current and the previous month, those that have line
+    items (providers restate both for weeks). One run per month: one failing month does not
+    stop the other."""
+    current = timezone.now().date().replace(day=1)
+    months = [
+        m
+        for m in (_previous_month(current), current)
+        if CostLineItem.objects.settled().filter(billing_period=m).exists()
+    ]
+    pipeline_start(months=months, reason="nightly")
+    return [m.strftime("%Y-%m") for m in months]
+
+
+@shared_task(name="finops.pipeline.watchdog", soft_time_limit=120, time_limit=180, **_ACKS)
+def pipeline_watchdog() -> dict[str, list[int]]:
+    """Find work whose worker died (no heartbeat within FINOPS_WORKER_HEARTBEAT_TIMEOUT) and
+    fail it with that reason: import batches (their rows dropped, the previous data kept),
+    attribution runs, pipeline runs. A pipeline run found dead is started again (up to
+    MAX_ATTEMPTS runs in all): its steps are idempotent. Then start the pipeline for month
+    changes nobody claimed (their wake-up message was lost)."""
+    batches = import_batches_fail_dead()
+    attributions = attribution_runs_fail_dead()
+    retried: list[int] = []
+    for dead in pipeline_runs_fail_dead():
+        if dead.attempt >= MAX_ATTEMPTS:
+            continue
+        retry = pipeline_run_create(
+            month=dead.month, reason=f"retry of run {dead.pk} ({dead.error})", retry_of=dead
+        )
+        try:
+            pipeline_launch(retry)
+        except PipelineQueueError:
+            continue
+        retried.append(retry.pk)
+    started = [run["run"] for run in start_pending_pipelines().values()]
+    return {
+        "batches_failed": batches,
+        "attribution_runs_failed": attributions,
+        "pipeline_runs_retried": retried,
+        "pipeline_runs_started": started,
+    }
