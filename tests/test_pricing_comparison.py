@@ -30,6 +30,7 @@ from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import RunCost
 from finops.attribution.services import attribution_run
 from finops.org.models import MappingRule, Profile, Team
+from finops.pricing import snapshot
 from finops.pricing.commitments import commitment_utilisation, coverage
 from finops.pricing.models import PricingAssumptions
 
@@ -45,6 +46,19 @@ RUNS = {
     "ri-run": ("n-ri", "50", "Committed", "ri-1"),
     "cud-run": ("n-cud", "50", "Committed", "cud-2"),
 }
+
+
+@pytest.fixture(autouse=True)
+def no_catalogue(request, monkeypatch):
+    """The golden figures here price with the configured ratios alone: an empty catalogue.
+    test_golden_run_priced_from_the_snapshot asks for real_snapshot to keep the shipped one."""
+    if "real_snapshot" not in request.fixturenames:
+        monkeypatch.setattr(snapshot, "snapshot", lambda path=None: {"prices": []})
+
+
+@pytest.fixture
+def real_snapshot() -> None:
+    """Marker fixture: keep the shipped price snapshot."""
 
 
 @pytest.fixture
@@ -188,3 +202,30 @@ def test_leads_see_only_their_teams(priced_month):
     own = RunCost.objects.get(run_id="od-run")
     assert client.get(f"/api/v1/runs/{own.pk}/pricing/").status_code == 200
     assert APIClient().get("/api/v1/pricing-comparison/?month=2025-06").status_code in (401, 403)
+
+
+def test_golden_run_priced_from_the_snapshot(real_snapshot, priced_month):
+    """od-run again, its alternatives priced from the shipped snapshot's p5.48xlarge figures
+    (tsaol/aws-gpu@2d0108c, us-east-1, 2025-11-30): on demand 55.04, spot 28.106467,
+    1y 43.344 / 40.454452, 3y 23.77728 / 20.695053 (no upfront / all upfront), band 5-10 %."""
+    cost = RunCost.objects.get(run_id="od-run")
+    body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
+    # Spot: 80 x 28.106467 / 55.04 x (1 + 0.0001 x 5/12) = 40.85245... x 1.0000417 = 40.8542.
+    # The snapshot's band 5-10 % is not one of this test's bands, so the default band stays.
+    assert body["spot"]["cost"] == "40.85"
+    # Reserved at the team utilisation 1/28: 80 x 28 = 2240 on-demand-equivalent.
+    # 1y: 2240 x 43.344 / 55.04 = 2240 x 0.7875 = 1764.00; 2240 x 40.454452 / 55.04 = 1646.40.
+    # 3y: 2240 x 23.77728 / 55.04 = 2240 x 0.432 = 967.68; 2240 x 20.695053 / 55.04 = 842.24.
+    assert body["reserved_1y"]["cost"] == "1764.00"
+    assert body["reserved_1y"]["all_upfront"] == "1646.40"
+    assert body["reserved_3y"]["cost"] == "967.68"
+    assert body["reserved_3y"]["all_upfront"] == "842.24"
+    # Each catalogue figure is shown with its region and source.
+    [prices] = body["prices"]
+    figures = {f["kind"]: f for f in prices["figures"]}
+    assert figures["on_demand"]["hourly"] == "55.04"
+    assert figures["spot"]["hourly"] == "28.106467"
+    assert figures["on_demand"]["region"] == "us-east-1"
+    assert figures["spot"]["source"].startswith("snapshot: tsaol/aws-gpu@2d0108c")
+    assert figures["spot"]["source"].endswith("2025-11-30")
+    assert prices["interruption_band"] == "5-10%"

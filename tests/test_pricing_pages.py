@@ -11,7 +11,7 @@ from finops.attribution.models import RunCost
 from finops.org.models import Profile, Team
 from finops.pricing.models import PricingAssumptions
 from tests.test_browser import _body, _login, _wait_for_text, browser  # noqa: F401
-from tests.test_pricing_comparison import priced_month  # noqa: F401
+from tests.test_pricing_comparison import no_catalogue, priced_month, real_snapshot  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
@@ -39,6 +39,19 @@ def test_team_and_run_pages_show_the_comparison(client, priced_month):  # noqa: 
     assert 'data-chart="pricing-0"' in team_page and "32.00" in team_page
     run_page = client.get("/runs/spot/spot-run/?month=2025-06").content.decode()
     assert "Pricing comparison" in run_page and "30.00" in run_page and "80.00" in run_page
+
+
+def test_the_run_page_shows_each_catalogue_price_beside_its_source(
+    client,
+    real_snapshot,  # noqa: F811
+    priced_month,  # noqa: F811
+):
+    _finance(client)
+    page = client.get("/runs/od/od-run/?month=2025-06").content.decode()
+    assert "Catalogue prices behind the spot and reserved figures" in page
+    # p5.48xlarge on demand and spot from the shipped snapshot, each with where it came from.
+    assert "55.04 USD" in page and "28.106467 USD" in page
+    assert "snapshot: tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, 2025-11-30" in page
 
 
 def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811

@@ -31,6 +31,8 @@ that cost (gross: credits count by magnitude, so a weight is never negative). Th
 category `idle` but carry the receiving job's team and job id (and node ""), so a team's bill
 shows how much of it was idle. A pool-day whose jobs have no GPU cost (no jobs, or only
 zero-cost hours) keeps its idle under `keep` rules: there is nobody to spread it onto.
+A line without a node whose category is `idle` (unused commitment cost, issue 13) is idle of
+the team the service chose; with a spread_pool it is pooled with that pool's idle the same way.
 
 Shared costs (DESIGN section 5.5). An unallocated non-node line with a SharedRule is split among
 teams as category `shared`: `even` among the teams with positive direct spend (training,
@@ -422,14 +424,20 @@ def attribute(lines: Iterable[LineItem], jobs: Iterable[Job]) -> list[Share]:
 
 def _spread_idle(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share]:
     """Idle of `spread` node lines to the jobs of their pool and day (module docstring)."""
+    # Node lines of a spread pool, and idle lines without a node tied to one (unused
+    # commitments: the service books them as idle of the pool that used the commitment).
     spread = {
         line.id: (line.spread_pool, line.group)
         for line in ordered
-        if line.node is not None and line.spread_pool is not None
+        if line.spread_pool is not None and (line.node is not None or line.category == IDLE)
     }
     if not spread:
         return shares
-    node_pool = {line.node: line.spread_pool for line in ordered if line.id in spread}
+    node_pool = {
+        line.node: line.spread_pool
+        for line in ordered
+        if line.id in spread and line.node is not None
+    }
     # (pool, day) -> job id -> gross GPU (training, inference) units on the pool's nodes that day.
     weights: dict[tuple[str, int], dict[int, int]] = {}
     job_team: dict[int, int | None] = {}

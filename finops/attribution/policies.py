@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from finops.attribution import engine
+from finops.attribution.catalogue import normalise_instance_type
 from finops.attribution.models import IdlePolicy, SharedCostRule, SharedCostSplit
 
 # FIXED percentages become integer weights in millionths of a percent (the field has 6 places).
@@ -152,3 +153,48 @@ class SharedRules:
                 None,
             )
         return self._memo[key]  # type: ignore[index]
+
+
+def is_unused_commitment(status: str) -> bool:
+    """A line of commitment nobody used: CommitmentDiscountStatus `Unused` (FOCUS; the AWS CUR
+    parser sets it on RIFee / SavingsPlanRecurringFee, the Azure one on UnusedReservation /
+    UnusedSavingsPlan rows)."""
+    return status.strip().casefold() == "unused"
+
+
+class CommitmentPools:
+    """The GPU nodes an unused commitment is idle capacity of (issue 13).
+
+    An unused commitment is bought capacity that sat idle, so it follows the idle policy of the
+    pool it was bought for: first the nodes whose usage the same commitment covered this month,
+    else the nodes of the same provider and instance type. Among several, the first node by name
+    stands for the pool, so the answer never depends on row order. None: no pool to tie it to,
+    and it stays idle of its own owner (a platform idle bucket when it has none)."""
+
+    def __init__(self) -> None:
+        self._by_commitment: dict[str, set[str]] = {}
+        self._by_type: dict[tuple[str, str], set[str]] = {}
+
+    def add_node_line(
+        self, *, node: str, commitment_id: str, provider: str, instance_type: str
+    ) -> None:
+        if commitment_id:
+            self._by_commitment.setdefault(commitment_id, set()).add(node)
+        if instance_type:
+            key = (provider.casefold(), normalise_instance_type(instance_type))
+            self._by_type.setdefault(key, set()).add(node)
+
+    def node_for(self, *, commitment_id: str, provider: str, instance_type: str) -> str | None:
+        nodes = self._by_commitment.get(commitment_id) if commitment_id else None
+        if not nodes and instance_type:
+            key = (provider.casefold(), normalise_instance_type(instance_type))
+            nodes = self._by_type.get(key)
+        return min(nodes) if nodes else None
+
+    def idle_of(
+        self, policies: IdlePolicies, *, commitment_id: str, provider: str, instance_type: str
+    ) -> NodeIdle:
+        node = self.node_for(
+            commitment_id=commitment_id, provider=provider, instance_type=instance_type
+        )
+        return _DEFAULT if node is None else policies.for_node(node)

@@ -50,7 +50,13 @@ from finops.attribution.models import (
     RunCost,
     TeamDailyCost,
 )
-from finops.attribution.policies import IdlePolicies, SharedRules, node_clusters
+from finops.attribution.policies import (
+    CommitmentPools,
+    IdlePolicies,
+    SharedRules,
+    is_unused_commitment,
+    node_clusters,
+)
 from finops.attribution.team_mapping import TeamRef, TeamResolver
 
 logger = logging.getLogger(__name__)
@@ -141,7 +147,8 @@ _LINE_FIELDS = (
     "id", "charge_period_start", "charge_period_end", "effective_cost", "resource_id",
     "resource_name", "resource_type", "sku_id", "tags", "x_instance_type", "x_gpu_count",
     "x_gpu_model", "charge_category", "service_category", "list_cost", "contracted_cost",
-    "consumed_quantity", "consumed_unit", "commitment_discount_id", "region_id",
+    "consumed_quantity", "consumed_unit", "commitment_discount_id",
+    "commitment_discount_status", "region_id",
     "provider_name", "billing_account_id",
     "sub_account_id", "service_name", "pricing_category", "billing_currency", "batch_id",
 )  # fmt: skip
@@ -284,7 +291,8 @@ def _node_name_of_gpu_line(resource_name: str, resource_id: str, tags: dict[str,
 
 
 # A line item between reading and team creation: (id, start, end, (cost, on-demand equivalent,
-# contracted cost), node, GPUs, owner, shared-cost rule).
+# contracted cost), node, GPUs, owner, shared-cost rule, unused commitment (commitment id,
+# provider, instance type) or None).
 _Staged = tuple[
     int,
     int,
@@ -294,6 +302,7 @@ _Staged = tuple[
     int | None,
     TeamRef | None,
     engine.SharedRule | None,
+    tuple[str, str, str] | None,
 ]
 _ZERO = Decimal(0)
 
@@ -357,6 +366,7 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
     )
     shared_rules = SharedRules.from_db()
     node_of_line = _NodeOfLine(names)
+    commitment_pools = CommitmentPools()
     list_of_line = ListCostResolver()
     staged: list[_Staged] = []
     dims_index: dict[_Dims, int] = {}
@@ -365,7 +375,7 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
     for row in _rows(_lines_queryset(month, epochs=True), memoised):
         (pk, start, end, cost, res_id, res_name, res_type, sku, tags, x_type, x_count, x_model,
          charge_category, service_category, list_cost, contracted_cost, quantity, unit,
-         commitment_id, region, *dim_values) = row  # fmt: skip
+         commitment_id, commitment_status, region, *dim_values) = row  # fmt: skip
         tags = tags if isinstance(tags, dict) else {}
         node, gpus = node_of_line(res_id, res_name, res_type, sku, tags, x_type, x_count, x_model)
         start_s = epochs.get(start)
@@ -386,19 +396,28 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
         dims: _Dims = (*dim_values, mix, list_source)  # type: ignore[assignment]
         inputs.line_dims[pk] = dims_index.setdefault(dims, len(dims_index))
         owner = resolver.line_team(tags=tags, sub_account=str(dims[2]))
+        unused = None
+        if is_unused_commitment(commitment_status):
+            # Capacity bought and not used is no node's usage, even when it names a GPU type.
+            node, gpus, unused = None, None, (commitment_id, dim_values[0], x_type)
+        elif node is not None:
+            commitment_pools.add_node_line(
+                node=node, commitment_id=commitment_id, provider=dim_values[0], instance_type=x_type
+            )
         shared = None
-        if node is None and owner is None and shared_rules:
+        if node is None and unused is None and owner is None and shared_rules:
             provider, _, sub, service = dims[:4]
             shared = shared_rules.match(
                 provider=provider, sub_account=sub, service_category=service_category,
                 service_name=service, charge_category=charge_category,
             )  # fmt: skip
         columns = (cost, list_value, contracted_cost or _ZERO)
-        staged.append((pk, start_s, end_s, columns, node, gpus, owner, shared))
+        staged.append((pk, start_s, end_s, columns, node, gpus, owner, shared, unused))
     inputs.dims = list(dims_index)
 
     resolver.materialise()
-    for pk, start_s, end_s, (cost, list_value, contracted), node, gpus, owner, shared in staged:
+    for pk, start_s, end_s, columns, node, gpus, owner, shared, unused in staged:
+        cost, list_value, contracted = columns
         team_id = resolver.team_id(owner)
         category = engine.TAGGED if team_id is not None else engine.UNALLOCATED
         pool = None
@@ -406,6 +425,16 @@ def _load(month: dt.date) -> tuple[_Inputs, int]:
             # The idle policy decides who owns the node line's idle part (or spreads it).
             idle = idle_policies.for_node(node)
             team_id, pool = idle.idle_owner(team_id), idle.pool
+        elif unused is not None:
+            # Unused commitment is idle capacity: the idle policy of the pool it was bought for.
+            commitment_id, provider_name, instance_type = unused
+            idle = commitment_pools.idle_of(
+                idle_policies,
+                commitment_id=commitment_id,
+                provider=provider_name,
+                instance_type=instance_type,
+            )
+            category, team_id, pool = engine.IDLE, idle.idle_owner(team_id), idle.pool
         group = inputs.line_dims[pk]
         provider, currency = inputs.dims[group][0], inputs.dims[group][5]
         inputs.lines.append(

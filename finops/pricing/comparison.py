@@ -5,7 +5,8 @@ on-demand equivalent L (ListCost, split exactly as cost) and its GPU-hours H; ou
 in the scope's currency, each beside the assumptions that produced it.
 
 - spot = sum over types of L x r_spot x (1 + rework). r_spot = spot / on-demand price of the
-  type from the price snapshot, else the configured ratio. An interruption hits a node at
+  type from the price catalogue (refreshed, else the shipped snapshot), else the configured
+  ratio. An interruption hits a node at
   `rate` per node-hour (the type's band: share of instances interrupted per month / 730) and
   loses half a checkpoint interval plus the restart: rework = rate x loss hours, so expected
   interruptions = node-hours x rate and rework GPU-hours = H x rate x loss.
@@ -43,9 +44,13 @@ class TypeUsage:
     on_demand: Decimal
     gpu_hours: Decimal
     gpus_per_node: int
-    # From the price snapshot: spot / on-demand, reserved term key -> committed / on-demand.
+    # From the price catalogue (refreshed, else the snapshot): spot / on-demand, reserved term
+    # key -> committed / on-demand, the published interruption band, and the figures with
+    # their sources (PriceQuote.body) to show beside the comparison.
     spot_ratio: Decimal | None = None
     reserved_ratios: Mapping[str, Decimal] = field(default_factory=dict)
+    interruption_band: str | None = None
+    prices: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -71,18 +76,23 @@ class Assumptions:
     utilisation_window_days: int = 90
     recommendation_percentile: int = 10
 
-    def band_of(self, instance_type: str, region: str) -> str:
+    def band_of(self, instance_type: str, region: str, published: str | None = None) -> str:
+        """Finance's band for the family (and region), else the published one, else the
+        default."""
         family = instance_type.split(".")[0].split("-")[0].lower()
         return (
             self.family_bands.get(f"{family}:{region}")
             or self.family_bands.get(family)
+            or (published if published in self.interruption_bands else None)
             or self.default_band
         )
 
-    def interruption_rate(self, instance_type: str, region: str) -> Decimal:
+    def interruption_rate(
+        self, instance_type: str, region: str, published: str | None = None
+    ) -> Decimal:
         """Interruptions per node-hour: the band's monthly share / 730 hours."""
-        monthly = self.interruption_bands.get(self.band_of(instance_type, region), ZERO)
-        return Decimal(monthly) / HOURS_PER_MONTH
+        band = self.band_of(instance_type, region, published)
+        return Decimal(self.interruption_bands.get(band, ZERO)) / HOURS_PER_MONTH
 
     @property
     def loss_hours(self) -> Decimal:
@@ -132,7 +142,7 @@ def compare(
     spot_rows = []
     for u in usage:
         r_spot = u.spot_ratio if u.spot_ratio is not None else assumptions.spot_price_ratio
-        rate = assumptions.interruption_rate(u.instance_type, u.region)
+        rate = assumptions.interruption_rate(u.instance_type, u.region, u.interruption_band)
         rework_fraction = rate * assumptions.loss_hours
         spot_cost += u.on_demand * r_spot * (1 + rework_fraction)
         interruptions += u.gpu_hours / max(u.gpus_per_node, 1) * rate
@@ -140,10 +150,10 @@ def compare(
         spot_rows.append(
             {
                 "instance_type": u.instance_type,
-                "band": assumptions.band_of(u.instance_type, u.region),
+                "band": assumptions.band_of(u.instance_type, u.region, u.interruption_band),
                 "interruptions_per_node_hour": str(rate.quantize(Decimal("0.0000001"))),
                 "spot_ratio": ratio(r_spot),
-                "spot_ratio_source": "snapshot" if u.spot_ratio is not None else "assumption",
+                "spot_ratio_source": "catalogue" if u.spot_ratio is not None else "assumption",
             }
         )
     u_team = team_utilisation if team_utilisation else ONE
@@ -207,6 +217,9 @@ def compare(
         "assumptions": _assumptions_body(
             assumptions, spot_rows, team_utilisation, cluster_utilisation
         ),
+        # The catalogue figures behind the spot and reserved ratios (and behind on-demand
+        # estimates), each with its region and source.
+        "prices": [dict(u.prices) for u in usage if u.prices],
     }
 
 

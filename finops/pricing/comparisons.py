@@ -20,7 +20,7 @@ from finops.attribution.catalogue import gpu_spec
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
 from finops.org.models import Team
-from finops.pricing import snapshot
+from finops.pricing import prices
 from finops.pricing.comparison import Assumptions, TypeUsage, compare
 from finops.pricing.models import PricingAssumptions
 
@@ -90,7 +90,8 @@ def _usage(month: dt.date, rows: QuerySet[AllocatedCost]) -> list[TypeUsage]:
     usage = []
     for (provider, instance_type, region), (listed, hours) in sorted(grouped.items()):
         spec = gpu_spec(instance_type) if instance_type else None
-        provider_key = provider.lower()
+        found = prices.quote(provider, instance_type, region)
+        reserved = {} if found is None else {k: found.ratio(k) for k in prices.RESERVED_KINDS}
         usage.append(
             TypeUsage(
                 provider=provider,
@@ -99,8 +100,10 @@ def _usage(month: dt.date, rows: QuerySet[AllocatedCost]) -> list[TypeUsage]:
                 on_demand=listed,
                 gpu_hours=hours,
                 gpus_per_node=spec.count if spec else 8,
-                spot_ratio=snapshot.spot_ratio(provider_key, instance_type, region),
-                reserved_ratios=snapshot.reserved_ratios(provider_key, instance_type, region),
+                spot_ratio=None if found is None else found.ratio("spot"),
+                reserved_ratios={k: r for k, r in reserved.items() if r is not None},
+                interruption_band=None if found is None else found.interruption_band,
+                prices=None if found is None else found.body(),
             )
         )
     return usage

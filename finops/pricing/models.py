@@ -159,3 +159,49 @@ class PricingAssumptions(models.Model):
             # figure reads the same on the first request as on every later one.
             assumptions.refresh_from_db()
         return assumptions
+
+
+class InstancePrice(models.Model):
+    """The hourly price of one instance type in one region, one way of buying it, as a
+    `refresh_prices` command last read it from the provider's catalogue.
+
+    One row per (provider, instance type, region, kind): a refresh replaces the figure and moves
+    fetched_at. Where no refreshed row exists the shipped snapshot is used (finops.pricing.prices).
+    """
+
+    class Kind(models.TextChoices):
+        ON_DEMAND = "on_demand"
+        SPOT = "spot"
+        RESERVED_1Y_NO_UPFRONT = "1y_no_upfront"
+        RESERVED_1Y_ALL_UPFRONT = "1y_all_upfront"
+        RESERVED_3Y_NO_UPFRONT = "3y_no_upfront"
+        RESERVED_3Y_ALL_UPFRONT = "3y_all_upfront"
+
+    provider = models.CharField(max_length=32, help_text="aws, gcp, azure, coreweave")
+    instance_type = models.CharField(max_length=100, help_text="normalised: lower case")
+    region = models.CharField(max_length=64)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    hourly = MoneyField(max_digits=PRICE_DIGITS, decimal_places=PRICE_PLACES)
+    currency = models.CharField(max_length=3)
+    source = models.CharField(
+        max_length=300, help_text="the catalogue read, e.g. AWS Price List API (get_products)"
+    )
+    source_ref = models.CharField(
+        max_length=300, blank=True, help_text="the catalogue's id of the figure (SKU, meter ...)"
+    )
+    effective_date = models.DateField(
+        null=True, blank=True, help_text="the date the catalogue gives the price"
+    )
+    fetched_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["provider", "instance_type", "region", "kind"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "instance_type", "region", "kind"],
+                name="instanceprice_unique_figure",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider} {self.instance_type} {self.region} {self.kind} {self.hourly}"

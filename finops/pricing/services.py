@@ -1,14 +1,17 @@
-"""Writes: catalogue price tiers into SkuPrice."""
+"""Writes: catalogue price tiers into SkuPrice, refreshed instance prices into InstancePrice."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from decimal import ROUND_HALF_EVEN
 
 from django.db import transaction
 
+from finops.attribution.catalogue import normalise_instance_type
+from finops.pricing.catalogues import Figure
 from finops.pricing.gcp_catalog import PriceTier
-from finops.pricing.models import SkuPrice
+from finops.pricing.models import PRICE_QUANTUM, InstancePrice, SkuPrice
 
 
 def sku_prices_store(*, provider: str, tiers: Iterable[PriceTier], fetched_at: datetime) -> int:
@@ -57,4 +60,45 @@ def sku_prices_store(*, provider: str, tiers: Iterable[PriceTier], fetched_at: d
             update_fields=updated,
             batch_size=500,
         )
+    return len(rows)
+
+
+def instance_prices_store(*, figures: Iterable[Figure], fetched_at: datetime) -> int:
+    """One row per (provider, instance type, region, kind): a refresh replaces the figure.
+
+    One transaction: a refresh is stored whole or not at all. Two figures of one key in one
+    read (e.g. two AWS offers of the same term) keep the lower: the price one can buy at."""
+    best: dict[tuple[str, str, str, str], Figure] = {}
+    for figure in figures:
+        key = (
+            figure.provider,
+            normalise_instance_type(figure.instance_type),
+            figure.region,
+            figure.kind,
+        )
+        if key not in best or figure.hourly < best[key].hourly:
+            best[key] = figure
+    rows = [
+        InstancePrice(
+            provider=provider,
+            instance_type=instance_type,
+            region=region,
+            kind=kind,
+            hourly=figure.hourly.quantize(PRICE_QUANTUM, rounding=ROUND_HALF_EVEN),
+            currency=figure.currency,
+            source=figure.source,
+            source_ref=figure.source_ref[:300],
+            effective_date=figure.effective_date,
+            fetched_at=fetched_at,
+        )
+        for (provider, instance_type, region, kind), figure in sorted(best.items())
+    ]
+    with transaction.atomic():
+        InstancePrice.objects.bulk_create(
+            rows,
+            update_conflicts=True,
+            unique_fields=["provider", "instance_type", "region", "kind"],
+            update_fields=["hourly", "currency", "source", "source_ref", "effective_date",
+                           "fetched_at"],
+        )  # fmt: skip
     return len(rows)

@@ -1,0 +1,131 @@
+"""refresh_prices --provider {aws,gcp,azure}: read the provider's price catalogue into the price
+table (InstancePrice; GCP SKU tiers into SkuPrice), each figure with its source and fetch date.
+
+Thin: read every figure first, then store them in one service call; nothing is stored when a
+read fails. Without --instance-type, the types (and regions) of the shipped snapshot are
+refreshed. The snapshot stays the fallback for every figure no refresh has found.
+"""
+
+from __future__ import annotations
+
+from argparse import ArgumentParser
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
+
+from finops.pricing import catalogues, gcp_catalog, snapshot
+from finops.pricing.services import instance_prices_store, sku_prices_store
+
+AZURE_TIMEOUT_SECONDS = 30
+
+
+class Command(BaseCommand):
+    help = "Refresh GPU instance prices from a provider's catalogue (AWS, GCP or Azure)."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--provider", required=True, choices=["aws", "gcp", "azure"])
+        parser.add_argument(
+            "--instance-type", action="append", default=[], dest="instance_types",
+            help="repeatable; default: the provider's types in the shipped price snapshot",
+        )  # fmt: skip
+        parser.add_argument("--region", help="default: each type's region in the snapshot")
+        parser.add_argument(
+            "--endpoint-url", help="AWS Price List API endpoint (default: AWS's, us-east-1)"
+        )
+        parser.add_argument(
+            "--azure-url", default=catalogues.AZURE_URL, help="Azure Retail Prices API URL"
+        )
+        parser.add_argument(
+            "--from-file", type=Path, help="GCP: a saved Cloud Catalog skus.list response"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        provider: str = options["provider"]
+        if provider == "gcp":
+            self._gcp(options["from_file"])
+            return
+        targets = _targets(provider, options["instance_types"], options["region"])
+        if not targets:
+            raise CommandError(f"no {provider} instance types to refresh")
+        now = timezone.now()
+        try:
+            if provider == "aws":
+                figures = _aws(targets, options["endpoint_url"], now)
+            else:
+                figures = _azure(targets, options["azure_url"])
+        except catalogues.CatalogueError as exc:
+            raise CommandError(str(exc)) from None
+        stored = instance_prices_store(figures=figures, fetched_at=now)
+        self.stdout.write(f"{stored} {provider} price(s) stored for {len(targets)} type(s)")
+        found = {(f.instance_type.lower(), f.region) for f in figures}
+        for instance_type, region in targets:
+            if (instance_type.lower(), region) not in found:
+                self.stdout.write(f"no price found for {instance_type} in {region}")
+
+    def _gcp(self, path: Path | None) -> None:
+        service = gcp_catalog.COMPUTE_ENGINE_SERVICE
+        try:
+            if path is not None:
+                tiers = gcp_catalog.file_tiers(path=path, service_id=service)
+            else:
+                client = gcp_catalog.catalog_client()
+                tiers = gcp_catalog.catalog_tiers(client=client, service_id=service)
+        except gcp_catalog.CatalogError as exc:
+            raise CommandError(str(exc)) from None
+        if not tiers:
+            raise CommandError(f"no SKU prices in {path or f'services/{service}'}")
+        count = sku_prices_store(
+            provider=gcp_catalog.PROVIDER, tiers=tiers, fetched_at=timezone.now()
+        )
+        self.stdout.write(f"{count} gcp price tier(s) stored from {path or service}")
+
+
+def _targets(provider: str, instance_types: list[str], region: str | None) -> list[tuple[str, str]]:
+    if instance_types:
+        default_region = "us-east-1" if provider == "aws" else "eastus"
+        return [(t, region or default_region) for t in instance_types]
+    entries = [e for e in snapshot.snapshot()["prices"] if e["provider"] == provider]
+    return [(e["instance_type"], region or e["region"]) for e in entries]
+
+
+def _aws(targets: list[tuple[str, str]], endpoint_url: str | None, now: Any) -> list[Any]:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    figures = []
+    try:
+        pricing = boto3.client("pricing", region_name="us-east-1", endpoint_url=endpoint_url)
+        for instance_type, region in targets:
+            figures += catalogues.aws_prices(
+                client=pricing, instance_type=instance_type, region=region
+            )
+            ec2 = boto3.client("ec2", region_name=region)
+            spot = catalogues.aws_spot(
+                client=ec2, instance_type=instance_type, region=region, now=now
+            )
+            if spot is not None:
+                figures.append(spot)
+    except (BotoCoreError, ClientError) as exc:
+        raise catalogues.CatalogueError(f"AWS price catalogue: {exc}") from None
+    return figures
+
+
+def _azure(targets: list[tuple[str, str]], url: str) -> list[Any]:
+    import requests
+
+    def fetch(page_url: str) -> dict[str, Any]:
+        try:
+            response = requests.get(page_url, timeout=AZURE_TIMEOUT_SECONDS)
+            response.raise_for_status()
+            return dict(response.json())
+        except (requests.RequestException, ValueError) as exc:
+            raise catalogues.CatalogueError(f"Azure Retail Prices API: {exc}") from None
+
+    figures = []
+    for instance_type, region in targets:
+        figures += catalogues.azure_prices(
+            fetch=fetch, instance_type=instance_type, region=region, url=url
+        )
+    return figures
