@@ -136,7 +136,14 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+        "finops.api.csv.CsvRenderer",
+    ],
+    # Pages for JSON; a CSV download is every matching row.
+    "DEFAULT_PAGINATION_CLASS": "finops.api.pagination.CsvAwarePagination",
     "PAGE_SIZE": 100,
     "COERCE_DECIMAL_TO_STRING": True,
 }

@@ -1,11 +1,12 @@
 from django.urls import path
 
-from finops.web import views
+from finops.web import runs_views, views
 
 app_name = "web"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("teams/<slug:slug>/", views.team_detail, name="team"),
+    path("runs/", runs_views.runs, name="runs"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
