@@ -123,7 +123,7 @@ class CostsView(APIView):
             {
                 "day": p["day"],
                 data["group_by"]: s["key"] or "",
-                "label": s["label"],
+                "name": s["name"],
                 "currency": data["currency"],
                 "amount": p["amount"],
             }

@@ -39,7 +39,7 @@ def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
         try:
             month = month_parse(raw)
         except ValueError as exc:
-            raise BadRequest(f"{raw!r} is not a month: use YYYY-MM, e.g. 2025-09.") from exc
+            raise BadRequest(f"“{raw}” is not a month: use YYYY-MM, e.g. 2025-09.") from exc
         # A month without data still shows as the one selected in the picker.
         return month, months if month in months else sorted([*months, month], reverse=True)
     if months:
@@ -59,7 +59,7 @@ def _int_param(request: HttpRequest, name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError as exc:
-        raise BadRequest(f"{name} must be a whole number, not {raw!r}.") from exc
+        raise BadRequest(f"{name} must be a whole number, not “{raw}”.") from exc
 
 
 def several_currencies(
