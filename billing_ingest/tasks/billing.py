@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import chord, group, shared_task
+from celery import Signature, chain, chord, group, shared_task
 from celery.result import AsyncResult
 from django.conf import settings
 
@@ -56,17 +56,21 @@ def ingest_billing_batch(batch_id: int) -> dict[str, Any]:
     return {"batch_id": batch.pk, "status": batch.status, "error": batch.error}
 
 
-def billing_batch_dispatch(*, batch_id: int) -> AsyncResult[Any] | None:
+def billing_batch_dispatch(
+    *, batch_id: int, then: Signature[Any] | None = None
+) -> AsyncResult[Any] | None:
     """Claim a pending batch and send chord(one ingest_billing_part per part) ->
     finish_billing_batch; returns the callback's result, or None when the batch was not pending.
 
     A part task that dies without returning (hard time limit, lost worker) makes the chord
     fail instead of calling back: the link_error then runs the same finish, which fails the
-    batch naming that part. Eager (no broker), the whole chord runs inline here."""
+    batch naming that part. Eager (no broker), the whole chord runs inline here. ``then``: a
+    task to run after the batch is swapped in (a browser upload's re-attribution)."""
     part_ids = billing_batch_start(batch_id=batch_id)
     if not part_ids:
         return None
-    callback = finish_billing_batch.s(batch_id=batch_id)
-    callback.on_error(finish_billing_batch.si(batch_id=batch_id))
+    finish = finish_billing_batch.s(batch_id=batch_id)
+    finish.on_error(finish_billing_batch.si(batch_id=batch_id))
+    callback = finish if then is None else chain(finish, then)
     header = group(ingest_billing_part.s(part_id) for part_id in part_ids)
     return chord(header, callback).apply_async()

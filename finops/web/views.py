@@ -160,9 +160,19 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
 @login_required
 def import_batches(request: HttpRequest) -> HttpResponse:
     _require_finance(request)
+    from finops.web.upload_views import imports_context
+
+    context = {"page": import_batches_page(request), **imports_context()}
+    uploaded = request.GET.get("uploaded", "")
+    if uploaded.isdigit():
+        # The batch just uploaded: the page polls its progress (static/finops-imports.js).
+        context["uploaded"] = ImportBatch.objects.filter(id=int(uploaded)).first()
+    return render(request, "web/imports.html", context)
+
+
+def import_batches_page(request: HttpRequest) -> Any:
     paginator = Paginator(ImportBatch.objects.order_by("-created_at", "-id"), 50)
-    page = paginator.get_page(request.GET.get("page"))
-    return render(request, "web/imports.html", {"page": page})
+    return paginator.get_page(request.GET.get("page"))
 
 
 @login_required

@@ -10,15 +10,16 @@ a single file is a delivery of one part, so every import takes the same path.
 
 from __future__ import annotations
 
-from argparse import ArgumentParser
+from argparse import ArgumentParser, BooleanOptionalAction
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_parser, billing_paths
+from billing_ingest.progress import wait_with_progress
 from billing_ingest.reattribute import (
     billing_months_touched,
     months_reattribute,
@@ -105,6 +106,13 @@ class Command(BaseCommand):
             help="do not re-attribute the billing months the import touched (default: do)",
         )
         parser.add_argument(
+            "--progress",
+            action=BooleanOptionalAction,
+            default=None,
+            help="draw a progress bar (parts, rows) while workers load a delivery "
+            "(default: when the output is a terminal)",
+        )
+        parser.add_argument(
             "--timeout",
             type=float,
             default=float(settings.CELERY_TASK_TIME_LIMIT + 60),
@@ -112,6 +120,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        progress = options.get("progress")
+        self._progress = self.stdout.isatty() if progress is None else progress
         format_name: str = options["format"]
         try:
             billing_parser(format_name)
@@ -215,7 +225,14 @@ class Command(BaseCommand):
         try:
             result = billing_batch_dispatch(batch_id=batch.pk)
             if result is not None:
-                result.get(timeout=timeout)
+                wait_with_progress(
+                    result,
+                    batch_id=batch.pk,
+                    timeout=timeout,
+                    label=f"batch {batch.pk}",
+                    out=cast(TextIO, self.stdout._out),
+                    show=getattr(self, "_progress", False),
+                )
         except Exception as exc:
             self._chord_broke(batch, exc)
         batch.refresh_from_db()
