@@ -51,6 +51,15 @@ def previous_month(today: datetime) -> Month:
     return Month(today.year, today.month - 1)
 
 
+DEFAULT_DEMO_URL = "http://127.0.0.1:8000"
+
+
+def demo_url() -> str:
+    """Where the demo is served: FINOPS_DEMO_URL (`make demo` passes its HOST and PORT), else
+    runserver's default address."""
+    return os.environ.get("FINOPS_DEMO_URL", "").strip() or DEFAULT_DEMO_URL
+
+
 class Command(BaseCommand):
     help = "Build the demo organisation and a month of GPU billing and job data, and ingest it."
 
@@ -158,7 +167,7 @@ class Command(BaseCommand):
                 for e in demo_endpoints(month=month)[:TOP_ENDPOINTS]
             ),
             "",
-            "Open http://127.0.0.1:8000 (python manage.py runserver) and log in as:",
+            f"Open {demo_url()} and log in as:",
             f"  finance: {FINANCE_USERNAME} / "
             f"{os.environ.get('DEMO_FINANCE_PASSWORD', 'finance-demo')}",
             f"  team lead (language, speech): {LEAD_USERNAME} / "
