@@ -54,6 +54,8 @@ def runs(request: HttpRequest) -> HttpResponse:
         "months": months,
         "page": page,
         "filters": filterset.form.cleaned_data,
+        # The month picker keeps the team filter.
+        "team_slug": filterset.form.cleaned_data.get("team") or None,
         "teams": teams.order_by("name"),
         "clusters": [c for c in clusters if c],
         "states": RunState.CHOICES,
