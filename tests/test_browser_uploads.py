@@ -6,6 +6,7 @@ progress bar. The Chromium test of the polling is at the end."""
 from __future__ import annotations
 
 import io
+import time
 from pathlib import Path
 
 import pytest
@@ -209,6 +210,36 @@ def test_no_bar_when_not_asked(db):
         show=False,
     )  # fmt: skip
     assert out.getvalue() == ""
+
+
+@pytest.mark.worker
+def test_upload_runs_on_the_worker_and_the_request_does_not_wait(
+    celery_worker_process: Path, finance_user
+):
+    """CI's PostgreSQL + Redis pass: the upload returns at once; the worker loads the part,
+    swaps the batch in and queues the attribution of its month, while the page polls."""
+    client = Client()
+    client.force_login(finance_user)
+    response = client.post(
+        reverse("web:imports-upload"), {"format": "billing:focus", "file": _focus_file(4)}
+    )
+    assert response.status_code == 302
+    batch = ImportBatch.objects.get()
+    url = reverse("web:imports-progress", args=[batch.pk])
+    deadline = time.monotonic() + 120
+    progress = client.get(url).json()
+    while not progress["finished"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        progress = client.get(url).json()
+    assert (progress["status"], progress["rows"], progress["parts_done"]) == ("succeeded", 4, 1)
+    while time.monotonic() < deadline:
+        if AttributionRun.objects.filter(billing_period="2024-09-01", status="succeeded").exists():
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail("the uploaded month was not attributed on the worker")
+    log = celery_worker_process.read_text()
+    assert "reattribute_batch_months" in log and "attribute_month" in log
 
 
 @pytest.mark.browser
