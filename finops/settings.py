@@ -264,8 +264,15 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # A page is at most 1000 rows; a limit or offset out of bounds is a 400 naming the field.
-    "DEFAULT_PAGINATION_CLASS": "finops.api.pagination.BoundedLimitOffsetPagination",
+    # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+        "finops.api.csv.CsvRenderer",
+    ],
+    # Pages of at most 1000 rows for JSON (a limit or offset out of bounds is a 400 naming the
+    # field); a CSV download is every matching row.
+    "DEFAULT_PAGINATION_CLASS": "finops.api.pagination.CsvAwarePagination",
     "PAGE_SIZE": 100,
     "COERCE_DECIMAL_TO_STRING": True,
 }

@@ -10,3 +10,9 @@ urlpatterns = [
     path("budgets/", include("finops.budgets.urls")),
     path("", include("finops.web.urls")),
 ]
+
+# Error pages in the site's layout (used when DEBUG is off).
+handler400 = "finops.web.errors.bad_request"
+handler403 = "finops.web.errors.permission_denied"
+handler404 = "finops.web.errors.page_not_found"
+handler500 = "finops.web.errors.server_error"

@@ -147,7 +147,8 @@ def test_finance_sees_every_endpoint_with_unit_costs(finance_client, month_data)
     chat = _row(html, "llm-chat", "vision")
     d = month_data
     assert money(d["chat_cost"]) in chat
-    assert ">2900<" in chat and ">580000<" in chat
+    # Counts with thousands separators.
+    assert ">2,900<" in chat and ">580,000<" in chat
     assert unit_money(_per(d["chat_cost"], d["chat_requests"], 1000)) in chat  # 172.4569
     assert unit_money(_per(d["chat_cost"], d["chat_tokens"], 1_000_000)) in chat
     assert percent(d["chat_idle_share"]) in chat  # 8.3 %

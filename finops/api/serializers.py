@@ -224,6 +224,7 @@ class CostsQuerySerializer(MonthQuerySerializer):
         required=False, help_text="ISO 4217 code; default: the reporting currency."
     )
     group_by = serializers.ChoiceField(choices=sorted(COST_GROUP_BY), default="team")
+    team = serializers.CharField(required=False, help_text="team slug: that team's cost only")
 
     def validate_currency(self, value: str) -> str:
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
@@ -130,6 +132,7 @@ class CostsView(APIView):
                 "currency", OpenApiTypes.STR, description="ISO 4217; default reporting currency"
             ),
             OpenApiParameter("group_by", OpenApiTypes.STR, enum=["team", "provider", "category"]),
+            OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
         ],
         responses=CostSeriesReportSerializer,
     )
@@ -137,17 +140,35 @@ class CostsView(APIView):
         query = CostsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         user = request.user
+        teams = team_list_visible(user=user)
+        team = query.validated_data.get("team")
         try:
             report = cost_series(
                 month=month_parse(query.validated_data["month"]),
-                teams=team_list_visible(user=user),
-                include_unowned=user_is_finance(user),
+                teams=teams.filter(slug=team) if team else teams,
+                include_unowned=user_is_finance(user) and not team,
                 currency=query.validated_data.get("currency") or settings.FINOPS_REPORTING_CURRENCY,
                 group_by=query.validated_data["group_by"],
             )
         except FxRateMissing as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(CostSeriesReportSerializer(report).data)
+
+    def csv_rows(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        """?format=csv: one row per series and day (the page's daily tables, long form)."""
+        if "series" not in data:
+            return [data]
+        return [
+            {
+                "day": p["day"],
+                data["group_by"]: s["key"] or "",
+                "name": s["name"],
+                "currency": data["currency"],
+                "amount": p["amount"],
+            }
+            for s in data["series"]
+            for p in s["points"]
+        ]
 
 
 class ImportBatchViewSet(viewsets.ReadOnlyModelViewSet[ImportBatch]):
