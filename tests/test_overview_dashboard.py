@@ -13,8 +13,8 @@ from django.urls import reverse
 
 from finops.attribution.dashboard import month_add
 from finops.attribution.models import Category
+from finops.budgets.models import Budget
 from finops.currency.models import FxRate
-from finops.web import views
 from tests.factories import TeamDailyCostFactory, TeamFactory
 
 SEP, AUG, JUL = dt.date(2025, 9, 1), dt.date(2025, 8, 1), dt.date(2025, 7, 1)
@@ -155,18 +155,19 @@ def test_missing_rate_shows_the_default_currency_alone(finance_client, team):
     assert _table(html, "cost-over-time")[1] == ["2025-09-02", "5.00"]
 
 
-def test_alerts_panel_only_with_budgets_or_anomalies_installed(
-    finance_client, history, monkeypatch
-):
-    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
-    assert 'data-testid="dashboard-alerts"' not in html
-    installed = views.apps.is_installed
-    monkeypatch.setattr(
-        views.apps, "is_installed", lambda name: name == "finops.budgets" or installed(name)
-    )
+def test_alerts_panel_lists_budgets_at_risk(finance_client, history, team):
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     assert 'data-testid="dashboard-alerts"' in html
-    assert "Open anomalies / Budgets at risk" in html
+    assert "No budget is over or forecast to go over." in html
+    # Far below what the team spent in September: over budget, so at risk.
+    Budget.objects.create(
+        name="Vision tiny", team=team, period="month", amount=Decimal("0.01"), currency="USD"
+    )
+    Budget.objects.create(
+        name="Vision huge", team=team, period="month", amount=Decimal("1e9"), currency="USD"
+    )
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert "Vision tiny" in html and "Vision huge" not in html
 
 
 def test_overview_queries_do_not_grow_with_teams_or_months(
@@ -186,7 +187,7 @@ def test_overview_queries_do_not_grow_with_teams_or_months(
 # Session, user, months with data (2), profile, the month's overview (3: teams x categories,
 # providers, the reporting-currency rows), the dashboard (1); one more for FX rates when several
 # currencies are converted (none here).
-OVERVIEW_QUERIES = 9
+OVERVIEW_QUERIES = 12  # + open anomalies, budgets at risk (none here)
 
 
 @pytest.fixture

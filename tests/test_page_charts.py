@@ -54,7 +54,7 @@ def test_team_page_daily_cost_by_category(finance_client, team):
     TeamDailyCostFactory(team=team, day=day1, amount=Decimal("4"), category=Category.IDLE)
     TeamDailyCostFactory(team=team, day=day2, amount=Decimal("1"), category=Category.SHARED)
     html = _html(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
-    assert _charts(html) == ["team-daily"]
+    assert _charts(html) == ["team-daily", "pricing-0"]  # the pricing comparison has its own
     assert 'data-chart-type="bar" data-stacked' in html
     assert _table(html, "team-daily") == [
         ["Day", "Training", "Shared", "Idle", "Total"],
@@ -75,7 +75,7 @@ def test_run_page_cost_per_job(finance_client, team):
     html = _html(
         finance_client.get(reverse("web:run", args=[team.slug, run.run_id]), {"month": "2025-09"})
     )
-    assert _charts(html) == ["run-jobs-USD"]
+    assert _charts(html) == ["run-jobs-USD", "pricing-0"]
     assert _table(html, "run-jobs-USD") == [["Job", "Cost (USD)"], ["11", "5.00"], ["12", "7.25"]]
     assert "1,234 / 0" in html
 

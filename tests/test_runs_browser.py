@@ -197,5 +197,5 @@ def test_runs_and_team_and_run_pages_keep_a_fixed_number_of_queries(
 
 
 RUNS_QUERIES = 9
-TEAM_QUERIES = 12
-RUN_QUERIES = 9
+TEAM_QUERIES = 23  # budgets, anomalies, statements and the pricing comparison included
+RUN_QUERIES = 14  # the pricing comparison included

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from django.apps import apps
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest, PermissionDenied
@@ -27,7 +26,7 @@ from finops.attribution.dashboard import (
     team_daily_by_category,
 )
 from finops.attribution.models import RunCost
-from finops.budgets.selectors import budget_statuses_of_team
+from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
@@ -104,8 +103,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "dashboard": dashboard,
         "month_choices": range(MIN_MONTHS, MAX_MONTHS + 1),
         "several_currencies": several_currencies(data.totals, data.reporting),
-        # Filled by the budgets and anomalies apps once installed (this page never imports them).
-        "show_alerts": apps.is_installed("finops.budgets") or apps.is_installed("finops.anomalies"),
+        "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
         "categories": selectors.CATEGORIES,
         "open_anomalies": sum(
             open_anomaly_counts(
