@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "finops.inference",
     "finops.notifications",
     "finops.anomalies",
+    "finops.tokens",
     "finops.api",
     "finops.web",
     "finops.demo",
@@ -139,9 +140,13 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
 REST_FRAMEWORK = {
+    # Token first: DRF takes the WWW-Authenticate header of a 401 from the first class, and
+    # without one answers 403. finops.tokens' hashed per-user keys (fo_...), then DRF's own
+    # authtoken keys (admin-made, kept working), then the pages' session.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        "finops.tokens.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
