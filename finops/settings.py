@@ -150,7 +150,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "finops.api.schema.FinopsAutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "COERCE_DECIMAL_TO_STRING": True,
@@ -162,6 +162,11 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    # Two models have a `status` choice field; name their enums apart.
+    "ENUM_NAME_OVERRIDES": {
+        "ImportBatchStatusEnum": "billing_ingest.models.ImportBatch.Status",
+        "AnomalyStatusEnum": "finops.anomalies.models.Anomaly.Status",
+    },
 }
 
 # Celery: no broker configured means eager, in-process execution (the embedded default).

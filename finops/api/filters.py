@@ -6,7 +6,9 @@ from datetime import date, datetime
 
 import django_filters
 from django import forms
+from drf_spectacular.utils import extend_schema_field
 
+from finops.api.schema import MONTH_SCHEMA
 from finops.attribution.models import RunCost
 
 MONTH_FORMAT = "%Y-%m"
@@ -28,6 +30,8 @@ class MonthField(forms.DateField):
     default_error_messages = {"invalid": "Enter a month as YYYY-MM."}
 
 
+# In the OpenAPI schema a YYYY-MM string, not the date its DateFilter base would claim.
+@extend_schema_field(MONTH_SCHEMA)
 class MonthFilter(django_filters.DateFilter):
     field_class = MonthField
 
