@@ -181,6 +181,22 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
 CELERY_TIMEZONE = "UTC"
+# Queues by task type, so that a big ingest never delays an alert or an attribution: workers
+# are started per queue (README, "Running at scale"). Eager runs (no broker) ignore routes.
+# A task not routed here goes to the default queue, attribution (compute work).
+FINOPS_TASK_QUEUES = ("ingest", "attribution", "notifications")
+CELERY_TASK_DEFAULT_QUEUE = "attribution"
+CELERY_TASK_ROUTES = {
+    # Exact names first: Celery tries them before the patterns.
+    "finops.inference.tasks.ingest_inference_batch": {"queue": "ingest"},
+    "finops.anomalies.tasks.send_anomaly_digests": {"queue": "notifications"},
+    "billing_ingest.tasks.*": {"queue": "ingest"},
+    "finops.currency.tasks.*": {"queue": "ingest"},
+    "finops.notifications.tasks.*": {"queue": "notifications"},
+    "finops.attribution.tasks.*": {"queue": "attribution"},
+    "finops.inference.tasks.*": {"queue": "attribution"},
+    "finops.anomalies.tasks.*": {"queue": "attribution"},
+}
 
 EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
 vars().update(EMAIL_CONFIG)

@@ -87,8 +87,15 @@ def _worker_wanted() -> bool:
     return bool(settings.CELERY_BROKER_URL) and connection.vendor == "postgresql"
 
 
+# CI runs two workers, one per queue group, as "Running at scale" in the README deploys them:
+# a task routed to a queue nobody consumes would hang the test that sends it.
+WORKER_QUEUE_GROUPS = {"ingest": "ingest", "compute": "attribution,notifications"}
+
+
 @pytest.fixture
 def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[Path]:
+    """Two real worker processes (`-Q ingest` and `-Q attribution,notifications`) over the
+    test database; yields the log both append to."""
     if not _worker_wanted():
         if os.environ.get("FINOPS_REQUIRE_WORKER") == "1":
             pytest.fail("FINOPS_REQUIRE_WORKER=1 but no broker or no PostgreSQL configured")
@@ -99,45 +106,46 @@ def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[Pa
         f"postgres://{test_db['USER']}@{test_db['HOST'] or '127.0.0.1'}:"
         f"{test_db['PORT'] or 5432}/{test_db['NAME']}"
     )
-    celery_app.control.purge()
+    with celery_app.connection_for_write() as broker:  # no task left from an earlier test
+        for queue in settings.FINOPS_TASK_QUEUES:
+            broker.default_channel.queue_purge(queue)
     log = tmp_path / "worker.log"
-    with log.open("w") as log_handle:
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "finops",
-                "worker",
-                "--pool=solo",
-                "--loglevel=INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                "e2e@%h",
-            ],
-            cwd=WORKER_ROOT,
-            env=env,
-            stdout=log_handle,
-            stderr=subprocess.STDOUT,
-        )
+    workers: list[subprocess.Popen[bytes]] = []
+    with log.open("ab") as log_handle:
         try:
-            _wait_for_worker(worker, log)
+            for name, queues in WORKER_QUEUE_GROUPS.items():
+                workers.append(_start_worker(name=name, queues=queues, env=env, log=log_handle))
+            _wait_for_workers(workers, log)
             yield log
         finally:
-            worker.terminate()
-            worker.wait(timeout=30)
+            for worker in workers:
+                worker.terminate()
+            for worker in workers:
+                worker.wait(timeout=30)
 
 
-def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path) -> None:
+def _start_worker(*, name: str, queues: str, env: dict[str, str], log: Any) -> Any:
+    return subprocess.Popen(
+        [
+            sys.executable, "-m", "celery", "-A", "finops", "worker", "--pool=solo",
+            "--loglevel=INFO", "--without-gossip", "--without-mingle",
+            "-Q", queues, "-n", f"{name}@%h",
+        ],
+        cwd=WORKER_ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def _wait_for_workers(workers: list[subprocess.Popen[bytes]], log: Path) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        if worker.poll() is not None:
-            raise AssertionError(f"worker exited early:\n{log.read_text()}")
-        if celery_app.control.ping(timeout=1.0):
+        if any(worker.poll() is not None for worker in workers):
+            raise AssertionError(f"a worker exited early:\n{log.read_text()}")
+        if len(celery_app.control.ping(timeout=1.0)) >= len(workers):
             return
-    raise AssertionError(f"worker did not answer a ping in 90 s:\n{log.read_text()}")
+    raise AssertionError(f"workers did not all answer a ping in 90 s:\n{log.read_text()}")
 
 
 class CapturedMail:
