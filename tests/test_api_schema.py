@@ -102,3 +102,27 @@ def test_the_documented_codes_are_the_ones_returned(schema, lead_user, finance_u
 def test_token_security_scheme_is_documented(schema):
     scheme = schema["components"]["securitySchemes"]["apiTokenAuth"]
     assert (scheme["type"], scheme["in"], scheme["name"]) == ("apiKey", "header", "Authorization")
+
+
+def test_fuzz_findings_stay_fixed(finance_user, team):
+    """Schemathesis found these 500s: a month the pattern allows but the calendar lacks, and
+    integers too large for the database in ?limit / ?offset."""
+    api = APIClient()
+    api.force_authenticate(finance_user)
+    for path in ("/api/v1/reconciliation/", "/api/v1/endpoints/", "/api/v1/costs/"):
+        response = api.get(path, {"month": "0000-01"})
+        assert response.status_code == 400, path
+        assert "month" in response.json()
+    huge = str(10**28)
+    for params in ({"limit": huge}, {"offset": huge}, {"limit": huge, "offset": huge}):
+        response = api.get("/api/v1/teams/", params)
+        assert response.status_code == 200, params
+        assert response.json()["count"] == 1
+
+
+def test_limit_and_offset_maxima_are_the_paginators(schema):
+    from finops.api.pagination import MAX_LIMIT, MAX_OFFSET
+
+    limit = _parameter(schema, "/api/v1/runs/", "get", "limit")["schema"]
+    offset = _parameter(schema, "/api/v1/runs/", "get", "offset")["schema"]
+    assert (limit["maximum"], offset["maximum"]) == (MAX_LIMIT, MAX_OFFSET)

@@ -148,6 +148,8 @@ def test_missing_fx_rate_is_400(finance_api, team):
         {"since": "2025-09-01"},  # a range without interval
         {},  # the month report still needs its month
         {"interval": "day", "month": "2025-9"},
+        {"interval": "day", "month": "0000-01"},  # matches the pattern; no year 0 (fuzz)
+        {"month": "0000-01"},
     ],
 )
 def test_bad_queries_are_400(finance_api, params, db):

@@ -97,7 +97,7 @@ class FinopsAutoSchema(AutoSchema):
         return headers
 
     def _get_pagination_parameters(self) -> list[dict[str, Any]]:
-        """limit >= 1 (at most the paginator's max_limit, when it has one), offset >= 0."""
+        """limit >= 1 and offset >= 0, each at most the paginator's max (when it has one)."""
         parameters: list[dict[str, Any]] = super()._get_pagination_parameters()
         paginator = self._get_paginator()
         max_limit = getattr(paginator, "max_limit", None)
@@ -109,6 +109,9 @@ class FinopsAutoSchema(AutoSchema):
                     schema["maximum"] = max_limit
             elif parameter["name"] == "offset" and schema.get("type") == "integer":
                 schema["minimum"] = 0
+                max_offset = getattr(paginator, "max_offset", None)
+                if max_offset:
+                    schema["maximum"] = max_offset
         return parameters
 
 

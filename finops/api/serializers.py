@@ -8,6 +8,7 @@ from django.utils import timezone
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
+from finops.api.filters import month_parse
 from finops.api.schema import MONTH_PATTERN
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import (
@@ -83,11 +84,23 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
         return obj.billing_period.strftime("%Y-%m")
 
 
+def month_validate(value: str) -> str:
+    """A YYYY-MM the calendar has: the pattern alone lets "0000-01" through (a fuzzed 500)."""
+    try:
+        month_parse(value)
+    except ValueError as exc:
+        raise serializers.ValidationError("Enter a month as YYYY-MM.") from exc
+    return value
+
+
 class MonthQuerySerializer(serializers.Serializer[None]):
     month = serializers.RegexField(
         r"^\d{4}-(0[1-9]|1[0-2])$",
         error_messages={"invalid": "Enter a month as YYYY-MM.", "required": "month is required."},
     )
+
+    def validate_month(self, value: str) -> str:
+        return month_validate(value)
 
 
 class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow]):
@@ -179,6 +192,9 @@ class CostsQuerySerializer(serializers.Serializer[None]):
             return currency_code(value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from exc
+
+    def validate_month(self, value: str) -> str:
+        return month_validate(value)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         has_range = "since" in attrs or "until" in attrs
