@@ -10,10 +10,12 @@ import django_filters
 from django import forms
 from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When
 from django.db.models.functions import Cast
+from drf_spectacular.utils import extend_schema_field
 
 from finops.attribution.models import Category, RunCost
 
 MONTH_FORMAT = "%Y-%m"
+MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 # Months outside these years are refused: year 0 does not exist, and readers step to the next
 # month (date + 32 days), which overflows in December 9999.
 MIN_YEAR, MAX_YEAR = 1970, 9998
@@ -45,6 +47,10 @@ class MonthField(forms.DateField):
         return month
 
 
+# In the OpenAPI schema a YYYY-MM string, not the date its DateFilter base would claim.
+@extend_schema_field(
+    {"type": "string", "pattern": r"^\d{4}-(0[1-9]|1[0-2])$", "example": "2025-09"}
+)
 class MonthFilter(django_filters.DateFilter):
     field_class = MonthField
 
