@@ -67,26 +67,28 @@ def test_beat_schedules_name_routed_tasks():
 
 def test_eager_runs_ignore_the_routes(db):
     """No broker: the task runs in-process whatever its queue (the embedded default)."""
-    from finops.attribution.tasks import attribute_open_months
     from finops.notifications.tasks import resend_unsent_notifications
+    from finops.pipeline.tasks import pipeline_open_months
 
     assert celery_app.conf.task_always_eager
     assert resend_unsent_notifications.delay().get(timeout=5) == 0
-    assert isinstance(attribute_open_months.delay().get(timeout=5), list)
+    assert isinstance(pipeline_open_months.delay().get(timeout=5), list)
 
 
 @pytest.mark.worker
 def test_two_workers_consume_their_queue_groups(celery_worker_process):
-    from finops.attribution.tasks import attribute_open_months
     from finops.notifications.tasks import resend_unsent_notifications
+    from finops.pipeline.tasks import pipeline_open_months
 
     replies = celery_app.control.inspect(timeout=2).active_queues()
     consumed = {
-        worker.split("@")[0]: {q["name"] for q in queues} for worker, queues in replies.items()
+        # Node names are "<group>-<unique>@host" (tests/conftest.py worker_start).
+        worker.split("@")[0].rsplit("-", 1)[0]: {q["name"] for q in queues}
+        for worker, queues in replies.items()
     }
     assert consumed == {name: set(group.split(",")) for name, group in WORKER_QUEUE_GROUPS.items()}
     # A task of each group completes: the notifications one can only have run on `compute`.
     assert resend_unsent_notifications.delay().get(timeout=60) == 0
-    assert isinstance(attribute_open_months.delay().get(timeout=60), list)
+    assert isinstance(pipeline_open_months.delay().get(timeout=60), list)
     log = celery_worker_process.read_text()
-    assert "resend_unsent_notifications" in log and "attribute_open_months" in log
+    assert "resend_unsent_notifications" in log and "finops.pipeline.open_months" in log
