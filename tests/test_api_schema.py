@@ -116,8 +116,8 @@ def test_fuzz_findings_stay_fixed(finance_user, team):
     huge = str(10**28)
     for params in ({"limit": huge}, {"offset": huge}, {"limit": huge, "offset": huge}):
         response = api.get("/api/v1/teams/", params)
-        assert response.status_code == 200, params
-        assert response.json()["count"] == 1
+        assert response.status_code == 400, params  # out of bounds: named, not clamped
+        assert set(response.json()) & set(params)
 
 
 def test_limit_and_offset_maxima_are_the_paginators(schema):

@@ -38,6 +38,7 @@ def _bounded_int(request: Request, name: str, *, default: int, low: int, high: i
 
 class BoundedLimitOffsetPagination(LimitOffsetPagination):
     max_limit = MAX_LIMIT
+    max_offset = MAX_OFFSET  # read by finops.api.schema for the documented maximum
 
     def get_limit(self, request: Request) -> int:
         default = self.default_limit or MAX_LIMIT

@@ -15,6 +15,8 @@ router.register("import-batches", views.ImportBatchViewSet, basename="api-import
 router.add_root_entry("costs", "api-costs")
 router.add_root_entry("endpoints", "api-endpoints")
 router.add_root_entry("reconciliation", "api-reconciliation")
+router.add_root_entry("pricing-comparison", "api-pricing-comparison")
+router.add_root_entry("statements", "api-statements")
 router.add_root_entry("schema", "schema")
 
 urlpatterns = [
