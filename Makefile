@@ -33,7 +33,7 @@ azurite: $(AZURITE)
 demo: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
-	$(BIN)/python manage.py demo
+	FINOPS_DEMO_URL=http://$(HOST):$(PORT) $(BIN)/python manage.py demo
 	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
 
 serve: install

@@ -14,6 +14,11 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
 
 app = Celery("finops")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+if not app.conf.broker_url:
+    # The embedded default runs tasks eagerly and never connects; an empty broker URL would
+    # still make kombu print "No hostname was supplied" on every command. Eagerness follows
+    # CELERY_BROKER_URL (settings), which stays empty.
+    app.conf.update(broker_url="memory://localhost/")
 app.autodiscover_tasks()
 
 # Each entry: crontab + expires, and why it runs when it does.

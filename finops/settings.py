@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "finops.audit",
     "finops.chargeback",
     "finops.pipeline",
+    "finops.tokens",
     "finops.api",
     "finops.web",
     "finops.demo",
@@ -249,10 +250,13 @@ FINOPS_CONTENT_SECURITY_POLICY = env.str(
 )
 
 REST_FRAMEWORK = {
+    # Token first: DRF takes the WWW-Authenticate header of a 401 from the first class, and
+    # without one answers 403. finops.tokens' hashed per-user keys (fo_...), then DRF's own
+    # authtoken keys (admin-made, kept working), then the pages' session.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
-        # Token auth that refuses an address after too many failed tokens (429).
+        "finops.api.authentication.ThrottledApiTokenAuthentication",
         "finops.api.authentication.ThrottledTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "token_failure": env.str("FINOPS_TOKEN_FAILURE_RATE", default="20/hour"),
@@ -263,9 +267,16 @@ REST_FRAMEWORK = {
         "finops.org.permissions.ViewerReadOnly",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    # A page is at most 1000 rows; a limit or offset out of bounds is a 400 naming the field.
-    "DEFAULT_PAGINATION_CLASS": "finops.api.pagination.BoundedLimitOffsetPagination",
+    "DEFAULT_SCHEMA_CLASS": "finops.api.schema.FinopsAutoSchema",
+    # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+        "finops.api.csv.CsvRenderer",
+    ],
+    # Pages of at most 1000 rows for JSON (a limit or offset out of bounds is a 400 naming the
+    # field); a CSV download is every matching row.
+    "DEFAULT_PAGINATION_CLASS": "finops.api.pagination.CsvAwarePagination",
     "PAGE_SIZE": 100,
     "COERCE_DECIMAL_TO_STRING": True,
 }
@@ -305,6 +316,22 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": env.int("CELERY_VISIBILITY_TIMEOUT", default=3 * 3600),
 }
 CELERY_TIMEZONE = "UTC"
+# Queues by task type, so that a big ingest never delays an alert or an attribution: workers
+# are started per queue (README, "Running at scale"). Eager runs (no broker) ignore routes.
+# A task not routed here goes to the default queue, attribution (compute work).
+FINOPS_TASK_QUEUES = ("ingest", "attribution", "notifications")
+CELERY_TASK_DEFAULT_QUEUE = "attribution"
+CELERY_TASK_ROUTES = {
+    # Exact names first: Celery tries them before the patterns.
+    "finops.inference.tasks.ingest_inference_batch": {"queue": "ingest"},
+    "finops.anomalies.tasks.send_anomaly_digests": {"queue": "notifications"},
+    "billing_ingest.tasks.*": {"queue": "ingest"},
+    "finops.currency.tasks.*": {"queue": "ingest"},
+    "finops.notifications.tasks.*": {"queue": "notifications"},
+    "finops.attribution.tasks.*": {"queue": "attribution"},
+    "finops.inference.tasks.*": {"queue": "attribution"},
+    "finops.anomalies.tasks.*": {"queue": "attribution"},
+}
 
 EMAIL_CONFIG = env.email_url("EMAIL_URL", default="consolemail://")
 vars().update(EMAIL_CONFIG)

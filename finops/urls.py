@@ -6,7 +6,14 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/tokens/", include("finops.tokens.urls")),
     path("api/", include("finops.api.urls")),
     path("budgets/", include("finops.budgets.urls")),
     path("", include("finops.web.urls")),
 ]
+
+# Error pages in the site's layout (used when DEBUG is off).
+handler400 = "finops.web.errors.bad_request"
+handler403 = "finops.web.errors.permission_denied"
+handler404 = "finops.web.errors.page_not_found"
+handler500 = "finops.web.errors.server_error"

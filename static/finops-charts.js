@@ -2,7 +2,8 @@
  *
  * <canvas data-chart="TABLE_ID" data-chart-type="line|bar" [data-stacked] [data-cumulative]
  *         [data-dashed="Series A,Series B"]></canvas>
- * The table's first column gives the x labels; every other column (its <th> text) is a series.
+ * The table's first column gives the x labels; every other column (its <th> text) is a series,
+ * except columns whose <th> has data-no-chart (a change, a percentage beside the amounts).
  * A cell's number is its data-value attribute, else its text without thousands separators and
  * currency codes. No inline script, so the pages keep a strict Content-Security-Policy.
  */
@@ -20,17 +21,23 @@
   }
 
   function readTable(table, cumulative) {
-    var headers = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+    var ths = table.querySelectorAll("thead th");
+    var headers = Array.prototype.map.call(ths, function (th) {
       return th.getAttribute("data-series") || th.textContent.trim();
     });
     var rows = table.querySelectorAll("tbody tr");
     var labels = [];
-    var series = headers.slice(1).map(function (name) { return { label: name, data: [] }; });
+    var series = [];
+    headers.forEach(function (name, i) {
+      if (i > 0 && !ths[i].hasAttribute("data-no-chart")) {
+        series.push({ label: name, column: i, data: [] });
+      }
+    });
     Array.prototype.forEach.call(rows, function (row) {
       var cells = row.querySelectorAll("th, td");
       if (cells.length < headers.length) { return; }
       labels.push(cells[0].textContent.trim());
-      series.forEach(function (s, i) { s.data.push(cellNumber(cells[i + 1])); });
+      series.forEach(function (s) { s.data.push(cellNumber(cells[s.column])); });
     });
     if (cumulative) {
       series.forEach(function (s) {

@@ -106,9 +106,15 @@ def _worker_wanted() -> bool:
     return bool(settings.CELERY_BROKER_URL) and connection.vendor == "postgresql"
 
 
+# CI runs two workers, one per queue group, as "Running at scale" in the README deploys them:
+# a task routed to a queue nobody consumes would hang the test that sends it.
+WORKER_QUEUE_GROUPS = {"ingest": "ingest", "compute": "attribution,notifications"}
+ALL_QUEUES = ",".join(WORKER_QUEUE_GROUPS.values())
+
+
 @pytest.fixture
 def worker_env() -> dict[str, str]:
-    """Extra environment for the worker process (a test module may override this fixture,
+    """Extra environment for the worker processes (a test module may override this fixture,
     e.g. tests/test_crash_safety.py sets short heartbeats and a fault to inject)."""
     return {}
 
@@ -117,21 +123,31 @@ def worker_env() -> dict[str, str]:
 def celery_worker_process(
     transactional_db: None, tmp_path: Path, worker_env: dict[str, str]
 ) -> Iterator[Path]:
+    """Two real worker processes (`-Q ingest` and `-Q attribution,notifications`) over the
+    test database; yields the log both append to."""
     if not _worker_wanted():
         if os.environ.get("FINOPS_REQUIRE_WORKER") == "1":
             pytest.fail("FINOPS_REQUIRE_WORKER=1 but no broker or no PostgreSQL configured")
         pytest.skip("needs CELERY_BROKER_URL and PostgreSQL (CI's second pass)")
-    celery_app.control.purge()
+    with celery_app.connection_for_write() as broker:  # no task left from an earlier test
+        for queue in settings.FINOPS_TASK_QUEUES:
+            broker.default_channel.queue_purge(queue)
     log = tmp_path / "worker.log"
-    worker = worker_start(worker_env, log)
+    workers: list[subprocess.Popen[bytes]] = []
     try:
+        for name, queues in WORKER_QUEUE_GROUPS.items():
+            workers.append(worker_start(worker_env, log, queues=queues, name=name))
         yield log
     finally:
-        worker_stop(worker)
+        for worker in workers:
+            worker_stop(worker)
 
 
-def worker_start(extra_env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """Start a worker on the test database and wait until it answers a ping."""
+def worker_start(
+    extra_env: dict[str, str], log: Path, *, queues: str = ALL_QUEUES, name: str = "e2e"
+) -> subprocess.Popen[bytes]:
+    """Start a worker on the test database, consuming `queues`, and wait until it answers a
+    ping (by its own name: another worker may already be answering)."""
     test_db = connection.settings_dict
     env = dict(os.environ)
     env["DATABASE_URL"] = (
@@ -139,29 +155,21 @@ def worker_start(extra_env: dict[str, str], log: Path) -> subprocess.Popen[bytes
         f"{test_db['PORT'] or 5432}/{test_db['NAME']}"
     )
     env.update(extra_env)
-    with log.open("a") as log_handle:
+    node = f"{name}-{time.monotonic_ns()}@{socket.gethostname()}"
+    with log.open("ab") as log_handle:
         worker = subprocess.Popen(
             [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "finops",
-                "worker",
-                "--pool=solo",
-                "--loglevel=INFO",
-                "--without-gossip",
-                "--without-mingle",
-                "-n",
-                "e2e@%h",
+                sys.executable, "-m", "celery", "-A", "finops", "worker", "--pool=solo",
+                "--loglevel=INFO", "--without-gossip", "--without-mingle",
+                "-Q", queues, "-n", node,
             ],
             cwd=WORKER_ROOT,
             env=env,
             stdout=log_handle,
             stderr=subprocess.STDOUT,
-        )
+        )  # fmt: skip
     try:
-        _wait_for_worker(worker, log)
+        _wait_for_worker(worker, log, node)
     except BaseException:
         worker_stop(worker)
         raise
@@ -174,14 +182,15 @@ def worker_stop(worker: subprocess.Popen[bytes]) -> None:
     worker.wait(timeout=30)
 
 
-def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path) -> None:
+def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path, node: str) -> None:
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
         if worker.poll() is not None:
             raise AssertionError(f"worker exited early:\n{log.read_text()}")
-        if celery_app.control.ping(timeout=1.0):
+        replies = celery_app.control.ping(timeout=1.0)
+        if any(node in reply for reply in replies):
             return
-    raise AssertionError(f"worker did not answer a ping in 90 s:\n{log.read_text()}")
+    raise AssertionError(f"worker {node} did not answer a ping in 90 s:\n{log.read_text()}")
 
 
 class CapturedMail:

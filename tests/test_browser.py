@@ -157,7 +157,7 @@ def test_lead_sees_only_own_team(browser, live_server, scenario, lead_user, tmp_
     assert not driver.find_elements(By.LINK_TEXT, "Reconciliation")
     driver.save_screenshot(str(tmp_path / "lead-overview.png"))
     driver.get(live_server.url + "/teams/speech/")
-    assert "Not Found" in _body(driver)
+    assert "Nothing here" in _body(driver)  # the 404 page (templates/404.html)
     assert "Speech" not in _body(driver)
 
 

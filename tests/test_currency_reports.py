@@ -105,8 +105,11 @@ def test_overview_in_reporting_currency_needs_no_rate(finance_client, team, sett
     settings.FINOPS_REPORTING_CURRENCY = "EUR"
     TeamDailyCostFactory(team=team, billing_currency="EUR", amount=Decimal("12.345"))
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
-    assert 'data-testid="reporting-total">12.35<' in html
-    assert "Total attributed (EUR, converted)" in html
+    # One currency, the reporting one: its tables once, with no "converted" copy and no error.
+    assert 'data-testid="total-EUR">12.35<' in html
+    assert 'data-testid="reporting-total"' not in html
+    assert 'data-testid="fx-error"' not in html
+    assert "Cost over time (EUR)" in html
 
 
 def test_team_page_converts_each_day_at_its_rate(finance_client, team):

@@ -110,7 +110,12 @@ def check_teams(api: APIClient, month: str, expected: dict[str, str]) -> None:
 
 
 def check_runs(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
-    runs = {run["run_id"]: run for run in get_all(api, "/api/v1/runs/", {"month": month})}
+    # Training runs are the list's default; serving pods' runs are asked for as inference.
+    runs = {
+        run["run_id"]: run
+        for category in ("training", "inference")
+        for run in get_all(api, "/api/v1/runs/", {"month": month, "category": category})
+    }
     assert set(runs) == set(expected), f"{month} runs: {sorted(runs)}"
     for run_id, fields in expected.items():
         assert_fields(f"{month} run {run_id}", runs[run_id], fields)

@@ -127,6 +127,9 @@ API_URLS = [
 ]
 
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="[^"]*"')
+# A run's rollup row is rebuilt by every attribution, so its surrogate id (and the URL made from
+# it) changes with any re-attribution; the figures are what must not move.
+_ROLLUP_ID = re.compile(r'"id":\d+|/api/v1/runs/\d+/')
 
 
 def _capture(user) -> dict[str, tuple[int, str]]:
@@ -139,7 +142,7 @@ def _capture(user) -> dict[str, tuple[int, str]]:
         seen[url] = (response.status_code, _CSRF.sub("", response.content.decode()))
     for url in API_URLS:
         response = api.get(url)
-        seen[url] = (response.status_code, response.content.decode())
+        seen[url] = (response.status_code, _ROLLUP_ID.sub("<id>", response.content.decode()))
     return seen
 
 

@@ -158,7 +158,8 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(tmp_pa
     run = PipelineRun.objects.order_by("-id").first()
     assert run.status == "failed" and run.error.startswith("step attribute: ConservationError")
     steps = dict(run.steps.values_list("key", "status"))
-    assert steps == {"attribute": "failed", "endpoint_costs": "skipped"}
+    later = {"endpoint_costs": "skipped", "budgets": "skipped", "anomalies": "skipped"}
+    assert steps == {"attribute": "failed", **later}
     assert run.steps.get(key="attribute").attempts == 1  # not transient: not retried
     recon = reconciliation_for_month(month=MAY)
     assert recon.total.difference == 0  # the previous ledger stays
@@ -222,6 +223,8 @@ def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
     assert dict(dead.steps.values_list("key", "status")) == {
         "attribute": "failed",
         "endpoint_costs": "skipped",
+        "budgets": "skipped",
+        "anomalies": "skipped",
     }
     retry = PipelineRun.objects.get(retry_of=dead)
     assert report["pipeline_runs_retried"] == [retry.pk]

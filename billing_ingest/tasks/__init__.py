@@ -6,3 +6,4 @@ from billing_ingest.tasks.export import *  # noqa: F403
 from billing_ingest.tasks.jobs import *  # noqa: F403
 from billing_ingest.tasks.kubernetes import *  # noqa: F403
 from billing_ingest.tasks.sources import *  # noqa: F403
+from billing_ingest.tasks.uploads import *  # noqa: F403

@@ -9,12 +9,15 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]. Logins to the pages are limited by dja
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rest_framework.authentication import TokenAuthentication, get_authorization_header
 from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
+
+from finops.tokens.authentication import ApiTokenAuthentication
 
 
 class TokenFailureThrottle(SimpleRateThrottle):
@@ -48,20 +51,44 @@ class TokenFailureThrottle(SimpleRateThrottle):
         self.cache.set(self.key, self.history, self.duration)
 
 
-class ThrottledTokenAuthentication(TokenAuthentication):
+def _token_attempt(request: Request, keyword: str) -> bool:
+    auth = get_authorization_header(request).split()
+    return bool(auth) and auth[0].lower() == keyword.lower().encode()
+
+
+def _throttled(request: Request, authenticate: Callable[[], Any]) -> Any:
+    """Run one token authentication, refused while the address is blocked; a failure counts."""
+    throttle = TokenFailureThrottle()
+    wait = throttle.blocked_for(request)
+    if wait is not None:
+        raise Throttled(
+            wait=wait,
+            detail="Too many failed token attempts from this address. Try again later.",
+        )
+    try:
+        return authenticate()
+    except AuthenticationFailed:
+        throttle.record_failure(request)
+        raise
+
+
+class ThrottledApiTokenAuthentication(ApiTokenAuthentication):
+    """The per-user API tokens (finops.tokens), with failed attempts counted per address."""
+
     def authenticate(self, request: Request) -> Any:
-        auth = get_authorization_header(request).split()
-        if not auth or auth[0].lower() != self.keyword.lower().encode():
+        if not _token_attempt(request, self.keyword):
             return None  # not a token attempt: nothing to count
-        throttle = TokenFailureThrottle()
-        wait = throttle.blocked_for(request)
-        if wait is not None:
-            raise Throttled(
-                wait=wait,
-                detail="Too many failed token attempts from this address. Try again later.",
-            )
-        try:
-            return super().authenticate(request)
-        except AuthenticationFailed:
-            throttle.record_failure(request)
-            raise
+        return _throttled(
+            request, lambda: super(ThrottledApiTokenAuthentication, self).authenticate(request)
+        )
+
+
+class ThrottledTokenAuthentication(TokenAuthentication):
+    """DRF's own authtoken keys (made in the admin), with failed attempts counted likewise."""
+
+    def authenticate(self, request: Request) -> Any:
+        if not _token_attempt(request, self.keyword):
+            return None
+        return _throttled(
+            request, lambda: super(ThrottledTokenAuthentication, self).authenticate(request)
+        )

@@ -1,4 +1,5 @@
-"""List pagination with bounds: a limit or offset outside them is a 400 naming the field.
+"""List pagination with bounds: a limit or offset outside them is a 400 naming the field;
+JSON answers in pages, a CSV download (`?format=csv`) is every matching row.
 
 DRF's LimitOffsetPagination passes any integer on to the database, and one past 2^63 - 1
 overflows the driver (a 500), so both are checked here, and a page is at most MAX_LIMIT rows.
@@ -6,9 +7,16 @@ overflows the driver (a 500), so both are checked here, and a page is at most MA
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.models import QuerySet
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from finops.api.csv import CsvRenderer
 
 MAX_LIMIT = 1000
 # Far above any table's row count, far below the 64-bit bound of SQLite and PostgreSQL.
@@ -37,3 +45,18 @@ class BoundedLimitOffsetPagination(LimitOffsetPagination):
 
     def get_offset(self, request: Request) -> int:
         return _bounded_int(request, self.offset_query_param, default=0, low=0, high=MAX_OFFSET)
+
+
+class CsvAwarePagination(BoundedLimitOffsetPagination):
+    """Pages for JSON; every matching row for `?format=csv` (a download is the whole list)."""
+
+    def paginate_queryset(
+        self,
+        queryset: QuerySet[Any, Any] | Sequence[Any],
+        request: Request,
+        view: APIView | None = None,
+    ) -> list[Any] | None:
+        renderer = getattr(request, "accepted_renderer", None)
+        if renderer is not None and renderer.format == CsvRenderer.format:
+            return None
+        return super().paginate_queryset(queryset, request, view)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
 from finops.api.filters import month_parse
+from finops.api.schema import MONTH_PATTERN
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import (
@@ -21,6 +23,7 @@ from finops.attribution.selectors import (
     Reporting,
     SeriesPoint,
 )
+from finops.attribution.timeseries import INTERVALS, CostPoint
 from finops.currency.services import currency_code
 from finops.org.models import Team
 
@@ -117,6 +120,15 @@ class PricingQuerySerializer(serializers.Serializer[None]):
     team = serializers.SlugField(required=False)
 
 
+def month_validate(value: str) -> str:
+    """A YYYY-MM the calendar has: the pattern alone lets "0000-01" through (a fuzzed 500)."""
+    try:
+        month_parse(value)
+    except ValueError as exc:
+        raise serializers.ValidationError("Enter a month as YYYY-MM.") from exc
+    return value
+
+
 class MonthQuerySerializer(serializers.Serializer[None]):
     month = serializers.RegexField(
         r"^\d{4}-(0[1-9]|1[0-2])$",
@@ -124,11 +136,7 @@ class MonthQuerySerializer(serializers.Serializer[None]):
     )
 
     def validate_month(self, value: str) -> str:
-        try:
-            month_parse(value)
-        except ValueError as exc:
-            raise serializers.ValidationError(str(exc)) from exc
-        return value
+        return month_validate(value)
 
 
 class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow]):
@@ -219,17 +227,76 @@ class ImportBatchSerializer(serializers.ModelSerializer[ImportBatch]):
         ]
 
 
-class CostsQuerySerializer(MonthQuerySerializer):
+# Longest since..until a series may span: bounds one request's rows and points.
+COST_SERIES_MAX_DAYS = 731
+
+
+class CostsQuerySerializer(serializers.Serializer[None]):
+    """Without `interval`: the month report (month required). With it: flat points over a
+    billing month or over days since..until (until defaults to today)."""
+
+    month = serializers.RegexField(
+        MONTH_PATTERN, required=False, error_messages={"invalid": "Enter a month as YYYY-MM."}
+    )
     currency = serializers.CharField(
         required=False, help_text="ISO 4217 code; default: the reporting currency."
     )
     group_by = serializers.ChoiceField(choices=sorted(COST_GROUP_BY), default="team")
+    team = serializers.CharField(required=False, help_text="team slug: that team's cost only")
+    interval = serializers.ChoiceField(choices=list(INTERVALS), required=False)
+    since = serializers.DateField(required=False)
+    until = serializers.DateField(required=False)
 
     def validate_currency(self, value: str) -> str:
         try:
             return currency_code(value)
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from exc
+
+    def validate_month(self, value: str) -> str:
+        return month_validate(value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        has_range = "since" in attrs or "until" in attrs
+        if "interval" not in attrs:
+            if has_range:
+                raise serializers.ValidationError({"since": ["since/until need interval."]})
+            if "month" not in attrs:
+                raise serializers.ValidationError({"month": ["month is required."]})
+            return attrs
+        if "month" in attrs:
+            if has_range:
+                raise serializers.ValidationError({"month": ["Give month or since/until."]})
+            return attrs
+        if "since" not in attrs:
+            raise serializers.ValidationError({"since": ["Give month or since (YYYY-MM-DD)."]})
+        until = attrs.setdefault("until", timezone.now().date())
+        if until < attrs["since"]:
+            raise serializers.ValidationError({"until": ["until is before since."]})
+        if (until - attrs["since"]).days >= COST_SERIES_MAX_DAYS:
+            raise serializers.ValidationError(
+                {"until": [f"A series spans at most {COST_SERIES_MAX_DAYS} days."]}
+            )
+        return attrs
+
+
+class CostPointSerializer(serializers.Serializer[Any]):
+    """One point of a series: `t` (bucket's first day), the group key named after group_by
+    (`team`, `provider` or `category`; only that one is present), `cost`, `currency`."""
+
+    t = serializers.DateField(help_text="First day of the bucket (ISO date).")
+    team = serializers.CharField(
+        source="key", allow_null=True, required=False, help_text="Team slug; null: no team."
+    )
+    provider = serializers.CharField(source="key", required=False)
+    category = serializers.CharField(source="key", required=False)
+    cost = money()
+    currency = serializers.CharField()
+
+    def to_representation(self, instance: CostPoint) -> dict[str, Any]:
+        data: dict[str, Any] = super().to_representation(instance)
+        group_by = self.context.get("group_by", "team")
+        return {k: v for k, v in data.items() if k not in COST_GROUP_BY or k == group_by}
 
 
 class SeriesPointSerializer(serializers.Serializer[SeriesPoint]):

@@ -1,16 +1,21 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
-from rest_framework.routers import DefaultRouter
 
 from finops.api import anomalies, chargeback, views
 from finops.api.budgets import BudgetViewSet
+from finops.api.routers import ApiRouter
 
-router = DefaultRouter()
+router = ApiRouter()
 router.register("teams", views.TeamViewSet, basename="api-team")
 router.register("runs", views.RunCostViewSet, basename="api-run")
 router.register("anomalies", anomalies.AnomalyViewSet, basename="api-anomaly")
 router.register("budgets", BudgetViewSet, basename="api-budget")
 router.register("import-batches", views.ImportBatchViewSet, basename="api-import-batch")
+# Plain APIViews: listed on the root (/api/v1/) beside the viewsets.
+router.add_root_entry("costs", "api-costs")
+router.add_root_entry("endpoints", "api-endpoints")
+router.add_root_entry("reconciliation", "api-reconciliation")
+router.add_root_entry("schema", "schema")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound
@@ -16,7 +18,9 @@ from rest_framework.views import APIView
 
 from billing_ingest.models import ImportBatch
 from finops.api.filters import RunCostFilterSet, month_format, month_parse
+from finops.api.schema import month_parameter
 from finops.api.serializers import (
+    CostPointSerializer,
     CostSeriesReportSerializer,
     CostsQuerySerializer,
     EndpointMonthSerializer,
@@ -30,11 +34,13 @@ from finops.api.serializers import (
 )
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import (
+    COST_GROUP_BY,
     SECONDS_PER_HOUR,
     cost_series,
     reconciliation_for_month,
     run_cost_list_visible,
 )
+from finops.attribution.timeseries import INTERVALS, cost_points
 from finops.currency.selectors import FxRateMissing
 from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team
@@ -107,9 +113,7 @@ class ReconciliationView(APIView):
     permission_classes = [IsAuthenticated, IsFinance]
 
     @extend_schema(
-        parameters=[
-            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM")
-        ],
+        parameters=[month_parameter(required=True)],
         responses=ReconciliationSerializer,
     )
     def get(self, request: Request) -> Response:
@@ -120,34 +124,78 @@ class ReconciliationView(APIView):
 
 
 class CostsView(APIView):
-    """Daily attributed cost of a month per team, provider or category, converted to one
-    currency per day. Teams the caller may see; the no-team bucket for finance only."""
+    """Attributed cost per team, provider or category, converted to one currency per day.
+    Teams the caller may see; the no-team bucket for finance only.
+
+    Without `interval`: a month's report (daily points per series, totals). With
+    `interval=day|week|month`: a flat, Grafana-friendly list `[{"t", "<group_by>", "cost",
+    "currency"}]` over a billing month or over days `since`..`until`."""
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
+            month_parameter(required=False, description="Billing month, YYYY-MM (required "
+                            "without interval; with it, instead of since/until)."),
             OpenApiParameter(
                 "currency", OpenApiTypes.STR, description="ISO 4217; default reporting currency"
             ),
-            OpenApiParameter("group_by", OpenApiTypes.STR, enum=["team", "provider", "category"]),
+            OpenApiParameter("group_by", OpenApiTypes.STR, enum=sorted(COST_GROUP_BY)),
+            OpenApiParameter("team", OpenApiTypes.STR, description="team slug: its cost only"),
+            OpenApiParameter("interval", OpenApiTypes.STR, enum=list(INTERVALS),
+                             description="Answer as flat points, one per bucket and key."),
+            OpenApiParameter("since", OpenApiTypes.DATE, description="With interval: first day."),
+            OpenApiParameter("until", OpenApiTypes.DATE,
+                             description="With interval: last day (default today)."),
         ],
-        responses=CostSeriesReportSerializer,
-    )
+        responses=PolymorphicProxySerializer(
+            component_name="CostsResponse",
+            serializers=[CostSeriesReportSerializer, CostPointSerializer(many=True)],
+            resource_type_field_name=None,
+            many=False,
+        ),
+    )  # fmt: skip
     def get(self, request: Request) -> Response:
         query = CostsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
+        params = query.validated_data
         user = request.user
+        teams = team_list_visible(user=user)
+        team = params.get("team")
+        scope: dict[str, Any] = {
+            "teams": teams.filter(slug=team) if team else teams,
+            "include_unowned": user_is_finance(user) and not team,
+            "currency": params.get("currency") or settings.FINOPS_REPORTING_CURRENCY,
+            "group_by": params["group_by"],
+        }
+        month = month_parse(params["month"]) if "month" in params else None
         try:
-            report = cost_series(
-                month=month_parse(query.validated_data["month"]),
-                teams=team_list_visible(user=user),
-                include_unowned=user_is_finance(user),
-                currency=query.validated_data.get("currency") or settings.FINOPS_REPORTING_CURRENCY,
-                group_by=query.validated_data["group_by"],
-            )
+            if "interval" in params:
+                points = cost_points(
+                    **scope, interval=params["interval"], month=month,
+                    since=params.get("since"), until=params.get("until"),
+                )  # fmt: skip
+                context = {"group_by": params["group_by"]}
+                return Response(CostPointSerializer(points, many=True, context=context).data)
+            assert month is not None  # the query serializer requires it without interval
+            report = cost_series(month=month, **scope)
         except FxRateMissing as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         return Response(CostSeriesReportSerializer(report).data)
+
+    def csv_rows(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        """?format=csv: one row per series and day (the page's daily tables, long form)."""
+        if "series" not in data:
+            return [data]
+        return [
+            {
+                "day": p["day"],
+                data["group_by"]: s["key"] or "",
+                "name": s["name"],
+                "currency": data["currency"],
+                "amount": p["amount"],
+            }
+            for s in data["series"]
+            for p in s["points"]
+        ]
 
 
 class ImportBatchViewSet(viewsets.ReadOnlyModelViewSet[ImportBatch]):
@@ -167,7 +215,7 @@ class EndpointsView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
+            month_parameter(required=True),
             OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
         ],
         responses=EndpointMonthSerializer(many=True),

@@ -80,8 +80,16 @@ class RunCost(models.Model):
     team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.PROTECT)
     run_id = models.CharField(max_length=500)
     cluster = models.CharField(max_length=100, blank=True)
+    # `inference` when the run's pods serve an inference endpoint, else `training`: the runs
+    # browser and the team page list training runs; serving pods are the endpoints' cost.
+    category = models.CharField(
+        max_length=16,
+        choices=[(Category.TRAINING.value, "Training"), (Category.INFERENCE.value, "Inference")],
+        default=Category.TRAINING.value,
+    )
     cost = money_field()
-    # Cost of attempts that failed or were preempted (wasted work).
+    # Cost of attempts that failed or were preempted (wasted work); an inference pod that served
+    # traffic before it failed did useful work and is not waste.
     wasted_cost = money_field(default=Decimal(0))
     gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=Decimal(0))
     jobs = models.PositiveIntegerField(default=0)
@@ -109,6 +117,7 @@ class RunCost(models.Model):
                 name="unique_run_cost",
             )
         ]
+        indexes = [models.Index(fields=["billing_period", "category", "team"])]
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.billing_period:%Y-%m} {self.cost} {self.billing_currency}"

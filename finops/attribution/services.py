@@ -47,6 +47,7 @@ from finops.attribution.list_cost import (
 from finops.attribution.models import (
     AllocatedCost,
     AttributionRun,
+    Category,
     RunCost,
     TeamDailyCost,
 )
@@ -58,14 +59,11 @@ from finops.attribution.policies import (
     node_clusters,
 )
 from finops.attribution.team_mapping import TeamRef, TeamResolver
+from finops.attribution.waste import WASTE_STATES, ServingPod, pods_that_served
 
 logger = logging.getLogger(__name__)
 
 BATCH_SIZE = 5000
-# Job states whose GPU time is wasted work (the run has to redo it).
-# Attempts whose GPU time bought nothing. TIMEOUT is not here: long training runs are chained
-# jobs that hit the wall-clock limit on purpose and resume from their last checkpoint.
-WASTE_STATES = frozenset({"FAILED", "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY"})
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
 # Page cache while inserting the ledger on SQLite, in the negative-KiB form of the pragma
 # (256 MiB at most; SQLite allocates it only as pages are used).
@@ -86,6 +84,7 @@ class _JobMeta:
     end: dt.datetime | None
     # The inference endpoint a pod serves (its GPU cost is `inference`), else "".
     endpoint: str = ""
+    job_id: str = ""
 
 
 @dataclass(slots=True)
@@ -262,7 +261,7 @@ def _load_jobs(
         exact = job_gpus_exact(gpus=gpus, numerator=numerator, denominator=denominator)
         # A run is the parser's run id; failing that the job name, failing that the job itself.
         inputs.job_meta[pk] = _JobMeta(
-            cluster, run_id or name or job_id, state, start, end, endpoint
+            cluster, run_id or name or job_id, state, start, end, endpoint, job_id
         )
         labels = labels if isinstance(labels, dict) else {}
         ref = resolver.job_team(account=account, namespace=namespace, labels=labels)
@@ -674,6 +673,7 @@ def _run_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[RunCost]
     counts and times are those that have billed GPU time in the month. Cost includes idle spread
     onto the run's jobs (the `spread` idle policy): the run's fully loaded cost."""
     runs: dict[tuple[int | None, str, str, str], _RunAcc] = {}
+    wasted_jobs = _wasted_jobs(inputs, {key[4] for key in ledger if key[4] is not None})
     for (dims_i, _, _, team_id, job_id, _), values in ledger.items():
         if job_id is None:
             continue
@@ -684,7 +684,7 @@ def _run_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[RunCost]
         if acc is None:
             acc = runs[key] = _RunAcc()
         _rollup_add(acc.columns, row_dims, values)
-        if meta.state in WASTE_STATES:
+        if job_id in wasted_jobs:
             acc.wasted += values[0]
         acc.jobs.add(job_id)
     result = []
@@ -697,6 +697,7 @@ def _run_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[RunCost]
                 team_id=team_id,
                 run_id=run_id,
                 cluster=cluster,
+                category=_run_category(metas),
                 billing_currency=currency,
                 cost=engine.units_to_decimal(acc.columns[0]),
                 wasted_cost=engine.units_to_decimal(acc.wasted),
@@ -709,6 +710,22 @@ def _run_rows(month: dt.date, inputs: _Inputs, ledger: _Ledger) -> list[RunCost]
             )
         )
     return result
+
+
+def _run_category(metas: list[_JobMeta]) -> str:
+    """A run whose pods serve an endpoint is inference, not a training run."""
+    return Category.INFERENCE if any(m.endpoint for m in metas) else Category.TRAINING
+
+
+def _wasted_jobs(inputs: _Inputs, job_ids: set[int]) -> set[int]:
+    """Jobs in a waste state, less the serving pods that answered requests before they ended."""
+    failed = {j for j in job_ids if inputs.job_meta[j].state in WASTE_STATES}
+    serving = {
+        j: ServingPod(meta.endpoint, meta.job_id, meta.start, meta.end)
+        for j in failed
+        if (meta := inputs.job_meta[j]).endpoint
+    }
+    return failed - pods_that_served(serving)
 
 
 class ConservationError(RuntimeError):

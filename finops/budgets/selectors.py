@@ -334,3 +334,22 @@ def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:
     as_of = newest or min(last, date.today())
     budgets = Budget.objects.filter(team=team, active=True).select_related("team")
     return [budget_status(budget=b, as_of=as_of) for b in budgets]
+
+
+def budgets_at_risk(*, user: AnyUser, month: date) -> list[BudgetStatus]:
+    """The user's active budgets that are over, or forecast to go over, as of the month's newest
+    ledger day (the overview's "budgets at risk"), the furthest over first."""
+    last = add_months(month.replace(day=1), 1) - timedelta(days=1)
+    newest = (
+        TeamDailyCost.objects.filter(billing_period=month.replace(day=1), day__lte=last)
+        .order_by("-day")
+        .values_list("day", flat=True)
+        .first()
+    )
+    as_of = newest or min(last, date.today())
+    statuses = [
+        budget_status(budget=b, as_of=as_of)
+        for b in budget_list_visible(user=user).filter(active=True)
+    ]
+    risky = [s for s in statuses if not s.error and (s.over or s.forecast_over)]
+    return sorted(risky, key=lambda s: -s.forecast_percent)

@@ -45,8 +45,26 @@ def _role(user: AnyUser) -> str | None:
     return profile.role if profile is not None else None
 
 
+# Set on the request's user by finops.tokens.authentication for a team-limited API token: the
+# ids of the teams the token may see. Such a token acts as a team lead of those teams (no
+# org-wide buckets, no finance-only endpoints), whatever the user's own role.
+TOKEN_TEAM_LIMIT_ATTR = "finops_token_team_ids"
+
+
+def token_team_limit(user: AnyUser) -> frozenset[int] | None:
+    """The team ids an API token limits this request to, or None (no limit)."""
+    limit: frozenset[int] | None = getattr(user, TOKEN_TEAM_LIMIT_ATTR, None)
+    return limit
+
+
 def user_is_finance(user: AnyUser) -> bool:
-    """Sees everything finance sees: finance, a read-only viewer, or a superuser."""
+    """Sees every team and the org-wide buckets, as finance does: finance, a read-only viewer
+    or a superuser, not limited by an API token's teams."""
+    return token_team_limit(user) is None and user_has_finance_role(user)
+
+
+def user_has_finance_role(user: AnyUser) -> bool:
+    """Finance or viewer by role (or superuser), ignoring any API token's team limit."""
     if not user.is_authenticated or not user.is_active:
         return False
     if getattr(user, "is_superuser", False):
@@ -62,8 +80,9 @@ def user_is_viewer(user: AnyUser) -> bool:
 
 
 def user_may_edit(user: AnyUser) -> bool:
-    """May change finance's data (close a month, upload, edit rules): finance or a superuser."""
-    if not user.is_authenticated or not user.is_active:
+    """May change finance's data (close a month, upload, edit rules): finance or a superuser,
+    not through an API token limited to some teams."""
+    if not user.is_authenticated or not user.is_active or token_team_limit(user) is not None:
         return False
     if getattr(user, "is_superuser", False):
         return True

@@ -21,19 +21,28 @@ from finops.attribution.models import AllocatedCost, AttributionRun
 # _Rule is the resolver's own rule tuple: the preview builds the rule set it would load.
 from finops.attribution.team_mapping import TeamRef, TeamResolver, _Rule
 from finops.org.models import MappingRule, Team
-from finops.org.permissions import AnyUser, user_is_finance, user_profile
+from finops.org.permissions import (
+    AnyUser,
+    token_team_limit,
+    user_has_finance_role,
+    user_profile,
+)
 
 _CHUNK = 5000
 
 
 def team_list_visible(*, user: AnyUser) -> QuerySet[Team]:
-    """Every team for finance; the profile's teams for a team lead; none for anyone else."""
-    if user_is_finance(user):
-        return Team.objects.all()
-    profile = user_profile(user)
-    if profile is None:
-        return Team.objects.none()
-    return Team.objects.filter(leads=profile)
+    """Every team for finance; the profile's teams for a team lead; none for anyone else;
+    of those, only the teams an API token is limited to (when it is)."""
+    if user_has_finance_role(user):
+        teams = Team.objects.all()
+    else:
+        profile = user_profile(user)
+        if profile is None:
+            return Team.objects.none()
+        teams = Team.objects.filter(leads=profile)
+    limit = token_team_limit(user)
+    return teams if limit is None else teams.filter(pk__in=limit)
 
 
 # --- mapping rules: dry-run preview of a rule change -----------------------------------------

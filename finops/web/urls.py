@@ -1,11 +1,12 @@
 from django.urls import path
 
-from finops.web import anomalies, chargeback_views, pricing_views, views
+from finops.web import anomalies, chargeback_views, pricing_views, runs_views, upload_views, views
 
 app_name = "web"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("teams/<slug:slug>/", views.team_detail, name="team"),
+    path("runs/", runs_views.runs, name="runs"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
     path("anomalies/", anomalies.anomaly_list, name="anomalies"),
@@ -29,6 +30,8 @@ urlpatterns = [
     path("imports/", views.import_batches, name="imports"),
     path("pipeline/", views.pipeline, name="pipeline"),
     path("pipeline/run/", views.pipeline_run_again, name="pipeline-run"),
+    path("imports/upload/", upload_views.upload, name="imports-upload"),
+    path("imports/<int:batch_id>/progress/", upload_views.progress, name="imports-progress"),
     path("endpoints/", views.endpoints, name="endpoints"),
     # Endpoint names come from labels and CSVs: <path:> keeps a "/" in one whole.
     path("endpoints/<path:name>/", views.endpoint_detail, name="endpoint"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -17,8 +18,15 @@ from billing_ingest.models import ImportBatch
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.api.filters import RunCostFilterSet, month_format, month_parse
 from finops.attribution import selectors
+from finops.attribution.dashboard import (
+    DEFAULT_MONTHS,
+    MAX_MONTHS,
+    MIN_MONTHS,
+    overview_dashboard,
+    team_daily_by_category,
+)
 from finops.attribution.models import RunCost
-from finops.budgets.selectors import budget_statuses_of_team
+from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
@@ -34,12 +42,40 @@ def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
     raw = request.GET.get("month", "").strip()
     if raw:
         try:
-            return month_parse(raw), months
+            month = month_parse(raw)
         except ValueError as exc:
-            raise BadRequest("month must be YYYY-MM") from exc
+            raise BadRequest(f"“{raw}” is not a month: use YYYY-MM, e.g. 2025-09.") from exc
+        # A month without data still shows as the one selected in the picker.
+        return month, months if month in months else sorted([*months, month], reverse=True)
     if months:
         return months[0], months
-    return timezone.now().date().replace(day=1), months
+    month = timezone.now().date().replace(day=1)
+    return month, [month]
+
+
+# Public for the other page modules (runs browser, uploads).
+resolve_month = _resolve_month
+
+
+def _int_param(request: HttpRequest, name: str, default: int) -> int:
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise BadRequest(f"{name} must be a whole number, not “{raw}”.") from exc
+
+
+def several_currencies(
+    totals: list[selectors.CategoryRow], reporting: selectors.Reporting | None
+) -> bool:
+    """Show the reporting-currency tables beside the native ones only when they differ: one
+    currency that is the reporting currency would show every table twice."""
+    return reporting is not None and {t.currency for t in totals} != {reporting.currency}
+
+
+TEAM_TOP_RUNS = 20
 
 
 def _require_finance(request: HttpRequest) -> None:
@@ -51,13 +87,23 @@ def _require_finance(request: HttpRequest) -> None:
 def overview(request: HttpRequest) -> HttpResponse:
     month, months = _resolve_month(request)
     finance = user_is_finance(request.user)
-    data = selectors.month_overview(
-        month=month, teams=team_list_visible(user=request.user), include_unowned=finance
+    teams = team_list_visible(user=request.user)
+    data = selectors.month_overview(month=month, teams=teams, include_unowned=finance)
+    dashboard = overview_dashboard(
+        month=month,
+        months=_int_param(request, "months", DEFAULT_MONTHS),
+        group_by=request.GET.get("by", "team"),
+        teams=teams,
+        include_unowned=finance,
     )
     context = {
         "month": month,
         "months": months,
         "overview": data,
+        "dashboard": dashboard,
+        "month_choices": range(MIN_MONTHS, MAX_MONTHS + 1),
+        "several_currencies": several_currencies(data.totals, data.reporting),
+        "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
         "categories": selectors.CATEGORIES,
         "open_anomalies": sum(
             open_anomaly_counts(
@@ -79,12 +125,18 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             teams=team_list_visible(user=request.user), include_unowned=False
         ),
     )
+    data = selectors.team_month(team=team, month=month)
+    runs = runs_filter.qs
     context = {
         "team": team,
         "month": month,
         "months": months,
-        "data": selectors.team_month(team=team, month=month),
-        "runs": list(runs_filter.qs),
+        "data": data,
+        "several_currencies": several_currencies(data.totals, data.reporting),
+        # The top runs by cost; the runs browser has them all (sortable, filtered, paged).
+        "runs": list(runs[:TEAM_TOP_RUNS]),
+        "run_count": runs.count(),
+        "daily_by_category": team_daily_by_category(team=team, month=month),
         "categories": selectors.CATEGORIES,
         "open_anomalies": open_anomaly_counts(
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
@@ -139,9 +191,19 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
 @login_required
 def import_batches(request: HttpRequest) -> HttpResponse:
     _require_finance(request)
+    from finops.web.upload_views import imports_context
+
+    context = {"page": import_batches_page(request), **imports_context()}
+    uploaded = request.GET.get("uploaded", "")
+    if uploaded.isdigit():
+        # The batch just uploaded: the page polls its progress (static/finops-imports.js).
+        context["uploaded"] = ImportBatch.objects.filter(id=int(uploaded)).first()
+    return render(request, "web/imports.html", context)
+
+
+def import_batches_page(request: HttpRequest) -> Any:
     paginator = Paginator(ImportBatch.objects.order_by("-created_at", "-id"), 50)
-    page = paginator.get_page(request.GET.get("page"))
-    return render(request, "web/imports.html", {"page": page})
+    return paginator.get_page(request.GET.get("page"))
 
 
 @login_required

@@ -11,9 +11,9 @@ a single file is a delivery of one part, so every import takes the same path.
 from __future__ import annotations
 
 import time
-from argparse import ArgumentParser
+from argparse import ArgumentParser, BooleanOptionalAction
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
@@ -21,6 +21,7 @@ from django.core.management.base import BaseCommand, CommandError
 from billing_ingest.management.pipeline import start_pipeline
 from billing_ingest.models import ImportBatch, MonthChange
 from billing_ingest.parsers import billing_parser, billing_paths
+from billing_ingest.progress import BatchProgressBar
 from billing_ingest.services.batches import import_batch_fail_if_dead, import_batch_pipeline_set
 from billing_ingest.services.billing import (
     BillingFile,
@@ -107,6 +108,13 @@ class Command(BaseCommand):
             ),
         )
         parser.add_argument(
+            "--progress",
+            action=BooleanOptionalAction,
+            default=None,
+            help="draw a progress bar (parts, rows) while workers load a delivery "
+            "(default: when the output is a terminal)",
+        )
+        parser.add_argument(
             "--timeout",
             type=float,
             default=float(settings.CELERY_TASK_TIME_LIMIT + 60),
@@ -115,6 +123,8 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         self._no_attribute = bool(options["no_attribute"])
+        progress = options.get("progress")
+        self._progress = self.stdout.isatty() if progress is None else bool(progress)
         format_name: str = options["format"]
         try:
             billing_parser(format_name)
@@ -241,17 +251,23 @@ class Command(BaseCommand):
         from celery.exceptions import TimeoutError as CeleryTimeout
 
         deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                result.get(timeout=max(min(settings.FINOPS_COMMAND_POLL_SECONDS, left), 0.05))
-                return
-            except CeleryTimeout:
-                now = import_batch_fail_if_dead(batch_id=batch.pk)
-                if now.status != ImportBatch.Status.RUNNING:
-                    return  # settled, failed, or found dead: the batch row says which
-                if time.monotonic() >= deadline:
-                    raise
+        out = cast(TextIO, self.stdout._out)
+        show = getattr(self, "_progress", False) and not result.ready()
+        with BatchProgressBar(
+            batch_id=batch.pk, label=f"batch {batch.pk}", out=out, show=show
+        ) as bar:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    result.get(timeout=max(min(settings.FINOPS_COMMAND_POLL_SECONDS, left), 0.05))
+                    return
+                except CeleryTimeout:
+                    bar.update()
+                    now = import_batch_fail_if_dead(batch_id=batch.pk)
+                    if now.status != ImportBatch.Status.RUNNING:
+                        return  # settled, failed, or found dead: the batch row says which
+                    if time.monotonic() >= deadline:
+                        raise
 
     def _chord_broke(self, batch: ImportBatch, exc: Exception) -> None:
         """A part task died without returning (hard time limit, lost worker): the chord fails

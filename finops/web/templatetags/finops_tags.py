@@ -5,8 +5,10 @@ from __future__ import annotations
 from datetime import date
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
+from urllib.parse import urlencode
 
 from django import template
+from django.urls import reverse
 
 register = template.Library()
 
@@ -84,3 +86,60 @@ def percent(value: Any) -> str:
     if value is None or value == "":
         return "\u2013"
     return f"{(Decimal(value) * 100).quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)} %"
+
+
+@register.filter
+def count(value: Any) -> str:
+    """A count with thousands separators: 1532 -> '1,532'."""
+    if value is None or value == "":
+        return "\u2013"
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+@register.filter
+def signed_money(value: Any) -> str:
+    """A change in money with its sign: '+1,234.50', '-12.00', '0.00'."""
+    text = money(value)
+    if value is None or value == "" or text.startswith("-") or text == "0.00":
+        return text
+    return f"+{text}"
+
+
+@register.filter
+def signed_percent(value: Any) -> str:
+    """A change as a share (0.1) with its sign: '+10.0 %'; '\u2013' when there is no base."""
+    text = percent(value)
+    if value is None or value == "" or text.startswith("-") or text.startswith("0.0 "):
+        return text
+    return f"+{text}"
+
+
+@register.simple_tag
+def csv_url(view_name: str, **params: Any) -> str:
+    """The API list `view_name` as CSV with the given filters (dates as YYYY-MM months; empty
+    values left out): the same query the page shows, in the API's CSV renderer."""
+    query: dict[str, str] = {}
+    for key, value in params.items():
+        if value is None or value == "":
+            continue
+        query[key] = month_param(value) if isinstance(value, date) else str(value)
+    query["format"] = "csv"
+    return f"{reverse(view_name)}?{urlencode(query)}"
+
+
+@register.simple_tag(takes_context=True)
+def query_with(context: Any, **changes: Any) -> str:
+    """The current query string with some parameters changed (None or "" removes one); a
+    change other than the page number goes back to page 1."""
+    query = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value is None or value == "":
+            query.pop(key, None)
+        else:
+            query[key] = month_param(value) if isinstance(value, date) else str(value)
+    if "page" not in changes:
+        query.pop("page", None)
+    return "?" + query.urlencode()

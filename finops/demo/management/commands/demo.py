@@ -76,6 +76,15 @@ def _demo_users_check(*, allowed: bool) -> None:
         )
 
 
+DEFAULT_DEMO_URL = "http://127.0.0.1:8000"
+
+
+def demo_url() -> str:
+    """Where the demo is served: FINOPS_DEMO_URL (`make demo` passes its HOST and PORT), else
+    runserver's default address."""
+    return os.environ.get("FINOPS_DEMO_URL", "").strip() or DEFAULT_DEMO_URL
+
+
 class Command(BaseCommand):
     help = "Build the demo organisation and a month of GPU billing and job data, and ingest it."
 
@@ -194,7 +203,7 @@ class Command(BaseCommand):
                 for e in demo_endpoints(month=month)[:TOP_ENDPOINTS]
             ),
             "",
-            "Open http://127.0.0.1:8000 (python manage.py runserver) and log in as:",
+            f"Open {demo_url()} and log in as:",
             f"  finance: {FINANCE_USERNAME} ({demo_password(*FINANCE_PASSWORD)[1]})",
             f"  team lead (language, speech): {LEAD_USERNAME} ({demo_password(*LEAD_PASSWORD)[1]})",
         ]

@@ -1,0 +1,279 @@
+"""API load: 20 concurrent clients against gunicorn over PostgreSQL.
+
+    python bench/api_load.py --nodes 100 --jobs 20000          # build a month, then load it
+    python bench/api_load.py --reuse                           # load the month built before
+    python bench/api_load.py --nodes 10000 --jobs 3000000      # 7.4M line items (see README)
+
+Builds one month with bench/attribution.py's generator (N 8-GPU nodes x 744 hourly line items,
+J Slurm jobs over 20 teams, storage and support lines) in `--database-url` (created and
+migrated when missing; never `finops` or a `test_` database), attributes it (ledger and
+rollups), makes a finance user and a team lead with API tokens, starts gunicorn on a free
+loopback port, and drives `--clients` concurrent keep-alive clients for `--duration` seconds.
+Each client cycles through the requests below. Prints p50 / p95 / p99 per request and the
+requests per second overall.
+
+    summary  a team's month (the lead's token): /costs/?month=&interval=month&group_by=category
+    runs     the runs list, paged: /runs/?month=&limit=100&offset=<random page>
+    series   the daily cost series of every team (finance): /costs/?group_by=team&interval=day
+    budgets  /budgets/ (finance), only when the API root lists it
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from importlib import util as import_util
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/finops_apiload"
+MONTH = "2025-01"
+TEAMS = 20
+
+
+def _attribution_bench() -> Any:
+    spec = import_util.spec_from_file_location("bench_attribution", ROOT / "bench/attribution.py")
+    assert spec and spec.loader
+    module = import_util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _ensure_database(url: str) -> None:
+    import psycopg
+
+    prefix, _, name = url.rpartition("/")
+    name = name.split("?", 1)[0]
+    if name == "finops" or name.startswith("test_"):
+        raise SystemExit(f"refusing to load into {name}: the bench deletes its data")
+    with psycopg.connect(f"{prefix}/postgres", autocommit=True) as conn:
+        if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone():
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def _setup_django(url: str) -> None:
+    os.environ["DATABASE_URL"] = url
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
+    os.environ.pop("CELERY_BROKER_URL", None)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def _build(nodes: int, jobs: int, seed: int) -> dict[str, Any]:
+    from django.core.management import call_command
+    from django.db import connection
+
+    from finops.org.models import MappingRule, Team
+
+    with connection.cursor() as cursor:  # a fresh month each build
+        cursor.execute(
+            "TRUNCATE billing_ingest_costlineitem, billing_ingest_jobrecord, "
+            "attribution_allocatedcost, attribution_teamdailycost, attribution_runcost, "
+            "org_mappingrule, org_team, billing_ingest_importbatch CASCADE"
+        )
+    for k in range(TEAMS):
+        team = Team.objects.create(slug=f"team-{k}", name=f"Team {k}")
+        MappingRule.objects.create(kind="slurm_account", value=team.slug, team=team)
+    began = time.perf_counter()
+    built = _attribution_bench()._build_month(nodes, jobs, seed)
+    call_command("attribute", "--month", MONTH, verbosity=0)
+    built["build_and_attribute_s"] = time.perf_counter() - began
+    return built
+
+
+def _users() -> dict[str, str]:
+    """Tokens (made anew each run) of a finance user and of team-0's lead."""
+    from django.contrib.auth.models import User
+
+    from finops.org.models import Profile, Team
+    from finops.tokens.services import api_token_create
+
+    keys = {}
+    for name, role in (("bench-finance", "finance"), ("bench-lead", "team_lead")):
+        user, _ = User.objects.get_or_create(username=name)
+        profile, _ = Profile.objects.get_or_create(user=user, defaults={"role": role})
+        if role == "team_lead":
+            profile.teams.set([Team.objects.get(slug="team-0")])
+        keys[role] = api_token_create(user=user, name="api_load", read_only=True).key
+    return keys
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _start_gunicorn(url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_ALLOWED_HOSTS": "127.0.0.1"}
+    env.pop("CELERY_BROKER_URL", None)
+    server = subprocess.Popen(
+        [
+            str(Path(sys.executable).with_name("gunicorn")), "finops.wsgi",
+            "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", "1",
+            "--worker-class", "sync", "--keep-alive", "30", "--log-level", "warning",
+        ],
+        cwd=ROOT, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return server
+        except OSError:
+            time.sleep(0.3)
+    server.terminate()
+    raise SystemExit("gunicorn did not start")
+
+
+class Client(threading.Thread):
+    def __init__(self, port: int, plan: list[tuple[str, str, str]], until: float, seed: int):
+        super().__init__(daemon=True)
+        self.port, self.plan, self.until = port, plan, until
+        self.rng = random.Random(seed)
+        self.samples: dict[str, list[float]] = defaultdict(list)
+        self.errors: dict[str, int] = defaultdict(int)
+
+    def run(self) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        i = self.rng.randrange(len(self.plan))
+        while time.monotonic() < self.until:
+            kind, path, key = self.plan[i % len(self.plan)]
+            i += 1
+            path = path.replace("{offset}", str(self.rng.randrange(10) * 100))
+            began = time.perf_counter()
+            try:
+                conn.request("GET", path, headers={"Authorization": f"Token {key}"})
+                response = conn.getresponse()
+                response.read()
+            except (OSError, http.client.HTTPException):
+                self.errors[kind] += 1
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+                continue
+            elapsed = time.perf_counter() - began
+            if response.status != 200:
+                self.errors[kind] += 1
+            else:
+                self.samples[kind].append(elapsed)
+
+
+def _get_json(port: int, path: str, key: str) -> Any:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("GET", path, headers={"Authorization": f"Token {key}"})
+    response = conn.getresponse()
+    return response.status, json.loads(response.read() or b"null")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[int(q) - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--database-url", default=os.environ.get("DATABASE_URL") or DEFAULT_DATABASE
+    )
+    parser.add_argument("--nodes", type=int, default=100)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--reuse", action="store_true", help="load the month built before")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--duration", type=float, default=30.0, help="seconds of load")
+    parser.add_argument("--gunicorn-workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
+    args = parser.parse_args()
+    if not urlsplit(args.database_url).scheme.startswith("postgres"):
+        raise SystemExit("PostgreSQL only (the load is measured on the real server)")
+
+    _ensure_database(args.database_url)
+    _setup_django(args.database_url)
+    from billing_ingest.models import CostLineItem
+    from finops.attribution.models import AllocatedCost, RunCost, TeamDailyCost
+
+    if not args.reuse:
+        built = _build(args.nodes, args.jobs, args.seed)
+        print(f"built and attributed in {built['build_and_attribute_s']:.1f} s")
+    sizes = {
+        "line items": CostLineItem.objects.count(),
+        "ledger rows": AllocatedCost.objects.count(),
+        "TeamDailyCost rows": TeamDailyCost.objects.count(),
+        "RunCost rows": RunCost.objects.count(),
+    }
+    print(", ".join(f"{k}: {v:,}" for k, v in sizes.items()))
+    keys = _users()
+
+    port = _free_port()
+    server = _start_gunicorn(args.database_url, port, args.gunicorn_workers)
+    try:
+        status, root = _get_json(port, "/api/v1/", keys["finance"])
+        assert status == 200, root
+        plan = [
+            ("summary", f"/api/v1/costs/?month={MONTH}&interval=month&group_by=category",
+             keys["team_lead"]),
+            ("runs", f"/api/v1/runs/?month={MONTH}&limit=100&offset={{offset}}",
+             keys["finance"]),
+            ("series", f"/api/v1/costs/?month={MONTH}&group_by=team&interval=day",
+             keys["finance"]),
+        ]  # fmt: skip
+        if "budgets" in root:
+            plan.append(("budgets", "/api/v1/budgets/", keys["finance"]))
+        else:
+            print("budgets: skipped (the API root has no /api/v1/budgets/ in this build)")
+        for kind, path, key in plan:  # warm up, and check each answers
+            status, _ = _get_json(port, path.replace("{offset}", "0"), key)
+            assert status == 200, (kind, status)
+
+        until = time.monotonic() + args.duration
+        clients = [Client(port, plan, until, args.seed + n) for n in range(args.clients)]
+        began = time.perf_counter()
+        for client in clients:
+            client.start()
+        for client in clients:
+            client.join()
+        elapsed = time.perf_counter() - began
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+    samples: dict[str, list[float]] = defaultdict(list)
+    errors: dict[str, int] = defaultdict(int)
+    for client in clients:
+        for kind, values in client.samples.items():
+            samples[kind].extend(values)
+        for kind, count in client.errors.items():
+            errors[kind] += count
+    total = sum(len(v) for v in samples.values())
+    print(
+        f"{args.clients} clients, {elapsed:.1f} s, gunicorn {args.gunicorn_workers} sync "
+        f"workers, {os.cpu_count()} cores"
+    )
+    print(f"{'request':<10}{'n':>7}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'errors':>8}")
+    for kind, *_ in plan:
+        values = samples[kind]
+        if len(values) < 2:
+            print(f"{kind:<10}{len(values):>7}  (too few samples)")
+            continue
+        p50, p95, p99 = (1000 * _percentile(values, q) for q in (50, 95, 99))
+        print(f"{kind:<10}{len(values):>7}{p50:>10.1f}{p95:>10.1f}{p99:>10.1f}{errors[kind]:>8}")
+    print(f"throughput: {total / elapsed:.1f} requests/s ({total} requests)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Server time of the pages at demo scale: each page rendered N times in-process (Django's test
+client: routing, middleware, queries, template; no network), median and worst, against the
+300 ms goal. Builds the demo month first when the database has none.
+
+    .venv/bin/python bench/pages.py                      # var/bench-pages.sqlite3, full demo
+    .venv/bin/python bench/pages.py --scale small --repeat 5
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/finops_pagesbench \
+        .venv/bin/python bench/pages.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_MS = 300.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", choices=["full", "small"], default="full")
+    parser.add_argument("--repeat", type=int, default=10)
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{ROOT / 'var' / 'bench-pages.sqlite3'}")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
+    os.environ.pop("CELERY_BROKER_URL", None)
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.contrib.auth.models import User
+    from django.core.management import call_command
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext
+
+    from finops.attribution.models import RunCost, TeamDailyCost
+    from finops.demo.organisation import FINANCE_USERNAME, LEAD_USERNAME
+
+    settings.ALLOWED_HOSTS = ["*"]
+    call_command("migrate", verbosity=0)
+    if not TeamDailyCost.objects.exists():
+        began = time.monotonic()
+        call_command("demo", "--scale", args.scale, stdout=open(os.devnull, "w"))  # noqa: SIM115
+        print(f"demo built in {time.monotonic() - began:.0f} s")
+    month = TeamDailyCost.objects.order_by("-billing_period").first().billing_period  # type: ignore[union-attr]
+    param = month.strftime("%Y-%m")
+    team_run = RunCost.objects.filter(billing_period=month, category="training").first()
+    assert team_run is not None and team_run.team is not None
+    team = team_run.team.slug
+    print(
+        f"{RunCost.objects.filter(billing_period=month).count():,} run rollups, "
+        f"{TeamDailyCost.objects.filter(billing_period=month).count():,} team-day rows in {param}"
+    )
+    pages = [
+        ("overview", f"/?month={param}"),
+        ("overview 12 months", f"/?month={param}&months=12&by=category"),
+        ("team", f"/teams/{team}/?month={param}"),
+        ("run", f"/runs/{team}/{team_run.run_id}/?month={param}"),
+        ("runs", f"/runs/?month={param}"),
+        ("runs by $/GPU-h, p2", f"/runs/?month={param}&ordering=-cost_per_gpu_hour&page=2"),
+        ("endpoints", f"/endpoints/?month={param}"),
+        ("runs CSV (API)", f"/api/v1/runs/?month={param}&format=csv"),
+    ]
+    from django.db import connection
+
+    for user_name in (FINANCE_USERNAME, LEAD_USERNAME):
+        client = Client()
+        client.force_login(User.objects.get(username=user_name))
+        print(f"\n{user_name}: page, median / worst of {args.repeat} (ms), queries, size")
+        for label, url in pages:
+            timings = []
+            for _ in range(args.repeat):
+                with CaptureQueriesContext(connection) as queries:
+                    began = time.perf_counter()
+                    response = client.get(url)
+                    timings.append((time.perf_counter() - began) * 1000)
+                assert response.status_code in (200, 403), (url, response.status_code)
+            median, worst = statistics.median(timings), max(timings)
+            # A download is every matching row, not a page: timed, not held to the page goal.
+            flag = "-" if "format=csv" in url else "ok" if median <= GOAL_MS else "OVER"
+            size = len(response.content)
+            print(
+                f"  {label:<22} {median:8.1f} / {worst:8.1f}  {flag:<4} "
+                f"{len(queries.captured_queries):3d} q  {size / 1024:7.1f} KiB"
+                f"{'  (403)' if response.status_code == 403 else ''}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""Reads about imports: how far a batch has got (the Imports page polls it; the command line
+draws it as a progress bar)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db.models import Count, Q, Sum
+
+from billing_ingest.models import ImportBatch, ImportBatchPart
+
+FINISHED = frozenset(
+    {
+        ImportBatch.Status.SUCCEEDED,
+        ImportBatch.Status.FAILED,
+        ImportBatch.Status.SUPERSEDED,
+        ImportBatch.Status.DUPLICATE,
+    }
+)
+
+
+@dataclass
+class BatchProgress:
+    batch_id: int
+    kind: str
+    status: str
+    # Parts of the delivery loaded (or failed) out of all of them; a file without parts (job
+    # logs) is one part, done when the batch has finished.
+    parts_done: int
+    parts_total: int
+    # Rows loaded so far: the finished parts' until the batch is swapped in, then the batch's.
+    rows: int
+    error: str = ""
+    billing_periods: list[str] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+    def as_json(self) -> dict[str, Any]:
+        return {**asdict(self), "finished": self.finished}
+
+
+def batch_progress(*, batch_id: int) -> BatchProgress | None:
+    """Two queries: the batch, and its parts counted in the database."""
+    batch = ImportBatch.objects.filter(id=batch_id).first()
+    if batch is None:
+        return None
+    parts = ImportBatchPart.objects.filter(batch_id=batch_id).aggregate(
+        total=Count("id"),
+        done=Count("id", filter=~Q(status=ImportBatchPart.Status.PENDING)),
+        rows=Sum("row_count"),
+    )
+    finished = batch.status in FINISHED
+    total = parts["total"] or 1
+    done = parts["done"] if parts["total"] else 0
+    if finished:
+        done = total
+    return BatchProgress(
+        batch_id=batch.pk,
+        kind=batch.kind,
+        status=batch.status,
+        parts_done=done,
+        parts_total=total,
+        rows=batch.row_count if finished else parts["rows"] or 0,
+        error=batch.error,
+        billing_periods=list(batch.billing_periods or []),
+    )

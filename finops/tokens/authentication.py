@@ -1,0 +1,67 @@
+"""`Authorization: Token fo_...`: the per-user API tokens of finops.tokens.
+
+First in DEFAULT_AUTHENTICATION_CLASSES so that an unauthenticated request gets 401 with
+`WWW-Authenticate: Token` (DRF takes that header from the first class only). Keys without the
+`fo_` prefix are left to DRF's own TokenAuthentication, kept after this class for keys made in
+the admin before these tokens existed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import exceptions
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.permissions import SAFE_METHODS
+from rest_framework.request import Request
+
+from finops.tokens.models import KEY_PREFIX, ApiToken, key_hash
+
+KEYWORD = "Token"
+
+
+class ApiTokenAuthentication(BaseAuthentication):
+    keyword = KEYWORD
+
+    def authenticate(self, request: Request) -> tuple[Any, ApiToken] | None:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword.lower().encode():
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Invalid token header.")
+        try:
+            key = parts[1].decode()
+        except UnicodeError as exc:
+            raise exceptions.AuthenticationFailed("Invalid token header.") from exc
+        if not key.startswith(KEY_PREFIX):
+            return None  # a DRF authtoken key: the next class decides
+        return self._authenticate_key(request, key)
+
+    def _authenticate_key(self, request: Request, key: str) -> tuple[Any, ApiToken]:
+        # Imported here: DRF loads this class while rest_framework.views is being imported,
+        # and finops.org.permissions (imported by the services too) imports that module.
+        from finops.org.permissions import TOKEN_TEAM_LIMIT_ATTR
+        from finops.tokens.services import api_token_mark_used
+
+        token = (
+            ApiToken.objects.select_related("user")
+            .prefetch_related("teams")
+            .filter(key_hash=key_hash(key))
+            .first()
+        )
+        now = timezone.now()
+        # One message for unknown, revoked and expired: a caller learns nothing about which.
+        if token is None or not token.is_active_at(now) or not token.user.is_active:
+            raise exceptions.AuthenticationFailed("Invalid, revoked or expired token.")
+        if token.read_only and request.method not in SAFE_METHODS:
+            raise exceptions.PermissionDenied("This token is read-only.")
+        api_token_mark_used(token=token, now=now)
+        user = token.user
+        team_ids = frozenset(t.pk for t in token.teams.all())
+        if team_ids:
+            setattr(user, TOKEN_TEAM_LIMIT_ATTR, team_ids)
+        return user, token
+
+    def authenticate_header(self, request: Request) -> str:
+        return f'{self.keyword} realm="api"'

@@ -1,0 +1,77 @@
+"""The runs browser: training runs across the teams the viewer may see, filtered and sorted by
+RunCostFilterSet (the API's own), paged on the server."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from finops.attribution import selectors
+from finops.attribution.filters import ORDERING_FIELDS, RunCostFilterSet, RunState, month_format
+from finops.org.permissions import user_is_finance
+from finops.org.selectors import team_list_visible
+from finops.web.views import resolve_month
+
+RUNS_PER_PAGE = 50
+DEFAULT_ORDERING = "-cost"
+# Column headers that sort: (ordering name, label).
+SORTABLE = [
+    ("gpu_hours", "GPU-hours"),
+    ("cost", "Cost"),
+    ("cost_per_gpu_hour", "Per GPU-hour"),
+    ("wasted_cost", "Wasted"),
+    ("start", "Start"),
+]
+
+
+@login_required
+def runs(request: HttpRequest) -> HttpResponse:
+    month, months = resolve_month(request)
+    teams = team_list_visible(user=request.user)
+    visible = selectors.run_cost_list_visible(
+        teams=teams, include_unowned=user_is_finance(request.user)
+    )
+    data = request.GET.copy()
+    data["month"] = month_format(month)
+    data.setdefault("ordering", DEFAULT_ORDERING)
+    filterset = RunCostFilterSet(data=data, queryset=visible)
+    if not filterset.is_valid():
+        problems = "; ".join(f"{k}: {' '.join(v)}" for k, v in filterset.errors.items())
+        raise BadRequest(f"Cannot filter the runs: {problems}")
+    page = Paginator(filterset.qs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    clusters = (
+        visible.filter(billing_period=month)
+        .order_by("cluster")
+        .values_list("cluster", flat=True)
+        .distinct()
+    )
+    ordering = str(data["ordering"])
+    context = {
+        "month": month,
+        "months": months,
+        "page": page,
+        "filters": filterset.form.cleaned_data,
+        # The month picker keeps the team filter.
+        "team_slug": filterset.form.cleaned_data.get("team") or None,
+        "teams": teams.order_by("name"),
+        "clusters": [c for c in clusters if c],
+        "states": RunState.CHOICES,
+        "ordering": ordering,
+        "sortable": [
+            (name, label, _next_ordering(name, ordering), ordering.lstrip("-") == name)
+            for name, label in SORTABLE
+            if name in ORDERING_FIELDS
+        ],
+        "query": {k: v for k, v in data.items() if k not in ("page", "format")},
+    }
+    return render(request, "web/runs.html", context)
+
+
+def _next_ordering(name: str, current: str) -> str:
+    """Clicking a column sorts it descending first (biggest cost first), then toggles."""
+    if current == f"-{name}":
+        return name
+    return f"-{name}"

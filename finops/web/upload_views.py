@@ -1,0 +1,124 @@
+"""Uploads from the Imports page (finance): a billing export or a job log goes down the same
+Celery path as the commands; the page then polls the batch's progress as JSON."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template.defaultfilters import filesizeformat
+from django.urls import reverse
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
+from django.views.decorators.http import require_GET, require_POST
+
+from billing_ingest.parsers import BILLING_PARSERS
+from billing_ingest.selectors import batch_progress
+from billing_ingest.services.uploads import (
+    JOB_FORMATS,
+    upload_billing_ingest,
+    upload_jobs_ingest,
+    upload_store,
+)
+from finops.org.permissions import user_is_finance
+from finops.web.views import _require_finance
+
+# Multipart framing around the file: a little over the file limit is still the same file.
+_MULTIPART_ALLOWANCE = 64 * 1024
+
+
+def format_choices() -> list[tuple[str, list[tuple[str, str]]]]:
+    return [
+        ("Billing export", [(f"billing:{name}", name) for name in sorted(BILLING_PARSERS)]),
+        ("Job log", [(f"jobs:{name}", name) for name in JOB_FORMATS]),
+    ]
+
+
+class UploadForm(forms.Form):
+    format = forms.ChoiceField(choices=format_choices)
+    file = forms.FileField()
+    source = forms.CharField(
+        required=False, max_length=200, help_text="billing: default FORMAT:file name"
+    )
+    cluster = forms.CharField(
+        required=False, max_length=100, help_text="job logs: cluster name (default: default)"
+    )
+
+    def clean_file(self) -> UploadedFile:
+        upload: UploadedFile = self.cleaned_data["file"]
+        limit = settings.FINOPS_UPLOAD_MAX_BYTES
+        if upload.size is not None and upload.size > limit:
+            raise forms.ValidationError(
+                f"The file is {filesizeformat(upload.size)}; uploads are limited to "
+                f"{filesizeformat(limit)} (FINOPS_UPLOAD_MAX_BYTES). Use ingest_billing for "
+                "larger files."
+            )
+        return upload
+
+
+def imports_context(form: UploadForm | None = None) -> dict[str, Any]:
+    return {
+        "upload_form": form or UploadForm(),
+        "upload_limit": settings.FINOPS_UPLOAD_MAX_BYTES,
+    }
+
+
+# csrf_exempt outside, csrf_protect inside: the size check reads only the headers, before the
+# CSRF check would read (and spool) the whole body.
+@csrf_exempt
+@login_required
+@require_POST
+def upload(request: HttpRequest) -> HttpResponse:
+    _require_finance(request)
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    if declared > settings.FINOPS_UPLOAD_MAX_BYTES + _MULTIPART_ALLOWANCE:
+        error = (
+            f"The upload is {filesizeformat(declared)}; the limit is "
+            f"{filesizeformat(settings.FINOPS_UPLOAD_MAX_BYTES)} (FINOPS_UPLOAD_MAX_BYTES)."
+        )
+        return _imports_with_form(request, UploadForm(), status=413, error=error)
+    return _upload_checked(request)
+
+
+@csrf_protect
+def _upload_checked(request: HttpRequest) -> HttpResponse:
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _imports_with_form(request, form, status=400)
+    kind, _, format_name = form.cleaned_data["format"].partition(":")
+    upload_file: UploadedFile = form.cleaned_data["file"]
+    path = upload_store(name=upload_file.name or "upload", chunks=upload_file.chunks())
+    if kind == "jobs":
+        batch = upload_jobs_ingest(
+            path=path, format=format_name, cluster=form.cleaned_data["cluster"]
+        )
+    else:
+        batch = upload_billing_ingest(
+            path=path, format=format_name, source=form.cleaned_data["source"]
+        )
+    return redirect(f"{reverse('web:imports')}?uploaded={batch.pk}")
+
+
+def _imports_with_form(
+    request: HttpRequest, form: UploadForm, *, status: int, error: str = ""
+) -> HttpResponse:
+    from finops.web.views import import_batches_page
+
+    context = {"page": import_batches_page(request), "upload_error": error, **imports_context(form)}
+    return render(request, "web/imports.html", context, status=status)
+
+
+@login_required
+@require_GET
+def progress(request: HttpRequest, batch_id: int) -> JsonResponse:
+    """{"status", "parts_done", "parts_total", "rows", "finished", "error", ...} (finance)."""
+    if not user_is_finance(request.user):
+        return JsonResponse({"detail": "Finance only."}, status=403)
+    found = batch_progress(batch_id=batch_id)
+    if found is None:
+        return JsonResponse({"detail": "No such import batch."}, status=404)
+    return JsonResponse(found.as_json())

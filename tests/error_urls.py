@@ -1,0 +1,13 @@
+"""URLconf for tests/test_error_pages.py: the site's URLs plus a view that fails."""
+
+from django.urls import path
+
+from finops.urls import handler400, handler403, handler404, handler500, urlpatterns
+
+
+def boom(request):
+    raise RuntimeError("boom")
+
+
+urlpatterns = [*urlpatterns, path("boom/", boom)]
+__all__ = ["handler400", "handler403", "handler404", "handler500", "urlpatterns"]

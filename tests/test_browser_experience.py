@@ -1,0 +1,141 @@
+"""The dashboard and the runs browser in a real headless Chromium: the charts are drawn from
+their tables, the stack toggle and month window work, /runs/ sorts, filters and pages; each
+state is saved as a screenshot (CI artefacts, tests/ui_screens.py)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from finops.attribution.models import Category
+from tests.factories import RunCostFactory, TeamDailyCostFactory
+from tests.test_browser import _login
+from tests.ui_screens import chromium, screenshot
+
+__all__ = ["chromium"]
+
+pytestmark = pytest.mark.browser
+UTC = dt.UTC
+
+
+def _by(name):
+    from selenium.webdriver.common.by import By
+
+    return getattr(By, name)
+
+
+def _wait(driver, condition, timeout=10):
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(condition)
+
+
+def _chart(driver, table_id: str) -> dict:
+    """The Chart.js chart drawn on the canvas for that table: labels and series names."""
+    return driver.execute_script(
+        "var c = Chart.getChart(document.querySelector('canvas[data-chart=\"' + arguments[0]"
+        " + '\"]')); return c ? {labels: c.data.labels,"
+        " series: c.data.datasets.map(function (d) { return d.label; }),"
+        " stacked: c.options.scales.y.stacked} : null;",
+        table_id,
+    )
+
+
+@pytest.fixture
+def months_of_cost(team, other_team):
+    for period, amount in ((dt.date(2025, 7, 1), 10), (dt.date(2025, 8, 1), 20)):
+        TeamDailyCostFactory(
+            team=team, billing_period=period, day=period.replace(day=3), amount=Decimal(amount)
+        )
+    for day in range(1, 11):
+        TeamDailyCostFactory(team=team, day=dt.date(2025, 9, day), amount=Decimal(30 + day))
+        TeamDailyCostFactory(
+            team=other_team, day=dt.date(2025, 9, day), amount=Decimal(5 * day),
+            category=Category.INFERENCE,
+        )  # fmt: skip
+    TeamDailyCostFactory(
+        team=None, day=dt.date(2025, 9, 2), amount=Decimal(40), category=Category.IDLE
+    )
+
+
+def test_overview_dashboard(chromium, live_server, finance_user, months_of_cost):
+    driver = chromium
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    driver.get(f"{live_server.url}/?month=2025-09&months=3")
+    chart = _wait(driver, lambda d: _chart(d, "cost-over-time"))
+    assert chart["series"] == ["Speech", "Vision", "No team (platform)"]
+    assert chart["stacked"] is True
+    assert chart["labels"][0] == "2025-07-03" and len(chart["labels"]) == 12
+    change = _chart(driver, "month-change")
+    assert change["series"] == ["August 2025", "September 2025"]
+    shares = driver.find_element(_by("CSS_SELECTOR"), "[data-testid=idle-share]").text
+    # Idle 40 of Vision 355 + Speech 275 + 40 = 670: 5.97 %.
+    assert shares == "6.0 %"
+    screenshot(driver, "overview-dashboard-by-team")
+
+    # The toggle: stack by category.
+    from selenium.webdriver.support.ui import Select
+
+    Select(driver.find_element(_by("ID"), "dash-by")).select_by_value("category")
+    driver.find_element(_by("CSS_SELECTOR"), "[data-testid=dashboard-controls] button").click()
+    _wait(driver, lambda d: "by=category" in d.current_url)
+    chart = _wait(driver, lambda d: _chart(d, "cost-over-time"))
+    assert chart["series"] == ["training", "inference", "idle"]
+    screenshot(driver, "overview-dashboard-by-category")
+
+
+@pytest.fixture
+def many_runs(team, other_team):
+    for i in range(60):
+        RunCostFactory(
+            team=team if i % 3 else other_team, run_id=f"run-{i:02d}", cost=Decimal(1000 + i),
+            gpu_seconds=Decimal(3600 * (i + 1)), cluster="hpc1" if i % 2 else "hpc2",
+            first_start=dt.datetime(2025, 9, 1, tzinfo=UTC) + dt.timedelta(hours=i),
+        )  # fmt: skip
+
+
+def _ids(driver) -> list[str]:
+    rows = driver.find_elements(_by("CSS_SELECTOR"), "[data-testid=run-row] td:first-child")
+    return [r.text for r in rows]
+
+
+def test_runs_browser_sorts_filters_and_pages(chromium, live_server, finance_user, many_runs):
+    driver = chromium
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    driver.get(f"{live_server.url}/runs/?month=2025-09")
+    assert _ids(driver)[:3] == ["run-59", "run-58", "run-57"]
+    assert driver.find_element(_by("CSS_SELECTOR"), "[data-testid=runs-count]").text.startswith(
+        "60 runs, 1\u201350 shown"
+    )
+    screenshot(driver, "runs-browser")
+
+    # Sort: GPU-hours, biggest first, then click again for smallest first.
+    driver.find_element(_by("CSS_SELECTOR"), "[data-testid=sort-gpu_hours]").click()
+    _wait(driver, lambda d: "ordering=-gpu_hours" in d.current_url)
+    assert _ids(driver)[0] == "run-59"
+    driver.find_element(_by("CSS_SELECTOR"), "[data-testid=sort-gpu_hours]").click()
+    _wait(driver, lambda d: "ordering=gpu_hours" in d.current_url)
+    assert _ids(driver)[:2] == ["run-00", "run-01"]
+
+    # Page 2 keeps the sort.
+    driver.find_element(_by("CSS_SELECTOR"), "[data-testid=next-page]").click()
+    _wait(driver, lambda d: "page=2" in d.current_url)
+    assert _ids(driver) == [f"run-{i:02d}" for i in range(50, 60)]
+    screenshot(driver, "runs-browser-page-2")
+
+    # Filter: team Vision on cluster hpc1, and a run id search.
+    from selenium.webdriver.support.ui import Select
+
+    Select(driver.find_element(_by("ID"), "runs-team")).select_by_value("vision")
+    Select(driver.find_element(_by("ID"), "runs-cluster")).select_by_value("hpc1")
+    search = driver.find_element(_by("ID"), "runs-q")
+    search.clear()
+    search.send_keys("run-1")
+    driver.find_element(_by("CSS_SELECTOR"), "[data-testid=runs-filters] button").click()
+    _wait(driver, lambda d: "q=run-1" in d.current_url)
+    # Vision: i % 3 != 0; hpc1: odd i; "run-1": 10..19 -> 11, 13, 17, 19 smallest GPU-hours first.
+    assert _ids(driver) == ["run-11", "run-13", "run-17", "run-19"]
+    assert "page=" not in driver.current_url
+    screenshot(driver, "runs-browser-filtered")

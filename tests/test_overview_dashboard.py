@@ -1,0 +1,202 @@
+"""The overview as a dashboard: cost over time (daily, stacked by team or category, 3 to 12
+months), this month against last per team, idle and unallocated as shares of the bill, the
+alerts panel only with the apps that fill it, each table once when there is one currency."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from finops.attribution.dashboard import month_add
+from finops.attribution.models import Category
+from finops.budgets.models import Budget
+from finops.currency.models import FxRate
+from tests.factories import TeamDailyCostFactory, TeamFactory
+
+SEP, AUG, JUL = dt.date(2025, 9, 1), dt.date(2025, 8, 1), dt.date(2025, 7, 1)
+
+
+def _text(response) -> str:
+    assert response.status_code == 200, response.status_code
+    return re.sub(r"\s+", " ", response.content.decode())
+
+
+def _cost(team, period, day, amount, category=Category.TRAINING, currency="USD"):
+    return TeamDailyCostFactory(
+        team=team,
+        billing_period=period,
+        day=day,
+        amount=Decimal(amount),
+        category=category,
+        billing_currency=currency,
+    )
+
+
+def _table(html: str, table_id: str) -> list[list[str]]:
+    """The text of each row (header first) of the table with that id."""
+    body = re.search(rf'<table[^>]*id="{table_id}".*?</table>', html).group(0)
+    return [
+        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body)
+    ]
+
+
+@pytest.fixture
+def history(team, other_team):
+    """Vision and Speech over July to September; a platform idle line in September."""
+    _cost(team, JUL, dt.date(2025, 7, 10), "10")
+    _cost(team, AUG, dt.date(2025, 8, 5), "100")
+    _cost(team, SEP, dt.date(2025, 9, 2), "120")
+    _cost(team, SEP, dt.date(2025, 9, 2), "30", category=Category.IDLE)
+    _cost(other_team, SEP, dt.date(2025, 9, 2), "20", category=Category.INFERENCE)
+    _cost(other_team, SEP, dt.date(2025, 9, 3), "20")
+    _cost(None, SEP, dt.date(2025, 9, 3), "10", category=Category.UNALLOCATED)
+
+
+def test_month_add_crosses_years():
+    assert month_add(dt.date(2025, 1, 1), -1) == dt.date(2024, 12, 1)
+    assert month_add(dt.date(2025, 11, 1), 3) == dt.date(2026, 2, 1)
+
+
+def test_cost_over_time_by_team(finance_client, history):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09", "months": 3}))
+    rows = _table(html, "cost-over-time")
+    # Teams by name, the no-team bucket last; one row per day with cost, every month in range.
+    assert rows[0] == ["Day", "Speech", "Vision", "No team (platform)"]
+    assert rows[1:] == [
+        ["2025-07-10", "0.00", "10.00", "0.00"],
+        ["2025-08-05", "0.00", "100.00", "0.00"],
+        ["2025-09-02", "20.00", "150.00", "0.00"],
+        ["2025-09-03", "20.00", "0.00", "10.00"],
+    ]
+    assert 'data-chart="cost-over-time" data-chart-type="bar" data-stacked' in html
+
+
+def test_cost_over_time_by_category_and_window(finance_client, history):
+    html = _text(
+        finance_client.get(
+            reverse("web:overview"), {"month": "2025-09", "months": 3, "by": "category"}
+        )
+    )
+    rows = _table(html, "cost-over-time")
+    assert rows[0] == ["Day", "training", "inference", "idle", "unallocated"]
+    assert rows[3] == ["2025-09-02", "120.00", "20.00", "30.00", "0.00"]
+    # Fewer than 3 months asked: 3 (July is in); the selected month ends the window.
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-08", "months": 1}))
+    days = [r[0] for r in _table(html, "cost-over-time")[1:]]
+    assert days == ["2025-07-10", "2025-08-05"]
+
+
+def test_months_over_twelve_is_twelve_and_not_a_number_is_400(finance_client, history):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09", "months": 40}))
+    assert "October 2024 to September 2025" in html
+    response = finance_client.get(reverse("web:overview"), {"months": "six"})
+    assert response.status_code == 400
+    assert "months must be a whole number" in response.content.decode()
+
+
+def test_this_month_against_last_per_team(finance_client, history):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert "September 2025 against August 2025 (USD)" in html
+    rows = {r[0]: r[1:] for r in _table(html, "month-change")[1:]}
+    # Vision: 100 in August, 120 + 30 in September: +50, +50 %.
+    assert rows["Vision"] == ["100.00", "150.00", "+50.00", "+50.0 %"]
+    # Speech had nothing in August: the change is its whole cost, no percentage.
+    assert rows["Speech"] == ["0.00", "40.00", "+40.00", "\u2013"]
+    assert rows["No team (platform)"] == ["0.00", "10.00", "+10.00", "\u2013"]
+
+
+def test_idle_and_unallocated_as_shares_of_the_bill(finance_client, history):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    # September: 120 + 30 + 20 + 20 + 10 = 200; idle 30 = 15 %, unallocated 10 = 5 %.
+    assert 'data-testid="idle-share">15.0 %<' in html
+    assert 'data-testid="unallocated-share">5.0 %<' in html
+
+
+def test_lead_dashboard_holds_only_their_team(lead_client, history):
+    html = _text(lead_client.get(reverse("web:overview"), {"month": "2025-09", "months": 3}))
+    assert _table(html, "cost-over-time")[0] == ["Day", "Vision"]
+    assert [r[0] for r in _table(html, "month-change")[1:]] == ["Vision"]
+    assert "Speech" not in html and "No team (platform)" not in html
+    # The lead's bill: 150, idle 30 of it.
+    assert 'data-testid="idle-share">20.0 %<' in html
+    assert 'data-testid="unallocated-share">0.0 %<' in html
+
+
+def test_one_currency_shows_each_table_once(finance_client, history):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert 'data-testid="reporting-table"' not in html
+    assert html.count('data-testid="team-table"') == 1
+    assert "(native currencies)" not in html
+
+
+def test_two_currencies_convert_the_dashboard_per_day(finance_client, team):
+    _cost(team, SEP, dt.date(2025, 9, 2), "100", currency="EUR")
+    _cost(team, SEP, dt.date(2025, 9, 2), "5")
+    FxRate.objects.create(
+        date=dt.date(2025, 9, 1), from_currency="EUR", to_currency="USD", rate=Decimal("1.1")
+    )
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert 'data-testid="reporting-table"' in html
+    assert "Cost over time (USD, converted per day)" in html
+    # 100 EUR x 1.1 + 5 USD.
+    assert _table(html, "cost-over-time")[1] == ["2025-09-02", "115.00"]
+
+
+def test_missing_rate_shows_the_default_currency_alone(finance_client, team):
+    _cost(team, SEP, dt.date(2025, 9, 2), "100", currency="EUR")
+    _cost(team, SEP, dt.date(2025, 9, 2), "5")
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert 'data-testid="dashboard-fx-error"' in html
+    assert _table(html, "cost-over-time")[1] == ["2025-09-02", "5.00"]
+
+
+def test_alerts_panel_lists_budgets_at_risk(finance_client, history, team):
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert 'data-testid="dashboard-alerts"' in html
+    assert "No budget is over or forecast to go over." in html
+    # Far below what the team spent in September: over budget, so at risk.
+    Budget.objects.create(
+        name="Vision tiny", team=team, period="month", amount=Decimal("0.01"), currency="USD"
+    )
+    Budget.objects.create(
+        name="Vision huge", team=team, period="month", amount=Decimal("1e9"), currency="USD"
+    )
+    html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert "Vision tiny" in html and "Vision huge" not in html
+
+
+def test_overview_queries_do_not_grow_with_teams_or_months(
+    finance_client, history, django_assert_max_num_queries
+):
+    for i in range(30):
+        extra = TeamFactory(slug=f"many-{i}")
+        for period in (JUL, AUG, SEP):
+            _cost(extra, period, period.replace(day=9), str(i))
+    with django_assert_max_num_queries(OVERVIEW_QUERIES):
+        html = _text(
+            finance_client.get(reverse("web:overview"), {"month": "2025-09", "months": 12})
+        )
+    assert "Many 29" in html
+
+
+# Session, user, months with data (2), profile, the month's overview (3: teams x categories,
+# providers, the reporting-currency rows), the dashboard (1); one more for FX rates when several
+# currencies are converted (none here).
+OVERVIEW_QUERIES = 12  # + open anomalies, budgets at risk (none here)
+
+
+@pytest.fixture
+def finance_client(client, finance_user):
+    client.force_login(finance_user)
+    return client
+
+
+@pytest.fixture
+def lead_client(client, lead_user):
+    client.force_login(lead_user)
+    return client

@@ -1,0 +1,201 @@
+"""The runs browser /runs/: training runs across the viewer's teams, paged on the server,
+sorted and filtered by the same FilterSet as the API's /api/v1/runs/; the team page's top runs."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+
+from finops.attribution.models import Category
+from tests.factories import (
+    AllocatedCostFactory,
+    RunCostFactory,
+    TeamDailyCostFactory,
+    TeamFactory,
+)
+
+UTC = dt.UTC
+SEP = dt.date(2025, 9, 1)
+
+
+@pytest.fixture
+def finance_client(client, finance_user):
+    client.force_login(finance_user)
+    return client
+
+
+@pytest.fixture
+def lead_client(client, lead_user):
+    client.force_login(lead_user)
+    return client
+
+
+def _page(client, **params) -> str:
+    params.setdefault("month", "2025-09")
+    response = client.get(reverse("web:runs"), params)
+    assert response.status_code == 200, response.content[:500]
+    return re.sub(r"\s+", " ", response.content.decode())
+
+
+def _run_ids(html: str) -> list[str]:
+    rows = re.findall(r'<tr data-testid="run-row">(.*?)</tr>', html)
+    return [re.sub(r"<[^>]+>", "", re.search(r"<td>(.*?)</td>", r).group(1)) for r in rows]
+
+
+def _api_ids(client, **params) -> list[str]:
+    params.setdefault("month", "2025-09")
+    params.setdefault("limit", 1000)
+    response = client.get("/api/v1/runs/", params)
+    assert response.status_code == 200, response.content[:500]
+    return [r["run_id"] for r in response.json()["results"]]
+
+
+@pytest.fixture
+def runs(team, other_team):
+    """Five runs chosen so every sort key orders them differently."""
+
+    def run(run_id, team, cost, hours, wasted, start_day, **kw):
+        return RunCostFactory(
+            team=team, run_id=run_id, cost=Decimal(cost), gpu_seconds=Decimal(hours) * 3600,
+            wasted_cost=Decimal(wasted),
+            first_start=dt.datetime(2025, 9, start_day, tzinfo=UTC), **kw,
+        )  # fmt: skip
+
+    # cost:      a 9, b 10, c 250, d 100, e 30  ("9" > "10" as text: sorts numerically)
+    # GPU-hours: a 3, b 1,  c 50,  d 10,  e 0
+    # $/GPU-h:   a 3, b 10, c 5,   d 10,  e none
+    run("a-vision", team, "9", "3", "0", 5, cluster="hpc1", jobs=1200)
+    run("b-vision", team, "10", "1", "4", 1, cluster="hpc2", failed_jobs=1)
+    run("c-speech", other_team, "250", "50", "20", 3, cluster="hpc1", running_jobs=2)
+    run("d-vision", team, "100", "10", "0.5", 2, cluster="hpc2")
+    run("e-speech", other_team, "30", "0", "0", 4, cluster="hpc1")
+    # Not listed: a serving pod (inference) and another month.
+    run("serve/chat-0", team, "999", "9", "0", 1, category=Category.INFERENCE)
+    run("old", team, "5", "1", "0", 1, billing_period=dt.date(2025, 8, 1))
+
+
+@pytest.mark.parametrize(
+    ("ordering", "expected"),
+    [
+        ("-cost", ["c-speech", "d-vision", "e-speech", "b-vision", "a-vision"]),
+        ("cost", ["a-vision", "b-vision", "e-speech", "d-vision", "c-speech"]),
+        ("-gpu_hours", ["c-speech", "d-vision", "a-vision", "b-vision", "e-speech"]),
+        # Equal $/GPU-hour (b, d: 10) by cost; no GPU-hours (e) last either way.
+        ("-cost_per_gpu_hour", ["d-vision", "b-vision", "c-speech", "a-vision", "e-speech"]),
+        ("cost_per_gpu_hour", ["a-vision", "c-speech", "d-vision", "b-vision", "e-speech"]),
+        ("-wasted_cost", ["c-speech", "b-vision", "d-vision", "e-speech", "a-vision"]),
+        ("start", ["b-vision", "d-vision", "c-speech", "e-speech", "a-vision"]),
+    ],
+)
+def test_sorts_page_and_api_alike(finance_client, runs, ordering, expected):
+    assert _run_ids(_page(finance_client, ordering=ordering)) == expected
+    assert _api_ids(finance_client, ordering=ordering) == expected
+
+
+def test_default_is_most_expensive_first_training_only(finance_client, runs):
+    html = _page(finance_client)
+    assert _run_ids(html) == ["c-speech", "d-vision", "e-speech", "b-vision", "a-vision"]
+    assert "serve/chat-0" not in html
+    assert 'data-testid="runs-count">5 runs' in html
+    # Counts with thousands separators.
+    assert '<td class="num">1,200</td>' in html
+
+
+def test_inference_runs_on_request_in_the_api(finance_client, runs):
+    assert _api_ids(finance_client, category="inference") == ["serve/chat-0"]
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"team": "speech"}, ["c-speech", "e-speech"]),
+        ({"cluster": "hpc2"}, ["d-vision", "b-vision"]),
+        ({"state": "running"}, ["c-speech"]),
+        ({"state": "failed"}, ["b-vision"]),
+        ({"state": "completed"}, ["d-vision", "e-speech", "a-vision"]),
+        ({"q": "VISION"}, ["d-vision", "b-vision", "a-vision"]),
+        ({"q": "a-v", "team": "vision"}, ["a-vision"]),
+        ({"month": "2025-08"}, ["old"]),
+    ],
+)
+def test_filters_page_and_api_alike(finance_client, runs, params, expected):
+    assert _run_ids(_page(finance_client, **params)) == expected
+    assert _api_ids(finance_client, **params) == expected
+
+
+def test_lead_sees_only_their_teams(lead_client, runs):
+    assert _run_ids(_page(lead_client)) == ["d-vision", "b-vision", "a-vision"]
+    assert _run_ids(_page(lead_client, team="speech")) == []
+    assert _api_ids(lead_client, team="speech") == []
+    html = _page(lead_client)
+    assert "Speech" not in html
+
+
+def test_pages_on_the_server_without_overlap(finance_client, team):
+    for i in range(120):
+        RunCostFactory(team=team, run_id=f"r{i:03d}", cost=Decimal(1000 - i))
+    seen = []
+    for number, size in ((1, 50), (2, 50), (3, 20)):
+        html = _page(finance_client, page=number)
+        ids = _run_ids(html)
+        assert len(ids) == size
+        seen += ids
+        assert f"page {number} of 3" in html
+    assert seen == [f"r{i:03d}" for i in range(120)]
+    # Paging keeps the filters and the sort.
+    html = _page(finance_client, ordering="cost", team="vision")
+    assert "?ordering=cost&amp;team=vision&amp;month=2025-09&amp;page=2" in html
+
+
+def test_bad_filter_is_a_friendly_400(finance_client, runs):
+    response = finance_client.get(reverse("web:runs"), {"state": "exploded"})
+    assert response.status_code == 400
+    assert "Cannot filter the runs" in response.content.decode()
+
+
+def test_team_page_lists_top_runs_and_links_to_the_browser(finance_client, team):
+    for i in range(25):
+        RunCostFactory(team=team, run_id=f"r{i:02d}", cost=Decimal(100 + i))
+    RunCostFactory(team=team, run_id="serve/x", cost=Decimal(10_000), category="inference")
+    html = re.sub(
+        r"\s+",
+        " ",
+        finance_client.get(
+            reverse("web:team", args=["vision"]), {"month": "2025-09"}
+        ).content.decode(),
+    )
+    listed = re.findall(r"/runs/vision/(r\d\d)/\?month", html)
+    assert listed == [f"r{i:02d}" for i in range(24, 4, -1)]  # the 20 most expensive
+    assert "serve/x" not in html
+    assert 'href="/runs/?team=vision&amp;month=2025-09"' in html
+    assert "All 25 training runs of Vision" in html
+
+
+@pytest.mark.parametrize("size", [3, 60])
+def test_runs_and_team_and_run_pages_keep_a_fixed_number_of_queries(
+    finance_client, team, other_team, size, django_assert_max_num_queries
+):
+    for i in range(size):
+        owner = team if i % 2 else other_team
+        RunCostFactory(team=owner, run_id=f"r{i}", cluster=f"c{i % 5}")
+        TeamDailyCostFactory(team=TeamFactory(slug=f"t{i}"), amount=Decimal(i))
+        AllocatedCostFactory(team=team, run_id="r1", amount=Decimal(i))
+    # Session, user, months with data (2), profile, count, clusters, teams for the filter, page.
+    with django_assert_max_num_queries(RUNS_QUERIES):
+        _page(finance_client)
+    # Session, user, profile, team, months (2), totals, daily, reporting rows, top runs, run
+    # count, daily by category.
+    with django_assert_max_num_queries(TEAM_QUERIES):
+        finance_client.get(reverse("web:team", args=["vision"]), {"month": "2025-09"})
+    # Session, user, profile, team, months (2), rollups, ledger by job, the jobs (when any).
+    with django_assert_max_num_queries(RUN_QUERIES):
+        finance_client.get(reverse("web:run", args=["vision", "r1"]), {"month": "2025-09"})
+
+
+RUNS_QUERIES = 9
+TEAM_QUERIES = 23  # budgets, anomalies, statements and the pricing comparison included
+RUN_QUERIES = 14  # the pricing comparison included
