@@ -19,6 +19,8 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 
+from finops.org.permissions import ViewerReadOnly
+
 MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 MONTH_SCHEMA: dict[str, Any] = {"type": "string", "pattern": MONTH_PATTERN, "example": "2025-09"}
 
@@ -59,8 +61,9 @@ WWW_AUTHENTICATE_HEADER = {
     }
 }
 
-# The permissions that only mean "logged in" (no 403 for a reader).
-_LOGIN_ONLY = (IsAuthenticated, AllowAny)
+# The permissions that only mean "logged in" for a read (no 403 for a reader): ViewerReadOnly,
+# a default of every view, refuses only writes, which get their 403 from the method below.
+_LOGIN_ONLY = (IsAuthenticated, AllowAny, ViewerReadOnly)
 
 
 class FinopsAutoSchema(AutoSchema):
