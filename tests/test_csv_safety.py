@@ -78,3 +78,44 @@ def test_export_focus_csv_neutralises_formulas_in_names_and_tags(tmp_path):
     tagged = next(row for row in rows if row["ResourceName"] == "'" + LINK)
     # Tags are a JSON object (a cell starting "{"): the tag value is kept exactly.
     assert json.loads(tagged["Tags"]) == {"team": LINK}
+
+
+@pytest.mark.django_db
+def test_statement_csv_neutralises_formulas_in_run_and_endpoint_names(team):
+    import datetime as dt
+
+    from finops.attribution.models import Category
+    from finops.chargeback import documents
+    from finops.chargeback.selectors import statement_get
+    from tests.factories import AllocatedCostFactory, JobRecordFactory
+
+    # A run id from a Slurm comment and an endpoint from a pod label, both chosen by a user.
+    job = JobRecordFactory(run_id=LINK)
+    pod = JobRecordFactory(run_id="serve", endpoint="+cmd|' /C calc'!A0")
+    day = dt.date(2025, 9, 3)
+    for category, row_job, run, amount in [
+        (Category.TRAINING, job, LINK, "40.25"),
+        (Category.INFERENCE, pod, "serve", "9.75"),
+        (Category.TAGGED, None, "", "-12.50"),
+    ]:
+        AllocatedCostFactory(
+            day=day, category=category, team=team, job=row_job, run_id=run,
+            amount=Decimal(amount), billing_currency="USD",
+        )  # fmt: skip
+
+    statement = statement_get(team=team, month=dt.date(2025, 9, 1))
+    rows = list(csv.DictReader(io.StringIO(documents.statement_csv(statement))))
+
+    items = {(row["section"], row["item"]) for row in rows}
+    assert ("run", "'" + LINK) in items
+    assert ("endpoint", "'+cmd|' /C calc'!A0") in items
+    for row in rows:
+        for column, cell in row.items():
+            if cell and cell.startswith(FORMULA_START):
+                Decimal(cell)  # only numbers may start like a formula
+                assert column.endswith(("amount", "hours")), (column, cell)
+    # The credit stays a negative number: 40.25 + 9.75 - 12.50 = 37.50 in total.
+    tagged = next(row for row in rows if (row["section"], row["item"]) == ("category", "tagged"))
+    assert Decimal(tagged["amount"]) == Decimal("-12.50")
+    total = next(row for row in rows if row["section"] == "total" and row["currency"] == "USD")
+    assert Decimal(total["amount"]) == Decimal("37.50")

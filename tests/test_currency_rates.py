@@ -194,3 +194,30 @@ def test_rate_table_includes_the_newest_rate_before_the_span(db, django_assert_n
     assert table.rate(day=D(2025, 9, 30), from_currency="GBP", to_currency="USD") == Fraction(
         "1.15"
     ) * Fraction("1.03")
+
+
+def test_overlong_line_fails_naming_file_and_line(tmp_path, db, settings):
+    settings.FINOPS_MAX_LINE_BYTES = 100
+    path = tmp_path / "rates.csv"
+    # Line 3 carries a 1,000-byte extra cell (extra columns are otherwise ignored).
+    path.write_text(
+        "date,from,to,rate,note\n2025-09-01,EUR,USD,1.1,ok\n2025-09-02,EUR,USD,1.2," + "n" * 1000
+    )
+    with pytest.raises(FxRateFileError, match=r"^rates\.csv: line 3: .*FINOPS_MAX_LINE_BYTES"):
+        fx_rates_load(path=path)
+    assert FxRate.objects.count() == 0
+    # The same rows with a short note load.
+    path.write_text("date,from,to,rate,note\n2025-09-01,EUR,USD,1.1,ok\n2025-09-02,EUR,USD,1.2,n\n")
+    assert fx_rates_load(path=path).rows == 2
+
+
+def test_overlong_line_in_the_ecb_zip_names_the_member(tmp_path, db, settings):
+    settings.FINOPS_MAX_LINE_BYTES = 100
+    archive = tmp_path / "eurofxref-hist.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("eurofxref-hist.csv", "Date,USD,\n2025-09-05,1.17" + "0" * 500 + ",\n")
+    with pytest.raises(
+        FxRateFileError, match=r"^eurofxref-hist\.zip/eurofxref-hist\.csv: line 2: "
+    ):
+        fx_rates_load(path=archive)
+    assert FxRate.objects.count() == 0

@@ -377,3 +377,30 @@ def test_command_writes_nothing_on_a_bad_file(tmp_path):
     batch = ImportBatch.objects.get(kind="inference")
     assert batch.status == ImportBatch.Status.FAILED
     assert "z-bad.prom" in batch.error
+
+
+def test_csv_overlong_line_fails_naming_file_and_line(tmp_path, settings):
+    settings.FINOPS_MAX_LINE_BYTES = 200
+    good = "chat,2025-09-03T10:00:00Z,2025-09-03T11:00:00Z,1,0,0,chat-0\n"
+    # Line 3 is a row whose pod cell alone is 5,000 bytes: over the 200-byte cap.
+    huge = "chat,2025-09-03T11:00:00Z,2025-09-03T12:00:00Z,1,0,0," + "p" * 5000 + "\n"
+    path = tmp_path / "huge.csv"
+    path.write_text(CSV_HEADER + good + huge)
+
+    with pytest.raises(ImportFormatError) as caught:
+        parse_usage_csv([path])
+
+    assert (caught.value.file, caught.value.row) == (str(path), 3)
+    assert "FINOPS_MAX_LINE_BYTES" in str(caught.value)
+    assert "200 bytes" in str(caught.value)
+
+
+def test_csv_line_exactly_at_the_cap_is_read(tmp_path, settings):
+    row = "chat,2025-09-03T10:00:00Z,2025-09-03T11:00:00Z,1,0,0,chat-0"
+    settings.FINOPS_MAX_LINE_BYTES = max(len(CSV_HEADER) - 1, len(row))
+    path = tmp_path / "usage.csv"
+    path.write_text(CSV_HEADER + row + "\n")
+
+    (parsed,) = parse_usage_csv([path])
+
+    assert (parsed["endpoint"], parsed["requests"], parsed["pod"]) == ("chat", 1, "chat-0")

@@ -38,7 +38,8 @@ def _bounded_int(request: Request, name: str, *, default: int, low: int, high: i
 
 class BoundedLimitOffsetPagination(LimitOffsetPagination):
     max_limit = MAX_LIMIT
-    max_offset = MAX_OFFSET  # read by finops.api.schema for the documented maximum
+    # Read by the schema (finops.api.schema) to document the offset's maximum.
+    max_offset = MAX_OFFSET
 
     def get_limit(self, request: Request) -> int:
         default = self.default_limit or MAX_LIMIT

@@ -61,8 +61,8 @@ WWW_AUTHENTICATE_HEADER = {
     }
 }
 
-# The permissions that only mean "logged in" for a reader (no 403 on a read; a viewer's
-# writes are refused like every write, which is documented by method).
+# The permissions that only mean "logged in" for a read (no 403 for a reader): ViewerReadOnly,
+# a default of every view, refuses only writes, which get their 403 from the method below.
 _LOGIN_ONLY = (IsAuthenticated, AllowAny, ViewerReadOnly)
 
 

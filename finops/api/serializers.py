@@ -115,11 +115,6 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
         return {kind: str(getattr(obj, f"cost_{kind}")) for kind in MIX_KINDS}
 
 
-class PricingQuerySerializer(serializers.Serializer[None]):
-    month = serializers.RegexField(r"^\d{4}-\d{2}$")
-    team = serializers.SlugField(required=False)
-
-
 def month_validate(value: str) -> str:
     """A YYYY-MM the calendar has: the pattern alone lets "0000-01" through (a fuzzed 500)."""
     try:
@@ -137,6 +132,11 @@ class MonthQuerySerializer(serializers.Serializer[None]):
 
     def validate_month(self, value: str) -> str:
         return month_validate(value)
+
+
+class PricingQuerySerializer(MonthQuerySerializer):
+    # The month checked like the other reports' (a month out of range is a 400 naming it).
+    team = serializers.SlugField(required=False)
 
 
 class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow]):

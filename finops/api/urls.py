@@ -14,10 +14,12 @@ router.register("import-batches", views.ImportBatchViewSet, basename="api-import
 # Plain APIViews: listed on the root (/api/v1/) beside the viewsets.
 router.add_root_entry("costs", "api-costs")
 router.add_root_entry("endpoints", "api-endpoints")
+router.add_root_entry("pricing-comparison", "api-pricing-comparison")
 router.add_root_entry("reconciliation", "api-reconciliation")
 router.add_root_entry("pricing-comparison", "api-pricing-comparison")
 router.add_root_entry("statements", "api-statements")
 router.add_root_entry("schema", "schema")
+router.add_root_entry("statements", "api-statements")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),

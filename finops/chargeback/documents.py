@@ -13,6 +13,7 @@ from decimal import Decimal
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 
+from billing_ingest.csv_safety import csv_safe
 from finops.chargeback.selectors import Line, Statement
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
@@ -85,7 +86,9 @@ def statement_csv(statement: Statement) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    writer.writerows(statement_csv_rows(statement))
+    # Run ids and endpoint names come from job logs (a Slurm comment, a pod label): a cell that
+    # a spreadsheet would run as a formula is written as text (csv_safety); amounts stay numbers.
+    writer.writerows([csv_safe(cell) for cell in row] for row in statement_csv_rows(statement))
     return out.getvalue()
 
 

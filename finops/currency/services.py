@@ -8,8 +8,10 @@ Two layouts, told apart by the header:
   rows; cross rates (USD->JPY) are derived through EUR at lookup time (selectors.py), so the
   table holds what the ECB published and nothing rounded from it.
 
-A file is parsed in full before anything is written: one bad row loads nothing. Loading the
-same (date, from, to) again replaces its rate (the ECB revises rarely, but files overlap).
+A file is parsed in full before anything is written: one bad row loads nothing, and a line
+longer than FINOPS_MAX_LINE_BYTES fails naming the file and line before it is read whole.
+Loading the same (date, from, to) again replaces its rate (the ECB revises rarely, but files
+overlap).
 """
 
 from __future__ import annotations
@@ -23,9 +25,12 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from typing import IO
 
 from django.db import transaction
 
+from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.lines import CappedText
 from finops.currency.models import RATE_QUANTUM, FxRate
 
 ECB_BASE = "EUR"
@@ -75,6 +80,16 @@ def _day(text: str) -> date:
         raise ValueError(f"not a date (YYYY-MM-DD): {text!r}") from None
 
 
+def _capped(handle: IO[str], file_label: str) -> Iterator[str]:
+    """The lines of `handle`, each at most FINOPS_MAX_LINE_BYTES: a huge line fails naming the
+    file and its line instead of being read whole into memory."""
+    try:
+        with CappedText(handle, file_label=file_label) as lines:
+            yield from lines
+    except ImportFormatError as exc:
+        raise FxRateFileError(f"{exc.file}: line {exc.row}: {exc.detail}") from None
+
+
 def _lines(path: Path) -> Iterator[str]:
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
@@ -82,10 +97,10 @@ def _lines(path: Path) -> Iterator[str]:
             if len(names) != 1:
                 raise FxRateFileError(f"{path.name}: expected one CSV in the zip, found {names}")
             with archive.open(names[0]) as raw:
-                yield from io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+                text = io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+                yield from _capped(text, f"{path.name}/{names[0]}")
         return
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        yield from handle
+    yield from _capped(path.open(encoding="utf-8-sig", newline=""), path.name)
 
 
 def _pair_rows(reader: Iterable[list[str]], header: list[str], source: str) -> list[FxRate]:

@@ -10,7 +10,8 @@ Header row (any order, case-insensitive, UTF-8 with or without BOM), one row per
   generation_tokens   optional, a whole number (empty: 0)
   model_name, team, namespace, pod   optional text
 Rows with the same endpoint, model, namespace, pod and window_start are an error (which one
-would be meant?). Errors name file, line (the header is line 1) and column.
+would be meant?). Errors name file, line (the header is line 1) and column. A line longer than
+FINOPS_MAX_LINE_BYTES fails naming its line, before it is read whole.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.lines import CappedText
 from finops.inference.parsers.common import BadField, Counts, UsageKey, check_lengths, rows_of
 from finops.inference.parsers.common import whole_count as _whole
 
@@ -94,7 +96,11 @@ _Ident = tuple[str, str, str, str, datetime]
 def _read(path: Path, totals: dict[UsageKey, Counts], seen: dict[_Ident, str]) -> None:
     file_label = str(path)
     try:
-        with path.open(encoding="utf-8-sig", newline="") as handle:
+        # Lines capped at FINOPS_MAX_LINE_BYTES: one huge line fails naming its line number
+        # before it is held in memory whole.
+        with CappedText(
+            path.open(encoding="utf-8-sig", newline=""), file_label=file_label
+        ) as handle:
             reader = csv.reader(handle)
             names = _header(reader, file_label)
             for cells in reader:
