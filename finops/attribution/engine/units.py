@@ -6,10 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from decimal import Context, Decimal
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from finops.attribution.engine.values import LineItem
+from typing import Protocol
 
 # Must equal billing_ingest.models.MONEY_PLACES (a test checks it); repeated here so the engine
 # stays importable without Django.
@@ -88,7 +85,18 @@ def _signed_parts(amount: Decimal, weights: Sequence[int]) -> list[int]:
     return parts if sign > 0 else [-part for part in parts]
 
 
-def split_columns(line: LineItem, weights: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
+class Columns(Protocol):
+    """The money columns of a line item (values.LineItem) that its shares split."""
+
+    @property
+    def cost(self) -> Decimal: ...
+    @property
+    def list_cost(self) -> Decimal: ...
+    @property
+    def contracted_cost(self) -> Decimal: ...
+
+
+def split_columns(line: Columns, weights: Sequence[int]) -> tuple[list[int], list[int], list[int]]:
     """Signed parts of the line's cost, ListCost and ContractedCost over the same weights.
 
     The other columns are the cost parts plus the largest-remainder split of their difference
