@@ -59,6 +59,7 @@ INSTALLED_APPS = [
     "finops.audit",
     "finops.chargeback",
     "finops.pipeline",
+    "finops.exports",
     "finops.api",
     "finops.web",
     "finops.demo",
