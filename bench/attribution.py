@@ -172,15 +172,15 @@ def _time_baseline() -> float:
     """Reading the rows attribution reads (line items and jobs), through the ORM, and nothing
     else: the floor any attribution of this month pays."""
     from billing_ingest.models import JobRecord
-    from finops.attribution import services
+    from finops.attribution import inputs
 
     began = time.perf_counter()
-    for _ in services._lines_queryset(MONTH).iterator(chunk_size=services.BATCH_SIZE):
+    for _ in inputs.lines_queryset(MONTH).iterator(chunk_size=inputs.BATCH_SIZE):
         pass
     for _ in JobRecord.objects.values_list(
         "id", "cluster", "job_id", "name", "account", "state", "start", "end", "gpus", "nodes",
         "run_id",
-    ).iterator(chunk_size=services.BATCH_SIZE):  # fmt: skip
+    ).iterator(chunk_size=inputs.BATCH_SIZE):  # fmt: skip
         pass
     return time.perf_counter() - began
 
@@ -196,7 +196,8 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     from django.db import transaction
 
     from billing_ingest.models import CostLineItem
-    from finops.attribution import engine, services
+    from finops.attribution import engine, ledger_selectors, services
+    from finops.attribution.inputs import inputs_load
     from finops.attribution.models import AllocatedCost
 
     result["line_items"] = CostLineItem.objects.count()
@@ -212,14 +213,14 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
 
     # The command's post-write reads (category totals and the conservation check).
     began = time.perf_counter()
-    services.month_category_totals(month=MONTH)
-    services.month_conservation(month=MONTH)
+    ledger_selectors.month_category_totals(month=MONTH)
+    ledger_selectors.month_conservation(month=MONTH)
     result["checks_s"] = time.perf_counter() - began
 
     # Load and engine alone, under the same conditions as in attribution_run (GC paused).
     with transaction.atomic(), services._gc_paused():
         began = time.perf_counter()
-        inputs, _ = services._load(MONTH)
+        inputs, _ = inputs_load(month=MONTH)
         result["load_s"] = time.perf_counter() - began
     if args.tracemalloc:
         tracemalloc.start()

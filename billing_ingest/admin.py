@@ -1,5 +1,7 @@
 from datetime import datetime
+from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -13,6 +15,7 @@ from billing_ingest.models import (
     ImportBatch,
     JobRecord,
 )
+from billing_ingest.services.sources import billing_source_check
 from billing_ingest.tasks.sources import fetch_billing_source
 from finops.audit.admin import AuditedAdminMixin
 
@@ -95,8 +98,28 @@ class CoreWeaveRateAdmin(AuditedAdminMixin, admin.ModelAdmin):
     date_hierarchy = "valid_from"
 
 
+class BillingSourceForm(forms.ModelForm):
+    """Refuses, field by field, a source that could not be fetched (billing_source_check)."""
+
+    class Meta:
+        model = BillingSource
+        fields = ["name", "format", "uri", "aws_export_arn", "aws_export_name", "enabled"]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        billing_source_check(
+            format=cleaned.get("format") or "",
+            uri=cleaned.get("uri") or "",
+            aws_export_arn=cleaned.get("aws_export_arn") or "",
+            aws_export_name=cleaned.get("aws_export_name") or "",
+            source_id=self.instance.pk,
+        )
+        return cleaned
+
+
 @admin.register(BillingSource)
 class BillingSourceAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    form = BillingSourceForm
     list_display = [
         "name",
         "format",

@@ -545,31 +545,3 @@ class BillingSource(models.Model):
 
     def aws_export_named(self) -> bool:
         return bool(self.aws_export_arn or self.aws_export_name)
-
-    def clean(self) -> None:
-        from billing_ingest.parsers import billing_parser
-        from billing_ingest.sources.uris import uri_scheme
-
-        self.name = self.name.strip()
-        self.uri = self.uri.strip()
-        errors: dict[str, str] = {}
-        if not self.uri and not self.aws_export_named():
-            errors["uri"] = "give a URI, or an AWS export ARN or name to discover it"
-        elif self.uri and uri_scheme(self.uri) is None:
-            errors["uri"] = "not an s3://, az://, gs:// or bq:// URI"
-        elif self.aws_export_named() and self.uri and uri_scheme(self.uri) != "s3":
-            errors["uri"] = "an AWS export is on S3: leave the URI empty (it is discovered)"
-        if self.format:
-            try:
-                billing_parser(self.format)
-            except ValueError as exc:
-                errors["format"] = str(exc)
-        elif not self.aws_export_named():
-            errors["format"] = "needed unless an AWS export is named"
-        if self.uri and not self.aws_export_named() and not errors:
-            # Two sources of one export would only record each other's deliveries as duplicates.
-            clash = BillingSource.objects.filter(format=self.format, uri=self.uri)
-            if clash.exclude(pk=self.pk).exists():
-                errors["uri"] = f"another billing source already fetches {self.uri}"
-        if errors:
-            raise ValidationError(errors)

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "finops.chargeback",
     "finops.pipeline",
     "finops.tokens",
+    "finops.exports",
     "finops.api",
     "finops.web",
     "finops.demo",

@@ -37,7 +37,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import bigquery
 
 from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
-from billing_ingest.services.sources import CLAIM_EXPIRES
+from billing_ingest.services.sources import CLAIM_EXPIRES, billing_source_check
 from billing_ingest.sources import SourceAccessError, SourceFetchError, gcp_bigquery, gcp_storage
 from billing_ingest.sources.aws_data_exports import aws_export_discover, export_format
 from billing_ingest.sources.transient import source_error_transient
@@ -736,21 +736,45 @@ def test_fetch_billing_sources_command_fetches_one_source_by_name(s3):
     assert month_total("2024-09") == Decimal("3.00")
 
 
-# --- the model -----------------------------------------------------------------------------
+# --- checking a source before it is saved -----------------------------------------------------
+
+
+def check(**fields: Any) -> None:
+    values = {"format": "", "uri": "", "aws_export_arn": "", "aws_export_name": "", **fields}
+    billing_source_check(source_id=None, **values)
 
 
 def test_a_source_needs_a_location_and_a_known_format(db):
     with pytest.raises(ValidationError) as raised:
-        BillingSource(name="nowhere", format="aws-cur").full_clean()
+        check(format="aws-cur")
     assert "uri" in raised.value.message_dict
 
     with pytest.raises(ValidationError) as raised:
-        BillingSource(name="odd", format="csv", uri=URI).full_clean()
+        check(format="csv", uri=URI)
     assert "unknown billing format 'csv'" in raised.value.message_dict["format"][0]
 
-    uri_source()
+    source = uri_source()
     with pytest.raises(ValidationError, match="already fetches"):
-        BillingSource(name="again", format="aws-cur", uri=URI).full_clean()
+        check(format="aws-cur", uri=URI)
+    # The source itself, edited, does not clash with itself.
+    billing_source_check(
+        format="aws-cur", uri=URI, aws_export_arn="", aws_export_name="", source_id=source.pk
+    )
 
     # An AWS export named: location and format come from discovery.
-    BillingSource(name="discovered", aws_export_name="gpu-cur2").full_clean()
+    check(aws_export_name="gpu-cur2")
+
+
+def test_the_admin_form_refuses_a_source_it_could_not_fetch(db, client):
+    client.force_login(User.objects.create_superuser("admin", password="admin-password-123"))
+    add_url = reverse("admin:billing_ingest_billingsource_add")
+
+    response = client.post(add_url, {"name": "odd", "format": "csv", "uri": URI, "enabled": "on"})
+
+    assert response.status_code == 200  # the form again, with the error under its field
+    assert "unknown billing format" in response.content.decode()
+    assert not BillingSource.objects.exists()
+
+    response = client.post(add_url, {"name": "ok", "format": "aws-cur", "uri": URI})
+    assert response.status_code == 302
+    assert BillingSource.objects.get().name == "ok"

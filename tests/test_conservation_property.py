@@ -28,8 +28,9 @@ from finops.attribution.engine import (
     SharedRule,
     attribute,
 )
+from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
-from finops.attribution.services import attribution_run, month_conservation
+from finops.attribution.services import attribution_run
 from finops.org.models import Team
 
 BASE = calendar.timegm(dt.datetime(2025, 6, 1).timetuple())

@@ -23,10 +23,11 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from billing_ingest.exporters.focus import COLUMNS, focus_month_export
-from billing_ingest.exporters.units import focus_unit
 from billing_ingest.models import CostLineItem
-from billing_ingest.tasks.export import export_focus_month
+from finops.exports.columns import COLUMNS
+from finops.exports.tasks import export_focus_month
+from finops.exports.units import focus_unit
+from finops.exports.writer import focus_month_export
 from tests.conftest import SHARED_DIR
 from tests.factories import CostLineItemFactory, ImportBatchFactory
 
@@ -381,12 +382,12 @@ def test_bad_arguments_are_refused(db: None, tmp_path: Path):
 
 
 def test_failed_export_leaves_no_file(mixed_month: str, tmp_path: Path, monkeypatch):
-    from billing_ingest.exporters import focus
+    from finops.exports import writer
 
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(focus, "focus_row", broken)
+    monkeypatch.setattr(writer, "focus_row", broken)
     with pytest.raises(RuntimeError):
         export(mixed_month, tmp_path / "month.parquet")
     assert list(tmp_path.iterdir()) == []

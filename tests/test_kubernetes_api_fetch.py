@@ -25,11 +25,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing_ingest.models import Cluster, ImportBatch, JobRecord, KubernetesSource
-from billing_ingest.sources.kubernetes_api import (
-    KubernetesAccessError,
-    KubernetesTransientError,
-    kubernetes_source_configure,
-)
+from billing_ingest.services.kubernetes import kubernetes_source_configure
+from billing_ingest.sources.kubernetes_api import KubernetesAccessError, KubernetesTransientError
 from billing_ingest.tasks.kubernetes import (
     MAX_RETRIES,
     fetch_kubernetes_pods_all,

@@ -147,12 +147,12 @@ def test_a_restatement_after_the_last_attribution_is_stale_in_page_and_api(
 @pytest.mark.django_db
 def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(tmp_path, monkeypatch):
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
-    from finops.attribution import services
+    from finops.attribution import ledger
 
-    def broken(inputs: Any, ledger: Any) -> None:
-        raise services.ConservationError("ledger 1 != bill 2")
+    def broken(inputs: Any, rows: Any) -> None:
+        raise ledger.ConservationError("ledger 1 != bill 2")
 
-    monkeypatch.setattr(services, "_check_conservation", broken)
+    monkeypatch.setattr(ledger, "check_conservation", broken)
     with pytest.raises(CommandError, match="ConservationError: ledger 1 != bill 2"):
         call_command("attribute", "--month", "2025-05")
     run = PipelineRun.objects.order_by("-id").first()

@@ -11,8 +11,8 @@ from django.urls import reverse
 
 from billing_ingest.models import CostLineItem, JobRecord
 from finops.attribution.models import AllocatedCost, AttributionRun, Category
+from finops.attribution.rule_preview import Move, mapping_rule_preview
 from finops.org.models import MappingRule, Team
-from finops.org.selectors import Move, mapping_rule_preview
 from tests.factories import (
     MONTH,
     AllocatedCostFactory,

@@ -21,8 +21,9 @@ from rest_framework.test import APIClient
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers.focus import REQUIRED_COLUMNS
+from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost
-from finops.attribution.services import month_conservation, parse_month
+from finops.attribution.services import parse_month
 from tests.conftest import SAMPLES_DIR
 
 pytestmark = pytest.mark.django_db

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db.models import Q
 from django.utils import timezone
 
@@ -28,6 +29,7 @@ from billing_ingest.services.months import billing_months_touched
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.aws_data_exports import aws_export_discover
 from billing_ingest.sources.transient import source_error_transient
+from billing_ingest.sources.uris import uri_scheme
 
 # One fetch lists the export, downloads every month it holds and loads the new ones. A first
 # fetch of a large export (many months of multi-GB CUR) is the long case; two hours is far more
@@ -65,6 +67,39 @@ class _Location:
     format: str
     discovered: bool  # from bcm-data-exports: written back to the source
     note: str = ""  # said with the result, e.g. that AWS reports the export unhealthy
+
+
+def billing_source_check(
+    *, format: str, uri: str, aws_export_arn: str, aws_export_name: str, source_id: int | None
+) -> None:
+    """Refuse a billing source (new, or source_id changed) that could not be fetched: no
+    location, a URI of no known scheme, a non-S3 URI beside an AWS export, an unknown format,
+    no format where no AWS export names one, or the URI and format another source fetches.
+    Raises ValidationError with a message per field (the admin form shows them)."""
+    named = bool(aws_export_arn or aws_export_name)
+    errors: dict[str, str] = {}
+    if not uri and not named:
+        errors["uri"] = "give a URI, or an AWS export ARN or name to discover it"
+    elif uri and uri_scheme(uri) is None:
+        errors["uri"] = "not an s3://, az://, gs:// or bq:// URI"
+    elif named and uri and uri_scheme(uri) != "s3":
+        errors["uri"] = "an AWS export is on S3: leave the URI empty (it is discovered)"
+    if format:
+        try:
+            billing_parser(format)
+        except ValueError as exc:
+            errors["format"] = str(exc)
+    elif not named:
+        errors["format"] = "needed unless an AWS export is named"
+    if uri and not named and not errors:
+        # Two sources of one export would only record each other's deliveries as duplicates.
+        clash = BillingSource.objects.filter(format=format, uri=uri)
+        if source_id is not None:
+            clash = clash.exclude(pk=source_id)
+        if clash.exists():
+            errors["uri"] = f"another billing source already fetches {uri}"
+    if errors:
+        raise ValidationError(errors)
 
 
 def billing_source_ids_enabled() -> list[int]:

@@ -2,7 +2,6 @@
 service. Split by what is imported."""
 
 from billing_ingest.tasks.billing import *  # noqa: F403
-from billing_ingest.tasks.export import *  # noqa: F403
 from billing_ingest.tasks.jobs import *  # noqa: F403
 from billing_ingest.tasks.kubernetes import *  # noqa: F403
 from billing_ingest.tasks.sources import *  # noqa: F403

@@ -9,12 +9,9 @@ from celery import Task, shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from billing_ingest.services.kubernetes import fetch_cluster_pods, kubernetes_sources_enabled
 from billing_ingest.services.snapshots import kubernetes_snapshots_prune
-from billing_ingest.sources.kubernetes_api import (
-    KubernetesTransientError,
-    fetch_cluster_pods,
-    kubernetes_sources_enabled,
-)
+from billing_ingest.sources.kubernetes_api import KubernetesTransientError
 
 __all__ = [
     "fetch_kubernetes_pods_all",

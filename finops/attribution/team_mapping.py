@@ -35,7 +35,7 @@ _NAME_MAX = Team._meta.get_field("name").max_length or 200
 
 
 @dataclass(frozen=True, slots=True)
-class _Rule:
+class Rule:
     kind: str
     key: str
     value: str
@@ -64,7 +64,7 @@ _JOB_KINDS = frozenset(
 
 
 def _job_rule_matches(
-    rule: _Rule, account: str, namespace: str, labels: Mapping[str, str | None]
+    rule: Rule, account: str, namespace: str, labels: Mapping[str, str | None]
 ) -> bool:
     if not namespace:
         # A Slurm job: only account rules speak about it.
@@ -77,7 +77,7 @@ def _job_rule_matches(
 
 
 class TeamResolver:
-    def __init__(self, *, rules: Sequence[_Rule], team_tag_keys: Sequence[str]) -> None:
+    def __init__(self, *, rules: Sequence[Rule], team_tag_keys: Sequence[str]) -> None:
         self._line_rules = [r for r in rules if r.kind in _LINE_KINDS]
         self._job_rules = [r for r in rules if r.kind in _JOB_KINDS]
         self._team_tag_keys = tuple(team_tag_keys)
@@ -99,7 +99,7 @@ class TeamResolver:
             MappingRule.objects.values_list("id", "priority", "kind", "key", "value", "team_id"),
             key=lambda r: MappingRule.precedence(priority=r[1], kind=r[2], rule_id=r[0]),
         )
-        rules = [_Rule(kind, key, value, team_id) for _, _, kind, key, value, team_id in rows]
+        rules = [Rule(kind, key, value, team_id) for _, _, kind, key, value, team_id in rows]
         return cls(rules=rules, team_tag_keys=settings.FINOPS_TEAM_TAG_KEYS)
 
     def line_team(self, *, tags: Mapping[str, object], sub_account: str) -> TeamRef | None:

@@ -37,9 +37,7 @@ def _exact_sum(queryset: QuerySet[Any], field: str) -> Decimal:
 def demo_summary(*, month: Month, clusters: list[str]) -> DemoSummary:
     """Totals of the month's current (non-superseded) line items, jobs and ledger."""
     period = month.start.date()
-    items = CostLineItem.objects.filter(
-        billing_period=period, batch__status=ImportBatch.Status.SUCCEEDED
-    )
+    items = CostLineItem.objects.settled().filter(billing_period=period)
     ledger = AllocatedCost.objects.filter(billing_period=period)
     categories = sorted(set(ledger.values_list("category", flat=True).distinct()))
     by_category = {
@@ -75,9 +73,11 @@ def demo_reconciliation(*, month: Month) -> list[AccountBalance]:
     """Per provider, billing account and currency: the month's EffectiveCost and its ledger."""
     period = month.start.date()
     effective: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
-    items = CostLineItem.objects.filter(
-        billing_period=period, batch__status=ImportBatch.Status.SUCCEEDED
-    ).values_list("provider_name", "billing_account_id", "billing_currency", "effective_cost")
+    items = (
+        CostLineItem.objects.settled()
+        .filter(billing_period=period)
+        .values_list("provider_name", "billing_account_id", "billing_currency", "effective_cost")
+    )
     for provider, account, currency, amount in items.iterator(chunk_size=5000):
         effective[(provider, account, currency)] += amount
     allocated: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)

@@ -17,9 +17,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from billing_ingest.management.pipeline import request_pipeline
 from billing_ingest.models import Cluster, ImportBatch, KubernetesSource, MonthChange
 from billing_ingest.services.jobs import cluster_get_or_create
+from billing_ingest.services.kubernetes import kubernetes_source_configure
 from billing_ingest.services.months import job_months_touched
 from billing_ingest.sources import SourceFetchError
-from billing_ingest.sources.kubernetes_api import kubernetes_source_configure
 from billing_ingest.tasks.kubernetes import TIME_LIMIT, fetch_kubernetes_pods_task
 
 

@@ -10,12 +10,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from finops.attribution.services import (
-    attribution_runs_fail_dead,
-    month_category_totals,
-    month_conservation,
-    parse_month,
-)
+from finops.attribution.ledger_selectors import month_category_totals, month_conservation
+from finops.attribution.services import attribution_runs_fail_dead, parse_month
 from finops.attribution.tasks import TIME_LIMIT
 from finops.pipeline.models import PipelineRun
 from finops.pipeline.selectors import pipeline_step_views

@@ -1,4 +1,4 @@
-"""Export tasks: the ledger written back out as standard files."""
+"""Export tasks: the ledger written back out as standard files (thin: call the writer)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from billing_ingest.exporters.focus import focus_month_export, focus_month_parse
+from finops.exports.writer import focus_month_export, focus_month_parse
 
 __all__ = ["export_focus_month"]
 
 
 @shared_task(
-    name="billing_ingest.tasks.export.export_focus_month",
+    name="finops.exports.tasks.export_focus_month",
     acks_late=True,
     soft_time_limit=settings.CELERY_TASK_SOFT_TIME_LIMIT,
     time_limit=settings.CELERY_TASK_TIME_LIMIT,

@@ -1,14 +1,4 @@
-"""FOCUS 1.2 export of one billing month's line items, as Parquet or CSV.
-
-The month's CostLineItems are streamed from the database (QuerySet.iterator) into Arrow record
-batches of EXPORT_CHUNK_ROWS rows and appended to the file, so memory stays bounded whatever the
-size of the month. The file is written beside its destination and renamed into place, so a
-failed export never leaves half a file under the requested name.
-
-Parquet keeps types: money as decimal128(38, 12) (exact, the ledger's own scale), quantities as
-decimal128(38, 12), derived unit prices as decimal128(38, 18), timestamps as timestamp[us, UTC].
-CSV holds the same values as text: plain decimal strings (never exponents or floats) and
-ISO 8601 UTC timestamps ending in Z.
+"""One CostLineItem (as a dict of its fields) -> one FOCUS 1.2 row: focus_row. Pure: no database.
 
 The ledger keeps the FOCUS columns that matter (DESIGN.md section 4). Every other FOCUS 1.2
 column is written too, derived where FOCUS says how and null where FOCUS allows null; see
@@ -18,147 +8,14 @@ focus_row() and the helpers it calls for each decision and the reason for it.
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from datetime import UTC, date, datetime, time
 from decimal import ROUND_HALF_EVEN, Context, Decimal
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-import pyarrow as pa
-import pyarrow.csv as pa_csv
-import pyarrow.parquet as pq
-from django.db.models import Count
-
-from billing_ingest.csv_safety import csv_safe
-from billing_ingest.exporters.units import UNNAMED_UNIT, focus_unit
-from billing_ingest.models import MONEY_PLACES, CostLineItem
-
-FOCUS_VERSION = "1.2"
-# Rows per Arrow record batch (and per database fetch).
-EXPORT_CHUNK_ROWS = 10_000
-EXPORT_FORMATS = {".parquet": "parquet", ".csv": "csv"}
-
-_MONEY = pa.decimal128(38, MONEY_PLACES)
-_QUANTITY = pa.decimal128(38, 12)
-# Unit prices are derived (cost / PricingQuantity) and FOCUS requires unit price x quantity to
-# equal the cost. 18 places keep that product exact to 1e-9 (the validator's relative tolerance)
-# even for per-request prices; DuckDB can still multiply decimal(38, 18) by decimal(38, 12) for
-# any row cost below 10^8.
-_UNIT_PRICE_PLACES = 18
-_UNIT_PRICE = pa.decimal128(38, _UNIT_PRICE_PLACES)
-_TIMESTAMP = pa.timestamp("us", tz="UTC")
-_STRING = pa.string()
-
-FOCUS_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
-    ("AvailabilityZone", _STRING),
-    ("BilledCost", _MONEY),
-    ("BillingAccountId", _STRING),
-    ("BillingAccountName", _STRING),
-    ("BillingAccountType", _STRING),
-    ("BillingCurrency", _STRING),
-    ("BillingPeriodEnd", _TIMESTAMP),
-    ("BillingPeriodStart", _TIMESTAMP),
-    ("CapacityReservationId", _STRING),
-    ("CapacityReservationStatus", _STRING),
-    ("ChargeCategory", _STRING),
-    ("ChargeClass", _STRING),
-    ("ChargeDescription", _STRING),
-    ("ChargeFrequency", _STRING),
-    ("ChargePeriodEnd", _TIMESTAMP),
-    ("ChargePeriodStart", _TIMESTAMP),
-    ("CommitmentDiscountCategory", _STRING),
-    ("CommitmentDiscountId", _STRING),
-    ("CommitmentDiscountName", _STRING),
-    ("CommitmentDiscountQuantity", _QUANTITY),
-    ("CommitmentDiscountStatus", _STRING),
-    ("CommitmentDiscountType", _STRING),
-    ("CommitmentDiscountUnit", _STRING),
-    ("ConsumedQuantity", _QUANTITY),
-    ("ConsumedUnit", _STRING),
-    ("ContractedCost", _MONEY),
-    ("ContractedUnitPrice", _UNIT_PRICE),
-    ("EffectiveCost", _MONEY),
-    ("InvoiceId", _STRING),
-    ("InvoiceIssuerName", _STRING),
-    ("ListCost", _MONEY),
-    ("ListUnitPrice", _UNIT_PRICE),
-    ("PricingCategory", _STRING),
-    ("PricingCurrency", _STRING),
-    ("PricingCurrencyContractedUnitPrice", _UNIT_PRICE),
-    ("PricingCurrencyEffectiveCost", _MONEY),
-    ("PricingCurrencyListUnitPrice", _UNIT_PRICE),
-    ("PricingQuantity", _QUANTITY),
-    ("PricingUnit", _STRING),
-    ("ProviderName", _STRING),
-    ("PublisherName", _STRING),
-    ("RegionId", _STRING),
-    ("RegionName", _STRING),
-    ("ResourceId", _STRING),
-    ("ResourceName", _STRING),
-    ("ResourceType", _STRING),
-    ("ServiceCategory", _STRING),
-    ("ServiceName", _STRING),
-    ("ServiceSubcategory", _STRING),
-    ("SkuId", _STRING),
-    ("SkuMeter", _STRING),
-    ("SkuPriceDetails", _STRING),
-    ("SkuPriceId", _STRING),
-    ("SubAccountId", _STRING),
-    ("SubAccountName", _STRING),
-    ("SubAccountType", _STRING),
-    ("Tags", _STRING),
-)
-# FOCUS asks for custom columns after all FOCUS columns, x_-prefixed.
-CUSTOM_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
-    ("x_InstanceType", _STRING),
-    ("x_GpuCount", pa.int32()),
-    ("x_GpuModel", _STRING),
-)
-COLUMNS = FOCUS_COLUMNS + CUSTOM_COLUMNS
-PARQUET_SCHEMA = pa.schema(
-    [pa.field(name, kind) for name, kind in COLUMNS],
-    metadata={"FocusVersion": FOCUS_VERSION},
-)
-CSV_SCHEMA = pa.schema([pa.field(name, _STRING) for name, _ in COLUMNS])
-
-# CostLineItem fields the export reads (everything but the batch link).
-_FIELDS = (
-    "source",
-    "billing_period",
-    "billing_period_start",
-    "billing_period_end",
-    "provider_name",
-    "billing_account_id",
-    "sub_account_id",
-    "charge_period_start",
-    "charge_period_end",
-    "charge_category",
-    "pricing_category",
-    "service_category",
-    "service_name",
-    "sku_id",
-    "region_id",
-    "resource_id",
-    "resource_name",
-    "resource_type",
-    "commitment_discount_id",
-    "commitment_discount_status",
-    "commitment_discount_type",
-    "consumed_quantity",
-    "consumed_unit",
-    "list_cost",
-    "contracted_cost",
-    "billed_cost",
-    "effective_cost",
-    "billing_currency",
-    "tags",
-    "x_instance_type",
-    "x_gpu_count",
-    "x_gpu_model",
-)
+from finops.exports.columns import UNIT_PRICE_PLACES
+from finops.exports.units import UNNAMED_UNIT, focus_unit
 
 USAGE, PURCHASE, TAX, CREDIT, ADJUSTMENT = "Usage", "Purchase", "Tax", "Credit", "Adjustment"
 _CHARGE_CATEGORIES = {name.lower(): name for name in (USAGE, PURCHASE, TAX, CREDIT, ADJUSTMENT)}
@@ -223,29 +80,10 @@ _ARN_RE = re.compile(r"^arn:[^:]*:(?P<service>[^:]*):[^:]*:[^:]*:(?P<resource>.+
 _AZURE_TYPE_RE = re.compile(r"/providers/(?P<namespace>[^/]+)/(?P<type>[^/]+)/", re.I)
 
 _DIVISION = Context(prec=60, rounding=ROUND_HALF_EVEN)
-_UNIT_PRICE_QUANTUM = Decimal(1).scaleb(-_UNIT_PRICE_PLACES)
+_UNIT_PRICE_QUANTUM = Decimal(1).scaleb(-UNIT_PRICE_PLACES)
 _QUANTITY_QUANTUM = Decimal(1).scaleb(-12)
 _ZERO = Decimal(0)
 _ONE = Decimal(1)
-
-
-# --------------------------------------------------------------------------- small helpers
-
-
-def focus_month_parse(text: str) -> date:
-    """'YYYY-MM' -> the first day of that month; ValueError otherwise."""
-    try:
-        return datetime.strptime(text.strip(), "%Y-%m").date()
-    except ValueError:
-        raise ValueError(f"month must be YYYY-MM, not {text!r}") from None
-
-
-def focus_export_format(path: Path) -> str:
-    """'parquet' or 'csv' from the file name; ValueError for anything else."""
-    found = EXPORT_FORMATS.get(path.suffix.lower())
-    if found is None:
-        raise ValueError(f"{path.name}: the file name must end in .parquet or .csv")
-    return found
 
 
 def _text(value: str | None) -> str | None:
@@ -309,33 +147,6 @@ def _service_category_guess(service_name: str) -> str:
         if any(keyword in lowered for keyword in keywords):
             return category
     return "Other"
-
-
-def service_categories_for_month(month: date) -> dict[str, str]:
-    """ServiceName -> the one ServiceCategory the export uses for it.
-
-    FOCUS requires exactly one ServiceCategory per ServiceName, while exports (and the FOCUS
-    sample files) sometimes disagree between rows or leave it blank: the most frequent allowed
-    category of the month wins (ties: alphabetical), so every row of a service says the same.
-    One aggregate query, not a pass over the rows.
-    """
-    counts = (
-        CostLineItem.objects.settled()
-        .filter(billing_period=month)
-        .values_list("service_name", "service_category")
-        .annotate(rows=Count("id"))
-        .order_by()
-    )
-    votes: dict[str, dict[str, int]] = {}
-    for name, stored, rows in counts:
-        category = service_category_focus(stored)
-        if category is not None:
-            tally = votes.setdefault(name, {})
-            tally[category] = tally.get(category, 0) + rows
-    return {
-        name: min(tally, key=lambda category: (-tally[category], category))
-        for name, tally in votes.items()
-    }
 
 
 def _resource_type(item: Mapping[str, Any], resource_id: str | None) -> str | None:
@@ -576,116 +387,3 @@ def _sku(item: Mapping[str, Any], category: str, service_name: str) -> str | Non
     # FOCUS requires a SkuId on usage and purchases; a support plan bought without one is
     # identified by its service.
     return _text(item["sku_id"]) or (service_name if category in _PRICED else None)
-
-
-# --------------------------------------------------------------------------- writing
-
-
-def _csv_cell(value: object) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, Decimal):
-        # Plain notation; keep a decimal point so a column of whole numbers still reads as
-        # decimal, not integer, in CSV type inference (focus-validator rejects BIGINT there).
-        text = format(value.normalize(), "f")
-        return text if "." in text else f"{text}.0"
-    if isinstance(value, datetime):
-        text = value.strftime("%Y-%m-%dT%H:%M:%S")
-        if value.microsecond:
-            text += f".{value.microsecond:06d}"
-        return text + "Z"
-    # Text from bills and tags may hold a spreadsheet formula: written as text (csv_safety).
-    return csv_safe(str(value))
-
-
-class _BatchWriter(Protocol):
-    def write_batch(self, batch: pa.RecordBatch) -> None: ...
-
-    def close(self) -> None: ...
-
-
-def _open_writer(path: Path, file_format: str) -> _BatchWriter:
-    if file_format == "parquet":
-        return pq.ParquetWriter(str(path), PARQUET_SCHEMA)
-    return pa_csv.CSVWriter(str(path), CSV_SCHEMA)
-
-
-def _record_batch(rows: list[dict[str, Any]], file_format: str) -> pa.RecordBatch:
-    if file_format == "parquet":
-        return pa.RecordBatch.from_pylist(rows, schema=PARQUET_SCHEMA)
-    text_rows = [{name: _csv_cell(value) for name, value in row.items()} for row in rows]
-    return pa.RecordBatch.from_pylist(text_rows, schema=CSV_SCHEMA)
-
-
-@dataclass(frozen=True)
-class FocusExport:
-    path: Path
-    file_format: str
-    month: date
-    rows: int
-    # Per BillingCurrency, exact sums of what was written.
-    billed: dict[str, Decimal]
-    effective: dict[str, Decimal]
-
-
-def _line_items(month: date, chunk_size: int) -> Iterator[dict[str, Any]]:
-    return (
-        CostLineItem.objects.settled()
-        .filter(billing_period=month)
-        .order_by("pk")
-        .values(*_FIELDS)
-        .iterator(chunk_size=chunk_size)
-    )
-
-
-def _chunks(items: Iterator[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
-    chunk: list[dict[str, Any]] = []
-    for item in items:
-        chunk.append(item)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-def focus_month_export(
-    *, month: date, out: Path, chunk_size: int = EXPORT_CHUNK_ROWS
-) -> FocusExport:
-    """Write the line items of billing month `month` (billing_period == month) to `out` as FOCUS
-    1.2, Parquet or CSV by the file's suffix. A month without line items gives a file with the
-    header (schema) and no rows. Replaces `out` atomically."""
-    file_format = focus_export_format(out)
-    month = month.replace(day=1)
-    categories = service_categories_for_month(month)
-    partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    billed: dict[str, Decimal] = {}
-    effective: dict[str, Decimal] = {}
-    rows = 0
-    writer = _open_writer(partial, file_format)
-    closed = False
-    try:
-        for items in _chunks(_line_items(month, chunk_size), chunk_size):
-            focus_rows = [focus_row(item, service_categories=categories) for item in items]
-            writer.write_batch(_record_batch(focus_rows, file_format))
-            for row in focus_rows:
-                currency = row["BillingCurrency"]
-                billed[currency] = billed.get(currency, _ZERO) + row["BilledCost"]
-                effective[currency] = effective.get(currency, _ZERO) + row["EffectiveCost"]
-            rows += len(focus_rows)
-        writer.close()
-        closed = True
-        os.replace(partial, out)
-    except BaseException:
-        if not closed:
-            writer.close()
-        partial.unlink(missing_ok=True)
-        raise
-    return FocusExport(
-        path=out,
-        file_format=file_format,
-        month=month,
-        rows=rows,
-        billed=billed,
-        effective=effective,
-    )

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from billing_ingest.exporters.focus import (
+from finops.exports.writer import (
     focus_export_format,
     focus_month_export,
     focus_month_parse,

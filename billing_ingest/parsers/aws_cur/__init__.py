@@ -1,0 +1,173 @@
+"""AWS Cost and Usage Reports, CUR 2.0 (Data Exports) and legacy CUR, mapped onto FOCUS columns.
+
+The package: columns.py (both spellings of every column, categories), row.py (one row at a time,
+CSV or Parquet), table.py (a chunk of CSV columns at once, pyarrow), and here the readers and the
+registered parser `aws-cur`.
+
+Flavour comes from the header: legacy CUR CSV names columns ``lineItem/UsageStartDate``; CUR 2.0
+(and legacy CUR delivered as Parquet / Athena) names them ``line_item_usage_start_date``. Columns
+are matched on a "squashed" name (lowercase, letters and digits only), so both spellings and the
+two ARN spellings AWS uses (``savingsPlan/SavingsPlanARN``, ``savingsPlan/SavingsPlanArn``,
+``savings_plan_savings_plan_a_r_n``) all land on the same column.
+
+Files are CSV (plain, gzip or a one-member zip, recognised by magic bytes) or Parquet, read in
+chunks: CSV row by row through the csv module, Parquet one record batch at a time, only the
+columns used.
+
+Mapping decisions (beyond the obvious one-to-one columns):
+- EffectiveCost is AWS's amortised cost by line item type (see ``CurRowBuilder._effective_cost``).
+- SavingsPlanNegation is ChargeCategory Usage (PricingCategory Committed, status Used): it
+  cancels the on-demand cost of covered usage on the invoice, so in FOCUS terms it is part of that
+  usage (covered usage plus its negation bills 0, as FOCUS wants for commitment-covered usage). It
+  is not a Credit: nothing is refunded; and its EffectiveCost is 0.
+- RIFee and SavingsPlanRecurringFee are Purchases whose EffectiveCost is the unused commitment;
+  they carry CommitmentDiscountStatus "Unused" so attribution can tell idle commitment apart.
+- Tags: legacy ``resourceTags/user:team`` gives {"user:team": v, "team": v}; CUR 2.0's
+  ``resource_tags`` map key ``user_team`` (and Athena-style ``resource_tags_user_team`` columns)
+  gives {"user_team": v, "team": v}. The original key is always kept; the key without the
+  ``user:``/``user_`` prefix is added (never overwriting) so a plain ``team`` tag rule matches
+  every flavour. AWS-generated tags (``aws:createdBy``) are kept as they are. Empty values are
+  dropped: legacy CSV cannot tell "no tag" from "empty tag".
+- Missing amortisation columns are an error only when a row needs them; an empty cell is 0
+  (AWS leaves non-applicable cells blank).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import zipfile
+import zlib
+from pathlib import Path
+from typing import Any, cast
+
+from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.aws_cur.row import CurRowBuilder
+from billing_ingest.parsers.aws_cur.table import CurTableBuilder
+from billing_ingest.parsers.checks import check_cells, check_record_batch
+from billing_ingest.parsers.lines import CappedText
+from billing_ingest.parsers.values import (
+    CHUNK_ROWS,
+    GZIP_MAGIC,
+    PARQUET_MAGIC,
+    FallBack,
+    ParquetRow,
+    arrow_chunks,
+    arrow_csv_batches,
+    built_chunks,
+    csv_rows,
+    open_text,
+    read_magic,
+    skip_rows,
+)
+
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _open_zip_member(path: Path, *, file_label: str) -> CappedText:
+    """Legacy CUR can be delivered zipped: one CSV inside, streamed (never extracted whole)."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise ImportFormatError(f"cannot read zip ({exc})", file=file_label) from None
+    members = [info for info in archive.infolist() if not info.is_dir()]
+    if len(members) != 1:
+        archive.close()
+        raise ImportFormatError(
+            f"zip holds {len(members)} files; expected one CUR CSV", file=file_label
+        )
+    binary = archive.open(members[0])
+    text = io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    return CappedText(text, file_label=file_label)
+
+
+def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> LineItemChunks:
+    if kind == "zip":
+        handle = _open_zip_member(path, file_label=file_label)
+    else:
+        handle = open_text(path, compressed=kind == "gzip", file_label=file_label)
+    with handle:
+        reader = csv.reader(handle)
+        try:
+            header = next(reader)
+        except StopIteration:
+            raise ImportFormatError("file is empty (no header row)", file=file_label) from None
+        except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
+            raise ImportFormatError(
+                f"cannot read the header row ({exc})", file=file_label, row=1
+            ) from None
+        check_cells(header, file_label=file_label, row=1)
+        try:
+            builder = CurRowBuilder(header, file_label=file_label)
+        except ImportFormatError as exc:
+            raise exc.with_row(1) from None  # the header is row 1 of a CSV
+        delivered = 0
+        if kind != "zip":
+            try:
+                batches = arrow_csv_batches(path, header, compressed=kind == "gzip")
+                for columns in arrow_chunks(batches, chunk_size):
+                    table = CurTableBuilder(builder).build(columns)
+                    delivered += len(table)
+                    # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
+                    yield cast(list[dict[str, Any]], table)
+                if delivered:
+                    return
+            except FallBack:
+                pass  # the per-row path below takes over after the rows already delivered
+        rows = skip_rows(csv_rows(reader, file_label=file_label, header=header), delivered)
+        seen = delivered > 0
+        for chunk in built_chunks(rows, builder.build, chunk_size=chunk_size):
+            seen = True
+            yield chunk
+        if not seen:
+            raise ImportFormatError("file has a header but no data rows", file=file_label)
+
+
+def _parse_parquet(path: Path, *, file_label: str, chunk_size: int) -> LineItemChunks:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ImportFormatError(f"cannot read Parquet ({exc})", file=file_label) from None
+    header = list(parquet.schema_arrow.names)
+    builder = CurRowBuilder(header, file_label=file_label)
+    wanted = sorted(builder.positions())
+    first_row = 1
+    seen = False
+    try:
+        batches = parquet.iter_batches(batch_size=chunk_size, columns=[header[i] for i in wanted])
+        for record_batch in batches:
+            check_record_batch(record_batch, first_row=first_row, file_label=file_label)
+            columns = {pos: record_batch.column(k).to_pylist() for k, pos in enumerate(wanted)}
+            chunk = [
+                builder.build(ParquetRow(columns, i, len(header)), first_row + i)
+                for i in range(record_batch.num_rows)
+            ]
+            first_row += record_batch.num_rows
+            if chunk:
+                seen = True
+                yield chunk
+    except pa.ArrowException as exc:
+        raise ImportFormatError(
+            f"cannot read Parquet ({exc})", file=file_label, row=first_row
+        ) from None
+    if not seen:
+        raise ImportFormatError("file has no data rows", file=file_label)
+
+
+@register_billing_parser("aws-cur", database_free=True)
+def parse_aws_cur(path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS) -> LineItemChunks:
+    """Chunks of CostLineItem field dicts from an AWS CUR 2.0 or legacy CUR file."""
+    magic = read_magic(path)
+    if magic == PARQUET_MAGIC or path.suffix.lower() == ".parquet":
+        return _parse_parquet(path, file_label=file_label, chunk_size=chunk_size)
+    if magic == _ZIP_MAGIC:
+        kind = "zip"
+    elif magic[:2] == GZIP_MAGIC:
+        kind = "gzip"
+    else:
+        kind = "plain"
+    return _parse_csv(path, file_label=file_label, kind=kind, chunk_size=chunk_size)
