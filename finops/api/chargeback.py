@@ -9,17 +9,27 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field
 from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from finops.api.filters import month_parse
+from finops.api.schema import MONTH_PATTERN
 from finops.api.serializers import MonthQuerySerializer, money
 from finops.chargeback import documents
 from finops.chargeback.selectors import Statement, statement_get, statements_build
 from finops.org.selectors import team_list_visible
+
+
+@extend_schema_field({"type": "string", "pattern": MONTH_PATTERN, "example": "2025-09"})
+class MonthStringField(serializers.Field):  # type: ignore[type-arg]
+    """A month (a date, its first day) written as YYYY-MM: documented as that string, not as a
+    date, which a client would then fail to parse."""
+
+    def to_representation(self, value: Any) -> str:
+        return f"{value:%Y-%m}"
 
 
 class NativeTotalSerializer(serializers.Serializer[Any]):
@@ -37,7 +47,7 @@ class StatementLineSerializer(serializers.Serializer[Any]):
 
 
 class AdjustmentLineSerializer(StatementLineSerializer):
-    origin_month = serializers.DateField(format="%Y-%m", help_text="The closed month corrected.")
+    origin_month = MonthStringField(help_text="The closed month corrected (YYYY-MM).")
     reason = serializers.CharField()
 
 
@@ -49,9 +59,9 @@ class UsageLineSerializer(StatementLineSerializer):
 
 class StatementSerializer(serializers.Serializer[Any]):
     team = serializers.CharField(source="team.slug")
-    month = serializers.DateField(format="%Y-%m")
+    month = MonthStringField(help_text="YYYY-MM")
     status = serializers.CharField(help_text="open, or closed (frozen figures).")
-    closed_at = serializers.DateTimeField(source="close.closed_at", default=None)
+    closed_at = serializers.DateTimeField(source="close.closed_at", default=None, allow_null=True)
     currency = serializers.CharField(help_text="The reporting currency of the statement.")
     total = money(source="total_reporting", allow_null=True, help_text="Ledger + adjustments.")
     ledger_total = money(source="ledger_reporting", allow_null=True)

@@ -84,7 +84,8 @@ class FinopsAutoSchema(AutoSchema):
         beyond_login = any(not isinstance(p, _LOGIN_ONLY) for p in permissions)
         if beyond_login or self.method not in SAFE_METHODS:
             errors["403"] = FORBIDDEN
-        if "{" in self.path:
+        # DRF answers an unknown ?format= (the CSV/JSON switch) with 404, as for a missing object.
+        if "{" in self.path or any(p["name"] == "format" for p in self._get_parameters()):
             errors["404"] = NOT_FOUND
         return errors
 

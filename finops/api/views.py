@@ -87,7 +87,8 @@ class PricingComparisonView(APIView):
             OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
             OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
         ],
-        responses=OpenApiTypes.OBJECT,
+        # One pricing body per team (and billing currency): a list.
+        responses={200: {"type": "array", "items": {"type": "object"}}},
     )
     def get(self, request: Request) -> Response:
         query = PricingQuerySerializer(data=request.query_params)
