@@ -309,3 +309,12 @@ def bucket(emulator: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> Iterat
     client = storage.Client(project="finops-test", credentials=AnonymousCredentials())
     yield client.create_bucket(GCS_BUCKET)
     server.wipe()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """A headless Chromium (tests/chromium.py); tests using it are marked `browser`."""
+    from tests.chromium import chrome_session
+
+    with chrome_session() as driver:
+        yield driver

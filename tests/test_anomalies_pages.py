@@ -12,7 +12,7 @@ from django.test import Client
 from finops.anomalies.models import Anomaly, AnomalyStatusChange
 from finops.anomalies.services import anomalies_detect
 from tests import anomaly_ledger as ledger
-from tests.test_browser import _body, _login, _wait_for_text, browser  # noqa: F401
+from tests.chromium import _body, _login, _wait_for_text
 
 SINCE = ledger.START + dt.timedelta(days=20)
 
@@ -102,7 +102,7 @@ def test_overview_and_team_pages_link_to_open_anomalies(spike, finance_user) -> 
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_browser_chart_and_status_change(browser, live_server, team, finance_user):  # noqa: F811
+def test_browser_chart_and_status_change(browser, live_server, team, finance_user):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 

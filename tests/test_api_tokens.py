@@ -14,11 +14,8 @@ from rest_framework.test import APIClient
 from finops.org.models import Profile
 from finops.tokens.models import ApiToken
 from finops.tokens.services import TokenError, api_token_create, api_token_revoke
-from tests import test_browser
+from tests.chromium import _body, _login, _wait_for_text
 from tests.factories import TeamFactory, build_month_scenario
-
-# The headless Chromium fixture of test_browser.py (skips, or fails in CI, without Chromium).
-browser = test_browser.browser
 
 
 @pytest.fixture
@@ -236,15 +233,15 @@ def test_browser_creates_a_token_that_works_with_curl_like_client(browser, live_
     from selenium.webdriver.common.by import By
 
     driver = browser
-    test_browser._login(driver, live_server.url, "lead", "lead-password-123")
+    _login(driver, live_server.url, "lead", "lead-password-123")
     driver.find_element(By.LINK_TEXT, "API tokens").click()
-    test_browser._wait_for_text(driver, "New token")
+    _wait_for_text(driver, "New token")
     driver.find_element(By.ID, "id_name").send_keys("grafana")
     driver.find_element(By.ID, "token-create").click()
-    test_browser._wait_for_text(driver, "Your new token")
+    _wait_for_text(driver, "Your new token")
     key = driver.find_element(By.ID, "new-token-key").text
     assert key.startswith("fo_")
-    assert f'curl -H "Authorization: Token {key}"' in test_browser._body(driver)
+    assert f'curl -H "Authorization: Token {key}"' in _body(driver)
 
     request = urllib.request.Request(
         live_server.url + "/api/v1/teams/", headers={"Authorization": f"Token {key}"}
@@ -253,5 +250,5 @@ def test_browser_creates_a_token_that_works_with_curl_like_client(browser, live_
         assert [t["slug"] for t in json.load(response)["results"]] == ["vision"]
 
     driver.find_element(By.NAME, "revoke").click()
-    test_browser._wait_for_text(driver, "revoked")
-    assert "grafana" in test_browser._body(driver) and key not in test_browser._body(driver)
+    _wait_for_text(driver, "revoked")
+    assert "grafana" in _body(driver) and key not in _body(driver)

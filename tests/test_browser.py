@@ -7,95 +7,22 @@ collectstatic is needed.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 
 from finops.org.models import Profile
 from finops.web.templatetags.finops_tags import money
+from tests.chromium import _body, _login, _wait_for_text
 from tests.factories import build_month_scenario
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-CHROME_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-dev-shm-usage",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1400,1000",
-]
-
-
-def _require_browser() -> None:
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if not missing:
-        return
-    message = f"browser binaries absent: {', '.join(missing)}"
-    if os.environ.get("FINOPS_REQUIRE_BROWSER") == "1":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    _require_browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile_dir = tempfile.mkdtemp(prefix="finops-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in [*CHROME_ARGS, f"--user-data-dir={profile_dir}"]:
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile_dir, ignore_errors=True)
 
 
 @pytest.fixture
 def scenario(team, other_team):
     return build_month_scenario(team=team, other_team=other_team)
-
-
-def _login(driver, base_url: str, username: str, password: str) -> None:
-    from selenium.webdriver.common.by import By
-
-    driver.get(base_url + "/accounts/login/")
-    driver.find_element(By.ID, "id_username").send_keys(username)
-    driver.find_element(By.ID, "id_password").send_keys(password)
-    driver.find_element(By.ID, "login-submit").click()
-    _wait_for_text(driver, "Attributed cost")
-
-
-def _wait_for_text(driver, text: str) -> None:
-    """Wait until a loaded page shows `text`. Reads the body through JavaScript so a page
-    being replaced mid-check cannot leave us holding a stale element."""
-    from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, 15, ignored_exceptions=(WebDriverException,)).until(
-        lambda d: d.execute_script("return document.readyState") == "complete" and text in _body(d)
-    )
-
-
-def _body(driver) -> str:
-    return driver.execute_script("return document.body ? document.body.innerText : ''")
 
 
 def test_finance_walks_overview_team_run_reconciliation(

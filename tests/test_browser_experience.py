@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 
 from finops.attribution.models import Category
+from tests.chromium import _login
 from tests.factories import RunCostFactory, TeamDailyCostFactory
-from tests.test_browser import _login
 from tests.ui_screens import chromium, screenshot
 
 __all__ = ["chromium"]

@@ -250,7 +250,7 @@ def test_upload_progress_updates_without_reloading(chromium, live_server, financ
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.test_browser import _login
+    from tests.chromium import _login
 
     browser = chromium
     batch = _running_batch(3)

@@ -8,13 +8,10 @@ from datetime import date
 import pytest
 
 from finops.budgets.models import Budget
-from tests import test_browser as shared
 from tests.budget_data import ledger_days
-from tests.test_browser import _body, _login, _wait_for_text
+from tests.chromium import _body, _login, _wait_for_text
 
 pytestmark = pytest.mark.browser
-# The headless Chromium fixture of the page tests.
-browser = shared.browser
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from decimal import Decimal
 import pytest
 
 from finops.web.templatetags.finops_tags import money
+from tests.chromium import _body, _login, _wait_for_text
 from tests.factories import build_month_scenario
-from tests.test_browser import _body, _login, _wait_for_text, browser  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -20,7 +20,7 @@ def scenario(team, other_team):
 
 
 def test_finance_closes_a_month_and_reads_the_statement(
-    browser,  # noqa: F811
+    browser,
     live_server,
     scenario,
     finance_user,

@@ -4,37 +4,20 @@ is refused (so the log would show a violation if a page had one)."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Iterator
 
 import pytest
 
+from tests.chromium import _login, chrome_session
 from tests.factories import build_month_scenario
-from tests.test_browser import CHROME_ARGS, CHROMEDRIVER, CHROMIUM, _login, _require_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.urls("tests.csp_chart_urls")]
 
 
 @pytest.fixture
 def driver() -> Iterator[object]:
-    _require_browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile_dir = tempfile.mkdtemp(prefix="finops-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in [*CHROME_ARGS, f"--user-data-dir={profile_dir}"]:
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    browser = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
-    browser.set_page_load_timeout(30)
-    try:
+    with chrome_session(browser_log=True) as browser:
         yield browser
-    finally:
-        browser.quit()
-        shutil.rmtree(profile_dir, ignore_errors=True)
 
 
 def _violations(driver) -> list[str]:

@@ -19,7 +19,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.test_browser import _body, _wait_for_text, browser  # noqa: F401 (fixture)
+from tests.chromium import _body, _wait_for_text
 
 pytestmark = pytest.mark.django_db
 
@@ -128,7 +128,7 @@ def test_good_tokens_are_never_counted(finance_user):
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_browser_shows_the_lockout_page(browser, live_server, finance_user):  # noqa: F811
+def test_browser_shows_the_lockout_page(browser, live_server, finance_user):
     from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait

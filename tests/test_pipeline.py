@@ -30,7 +30,6 @@ from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import pipeline_changes_claim, pipeline_run_create
 from finops.pipeline.steps import STEPS
 from finops.pipeline.tasks import pipeline_watchdog
-from tests.test_browser import browser  # noqa: F401 - the Chromium fixture
 
 HEADER = (
     "BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargeCategory,"
@@ -410,14 +409,14 @@ def test_broker_down_pages_that_queue_work_say_so(client, finance_user, broker_d
 
 @pytest.mark.browser
 def test_finance_follows_imports_to_the_pipeline_and_runs_a_month_again(
-    browser,  # noqa: F811 - the fixture imported from test_browser
+    browser,
     live_server,
     finance_user,
     tmp_path,
 ):
     from selenium.webdriver.common.by import By
 
-    from tests.test_browser import _body, _login, _wait_for_text
+    from tests.chromium import _body, _login, _wait_for_text
 
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     first = PipelineRun.objects.get()

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from finops.attribution.models import RunCost
 from finops.org.models import Profile, Team
 from finops.pricing.models import PricingAssumptions
-from tests.test_browser import _body, _login, _wait_for_text, browser  # noqa: F401
+from tests.chromium import _body, _login, _wait_for_text
 from tests.test_pricing_comparison import no_catalogue, priced_month, real_snapshot  # noqa: F401
 
 pytestmark = pytest.mark.django_db

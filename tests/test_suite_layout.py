@@ -16,21 +16,13 @@ TESTS = Path(__file__).resolve().parent
 
 # module -> the test modules it imports from (to move into builders.py or conftest.py).
 DEBT: dict[str, set[str]] = {
-    "test_anomalies_pages": {"test_browser"},
-    "test_browser_experience": {"test_browser"},
-    "test_browser_uploads": {"test_browser", "test_focus_ingest", "test_slurm_ingest"},
-    "test_budgets_browser": {"test_browser"},
-    "test_chargeback_browser": {"test_browser"},
-    "test_csp_browser": {"test_browser"},
+    "test_browser_uploads": {"test_focus_ingest", "test_slurm_ingest"},
     "test_import_batch_paths": {"test_attribution_golden"},
     "test_inference_waste": {"test_attribution_service"},
     "test_lead_isolation": {"test_attribution_golden"},
-    "test_login_throttling": {"test_browser"},
     "test_page_charts": {"test_endpoints_pages", "test_overview_dashboard"},
-    "test_pipeline": {"test_browser"},
     "test_pricing_list_cost": {"test_conservation_property"},
-    "test_pricing_pages": {"test_browser", "test_pricing_comparison"},
-    "ui_screens": {"test_browser"},
+    "test_pricing_pages": {"test_pricing_comparison"},
 }
 
 
@@ -39,7 +31,10 @@ def _imported_test_modules(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module:
+            # `from tests.test_x import y` and `from tests import test_x` alike.
             names = [node.module]
+            if node.module == "tests":
+                names += [f"tests.{alias.name}" for alias in node.names]
         elif isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         for name in names:

@@ -5,14 +5,12 @@ var/screenshots/)."""
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.test_browser import CHROME_ARGS, CHROMEDRIVER, CHROMIUM, _require_browser
+from tests.chromium import chrome_session
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,19 +33,5 @@ def screenshot(driver: object, name: str) -> Path:
 
 @pytest.fixture
 def chromium() -> Iterator[object]:
-    _require_browser()
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    profile_dir = tempfile.mkdtemp(prefix="finops-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    for arg in [*CHROME_ARGS, f"--user-data-dir={profile_dir}"]:
-        options.add_argument(arg)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
-    driver.set_page_load_timeout(30)
-    try:
+    with chrome_session() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile_dir, ignore_errors=True)
