@@ -177,21 +177,21 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS(f"Demo month {month.label} ready in {seconds:.0f} s"))
         lines = [
-            f"line items:            {summary.line_items}",
-            f"jobs:                  {summary.jobs}",
-            f"billed (cash):         {summary.billed:,.2f} USD",
-            f"effective (amortised): {summary.effective:,.2f} USD",
-            f"attributed:            {summary.allocated:,.2f} USD",
+            f"line items:                     {summary.line_items}",
+            f"jobs:                           {summary.jobs}",
+            f"invoiced cost (BilledCost):     {summary.billed:,.2f} USD",
+            f"amortised cost (EffectiveCost): {summary.effective:,.2f} USD",
+            f"attributed:                     {summary.allocated:,.2f} USD",
             *(
                 f"  {name:<20} {amount:,.2f} USD"
                 for name, amount in categories.items()
                 if name not in ("idle", "unallocated")
             ),
-            f"idle GPU cost:         {categories.get('idle', 0):,.2f} USD",
-            f"unallocated:           {categories.get('unallocated', 0):,.2f} USD",
+            f"idle GPU cost:                  {categories.get('idle', 0):,.2f} USD",
+            f"unallocated:                    {categories.get('unallocated', 0):,.2f} USD",
             f"reconciliation difference: {summary.difference:f} USD",
             *(
-                f"  {b.provider} {b.account} {b.currency}: billed {b.effective:,.2f}, "
+                f"  {b.provider} {b.account} {b.currency}: amortised cost {b.effective:,.2f}, "
                 f"difference {b.difference:f}"
                 for b in demo_reconciliation(month=month)
             ),
