@@ -120,8 +120,17 @@ def worker_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def worker_queue_groups() -> dict[str, str]:
+    """Worker name -> the queues it consumes (a test module may override this fixture)."""
+    return dict(WORKER_QUEUE_GROUPS)
+
+
+@pytest.fixture
 def celery_worker_process(
-    transactional_db: None, tmp_path: Path, worker_env: dict[str, str]
+    transactional_db: None,
+    tmp_path: Path,
+    worker_env: dict[str, str],
+    worker_queue_groups: dict[str, str],
 ) -> Iterator[Path]:
     """Two real worker processes (`-Q ingest` and `-Q attribution,notifications`) over the
     test database; yields the log both append to."""
@@ -135,7 +144,7 @@ def celery_worker_process(
     log = tmp_path / "worker.log"
     workers: list[subprocess.Popen[bytes]] = []
     try:
-        for name, queues in WORKER_QUEUE_GROUPS.items():
+        for name, queues in worker_queue_groups.items():
             workers.append(worker_start(worker_env, log, queues=queues, name=name))
         yield log
     finally:
