@@ -321,9 +321,9 @@ def last_ledger_day_of_scope(*, budget: Budget) -> date | None:
     return qs.order_by("-day").values_list("day", flat=True).first()
 
 
-def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:
-    """The team's active budgets as of the month's newest ledger day (else its last day, or
-    today when that is earlier): what the team page shows beside the month."""
+def _month_as_of(month: date) -> date:
+    """The day a month's budgets are shown as of: its newest ledger day, else its last day (or
+    today, when that is earlier)."""
     last = add_months(month.replace(day=1), 1) - timedelta(days=1)
     newest = (
         TeamDailyCost.objects.filter(billing_period=month.replace(day=1), day__lte=last)
@@ -331,7 +331,13 @@ def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:
         .values_list("day", flat=True)
         .first()
     )
-    as_of = newest or min(last, date.today())
+    return newest or min(last, date.today())
+
+
+def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:
+    """The team's active budgets as of the month's newest ledger day (else its last day, or
+    today when that is earlier): what the team page shows beside the month."""
+    as_of = _month_as_of(month)
     budgets = Budget.objects.filter(team=team, active=True).select_related("team")
     return [budget_status(budget=b, as_of=as_of) for b in budgets]
 
@@ -339,14 +345,7 @@ def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:
 def budgets_at_risk(*, user: AnyUser, month: date) -> list[BudgetStatus]:
     """The user's active budgets that are over, or forecast to go over, as of the month's newest
     ledger day (the overview's "budgets at risk"), the furthest over first."""
-    last = add_months(month.replace(day=1), 1) - timedelta(days=1)
-    newest = (
-        TeamDailyCost.objects.filter(billing_period=month.replace(day=1), day__lte=last)
-        .order_by("-day")
-        .values_list("day", flat=True)
-        .first()
-    )
-    as_of = newest or min(last, date.today())
+    as_of = _month_as_of(month)
     statuses = [
         budget_status(budget=b, as_of=as_of)
         for b in budget_list_visible(user=user).filter(active=True)
