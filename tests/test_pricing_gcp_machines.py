@@ -252,3 +252,26 @@ def test_a_machine_without_a_recorded_shape_is_refused_before_reading():
 def test_load_gcp_prices_is_gone_refresh_prices_is_the_one_command():
     with pytest.raises(CommandError, match="Unknown command"):
         call_command("load_gcp_prices")
+
+
+def test_a_named_machine_is_read_in_its_snapshot_region(tmp_path):
+    # a3-highgpu-8g is recorded in us-east4 (8 H100 80GB, 208 vCPUs, 1872 GiB); test values.
+    page = {
+        "skus": [
+            sku("H100", "Nvidia H100 80GB GPU running in Virginia", "GPU", "OnDemand", ("10", 0),
+                regions=("us-east4",)),
+            sku("A3CORE", "A3 Instance Core running in Virginia", "CPU", "OnDemand",
+                ("0", 25_000_000), regions=("us-east4",)),
+            sku("A3RAM", "A3 Instance Ram running in Virginia", "RAM", "OnDemand",
+                ("0", 2_500_000), regions=("us-east4",), unit="GiBy.h"),
+        ]
+    }  # fmt: skip
+    path = tmp_path / "skus.json"
+    path.write_text(json.dumps(page))
+
+    with responses.RequestsMock():  # any network call fails the test
+        refresh("--from-file", str(path), "--instance-type", "a3-highgpu-8g")
+
+    # 8 x 10 + 208 x 0.025 + 1872 x 0.0025 = 80 + 5.2 + 4.68 = 89.88, in us-east4.
+    row = InstancePrice.objects.get(instance_type="a3-highgpu-8g", kind="on_demand")
+    assert (row.hourly, row.region) == (Decimal("89.88"), "us-east4")

@@ -113,10 +113,13 @@ def _gcp_shapes() -> dict[str, gcp_machines.MachineShape]:
 
 
 def _targets(provider: str, instance_types: list[str], region: str | None) -> list[tuple[str, str]]:
-    if instance_types:
-        default_region = {"aws": "us-east-1", "gcp": "us-central1"}.get(provider, "eastus")
-        return [(t, region or default_region) for t in instance_types]
     entries = [e for e in snapshot.snapshot()["prices"] if e["provider"] == provider]
+    if instance_types:
+        # A named type is read in its snapshot region (a3-highgpu-8g: us-east4), else the
+        # provider's usual one.
+        listed = {e["instance_type"].lower(): e["region"] for e in entries}
+        default_region = {"aws": "us-east-1", "gcp": "us-central1"}.get(provider, "eastus")
+        return [(t, region or listed.get(t.lower(), default_region)) for t in instance_types]
     return [(e["instance_type"], region or e["region"]) for e in entries]
 
 
