@@ -229,3 +229,19 @@ def test_golden_run_priced_from_the_snapshot(real_snapshot, priced_month):
     assert figures["spot"]["source"].startswith("snapshot: tsaol/aws-gpu@2d0108c")
     assert figures["spot"]["source"].endswith("2025-11-30")
     assert prices["interruption_band"] == "5-10%"
+
+
+def test_the_api_says_which_prices_are_not_published(priced_month):
+    """With no catalogue (this module's default), the body lists the type with no figure and
+    every kind missing, said in words, beside the configured ratios that priced it."""
+    cost = RunCost.objects.get(run_id="od-run")
+    body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
+    [prices] = body["prices"]
+    assert prices["instance_type"] == "p5.48xlarge" and prices["figures"] == []
+    assert prices["missing"] == [
+        "on_demand", "spot", "1y_no_upfront", "1y_all_upfront", "3y_no_upfront", "3y_all_upfront"
+    ]  # fmt: skip
+    assert prices["missing_note"] == (
+        "no published price in snapshot: the snapshot does not list this type"
+    )
+    assert body["assumptions"]["spot"]["by_instance_type"][0]["spot_ratio_source"] == "assumption"

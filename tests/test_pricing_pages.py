@@ -54,6 +54,20 @@ def test_the_run_page_shows_each_catalogue_price_beside_its_source(
     assert "snapshot: tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, 2025-11-30" in page
 
 
+def test_a_type_without_a_published_price_is_said_so_on_the_pricing_and_run_pages(
+    client,
+    priced_month,  # noqa: F811
+):
+    # no_catalogue: the snapshot lists no type, so p5.48xlarge has no figure of any kind.
+    _finance(client)
+    page = client.get("/pricing/?month=2025-06").content.decode()
+    assert "Catalogue prices behind the comparison" in page
+    assert "no published price in snapshot: the snapshot does not list this type" in page
+    run_page = client.get("/runs/od/od-run/?month=2025-06").content.decode()
+    assert "No published price in snapshot" in run_page
+    assert "1y_no_upfront, 1y_all_upfront, 3y_no_upfront, 3y_all_upfront" in run_page
+
+
 def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811
     lead = User.objects.create_user("lead-x", password="pw-123456789")
     Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(

@@ -116,3 +116,36 @@ def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue():
     # 2 instance-hours x 30.13118 (snapshot, g6e.48xlarge us-east-1) = 60.26236, an estimate.
     assert ledger.aggregate(s=MoneySum("list_cost"))["s"] == Decimal("60.26236")
     assert set(ledger.values_list("list_cost_source", flat=True)) == {"catalogue"}
+
+
+@pytest.mark.django_db
+def test_a_type_without_any_figure_says_no_published_price_in_snapshot_and_why():
+    body = prices.price_body("azure", "Standard_ND96isr_H100_v5", "eastus")
+    assert body is not None
+    assert body["figures"] == []
+    assert body["missing"] == list(prices.KINDS)
+    (entry,) = [
+        e for e in snapshot.snapshot()["prices"] if e["instance_type"] == "Standard_ND96isr_H100_v5"
+    ]
+    assert body["missing_note"] == f"no published price in snapshot: {entry['note']}"
+
+
+@pytest.mark.django_db
+def test_a_type_with_some_figures_lists_only_the_missing_kinds():
+    # p5en.48xlarge: on demand and spot in the snapshot, no reserved rate in its source.
+    body = prices.price_body("aws", "p5en.48xlarge", "us-east-1")
+    assert body is not None
+    assert [f["kind"] for f in body["figures"]] == ["on_demand", "spot"]
+    assert body["missing"] == [
+        "1y_no_upfront", "1y_all_upfront", "3y_no_upfront", "3y_all_upfront"
+    ]  # fmt: skip
+    assert body["missing_note"].startswith("no published price in snapshot: ")
+    # A fully priced type has nothing missing, and a type the snapshot lacks says so.
+    full = prices.price_body("aws", "p5.48xlarge", "us-east-1")
+    assert full is not None and full["missing"] == [] and full["missing_note"] is None
+    unknown = prices.price_body("aws", "m5.large", "us-east-1")
+    assert unknown is not None
+    assert unknown["missing_note"] == (
+        "no published price in snapshot: the snapshot does not list this type"
+    )
+    assert prices.price_body("aws", "", "us-east-1") is None

@@ -103,7 +103,9 @@ def _usage(month: dt.date, rows: QuerySet[AllocatedCost]) -> list[TypeUsage]:
                 spot_ratio=None if found is None else found.ratio("spot"),
                 reserved_ratios={k: r for k, r in reserved.items() if r is not None},
                 interruption_band=None if found is None else found.interruption_band,
-                prices=None if found is None else found.body(),
+                # Every known type is listed, so a way of buying it without a figure is
+                # said so ("no published price in snapshot") beside the ratio that stood in.
+                prices=prices.price_body(provider, instance_type, region),
             )
         )
     return usage

@@ -19,6 +19,9 @@ from finops.pricing import snapshot
 from finops.pricing.models import InstancePrice
 
 KINDS = tuple(InstancePrice.Kind.values)
+# Said beside every way of buying a type that has no figure (the comparison then prices it with
+# the configured ratios): never a number we could not source.
+NO_PUBLISHED_PRICE = "no published price in snapshot"
 RESERVED_KINDS = tuple(kind for kind in KINDS if kind not in ("on_demand", "spot"))
 
 
@@ -111,3 +114,33 @@ def on_demand_hour_price(provider: str, instance_type: str, region: str) -> Deci
     """A ListPriceSource for attribution: the on-demand price of one instance-hour."""
     found = quote(provider, instance_type, region)
     return None if found is None else found.on_demand
+
+
+def price_body(provider: str, instance_type: str, region: str) -> dict[str, Any] | None:
+    """The type's figures with their sources (PriceQuote.body), and the kinds it has no figure
+    for (neither refreshed nor in the snapshot) with why: the snapshot entry's note, or that
+    the snapshot does not list the type. None for an unknown instance type."""
+    if not instance_type:
+        return None
+    found = quote(provider, instance_type, region)
+    body = (
+        found.body()
+        if found is not None
+        else {
+            "instance_type": instance_type,
+            "currency": None,
+            "interruption_band": None,
+            "figures": [],
+        }
+    )
+    known = {figure["kind"] for figure in body["figures"]}
+    missing = [kind for kind in KINDS if kind not in known]
+    body["missing"] = missing
+    body["missing_note"] = None
+    if missing:
+        entry = snapshot.price_entry(provider.lower(), instance_type, region)
+        why = (entry or {}).get("note") or (
+            "the snapshot does not list this type" if entry is None else ""
+        )
+        body["missing_note"] = f"{NO_PUBLISHED_PRICE}: {why}" if why else NO_PUBLISHED_PRICE
+    return body

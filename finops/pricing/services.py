@@ -102,3 +102,15 @@ def instance_prices_store(*, figures: Iterable[Figure], fetched_at: datetime) ->
                            "fetched_at"],
         )  # fmt: skip
     return len(rows)
+
+
+def gcp_prices_store(
+    *, tiers: Iterable[PriceTier], figures: Iterable[Figure], fetched_at: datetime
+) -> tuple[int, int]:
+    """A GCP catalogue read: its SKU tiers and the machine prices composed from them, stored
+    together or not at all (so a machine price never outlives the SKU prices it was made of).
+    Returns (tiers stored, machine prices stored)."""
+    with transaction.atomic():
+        tier_count = sku_prices_store(provider="gcp", tiers=tiers, fetched_at=fetched_at)
+        figure_count = instance_prices_store(figures=figures, fetched_at=fetched_at)
+    return tier_count, figure_count

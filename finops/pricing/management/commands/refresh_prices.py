@@ -1,5 +1,10 @@
 """refresh_prices --provider {aws,gcp,azure}: read the provider's price catalogue into the price
-table (InstancePrice; GCP SKU tiers into SkuPrice), each figure with its source and fetch date.
+table (InstancePrice), each figure with its source and fetch date.
+
+GCP bills a GPU machine as separate SKUs (each GPU per GPU-hour, the vCPUs, the memory): the SKU
+tiers are stored (SkuPrice) and each machine's price is composed from them (gcp_machines) for
+the shapes recorded in the snapshot. This is the one GCP price command (it replaced
+load_gcp_prices, which stored the SKU tiers alone).
 
 Thin: read every figure first, then store them in one service call; nothing is stored when a
 read fails. Without --instance-type, the types (and regions) of the shipped snapshot are
@@ -15,8 +20,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from finops.pricing import catalogues, gcp_catalog, snapshot
-from finops.pricing.services import instance_prices_store, sku_prices_store
+from finops.pricing import catalogues, gcp_catalog, gcp_machines, snapshot
+from finops.pricing.services import gcp_prices_store, instance_prices_store
 
 AZURE_TIMEOUT_SECONDS = 30
 
@@ -43,12 +48,12 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         provider: str = options["provider"]
-        if provider == "gcp":
-            self._gcp(options["from_file"])
-            return
         targets = _targets(provider, options["instance_types"], options["region"])
         if not targets:
             raise CommandError(f"no {provider} instance types to refresh")
+        if provider == "gcp":
+            self._gcp(targets, options["from_file"])
+            return
         now = timezone.now()
         try:
             if provider == "aws":
@@ -64,7 +69,14 @@ class Command(BaseCommand):
             if (instance_type.lower(), region) not in found:
                 self.stdout.write(f"no price found for {instance_type} in {region}")
 
-    def _gcp(self, path: Path | None) -> None:
+    def _gcp(self, targets: list[tuple[str, str]], path: Path | None) -> None:
+        shapes = _gcp_shapes()
+        unknown = sorted(t for t, _ in targets if t.lower() not in shapes)
+        if unknown:
+            raise CommandError(
+                f"no machine shape (GPUs, vCPUs, memory) recorded for {', '.join(unknown)}; "
+                f"known: {', '.join(sorted(shapes))}"
+            )
         service = gcp_catalog.COMPUTE_ENGINE_SERVICE
         try:
             if path is not None:
@@ -76,17 +88,38 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not tiers:
             raise CommandError(f"no SKU prices in {path or f'services/{service}'}")
-        count = sku_prices_store(
-            provider=gcp_catalog.PROVIDER, tiers=tiers, fetched_at=timezone.now()
-        )
+        figures, notes = [], []
+        for instance_type, region in targets:
+            made = gcp_machines.compose(
+                tiers=tiers, shape=shapes[instance_type.lower()], region=region
+            )
+            figures += made.figures
+            for usage_type, absent in made.missing.items():
+                notes.append(
+                    f"no {usage_type} price for {instance_type} in {region}: "
+                    f"no SKU for {', '.join(absent)}"
+                )
+        count, composed = gcp_prices_store(tiers=tiers, figures=figures, fetched_at=timezone.now())
         self.stdout.write(f"{count} gcp price tier(s) stored from {path or service}")
+        self.stdout.write(f"{composed} gcp machine price(s) stored for {len(targets)} type(s)")
+        for note in notes:
+            self.stdout.write(note)
+
+
+def _gcp_shapes() -> dict[str, gcp_machines.MachineShape]:
+    entries = [e for e in snapshot.snapshot()["prices"] if e["provider"] == "gcp"]
+    shapes = (gcp_machines.shape_of(entry) for entry in entries)
+    return {shape.instance_type.lower(): shape for shape in shapes if shape is not None}
 
 
 def _targets(provider: str, instance_types: list[str], region: str | None) -> list[tuple[str, str]]:
-    if instance_types:
-        default_region = "us-east-1" if provider == "aws" else "eastus"
-        return [(t, region or default_region) for t in instance_types]
     entries = [e for e in snapshot.snapshot()["prices"] if e["provider"] == provider]
+    if instance_types:
+        # A named type is read in its snapshot region (a3-highgpu-8g: us-east4), else the
+        # provider's usual one.
+        listed = {e["instance_type"].lower(): e["region"] for e in entries}
+        default_region = {"aws": "us-east-1", "gcp": "us-central1"}.get(provider, "eastus")
+        return [(t, region or listed.get(t.lower(), default_region)) for t in instance_types]
     return [(e["instance_type"], region or e["region"]) for e in entries]
 
 

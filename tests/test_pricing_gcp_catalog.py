@@ -1,7 +1,9 @@
-"""load_gcp_prices: GCP Cloud Catalog SKU prices through the real google-cloud-billing client
-(REST transport, anonymous credentials) against recorded skus.list responses served at the HTTP
-level by `responses`; the shared opencost sample is page 1 (it carries a nextPageToken), a
-recorded page 2 ends the listing. Prices are units + nanos exactly; gpu_hour_price reads them."""
+"""refresh_prices --provider gcp: GCP Cloud Catalog SKU prices through the real
+google-cloud-billing client (REST transport, anonymous credentials) against recorded skus.list
+responses served at the HTTP level by `responses`; the shared opencost sample is page 1 (it
+carries a nextPageToken), a recorded page 2 ends the listing. Prices are units + nanos exactly;
+gpu_hour_price reads them. (The same tests once drove load_gcp_prices, which refresh_prices
+replaced.)"""
 
 from __future__ import annotations
 
@@ -142,7 +144,7 @@ def catalog(sample, monkeypatch):
 
 def load(*args: str) -> str:
     out = io.StringIO()
-    call_command("load_gcp_prices", *args, stdout=out)
+    call_command("refresh_prices", "--provider", "gcp", *args, stdout=out)
     return out.getvalue()
 
 
