@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import datetime as dt
 import inspect
+import json
+import os
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -38,6 +42,7 @@ HEADER = (
 )
 MAY = dt.date(2025, 5, 1)
 JUNE = dt.date(2025, 6, 1)
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _row(month: dt.date, cost: str) -> str:
@@ -296,6 +301,34 @@ def test_tasks_are_redelivered_after_a_lost_worker_but_never_while_they_may_stil
     for name, task in ours.items():
         limit = task.time_limit or settings.CELERY_TASK_TIME_LIMIT
         assert limit < visibility, name
+
+
+def _broker_options(visibility_timeout: str) -> dict[str, Any]:
+    """The transport options a worker started with CELERY_VISIBILITY_TIMEOUT gets (settings
+    are read once per process, so read them in a fresh one)."""
+    script = (
+        "import json; from finops.celery import app; "
+        "print(json.dumps(app.conf.broker_transport_options))"
+    )
+    env = {**os.environ, "CELERY_VISIBILITY_TIMEOUT": visibility_timeout}
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, check=True
+    )
+    return dict(json.loads(out.stdout.decode().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("visibility_timeout", [6, 3 * 3600])
+def test_a_dead_workers_message_comes_back_soon_after_the_visibility_timeout(visibility_timeout):
+    # Redis redelivers only when a worker sweeps the unacknowledged messages: every
+    # interval x throttle seconds, kombu's defaults (10 x 10) unless set. A 100 s sweep behind a
+    # 6 s timeout left the killed part of tests/test_crash_safety.py waiting 100 s.
+    from kombu.transport.redis import Channel
+
+    options = _broker_options(str(visibility_timeout))
+    assert options["visibility_timeout"] == visibility_timeout
+    interval = options.get("unacked_restore_interval", Channel.unacked_restore_interval)
+    throttle = options.get("unacked_restore_throttle", Channel.unacked_restore_throttle)
+    assert interval * throttle <= min(10, visibility_timeout / 4)
 
 
 # --- the page ------------------------------------------------------------------------------
