@@ -183,11 +183,14 @@ def test_the_composed_price_is_what_the_comparison_quotes(g2_catalog):
     assert quote.ratio("spot") == Decimal("2.752") / Decimal("7.072")
     assert quote.ratio("1y_no_upfront") == Decimal("0.63")
     assert quote.sources["on_demand"].startswith("GCP Cloud Catalog: 8 x GPU SKU L4OD-IOWA")
-    # No 3 year figure anywhere: the body says so beside the ratio that stands in.
+    # The read found no 3 year figure: the snapshot's stands in, figure by figure, with its own
+    # source (Cyclenerd/google-cloud-pricing-cost-calculator@fd66b26 pricing.yml, g2-standard-96
+    # us-central1 month_3y 2629.0938028 per 730-hour month), so nothing is missing.
+    assert quote.hourly["3y_no_upfront"] == Decimal("2629.0938028") / 730
+    assert quote.sources["3y_no_upfront"].startswith("snapshot: Cyclenerd/")
     body = prices.price_body("gcp", "g2-standard-96", "us-central1")
     assert body is not None
-    assert body["missing"] == ["3y_no_upfront", "3y_all_upfront"]
-    assert body["missing_note"].startswith("no published price in snapshot: ")
+    assert (body["missing"], body["missing_note"]) == ([], None)
 
 
 def test_the_real_opencost_response_prices_a2_highgpu_8g_as_the_snapshot_does(samples_dir):

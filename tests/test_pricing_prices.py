@@ -18,7 +18,7 @@ from finops.pricing.models import InstancePrice
 REQUIRED = {
     "aws": {"p4d", "p4de", "p5", "p5e", "p5en", "g5", "g6", "g6e"},
     "gcp": {"a2", "a3", "g2"},
-    "azure": {"nd96asr", "nd96amsr", "nd96isr", "nc96ads"},
+    "azure": {"nd96asr", "nd96amsr", "nd96isr", "nc24ads", "nc48ads", "nc96ads"},
     "coreweave": {"gd"},
 }
 KINDS = ("1y_no_upfront", "1y_all_upfront", "3y_no_upfront", "3y_all_upfront")
@@ -37,6 +37,20 @@ def test_the_snapshot_covers_every_family_the_issue_names():
         assert families <= found, (provider, families - found)
 
 
+def test_every_family_the_issue_names_is_priced_except_p5e():
+    # Each family has at least one entry with an on-demand figure; p5e alone has none offline
+    # (AWS sells it through Capacity Blocks; its entry's note says so).
+    entries = snapshot.snapshot()["prices"]
+    families = {(e["provider"], _family(e["provider"], e["instance_type"])) for e in entries}
+    priced = {
+        (e["provider"], _family(e["provider"], e["instance_type"]))
+        for e in entries
+        if e["on_demand_hourly"] is not None
+    }
+    unpriced = families - priced
+    assert unpriced == {("aws", "p5e")}
+
+
 @pytest.mark.parametrize("entry", snapshot.snapshot()["prices"], ids=lambda e: e["instance_type"])
 def test_every_figure_names_its_source_licence_and_date_or_says_why_not(entry):
     figures = [entry["on_demand_hourly"], entry["spot_hourly"], *(entry["reserved"] or {}).values()]
@@ -48,9 +62,19 @@ def test_every_figure_names_its_source_licence_and_date_or_says_why_not(entry):
     assert entry["currency"] == "USD" and entry["unit"] == "instance-hour" and entry["region"]
     source = entry["source"]
     assert source["repository"] and source["path"] and len(source["commit"]) == 40
-    assert source["url"].startswith("https://github.com/")
+    # The URL pins the file at the commit, and upstream names the provider's API or page the
+    # source read the prices from.
+    assert source["url"] == (
+        f"https://github.com/{source['repository']}/blob/{source['commit']}/{source['path']}"
+    )
+    assert source["upstream"]
     assert entry["licence"]
+    # The date the source states, or why it states none; never after the snapshot was made.
     assert entry["date"] or entry["date_note"]
+    made = dt.date.fromisoformat(snapshot.snapshot()["snapshot_date"])
+    for key in ("date", "date_read"):
+        if entry.get(key):
+            assert dt.date.fromisoformat(entry[key]) <= made
     assert all(value > 0 for value in known)
     on_demand = entry["on_demand_hourly"]
     if on_demand is not None:
@@ -75,7 +99,7 @@ def test_a_known_figure_reads_back_exactly():
 
 @pytest.mark.django_db
 def test_no_figure_means_no_quote():
-    assert prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus") is None
+    assert prices.quote("aws", "p5e.48xlarge", "us-east-1") is None
     assert prices.quote("aws", "m5.large", "us-east-1") is None
 
 
@@ -120,13 +144,11 @@ def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue():
 
 @pytest.mark.django_db
 def test_a_type_without_any_figure_says_no_published_price_in_snapshot_and_why():
-    body = prices.price_body("azure", "Standard_ND96isr_H100_v5", "eastus")
+    body = prices.price_body("aws", "p5e.48xlarge", "us-east-1")
     assert body is not None
     assert body["figures"] == []
     assert body["missing"] == list(prices.KINDS)
-    (entry,) = [
-        e for e in snapshot.snapshot()["prices"] if e["instance_type"] == "Standard_ND96isr_H100_v5"
-    ]
+    (entry,) = [e for e in snapshot.snapshot()["prices"] if e["instance_type"] == "p5e.48xlarge"]
     assert body["missing_note"] == f"no published price in snapshot: {entry['note']}"
 
 
@@ -149,3 +171,48 @@ def test_a_type_with_some_figures_lists_only_the_missing_kinds():
         "no published price in snapshot: the snapshot does not list this type"
     )
     assert prices.price_body("aws", "", "us-east-1") is None
+
+
+@pytest.mark.django_db
+def test_gcp_committed_use_is_the_sources_monthly_figure_over_730_hours():
+    # Cyclenerd/google-cloud-pricing-cost-calculator@fd66b26 pricing.yml,
+    # compute.instance.g2-standard-96.cost.us-central1: hour 8.003330296, hour_spot 4.499264,
+    # month_1y 3680.73156336, month_3y 2629.0938028 (per month of 730 hours, the file's month).
+    quote = prices.quote("gcp", "g2-standard-96", "us-central1")
+    assert quote is not None
+    assert quote.on_demand == Decimal("8.003330296")
+    assert quote.hourly["spot"] == Decimal("4.499264")
+    assert quote.hourly["1y_no_upfront"] == Decimal("3680.73156336") / 730
+    assert quote.hourly["3y_no_upfront"] == Decimal("2629.0938028") / 730
+    # A resource-based CUD is paid monthly: one price for both payment options.
+    assert quote.hourly["1y_all_upfront"] == quote.hourly["1y_no_upfront"]
+    assert quote.sources["1y_no_upfront"] == (
+        "snapshot: Cyclenerd/google-cloud-pricing-cost-calculator@fd66b26 pricing.yml, 2026-07-30"
+    )
+    # A2 Ultra has no public committed-use price: only on demand and spot are known.
+    ultra = prices.price_body("gcp", "a2-ultragpu-8g", "us-central1")
+    assert ultra is not None
+    assert [f["kind"] for f in ultra["figures"]] == ["on_demand", "spot"]
+    assert "connect with your sales account team" in ultra["missing_note"]
+
+
+@pytest.mark.django_db
+def test_azure_and_coreweave_list_prices_read_back_with_their_sources():
+    # coopslarhette/skypilot-catalog@20291d7 catalogs/v8/azure/vms.csv, eastus, Linux.
+    h100 = prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus")
+    assert h100 is not None and h100.on_demand == Decimal("98.32")
+    # The source's "spot" for this size equals on demand, so it is not carried.
+    assert "spot" not in h100.hourly
+    assert h100.sources["on_demand"].startswith("snapshot: coopslarhette/skypilot-catalog@20291d7")
+    nc = prices.quote("azure", "Standard_NC96ads_A100_v4", "eastus")
+    assert nc is not None and nc.on_demand == Decimal("14.692")
+    assert nc.hourly["spot"] == Decimal("1.777732")
+    # api-evangelist/coreweave@27bcc25: "NVIDIA HGX H100 (on-demand)" $49.24 an hour, spot
+    # $19.71 (NA). The page quotes no region, so any CoreWeave region is priced from it.
+    cw = prices.quote("coreweave", "gd-8xh100ib-i128", "US-EAST-04A")
+    assert cw is not None
+    assert (cw.on_demand, cw.hourly["spot"]) == (Decimal("49.24"), Decimal("19.71"))
+    assert cw.regions["on_demand"] == "north-america"
+    assert cw.sources["spot"] == (
+        "snapshot: api-evangelist/coreweave@27bcc25 plans/coreweave-plans-pricing.yml, 2026-09-20"
+    )

@@ -135,7 +135,8 @@ def test_azure_retail_prices_follow_next_page_link():
     row = InstancePrice.objects.get(provider="azure", kind="on_demand")
     assert (row.instance_type, row.region, row.currency) == ("nd96isr_h100_v5", "eastus", "USD")
     assert row.source == "Azure Retail Prices API" and str(row.effective_date) == "2025-09-01"
-    # The snapshot had no Azure figure; now the type has a quote, spot ratio 20 / 98.32.
+    # The refreshed figures go in front of the snapshot's (which has no spot for this size):
+    # spot ratio 20 / 98.32.
     quote = prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus")
     assert quote is not None and quote.ratio("spot") == Decimal("20") / Decimal("98.32")
 
