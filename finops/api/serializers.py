@@ -13,17 +13,16 @@ from finops.api.filters import month_parse
 from finops.api.schema import MONTH_PATTERN
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
-from finops.attribution.selectors import (
+from finops.attribution.reconciliation_selectors import Reconciliation, ReconciliationRow
+from finops.attribution.reporting import NativeAmount, Reporting
+from finops.attribution.timeseries import (
     COST_GROUP_BY,
+    INTERVALS,
+    CostPoint,
     CostSeries,
     CostSeriesReport,
-    NativeAmount,
-    Reconciliation,
-    ReconciliationRow,
-    Reporting,
     SeriesPoint,
 )
-from finops.attribution.timeseries import INTERVALS, CostPoint
 from finops.currency.services import currency_code
 from finops.org.models import Team
 

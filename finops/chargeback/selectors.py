@@ -27,7 +27,7 @@ from django.db.models import QuerySet, Sum
 from billing_ingest.models import ImportBatch
 from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost, AttributionRun, Category
-from finops.attribution.selectors import month_list_with_data
+from finops.attribution.overview_selectors import month_list_with_data
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
