@@ -23,24 +23,28 @@ from django.conf import settings
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
-from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
+from billing_ingest.parsers.checks import check_cells, check_unique_columns
+from billing_ingest.parsers.columnar import (
+    FallBack,
+    LineItemTable,
+    arrow_chunks,
+    arrow_csv_batches,
+    arrow_type,
+    constant_column,
+    decimal_column,
+    map_unique,
+    parquet_chunks,
+    required_filled,
+    within_length,
+)
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
     PARQUET_MAGIC,
     BadValue,
-    FallBack,
-    LineItemTable,
-    ParquetRow,
-    arrow_chunks,
-    arrow_csv_batches,
-    arrow_type,
     cell_text,
     column_max_length,
-    constant_column,
     csv_rows,
-    decimal_column,
-    map_unique,
     open_text,
     parse_currency,
     parse_json_object,
@@ -48,9 +52,7 @@ from billing_ingest.parsers.values import (
     parse_quantity,
     parse_timestamp,
     read_magic,
-    required_filled,
     skip_rows,
-    within_length,
 )
 
 REQUIRED_COLUMNS = (
@@ -430,43 +432,6 @@ def _parse_csv(
             raise ImportFormatError("file has a header but no data rows", file=file_label)
 
 
-def _parse_parquet(
-    path: Path, *, file_label: str, chunk_size: int, make_builder: MakeBuilder
-) -> LineItemChunks:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise ImportFormatError(f"cannot read Parquet ({exc})", file=file_label) from None
-    header = list(parquet.schema_arrow.names)
-    builder = make_builder(header)
-    wanted = sorted(builder.positions())
-    first_row = 1
-    seen = False
-    try:
-        batches = parquet.iter_batches(batch_size=chunk_size, columns=[header[i] for i in wanted])
-        for record_batch in batches:
-            check_record_batch(record_batch, first_row=first_row, file_label=file_label)
-            columns = {pos: record_batch.column(k).to_pylist() for k, pos in enumerate(wanted)}
-            rows = (
-                (first_row + i, ParquetRow(columns, i, len(header)))
-                for i in range(record_batch.num_rows)
-            )
-            chunk = [builder.build(cells, number) for number, cells in rows]
-            first_row += record_batch.num_rows
-            if chunk:
-                seen = True
-                yield chunk
-    except pa.ArrowException as exc:
-        raise ImportFormatError(
-            f"cannot read Parquet ({exc})", file=file_label, row=first_row
-        ) from None
-    if not seen:
-        raise ImportFormatError("file has no data rows", file=file_label)
-
-
 @register_billing_parser("focus", database_free=True)
 def parse_focus(path: Path, *, file_label: str, chunk_size: int | None = None) -> LineItemChunks:
     """Chunks of at most chunk_size (default CHUNK_ROWS) CostLineItem field dicts from a FOCUS
@@ -488,7 +453,7 @@ def read_focus_file(
     whose rows need more than FocusRowBuilder does."""
     magic = read_magic(path)
     if magic == PARQUET_MAGIC or path.suffix.lower() == ".parquet":
-        return _parse_parquet(
+        return parquet_chunks(
             path, file_label=file_label, chunk_size=chunk_size, make_builder=make_builder
         )
     compressed = magic[:2] == GZIP_MAGIC or path.suffix.lower() == ".gz"

@@ -41,13 +41,8 @@ from billing_ingest.faults import fault_point
 from billing_ingest.heartbeat import heartbeat
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, MonthChange
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
-from billing_ingest.parsers.values import (
-    GZIP_MAGIC,
-    PARQUET_MAGIC,
-    ROW_NOTE,
-    ZIP_MAGIC,
-    LineItemTable,
-)
+from billing_ingest.parsers.columnar import LineItemTable
+from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ROW_NOTE, ZIP_MAGIC
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import (
     file_sha256,
