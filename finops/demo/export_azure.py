@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from finops.demo.fleet import Month
-from finops.demo.generate_focus import PROVIDERS, Row, money
+from finops.demo.focus_catalogue import PROVIDERS, Row, money
 
 EA_COLUMNS = (
     "BillingAccountId", "BillingAccountName", "BillingPeriodStartDate", "BillingPeriodEndDate",
