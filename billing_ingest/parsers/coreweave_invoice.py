@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.checks import check_cells, check_unique_columns
 from billing_ingest.parsers.coreweave import DEFAULT_PRICING_CATEGORY, PROVIDER_NAME, price
@@ -68,10 +69,6 @@ def _month(value: object) -> date:
     if match is None or not 1 <= int(match[2]) <= 12:
         raise BadValue(f"{cell_text(value)!r} is not a YYYY-MM month")
     return date(int(match[1]), int(match[2]), 1)
-
-
-def _next_month(day: date) -> date:
-    return date(day.year + day.month // 12, day.month % 12 + 1, 1)
 
 
 def _midnight(day: date) -> datetime:
@@ -141,12 +138,12 @@ class _InvoiceRow:
         item: dict[str, Any] = {
             "billing_period": month,
             "billing_period_start": _midnight(month),
-            "billing_period_end": _midnight(_next_month(month)),
+            "billing_period_end": _midnight(month_next(month)),
             "provider_name": PROVIDER_NAME,
             "billing_account_id": cell_text(self._cell(cells, "invoice_id")),
             "sub_account_id": self._convert(cells, "namespace", row, cell_text),
             "charge_period_start": _midnight(month),
-            "charge_period_end": _midnight(_next_month(month)),
+            "charge_period_end": _midnight(month_next(month)),
             "charge_category": "Usage",
             "pricing_category": category or DEFAULT_PRICING_CATEGORY,
             "service_category": "Compute",

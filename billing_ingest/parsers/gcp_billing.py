@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.checks import (
     check_cells,
@@ -224,7 +225,7 @@ class _GcpRow:
                     column=column,
                 )
         period = self._convert(record, "invoice.month", row, _invoice_month)
-        next_period = date(period.year + period.month // 12, period.month % 12 + 1, 1)
+        next_period = month_next(period)
         cost = self._convert(record, "cost", row, parse_money)
         credits = self._convert(record, "credits", row, _credits_total)
         list_cost = self._convert(record, "cost_at_list", row, parse_money)

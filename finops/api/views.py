@@ -17,7 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing_ingest.models import ImportBatch
-from finops.api.filters import RunCostFilterSet, month_format, month_parse
+from billing_ingest.months import month_format, month_parse
+from finops.api.filters import RunCostFilterSet
 from finops.api.schema import month_parameter
 from finops.api.serializers import (
     CostPointSerializer,

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from decimal import Decimal
 from fractions import Fraction
 
@@ -27,6 +27,7 @@ from django.db.models import QuerySet, Sum
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.money import MoneySum
+from billing_ingest.months import month_previous
 from finops.attribution.models import AllocatedCost, AttributionRun, Category
 from finops.attribution.reporting import currency_order
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
@@ -41,14 +42,6 @@ SHARE_CATEGORIES = (Category.SHARED.value, Category.IDLE.value)
 # currency there, and every run is in the CSV. A team runs up to ~1,900 runs a month: a PDF of
 # them all takes WeasyPrint about 40 s on a busy 2-core machine, for 40 pages nobody reads.
 RUNS_SHOWN = 100
-
-
-def month_previous(month: date) -> date:
-    return (month.replace(day=1) - timedelta(days=1)).replace(day=1)
-
-
-def month_next(month: date) -> date:
-    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
 
 
 @dataclass

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from finops.api.filters import month_parse
+from billing_ingest.months import month_parse
 from finops.audit.selectors import audit_event_list
 from finops.chargeback import documents
 from finops.chargeback.period_selectors import period_list

@@ -15,8 +15,9 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from billing_ingest.models import ImportBatch
+from billing_ingest.months import month_format, month_parse
 from finops.anomalies.selectors import open_anomaly_counts
-from finops.api.filters import RunCostFilterSet, month_format, month_parse
+from finops.api.filters import RunCostFilterSet
 from finops.attribution import (
     overview_selectors,
     reconciliation_selectors,
