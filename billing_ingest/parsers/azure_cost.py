@@ -34,11 +34,11 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
 from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
+from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
     PARQUET_MAGIC,
-    ROW_NOTE,
     BadValue,
     built_chunks,
     cell_text,
@@ -270,7 +270,7 @@ class _AzureRow:
         except BadValue as exc:
             raise self._error(str(exc), row, key) from None
 
-    def build(self, cells: Sequence[object], row: int) -> dict[str, Any]:
+    def build(self, cells: Sequence[object], row: int) -> LineItemRow:
         if len(cells) != self.width:
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {self.width} columns",
@@ -332,7 +332,7 @@ class _AzureRow:
         resource_id = self._str(cells, "resource_id")
         meter_category = self._str(cells, "meter_category")
         info = _additional_info(self._raw(cells, "additional_info"))
-        item: dict[str, Any] = {
+        item: LineItemRow = {
             "billing_period": date(period_day.year, period_day.month, 1),
             "billing_period_start": _midnight(period_day),
             "billing_period_end": period_end,
@@ -372,12 +372,12 @@ class _AzureRow:
             "x_gpu_model": "",
         }
         for field, limit in self.limits.items():
-            if len(item[field]) > limit:
+            if len(row_text(item, field)) > limit:
                 raise self._error(
                     f"value is longer than {limit} characters ({field})", row, _FIELD_SOURCE[field]
                 )
         if note is not None:
-            item[ROW_NOTE] = note
+            item["_import_note"] = note
         return item
 
 

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from django.db import models
 
@@ -19,6 +19,7 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem
 from billing_ingest.parsers import LineItemChunks
 from billing_ingest.parsers.checks import check_record_batch
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import BadValue
 
 # --------------------------------------------------------------------------- Parquet
@@ -31,7 +32,7 @@ class RowBuilder(Protocol):
         """Header positions build() reads (Parquet reads only these columns)."""
         ...
 
-    def build(self, cells: Sequence[object], row_number: int, /) -> dict[str, Any]: ...
+    def build(self, cells: Sequence[object], row_number: int, /) -> LineItemRow: ...
 
 
 class ParquetRow(Sequence[object]):
@@ -228,14 +229,14 @@ def within_length(column: Any, limit: int) -> None:
         raise FallBack("value too long")
 
 
-class LineItemTable(Sequence[dict[str, Any]]):
+class LineItemTable(Sequence[LineItemRow]):
     """A chunk of line items held as columns (a pyarrow Table keyed by CostLineItem field
     names, JSON as text). The service loads it with one COPY; anyone else reads it as the
     list of field dicts the per-row path would have built (materialised on first access)."""
 
     def __init__(self, table: Any) -> None:
         self.table = table
-        self._rows: list[dict[str, Any]] | None = None
+        self._rows: list[LineItemRow] | None = None
 
     def __len__(self) -> int:
         return int(self.table.num_rows)
@@ -243,7 +244,7 @@ class LineItemTable(Sequence[dict[str, Any]]):
     def __getitem__(self, index: Any) -> Any:
         return self.rows()[index]
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self) -> list[LineItemRow]:
         if self._rows is None:
             import pyarrow as pa
 
@@ -258,7 +259,7 @@ class LineItemTable(Sequence[dict[str, Any]]):
                     for row in rows:
                         if row[name] is not None:
                             row[name] = json.loads(row[name])
-            self._rows = rows
+            self._rows = cast(list[LineItemRow], rows)
         return self._rows
 
 

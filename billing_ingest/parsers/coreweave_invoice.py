@@ -36,6 +36,7 @@ from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.checks import check_cells, check_unique_columns
 from billing_ingest.parsers.coreweave import DEFAULT_PRICING_CATEGORY, PROVIDER_NAME, price
+from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -117,7 +118,7 @@ class _InvoiceRow:
     def _error(self, message: str, row: int, column: str) -> ImportFormatError:
         return ImportFormatError(message, file=self.file_label, row=row, column=column)
 
-    def build(self, cells: Sequence[object], row: int) -> dict[str, Any]:
+    def build(self, cells: Sequence[object], row: int) -> LineItemRow:
         if len(cells) != self.width:
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {self.width} columns",
@@ -135,7 +136,7 @@ class _InvoiceRow:
             raise self._error(
                 f"{category_text!r} is not Standard, Committed or Dynamic", row, "pricing_category"
             )
-        item: dict[str, Any] = {
+        item: LineItemRow = {
             "billing_period": month,
             "billing_period_start": _midnight(month),
             "billing_period_end": _midnight(month_next(month)),
@@ -171,7 +172,7 @@ class _InvoiceRow:
             "x_gpu_model": "",
         }
         for field, column in _LIMITED.items():
-            if len(item[field]) > self.limits[field]:
+            if len(row_text(item, field)) > self.limits[field]:
                 raise self._error(
                     f"value is longer than {self.limits[field]} characters", row, column
                 )

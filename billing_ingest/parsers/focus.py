@@ -15,7 +15,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,6 +37,7 @@ from billing_ingest.parsers.columnar import (
     required_filled,
     within_length,
 )
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -226,7 +227,7 @@ class FocusRowBuilder:
 
         return convert
 
-    def build(self, cells: Sequence[object], row_number: int) -> dict[str, Any]:
+    def build(self, cells: Sequence[object], row_number: int) -> LineItemRow:
         if len(cells) != self.width:
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {self.width} columns",
@@ -250,13 +251,15 @@ class FocusRowBuilder:
                     column=column,
                 )
             item[field] = value
-        item["x_instance_type"] = self._instance_type(cells, row_number)
-        start: datetime = item["billing_period_start"]
-        item["billing_period"] = date(start.year, start.month, 1)
-        self._check_row(item, row_number)
-        return item
+        # The plan's fields are CostLineItem field names by construction (_STRING_COLUMNS, ...).
+        row = cast(LineItemRow, item)
+        row["x_instance_type"] = self._instance_type(cells, row_number)
+        start = row["billing_period_start"]
+        row["billing_period"] = date(start.year, start.month, 1)
+        self._check_row(row, row_number)
+        return row
 
-    def _check_row(self, item: dict[str, Any], row_number: int) -> None:
+    def _check_row(self, item: LineItemRow, row_number: int) -> None:
         """Values fine alone but wrong together, or wrong for this import's provider."""
         provider: str = item["provider_name"]
         if self.provider is not None and provider and provider.lower() != self.provider.lower():
@@ -381,7 +384,7 @@ MakeBuilder = Callable[[Sequence[str]], FocusRowBuilder]
 def _chunked(
     rows: Iterable[tuple[int, Sequence[object]]], builder: FocusRowBuilder, chunk_size: int
 ) -> LineItemChunks:
-    chunk: list[dict[str, Any]] = []
+    chunk: list[LineItemRow] = []
     for row_number, cells in rows:
         chunk.append(builder.build(cells, row_number))
         if len(chunk) >= chunk_size:
@@ -418,7 +421,7 @@ def _parse_csv(
                     table = builder.build_table(columns)
                     delivered += len(table)
                     # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
-                    yield cast(list[dict[str, Any]], table)
+                    yield cast(list[LineItemRow], table)
                 if delivered:
                     return
             except FallBack:

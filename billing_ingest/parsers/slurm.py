@@ -31,6 +31,7 @@ from typing import Any
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
 from billing_ingest.parsers.lines import capped_binary_lines
+from billing_ingest.parsers.rows import JobRow, row_text
 from billing_ingest.parsers.slurm_values import (
     clean_wckey,
     expand_hostlist,
@@ -112,7 +113,7 @@ def parse_sacct(
     stats: SacctStats | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     columns: Sequence[str] | None = None,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[list[JobRow]]:
     """Yield chunks of dicts keyed by JobRecord field names (without batch and cluster).
 
     `columns`, for `sacct --noheader` output, names the file's columns in order; every line is
@@ -169,13 +170,13 @@ def _parse_lines(
     stats: SacctStats,
     chunk_size: int,
     given_columns: Sequence[str] | None,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[list[JobRow]]:
     if given_columns is None:
         header_line, columns, trailing_bar = _read_header(lines, file_label)
     else:
         header_line, trailing_bar = None, False
         columns = _canonical_columns(list(given_columns), file_label, None)
-    chunk: list[dict[str, Any]] = []
+    chunk: list[JobRow] = []
     for number, raw in lines:
         line = _decode(raw, file_label, number, columns)
         if not line.strip():
@@ -268,7 +269,7 @@ def _split_fields(line: str, columns: list[str], file_label: str, number: int) -
     return dict(zip(columns, values, strict=True))
 
 
-def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> dict[str, Any] | None:
+def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> JobRow | None:
     job_id = fields["JobID"].strip()
     if not job_id:
         raise _FieldError("JobID", "empty JobID")
@@ -285,7 +286,7 @@ def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> dict[str
     wckey = clean_wckey(fields.get("WCKey", ""))
     comment = fields.get("Comment", "").strip()
     name = fields["JobName"].strip()
-    record = {
+    record: JobRow = {
         "job_id": job_id,
         "job_id_raw": fields["JobIDRaw"].strip(),
         "name": name,
@@ -326,11 +327,11 @@ def _end(
     return end
 
 
-def _check_lengths(record: dict[str, Any]) -> None:
+def _check_lengths(record: JobRow) -> None:
     for field, column in _BOUNDED.items():
         model_field = JobRecord._meta.get_field(field)
         limit = getattr(model_field, "max_length", None)
-        if limit is not None and len(record[field]) > limit:
+        if limit is not None and len(row_text(record, field)) > limit:
             raise _FieldError(column, f"value longer than {limit} characters")
 
 

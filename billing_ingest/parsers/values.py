@@ -22,7 +22,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from django.db import models
 
@@ -32,6 +32,9 @@ from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, Cos
 from billing_ingest.parsers.checks import check_cells
 from billing_ingest.parsers.lines import CappedText
 
+# A row a parser builds: a LineItemRow, or a job record's fields.
+RowT = TypeVar("RowT")
+
 # Rows per chunk: one bulk insert each; bounds memory whatever the file size.
 CHUNK_ROWS = 50_000
 
@@ -39,10 +42,6 @@ CHUNK_ROWS = 50_000
 GZIP_MAGIC = b"\x1f\x8b"
 PARQUET_MAGIC = b"PAR1"
 ZIP_MAGIC = b"PK\x03\x04"
-# A row dict may carry, under this key, a note for the import summary about how the row was read
-# (e.g. a value inferred because the export left it empty). The loader pops it before storing
-# the row and counts each note's rows on the batch (ImportBatch.notes).
-ROW_NOTE = "_import_note"
 
 _CURRENCY_RE = re.compile(r"^[A-Z]{3}$")
 # Hour 24 and beyond: the FOCUS 1.2 spec's own examples write 2023-02-01T30:00:00Z for "ten hours
@@ -278,14 +277,14 @@ def skip_rows(rows: Iterator[tuple[int, list[str]]], count: int) -> Iterator[tup
 
 def built_chunks(
     rows: Iterable[tuple[int, Any]],
-    build: Callable[[Any, int], dict[str, Any]],
+    build: Callable[[Any, int], RowT],
     *,
     chunk_size: int,
     empty_error: ImportFormatError | None = None,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[list[RowT]]:
     """Build (row number, cells) pairs into line-item dicts, in lists of chunk_size, so that a
     file of any size streams. A file without data rows raises empty_error when one is given."""
-    chunk: list[dict[str, Any]] = []
+    chunk: list[RowT] = []
     seen = False
     for row_number, cells in rows:
         chunk.append(build(cells, row_number))

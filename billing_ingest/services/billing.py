@@ -43,7 +43,8 @@ from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, Mo
 from billing_ingest.months import month_format, month_from_label
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.columnar import LineItemTable
-from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ROW_NOTE, ZIP_MAGIC
+from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
+from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import (
     file_sha256,
@@ -127,14 +128,14 @@ class _Totals:
         self.currencies: dict[str, dict[str, Any]] = {}
         self.notes: Counter[str] = Counter()
 
-    def take_notes(self, items: Iterable[dict[str, Any]]) -> None:
+    def take_notes(self, items: Iterable[LineItemRow]) -> None:
         """Count and remove the rows' notes (ROW_NOTE), which are not columns."""
         for item in items:
             note = item.pop(ROW_NOTE, None)
             if note is not None:
                 self.notes[note] += 1
 
-    def add(self, items: Iterable[dict[str, Any]]) -> None:
+    def add(self, items: Iterable[LineItemRow]) -> None:
         for item in items:
             self.rows += 1
             self.periods.add(item["billing_period"])

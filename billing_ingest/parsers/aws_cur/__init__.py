@@ -39,7 +39,7 @@ import io
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
@@ -53,6 +53,7 @@ from billing_ingest.parsers.columnar import (
     parquet_chunks,
 )
 from billing_ingest.parsers.lines import CappedText
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -112,7 +113,7 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
                     table = CurTableBuilder(builder).build(columns)
                     delivered += len(table)
                     # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
-                    yield cast(list[dict[str, Any]], table)
+                    yield cast(list[LineItemRow], table)
                 if delivered:
                     return
             except FallBack:
