@@ -23,8 +23,9 @@ def month_parse(text: str) -> date:
     """'YYYY-MM' (spaces around ignored) -> the first day of that month. ValueError saying the
     form expected, or the years allowed."""
     try:
-        # A date, never a datetime: no time zone to lose.
-        month = datetime.strptime(text.strip(), MONTH_FORMAT).date()
+        # Only the date is kept, so there is no time zone to lose (strptime is kept for what it
+        # accepts: "2025-9" as well as "2025-09").
+        month = datetime.strptime(text.strip(), MONTH_FORMAT).date()  # noqa: DTZ007
     except ValueError:
         raise ValueError(f"month must be YYYY-MM, not {text!r}") from None
     if not MIN_YEAR <= month.year <= MAX_YEAR:

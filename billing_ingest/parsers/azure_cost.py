@@ -270,14 +270,11 @@ class _AzureRow:
         except BadValue as exc:
             raise self._error(str(exc), row, key) from None
 
-    def build(self, cells: Sequence[object], row: int) -> LineItemRow:
-        if len(cells) != self.width:
-            raise ImportFormatError(
-                f"has {len(cells)} values but the header has {self.width} columns",
-                file=self.file_label,
-                row=row,
-            )
-        day = self._convert(cells, "date", row, _day)
+    def _period(
+        self, cells: Sequence[object], row: int, day: date
+    ) -> tuple[date, datetime | None, str | None]:
+        """The billing period's first day and (exclusive) end, and a note when the period was
+        taken from the usage date."""
         note = None
         if is_null(self._raw(cells, "billing_period_start")):
             # Some exports leave it empty (seen on real MCA files); the invoice a daily row
@@ -292,11 +289,11 @@ class _AzureRow:
             # BillingPeriodEndDate is the period's last day; FOCUS ends are exclusive.
             period_end = _midnight(self._convert(cells, "billing_period_end", row, _day))
             period_end += timedelta(days=1)
-        cost = self._convert(cells, "cost", row, parse_money)
-        if cost is None:
-            raise self._error("is empty but a cost is required", row, "cost")
-        currency = self._convert(cells, "currency", row, parse_currency)
+        return period_day, period_end, note
 
+    def _categories(self, cells: Sequence[object], row: int) -> tuple[str, str, str, str]:
+        """(charge type, FOCUS ChargeCategory, pricing model, FOCUS PricingCategory); the
+        types lowercased as the lookups want them."""
         charge_type = self._str(cells, "charge_type").lower()
         category = _CHARGE_CATEGORY.get(charge_type or "usage")
         if category is None:
@@ -313,6 +310,22 @@ class _AzureRow:
             # FOCUS prices a commitment purchase Standard (the spec's purchase examples); older
             # EA exports have no PricingModel at all, which means on-demand.
             pricing = "Standard"
+        return charge_type, category, pricing_model, pricing
+
+    def build(self, cells: Sequence[object], row: int) -> LineItemRow:
+        if len(cells) != self.width:
+            raise ImportFormatError(
+                f"has {len(cells)} values but the header has {self.width} columns",
+                file=self.file_label,
+                row=row,
+            )
+        day = self._convert(cells, "date", row, _day)
+        period_day, period_end, note = self._period(cells, row, day)
+        cost = self._convert(cells, "cost", row, parse_money)
+        if cost is None:
+            raise self._error("is empty but a cost is required", row, "cost")
+        currency = self._convert(cells, "currency", row, parse_currency)
+        charge_type, category, pricing_model, pricing = self._categories(cells, row)
 
         commitment_id = self._str(cells, "reservation_id") or self._str(cells, "benefit_id")
         commitment_type = _UNUSED_TYPE.get(charge_type) or _COMMITMENT_TYPE.get(pricing_model, "")

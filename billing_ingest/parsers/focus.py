@@ -82,6 +82,8 @@ def _instance_type_from_details(value: object) -> str:
 # --------------------------------------------------------------------------- column plan
 
 Converter = Callable[[object], object]
+# (field, column name, position, converter, required)
+PlanStep = tuple[str, str, int, Converter, bool]
 
 # (CostLineItem field, FOCUS columns in order of preference, converter)
 _STRING_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -117,6 +119,25 @@ _MONEY_COLUMNS = (
 )
 
 
+def _column_positions(
+    header: Sequence[str], required_columns: Sequence[str], *, file_label: str
+) -> dict[str, int]:
+    """Lowercased column name -> its first position; ImportFormatError naming the required
+    columns the header lacks."""
+    positions: dict[str, int] = {}
+    for index, name in enumerate(header):
+        # FOCUS names are unique ignoring case; some exports vary the case (SkuPriceid).
+        positions.setdefault(name.strip().lower(), index)
+    missing = [name for name in required_columns if name.lower() not in positions]
+    if missing:
+        raise ImportFormatError(
+            f"missing required FOCUS column(s): {', '.join(missing)}",
+            file=file_label,
+            column=missing[0],
+        )
+    return positions
+
+
 class FocusRowBuilder:
     """Turns one row of raw cells (CSV text or Parquet values) into CostLineItem fields.
 
@@ -142,17 +163,7 @@ class FocusRowBuilder:
         self.file_label = file_label
         self.provider = provider
         self.width = len(header)
-        positions: dict[str, int] = {}
-        for index, name in enumerate(header):
-            # FOCUS names are unique ignoring case; some exports vary the case (SkuPriceid).
-            positions.setdefault(name.strip().lower(), index)
-        missing = [name for name in required_columns if name.lower() not in positions]
-        if missing:
-            raise ImportFormatError(
-                f"missing required FOCUS column(s): {', '.join(missing)}",
-                file=file_label,
-                column=missing[0],
-            )
+        positions = _column_positions(header, required_columns, file_label=file_label)
 
         def find(*names: str) -> tuple[str, int] | None:
             for name in names:
@@ -161,35 +172,7 @@ class FocusRowBuilder:
             return None
 
         self.find = find
-        required = {name.lower() for name in required_columns}
-
-        # (field, column name, position, converter, required)
-        self.plan: list[tuple[str, str, int, Converter, bool]] = []
-        for field, names in _STRING_COLUMNS:
-            hit = find(*names)
-            if hit is not None:
-                self.plan.append((field, hit[0], hit[1], self._string(field), False))
-        for field, name in _TIMESTAMP_COLUMNS:
-            hit = find(name)
-            if hit is not None:
-                self.plan.append((field, name, hit[1], parse_timestamp, name.lower() in required))
-        for field, name in _MONEY_COLUMNS:
-            hit = find(name)
-            if hit is not None:
-                self.plan.append((field, name, hit[1], parse_money, name.lower() in required))
-        for field, name, converter in (
-            ("consumed_quantity", "ConsumedQuantity", parse_quantity),
-            ("tags", "Tags", parse_json_object),
-        ):
-            hit = find(name)
-            if hit is not None:
-                self.plan.append((field, name, hit[1], converter, False))
-
-        currency = find("BillingCurrency")
-        if currency is not None:
-            self.plan.append(
-                ("billing_currency", "BillingCurrency", currency[1], parse_currency, True)
-            )
+        self.plan = self._plan({name.lower() for name in required_columns})
         self.default_currency: str = settings.FINOPS_DEFAULT_CURRENCY
 
         self.instance_type_direct = find("x_InstanceType")
@@ -214,6 +197,34 @@ class FocusRowBuilder:
         )
         # This class's positions: a subclass's may need attributes it has not set yet.
         check_unique_columns(header, FocusRowBuilder.positions(self), file_label=file_label)
+
+    def _plan(self, required: set[str]) -> list[PlanStep]:
+        """Which cell feeds which field, through which converter, for the columns present."""
+        find = self.find
+        plan: list[PlanStep] = []
+        for field, names in _STRING_COLUMNS:
+            hit = find(*names)
+            if hit is not None:
+                plan.append((field, hit[0], hit[1], self._string(field), False))
+        for field, name in _TIMESTAMP_COLUMNS:
+            hit = find(name)
+            if hit is not None:
+                plan.append((field, name, hit[1], parse_timestamp, name.lower() in required))
+        for field, name in _MONEY_COLUMNS:
+            hit = find(name)
+            if hit is not None:
+                plan.append((field, name, hit[1], parse_money, name.lower() in required))
+        for field, name, converter in (
+            ("consumed_quantity", "ConsumedQuantity", parse_quantity),
+            ("tags", "Tags", parse_json_object),
+        ):
+            hit = find(name)
+            if hit is not None:
+                plan.append((field, name, hit[1], converter, False))
+        currency = find("BillingCurrency")
+        if currency is not None:
+            plan.append(("billing_currency", "BillingCurrency", currency[1], parse_currency, True))
+        return plan
 
     @staticmethod
     def _string(field: str) -> Converter:

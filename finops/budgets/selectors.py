@@ -12,6 +12,7 @@ from fractions import Fraction
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from billing_ingest.money import MoneySum
 from billing_ingest.months import month_add
@@ -332,7 +333,7 @@ def _month_as_of(month: date) -> date:
         .values_list("day", flat=True)
         .first()
     )
-    return newest or min(last, date.today())
+    return newest or min(last, timezone.now().date())
 
 
 def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 from finops.demo.fleet import Month
@@ -51,12 +51,12 @@ _SERVICES = {
 }  # fmt: skip
 
 
-def _ea_date(moment: datetime) -> str:
+def _ea_date(moment: date) -> str:
     return moment.strftime("%m/%d/%Y")
 
 
 def _day(focus_time: str) -> str:
-    return _ea_date(datetime.strptime(focus_time[:10], "%Y-%m-%d"))
+    return _ea_date(date.fromisoformat(focus_time[:10]))
 
 
 def _guid(text: str) -> str:

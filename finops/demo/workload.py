@@ -235,9 +235,16 @@ def _fix_end(cluster: _Cluster, start: int, end: int, window_end: int) -> int:
     return max(start + 1, blocked[0] - 60)
 
 
-def _place(rng: Random, cluster: _Cluster, anchor: _NodeState, utilisation: float) -> bool:
-    """Schedule one job with `anchor` among its nodes. False when the anchor is full up."""
-    run, pending = _pick(rng, cluster, anchor)
+def _find_window(
+    rng: Random,
+    cluster: _Cluster,
+    anchor: _NodeState,
+    run: _Run,
+    pending: _Pending | None,
+    utilisation: float,
+) -> tuple[list[_NodeState], int, tuple[int, int]] | None:
+    """The nodes, GPUs per node and billed window for the job, trying the run's node count then
+    one node; None when the anchor has no room left this month."""
     workload = run.workload
     wanted = 1 if pending and pending.array_key else workload.nodes
     for nodes_count in dict.fromkeys((wanted, 1)):
@@ -254,13 +261,21 @@ def _place(rng: Random, cluster: _Cluster, anchor: _NodeState, utilisation: floa
         while window is not None and (blocked := _in_blocked(cluster, window[0])):
             window = _common_window(chosen, blocked[1])
         if window is not None and window[0] < cluster.month_len - 600:
-            break
-    else:
+            return chosen, gpus, window
+    return None
+
+
+def _place(rng: Random, cluster: _Cluster, anchor: _NodeState, utilisation: float) -> bool:
+    """Schedule one job with `anchor` among its nodes. False when the anchor is full up."""
+    run, pending = _pick(rng, cluster, anchor)
+    workload = run.workload
+    found = _find_window(rng, cluster, anchor, run, pending, utilisation)
+    if found is None:
         anchor.done = True
         if pending is not None:  # put it back for another node
             cluster.pending.setdefault(anchor.node.partition, []).insert(0, pending)
         return False
-    start, window_end = window
+    chosen, gpus, (start, window_end) = found
     duration, state = _duration_and_state(rng, workload)
     end: int | None = start + duration
     assert end is not None
