@@ -125,8 +125,7 @@ def _selected_names(queryset: models.QuerySet[Any], compiler: Any) -> list[str]:
 
 
 def _converters(compiler: Any, names: list[str], memoised: Iterable[str]) -> tuple[_Plain, _Cached]:
-    """The ORM's converters by column position: those applied to every cell, and those of the
-    memoised columns, each with its memo (database value -> converted value)."""
+    """The ORM's converters by column position: plain ones, and memoised ones with a memo."""
     fields = [expression for expression, _, _ in compiler.select[: compiler.col_count]]
     memo_at = {names.index(name) for name in memoised if name in names}
     plain: _Plain = []
