@@ -68,32 +68,43 @@ def _month_starts(start: dt.date) -> set[int]:
     return {i for i in range(DAYS) if (start + dt.timedelta(days=i)).day == 1}
 
 
-def build_series(rng: random.Random) -> Series:
-    start = dt.date(2025, rng.randint(1, 9), 20)
-    base = rng.uniform(500, 20000)
-    noise = rng.uniform(0.02, 0.20)
-    traits: set[str] = set()
-    weekend = 1.0
+@dataclass
+class _Shape:
+    """The regular behaviour of a series (before noise and anomalies)."""
+
+    weekend: float = 1.0
+    growth: float = 0.0
+    fee: float = 0.0
+    holidays: set[int] = field(default_factory=set)
+    traits: set[str] = field(default_factory=set)
+
+
+def _shape(rng: random.Random, base: float, month_starts: set[int]) -> _Shape:
+    # The draws keep their order: the same seed gives the same series as before the split.
+    shape = _Shape()
     if rng.random() < 0.6:
-        weekend = rng.uniform(0.5, 0.9)
-        traits.add("weekly")
-    growth = 0.0
+        shape.weekend = rng.uniform(0.5, 0.9)
+        shape.traits.add("weekly")
     if rng.random() < 0.3:
-        growth = rng.uniform(0.003, 0.015)
-        traits.add("growth")
-    fee = 0.0
+        shape.growth = rng.uniform(0.003, 0.015)
+        shape.traits.add("growth")
     if rng.random() < 0.3:
-        fee = rng.uniform(0.5, 2.0) * base
-        traits.add("month-start fee")
-    month_starts = _month_starts(start)
-    holidays: set[int] = set()
+        shape.fee = rng.uniform(0.5, 2.0) * base
+        shape.traits.add("month-start fee")
     if rng.random() < 0.3:
-        holidays = {rng.randint(WARM_UP, DAYS - 1) for _ in range(rng.randint(1, 3))} - month_starts
-        traits.add("holidays")
-    level = [base * (1 + growth * i) for i in range(DAYS)]
+        days = {rng.randint(WARM_UP, DAYS - 1) for _ in range(rng.randint(1, 3))}
+        shape.holidays = days - month_starts
+        shape.traits.add("holidays")
+    return shape
+
+
+def _anomalies(
+    rng: random.Random, level: list[float], noise: float, taken: set[int]
+) -> tuple[list[float], list[Label]]:
+    """Up to two spikes or level shifts, apart from each other and from the days in taken: the
+    extra cost per day and their labels."""
     extra = [0.0] * DAYS
     labels: list[Label] = []
-    taken = set(holidays) | month_starts
     for _ in range(rng.choice([0, 0, 1, 1, 2])):
         magnitude = max(0.30, 6 * noise) * rng.uniform(1.0, 3.0)
         for _attempt in range(20):
@@ -112,18 +123,29 @@ def build_series(rng: random.Random) -> Series:
             labels.append(Label(kind, first, end))
             taken |= set(range(first, end + 1))
             break
+    return extra, labels
+
+
+def build_series(rng: random.Random) -> Series:
+    start = dt.date(2025, rng.randint(1, 9), 20)
+    base = rng.uniform(500, 20000)
+    noise = rng.uniform(0.02, 0.20)
+    month_starts = _month_starts(start)
+    shape = _shape(rng, base, month_starts)
+    level = [base * (1 + shape.growth * i) for i in range(DAYS)]
+    extra, labels = _anomalies(rng, level, noise, set(shape.holidays) | month_starts)
     values = []
     for i in range(DAYS):
         day = start + dt.timedelta(days=i)
-        value = level[i] * (weekend if day.weekday() >= 5 else 1.0)
-        if i in holidays:
+        value = level[i] * (shape.weekend if day.weekday() >= 5 else 1.0)
+        if i in shape.holidays:
             value *= rng.uniform(0.3, 0.6)
         value *= max(0.0, 1 + rng.gauss(0, noise))
         if i in month_starts:
-            value += fee
+            value += shape.fee
         value += extra[i] * max(0.0, 1 + rng.gauss(0, noise))
         values.append(round(value, 2))
-    return Series(start, values, sorted(labels, key=lambda label: label.start), traits)
+    return Series(start, values, sorted(labels, key=lambda label: label.start), shape.traits)
 
 
 # --- methods: each returns [(first day, reported day)] of its events ---------------------------

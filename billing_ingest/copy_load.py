@@ -87,7 +87,7 @@ def bulk_load_table(
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    from billing_ingest.parsers.values import constant_column
+    from billing_ingest.parsers.columnar import constant_column
 
     length = table.num_rows
     if not length:

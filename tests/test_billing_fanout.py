@@ -26,7 +26,7 @@ from billing_ingest.services.billing import (
     billing_part_ingest,
 )
 from billing_ingest.tasks import billing as billing_tasks
-from finops.attribution.selectors import reconciliation_for_month
+from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from tests.builders import CUR_HEADER as HEADER
 from tests.builders import S3_BUCKET as BUCKET
 from tests.builders import S3_SOURCE as SOURCE
@@ -325,7 +325,8 @@ def test_readers_of_the_bill_see_only_settled_batches(tmp_path):
     # not in the month list, the reconciliation, nor a FOCUS export.
     import csv as csv_module
 
-    from finops.attribution.selectors import month_list_with_data, reconciliation_for_month
+    from finops.attribution.overview_selectors import month_list_with_data
+    from finops.attribution.reconciliation_selectors import reconciliation_for_month
     from tests.factories import MONTH, CostLineItemFactory, ImportBatchFactory
 
     CostLineItemFactory(effective_cost=Decimal("10"), billed_cost=Decimal("10"))

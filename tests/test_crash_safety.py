@@ -29,7 +29,7 @@ from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.services.billing import BillingFile, billing_batch_create
 from billing_ingest.tasks.billing import billing_batch_dispatch
 from finops.attribution.models import AllocatedCost, AttributionRun
-from finops.attribution.selectors import reconciliation_for_month
+from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from finops.celery import app as celery_app
 from finops.pipeline.models import PipelineRun
 from tests.conftest import worker_start, worker_stop

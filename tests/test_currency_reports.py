@@ -14,7 +14,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from finops.attribution.models import Category, TeamDailyCost
-from finops.attribution.selectors import team_month
+from finops.attribution.team_selectors import team_month
 from finops.currency.models import FxRate
 from finops.currency.selectors import money_round
 from finops.web.templatetags.finops_tags import money

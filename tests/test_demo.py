@@ -42,7 +42,7 @@ from finops.demo.organisation import (
     demo_organisation_ensure,
 )
 from finops.demo.selectors import demo_reconciliation
-from finops.demo.workload import TEAMS
+from finops.demo.teams import TEAMS
 from finops.inference.models import EndpointCost, InferenceUsage
 from finops.inference.parsers.prometheus import parse_prometheus
 from finops.org.models import MappingRule, Profile, Team

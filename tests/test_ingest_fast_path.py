@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from billing_ingest.parsers import aws_cur, focus
-from billing_ingest.parsers.values import FallBack, LineItemTable
+from billing_ingest.parsers.columnar import FallBack, LineItemTable
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "ingest.py"
 

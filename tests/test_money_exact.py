@@ -10,7 +10,7 @@ import pytest
 from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost, Category
-from finops.attribution.selectors import reconciliation_for_month
+from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from tests.factories import MONTH, AllocatedCostFactory, CostLineItemFactory
 
 # 19 significant digits: a float (and SQLite's NUMERIC) cannot hold these.

@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from django.urls import reverse
 
-from finops.attribution.dashboard import month_add
+from billing_ingest.months import month_add
 from finops.attribution.models import Category
 from finops.budgets.models import Budget
 from finops.currency.models import FxRate

@@ -28,7 +28,7 @@ from django.utils.module_loading import import_string
 
 from billing_ingest.models import CostLineItem, ImportBatch, MonthChange
 from finops.attribution.models import AttributionRun
-from finops.attribution.selectors import reconciliation_for_month
+from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from finops.celery import app as celery_app
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import pipeline_changes_claim, pipeline_run_create

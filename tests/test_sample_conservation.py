@@ -20,10 +20,10 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from billing_ingest.models import CostLineItem, ImportBatch
+from billing_ingest.months import month_parse
 from billing_ingest.parsers.focus import REQUIRED_COLUMNS
 from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost
-from finops.attribution.services import parse_month
 from tests.conftest import SAMPLES_DIR
 
 pytestmark = pytest.mark.django_db
@@ -60,7 +60,7 @@ def ingest(path: Path, format_name: str) -> ImportBatch | None:
 def assert_conserved(months: set[str]) -> None:
     assert months, "the sample touched no billing month"
     for label in sorted(months):
-        month = parse_month(label)
+        month = month_parse(label)
         conservation = month_conservation(month=month)
         assert conservation, f"{label}: nothing billed"
         for key, sums in conservation.items():

@@ -11,14 +11,13 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from billing_ingest.errors import ImportFormatError
-from billing_ingest.parsers.slurm import (
-    SacctStats,
+from billing_ingest.parsers.slurm import SacctStats, parse_sacct
+from billing_ingest.parsers.slurm_values import (
     clean_wckey,
     expand_hostlist,
     gpu_count,
     normalise_state,
     parse_elapsed,
-    parse_sacct,
     parse_time,
     run_id_for,
 )

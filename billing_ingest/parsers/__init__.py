@@ -10,9 +10,10 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
-LineItemChunks = Iterator[list[dict[str, Any]]]
+from billing_ingest.parsers.rows import LineItemRow
+
+LineItemChunks = Iterator[list[LineItemRow]]
 BillingParser = Callable[..., LineItemChunks]
 
 BILLING_PARSERS: dict[str, BillingParser] = {}

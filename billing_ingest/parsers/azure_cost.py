@@ -23,22 +23,30 @@ from __future__ import annotations
 
 import csv
 import gzip
-import re
 import zlib
 from collections.abc import Iterator, Sequence
-from datetime import UTC, date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.azure_values import (
+    additional_info,
+    arm_region,
+    azure_day,
+    azure_tags,
+    midnight_utc,
+    vm_resource_name,
+    vm_size,
+)
 from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
 from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
+from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
     PARQUET_MAGIC,
-    ROW_NOTE,
     BadValue,
     built_chunks,
     cell_text,
@@ -47,10 +55,8 @@ from billing_ingest.parsers.values import (
     is_null,
     open_text,
     parse_currency,
-    parse_json_object,
     parse_money,
     parse_quantity,
-    parse_timestamp,
     read_magic,
 )
 
@@ -125,103 +131,12 @@ _PRICING_CATEGORY = {
 _COMMITMENT_TYPE = {"reservation": "Reservation", "savingsplan": "Savings Plan"}
 _UNUSED_TYPE = {"unusedreservation": "Reservation", "unusedsavingsplan": "Savings Plan"}
 
-_US_DATE_RE = re.compile(r"^(\d{1,2})/(\d{1,2})/(\d{4})(?:[ T].*)?$")
-# An Azure VM size as AdditionalInfo.ServiceType writes it: Standard_ND96isr_H100_v5.
-_VM_SIZE_RE = re.compile(r"^(?:Standard|Basic)_[A-Za-z0-9_]+$")
-# A scale set's VM instance as AdditionalInfo.VMName writes it: <scale set name>_<instance id>.
-_VMSS_INSTANCE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*_\d+$")
-# A VM meter name that is a size without the prefix: "ND96isr H100 v5", "D2 v3", "B1s".
-_METER_SIZE_RE = re.compile(r"^[A-Z]+[0-9]+[A-Za-z0-9 ]*$")
-_METER_SUFFIXES = (" Spot", " Low Priority")
-
 
 def _is_focus(header: Sequence[str]) -> bool:
     # Any FOCUS cost or charge period column and no cost details Date: a FocusCost export, even
     # one missing a column (the FOCUS parser then names it, rather than asking for Date).
     names = {name.strip().lower() for name in header}
     return any(marker in names for marker in _FOCUS_MARKERS) and not names & {"date", "usagedate"}
-
-
-def _day(value: object) -> date:
-    """A cell holding a day: MM/DD/YYYY (EA), ISO 8601 (MCA, newer exports) or a Parquet date."""
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).date() if value.tzinfo else value.date()
-    if isinstance(value, date):
-        return value
-    text = cell_text(value)
-    if not text:
-        raise BadValue("is empty")
-    match = _US_DATE_RE.match(text)
-    if match is None:
-        stamp = parse_timestamp(text)
-        assert stamp is not None
-        return stamp.date()
-    try:
-        return date(int(match[3]), int(match[1]), int(match[2]))
-    except ValueError:
-        raise BadValue(f"{text!r} is not a valid MM/DD/YYYY date") from None
-
-
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=UTC)
-
-
-def _tags(value: object) -> dict[str, str]:
-    """Azure Tags: JSON, often without the outer braces; values kept as strings."""
-    parsed = parse_json_object(value)
-    return {str(key): "" if item is None else str(item) for key, item in parsed.items()}
-
-
-def _additional_info(value: object) -> dict[str, Any]:
-    # Informational only: a malformed AdditionalInfo must not stop a bill from importing.
-    try:
-        return parse_json_object(value)
-    except BadValue:
-        return {}
-
-
-def _instance_type(info: dict[str, Any], meter_category: str, subcategory: str, name: str) -> str:
-    """The VM size: AdditionalInfo first (ServiceType, VMSize, or a VMName that is a size), then
-    a Virtual Machines meter naming it (MeterSubCategory "Standard_...", MeterName "D2 v3")."""
-    for key in ("ServiceType", "VMSize", "VMName"):
-        found = str(info.get(key) or "").strip()
-        if _VM_SIZE_RE.match(found):
-            return found
-    if meter_category.strip().lower() != "virtual machines":
-        return ""
-    if _VM_SIZE_RE.match(subcategory.strip()):
-        return subcategory.strip()
-    # "D2 v2/DS2 v2" bills both sizes on one meter: the first names the family's base size.
-    meter = name.split("/")[0].strip()
-    for suffix in _METER_SUFFIXES:
-        meter = meter.removesuffix(suffix)
-    if _METER_SIZE_RE.match(meter):
-        return "Standard_" + meter.replace(" ", "_")
-    return ""
-
-
-def _region(value: str) -> str:
-    # FOCUS RegionId for Azure is the ARM name: "East US" / "EastUS" -> "eastus".
-    return value.replace(" ", "").lower()
-
-
-def _resource_name(name: str, resource_id: str, info: dict[str, Any]) -> str:
-    # A scale set bills per VM instance and names it in AdditionalInfo.VMName
-    # ("aks-gpupool-42850074-vmss_3"): the instance, not the whole scale set, is the resource a
-    # node ran on (attribution's match_node turns it into the AKS node name).
-    vm_name = str(info.get("VMName") or "").strip()
-    scale_set = resource_id.rstrip("/").rsplit("/", 1)[-1]
-    if (
-        "/virtualmachinescalesets/" in resource_id.lower()
-        and _VMSS_INSTANCE_RE.match(vm_name)
-        and vm_name.lower().startswith(scale_set.lower() + "_")
-    ):
-        return vm_name
-    if name:
-        return name
-    if resource_id and not resource_id.endswith("/"):
-        return resource_id.rsplit("/", 1)[-1]
-    return ""
 
 
 class _AzureRow:
@@ -270,14 +185,11 @@ class _AzureRow:
         except BadValue as exc:
             raise self._error(str(exc), row, key) from None
 
-    def build(self, cells: Sequence[object], row: int) -> dict[str, Any]:
-        if len(cells) != self.width:
-            raise ImportFormatError(
-                f"has {len(cells)} values but the header has {self.width} columns",
-                file=self.file_label,
-                row=row,
-            )
-        day = self._convert(cells, "date", row, _day)
+    def _period(
+        self, cells: Sequence[object], row: int, day: date
+    ) -> tuple[date, datetime | None, str | None]:
+        """The billing period's first day and (exclusive) end, and a note when the period was
+        taken from the usage date."""
         note = None
         if is_null(self._raw(cells, "billing_period_start")):
             # Some exports leave it empty (seen on real MCA files); the invoice a daily row
@@ -286,17 +198,17 @@ class _AzureRow:
             column = self.columns["billing_period_start"][0]
             note = f"{column} empty: billing period taken from the month of the usage date"
         else:
-            period_day = self._convert(cells, "billing_period_start", row, _day)
+            period_day = self._convert(cells, "billing_period_start", row, azure_day)
         period_end = None
         if not is_null(self._raw(cells, "billing_period_end")):
             # BillingPeriodEndDate is the period's last day; FOCUS ends are exclusive.
-            period_end = _midnight(self._convert(cells, "billing_period_end", row, _day))
+            period_end = midnight_utc(self._convert(cells, "billing_period_end", row, azure_day))
             period_end += timedelta(days=1)
-        cost = self._convert(cells, "cost", row, parse_money)
-        if cost is None:
-            raise self._error("is empty but a cost is required", row, "cost")
-        currency = self._convert(cells, "currency", row, parse_currency)
+        return period_day, period_end, note
 
+    def _categories(self, cells: Sequence[object], row: int) -> tuple[str, str, str, str]:
+        """(charge type, FOCUS ChargeCategory, pricing model, FOCUS PricingCategory); the
+        types lowercased as the lookups want them."""
         charge_type = self._str(cells, "charge_type").lower()
         category = _CHARGE_CATEGORY.get(charge_type or "usage")
         if category is None:
@@ -313,6 +225,22 @@ class _AzureRow:
             # FOCUS prices a commitment purchase Standard (the spec's purchase examples); older
             # EA exports have no PricingModel at all, which means on-demand.
             pricing = "Standard"
+        return charge_type, category, pricing_model, pricing
+
+    def build(self, cells: Sequence[object], row: int) -> LineItemRow:
+        if len(cells) != self.width:
+            raise ImportFormatError(
+                f"has {len(cells)} values but the header has {self.width} columns",
+                file=self.file_label,
+                row=row,
+            )
+        day = self._convert(cells, "date", row, azure_day)
+        period_day, period_end, note = self._period(cells, row, day)
+        cost = self._convert(cells, "cost", row, parse_money)
+        if cost is None:
+            raise self._error("is empty but a cost is required", row, "cost")
+        currency = self._convert(cells, "currency", row, parse_currency)
+        charge_type, category, pricing_model, pricing = self._categories(cells, row)
 
         commitment_id = self._str(cells, "reservation_id") or self._str(cells, "benefit_id")
         commitment_type = _UNUSED_TYPE.get(charge_type) or _COMMITMENT_TYPE.get(pricing_model, "")
@@ -331,25 +259,25 @@ class _AzureRow:
 
         resource_id = self._str(cells, "resource_id")
         meter_category = self._str(cells, "meter_category")
-        info = _additional_info(self._raw(cells, "additional_info"))
-        item: dict[str, Any] = {
+        info = additional_info(self._raw(cells, "additional_info"))
+        item: LineItemRow = {
             "billing_period": date(period_day.year, period_day.month, 1),
-            "billing_period_start": _midnight(period_day),
+            "billing_period_start": midnight_utc(period_day),
             "billing_period_end": period_end,
             "provider_name": PROVIDER_NAME,
             "billing_account_id": self._str(cells, "billing_account_id")
             or self._str(cells, "billing_account_name"),
             "sub_account_id": self._str(cells, "subscription_id"),
-            "charge_period_start": _midnight(day),
-            "charge_period_end": _midnight(day + timedelta(days=1)),
+            "charge_period_start": midnight_utc(day),
+            "charge_period_end": midnight_utc(day + timedelta(days=1)),
             "charge_category": category,
             "pricing_category": pricing,
             "service_category": "",
             "service_name": meter_category or self._str(cells, "consumed_service"),
             "sku_id": self._str(cells, "meter_id") or self._str(cells, "part_number"),
-            "region_id": _region(self._str(cells, "location")),
+            "region_id": arm_region(self._str(cells, "location")),
             "resource_id": resource_id,
-            "resource_name": _resource_name(self._str(cells, "resource_name"), resource_id, info),
+            "resource_name": vm_resource_name(self._str(cells, "resource_name"), resource_id, info),
             "resource_type": "",
             "commitment_discount_id": commitment_id,
             "commitment_discount_status": status,
@@ -361,8 +289,8 @@ class _AzureRow:
             "billed_cost": cost,
             "effective_cost": cost,
             "billing_currency": currency,
-            "tags": self._convert(cells, "tags", row, _tags),
-            "x_instance_type": _instance_type(
+            "tags": self._convert(cells, "tags", row, azure_tags),
+            "x_instance_type": vm_size(
                 info,
                 meter_category,
                 self._str(cells, "meter_subcategory"),
@@ -372,12 +300,12 @@ class _AzureRow:
             "x_gpu_model": "",
         }
         for field, limit in self.limits.items():
-            if len(item[field]) > limit:
+            if len(row_text(item, field)) > limit:
                 raise self._error(
                     f"value is longer than {limit} characters ({field})", row, _FIELD_SOURCE[field]
                 )
         if note is not None:
-            item[ROW_NOTE] = note
+            item["_import_note"] = note
         return item
 
 

@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from pathlib import Path
-from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, CoreWeaveRate
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import CHUNK_ROWS
 
 PROVIDER_NAME = "CoreWeave"
@@ -144,7 +144,7 @@ class CoreWeaveRowBuilder(FocusRowBuilder):
     def positions(self) -> set[int]:
         return super().positions() | {position for _, position in self.instance_columns}
 
-    def build(self, cells: Sequence[object], row_number: int) -> dict[str, Any]:
+    def build(self, cells: Sequence[object], row_number: int) -> LineItemRow:
         item = super().build(cells, row_number)
         item["provider_name"] = item["provider_name"] or PROVIDER_NAME
         item["charge_category"] = item["charge_category"] or "Usage"
@@ -176,7 +176,7 @@ class CoreWeaveRowBuilder(FocusRowBuilder):
                 return name
         return self.instance_columns[0][0]
 
-    def _price(self, item: dict[str, Any], row: int, *, column: str) -> None:
+    def _price(self, item: LineItemRow, row: int, *, column: str) -> None:
         instance_type: str = item["x_instance_type"]
         if not instance_type:
             raise self._error(

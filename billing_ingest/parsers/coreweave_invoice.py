@@ -32,9 +32,11 @@ from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.checks import check_cells, check_unique_columns
 from billing_ingest.parsers.coreweave import DEFAULT_PRICING_CATEGORY, PROVIDER_NAME, price
+from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -68,10 +70,6 @@ def _month(value: object) -> date:
     if match is None or not 1 <= int(match[2]) <= 12:
         raise BadValue(f"{cell_text(value)!r} is not a YYYY-MM month")
     return date(int(match[1]), int(match[2]), 1)
-
-
-def _next_month(day: date) -> date:
-    return date(day.year + day.month // 12, day.month % 12 + 1, 1)
 
 
 def _midnight(day: date) -> datetime:
@@ -120,7 +118,7 @@ class _InvoiceRow:
     def _error(self, message: str, row: int, column: str) -> ImportFormatError:
         return ImportFormatError(message, file=self.file_label, row=row, column=column)
 
-    def build(self, cells: Sequence[object], row: int) -> dict[str, Any]:
+    def build(self, cells: Sequence[object], row: int) -> LineItemRow:
         if len(cells) != self.width:
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {self.width} columns",
@@ -138,15 +136,15 @@ class _InvoiceRow:
             raise self._error(
                 f"{category_text!r} is not Standard, Committed or Dynamic", row, "pricing_category"
             )
-        item: dict[str, Any] = {
+        item: LineItemRow = {
             "billing_period": month,
             "billing_period_start": _midnight(month),
-            "billing_period_end": _midnight(_next_month(month)),
+            "billing_period_end": _midnight(month_next(month)),
             "provider_name": PROVIDER_NAME,
             "billing_account_id": cell_text(self._cell(cells, "invoice_id")),
             "sub_account_id": self._convert(cells, "namespace", row, cell_text),
             "charge_period_start": _midnight(month),
-            "charge_period_end": _midnight(_next_month(month)),
+            "charge_period_end": _midnight(month_next(month)),
             "charge_category": "Usage",
             "pricing_category": category or DEFAULT_PRICING_CATEGORY,
             "service_category": "Compute",
@@ -174,7 +172,7 @@ class _InvoiceRow:
             "x_gpu_model": "",
         }
         for field, column in _LIMITED.items():
-            if len(item[field]) > self.limits[field]:
+            if len(row_text(item, field)) > self.limits[field]:
                 raise self._error(
                     f"value is longer than {self.limits[field]} characters", row, column
                 )

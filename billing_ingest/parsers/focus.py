@@ -15,7 +15,7 @@ import gzip
 import json
 import zlib
 from collections.abc import Callable, Iterable, Sequence
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,24 +23,29 @@ from django.conf import settings
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
-from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
+from billing_ingest.parsers.checks import check_cells, check_unique_columns
+from billing_ingest.parsers.columnar import (
+    FallBack,
+    LineItemTable,
+    arrow_chunks,
+    arrow_csv_batches,
+    arrow_type,
+    constant_column,
+    decimal_column,
+    map_unique,
+    parquet_chunks,
+    required_filled,
+    within_length,
+)
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
     PARQUET_MAGIC,
     BadValue,
-    FallBack,
-    LineItemTable,
-    ParquetRow,
-    arrow_chunks,
-    arrow_csv_batches,
-    arrow_type,
     cell_text,
     column_max_length,
-    constant_column,
     csv_rows,
-    decimal_column,
-    map_unique,
     open_text,
     parse_currency,
     parse_json_object,
@@ -48,9 +53,7 @@ from billing_ingest.parsers.values import (
     parse_quantity,
     parse_timestamp,
     read_magic,
-    required_filled,
     skip_rows,
-    within_length,
 )
 
 REQUIRED_COLUMNS = (
@@ -79,6 +82,8 @@ def _instance_type_from_details(value: object) -> str:
 # --------------------------------------------------------------------------- column plan
 
 Converter = Callable[[object], object]
+# (field, column name, position, converter, required)
+PlanStep = tuple[str, str, int, Converter, bool]
 
 # (CostLineItem field, FOCUS columns in order of preference, converter)
 _STRING_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -114,6 +119,25 @@ _MONEY_COLUMNS = (
 )
 
 
+def _column_positions(
+    header: Sequence[str], required_columns: Sequence[str], *, file_label: str
+) -> dict[str, int]:
+    """Lowercased column name -> its first position; ImportFormatError naming the required
+    columns the header lacks."""
+    positions: dict[str, int] = {}
+    for index, name in enumerate(header):
+        # FOCUS names are unique ignoring case; some exports vary the case (SkuPriceid).
+        positions.setdefault(name.strip().lower(), index)
+    missing = [name for name in required_columns if name.lower() not in positions]
+    if missing:
+        raise ImportFormatError(
+            f"missing required FOCUS column(s): {', '.join(missing)}",
+            file=file_label,
+            column=missing[0],
+        )
+    return positions
+
+
 class FocusRowBuilder:
     """Turns one row of raw cells (CSV text or Parquet values) into CostLineItem fields.
 
@@ -139,17 +163,7 @@ class FocusRowBuilder:
         self.file_label = file_label
         self.provider = provider
         self.width = len(header)
-        positions: dict[str, int] = {}
-        for index, name in enumerate(header):
-            # FOCUS names are unique ignoring case; some exports vary the case (SkuPriceid).
-            positions.setdefault(name.strip().lower(), index)
-        missing = [name for name in required_columns if name.lower() not in positions]
-        if missing:
-            raise ImportFormatError(
-                f"missing required FOCUS column(s): {', '.join(missing)}",
-                file=file_label,
-                column=missing[0],
-            )
+        positions = _column_positions(header, required_columns, file_label=file_label)
 
         def find(*names: str) -> tuple[str, int] | None:
             for name in names:
@@ -158,35 +172,7 @@ class FocusRowBuilder:
             return None
 
         self.find = find
-        required = {name.lower() for name in required_columns}
-
-        # (field, column name, position, converter, required)
-        self.plan: list[tuple[str, str, int, Converter, bool]] = []
-        for field, names in _STRING_COLUMNS:
-            hit = find(*names)
-            if hit is not None:
-                self.plan.append((field, hit[0], hit[1], self._string(field), False))
-        for field, name in _TIMESTAMP_COLUMNS:
-            hit = find(name)
-            if hit is not None:
-                self.plan.append((field, name, hit[1], parse_timestamp, name.lower() in required))
-        for field, name in _MONEY_COLUMNS:
-            hit = find(name)
-            if hit is not None:
-                self.plan.append((field, name, hit[1], parse_money, name.lower() in required))
-        for field, name, converter in (
-            ("consumed_quantity", "ConsumedQuantity", parse_quantity),
-            ("tags", "Tags", parse_json_object),
-        ):
-            hit = find(name)
-            if hit is not None:
-                self.plan.append((field, name, hit[1], converter, False))
-
-        currency = find("BillingCurrency")
-        if currency is not None:
-            self.plan.append(
-                ("billing_currency", "BillingCurrency", currency[1], parse_currency, True)
-            )
+        self.plan = self._plan({name.lower() for name in required_columns})
         self.default_currency: str = settings.FINOPS_DEFAULT_CURRENCY
 
         self.instance_type_direct = find("x_InstanceType")
@@ -212,6 +198,34 @@ class FocusRowBuilder:
         # This class's positions: a subclass's may need attributes it has not set yet.
         check_unique_columns(header, FocusRowBuilder.positions(self), file_label=file_label)
 
+    def _plan(self, required: set[str]) -> list[PlanStep]:
+        """Which cell feeds which field, through which converter, for the columns present."""
+        find = self.find
+        plan: list[PlanStep] = []
+        for field, names in _STRING_COLUMNS:
+            hit = find(*names)
+            if hit is not None:
+                plan.append((field, hit[0], hit[1], self._string(field), False))
+        for field, name in _TIMESTAMP_COLUMNS:
+            hit = find(name)
+            if hit is not None:
+                plan.append((field, name, hit[1], parse_timestamp, name.lower() in required))
+        for field, name in _MONEY_COLUMNS:
+            hit = find(name)
+            if hit is not None:
+                plan.append((field, name, hit[1], parse_money, name.lower() in required))
+        for field, name, converter in (
+            ("consumed_quantity", "ConsumedQuantity", parse_quantity),
+            ("tags", "Tags", parse_json_object),
+        ):
+            hit = find(name)
+            if hit is not None:
+                plan.append((field, name, hit[1], converter, False))
+        currency = find("BillingCurrency")
+        if currency is not None:
+            plan.append(("billing_currency", "BillingCurrency", currency[1], parse_currency, True))
+        return plan
+
     @staticmethod
     def _string(field: str) -> Converter:
         limit = column_max_length(field)
@@ -224,7 +238,7 @@ class FocusRowBuilder:
 
         return convert
 
-    def build(self, cells: Sequence[object], row_number: int) -> dict[str, Any]:
+    def build(self, cells: Sequence[object], row_number: int) -> LineItemRow:
         if len(cells) != self.width:
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {self.width} columns",
@@ -248,13 +262,15 @@ class FocusRowBuilder:
                     column=column,
                 )
             item[field] = value
-        item["x_instance_type"] = self._instance_type(cells, row_number)
-        start: datetime = item["billing_period_start"]
-        item["billing_period"] = date(start.year, start.month, 1)
-        self._check_row(item, row_number)
-        return item
+        # The plan's fields are CostLineItem field names by construction (_STRING_COLUMNS, ...).
+        row = cast(LineItemRow, item)
+        row["x_instance_type"] = self._instance_type(cells, row_number)
+        start = row["billing_period_start"]
+        row["billing_period"] = date(start.year, start.month, 1)
+        self._check_row(row, row_number)
+        return row
 
-    def _check_row(self, item: dict[str, Any], row_number: int) -> None:
+    def _check_row(self, item: LineItemRow, row_number: int) -> None:
         """Values fine alone but wrong together, or wrong for this import's provider."""
         provider: str = item["provider_name"]
         if self.provider is not None and provider and provider.lower() != self.provider.lower():
@@ -379,7 +395,7 @@ MakeBuilder = Callable[[Sequence[str]], FocusRowBuilder]
 def _chunked(
     rows: Iterable[tuple[int, Sequence[object]]], builder: FocusRowBuilder, chunk_size: int
 ) -> LineItemChunks:
-    chunk: list[dict[str, Any]] = []
+    chunk: list[LineItemRow] = []
     for row_number, cells in rows:
         chunk.append(builder.build(cells, row_number))
         if len(chunk) >= chunk_size:
@@ -416,7 +432,7 @@ def _parse_csv(
                     table = builder.build_table(columns)
                     delivered += len(table)
                     # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
-                    yield cast(list[dict[str, Any]], table)
+                    yield cast(list[LineItemRow], table)
                 if delivered:
                     return
             except FallBack:
@@ -428,43 +444,6 @@ def _parse_csv(
             yield chunk
         if not seen:
             raise ImportFormatError("file has a header but no data rows", file=file_label)
-
-
-def _parse_parquet(
-    path: Path, *, file_label: str, chunk_size: int, make_builder: MakeBuilder
-) -> LineItemChunks:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise ImportFormatError(f"cannot read Parquet ({exc})", file=file_label) from None
-    header = list(parquet.schema_arrow.names)
-    builder = make_builder(header)
-    wanted = sorted(builder.positions())
-    first_row = 1
-    seen = False
-    try:
-        batches = parquet.iter_batches(batch_size=chunk_size, columns=[header[i] for i in wanted])
-        for record_batch in batches:
-            check_record_batch(record_batch, first_row=first_row, file_label=file_label)
-            columns = {pos: record_batch.column(k).to_pylist() for k, pos in enumerate(wanted)}
-            rows = (
-                (first_row + i, ParquetRow(columns, i, len(header)))
-                for i in range(record_batch.num_rows)
-            )
-            chunk = [builder.build(cells, number) for number, cells in rows]
-            first_row += record_batch.num_rows
-            if chunk:
-                seen = True
-                yield chunk
-    except pa.ArrowException as exc:
-        raise ImportFormatError(
-            f"cannot read Parquet ({exc})", file=file_label, row=first_row
-        ) from None
-    if not seen:
-        raise ImportFormatError("file has no data rows", file=file_label)
 
 
 @register_billing_parser("focus", database_free=True)
@@ -488,7 +467,7 @@ def read_focus_file(
     whose rows need more than FocusRowBuilder does."""
     magic = read_magic(path)
     if magic == PARQUET_MAGIC or path.suffix.lower() == ".parquet":
-        return _parse_parquet(
+        return parquet_chunks(
             path, file_label=file_label, chunk_size=chunk_size, make_builder=make_builder
         )
     compressed = magic[:2] == GZIP_MAGIC or path.suffix.lower() == ".gz"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.checks import (
     check_cells,
@@ -36,6 +37,7 @@ from billing_ingest.parsers.checks import (
     text_problem,
 )
 from billing_ingest.parsers.lines import CappedText
+from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -210,7 +212,7 @@ class _GcpRow:
                 str(exc), file=self.file_label, row=row, column=column
             ) from None
 
-    def build(self, record: dict[str, Any], row: int) -> dict[str, Any]:
+    def build(self, record: dict[str, Any], row: int) -> LineItemRow:
         for column in REQUIRED_COLUMNS:
             if column not in record:
                 raise ImportFormatError(
@@ -224,7 +226,7 @@ class _GcpRow:
                     column=column,
                 )
         period = self._convert(record, "invoice.month", row, _invoice_month)
-        next_period = date(period.year + period.month // 12, period.month % 12 + 1, 1)
+        next_period = month_next(period)
         cost = self._convert(record, "cost", row, parse_money)
         credits = self._convert(record, "credits", row, _credits_total)
         list_cost = self._convert(record, "cost_at_list", row, parse_money)
@@ -250,7 +252,7 @@ class _GcpRow:
         usage = category == "Usage"
         resource_name = cell_text(record.get("resource.name"))
 
-        item: dict[str, Any] = {
+        item: LineItemRow = {
             "billing_period": period,
             "billing_period_start": datetime(period.year, period.month, 1, tzinfo=UTC),
             "billing_period_end": datetime(next_period.year, next_period.month, 1, tzinfo=UTC),
@@ -286,7 +288,7 @@ class _GcpRow:
             "x_gpu_model": "",
         }
         for field, limit in self.limits.items():
-            if len(item[field]) > limit:
+            if len(row_text(item, field)) > limit:
                 raise ImportFormatError(
                     f"value is longer than {limit} characters ({field})",
                     file=self.file_label,

@@ -43,6 +43,7 @@ from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
+from billing_ingest.parsers.rows import JobRow, row_text
 from billing_ingest.parsers.slurm import SacctStats
 
 DEFAULT_CHUNK_SIZE = 5000
@@ -167,10 +168,10 @@ def account_for(
     return label_text(labels, *team_labels) or namespace
 
 
-def check_lengths(record: Mapping[str, Any]) -> None:
+def check_lengths(record: JobRow) -> None:
     for name in _BOUNDED:
         limit = getattr(JobRecord._meta.get_field(name), "max_length", None)
-        if limit is not None and len(record[name]) > limit:
+        if limit is not None and len(row_text(record, name)) > limit:
             raise FieldError(name, f"{name} longer than {limit} characters")
 
 
@@ -345,7 +346,7 @@ def _required_text(obj: dict[str, Any], key: str, path: str) -> str:
     return value.strip()
 
 
-def pod_record(pod: dict[str, Any], path: str, *, shared_replicas: int) -> dict[str, Any] | None:
+def pod_record(pod: dict[str, Any], path: str, *, shared_replicas: int) -> JobRow | None:
     """The JobRecord fields of one pod (without batch and cluster), or None when it never ran."""
     metadata = _get(pod, "metadata", path, dict)
     if metadata is None:
@@ -369,7 +370,7 @@ def pod_record(pod: dict[str, Any], path: str, *, shared_replicas: int) -> dict[
         end = start
     held = pod_gpus(spec, f"{path}.spec", shared_replicas=shared_replicas)
     labels = _string_map(metadata, "labels", m_path)
-    record = {
+    record: JobRow = {
         "job_id": f"{namespace}/{name}",
         "job_id_raw": str(metadata.get("uid") or ""),
         "name": name,
@@ -444,7 +445,7 @@ def parse_pods(
     gpu_sharing_replicas: int = 1,
     stats: SacctStats | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[list[JobRow]]:
     """Yield chunks of dicts keyed by JobRecord field names (without batch and cluster).
 
     Raises ImportFormatError naming the file and the JSON path (`items[3].status.startTime`).
@@ -455,7 +456,7 @@ def parse_pods(
         raise ValueError("gpu_sharing_replicas must be at least 1")
     stats = stats if stats is not None else SacctStats()
     items = pod_items(load_json(path, file_label), file_label)
-    chunk: list[dict[str, Any]] = []
+    chunk: list[JobRow] = []
     for index, pod in enumerate(items):
         item_path = f"items[{index}]"
         stats.data_rows += 1

@@ -40,6 +40,7 @@ from billing_ingest.parsers.kubernetes import (
     parse_time,
     run_id_for,
 )
+from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
 
 DEFAULT_CHUNK_SIZE = 5000
@@ -127,11 +128,11 @@ def _merge(pods: dict[tuple[str, str, str], _Pod], found: _Pod) -> None:
     seen.controller = seen.controller or found.controller
 
 
-def _record(pod: _Pod, job_id: str) -> dict[str, Any]:
+def _record(pod: _Pod, job_id: str) -> JobRow:
     seconds = Decimal(int((pod.end - pod.start).total_seconds()))
     gpus = (pod.gpu_hours * 3600 / seconds).quantize(GPU_PLACES)
     labels = pod.labels
-    record = {
+    record: JobRow = {
         "job_id": job_id,
         "job_id_raw": "",
         "name": pod.pod,
@@ -186,7 +187,7 @@ def parse_allocations(
     file_label: str,
     stats: SacctStats | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> Iterator[list[dict[str, Any]]]:
+) -> Iterator[list[JobRow]]:
     """Yield chunks of dicts keyed by JobRecord field names (without batch and cluster).
 
     `stats`: allocations read (data_rows), records (jobs), allocations skipped for having no
@@ -214,7 +215,7 @@ def parse_allocations(
     nodes_per_pod: dict[tuple[str, str], int] = {}
     for namespace, pod_name, _ in pods:
         nodes_per_pod[(namespace, pod_name)] = nodes_per_pod.get((namespace, pod_name), 0) + 1
-    chunk: list[dict[str, Any]] = []
+    chunk: list[JobRow] = []
     for (namespace, pod_name, node), pod in pods.items():
         job_id = f"{namespace}/{pod_name}"
         if nodes_per_pod[(namespace, pod_name)] > 1:

@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     BadValue,
@@ -85,7 +86,7 @@ def _items(data: dict[str, Any], *, file_label: str) -> list[tuple[str, dict[str
     return found
 
 
-def _line(item: tuple[str, dict[str, Any]], number: int, *, file_label: str) -> dict[str, Any]:
+def _line(item: tuple[str, dict[str, Any]], number: int, *, file_label: str) -> LineItemRow:
     where, body = item
     field = "properties"
     try:
@@ -110,8 +111,7 @@ def _line(item: tuple[str, dict[str, Any]], number: int, *, file_label: str) -> 
         ) from None
     month = start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     labels = properties.get("labels")
-    return {
-        **row,
+    line: LineItemRow = {
         "billing_period": month.date(),
         "billing_period_start": month,
         "charge_period_start": start,
@@ -126,3 +126,6 @@ def _line(item: tuple[str, dict[str, Any]], number: int, *, file_label: str) -> 
         "billing_currency": settings.FINOPS_DEFAULT_CURRENCY,
         "tags": {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {},
     }
+    # COSTS maps to CostLineItem money fields, none of them set above.
+    cast(dict[str, Any], line).update(row)
+    return line

@@ -40,14 +40,11 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.faults import fault_point
 from billing_ingest.heartbeat import heartbeat
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, MonthChange
+from billing_ingest.months import month_format, month_from_label
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
-from billing_ingest.parsers.values import (
-    GZIP_MAGIC,
-    PARQUET_MAGIC,
-    ROW_NOTE,
-    ZIP_MAGIC,
-    LineItemTable,
-)
+from billing_ingest.parsers.columnar import LineItemTable
+from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
+from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import (
     file_sha256,
@@ -131,14 +128,14 @@ class _Totals:
         self.currencies: dict[str, dict[str, Any]] = {}
         self.notes: Counter[str] = Counter()
 
-    def take_notes(self, items: Iterable[dict[str, Any]]) -> None:
+    def take_notes(self, items: Iterable[LineItemRow]) -> None:
         """Count and remove the rows' notes (ROW_NOTE), which are not columns."""
         for item in items:
             note = item.pop(ROW_NOTE, None)
             if note is not None:
                 self.notes[note] += 1
 
-    def add(self, items: Iterable[dict[str, Any]]) -> None:
+    def add(self, items: Iterable[LineItemRow]) -> None:
         for item in items:
             self.rows += 1
             self.periods.add(item["billing_period"])
@@ -171,7 +168,7 @@ class _Totals:
     def merge(self, part: ImportBatchPart) -> None:
         """Add a loaded part's recorded count, periods and totals."""
         self.rows += part.row_count
-        self.periods.update(_period_date(label) for label in part.billing_periods)
+        self.periods.update(month_from_label(label) for label in part.billing_periods)
         for currency, values in part.currency_totals.items():
             totals = self.currencies.setdefault(
                 currency, {"billed": Decimal(0), "effective": Decimal(0), "rows": 0}
@@ -193,12 +190,7 @@ class _Totals:
         }
 
     def period_labels(self) -> list[str]:
-        return [period.strftime("%Y-%m") for period in sorted(self.periods)]
-
-
-def _period_date(label: str) -> date:
-    year, month = label.split("-")
-    return date(int(year), int(month), 1)
+        return [month_format(period) for period in sorted(self.periods)]
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from datetime import tzinfo
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db import transaction
@@ -15,10 +14,11 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.parsers.kubernetes import parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
+from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats, parse_sacct
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
 
-JobChunks = Iterator[list[dict[str, Any]]]
+JobChunks = Iterator[list[JobRow]]
 # (path, *, file_label, cluster, stats, columns) -> chunks of JobRecord field dicts. The cluster
 # (saved, or unsaved defaults when the batch names no stored cluster) carries how to read its
 # logs; columns name the columns of a headerless sacct file.
@@ -194,7 +194,7 @@ def _cluster_zone(cluster: Cluster) -> tzinfo:
         raise ValueError(f"cluster {cluster.name!r}: {exc}") from None
 
 
-def _jobs_upsert(*, batch: ImportBatch, rows: list[dict[str, Any]]) -> None:
+def _jobs_upsert(*, batch: ImportBatch, rows: list[JobRow]) -> None:
     # One INSERT may not touch a row twice (PostgreSQL ON CONFLICT), so within a chunk the last
     # line for a job id wins, as a later line would when written afterwards.
     latest = {row["job_id"]: row for row in rows}

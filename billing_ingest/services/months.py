@@ -9,22 +9,13 @@ never imports it (see billing_ingest.tasks.pipeline for how it is woken).
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable
 
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord, MonthChange
-
-
-def _month_key(day: dt.date) -> str:
-    return day.strftime("%Y-%m")
-
-
-def _month_date(label: str) -> dt.date:
-    year, month = label.split("-")
-    return dt.date(int(year), int(month), 1)
+from billing_ingest.months import month_format, month_from_label, month_next
 
 
 def billing_months_touched(*, batches: Iterable[ImportBatch]) -> list[str]:
@@ -42,7 +33,7 @@ def job_months_touched(*, batch_ids: Iterable[int]) -> list[str]:
         return []
     last = timezone.now() if span["running"] is not None else span["last"] or span["first"]
     first_month = span["first"].date().replace(day=1)
-    after_last = (last.date().replace(day=1) + dt.timedelta(days=32)).replace(day=1)
+    after_last = month_next(last.date())
     months = (
         CostLineItem.objects.settled()
         .filter(billing_period__range=(first_month, after_last))
@@ -50,7 +41,7 @@ def job_months_touched(*, batch_ids: Iterable[int]) -> list[str]:
         .values_list("billing_period", flat=True)
         .distinct()
     )
-    return sorted({_month_key(m) for m in months})
+    return sorted({month_format(m) for m in months})
 
 
 def month_changes_record(
@@ -61,7 +52,7 @@ def month_changes_record(
     now = timezone.now()
     return MonthChange.objects.bulk_create(
         MonthChange(
-            month=_month_date(label),
+            month=month_from_label(label),
             kind=kind,
             batch_id=batch_id,
             changed_at=now,
@@ -75,6 +66,6 @@ def month_changes_of_batches(*, batch_ids: Iterable[int]) -> dict[str, int | Non
     """month "YYYY-MM" -> the pipeline run that took the batches' change of it (None: not yet)."""
     rows = MonthChange.objects.filter(batch_id__in=list(batch_ids), start_pipeline=True)
     return {
-        _month_key(month): run_id
+        month_format(month): run_id
         for month, run_id in rows.order_by("month", "id").values_list("month", "pipeline_run_id")
     }

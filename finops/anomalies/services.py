@@ -23,6 +23,7 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.utils import timezone
 
 from finops.anomalies import detector, emails
 from finops.anomalies.findings import DriverValue, Finding, build_findings
@@ -95,7 +96,7 @@ def anomalies_detect(
     ledger, to its newest day). Idempotent."""
     newest = AllocatedCost.objects.aggregate(last=Max("day"))["last"]
     if since is None:
-        since = (newest or dt.date.today()) - dt.timedelta(days=DEFAULT_DAYS - 1)
+        since = (newest or timezone.now().date()) - dt.timedelta(days=DEFAULT_DAYS - 1)
     summary = DetectSummary(since=since, until=until)
     if newest is None:
         return summary

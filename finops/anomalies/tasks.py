@@ -13,9 +13,9 @@ from celery import shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
+from billing_ingest.months import month_parse
 from finops.anomalies import emails
 from finops.anomalies.services import DetectSummary, anomalies_detect
-from finops.attribution.services import parse_month
 
 # A month of a large ledger reads in well under a minute; the limits still stop a hung run.
 SOFT_TIME_LIMIT = 15 * 60
@@ -37,7 +37,7 @@ def detect_anomalies_for_month(month: str, pipeline_run_id: int | None = None) -
     """Re-evaluate the anomalies of the days of one month ("YYYY-MM"). Idempotent.
 
     pipeline_run_id: the pipeline run that chained this step (for its log); unused otherwise."""
-    first = parse_month(month)
+    first = month_parse(month)
     last = first.replace(day=calendar.monthrange(first.year, first.month)[1])
     result = _summary(anomalies_detect(since=first, until=last))
     result["pipeline_run_id"] = pipeline_run_id

@@ -15,8 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from finops.api.filters import month_parse
-from finops.api.schema import MONTH_PATTERN
+from billing_ingest.months import MONTH_PATTERN, month_parse
 from finops.api.serializers import MonthQuerySerializer, money
 from finops.chargeback import documents
 from finops.chargeback.selectors import Statement, statement_get, statements_build

@@ -19,9 +19,9 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 
+from billing_ingest.months import MONTH_PATTERN
 from finops.org.permissions import ViewerReadOnly
 
-MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
 MONTH_SCHEMA: dict[str, Any] = {"type": "string", "pattern": MONTH_PATTERN, "example": "2025-09"}
 
 

@@ -9,21 +9,19 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
-from finops.api.filters import month_parse
-from finops.api.schema import MONTH_PATTERN
+from billing_ingest.months import MONTH_PATTERN, month_parse
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
-from finops.attribution.selectors import (
+from finops.attribution.reconciliation_selectors import Reconciliation, ReconciliationRow
+from finops.attribution.reporting import NativeAmount, Reporting
+from finops.attribution.timeseries import (
     COST_GROUP_BY,
+    INTERVALS,
+    CostPoint,
     CostSeries,
     CostSeriesReport,
-    NativeAmount,
-    Reconciliation,
-    ReconciliationRow,
-    Reporting,
     SeriesPoint,
 )
-from finops.attribution.timeseries import INTERVALS, CostPoint
 from finops.currency.services import currency_code
 from finops.org.models import Team
 
@@ -126,7 +124,7 @@ def month_validate(value: str) -> str:
 
 class MonthQuerySerializer(serializers.Serializer[None]):
     month = serializers.RegexField(
-        r"^\d{4}-(0[1-9]|1[0-2])$",
+        MONTH_PATTERN,
         error_messages={"invalid": "Enter a month as YYYY-MM.", "required": "month is required."},
     )
 

@@ -17,7 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing_ingest.models import ImportBatch
-from finops.api.filters import RunCostFilterSet, month_format, month_parse
+from billing_ingest.months import month_format, month_parse
+from finops.api.filters import RunCostFilterSet
 from finops.api.schema import month_parameter
 from finops.api.serializers import (
     CostPointSerializer,
@@ -33,14 +34,10 @@ from finops.api.serializers import (
     TeamSerializer,
 )
 from finops.attribution.models import RunCost
-from finops.attribution.selectors import (
-    COST_GROUP_BY,
-    SECONDS_PER_HOUR,
-    cost_series,
-    reconciliation_for_month,
-    run_cost_list_visible,
-)
-from finops.attribution.timeseries import INTERVALS, cost_points
+from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.reporting import SECONDS_PER_HOUR
+from finops.attribution.run_selectors import run_cost_list_visible
+from finops.attribution.timeseries import COST_GROUP_BY, INTERVALS, cost_points, cost_series
 from finops.currency.selectors import FxRateMissing
 from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team

@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from billing_ingest.money import MoneySum
+from billing_ingest.months import month_add
 from finops.attribution.models import Category, TeamDailyCost
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
@@ -31,11 +32,6 @@ NO_TEAM = "No team (platform)"
 _ROW_FIELDS = (
     "billing_period", "day", "team_id", "team__slug", "team__name", "category", "billing_currency",
 )  # fmt: skip
-
-
-def month_add(month: date, months: int) -> date:
-    index = month.year * 12 + month.month - 1 + months
-    return date(index // 12, index % 12 + 1, 1)
 
 
 @dataclass

@@ -12,26 +12,8 @@ from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When
 from django.db.models.functions import Cast
 from drf_spectacular.utils import extend_schema_field
 
+from billing_ingest.months import MAX_YEAR, MIN_YEAR, MONTH_FORMAT, MONTH_PATTERN
 from finops.attribution.models import Category, RunCost
-
-MONTH_FORMAT = "%Y-%m"
-MONTH_PATTERN = r"^\d{4}-(0[1-9]|1[0-2])$"
-# Months outside these years are refused: year 0 does not exist, and readers step to the next
-# month (date + 32 days), which overflows in December 9999.
-MIN_YEAR, MAX_YEAR = 1970, 9998
-
-
-def month_parse(text: str) -> date:
-    """'YYYY-MM' -> the first day of that month. ValueError on anything else, and on years
-    outside MIN_YEAR..MAX_YEAR."""
-    month = datetime.strptime(text.strip(), MONTH_FORMAT).date().replace(day=1)
-    if not MIN_YEAR <= month.year <= MAX_YEAR:
-        raise ValueError(f"month must be between {MIN_YEAR}-01 and {MAX_YEAR}-12")
-    return month
-
-
-def month_format(month: date) -> str:
-    return month.strftime(MONTH_FORMAT)
 
 
 class MonthField(forms.DateField):
@@ -48,9 +30,7 @@ class MonthField(forms.DateField):
 
 
 # In the OpenAPI schema a YYYY-MM string, not the date its DateFilter base would claim.
-@extend_schema_field(
-    {"type": "string", "pattern": r"^\d{4}-(0[1-9]|1[0-2])$", "example": "2025-09"}
-)
+@extend_schema_field({"type": "string", "pattern": MONTH_PATTERN, "example": "2025-09"})
 class MonthFilter(django_filters.DateFilter):
     field_class = MonthField
 

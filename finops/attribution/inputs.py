@@ -111,6 +111,33 @@ _LINE_FIELDS = (
 )  # fmt: skip
 
 
+_Plain = list[tuple[int, list[Any], Any]]
+_Cached = list[tuple[int, list[Any], Any, dict[Any, Any]]]
+
+
+def _selected_names(queryset: models.QuerySet[Any], compiler: Any) -> list[str]:
+    """Column names in the compiler's order (the aliases it selects them as)."""
+    names = [alias for _, _, alias in compiler.select[: compiler.col_count]]
+    if None in names:
+        query = queryset.query
+        names = [*query.extra_select, *query.values_select, *query.annotation_select]
+    return names
+
+
+def _converters(compiler: Any, names: list[str], memoised: Iterable[str]) -> tuple[_Plain, _Cached]:
+    """The ORM's converters by column position: plain ones, and memoised ones with a memo."""
+    fields = [expression for expression, _, _ in compiler.select[: compiler.col_count]]
+    memo_at = {names.index(name) for name in memoised if name in names}
+    plain: _Plain = []
+    cached: _Cached = []
+    for pos, (convs, expression) in compiler.get_converters(fields).items():
+        if pos in memo_at:
+            cached.append((pos, convs, expression, {}))
+        else:
+            plain.append((pos, convs, expression))
+    return plain, cached
+
+
 def _rows(queryset: models.QuerySet[Any], memoised: Iterable[str]) -> Iterator[tuple[Any, ...]]:
     """The value tuples of a values_list queryset, as the ORM would convert them, read in
     chunks; the columns named in memoised are converted once per distinct database value.
@@ -123,27 +150,13 @@ def _rows(queryset: models.QuerySet[Any], memoised: Iterable[str]) -> Iterator[t
     chunked = not compiler.connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
     results = compiler.execute_sql(MULTI, chunked_fetch=chunked, chunk_size=BATCH_SIZE)
     assert results is not None
-    selected = compiler.select[: compiler.col_count]
-    # Column names in the compiler's order (the aliases it selects them as), then the order
-    # values_list asked for.
-    names = [alias for _, _, alias in selected]
-    if None in names:
-        query = queryset.query
-        names = [*query.extra_select, *query.values_select, *query.annotation_select]
+    names = _selected_names(queryset, compiler)
     wanted = list(queryset._fields or names)  # type: ignore[attr-defined]
     order = [names.index(name) for name in wanted]
     reorder = order != list(range(len(order)))
-    fields = [expression for expression, _, _ in selected]
-    converters = compiler.get_converters(fields)
+    plain, cached = _converters(compiler, names, memoised)
     connection = compiler.connection
-    memo_at = {names.index(name) for name in memoised if name in names}
-    plain: list[tuple[int, list[Any], Any]] = []
-    cached: list[tuple[int, list[Any], Any, dict[Any, Any]]] = []
-    for pos, (convs, expression) in converters.items():
-        if pos in memo_at:
-            cached.append((pos, convs, expression, {}))
-        else:
-            plain.append((pos, convs, expression))
+    # The per-row loop stays inline: it runs for every cell of a month's line items.
     for chunk in results:
         for raw in chunk:
             row = list(raw)

@@ -19,23 +19,12 @@ from django.utils import timezone
 
 from billing_ingest.faults import fault_point
 from billing_ingest.heartbeat import dead_worker_message, heartbeat, heartbeat_deadline
+from billing_ingest.months import month_start
 from finops.attribution import engine, ledger
 from finops.attribution.inputs import Inputs, inputs_load
 from finops.attribution.models import AttributionRun
 
 logger = logging.getLogger(__name__)
-
-
-def month_start(value: dt.date) -> dt.date:
-    return value.replace(day=1)
-
-
-def parse_month(text: str) -> dt.date:
-    """'YYYY-MM' -> first day of that month; ValueError otherwise."""
-    try:
-        return dt.datetime.strptime(text.strip(), "%Y-%m").date()
-    except ValueError:
-        raise ValueError(f"month must be YYYY-MM, not {text!r}") from None
 
 
 def _attribute(month: dt.date, inputs: Inputs) -> None:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from finops.attribution.services import attribution_run, parse_month
+from billing_ingest.months import month_parse
+from finops.attribution.services import attribution_run
 
 # The benchmark month (744k line items, 300k jobs) attributes in about a minute; the limits leave
 # room for a much larger month while still killing a run that hangs.
@@ -26,7 +27,7 @@ TIME_LIMIT = SOFT_TIME_LIMIT + 5 * 60
 def attribute_month(month: str, pipeline_run_id: int | None = None) -> dict[str, object]:
     """Attribute one billing month ("YYYY-MM"). Idempotent: a re-run replaces the month's rows.
     A failed run raises (the run is recorded FAILED, the month keeps its previous ledger)."""
-    run = attribution_run(month=parse_month(month))
+    run = attribution_run(month=month_parse(month))
     return {
         "attribution_run": run.pk,
         "month": month,

@@ -1,5 +1,6 @@
-"""Reads for the Grafana-friendly cost series of /api/v1/costs/?interval=: one flat point per
-(bucket, key), the bucket a day, an ISO week (its Monday) or a month (its first day).
+"""Reads for the cost series of /api/v1/costs/: per key and day within a month (cost_series),
+or the Grafana-friendly ?interval= form (cost_points): one flat point per (bucket, key), the
+bucket a day, an ISO week (its Monday) or a month (its first day).
 
 From the TeamDailyCost rollup, never the ledger. Each day's amount is converted at its day's
 FX rate (finops.currency), the exact values summed per bucket and rounded once, so a week's
@@ -18,11 +19,98 @@ from django.db.models import QuerySet
 
 from billing_ingest.money import MoneySum
 from finops.attribution.models import TeamDailyCost
-from finops.attribution.selectors import COST_GROUP_BY, _exact_amounts, _visible
+from finops.attribution.reporting import (
+    ZERO,
+    NativeAmount,
+    currency_order,
+    exact_amounts,
+    visible_to,
+)
 from finops.currency.selectors import money_round
 from finops.org.models import Team
 
 INTERVALS = ("day", "week", "month")
+
+
+COST_GROUP_BY = {"team": "team__slug", "provider": "provider_name", "category": "category"}
+
+
+@dataclass
+class SeriesPoint:
+    day: date
+    amount: Decimal
+
+
+@dataclass
+class CostSeries:
+    # Team slug (None: no team, finance only), provider name or category.
+    key: str | None
+    label: str
+    total: Decimal
+    points: list[SeriesPoint]
+
+
+@dataclass
+class CostSeriesReport:
+    month: date
+    currency: str
+    group_by: str
+    total: Decimal
+    native_totals: list[NativeAmount]
+    series: list[CostSeries]
+
+
+def cost_series(
+    *,
+    month: date,
+    teams: QuerySet[Team],
+    include_unowned: bool,
+    currency: str,
+    group_by: str = "team",
+) -> CostSeriesReport:
+    """Daily attributed cost of a billing month per team, provider or category, converted to
+    `currency` per day (each figure rounded once). FxRateMissing when a rate is missing.
+    Days without cost are left out of a series. Three queries at most, however many rows."""
+    key_field = COST_GROUP_BY[group_by]
+    base = visible_to(
+        TeamDailyCost.objects.filter(billing_period=month),
+        teams=teams,
+        include_unowned=include_unowned,
+    )
+    rows = list(
+        base.order_by()
+        .values(key_field, "team__name", "day", "billing_currency")
+        .annotate(amount=MoneySum("amount"))
+    )
+    exact = exact_amounts(rows, currency=currency)
+    points: dict[str | None, dict[date, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    labels: dict[str | None, str] = {}
+    native: dict[str, Decimal] = defaultdict(lambda: ZERO)
+    for row, value in zip(rows, exact, strict=True):
+        key = row[key_field]
+        points[key][row["day"]] += value
+        native[row["billing_currency"]] += row["amount"]
+        if group_by == "team":
+            labels[key] = row["team__name"] or "No team (platform)"
+        else:
+            labels[key] = key or "(none)"
+    series = [
+        CostSeries(
+            key=key,
+            label=labels[key],
+            total=money_round(sum(days.values(), Fraction(0))),
+            points=[SeriesPoint(day, money_round(v)) for day, v in sorted(days.items())],
+        )
+        for key, days in sorted(points.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))
+    ]
+    return CostSeriesReport(
+        month=month,
+        currency=currency,
+        group_by=group_by,
+        total=money_round(sum(exact, Fraction(0))),
+        native_totals=[NativeAmount(c, native[c]) for c in sorted(native, key=currency_order)],
+        series=series,
+    )
 
 
 def bucket_start(day: date, interval: str) -> date:
@@ -69,12 +157,12 @@ def cost_points(
     if until is not None:
         rows_qs = rows_qs.filter(day__lte=until)
     rows = list(
-        _visible(rows_qs, teams=teams, include_unowned=include_unowned)
+        visible_to(rows_qs, teams=teams, include_unowned=include_unowned)
         .order_by()
         .values(key_field, "day", "billing_currency")
         .annotate(amount=MoneySum("amount"))
     )
-    exact = _exact_amounts(rows, currency=currency)
+    exact = exact_amounts(rows, currency=currency)
     sums: dict[tuple[date, str | None], Fraction] = defaultdict(Fraction)
     for row, value in zip(rows, exact, strict=True):
         sums[(bucket_start(row["day"], interval), row[key_field])] += value

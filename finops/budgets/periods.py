@@ -5,15 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
+from billing_ingest.months import month_add
+
 MONTH = "month"
 QUARTER = "quarter"
 YEAR = "year"
 _MONTHS = {MONTH: 1, QUARTER: 3, YEAR: 12}
-
-
-def add_months(first: date, months: int) -> date:
-    index = first.year * 12 + first.month - 1 + months
-    return date(index // 12, index % 12 + 1, 1)
 
 
 @dataclass(frozen=True)
@@ -33,7 +30,7 @@ class Period:
         month = self.start.replace(day=1)
         while month <= self.end:
             out.append(month)
-            month = add_months(month, 1)
+            month = month_add(month, 1)
         return out
 
     def overlaps(self, first: date, last: date) -> bool:
@@ -49,5 +46,5 @@ def period_containing(*, kind: str, day: date, fiscal_year_start_month: int = 1)
     else:
         # Months since the fiscal year's first month, rounded down to the period length.
         offset = (day.month - fiscal_year_start_month) % 12
-        start = add_months(day.replace(day=1), -(offset % length))
-    return Period(start=start, end=add_months(start, length) - timedelta(days=1))
+        start = month_add(day.replace(day=1), -(offset % length))
+    return Period(start=start, end=month_add(start, length) - timedelta(days=1))

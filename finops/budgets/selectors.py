@@ -12,12 +12,14 @@ from fractions import Fraction
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from billing_ingest.money import MoneySum
+from billing_ingest.months import month_add
 from finops.attribution.models import AllocatedCost, TeamDailyCost
 from finops.budgets.forecast import WINDOW_DAYS, Forecast, ForecastInput, forecast_rest
 from finops.budgets.models import Budget, BudgetAlert
-from finops.budgets.periods import Period, add_months, period_containing
+from finops.budgets.periods import Period, period_containing
 from finops.budgets.series import ScopeSeries, scope_series
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
@@ -104,14 +106,14 @@ def _projected_recurring(series: ScopeSeries, provider: str, period: Period, as_
         return out
     newest = max(known).replace(day=1)
     template = {d.day: v for d, v in known.items() if d.replace(day=1) == newest}
-    month = add_months(newest, 1)
+    month = month_add(newest, 1)
     while month <= period.end:
-        last = add_months(month, 1) - timedelta(days=1)
+        last = month_add(month, 1) - timedelta(days=1)
         for dom, value in template.items():
             day = month.replace(day=min(dom, last.day))
             if as_of < day <= period.end:
                 out[day] = out.get(day, Fraction(0)) + value
-        month = add_months(month, 1)
+        month = month_add(month, 1)
     return out
 
 
@@ -264,8 +266,8 @@ def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, 
     if budget.tag_key:
         return {"services": []}
     qs = AllocatedCost.objects.filter(
-        billing_period__gte=add_months(period.start, -1),
-        billing_period__lte=add_months(period.end.replace(day=1), 1),
+        billing_period__gte=month_add(period.start, -1),
+        billing_period__lte=month_add(period.end.replace(day=1), 1),
         day__gte=period.start,
         day__lte=min(as_of, period.end),
     )
@@ -324,14 +326,14 @@ def last_ledger_day_of_scope(*, budget: Budget) -> date | None:
 def _month_as_of(month: date) -> date:
     """The day a month's budgets are shown as of: its newest ledger day, else its last day (or
     today, when that is earlier)."""
-    last = add_months(month.replace(day=1), 1) - timedelta(days=1)
+    last = month_add(month.replace(day=1), 1) - timedelta(days=1)
     newest = (
         TeamDailyCost.objects.filter(billing_period=month.replace(day=1), day__lte=last)
         .order_by("-day")
         .values_list("day", flat=True)
         .first()
     )
-    return newest or min(last, date.today())
+    return newest or min(last, timezone.now().date())
 
 
 def budget_statuses_of_team(*, team: Team, month: date) -> list[BudgetStatus]:

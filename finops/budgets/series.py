@@ -27,10 +27,10 @@ from django.db.models import QuerySet
 
 from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
+from billing_ingest.months import month_add
 from finops.attribution.models import TeamDailyCost
 from finops.attribution.team_mapping import TeamResolver
 from finops.budgets.models import Budget
-from finops.budgets.periods import add_months
 from finops.currency.selectors import converter_for
 
 DAY_SECONDS = 86400
@@ -54,7 +54,7 @@ class ScopeSeries:
 
 def _month_bounds(first: date, last: date) -> tuple[date, date]:
     """Billing months that can hold days first..last (a day may sit on the next invoice)."""
-    return add_months(first.replace(day=1), -1), add_months(last.replace(day=1), 1)
+    return month_add(first.replace(day=1), -1), month_add(last.replace(day=1), 1)
 
 
 def _ledger_rows(budget: Budget, first: date, last: date) -> Iterator[Any]:

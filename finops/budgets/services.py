@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
 from finops.audit.services import audit_record
 from finops.budgets.emails import alert_email
@@ -114,7 +115,7 @@ def _currency(value: object, budget_scope: Budget, errors: dict[str, list[str]])
     if not _CURRENCY.match(code):
         errors.setdefault("currency", []).append("An ISO 4217 code such as USD.")
         return code
-    day = last_ledger_day_of_scope(budget=budget_scope) or date.today()
+    day = last_ledger_day_of_scope(budget=budget_scope) or timezone.now().date()
     for ledger_code in sorted(ledger_currencies(budget=budget_scope)):
         try:
             fx_rate_for(day=day, from_currency=ledger_code, to_currency=code)
@@ -123,6 +124,59 @@ def _currency(value: object, budget_scope: Budget, errors: dict[str, list[str]])
                 f"No FX rate converts the ledger's {ledger_code} to {code}: {exc}."
             )
     return code
+
+
+def _name(value: object, errors: dict[str, list[str]]) -> str:
+    name = str(value or "").strip()
+    if not name:
+        errors["name"] = ["A budget needs a name."]
+    elif len(name) > 200:
+        errors["name"] = ["At most 200 characters."]
+    return name
+
+
+def _team(
+    slug: object, *, user: AnyUser, finance: bool, errors: dict[str, list[str]]
+) -> Team | None:
+    """The team named, if the user may budget for it; no team only for finance."""
+    if slug in (None, ""):
+        if not finance:
+            errors["team"] = ["Choose one of your teams: organisation budgets are finance's."]
+        return None
+    team = Team.objects.filter(slug=str(slug)).first()
+    if team is None:
+        errors["team"] = [f"No team {slug!r}."]
+    elif not team_list_visible(user=user).filter(pk=team.pk).exists():
+        errors["team"] = ["You may only save budgets of your own teams."]
+        team = None
+    return team
+
+
+def _provider(
+    value: object, team: Team | None, slug: object, *, finance: bool, errors: dict[str, list[str]]
+) -> str:
+    """A provider budget: finance's, and never also a team's."""
+    provider = str(value or "").strip()
+    if provider and (team is not None or slug not in (None, "")):
+        errors.setdefault("provider", []).append("A budget is for a team or a provider.")
+    if provider and not finance:
+        errors.setdefault("provider", []).append("Provider budgets are finance's.")
+    return provider
+
+
+def _tag(value: object, slug: object, errors: dict[str, list[str]]) -> tuple[str, str]:
+    """(key, value) of a "key=value" tag filter, which needs a team; ("", "") for none."""
+    tag = str(value or "").strip()
+    if not tag:
+        return "", ""
+    match = _TAG.match(tag)
+    if match is None:
+        errors["tag"] = ["Write the tag filter as key=value."]
+    elif slug in (None, ""):
+        errors["tag"] = ["A tag filter needs a team."]
+    else:
+        return match.group(1).strip(), match.group(2).strip()
+    return "", ""
 
 
 @dataclass
@@ -155,37 +209,11 @@ def budget_validate(
 
     errors: dict[str, list[str]] = {}
     finance = user_is_finance(user)
-    name = str(current("name", "") or "").strip()
-    if not name:
-        errors["name"] = ["A budget needs a name."]
-    elif len(name) > 200:
-        errors["name"] = ["At most 200 characters."]
-    team = None
+    name = _name(current("name", ""), errors)
     slug = current("team", None)
-    if slug not in (None, ""):
-        team = Team.objects.filter(slug=str(slug)).first()
-        if team is None:
-            errors["team"] = [f"No team {slug!r}."]
-        elif not team_list_visible(user=user).filter(pk=team.pk).exists():
-            errors["team"] = ["You may only save budgets of your own teams."]
-            team = None
-    elif not finance:
-        errors["team"] = ["Choose one of your teams: organisation budgets are finance's."]
-    provider = str(current("provider", "") or "").strip()
-    if provider and (team is not None or slug not in (None, "")):
-        errors.setdefault("provider", []).append("A budget is for a team or a provider.")
-    if provider and not finance:
-        errors.setdefault("provider", []).append("Provider budgets are finance's.")
-    tag = str(current("tag", "") or "").strip()
-    tag_key = tag_value = ""
-    if tag:
-        match = _TAG.match(tag)
-        if match is None:
-            errors["tag"] = ["Write the tag filter as key=value."]
-        elif slug in (None, ""):
-            errors["tag"] = ["A tag filter needs a team."]
-        else:
-            tag_key, tag_value = match.group(1).strip(), match.group(2).strip()
+    team = _team(slug, user=user, finance=finance, errors=errors)
+    provider = _provider(current("provider", ""), team, slug, finance=finance, errors=errors)
+    tag_key, tag_value = _tag(current("tag", ""), slug, errors)
     period = str(current("period", Budget.Period.MONTH) or "")
     if period not in Budget.Period.values:
         errors["period"] = [f"One of {', '.join(Budget.Period.values)}."]

@@ -8,8 +8,8 @@ from celery import shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
+from billing_ingest.months import month_add
 from finops.budgets.models import Budget
-from finops.budgets.periods import add_months
 from finops.budgets.selectors import budget_period
 from finops.budgets.series import last_ledger_day
 from finops.budgets.services import budgets_evaluate_active
@@ -40,7 +40,7 @@ def evaluate_budgets_for_month(month: str, pipeline_run_id: int | None = None) -
     as_of = last_ledger_day(month=first)
     if as_of is None:
         return {"budgets": 0, "alerts": [], "month": month}
-    last = add_months(first, 1)
+    last = month_add(first, 1)
     ids = [
         b.pk
         for b in Budget.objects.filter(active=True)

@@ -1,4 +1,5 @@
-"""Reads: a team's chargeback statement for a month, and the periods finance closes.
+"""Reads: a team's chargeback statement for a month (the periods finance closes are read in
+period_selectors).
 
 A statement is built from one of two places, never both:
 - an open month: the live ledger (AllocatedCost) of the team and month, plus the adjustments
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, timedelta
+from datetime import date
 from decimal import Decimal
 from fractions import Fraction
 
@@ -26,9 +27,11 @@ from django.db.models import QuerySet, Sum
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.money import MoneySum
+from billing_ingest.months import month_previous
 from finops.attribution.models import AllocatedCost, AttributionRun, Category
-from finops.attribution.selectors import month_list_with_data
+from finops.attribution.reporting import currency_order
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
+from finops.chargeback.period_selectors import closes_active
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
 
@@ -39,14 +42,6 @@ SHARE_CATEGORIES = (Category.SHARED.value, Category.IDLE.value)
 # currency there, and every run is in the CSV. A team runs up to ~1,900 runs a month: a PDF of
 # them all takes WeasyPrint about 40 s on a busy 2-core machine, for 40 pages nobody reads.
 RUNS_SHOWN = 100
-
-
-def month_previous(month: date) -> date:
-    return (month.replace(day=1) - timedelta(days=1)).replace(day=1)
-
-
-def month_next(month: date) -> date:
-    return (month.replace(day=28) + timedelta(days=4)).replace(day=1)
 
 
 @dataclass
@@ -129,7 +124,7 @@ class Statement:
         sums: dict[str, Decimal] = defaultdict(Decimal)
         for line in lines:
             sums[line.currency] += line.amount
-        return [NativeTotal(c, sums[c]) for c in sorted(sums, key=_currency_order)]
+        return [NativeTotal(c, sums[c]) for c in sorted(sums, key=currency_order)]
 
     @staticmethod
     def _reporting(lines: list[Line]) -> Decimal | None:
@@ -173,59 +168,14 @@ class Statement:
         ]
 
 
-def _currency_order(currency: str) -> tuple[bool, str]:
-    return (currency != settings.FINOPS_DEFAULT_CURRENCY, currency)
-
-
 def _line_order(line: Line) -> tuple[object, ...]:
     if line.section in (Section.CATEGORY, Section.ORG):
         rank = CATEGORY_ORDER.index(line.key) if line.key in CATEGORY_ORDER else len(CATEGORY_ORDER)
-        return (rank, _currency_order(line.currency))
+        return (rank, currency_order(line.currency))
     if line.section == Section.ADJUSTMENT:
-        return (line.origin_month, CATEGORY_ORDER.index(line.key), _currency_order(line.currency))
+        return (line.origin_month, CATEGORY_ORDER.index(line.key), currency_order(line.currency))
     # Runs and endpoints: the largest first.
-    return (-line.amount, line.key, _currency_order(line.currency))
-
-
-# --- periods ------------------------------------------------------------------------------
-
-
-def closes_active() -> dict[date, ClosedPeriod]:
-    """Closed months -> their (not reopened) close."""
-    return {c.month: c for c in ClosedPeriod.objects.filter(reopened_at__isnull=True)}
-
-
-def month_is_closed(month: date) -> bool:
-    return ClosedPeriod.objects.filter(
-        month=month.replace(day=1), reopened_at__isnull=True
-    ).exists()
-
-
-@dataclass
-class PeriodStatus:
-    month: date
-    close: ClosedPeriod | None
-    # Every close of the month, newest first (reopened ones included).
-    history: list[ClosedPeriod]
-
-    @property
-    def is_closed(self) -> bool:
-        return self.close is not None
-
-
-def period_list() -> list[PeriodStatus]:
-    """Months with data or a close, newest first, each with its close history."""
-    closes = list(ClosedPeriod.objects.select_related("closed_by", "reopened_by"))
-    months = set(month_list_with_data()) | {c.month for c in closes}
-    history: dict[date, list[ClosedPeriod]] = defaultdict(list)
-    for close in closes:
-        history[close.month].append(close)
-    result = []
-    for month in sorted(months, reverse=True):
-        items = sorted(history[month], key=lambda c: c.closed_at, reverse=True)
-        active = next((c for c in items if c.reopened_at is None), None)
-        result.append(PeriodStatus(month=month, close=active, history=items))
-    return result
+    return (-line.amount, line.key, currency_order(line.currency))
 
 
 # --- the live ledger ----------------------------------------------------------------------

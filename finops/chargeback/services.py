@@ -12,12 +12,12 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from finops.attribution.selectors import reconciliation_for_month
+from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from finops.audit.services import audit_record
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
+from finops.chargeback.period_selectors import month_is_closed
 from finops.chargeback.selectors import (
     Statement,
-    month_is_closed,
     statements_build,
     team_lead_emails,
 )

@@ -26,7 +26,8 @@ from random import Random
 
 from finops.demo import export_aws, export_azure, export_coreweave, export_gcp
 from finops.demo.fleet import CLOUDS, JobsFormat, Month, Node, build_fleet
-from finops.demo.generate_focus import FOCUS_COLUMNS, PROVIDERS, Row, provider_rows
+from finops.demo.focus_catalogue import FOCUS_COLUMNS, PROVIDERS, Row
+from finops.demo.generate_focus import provider_rows
 from finops.demo.generate_kubernetes import (
     Pod,
     Series,

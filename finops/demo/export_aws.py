@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from finops.demo.fleet import HOUR, Month
-from finops.demo.generate_focus import PROVIDERS, Row, money
+from finops.demo.focus_catalogue import PROVIDERS, Row, money
 
 CUR_COLUMNS = (
     "bill_bill_type",

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 
 from finops.demo.fleet import Month
-from finops.demo.generate_focus import PROVIDERS, Row, money
+from finops.demo.focus_catalogue import PROVIDERS, Row, money
 
 EA_COLUMNS = (
     "BillingAccountId", "BillingAccountName", "BillingPeriodStartDate", "BillingPeriodEndDate",
@@ -51,12 +51,12 @@ _SERVICES = {
 }  # fmt: skip
 
 
-def _ea_date(moment: datetime) -> str:
+def _ea_date(moment: date) -> str:
     return moment.strftime("%m/%d/%Y")
 
 
 def _day(focus_time: str) -> str:
-    return _ea_date(datetime.strptime(focus_time[:10], "%Y-%m-%d"))
+    return _ea_date(date.fromisoformat(focus_time[:10]))
 
 
 def _guid(text: str) -> str:

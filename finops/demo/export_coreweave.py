@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 
-from finops.demo.generate_focus import Row
+from finops.demo.focus_catalogue import Row
 
 _COST_COLUMNS = (
     "BilledCost", "EffectiveCost", "ListCost", "ContractedCost", "ListUnitPrice",

@@ -24,7 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from finops.demo.fleet import HOUR, Month
-from finops.demo.generate_focus import PROVIDERS, Row, money
+from finops.demo.focus_catalogue import PROVIDERS, Row, money
 
 Record = dict[str, Any]
 

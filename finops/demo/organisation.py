@@ -22,7 +22,7 @@ from django.db.models import Field, Model
 from billing_ingest.models import CoreWeaveRate
 from finops.attribution.models import SharedCostRule
 from finops.demo.export_coreweave import ContractRate
-from finops.demo.workload import TEAMS
+from finops.demo.teams import TEAMS
 from finops.org.models import MappingRule, Profile, Team
 
 FINANCE_USERNAME = "finance"

@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, time
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from typing import Any
 
+from billing_ingest.months import month_next
 from finops.exports.columns import UNIT_PRICE_PLACES
 from finops.exports.units import UNNAMED_UNIT, focus_unit
 
@@ -91,10 +92,6 @@ def _text(value: str | None) -> str | None:
     if value is None or not value.strip():
         return None
     return value
-
-
-def _next_month(day: date) -> date:
-    return date(day.year + day.month // 12, day.month % 12 + 1, 1)
 
 
 def _midnight_utc(day: date) -> datetime:
@@ -323,7 +320,7 @@ def focus_row(item: Mapping[str, Any], *, service_categories: Mapping[str, str])
     region = _text(item["region_id"])
     resource_id = _text(item["resource_id"])
     sku = _sku(item, category, service_name)
-    period_end = item["billing_period_end"] or _midnight_utc(_next_month(item["billing_period"]))
+    period_end = item["billing_period_end"] or _midnight_utc(month_next(item["billing_period"]))
     row: dict[str, Any] = {
         "AvailabilityZone": None,
         "BilledCost": item["billed_cost"],

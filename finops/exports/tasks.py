@@ -8,7 +8,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from finops.exports.writer import focus_month_export, focus_month_parse
+from billing_ingest.months import month_parse
+from finops.exports.writer import focus_month_export
 
 __all__ = ["export_focus_month"]
 
@@ -22,7 +23,7 @@ __all__ = ["export_focus_month"]
 def export_focus_month(month: str, out: str) -> dict[str, Any]:
     """Write billing month `month` ("YYYY-MM") to `out` (.parquet or .csv, a path on the
     worker's file system) as FOCUS 1.2. Idempotent: a re-run replaces the file atomically."""
-    result = focus_month_export(month=focus_month_parse(month), out=Path(out))
+    result = focus_month_export(month=month_parse(month), out=Path(out))
     return {
         "month": result.month.strftime("%Y-%m"),
         "out": str(result.path),

@@ -34,14 +34,6 @@ EXPORT_FORMATS = {".parquet": "parquet", ".csv": "csv"}
 _ZERO = Decimal(0)
 
 
-def focus_month_parse(text: str) -> date:
-    """'YYYY-MM' -> the first day of that month; ValueError otherwise."""
-    try:
-        return datetime.strptime(text.strip(), "%Y-%m").date()
-    except ValueError:
-        raise ValueError(f"month must be YYYY-MM, not {text!r}") from None
-
-
 def focus_export_format(path: Path) -> str:
     """'parquet' or 'csv' from the file name; ValueError for anything else."""
     found = EXPORT_FORMATS.get(path.suffix.lower())

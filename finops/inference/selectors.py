@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from billing_ingest.models import ImportBatch
+from billing_ingest.months import month_from_label, month_next
 from finops.inference.models import EndpointCost, InferenceUsage
 from finops.inference.services import unit_cost
 from finops.org.models import Team
@@ -117,7 +118,7 @@ def usage_without_cost(*, month: dt.date) -> list[tuple[dt.date, str]]:
     the `finops.io/endpoint` label, or an endpoint name that differs between metrics and pods."""
     first = month.replace(day=1)
     start = dt.datetime.combine(first, dt.time(), dt.UTC)
-    end = dt.datetime.combine((first + dt.timedelta(days=32)).replace(day=1), dt.time(), dt.UTC)
+    end = dt.datetime.combine(month_next(first), dt.time(), dt.UTC)
     used = {
         (at.astimezone(dt.UTC).date(), endpoint)
         for at, endpoint in InferenceUsage.objects.filter(
@@ -133,4 +134,4 @@ def batch_usage_months(*, batch_id: int) -> list[dt.date]:
     periods = (
         ImportBatch.objects.filter(id=batch_id).values_list("billing_periods", flat=True).first()
     )
-    return [dt.datetime.strptime(text, "%Y-%m").date() for text in periods or []]
+    return [month_from_label(text) for text in periods or []]

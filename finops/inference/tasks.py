@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
-from finops.attribution.services import parse_month
+from billing_ingest.months import month_parse
 from finops.inference.services import endpoint_costs_rebuild, usage_batch_ingest
 
 # A month of hourly per-pod counters is a few hundred thousand samples: minutes at most.
@@ -37,4 +37,4 @@ def ingest_inference_batch(batch_id: int) -> dict[str, Any]:
 def rebuild_endpoint_costs(month: str, pipeline_run_id: int | None = None) -> int:
     """Rebuild one billing month's ("YYYY-MM") EndpointCost rows from its ledger; idempotent.
     The pipeline's step after attribution (finops.pipeline.steps)."""
-    return endpoint_costs_rebuild(month=parse_month(month))
+    return endpoint_costs_rebuild(month=month_parse(month))

@@ -22,6 +22,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from billing_ingest.heartbeat import heartbeat
 from billing_ingest.models import CostLineItem
+from billing_ingest.months import month_previous
 from billing_ingest.services.batches import import_batches_fail_dead
 from finops.attribution.services import attribution_runs_fail_dead
 from finops.pipeline.models import PipelineRun, PipelineStep
@@ -160,10 +161,6 @@ def start_pending_pipelines() -> dict[str, dict[str, Any]]:
     return started
 
 
-def _previous_month(first: dt.date) -> dt.date:
-    return (first - dt.timedelta(days=1)).replace(day=1)
-
-
 @shared_task(name="finops.pipeline.open_months", soft_time_limit=60, time_limit=120, **_ACKS)
 def pipeline_open_months() -> list[str]:
     """Nightly: run the pipeline for the current and the previous month, those that have line
@@ -172,7 +169,7 @@ def pipeline_open_months() -> list[str]:
     current = timezone.now().date().replace(day=1)
     months = [
         m
-        for m in (_previous_month(current), current)
+        for m in (month_previous(current), current)
         if CostLineItem.objects.settled().filter(billing_period=m).exists()
     ]
     pipeline_start(months=months, reason="nightly")

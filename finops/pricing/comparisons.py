@@ -16,6 +16,7 @@ from django.db.models import Q, QuerySet, Sum
 
 from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
+from billing_ingest.months import month_next
 from finops.attribution.catalogue import gpu_spec
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
@@ -151,10 +152,6 @@ def team_utilisation(*, team_id: int | None, until: dt.date, days: int) -> Decim
     return sum(values, _ZERO) / (peak * span)
 
 
-def _month_end(month: dt.date) -> dt.date:
-    return (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1)
-
-
 def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
     """`org_wide`: the viewer may see figures that depend on other teams' use (finance)."""
     month = run.billing_period
@@ -171,7 +168,7 @@ def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
         usage=_usage(month, rows),
         assumptions=a,
         team_utilisation=team_utilisation(
-            team_id=run.team_id, until=_month_end(month), days=a.utilisation_window_days
+            team_id=run.team_id, until=month_next(month), days=a.utilisation_window_days
         ),
         cluster_utilisation=cluster_utilisation(month=month) if org_wide else None,
         currency=run.billing_currency,
@@ -209,7 +206,7 @@ def team_month_pricing(
             usage=_usage(month, rows),
             assumptions=a,
             team_utilisation=team_utilisation(
-                team_id=team_id, until=_month_end(month), days=a.utilisation_window_days
+                team_id=team_id, until=month_next(month), days=a.utilisation_window_days
             ),
             cluster_utilisation=measured,
             currency=currency,

@@ -12,6 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
+from billing_ingest.months import month_next
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
@@ -28,9 +29,7 @@ def _with_best(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _recommendation(team: Team, month: dt.date, p: dict[str, Any] | None) -> dict[str, Any]:
-    until = dt.datetime.combine(
-        (month.replace(day=28) + dt.timedelta(days=4)).replace(day=1), dt.time(), dt.UTC
-    )
+    until = dt.datetime.combine(month_next(month), dt.time(), dt.UTC)
     hours = Decimal(p["gpu_hours"]) if p else Decimal(0)
     od_hour = Decimal(p["on_demand"]["cost"]) / hours if p and hours else None
     rec = recommendation(

@@ -9,8 +9,9 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from finops.attribution import selectors
-from finops.attribution.filters import ORDERING_FIELDS, RunCostFilterSet, RunState, month_format
+from billing_ingest.months import month_format
+from finops.attribution import run_selectors
+from finops.attribution.filters import ORDERING_FIELDS, RunCostFilterSet, RunState
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.web.views import resolve_month
@@ -31,7 +32,7 @@ SORTABLE = [
 def runs(request: HttpRequest) -> HttpResponse:
     month, months = resolve_month(request)
     teams = team_list_visible(user=request.user)
-    visible = selectors.run_cost_list_visible(
+    visible = run_selectors.run_cost_list_visible(
         teams=teams, include_unowned=user_is_finance(request.user)
     )
     data = request.GET.copy()

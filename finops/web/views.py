@@ -15,9 +15,15 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from billing_ingest.models import ImportBatch
+from billing_ingest.months import month_format, month_parse
 from finops.anomalies.selectors import open_anomaly_counts
-from finops.api.filters import RunCostFilterSet, month_format, month_parse
-from finops.attribution import selectors
+from finops.api.filters import RunCostFilterSet
+from finops.attribution import (
+    overview_selectors,
+    reconciliation_selectors,
+    run_selectors,
+    team_selectors,
+)
 from finops.attribution.dashboard import (
     DEFAULT_MONTHS,
     MAX_MONTHS,
@@ -26,6 +32,7 @@ from finops.attribution.dashboard import (
     team_daily_by_category,
 )
 from finops.attribution.models import RunCost
+from finops.attribution.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
@@ -38,7 +45,7 @@ from finops.pricing.comparisons import run_pricing, team_month_pricing
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
     """The ?month=YYYY-MM asked for, else the latest month with data (else this month)."""
-    months = selectors.month_list_with_data()
+    months = overview_selectors.month_list_with_data()
     raw = request.GET.get("month", "").strip()
     if raw:
         try:
@@ -67,9 +74,7 @@ def _int_param(request: HttpRequest, name: str, default: int) -> int:
         raise BadRequest(f"{name} must be a whole number, not “{raw}”.") from exc
 
 
-def several_currencies(
-    totals: list[selectors.CategoryRow], reporting: selectors.Reporting | None
-) -> bool:
+def several_currencies(totals: list[CategoryRow], reporting: Reporting | None) -> bool:
     """Show the reporting-currency tables beside the native ones only when they differ: one
     currency that is the reporting currency would show every table twice."""
     return reporting is not None and {t.currency for t in totals} != {reporting.currency}
@@ -88,7 +93,7 @@ def overview(request: HttpRequest) -> HttpResponse:
     month, months = _resolve_month(request)
     finance = user_is_finance(request.user)
     teams = team_list_visible(user=request.user)
-    data = selectors.month_overview(month=month, teams=teams, include_unowned=finance)
+    data = overview_selectors.month_overview(month=month, teams=teams, include_unowned=finance)
     dashboard = overview_dashboard(
         month=month,
         months=_int_param(request, "months", DEFAULT_MONTHS),
@@ -104,7 +109,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "month_choices": range(MIN_MONTHS, MAX_MONTHS + 1),
         "several_currencies": several_currencies(data.totals, data.reporting),
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
-        "categories": selectors.CATEGORIES,
+        "categories": CATEGORIES,
         "open_anomalies": sum(
             open_anomaly_counts(
                 teams=team_list_visible(user=request.user), include_unowned=finance
@@ -121,11 +126,11 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     month, months = _resolve_month(request)
     runs_filter = RunCostFilterSet(
         data={"month": month_format(month), "team": team.slug},
-        queryset=selectors.run_cost_list_visible(
+        queryset=run_selectors.run_cost_list_visible(
             teams=team_list_visible(user=request.user), include_unowned=False
         ),
     )
-    data = selectors.team_month(team=team, month=month)
+    data = team_selectors.team_month(team=team, month=month)
     runs = runs_filter.qs
     context = {
         "team": team,
@@ -137,7 +142,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "runs": list(runs[:TEAM_TOP_RUNS]),
         "run_count": runs.count(),
         "daily_by_category": team_daily_by_category(team=team, month=month),
-        "categories": selectors.CATEGORIES,
+        "categories": CATEGORIES,
         "open_anomalies": open_anomaly_counts(
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
@@ -160,7 +165,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
 def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpResponse:
     team = get_object_or_404(team_list_visible(user=request.user), slug=team_slug)
     month, months = _resolve_month(request)
-    detail = selectors.run_detail(team=team, run_id=run_id, month=month)
+    detail = run_selectors.run_detail(team=team, run_id=run_id, month=month)
     if detail is None:
         raise Http404("No such run in this month.")
     rollups = RunCost.objects.filter(team=team, run_id=run_id, billing_period=month)
@@ -182,8 +187,8 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
     context = {
         "month": month,
         "months": months,
-        "recon": selectors.reconciliation_for_month(month=month),
-        "categories": selectors.CATEGORIES,
+        "recon": reconciliation_selectors.reconciliation_for_month(month=month),
+        "categories": CATEGORIES,
     }
     return render(request, "web/reconciliation.html", context)
 

@@ -39,22 +39,25 @@ import io
 import zipfile
 import zlib
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.aws_cur.row import CurRowBuilder
 from billing_ingest.parsers.aws_cur.table import CurTableBuilder
-from billing_ingest.parsers.checks import check_cells, check_record_batch
+from billing_ingest.parsers.checks import check_cells
+from billing_ingest.parsers.columnar import (
+    FallBack,
+    arrow_chunks,
+    arrow_csv_batches,
+    parquet_chunks,
+)
 from billing_ingest.parsers.lines import CappedText
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
     PARQUET_MAGIC,
-    FallBack,
-    ParquetRow,
-    arrow_chunks,
-    arrow_csv_batches,
     built_chunks,
     csv_rows,
     open_text,
@@ -110,7 +113,7 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
                     table = CurTableBuilder(builder).build(columns)
                     delivered += len(table)
                     # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
-                    yield cast(list[dict[str, Any]], table)
+                    yield cast(list[LineItemRow], table)
                 if delivered:
                     return
             except FallBack:
@@ -124,46 +127,17 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
             raise ImportFormatError("file has a header but no data rows", file=file_label)
 
 
-def _parse_parquet(path: Path, *, file_label: str, chunk_size: int) -> LineItemChunks:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        parquet = pq.ParquetFile(path)
-    except (pa.ArrowException, OSError) as exc:
-        raise ImportFormatError(f"cannot read Parquet ({exc})", file=file_label) from None
-    header = list(parquet.schema_arrow.names)
-    builder = CurRowBuilder(header, file_label=file_label)
-    wanted = sorted(builder.positions())
-    first_row = 1
-    seen = False
-    try:
-        batches = parquet.iter_batches(batch_size=chunk_size, columns=[header[i] for i in wanted])
-        for record_batch in batches:
-            check_record_batch(record_batch, first_row=first_row, file_label=file_label)
-            columns = {pos: record_batch.column(k).to_pylist() for k, pos in enumerate(wanted)}
-            chunk = [
-                builder.build(ParquetRow(columns, i, len(header)), first_row + i)
-                for i in range(record_batch.num_rows)
-            ]
-            first_row += record_batch.num_rows
-            if chunk:
-                seen = True
-                yield chunk
-    except pa.ArrowException as exc:
-        raise ImportFormatError(
-            f"cannot read Parquet ({exc})", file=file_label, row=first_row
-        ) from None
-    if not seen:
-        raise ImportFormatError("file has no data rows", file=file_label)
-
-
 @register_billing_parser("aws-cur", database_free=True)
 def parse_aws_cur(path: Path, *, file_label: str, chunk_size: int = CHUNK_ROWS) -> LineItemChunks:
     """Chunks of CostLineItem field dicts from an AWS CUR 2.0 or legacy CUR file."""
     magic = read_magic(path)
     if magic == PARQUET_MAGIC or path.suffix.lower() == ".parquet":
-        return _parse_parquet(path, file_label=file_label, chunk_size=chunk_size)
+        return parquet_chunks(
+            path,
+            file_label=file_label,
+            chunk_size=chunk_size,
+            make_builder=lambda header: CurRowBuilder(header, file_label=file_label),
+        )
     if magic == _ZIP_MAGIC:
         kind = "zip"
     elif magic[:2] == GZIP_MAGIC:

@@ -28,6 +28,7 @@ from billing_ingest.parsers.aws_cur.columns import (
     strip_user_prefix,
 )
 from billing_ingest.parsers.checks import check_unique_columns
+from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
     BadValue,
     cell_text,
@@ -151,7 +152,7 @@ class CurRowBuilder:
 
     # ------------------------------------------------------------------ row
 
-    def build(self, cells: Sequence[object], row: int) -> dict[str, Any]:
+    def build(self, cells: Sequence[object], row: int) -> LineItemRow:
         if len(cells) > self.width:
             raise ImportFormatError(
                 f"has {len(cells)} values but the header has {self.width} columns",
@@ -174,7 +175,7 @@ class CurRowBuilder:
         tags = self._tags(cells, row)
         product = self._product_fields(cells, row)
         consuming = line_item_type in CONSUMING
-        item: dict[str, Any] = {
+        item: LineItemRow = {
             "billing_period": date(billing_period_start.year, billing_period_start.month, 1),
             "billing_period_start": billing_period_start,
             "billing_period_end": self._convert(cells, row, "billing_period_end", parse_timestamp),
@@ -263,7 +264,7 @@ class CurRowBuilder:
     @staticmethod
     def _commitment(
         line_item_type: str, reservation_arn: str, savings_plan_arn: str
-    ) -> dict[str, str]:
+    ) -> LineItemRow:
         # FOCUS: no CommitmentDiscountId, no status or type (koku's synthetic rows lack ARNs).
         status = ""
         if line_item_type in COMMITMENT_USED:
@@ -315,9 +316,9 @@ class CurRowBuilder:
             add(key, cells[position])
         return tags
 
-    def _check_lengths(self, item: dict[str, Any], row: int) -> None:
+    def _check_lengths(self, item: LineItemRow, row: int) -> None:
         for field in LIMITED_FIELDS:
-            value = item[field]
+            value = row_text(item, field)
             limit = column_max_length(field)
             if len(value) > limit:
                 raise ImportFormatError(

@@ -18,23 +18,25 @@ from billing_ingest.parsers.aws_cur.columns import (
     pricing_category,
 )
 from billing_ingest.parsers.aws_cur.row import CurRowBuilder
-from billing_ingest.parsers.values import (
-    BadValue,
+from billing_ingest.parsers.columnar import (
     FallBack,
     LineItemTable,
     arrow_type,
-    cell_text,
-    column_max_length,
     constant_column,
     decimal_column,
     map_unique,
+    required_filled,
+    unique_results,
+    within_length,
+)
+from billing_ingest.parsers.values import (
+    BadValue,
+    cell_text,
+    column_max_length,
     parse_currency,
     parse_money,
     parse_quantity,
     parse_timestamp,
-    required_filled,
-    unique_results,
-    within_length,
 )
 
 

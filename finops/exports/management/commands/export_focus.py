@@ -7,24 +7,17 @@ export_focus_month task is the same export for schedules and workers.
 
 from __future__ import annotations
 
-from argparse import ArgumentParser, ArgumentTypeError
+from argparse import ArgumentParser
 from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from billing_ingest.months import month_argument, month_parse
 from finops.exports.writer import (
     focus_export_format,
     focus_month_export,
-    focus_month_parse,
 )
-
-
-def _month(text: str) -> str:
-    try:
-        return focus_month_parse(text).strftime("%Y-%m")
-    except ValueError as exc:
-        raise ArgumentTypeError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -35,7 +28,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--month", required=True, type=_month, help="billing month YYYY-MM")
+        parser.add_argument(
+            "--month", required=True, type=month_argument, help="billing month YYYY-MM"
+        )
         parser.add_argument(
             "--out", required=True, type=Path, help="output file, .parquet or .csv (replaced)"
         )
@@ -48,7 +43,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if not out.parent.is_dir():
             raise CommandError(f"{out.parent} is not a folder")
-        result = focus_month_export(month=focus_month_parse(options["month"]), out=out)
+        result = focus_month_export(month=month_parse(options["month"]), out=out)
         self.stdout.write(
             f"{out}: FOCUS 1.2 {result.file_format}, {result.rows} rows of billing month "
             f"{options['month']}"

@@ -4,26 +4,20 @@ that read the ledger), wait for it, and show that the month adds up."""
 from __future__ import annotations
 
 import time
-from argparse import ArgumentParser, ArgumentTypeError
+from argparse import ArgumentParser
 from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from billing_ingest.months import month_argument, month_parse
 from finops.attribution.ledger_selectors import month_category_totals, month_conservation
-from finops.attribution.services import attribution_runs_fail_dead, parse_month
+from finops.attribution.services import attribution_runs_fail_dead
 from finops.attribution.tasks import TIME_LIMIT
 from finops.pipeline.models import PipelineRun
 from finops.pipeline.selectors import pipeline_step_views
 from finops.pipeline.services import pipeline_runs_fail_dead
 from finops.pipeline.tasks import PipelineQueueError, pipeline_start
-
-
-def _month(text: str) -> str:
-    try:
-        return parse_month(text).strftime("%Y-%m")
-    except ValueError as exc:
-        raise ArgumentTypeError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -33,7 +27,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("--month", required=True, type=_month, help="billing month YYYY-MM")
+        parser.add_argument(
+            "--month", required=True, type=month_argument, help="billing month YYYY-MM"
+        )
         parser.add_argument(
             "--timeout",
             type=float,
@@ -43,7 +39,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         month: str = options["month"]
-        first = parse_month(month)
+        first = month_parse(month)
         try:
             [run] = pipeline_start(months=[first], reason="attribute command")
         except PipelineQueueError as exc:
