@@ -3,10 +3,12 @@
 The scenario is a FOCUS bill of October 2025 ingested by the command (which runs attribution
 and detection): team vision's line (tag team=vision) bills SKU-A on resource i-a every day at
 100 USD times a 5-day wiggle; on 29 October a new SKU-B on resource i-b costs 500 USD more.
-Team speech has its own line in the same account and service (SKU-C on i-c, 300 USD a day),
-which must never appear among vision's drivers. Hand-worked: on the event day SKU-B (i-b) has
-actual 500, expected 0 (it has no baseline), delta 500; SKU-A (i-a) has the day's actual and
-the whole expected. So the drivers of each dimension add up to the impact with nothing left.
+Vision also has a monthly line (SKU-M on vol-m, 31 USD for the month: 1 USD a day once spread
+over its charge period). Team speech has its own line in the same account and service (SKU-C
+on i-c, 300 USD a day), which must never appear among vision's drivers. Hand-worked: on the
+event day SKU-B (i-b) has actual 500, expected 0 (it has no baseline), delta 500; SKU-A and
+SKU-M have their day's actual (the wiggled 100, and 1) and share the expected between them.
+So the drivers of each dimension add up to the impact with nothing left.
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ EVENT_DAY = dt.date(2025, 10, 29)
 NEW_SKU_COST = D("500.00")
 
 
-def _line(day: dt.date, sku: str, resource: str, team: str, cost: Decimal) -> dict[str, str]:
+def _line(
+    day: dt.date, sku: str, resource: str, team: str, cost: Decimal, days: int = 1
+) -> dict[str, str]:
     start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
-    end = start + dt.timedelta(days=1)
+    end = start + dt.timedelta(days=days)
     return focus_row(
         BillingPeriodStart="2025-10-01T00:00:00Z", BillingPeriodEnd="2025-11-01T00:00:00Z",
         ChargePeriodStart=start.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -49,7 +53,7 @@ def vision_cost(day: dt.date) -> Decimal:
 
 
 def write_bill(tmp_path):
-    rows = []
+    rows = [_line(dt.date(2025, 10, 1), "SKU-M", "vol-m", "vision", D("31.00"), days=31)]
     for i in range(31):
         day = dt.date(2025, 10, 1) + dt.timedelta(days=i)
         rows.append(_line(day, "SKU-A", "i-a", "vision", vision_cost(day)))
@@ -70,14 +74,15 @@ def test_a_new_sku_is_the_sku_and_resource_driver_of_the_jump(team, other_team, 
 
     anomaly = Anomaly.objects.get(team=team)
     assert (anomaly.first_day, anomaly.last_day) == (EVENT_DAY, EVENT_DAY)
-    assert anomaly.actual == vision_cost(EVENT_DAY) + NEW_SKU_COST
-    rest_of_day = vision_cost(EVENT_DAY) - anomaly.expected
+    assert anomaly.actual == vision_cost(EVENT_DAY) + D(1) + NEW_SKU_COST
 
     skus = _by(anomaly, "sku")
-    assert skus == {
-        "SKU-B": (NEW_SKU_COST, D(0), NEW_SKU_COST),
-        "SKU-A": (vision_cost(EVENT_DAY), anomaly.expected, rest_of_day),
-    }
+    assert set(skus) == {"SKU-A", "SKU-B", "SKU-M"}
+    assert skus["SKU-B"] == (NEW_SKU_COST, D(0), NEW_SKU_COST)
+    assert skus["SKU-A"][0] == vision_cost(EVENT_DAY) and skus["SKU-M"][0] == D(1)
+    assert skus["SKU-A"][1] + skus["SKU-M"][1] == anomaly.expected
+    # The old SKUs are expected at about their baseline: 1 a day for the monthly line.
+    assert abs(skus["SKU-M"][1] - 1) < D("0.05")
     # Largest first, and within the dimension they add up to the impact exactly.
     assert anomaly.drivers.filter(dimension="sku").first().key == "SKU-B"
     assert sum(d[2] for d in skus.values()) + anomaly.unexplained_sku == anomaly.impact
@@ -85,9 +90,8 @@ def test_a_new_sku_is_the_sku_and_resource_driver_of_the_jump(team, other_team, 
 
     resources = _by(anomaly, "resource")
     assert resources == {
-        "i-b": (NEW_SKU_COST, D(0), NEW_SKU_COST),
-        "i-a": (vision_cost(EVENT_DAY), anomaly.expected, rest_of_day),
-    }
+        "i-b": skus["SKU-B"], "i-a": skus["SKU-A"], "vol-m": skus["SKU-M"]
+    }  # fmt: skip
     assert anomaly.unexplained_resource == 0
     # Speech's line shares vision's account and service, and is not vision's cost.
     keys = {d.key for d in anomaly.drivers.all()}
@@ -147,3 +151,73 @@ def test_signed_split_adds_up_exactly() -> None:
     # A credit among the lines keeps its sign: 8 over (10, -2) -> 10 and -2.
     assert split_signed(D(8), [D(10), D(-2)]) == [D(10), D(-2)]
     assert split_signed(D(1), [D(1), D(-1)]) is None
+
+
+SACCT_HEADER = (
+    "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
+)
+
+
+def _node_day(day: dt.date, node: str, resource: str, cost: Decimal) -> dict[str, str]:
+    row = _line(day, "p5.48xlarge", resource, "vision", cost)
+    row.update(ServiceName="Amazon EC2", ResourceName=node, x_InstanceType="p5.48xlarge")
+    return row
+
+
+NODE_DAY = D("2359.68")  # 24 h x 98.32
+
+
+def test_a_new_gpu_node_is_the_resource_driver_and_its_run_the_usage_driver(team, tmp_path):
+    """GPU node gpu-001 (i-1, billed daily at NODE_DAY x the wiggle, tag team=vision) runs
+    vision's run-a on 4 of its 8 GPUs all month (the idle half is vision's, the line's owner).
+    On 29 October a second node gpu-002 (i-2, NODE_DAY) runs run-b on all 8 GPUs. Both bill
+    the same SKU. Hand-worked: resource i-2 actual NODE_DAY, expected 0; i-1 has the day's
+    actual of gpu-001 and all of the expected; the one SKU carries the whole impact."""
+    rows = []
+    for i in range(31):
+        day = dt.date(2025, 10, 1) + dt.timedelta(days=i)
+        rows.append(_node_day(day, "gpu-001", "i-1", NODE_DAY * WIGGLE[i % 5]))
+    rows.append(_node_day(EVENT_DAY, "gpu-002", "i-2", NODE_DAY))
+    columns = [*rows[0]]
+    bill = write_focus_csv(tmp_path / "bill.csv", rows, columns)
+    jobs = tmp_path / "jobs.sacct"
+    jobs.write_text(
+        SACCT_HEADER + "\n"
+        "1|1|train|vision|ana|gpu|COMPLETED|2025-10-01T00:00:00|2025-11-01T00:00:00|"
+        "billing=8,gres/gpu=4,node=1|gpu-001|run-a|\n"
+        "2|2|train|vision|ana|gpu|COMPLETED|2025-10-29T00:00:00|2025-10-30T00:00:00|"
+        "billing=8,gres/gpu=8,node=1|gpu-002|run-b|\n"
+    )
+    call_command("ingest_jobs", "--format", "slurm", str(jobs), "--cluster", "c1")
+    call_command("ingest_billing", "--format", "focus", str(bill))
+
+    anomaly = Anomaly.objects.get(team=team)
+    assert (anomaly.first_day, anomaly.last_day) == (EVENT_DAY, EVENT_DAY)
+    first_node_day = NODE_DAY * WIGGLE[28 % 5]
+    assert anomaly.actual == first_node_day + NODE_DAY
+    usage = _by(anomaly, "run")
+    assert usage["run-b"] == (NODE_DAY, D(0), NODE_DAY)
+
+    assert _by(anomaly, "resource") == {
+        "i-2": (NODE_DAY, D(0), NODE_DAY),
+        "i-1": (first_node_day, anomaly.expected, first_node_day - anomaly.expected),
+    }
+    assert _by(anomaly, "sku") == {
+        "p5.48xlarge": (anomaly.actual, anomaly.expected, anomaly.impact),
+    }
+    assert anomaly.unexplained_sku == anomaly.unexplained_resource == 0
+
+
+def test_the_api_shows_each_dimension_and_its_rest(team, other_team, finance_user, tmp_path):
+    from rest_framework.test import APIClient
+
+    call_command("ingest_billing", "--format", "focus", str(write_bill(tmp_path)))
+    api = APIClient()
+    api.force_authenticate(finance_user)
+    [item] = api.get("/api/v1/anomalies/", {"team": "vision"}).json()["results"]
+    impact = D(item["impact"])
+    for dimension, rest in (("sku", "unexplained_sku"), ("resource", "unexplained_resource")):
+        deltas = [D(d["delta"]) for d in item["drivers"] if d["dimension"] == dimension]
+        assert deltas and sum(deltas) + D(item[rest]) == impact
+    usage = [D(d["delta"]) for d in item["drivers"] if d["dimension"] not in ("sku", "resource")]
+    assert sum(usage) + D(item["unexplained"]) == impact

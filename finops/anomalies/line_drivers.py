@@ -25,6 +25,10 @@ import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
+from typing import Any
+
+from django.db.models import DateTimeField, ExpressionWrapper, F
+from django.db.models.functions import TruncDate
 
 from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
@@ -109,53 +113,76 @@ def _day_weights(
         day += dt.timedelta(days=1)
 
 
+_LINE_FIELDS = (
+    "batch_id", "provider_name", "billing_account_id", "sub_account_id", "service_name",
+    "pricing_category", "billing_currency", "sku_id", "resource_id", "resource_name", "tags",
+)  # fmt: skip
+# A charge period's last instant (the end is exclusive): its UTC day is the period's last day.
+_LAST_INSTANT = ExpressionWrapper(
+    F("charge_period_end") - dt.timedelta(microseconds=1), output_field=DateTimeField()
+)
+
+
+def _line_rows(
+    ids: Sequence[int], first_day: dt.date, last_day: dt.date
+) -> Iterable[tuple[Any, ...]]:
+    """(fields..., first day, last day, charge start, charge end, cost) of the settled line
+    items of these batches charged on [first_day, last_day]. Lines of one UTC day (hourly and
+    daily usage: nearly all rows) are summed per day in SQL; longer ones come one by one."""
+    start = dt.datetime.combine(first_day, dt.time(), tzinfo=dt.UTC)
+    end = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    lines = (
+        CostLineItem.objects.settled()
+        .filter(batch_id__in=ids, charge_period_start__lt=end, charge_period_end__gt=start)
+        .annotate(
+            first=TruncDate("charge_period_start", tzinfo=dt.UTC),
+            last=TruncDate(_LAST_INSTANT, tzinfo=dt.UTC),
+        )
+    )
+    one_day = (
+        lines.filter(first=F("last"))
+        .values_list(*_LINE_FIELDS, "first")
+        .annotate(total=MoneySum("effective_cost"))
+        .order_by()
+    )
+    for *fields, day, total in one_day.iterator(chunk_size=5000):
+        yield (*fields, day, day, None, None, total)
+    longer = (
+        lines.exclude(first=F("last"))
+        .values_list(*_LINE_FIELDS, "charge_period_start", "charge_period_end")
+        .annotate(total=MoneySum("effective_cost"))
+        .order_by()
+    )
+    for *fields, c_start, c_end, total in longer.iterator(chunk_size=5000):
+        yield (*fields, None, None, c_start, c_end, total)
+
+
 def lines_load(
     *, batch_ids: Iterable[int], first_day: dt.date, last_day: dt.date
 ) -> dict[tuple[LineDims, dt.date], list[Line]]:
-    """Settled line items of these batches charged on [first_day, last_day], grouped in SQL by
-    what a row is traced by, per (ledger dimensions, day)."""
+    """What a row is traced to: the line items of these batches on [first_day, last_day], per
+    (ledger dimensions, day), merged by SKU, resource, node names and owner."""
     ids = sorted({b for b in batch_ids if b is not None})
     if not ids:
         return {}
-    start = dt.datetime.combine(first_day, dt.time(), tzinfo=dt.UTC)
-    end = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
-    rows = (
-        CostLineItem.objects.settled()
-        .filter(batch_id__in=ids, charge_period_start__lt=end, charge_period_end__gt=start)
-        .values_list(
-            "batch_id", "provider_name", "billing_account_id", "sub_account_id", "service_name",
-            "pricing_category", "billing_currency", "charge_period_start", "charge_period_end",
-            "sku_id", "resource_id", "resource_name", "tags",
-        )
-        .annotate(total=MoneySum("effective_cost"))
-        .order_by()
-    )  # fmt: skip
     resolver = TeamResolver.from_db()
     slugs = dict(Team.objects.values_list("slug", "id"))
     merged: dict[tuple[LineDims, dt.date, str, str, frozenset[str], int | None], Decimal] = {}
-    for (
-        batch,
-        prov,
-        acct,
-        sub,
-        svc,
-        pricing,
-        cur,
-        c_start,
-        c_end,
-        sku,
-        rid,
-        rname,
-        tags,
-        total,
-    ) in rows.iterator(chunk_size=5000):
+    for row in _line_rows(ids, first_day, last_day):
+        batch, prov, acct, sub, svc, pricing, cur, sku, rid, rname, tags = row[:11]
+        day, _, c_start, c_end, total = row[11:]
         ref = resolver.line_team(tags=tags if isinstance(tags, dict) else {}, sub_account=sub)
         owner = slugs.get(ref) if isinstance(ref, str) else ref
         dims: LineDims = (batch, prov, acct, sub, svc, pricing, cur)
         nodes = _node_names(rid, rname, tags)
         resource = rid or rname or NO_RESOURCE
-        for day, weight in _day_weights(c_start, c_end, total or ZERO, first_day, last_day):
-            key = (dims, day, sku or NO_SKU, resource, nodes, owner)
+        days = (
+            [(day, total or ZERO)]
+            if day is not None
+            else _day_weights(c_start, c_end, total or ZERO, first_day, last_day)
+        )
+        for on, weight in days:
+            key = (dims, on, sku or NO_SKU, resource, nodes, owner)
             merged[key] = merged.get(key, ZERO) + weight
     out: dict[tuple[LineDims, dt.date], list[Line]] = {}
     for (dims, day, sku, resource, nodes, owner), weight in sorted(

@@ -34,7 +34,7 @@ logger = logging.getLogger(__name__)
 ZERO = Decimal(0)
 THOUSAND = Decimal(1000)
 
-# (dimension, key) of a driver cell: ("run", "llm-pretrain-7"), ("resource", "gpu-node-3"), ...
+# (dimension, key) of a driver cell: ("run", "llm-pretrain-7"), ("service", "Amazon EC2"), ...
 Cell = tuple[str, str]
 
 
