@@ -221,3 +221,16 @@ def test_the_api_shows_each_dimension_and_its_rest(team, other_team, finance_use
         assert deltas and sum(deltas) + D(item[rest]) == impact
     usage = [D(d["delta"]) for d in item["drivers"] if d["dimension"] not in ("sku", "resource")]
     assert sum(usage) + D(item["unexplained"]) == impact
+
+
+def test_the_page_and_email_show_each_breakdown_with_its_rest(team, other_team, lead_user,
+                                                              tmp_path, client):  # fmt: skip
+    call_command("ingest_billing", "--format", "focus", str(write_bill(tmp_path)))
+    anomaly = Anomaly.objects.get(team=team)
+    client.force_login(lead_user)
+    page = client.get(f"/anomalies/{anomaly.pk}/").content.decode()
+    for testid in ("drivers", "drivers-by-sku", "drivers-by-resource"):
+        assert f'data-testid="{testid}"' in page
+    by_sku = page[page.index('data-testid="drivers-by-sku"') :]
+    by_sku = by_sku[: by_sku.index("</table>")]
+    assert "SKU-B" in by_sku and "i-b" not in by_sku and "Unexplained" in by_sku
