@@ -27,8 +27,7 @@ from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
-from django.db.models import DateTimeField, ExpressionWrapper, F
-from django.db.models.functions import TruncDate
+from django.db.models import Case, DateField, DateTimeField, F, Func, Q, When
 
 from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
@@ -117,44 +116,62 @@ _LINE_FIELDS = (
     "batch_id", "provider_name", "billing_account_id", "sub_account_id", "service_name",
     "pricing_category", "billing_currency", "sku_id", "resource_id", "resource_name", "tags",
 )  # fmt: skip
-# A charge period's last instant (the end is exclusive): its UTC day is the period's last day.
-_LAST_INSTANT = ExpressionWrapper(
-    F("charge_period_end") - dt.timedelta(microseconds=1), output_field=DateTimeField()
-)
+
+
+class _UtcDay(Func):
+    """The UTC day of a datetime, in the database's own SQL (TruncDate runs a Python function
+    per row on SQLite). `before_end`: the day of the instant before it (an exclusive end)."""
+
+    output_field = DateField()
+
+    def __init__(self, expression: Any, *, before_end: bool = False) -> None:
+        super().__init__(expression)
+        self.before_end = before_end
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        # Datetimes are stored as UTC text; SQLite keeps milliseconds.
+        template = "DATE(%(expressions)s, '-0.001 seconds')" if self.before_end else None
+        return self.as_sql(compiler, connection, function="DATE", template=template, **extra)
+
+    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
+        shift = " - INTERVAL '1 microsecond'" if self.before_end else ""
+        template = f"((%(expressions)s{shift}) AT TIME ZONE 'UTC')::date"
+        return self.as_sql(compiler, connection, template=template, **extra)
 
 
 def _line_rows(
     ids: Sequence[int], first_day: dt.date, last_day: dt.date
 ) -> Iterable[tuple[Any, ...]]:
-    """(fields..., first day, last day, charge start, charge end, cost) of the settled line
-    items of these batches charged on [first_day, last_day]. Lines of one UTC day (hourly and
-    daily usage: nearly all rows) are summed per day in SQL; longer ones come one by one."""
+    """(fields..., day, charge start, charge end, cost) of the settled line items of these
+    batches charged on [first_day, last_day], in one grouped query. Lines of one UTC day
+    (hourly and daily usage: nearly all rows) are summed per day (start and end None); longer
+    ones keep their charge period (day None), to be spread over it."""
     start = dt.datetime.combine(first_day, dt.time(), tzinfo=dt.UTC)
     end = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
-    lines = (
+    one_day = Q(first=F("last"))
+    rows = (
         CostLineItem.objects.settled()
         .filter(batch_id__in=ids, charge_period_start__lt=end, charge_period_end__gt=start)
+        .annotate(first=_UtcDay("charge_period_start"))
+        .annotate(last=_UtcDay("charge_period_end", before_end=True))
         .annotate(
-            first=TruncDate("charge_period_start", tzinfo=dt.UTC),
-            last=TruncDate(_LAST_INSTANT, tzinfo=dt.UTC),
+            day=Case(When(one_day, then=F("first")), default=None, output_field=DateField()),
+            period_start=Case(
+                When(one_day, then=None),
+                default=F("charge_period_start"),
+                output_field=DateTimeField(),
+            ),
+            period_end=Case(
+                When(one_day, then=None),
+                default=F("charge_period_end"),
+                output_field=DateTimeField(),
+            ),
         )
-    )
-    one_day = (
-        lines.filter(first=F("last"))
-        .values_list(*_LINE_FIELDS, "first")
+        .values_list(*_LINE_FIELDS, "day", "period_start", "period_end")
         .annotate(total=MoneySum("effective_cost"))
         .order_by()
     )
-    for *fields, day, total in one_day.iterator(chunk_size=5000):
-        yield (*fields, day, day, None, None, total)
-    longer = (
-        lines.exclude(first=F("last"))
-        .values_list(*_LINE_FIELDS, "charge_period_start", "charge_period_end")
-        .annotate(total=MoneySum("effective_cost"))
-        .order_by()
-    )
-    for *fields, c_start, c_end, total in longer.iterator(chunk_size=5000):
-        yield (*fields, None, None, c_start, c_end, total)
+    return rows.iterator(chunk_size=5000)
 
 
 def lines_load(
@@ -170,7 +187,7 @@ def lines_load(
     merged: dict[tuple[LineDims, dt.date, str, str, frozenset[str], int | None], Decimal] = {}
     for row in _line_rows(ids, first_day, last_day):
         batch, prov, acct, sub, svc, pricing, cur, sku, rid, rname, tags = row[:11]
-        day, _, c_start, c_end, total = row[11:]
+        day, c_start, c_end, total = row[11:]
         ref = resolver.line_team(tags=tags if isinstance(tags, dict) else {}, sub_account=sub)
         owner = slugs.get(ref) if isinstance(ref, str) else ref
         dims: LineDims = (batch, prov, acct, sub, svc, pricing, cur)
