@@ -7,6 +7,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", include("finops.tokens.urls")),
+    path("account/notifications/", include("finops.notifications.urls")),
     path("api/", include("finops.api.urls")),
     path("budgets/", include("finops.budgets.urls")),
     path("", include("finops.web.urls")),

@@ -10,8 +10,9 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from finops.anomalies.emails import digests_send
-from finops.anomalies.models import Anomaly, AnomalySubscription
+from finops.anomalies.models import Anomaly
 from finops.anomalies.services import anomalies_detect
+from finops.notifications.models import NotificationPreference
 from finops.org.models import Profile
 from tests import anomaly_ledger as ledger
 from tests.conftest import CapturedMail
@@ -50,7 +51,9 @@ def test_lead_and_finance_get_one_email_each_once(team, people, smtp_server: Cap
 
 def test_digest_reader_gets_no_single_email_but_one_digest(team, people, smtp_server):
     lead, _ = people
-    AnomalySubscription.objects.create(user=lead, mode=AnomalySubscription.Mode.DIGEST)
+    NotificationPreference.objects.create(
+        user=lead, anomaly_mode=NotificationPreference.AnomalyMode.DIGEST
+    )
     ledger.build(team)
     anomalies_detect(since=SINCE)
     assert smtp_server.to("lead@example.com") == []

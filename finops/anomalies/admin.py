@@ -1,11 +1,6 @@
 from django.contrib import admin
 
-from finops.anomalies.models import (
-    Anomaly,
-    AnomalyDriver,
-    AnomalyStatusChange,
-    AnomalySubscription,
-)
+from finops.anomalies.models import Anomaly, AnomalyDriver, AnomalyStatusChange
 
 
 class AnomalyDriverInline(admin.TabularInline):
@@ -31,9 +26,3 @@ class AnomalyAdmin(admin.ModelAdmin):
     # Figures come from the detector, status through the workflow (pages, API): read only here.
     readonly_fields = [f.name for f in Anomaly._meta.fields]
     inlines = [AnomalyDriverInline, AnomalyStatusChangeInline]
-
-
-@admin.register(AnomalySubscription)
-class AnomalySubscriptionAdmin(admin.ModelAdmin):
-    list_display = ["user", "mode"]
-    list_filter = ["mode"]

@@ -1,7 +1,8 @@
 """Who hears of an anomaly, and the emails (through the outbox: each is sent exactly once).
 
 - Team leads of the anomaly's team, and every finance user, each get one email per anomaly
-  (key `anomaly:<id>:<address>`), unless they chose the daily digest (AnomalySubscription).
+  (key `anomaly:<id>:<address>`), unless they chose the daily digest or no anomaly emails
+  (NotificationPreference, which notification_enqueue also applies).
 - A digest lists the anomalies created on one UTC day that its reader may see (key
   `anomaly-digest:<user id>:<day>`), sent by beat the next morning; none when there were none.
 """
@@ -17,12 +18,13 @@ from django.db.models import Q, QuerySet
 from django.template.loader import render_to_string
 from django.urls import reverse
 
-from finops.anomalies.models import Anomaly, AnomalySubscription
+from finops.anomalies.models import Anomaly
+from finops.notifications.models import NotificationPreference
 from finops.notifications.services import notification_enqueue
 from finops.org.models import Profile
 
-KIND = "anomaly"
-DIGEST_KIND = "anomaly-digest"
+KIND = NotificationPreference.KIND_ANOMALY
+DIGEST_KIND = NotificationPreference.KIND_ANOMALY_DIGEST
 
 
 def anomaly_url(anomaly: Anomaly) -> str:
@@ -52,10 +54,9 @@ def _recipients(anomaly: Anomaly) -> list[User]:
     return [unique[k] for k in sorted(unique)]
 
 
-def _wants_digest(user: User) -> bool:
-    return AnomalySubscription.objects.filter(
-        user=user, mode=AnomalySubscription.Mode.DIGEST
-    ).exists()
+def _wants_one_by_one(user: User) -> bool:
+    mode = NotificationPreference.objects.filter(user=user).values_list("anomaly_mode", flat=True)
+    return mode.first() in (None, NotificationPreference.AnomalyMode.IMMEDIATE)
 
 
 def subject_for(anomaly: Anomaly) -> str:
@@ -68,13 +69,13 @@ def subject_for(anomaly: Anomaly) -> str:
 
 def anomaly_notify(*, anomaly: Anomaly) -> int:
     """Enqueue the per-anomaly emails (idempotent by key); returns how many were new."""
-    context = {"anomaly": anomaly, "drivers": list(anomaly.drivers.all()),
+    context = {"anomaly": anomaly, "breakdowns": anomaly.driver_breakdowns(),
                "url": anomaly_url(anomaly)}  # fmt: skip
     text = render_to_string("anomalies/email.txt", context)
     html = render_to_string("anomalies/email.html", context)
     sent = 0
     for user in _recipients(anomaly):
-        if _wants_digest(user):
+        if not _wants_one_by_one(user):
             continue
         created = notification_enqueue(
             key=f"anomaly:{anomaly.pk}:{user.email.lower()}",
@@ -108,7 +109,8 @@ def digests_send(*, day: dt.date) -> int:
         return 0
     sent = 0
     subscribers = User.objects.filter(
-        is_active=True, anomaly_subscription__mode=AnomalySubscription.Mode.DIGEST
+        is_active=True,
+        notification_preference__anomaly_mode=NotificationPreference.AnomalyMode.DIGEST,
     ).exclude(email="")
     for user in subscribers.order_by("id"):
         mine = _visible_to(user, created)

@@ -1,11 +1,13 @@
 """From loaded series to findings: run the detector on every watched series, explain each
 event by its drivers, and keep one finding per team and event. No writes (services.py stores).
 
-Drivers. An event's actual cost is split over the ledger cells (series.py) of its days; its
-expected cost over the same cells pro rata to their cost in the 28 days before it, rounded with
-the largest-remainder method so the cells' expected sum to the event's exactly. Each cell's delta
-is actual - expected; the largest (by size) are the drivers, and `unexplained` is the rest of
-the impact, so sum(drivers.delta) + unexplained == impact to the last stored decimal.
+Drivers. An event's actual cost is split over the ledger cells (series.py) of its days: what
+used it (endpoint, run, else service); its expected cost over the same cells pro rata to their
+cost in the 28 days before it, rounded with the largest-remainder method so the cells' expected
+sum to the event's exactly. Each cell's delta is actual - expected; the largest (by size) are
+the drivers, and `unexplained` is the rest of the impact, so sum(drivers.delta) + unexplained
+== impact to the last stored decimal. The SKU and the resource dimensions are two more such
+breakdowns of the same impact, each with its own rest (line_drivers.py).
 
 One finding per team and event: a team's daily cost, its cost per provider and per service are
 all watched; an event of a finer series whose days overlap an event of a coarser series of the
@@ -64,6 +66,10 @@ class Finding:
     unexplained: Decimal = ZERO
     chart: list[dict[str, str]] = field(default_factory=list)
     unit: str = ""
+    # The rests of the SKU and resource breakdowns (line_drivers.py), None where the series
+    # has none (endpoints, clusters, new sources).
+    unexplained_sku: Decimal | None = None
+    unexplained_resource: Decimal | None = None
 
     @property
     def impact(self) -> Decimal:
@@ -101,9 +107,10 @@ def split_drivers(
     baseline: Mapping[Cell, Decimal],
     expected_total: Decimal,
     limit: int = MAX_DRIVERS,
+    hidden: frozenset[Cell] = frozenset(),
 ) -> tuple[list[DriverValue], Decimal]:
     """Drivers (largest |delta| first, at most `limit`) and the unexplained rest of
-    sum(actual) - expected_total."""
+    sum(actual) - expected_total. Hidden cells count in the totals, never as drivers."""
     cells = sorted(set(actual) | {c for c, v in baseline.items() if v > 0})
     expected = allocate(expected_total, [baseline.get(c, ZERO) for c in cells])
     values = [
@@ -111,7 +118,10 @@ def split_drivers(
         for c, e in zip(cells, expected, strict=True)
     ]
     impact = sum((v.actual for v in values), ZERO) - money(expected_total)
-    ranked = sorted((v for v in values if v.delta), key=lambda v: (-abs(v.delta), v.key))
+    ranked = sorted(
+        (v for v in values if v.delta and (v.dimension, v.key) not in hidden),
+        key=lambda v: (-abs(v.delta), v.key),
+    )
     drivers = ranked[:limit]
     return drivers, impact - sum((d.delta for d in drivers), ZERO)
 

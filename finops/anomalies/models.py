@@ -8,6 +8,8 @@ found with) is unique, so a re-run or a restated bill updates the row in place.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.conf import settings
 from django.db import models
 
@@ -62,8 +64,13 @@ class Anomaly(models.Model):
     actual = money_field()
     expected = money_field()
     impact = money_field()
-    # The part of impact the drivers listed do not explain (sum(drivers.delta) + this = impact).
+    # The part of impact the usage drivers listed (services, runs, endpoints; a cluster's
+    # nodes) do not explain: sum(their delta) + this = impact.
     unexplained = money_field()
+    # The same for the SKU drivers and for the resource drivers of a team's cost, each a
+    # breakdown of the whole impact (finops.anomalies.line_drivers); null for other series.
+    unexplained_sku = money_field(null=True, blank=True)
+    unexplained_resource = money_field(null=True, blank=True)
     severity = models.CharField(max_length=8, choices=Severity.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
     # The series around the event for the chart: [{day, actual, expected, low, high}] as strings,
@@ -95,6 +102,22 @@ class Anomaly(models.Model):
     @property
     def percent(self) -> object:
         return self.impact * 100 / self.expected if self.expected else None
+
+    def driver_breakdowns(self) -> list[tuple[str, list[AnomalyDriver], Decimal]]:
+        """(title, drivers, unexplained rest) per breakdown of the impact: each adds up to it."""
+        drivers = list(self.drivers.all())
+        sku, resource = AnomalyDriver.Dimension.SKU, AnomalyDriver.Dimension.RESOURCE
+        if self.unexplained_sku is None:
+            return [("What used it", drivers, self.unexplained)]
+        out = [
+            ("What used it", [d for d in drivers if d.dimension not in (sku, resource)],
+             self.unexplained),
+            ("By SKU", [d for d in drivers if d.dimension == sku], self.unexplained_sku),
+        ]  # fmt: skip
+        if self.unexplained_resource is not None:
+            rows = [d for d in drivers if d.dimension == resource]
+            out.append(("By resource", rows, self.unexplained_resource))
+        return out
 
 
 class AnomalyDriver(models.Model):
@@ -138,19 +161,3 @@ class AnomalyStatusChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.anomaly_id}: {self.from_status} -> {self.to_status}"
-
-
-class AnomalySubscription(models.Model):
-    """How a user hears of anomalies: one email each (the default) or a daily digest."""
-
-    class Mode(models.TextChoices):
-        IMMEDIATE = "immediate", "One email per anomaly"
-        DIGEST = "digest", "A daily digest"
-
-    user = models.OneToOneField(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="anomaly_subscription"
-    )
-    mode = models.CharField(max_length=16, choices=Mode.choices, default=Mode.IMMEDIATE)
-
-    def __str__(self) -> str:
-        return f"{self.user}: {self.mode}"

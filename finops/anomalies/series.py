@@ -4,9 +4,10 @@ Every amount is converted to the reporting currency at its day's rate (finops.cu
 rounded once per ledger cell and day; series values are exact sums of those rounded cells, so
 the drivers of an event add up to its figures to the last stored decimal.
 
-A ledger cell is the finest thing an anomaly can be explained by, named by its most specific
-identity: the endpoint a pod served, else the run, else the billed node (idle GPU capacity),
-else the service. Every ledger row has exactly one cell, so cells partition a team's cost.
+A ledger cell is what used the cost: the endpoint a pod served, else the run, else the service
+(a node's idle GPU capacity is its service's). Every ledger row has exactly one cell, so cells
+partition a team's cost. Which SKU and which resource (ResourceId) a cost was are not ledger
+columns: line_drivers.py traces the team rows kept here (`team_rows`) back to line items.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 ZERO = Decimal(0)
 THOUSAND = Decimal(1000)
 
-# (dimension, key) of a driver cell: ("run", "llm-pretrain-7"), ("resource", "gpu-node-3"), ...
+# (dimension, key) of a driver cell: ("run", "llm-pretrain-7"), ("service", "Amazon EC2"), ...
 Cell = tuple[str, str]
 
 
@@ -43,6 +44,24 @@ class LedgerCell:
     provider: str
     service: str
     cell: Cell
+
+
+# The ledger dimensions a row shares with its line items: (source batch, provider, billing
+# account, sub-account, service, pricing category, billing currency).
+LineDims = tuple[int | None, str, str, str, str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class TeamRow:
+    """A team's ledger row (one ledger_load group) in the reporting currency, with the ledger
+    dimensions its line items share."""
+
+    team_id: int
+    day: dt.date
+    node: str
+    category: str
+    dims: LineDims
+    amount: Decimal
 
 
 @dataclass(slots=True)
@@ -59,19 +78,25 @@ class LedgerData:
     )
     # Per cluster and day: node -> [idle cost, all cost] of its GPU nodes.
     nodes: dict[str, dict[dt.date, dict[str, list[Decimal]]]] = field(default_factory=dict)
+    # Every team's ledger rows as converted and rounded into `cells`, with what identifies
+    # their line items (line_drivers.py): their amounts sum to the team's cells exactly.
+    team_rows: list[TeamRow] = field(default_factory=list)
+    # Per (ledger dimensions, day): the nodes the ledger has rows of (of any team or none), so
+    # a tagged row is never traced to a node's line item.
+    ledger_nodes: dict[tuple[LineDims, dt.date], set[str]] = field(default_factory=dict)
 
     def days(self) -> list[dt.date]:
         count = (self.last_day - self.first_day).days + 1
         return [self.first_day + dt.timedelta(days=i) for i in range(max(count, 0))]
 
 
-def _cell(endpoint: str | None, run_id: str, node: str, service: str, provider: str) -> Cell:
+def _cell(endpoint: str | None, run_id: str, service: str, provider: str) -> Cell:
     if endpoint:
         return ("endpoint", endpoint)
     if run_id:
         return ("run", run_id)
-    if node:
-        return ("resource", node)
+    # A node's cost outside runs (its idle capacity) is named by its service here; the node
+    # itself is a driver of the resource dimension (line_drivers.py).
     return ("service", service or provider or "(none)")
 
 
@@ -113,7 +138,8 @@ def _clusters(nodes: Iterable[str], first_day: dt.date, last_day: dt.date) -> di
 
 _LEDGER_FIELDS = (
     "day", "team_id", "provider_name", "service_name", "run_id", "node", "job__endpoint",
-    "job_id", "category", "billing_currency",
+    "job_id", "category", "billing_currency", "source_batch_id", "billing_account_id",
+    "sub_account_id", "pricing_category",
 )  # fmt: skip
 
 
@@ -150,6 +176,10 @@ def ledger_load(*, first_day: dt.date, last_day: dt.date) -> LedgerData:
         job_id,
         category,
         cur,
+        batch_id,
+        account,
+        sub_account,
+        pricing,
         total,
     ) in rows:
         try:
@@ -157,14 +187,16 @@ def ledger_load(*, first_day: dt.date, last_day: dt.date) -> LedgerData:
         except FxRateMissing:
             missing.add((cur, day))
             continue
-        key = LedgerCell(
-            team_id, provider, service, _cell(endpoint, run_id, node, service, provider)
-        )
+        key = LedgerCell(team_id, provider, service, _cell(endpoint, run_id, service, provider))
         day_cells = data.cells.setdefault(day, {})
         day_cells[key] = day_cells.get(key, ZERO) + amount
         if node:
             node_rows.append((day, node, category == Category.IDLE, amount))
+        dims: LineDims = (batch_id, provider, account, sub_account, service, pricing, cur)
+        if node:
+            data.ledger_nodes.setdefault((dims, day), set()).add(node)
         if team_id is not None:
+            data.team_rows.append(TeamRow(team_id, day, node, category, dims, amount))
             # A node is the team's own resource only where it pays the node itself (idle it
             # owns); a job's share of a shared node is not "a resource the team has".
             resource = node if node and job_id is None else ""

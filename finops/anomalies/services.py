@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from finops.anomalies import detector, emails
 from finops.anomalies.findings import DriverValue, Finding, build_findings
+from finops.anomalies.line_drivers import line_drivers_attach
 from finops.anomalies.models import Anomaly, AnomalyDriver, AnomalyStatusChange
 from finops.anomalies.series import endpoint_days, ledger_load
 from finops.attribution.models import AllocatedCost
@@ -101,14 +102,16 @@ def anomalies_detect(
     if newest is None:
         return summary
     first = since - dt.timedelta(days=LOOKBACK_DAYS)
+    data = ledger_load(first_day=first, last_day=newest)
     findings = build_findings(
-        data=ledger_load(first_day=first, last_day=newest),
+        data=data,
         endpoints=endpoint_days(first_day=first, last_day=newest),
         settings=detector_settings(),
         accepted=_accepted(),
         since=since,
         until=until or newest,
     )
+    line_drivers_attach(findings, data)
     _store(findings, since=since, until=until or newest, summary=summary)
     logger.info("anomalies %s..%s: %s", since, until or newest, summary)
     return summary
@@ -131,6 +134,8 @@ def _fields(finding: Finding) -> dict[str, Any]:
         "expected": finding.expected,
         "impact": finding.impact,
         "unexplained": finding.unexplained,
+        "unexplained_sku": finding.unexplained_sku,
+        "unexplained_resource": finding.unexplained_resource,
         "severity": severity_for(impact=finding.impact, expected=finding.expected),
         "chart": finding.chart,
         "unit": finding.unit,

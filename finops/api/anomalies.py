@@ -36,7 +36,16 @@ class AnomalySerializer(serializers.ModelSerializer[Anomaly]):
     actual = money()
     expected = money()
     impact = money()
-    unexplained = money()
+    unexplained = money(
+        help_text="The impact the usage drivers (service, run, endpoint) do not explain."
+    )
+    unexplained_sku = money(
+        allow_null=True, help_text="The impact the sku drivers do not explain (team cost only)."
+    )
+    unexplained_resource = money(
+        allow_null=True,
+        help_text="The impact the resource drivers do not explain (team cost only).",
+    )
     drivers = AnomalyDriverSerializer(many=True, read_only=True)
 
     class Meta:
@@ -44,7 +53,7 @@ class AnomalySerializer(serializers.ModelSerializer[Anomaly]):
         fields = [
             "id", "team", "kind", "series_kind", "series_key", "first_day", "last_day",
             "detected_on", "ongoing", "currency", "actual", "expected", "impact", "unexplained",
-            "severity", "status", "drivers",
+            "unexplained_sku", "unexplained_resource", "severity", "status", "drivers",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -1,7 +1,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from finops.api import anomalies, chargeback, views
+from finops.api import anomalies, chargeback, preferences, views
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
 
@@ -19,6 +19,7 @@ router.add_root_entry("reconciliation", "api-reconciliation")
 router.add_root_entry("pricing-comparison", "api-pricing-comparison")
 router.add_root_entry("statements", "api-statements")
 router.add_root_entry("schema", "schema")
+router.add_root_entry("me/notification-preferences", "api-notification-preferences")
 router.add_root_entry("statements", "api-statements")
 
 urlpatterns = [
@@ -43,6 +44,11 @@ urlpatterns = [
         "v1/statements/<slug:team>/<str:month>/",
         chargeback.StatementDetailView.as_view(),
         name="api-statement",
+    ),
+    path(
+        "v1/me/notification-preferences/",
+        preferences.NotificationPreferenceView.as_view(),
+        name="api-notification-preferences",
     ),
     path("v1/", include(router.urls)),
 ]

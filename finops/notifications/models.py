@@ -9,6 +9,7 @@ accepted the message.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -39,3 +40,42 @@ class EmailNotification(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.subject} ({self.status})"
+
+
+class NotificationPreference(models.Model):
+    """Which emails a user wants (no row: the defaults). Budget alerts and anomaly emails are
+    enqueued under the kinds below; notification_enqueue leaves out the addresses of users
+    who do not want an email's kind."""
+
+    class AnomalyMode(models.TextChoices):
+        IMMEDIATE = "immediate", "One email per new anomaly"
+        DIGEST = "digest", "A daily digest of the new anomalies"
+        OFF = "off", "No anomaly emails"
+
+    # Email kinds (EmailNotification.kind) a preference speaks about.
+    KIND_BUDGET = "budget"
+    KIND_ANOMALY = "anomaly"
+    KIND_ANOMALY_DIGEST = "anomaly-digest"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
+    )
+    anomaly_mode = models.CharField(
+        max_length=16, choices=AnomalyMode.choices, default=AnomalyMode.IMMEDIATE
+    )
+    budget_emails = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        budgets = "budget alerts" if self.budget_emails else "no budget alerts"
+        return f"{self.user}: anomalies {self.anomaly_mode}, {budgets}"
+
+    def wants(self, kind: str) -> bool:
+        """Whether this user wants emails of `kind` (kinds it does not speak about: yes)."""
+        if kind == self.KIND_BUDGET:
+            return self.budget_emails
+        if kind == self.KIND_ANOMALY:
+            return self.anomaly_mode == self.AnomalyMode.IMMEDIATE
+        if kind == self.KIND_ANOMALY_DIGEST:
+            return self.anomaly_mode == self.AnomalyMode.DIGEST
+        return True

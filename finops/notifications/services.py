@@ -5,13 +5,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from finops.notifications.models import EmailNotification
+from finops.notifications.models import EmailNotification, NotificationPreference
+from finops.notifications.selectors import addresses_not_wanting
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +33,14 @@ def notification_enqueue(
     """Create the email for `key` unless it exists, and queue its sending after commit.
 
     Returns the new row, or None when an email with this key was enqueued before (by an earlier
-    run or a concurrent worker): the unique constraint decides, not a check-then-insert.
+    run or a concurrent worker): the unique constraint decides, not a check-then-insert. The
+    addresses of users who declined emails of `kind` (NotificationPreference) are left out;
+    None too when nobody is left.
     """
+    declined = addresses_not_wanting(kind=kind, addresses=recipients)
+    recipients = [a for a in recipients if a.strip() and a.strip().lower() not in declined]
+    if not recipients:
+        return None
     try:
         with transaction.atomic():
             notification = EmailNotification.objects.create(
@@ -104,3 +112,16 @@ def notification_send(*, notification_id: int) -> bool:
         last_error="",
     )
     return True
+
+
+def notification_preference_set(
+    *, user: Any, anomaly_mode: str, budget_emails: bool
+) -> NotificationPreference:
+    """Store the user's choice of emails (one row per user, created on first change)."""
+    if anomaly_mode not in NotificationPreference.AnomalyMode.values:
+        raise ValueError(f"Unknown anomaly email mode {anomaly_mode!r}.")
+    with transaction.atomic():
+        preference, _ = NotificationPreference.objects.update_or_create(
+            user=user, defaults={"anomaly_mode": anomaly_mode, "budget_emails": budget_emails}
+        )
+    return preference

@@ -81,7 +81,7 @@ def anomaly_detail(request: HttpRequest, pk: int) -> HttpResponse:
     status_field.choices = [c for c in Anomaly.Status.choices if c[0] in allowed]
     context = {
         "anomaly": anomaly,
-        "drivers": list(anomaly.drivers.all()),
+        "breakdowns": anomaly.driver_breakdowns(),
         "changes": list(anomaly.status_changes.select_related("user")),
         "chart": [_chart_row(row, anomaly) for row in anomaly.chart],
         "form": form,
