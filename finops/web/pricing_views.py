@@ -20,7 +20,6 @@ from finops.pricing.comparisons import assumptions_current, team_month_pricing
 from finops.pricing.models import PricingAssumptions
 from finops.web.views import _require_finance, _resolve_month
 
-
 # How the page names each alternative (the API keeps its keys).
 ALTERNATIVE_LABELS = {
     "on_demand": "on demand",
