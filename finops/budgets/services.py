@@ -311,16 +311,15 @@ def budget_evaluation_store(*, status: BudgetStatus) -> BudgetEvaluation | None:
         "method": status.method[:200],
         "error": status.error,
     }
+    key = {"budget": budget, "period": budget.period, "period_start": status.period.start}
     with transaction.atomic():
-        stored = (
-            BudgetEvaluation.objects.select_for_update()
-            .filter(budget=budget, period=budget.period, period_start=status.period.start)
-            .first()
-        )
+        stored = BudgetEvaluation.objects.select_for_update().filter(**key).first()
         if stored is None:
-            return BudgetEvaluation.objects.create(
-                budget=budget, period=budget.period, period_start=status.period.start, **values
-            )
+            try:
+                with transaction.atomic():  # a savepoint: another evaluation may insert first
+                    return BudgetEvaluation.objects.create(**key, **values)
+            except IntegrityError:
+                stored = BudgetEvaluation.objects.select_for_update().get(**key)
         if stored.as_of > status.as_of:
             return None
         for key, value in values.items():
