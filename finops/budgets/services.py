@@ -311,7 +311,11 @@ def budget_evaluation_store(*, status: BudgetStatus) -> BudgetEvaluation | None:
         "method": status.method[:200],
         "error": status.error,
     }
-    key = {"budget": budget, "period": budget.period, "period_start": status.period.start}
+    key: dict[str, object] = {
+        "budget": budget,
+        "period": budget.period,
+        "period_start": status.period.start,
+    }
     with transaction.atomic():
         stored = BudgetEvaluation.objects.select_for_update().filter(**key).first()
         if stored is None:
@@ -322,8 +326,8 @@ def budget_evaluation_store(*, status: BudgetStatus) -> BudgetEvaluation | None:
                 stored = BudgetEvaluation.objects.select_for_update().get(**key)
         if stored.as_of > status.as_of:
             return None
-        for key, value in values.items():
-            setattr(stored, key, value)
+        for name, value in values.items():
+            setattr(stored, name, value)
         stored.save()
         return stored
 
