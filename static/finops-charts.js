@@ -55,6 +55,14 @@
     var stacked = canvas.hasAttribute("data-stacked");
     var dashed = (canvas.getAttribute("data-dashed") || "").split(",");
     var data = readTable(table, canvas.hasAttribute("data-cumulative"));
+    // maintainAspectRatio is off, so the canvas takes its parent's height: a parent without
+    // one (anything but a .chart box) makes Chart.js grow the page without end.
+    if (!canvas.parentNode.classList.contains("chart")) {
+      var box = document.createElement("div");
+      box.className = "chart";
+      canvas.parentNode.insertBefore(box, canvas);
+      box.appendChild(canvas);
+    }
     var datasets = data.series.map(function (s, i) {
       var colour = PALETTE[i % PALETTE.length];
       return {

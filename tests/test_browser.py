@@ -135,5 +135,5 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
     assert "llm-chat" in row.text and "Vision" in row.text
     cell = row.find_element(By.CSS_SELECTOR, '[data-testid="per-1k-requests"]').text
     assert cell == unit_money(unit_cost(Decimal("45.5"), 7000, 1000))  # 6.5000
-    assert "$/1k requests" in _body(driver)
+    assert "Per 1k requests" in _body(driver) and "$/1k" not in _body(driver)
     driver.save_screenshot(str(tmp_path / "endpoints.png"))

@@ -15,6 +15,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -502,12 +503,24 @@ def test_organisation_fixture_loads_with_loaddata_and_the_demo_updates_it_in_pla
 
 
 @pytest.mark.django_db(transaction=True)
-def test_demo_end_to_end(tmp_path: Path) -> None:
+def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # The default backend without EMAIL_URL: the demo writes its alert emails to files instead.
+    settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
     out = io.StringIO()
     call_command(
         "demo", "--scale", "small", "--month", "2025-10", "--out", str(tmp_path),
         "--allow-demo-users", stdout=out,
     )  # fmt: skip
+    assert "Content-Type:" not in capsys.readouterr().out  # no email printed to the console
+    assert settings.EMAIL_BACKEND.endswith("console.EmailBackend")  # restored afterwards
+    from finops.notifications.models import EmailNotification
+
+    emails = EmailNotification.objects.count()
+    sent = EmailNotification.objects.filter(status=EmailNotification.Status.SENT).count()
+    assert sent > 0 and len(list((tmp_path / "emails").iterdir())) == sent
+    assert f"{emails} alert emails queued (budgets, anomalies), written to {tmp_path}" in (
+        out.getvalue()
+    )
     dataset = dataset_build(seed=42, month=MONTH, scale=Scale.SMALL)
     files = dataset_write(dataset=dataset, out=tmp_path / "again")
     period = MONTH.start.date()

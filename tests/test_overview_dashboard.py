@@ -14,6 +14,7 @@ from django.urls import reverse
 from billing_ingest.months import month_add
 from finops.attribution.models import Category
 from finops.budgets.models import Budget
+from finops.budgets.tasks import evaluate_budgets_for_month
 from finops.currency.models import FxRate
 from tests.factories import TeamDailyCostFactory, TeamFactory
 
@@ -166,6 +167,8 @@ def test_alerts_panel_lists_budgets_at_risk(finance_client, history, team):
     Budget.objects.create(
         name="Vision huge", team=team, period="month", amount=Decimal("1e9"), currency="USD"
     )
+    # The panel reads the statuses the pipeline's budgets step stores.
+    evaluate_budgets_for_month("2025-09")
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     assert "Vision tiny" in html and "Vision huge" not in html
 

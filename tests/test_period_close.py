@@ -197,11 +197,13 @@ def test_audit_log_records_closes_and_reopenings(
     assert events[0].details["teams"]["vision"]["native"] == {"USD": "100.000000000000"}
 
 
-def test_close_page_for_finance_only(client, bills, finance_user, lead_user, viewer_user):
+def test_close_page_for_finance_only(client, bills, team, finance_user, lead_user, viewer_user):
     client.force_login(finance_user)
     page = client.get("/close/")
     assert page.status_code == 200
     assert b"September 2025" in page.content and b'data-testid="close-2025-09"' in page.content
+    # Each team's statement of the month, one click away from the close button.
+    assert f'href="/teams/{team.slug}/statements/2025-09/"'.encode() in page.content
     response = client.post("/close/2025-09/close/", {"reason": "done"}, follow=True)
     assert b"September 2025 is closed" in response.content
     assert ClosedPeriod.objects.filter(month=SEPT, reopened_at__isnull=True).exists()

@@ -26,8 +26,9 @@ def _finance(client):
 def test_pricing_page_shows_each_team_commitments_and_the_recommendation(client, priced_month):  # noqa: F811
     _finance(client)
     page = client.get("/pricing/?month=2025-06&team=cud").content.decode()
+    # Each team by its name, its currency in a column of its own, money with separators.
     for slug in ("od", "spot", "ri", "cud"):
-        assert f"<td>{slug} (USD)</td>" in page
+        assert f"<td>{slug}-run</td><td>USD</td>" in page
     # Commitment utilisation from the bills: cud-2 used 50, unused 30 (0.625).
     assert "cud-2 (USD)" in page and "0.625" in page
     assert 'data-chart="pricing-demand"' in page and "How much to commit: cud" in page
@@ -76,7 +77,7 @@ def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811
     client.force_login(lead)
     assert client.get("/pricing/settings/").status_code == 403
     page = client.get("/pricing/?month=2025-06").content.decode()
-    assert "<td>od (USD)</td>" in page and "<td>spot (USD)</td>" not in page
+    assert "<td>od-run</td><td>USD</td>" in page and "<td>spot-run</td>" not in page
     assert "cud-2" not in page  # commitments are the organisation's: finance only
     _finance(client)
     form = client.get("/pricing/settings/").content.decode()
@@ -103,7 +104,8 @@ def test_pricing_page_in_chromium(browser, live_server, priced_month):  # noqa: 
     browser.get(live_server.url + "/pricing/?month=2025-06")
     _wait_for_text(browser, "Commitment utilisation")
     text = _body(browser)
-    assert "cud (USD)" in text and "80.00" in text
+    assert "cud-run" in text and "80.00" in text
+    assert "Amortised cost (EffectiveCost)" in text and "On demand (ListCost)" in text
     # The charts were drawn from their tables (Chart.js sized the canvases).
     drawn = browser.execute_script(
         "return [...document.querySelectorAll('canvas[data-chart]')]"
@@ -111,3 +113,28 @@ def test_pricing_page_in_chromium(browser, live_server, priced_month):  # noqa: 
     )
     assert drawn >= 3
     assert RunCost.objects.count() == 4
+    _assert_charts_boxed(browser)
+
+    # The run page's comparison charts the costs only, never the numbers in the assumptions.
+    browser.get(live_server.url + "/runs/spot/spot-run/?month=2025-06")
+    _wait_for_text(browser, "What it cost, and what it would have cost")
+    series = browser.execute_script(
+        "return Chart.getChart(document.querySelector('canvas[data-chart=\"pricing-0\"]'))"
+        ".data.datasets.map(d => d.label)"
+    )
+    assert series == ["Cost (USD)"]
+    _assert_charts_boxed(browser)
+
+
+def _assert_charts_boxed(browser) -> None:
+    """Every chart sits in a sized .chart box and the page stays a page: a canvas without one
+    (maintainAspectRatio off) made Chart.js grow the pricing page to 33 million pixels."""
+    import time
+
+    time.sleep(0.5)  # a runaway resize loop grows the page over a few frames
+    boxed = browser.execute_script(
+        "return [...document.querySelectorAll('canvas[data-chart]')]"
+        ".map(c => c.parentNode.classList.contains('chart') && c.clientHeight < 400)"
+    )
+    assert boxed and all(boxed), boxed
+    assert browser.execute_script("return document.documentElement.scrollHeight") < 20000

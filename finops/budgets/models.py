@@ -156,3 +156,44 @@ class BudgetOptOut(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} opted out of {self.budget}"
+
+
+class BudgetEvaluation(models.Model):
+    """A budget's newest evaluation of one of its periods: what the pipeline's budgets step (and
+    check_budgets, and a budget's save) computed, so that the overview and team pages read one
+    row per budget instead of forecasting every budget on each request."""
+
+    class Status(models.TextChoices):
+        OK = "ok", "Within budget"
+        AT_RISK = "at_risk", "Forecast to go over"
+        OVER = "over", "Over budget"
+        ERROR = "error", "Not evaluated (error)"
+
+    budget = models.ForeignKey(Budget, on_delete=models.CASCADE, related_name="evaluations")
+    # The budget's period kind when evaluated: a budget changed from month to quarter no longer
+    # owns its month rows (pages match it against budget.period).
+    period = models.CharField(max_length=16, choices=Budget.Period.choices)
+    period_start = models.DateField()
+    period_end = models.DateField()
+    as_of = models.DateField()
+    currency = models.CharField(max_length=3)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    actual = money_field()
+    forecast = money_field()
+    forecast_low = money_field()
+    forecast_high = money_field()
+    method = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    evaluated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["budget_id", "-period_start"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["budget", "period", "period_start"], name="budget_evaluation_once"
+            )
+        ]
+        indexes = [models.Index(fields=["period_start", "period_end"])]
+
+    def __str__(self) -> str:
+        return f"{self.budget} {self.period_start} as of {self.as_of}: {self.status}"

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from finops.audit.services import audit_record
 from finops.budgets.emails import alert_email
-from finops.budgets.models import Budget, BudgetAlert, BudgetOptOut
+from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation, BudgetOptOut
 from finops.budgets.selectors import (
     BudgetStatus,
     budget_drivers,
@@ -252,6 +252,14 @@ def _audit_values(values: Mapping[str, Any]) -> dict[str, str]:
     return {key: str(value) for key, value in values.items()}
 
 
+def _refresh_after_commit(budget_id: int) -> None:
+    """Store the budget's status once the save is committed, so the overview and team pages
+    (which read stored evaluations) show it before the next import or beat evaluates it."""
+    from finops.budgets.tasks import refresh_budget_evaluation
+
+    transaction.on_commit(lambda: refresh_budget_evaluation.delay(budget_id))
+
+
 def budget_create(*, user: AnyUser, data: Mapping[str, Any]) -> Budget:
     values = budget_validate(user=user, data=data)
     with transaction.atomic():
@@ -259,6 +267,7 @@ def budget_create(*, user: AnyUser, data: Mapping[str, Any]) -> Budget:
         audit_record(
             actor=user, action="budget.create", obj_repr=str(budget), details=_audit_values(values)
         )
+        _refresh_after_commit(budget.pk)
         return budget
 
 
@@ -271,6 +280,8 @@ def budget_update(*, user: AnyUser, budget: Budget, data: Mapping[str, Any]) -> 
         budget.save()
         changes = {k: [str(before[k]), str(v)] for k, v in values.items() if before[k] != v}
         audit_record(actor=user, action="budget.update", obj_repr=str(budget), details=changes)
+        budget_evaluations_restate(budget=budget)
+        _refresh_after_commit(budget.pk)
     return budget
 
 
@@ -287,6 +298,88 @@ def budget_opt_out_set(*, budget: Budget, user: AnyUser, opted_out: bool) -> Non
             BudgetOptOut.objects.get_or_create(budget=budget, user_id=int(user.pk or 0))
         else:
             BudgetOptOut.objects.filter(budget=budget, user_id=int(user.pk or 0)).delete()
+
+
+# --- stored evaluations ----------------------------------------------------------------------
+
+
+def evaluation_status(
+    *, amount: Decimal, actual: Decimal, forecast: Decimal, error: str = ""
+) -> str:
+    """Over when the actual cost reached the amount, at risk when only the forecast did."""
+    if error:
+        return BudgetEvaluation.Status.ERROR
+    if actual >= amount:
+        return BudgetEvaluation.Status.OVER
+    if forecast >= amount:
+        return BudgetEvaluation.Status.AT_RISK
+    return BudgetEvaluation.Status.OK
+
+
+def budget_evaluation_store(*, status: BudgetStatus) -> BudgetEvaluation | None:
+    """Keep `status` as the budget's evaluation of its period, unless a newer one (a later
+    as-of) is stored already: the pages show the newest evaluation of each period. A re-run on
+    the same day (a restated bill) replaces it."""
+    budget = status.budget
+    values = {
+        "period_end": status.period.end,
+        "as_of": status.as_of,
+        "currency": status.currency,
+        "status": evaluation_status(
+            amount=budget.amount,
+            actual=status.actual,
+            forecast=status.forecast,
+            error=status.error,
+        ),
+        "actual": status.actual,
+        "forecast": status.forecast,
+        "forecast_low": status.forecast_low,
+        "forecast_high": status.forecast_high,
+        "method": status.method[:200],
+        "error": status.error,
+    }
+    key: dict[str, object] = {
+        "budget": budget,
+        "period": budget.period,
+        "period_start": status.period.start,
+    }
+    with transaction.atomic():
+        stored = BudgetEvaluation.objects.select_for_update().filter(**key).first()
+        if stored is None:
+            try:
+                with transaction.atomic():  # a savepoint: another evaluation may insert first
+                    return BudgetEvaluation.objects.create(**key, **values)
+            except IntegrityError:
+                stored = BudgetEvaluation.objects.select_for_update().get(**key)
+        if stored.as_of > status.as_of:
+            return None
+        for name, value in values.items():
+            setattr(stored, name, value)
+        stored.save()
+        return stored
+
+
+def budget_evaluations_restate(*, budget: Budget) -> None:
+    """After an edit: drop the rows of another period kind (no longer this budget's periods)
+    and recompute the stored statuses against the new amount (no forecast needed)."""
+    BudgetEvaluation.objects.filter(budget=budget).exclude(period=budget.period).delete()
+    for stored in BudgetEvaluation.objects.filter(budget=budget).exclude(error__gt=""):
+        status = evaluation_status(
+            amount=budget.amount, actual=stored.actual, forecast=stored.forecast
+        )
+        if status != stored.status:
+            stored.status = status
+            stored.save(update_fields=["status"])
+
+
+def budget_evaluation_refresh(*, budget_id: int) -> BudgetEvaluation | None:
+    """Evaluate one budget as of its scope's newest ledger day (today when it has none) and
+    store the status; no alert is raised here (the pipeline and beat raise them)."""
+    budget = Budget.objects.select_related("team").filter(pk=budget_id).first()
+    if budget is None:
+        return None
+    as_of = last_ledger_day_of_scope(budget=budget) or timezone.now().date()
+    return budget_evaluation_store(status=budget_status(budget=budget, as_of=as_of))
 
 
 # --- alerts ----------------------------------------------------------------------------------
@@ -357,9 +450,11 @@ def _raise_alert(status: BudgetStatus, kind: str, threshold: int) -> BudgetAlert
 
 
 def budget_evaluate(*, budget_id: int, as_of: date) -> Evaluation:
-    """Evaluate one budget on as_of and raise (once ever) each alert now due."""
+    """Evaluate one budget on as_of, store the status the pages show, and raise (once ever) each
+    alert now due."""
     budget = Budget.objects.select_related("team").get(pk=budget_id)
     status = budget_status(budget=budget, as_of=as_of)
+    budget_evaluation_store(status=status)
     evaluation = Evaluation(status=status)
     if status.error or not budget.active:
         return evaluation

@@ -12,7 +12,7 @@ from billing_ingest.months import month_add
 from finops.budgets.models import Budget
 from finops.budgets.selectors import budget_period
 from finops.budgets.series import last_ledger_day
-from finops.budgets.services import budgets_evaluate_active
+from finops.budgets.services import budget_evaluation_refresh, budgets_evaluate_active
 
 
 def _summary(evaluations: list) -> dict[str, object]:
@@ -65,3 +65,16 @@ def check_budgets(as_of: str | None = None) -> dict[str, object]:
     result = _summary(budgets_evaluate_active(as_of=day))
     result["as_of"] = day.isoformat()
     return result
+
+
+@shared_task(
+    autoretry_for=(OperationalError,),
+    retry_backoff=30,
+    max_retries=5,
+    soft_time_limit=120,
+    time_limit=150,
+)
+def refresh_budget_evaluation(budget_id: int) -> str | None:
+    """After a budget was saved: store its status as of its newest ledger day (no alerts)."""
+    stored = budget_evaluation_refresh(budget_id=budget_id)
+    return stored.status if stored is not None else None

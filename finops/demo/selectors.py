@@ -13,6 +13,7 @@ from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost
 from finops.demo.fleet import Month
 from finops.inference.models import EndpointCost
+from finops.notifications.models import EmailNotification
 
 
 @dataclass(frozen=True)
@@ -122,3 +123,8 @@ def demo_endpoints(*, month: Month) -> list[EndpointMonth]:
         acc[2] += tokens
     result = [EndpointMonth(e, c, *acc) for (e, c), acc in totals.items()]
     return sorted(result, key=lambda e: (-e.cost, e.endpoint))
+
+
+def demo_emails_count() -> int:
+    """Emails in the outbox (the demo prints how many its run queued)."""
+    return EmailNotification.objects.count()

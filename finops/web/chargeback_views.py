@@ -58,7 +58,12 @@ def _require_finance(request: HttpRequest) -> None:
 def close_periods(request: HttpRequest) -> HttpResponse:
     """Months with their status; finance closes and reopens them here (viewers only look)."""
     _require_finance(request)
-    context = {"periods": period_list(), "may_edit": user_may_edit(request.user)}
+    context = {
+        "periods": period_list(),
+        "may_edit": user_may_edit(request.user),
+        # Each month's statements, one link per team: what finance checks before closing.
+        "teams": team_list_visible(user=request.user).order_by("name"),
+    }
     return render(request, "web/close.html", context)
 
 

@@ -21,10 +21,21 @@ from finops.pricing.comparisons import assumptions_current, team_month_pricing
 from finops.pricing.models import PricingAssumptions
 from finops.web.views import _require_finance, _resolve_month
 
+# How the page names each alternative (the API keeps its keys).
+ALTERNATIVE_LABELS = {
+    "on_demand": "on demand",
+    "spot": "spot",
+    "reserved_1y": "reserved 1 year",
+    "reserved_3y": "reserved 3 years",
+    "on_prem": "on premises",
+}
 
-def _with_best(body: dict[str, Any]) -> dict[str, Any]:
+
+def _with_best(body: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     best = body["best_alternative"]
     body["best_cost"] = body[best]["cost"]
+    body["best_label"] = ALTERNATIVE_LABELS.get(best, best)
+    body["team_name"] = names.get(body["team"], body["team"])
     return body
 
 
@@ -46,6 +57,9 @@ def _recommendation(team: Team, month: dt.date, p: dict[str, Any] | None) -> dic
     ]
     rec["level90"] = rec["levels"][-1]["gpus"]
     rec["team"] = team.slug
+    rec["team_name"] = team.name
+    # Savings are priced from the team's own on-demand rate, so in its comparison's currency.
+    rec["currency"] = p["currency"] if p else None
     return rec
 
 
@@ -54,8 +68,9 @@ def pricing(request: HttpRequest) -> HttpResponse:
     month, months = _resolve_month(request)
     finance = user_is_finance(request.user)
     teams = team_list_visible(user=request.user).order_by("slug")
+    names = {team.slug: team.name for team in teams}
     comparisons = [
-        _with_best(p)
+        _with_best(p, names)
         for p in team_month_pricing(
             month=month, teams=teams, org_wide=user_is_finance(request.user)
         )
@@ -70,7 +85,7 @@ def pricing(request: HttpRequest) -> HttpResponse:
         share = coverage(month=month, team_id=team.pk)
         if share is not None:
             percent = (share * 100).quantize(Decimal("0.1"))
-            covered.append({"team": team.slug, "percent": str(percent)})
+            covered.append({"team": team.name, "percent": str(percent)})
     context = {
         "month": month,
         "months": months,
@@ -80,6 +95,7 @@ def pricing(request: HttpRequest) -> HttpResponse:
         # Commitments are bought for the organisation, not a team: finance only.
         "commitments": commitment_utilisation(month=month) if finance else None,
         "recommendation": rec,
+        "recommendation_teams": teams,
     }
     return render(request, "web/pricing.html", context)
 

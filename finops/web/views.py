@@ -146,7 +146,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "open_anomalies": open_anomaly_counts(
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
-        "budgets": budget_statuses_of_team(team=team, month=month),
+        "team_budgets": budget_statuses_of_team(team=team, month=month),
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(

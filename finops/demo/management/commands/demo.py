@@ -27,13 +27,19 @@ from django.db import connection
 from finops.demo.budgets import demo_budgets_ensure
 from finops.demo.dataset import DemoFile, coreweave_rates, dataset_build, dataset_write
 from finops.demo.fleet import CLOUDS, Month, Scale
+from finops.demo.mailbox import DemoMailbox, demo_mailbox
 from finops.demo.organisation import (
     FINANCE_USERNAME,
     LEAD_USERNAME,
     coreweave_rates_ensure,
     demo_organisation_ensure,
 )
-from finops.demo.selectors import demo_endpoints, demo_reconciliation, demo_summary
+from finops.demo.selectors import (
+    demo_emails_count,
+    demo_endpoints,
+    demo_reconciliation,
+    demo_summary,
+)
 
 # Endpoints listed with their unit costs in the summary.
 TOP_ENDPOINTS = 5
@@ -129,14 +135,17 @@ class Command(BaseCommand):
             rates=coreweave_rates(dataset), first=month.start.date(), last=last_day
         )
         verbosity = max(0, options["verbosity"] - 1)
-        # --no-attribute / --no-rollup: attribute the month once, after every file is in.
-        for file in files:
-            self._ingest(file, verbosity)
-        self._call("attribute", "--month", month.label, verbosity=verbosity)
-        # Budgets sized from the month itself, some crossed; evaluated as of the month's last
-        # day, so the console shows real alert emails (once: a re-run sends nothing new).
-        demo_budgets_ensure(month=month.start.date())
-        self._call("check_budgets", "--as-of", last_day.isoformat(), verbosity=verbosity)
+        emails_before = demo_emails_count()
+        with demo_mailbox(out=out) as mailbox:
+            # --no-attribute / --no-rollup: attribute the month once, after every file is in.
+            for file in files:
+                self._ingest(file, verbosity)
+            self._call("attribute", "--month", month.label, verbosity=verbosity)
+            # Budgets sized from the month itself, some crossed; evaluated as of the month's
+            # last day, so real alert emails go out (once: a re-run sends nothing new).
+            demo_budgets_ensure(month=month.start.date())
+            self._call("check_budgets", "--as-of", last_day.isoformat(), verbosity=verbosity)
+        self._print_emails(demo_emails_count() - emails_before, mailbox)
         self._print_summary(month, time.monotonic() - began)
 
     def _ingest(self, file: DemoFile, verbosity: int) -> None:
@@ -209,6 +218,17 @@ class Command(BaseCommand):
         ]
         for line in lines:
             self.stdout.write(line)
+
+    def _print_emails(self, queued: int, mailbox: DemoMailbox) -> None:
+        where = (
+            f"written to {mailbox.folder}/ (a file each) instead of the console"
+            if mailbox.folder is not None
+            else f"sent through {settings.EMAIL_BACKEND}"
+        )
+        self.stdout.write(
+            f"{queued} alert emails queued (budgets, anomalies), {where}; the outbox is at "
+            f"{demo_url()}/admin/notifications/emailnotification/"
+        )
 
     @staticmethod
     def _unit(value: Decimal | None) -> str:
