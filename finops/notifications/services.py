@@ -12,6 +12,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from finops.notifications.models import EmailNotification
+from finops.org.services import data_version_bump
 
 logger = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ def notification_send(*, notification_id: int) -> bool:
             attempts=notification.attempts + 1,
             last_error=f"{type(error).__name__}: {error}"[:2000],
         )
+        data_version_bump()  # a budget alert's error shows in the budgets API
         raise
     EmailNotification.objects.filter(pk=notification_id).update(
         status=EmailNotification.Status.SENT,
@@ -103,4 +105,5 @@ def notification_send(*, notification_id: int) -> bool:
         sent_at=timezone.now(),
         last_error="",
     )
+    data_version_bump()  # a budget alert's sent_at shows in the budgets API
     return True

@@ -45,7 +45,8 @@ class ApiTokenAuthentication(BaseAuthentication):
         from finops.tokens.services import api_token_mark_used
 
         token = (
-            ApiToken.objects.select_related("user")
+            # The profile too: the role decides every request's scope (one query fewer).
+            ApiToken.objects.select_related("user", "user__finops_profile")
             .prefetch_related("teams")
             .filter(key_hash=key_hash(key))
             .first()
