@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 from django.core.cache import cache
@@ -37,7 +37,7 @@ from finops.org.selectors import data_version_current, team_list_visible
 from finops.org.services import data_version_bump
 
 KEY_PREFIX = "finops:api:v1"
-Handler = Callable[..., HttpResponseBase]
+Handler = TypeVar("Handler", bound=Callable[..., HttpResponseBase])
 
 
 def cache_seconds() -> int:
@@ -91,7 +91,9 @@ def cached_read(handler: Handler) -> Handler:
                 add_callback(lambda rendered: _store(key, rendered))
         return response
 
-    return wrapper
+    # Typed as the handler it wraps (DRF's signature), though a hit is a plain HttpResponse:
+    # DRF's finalize_response takes any HttpResponseBase.
+    return cast(Handler, wrapper)
 
 
 def _store(key: str, response: HttpResponse) -> None:
