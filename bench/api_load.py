@@ -309,6 +309,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/6")
     parser.add_argument("--phases", default="off,on", help="cache off, on, or both (off,on)")
+    parser.add_argument(
+        "--requests", default="summary,runs,series,budgets,root", help="which requests to drive"
+    )
     args = parser.parse_args()  # fmt: skip
     if not urlsplit(args.database_url).scheme.startswith("postgres"):
         raise SystemExit("PostgreSQL only (the load is measured on the real server)")
@@ -347,6 +350,8 @@ def main() -> None:
         ("budgets", f"/api/v1/budgets/?as_of={MONTH}-20", keys["finance"]),
         ("root", "/api/v1/", keys["finance"]),
     ]  # fmt: skip
+    wanted = {r.strip() for r in args.requests.split(",")}
+    plan = [entry for entry in plan if entry[0] in wanted]
     phases = [p.strip() for p in args.phases.split(",") if p.strip()]
     results = {}
     for phase in phases:

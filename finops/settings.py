@@ -132,9 +132,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 60
 # Keep a web process's connection between requests: opening one per request (Django's default)
 # costs a PostgreSQL backend fork and the handshake, which dominated a cached API answer on 2
-# cores (bench/api_load.py). Health checks drop a connection the server closed meanwhile.
+# cores (bench/api_load.py). No CONN_HEALTH_CHECKS: they add a round trip to every request; a
+# connection the server dropped fails one request, and Django then closes it.
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("FINOPS_DB_CONN_MAX_AGE", default=60)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Applied where people choose passwords (admin forms, createsuperuser, password change), not to
