@@ -2,14 +2,15 @@
 
     python bench/api_load.py --line-items 1000000              # build a month, then load it
     python bench/api_load.py --reuse                           # load the month built before
-    python bench/api_load.py --reuse --worker-class gthread --threads 4 --gunicorn-workers 2
+    python bench/api_load.py --reuse --worker-class sync --threads 1 --gunicorn-workers 5
 
 Builds one month with bench/attribution.py's generator (N 8-GPU nodes x 744 hourly line items,
 200 Slurm jobs per node over 20 teams, storage and support lines; `--line-items` picks N) in
 `--database-url` (created and migrated when missing; never `finops` or a `test_` database),
 loading line items and jobs with COPY, attributes it (ledger and rollups), makes a budget per
 team and one for the organisation, a finance user and a team lead with API tokens, then runs
-gunicorn on a free loopback port twice, each time driving `--clients` concurrent keep-alive
+gunicorn (gthread, a process per core, 4 threads: README "Running at scale") on a free
+loopback port twice, each time driving `--clients` concurrent keep-alive
 clients for `--duration` seconds:
 
     cache off  FINOPS_API_CACHE_SECONDS=0: every answer computed (the baseline)
@@ -304,9 +305,10 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="load the month built before")
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per phase")
-    parser.add_argument("--gunicorn-workers", type=int, default=2 * (os.cpu_count() or 1) + 1)
-    parser.add_argument("--worker-class", default="sync", choices=["sync", "gthread"])
-    parser.add_argument("--threads", type=int, default=1)
+    # The README's "Running at scale" configuration: one gthread process per core, 4 threads.
+    parser.add_argument("--gunicorn-workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--worker-class", default="gthread", choices=["sync", "gthread"])
+    parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--cache-url", default="redis://127.0.0.1:6379/6")
     parser.add_argument("--phases", default="off,on", help="cache off, on, or both (off,on)")
     parser.add_argument(
