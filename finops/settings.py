@@ -104,6 +104,9 @@ if FINOPS_PROXY_COUNT:
 # Failed-token counts (finops.api.authentication) live here; several web processes need a
 # shared cache (CACHE_URL=redis://...) for one count, else each process counts its own.
 CACHES = {"default": env.cache_url("CACHE_URL", default="locmemcache://")}
+# JSON answers of the read endpoints (costs, runs, budgets, teams) are cached there, keyed by
+# the data version and the caller's scope (finops/api/cache.py); 0 turns the cache off.
+FINOPS_API_CACHE_SECONDS = env.int("FINOPS_API_CACHE_SECONDS", default=300)
 
 ROOT_URLCONF = "finops.urls"
 WSGI_APPLICATION = "finops.wsgi.application"
@@ -127,6 +130,11 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Attribution writes in long transactions; wait for the lock instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 60
+# Keep a web process's connection between requests: opening one per request (Django's default)
+# costs a PostgreSQL backend fork and the handshake, which dominated a cached API answer on 2
+# cores (bench/api_load.py). No CONN_HEALTH_CHECKS: they add a round trip to every request; a
+# connection the server dropped fails one request, and Django then closes it.
+DATABASES["default"]["CONN_MAX_AGE"] = env.int("FINOPS_DB_CONN_MAX_AGE", default=60)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Applied where people choose passwords (admin forms, createsuperuser, password change), not to

@@ -46,6 +46,14 @@ def celery_eager_unless_worker_test(request: pytest.FixtureRequest) -> Iterator[
     celery_app.conf.task_always_eager, celery_app.conf.task_eager_propagates = previous
 
 
+@pytest.fixture(autouse=True)
+def api_response_cache_off(settings: Any) -> None:
+    """No cached API answers (finops/api/cache.py) unless a test turns them on: the locmem
+    cache outlives a test's rolled-back database, and its on_commit version bumps never run
+    inside a test's transaction. tests/test_api_cache.py tests the cache itself."""
+    settings.FINOPS_API_CACHE_SECONDS = 0
+
+
 @pytest.fixture
 def samples_dir() -> Path:
     """../shared/samples, or a clean skip where the checkout has no shared folder beside it,

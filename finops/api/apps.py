@@ -5,3 +5,8 @@ class ApiConfig(AppConfig):
     name = "finops.api"
     label = "api"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from finops.api.cache import connect_signals
+
+        connect_signals()

@@ -20,6 +20,7 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from finops.api.cache import cached_read
 from finops.budgets.models import Budget, BudgetAlert
 from finops.budgets.selectors import budget_alerts_of_period, budget_list_visible, budget_status
 from finops.budgets.services import budget_create, budget_delete, budget_update
@@ -136,6 +137,7 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
             raise ApiValidationError({"non_field_errors": ["Send a JSON object."]})
         return dict(request.data)
 
+    @cached_read
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         as_of = self._as_of()
         page = self.paginate_queryset(self.get_queryset())

@@ -23,6 +23,7 @@ from billing_ingest.months import month_start
 from finops.attribution import engine, ledger
 from finops.attribution.inputs import Inputs, inputs_load
 from finops.attribution.models import AttributionRun
+from finops.org.services import data_version_bump
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +75,7 @@ def attribution_run(*, month: dt.date) -> AttributionRun:
             run.jobs = len(inputs.jobs)
             run.finished_at = timezone.now()
             run.save(update_fields=["status", "line_items", "jobs", "finished_at"])
+            data_version_bump()  # the new ledger and rollups: cached answers are stale
     except Exception as exc:
         logger.exception("attribution of %s failed", month)
         if isinstance(exc, OperationalError | InterfaceError) and not connection.in_atomic_block:

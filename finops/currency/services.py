@@ -32,6 +32,7 @@ from django.db import transaction
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.lines import CappedText
 from finops.currency.models import RATE_QUANTUM, FxRate
+from finops.org.services import data_version_bump
 
 ECB_BASE = "EUR"
 ECB_SOURCE = "ecb"
@@ -184,6 +185,7 @@ def fx_rates_load(*, path: Path | str) -> FxLoadResult:
             unique_fields=["date", "from_currency", "to_currency"],
             update_fields=["rate", "source", "loaded_at"],
         )
+        data_version_bump()  # converted amounts change: cached answers are stale
     days = [key[0] for key in unique]
     currencies = {key[1] for key in unique} | {key[2] for key in unique}
     return FxLoadResult(

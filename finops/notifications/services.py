@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from finops.notifications.models import EmailNotification, NotificationPreference
 from finops.notifications.selectors import addresses_not_wanting
+from finops.org.services import data_version_bump
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ def notification_send(*, notification_id: int) -> bool:
             attempts=notification.attempts + 1,
             last_error=f"{type(error).__name__}: {error}"[:2000],
         )
+        data_version_bump()  # a budget alert's error shows in the budgets API
         raise
     EmailNotification.objects.filter(pk=notification_id).update(
         status=EmailNotification.Status.SENT,
@@ -111,6 +113,7 @@ def notification_send(*, notification_id: int) -> bool:
         sent_at=timezone.now(),
         last_error="",
     )
+    data_version_bump()  # a budget alert's sent_at shows in the budgets API
     return True
 
 

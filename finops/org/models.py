@@ -87,3 +87,20 @@ class MappingRule(models.Model):
             cls.KIND_ORDER.index(cls.Kind(kind)) if kind in cls.Kind.values else len(cls.KIND_ORDER)
         )
         return (priority, rank, rule_id)
+
+
+# The one DataVersion row.
+DATA_VERSION_PK = 1
+
+
+class DataVersion(models.Model):
+    """One row: a number bumped after every commit that changes what the reports show (a
+    pipeline step, an attribution run, FX rates, budgets, teams). Cached API answers are keyed
+    by it (finops/api/cache.py), so a new number makes every older cached answer unreachable.
+    In the database, not the cache, so a Celery worker's bump reaches every web process even
+    when each process has its own (locmem) cache."""
+
+    number = models.BigIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"data version {self.number}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from finops.org.models import Team
+from finops.org.models import DATA_VERSION_PK, DataVersion, Team
 from finops.org.permissions import AnyUser, token_team_limit, user_has_finance_role, user_profile
 
 
@@ -21,3 +21,9 @@ def team_list_visible(*, user: AnyUser) -> QuerySet[Team]:
         teams = Team.objects.filter(leads=profile)
     limit = token_team_limit(user)
     return teams if limit is None else teams.filter(pk__in=limit)
+
+
+def data_version_current() -> int:
+    """The number finops.org.services.data_version_bump increments (0 before the first)."""
+    number = DataVersion.objects.filter(pk=DATA_VERSION_PK).values_list("number", flat=True)
+    return next(iter(number), 0)

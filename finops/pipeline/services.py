@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from billing_ingest.heartbeat import dead_worker_message, heartbeat_deadline
 from billing_ingest.models import MonthChange
+from finops.org.services import data_version_bump
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.steps import STEPS
 
@@ -176,6 +177,8 @@ def pipeline_step_succeed(*, step_id: int) -> None:
             run.status = PipelineRun.Status.SUCCEEDED
             run.finished_at = now
         run.save(update_fields=["status", "finished_at", "heartbeat_at"])
+        # The step's work (budgets evaluated, endpoint costs, anomalies...) has committed.
+        data_version_bump()
 
 
 def pipeline_step_fail(*, step_id: int, error: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
@@ -44,9 +45,12 @@ class ApiTokenAuthentication(BaseAuthentication):
         from finops.org.permissions import TOKEN_TEAM_LIMIT_ATTR
         from finops.tokens.services import api_token_mark_used
 
+        # One query for most requests: the user and profile joined (the role decides every
+        # request's scope), and whether the token is limited to teams; their ids only then.
+        limited = ApiToken.teams.through.objects.filter(apitoken_id=OuterRef("pk"))
         token = (
-            ApiToken.objects.select_related("user")
-            .prefetch_related("teams")
+            ApiToken.objects.select_related("user", "user__finops_profile")
+            .annotate(limited=Exists(limited))
             .filter(key_hash=key_hash(key))
             .first()
         )
@@ -58,7 +62,8 @@ class ApiTokenAuthentication(BaseAuthentication):
             raise exceptions.PermissionDenied("This token is read-only.")
         api_token_mark_used(token=token, now=now)
         user = token.user
-        team_ids = frozenset(t.pk for t in token.teams.all())
+        limit = token.limited  # type: ignore[attr-defined]
+        team_ids = frozenset(token.teams.values_list("pk", flat=True)) if limit else frozenset()
         if team_ids:
             setattr(user, TOKEN_TEAM_LIMIT_ATTR, team_ids)
         return user, token
