@@ -130,3 +130,29 @@ def test_browser_chart_and_status_change(browser, live_server, team, finance_use
     status = driver.find_element(By.CSS_SELECTOR, '[data-testid="anomaly-status"]').text
     assert status == "Expected"
     assert Anomaly.objects.get().status == "expected"
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_browser_chart_marks_the_event_days(browser, live_server, spike, finance_user):
+    """The Event series holds the actual values on the event's days only, and Chart.js draws
+    them as visible points (a one-day spike is a single point: a line alone shows nothing)."""
+    _login(browser, live_server.url, "fin", "fin-password-123")
+    browser.get(f"{live_server.url}/anomalies/{spike.pk}/")
+    _wait_for_text(browser, "Drivers")
+    labels, points = browser.execute_script(
+        "var chart = Chart.getChart(document.querySelector('canvas[data-chart]'));"
+        "var i = chart.data.datasets.findIndex(d => d.label === 'Event');"
+        "var meta = chart.getDatasetMeta(i);"
+        "return [chart.data.labels, chart.data.datasets[i].data.map((v, k) =>"
+        " [v, meta.data[k].options.radius, meta.data[k].skip])];"
+    )
+    event_days = {
+        (spike.first_day + dt.timedelta(days=k)).isoformat()
+        for k in range((spike.last_day - spike.first_day).days + 1)
+    }
+    actual = {row["day"]: float(row["actual"]) for row in spike.chart}
+    drawn = {day for day, (value, radius, skip) in zip(labels, points) if radius > 0 and not skip}
+    assert drawn == event_days
+    for day, (value, _radius, _skip) in zip(labels, points):
+        assert value == (actual[day] if day in event_days else None)
