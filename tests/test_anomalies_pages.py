@@ -156,3 +156,36 @@ def test_browser_chart_marks_the_event_days(browser, live_server, spike, finance
     assert drawn == event_days
     for day, (value, _radius, _skip) in zip(labels, points):
         assert value == (actual[day] if day in event_days else None)
+
+
+@pytest.mark.django_db
+def test_endpoint_anomaly_cards_are_per_1000_requests(team, finance_user) -> None:
+    """An endpoint's series is cost per 1,000 requests: the cards give the event's actual and
+    expected in that unit (totals / thousands of requests), and the impact in money."""
+    from decimal import Decimal
+
+    from finops.inference.models import EndpointCost
+
+    first = dt.date(2025, 9, 1)
+    # 4,000 + 6,000 requests cost 20 + 30 USD: 50 / 10 = 5 USD per 1,000 requests.
+    for offset, (requests, cost) in enumerate([(4000, "20.00"), (6000, "30.00")]):
+        day = first + dt.timedelta(days=offset)
+        EndpointCost.objects.create(
+            billing_period=day.replace(day=1), day=day, endpoint="chat", team=team,
+            billing_currency="USD", cost=Decimal(cost), requests=requests,
+        )  # fmt: skip
+    anomaly = Anomaly.objects.create(
+        identity=f"{team.pk}|endpoint|chat|{first}", team=team, series_kind="endpoint",
+        series_key="chat", kind="level_shift", first_day=first,
+        last_day=first + dt.timedelta(days=1), detected_on=first, currency="USD",
+        actual=Decimal("50.00"), expected=Decimal("20.00"), impact=Decimal("30.00"),
+        unexplained=Decimal(0), severity="high", unit="USD per 1,000 requests",
+    )  # fmt: skip
+    page = logged_in(finance_user).get(f"/anomalies/{anomaly.pk}/").content.decode()
+    assert "Actual cost per 1,000 requests (USD)" in page
+    assert "Expected cost per 1,000 requests (USD)" in page
+    assert "Impact over the event's 10,000 requests (USD)" in page
+    assert 'data-testid="anomaly-actual">5.0000<' in page  # 50 / 10
+    assert 'data-testid="anomaly-expected">2.0000<' in page  # 20 / 10
+    assert 'data-testid="anomaly-impact">30.00<' in page
+    assert 'class="label">Actual (USD)<' not in page  # the drivers table stays in money
