@@ -152,9 +152,13 @@ def test_browser_chart_marks_the_event_days(browser, live_server, spike, finance
         for k in range((spike.last_day - spike.first_day).days + 1)
     }
     actual = {row["day"]: float(row["actual"]) for row in spike.chart}
-    drawn = {day for day, (value, radius, skip) in zip(labels, points) if radius > 0 and not skip}
+    drawn = {
+        day
+        for day, (_value, radius, skip) in zip(labels, points, strict=True)
+        if radius > 0 and not skip
+    }
     assert drawn == event_days
-    for day, (value, _radius, _skip) in zip(labels, points):
+    for day, (value, _radius, _skip) in zip(labels, points, strict=True):
         assert value == (actual[day] if day in event_days else None)
 
 
