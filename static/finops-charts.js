@@ -1,11 +1,13 @@
 /* Charts drawn from the page's own data tables (the table is the chart's accessible twin).
  *
  * <canvas data-chart="TABLE_ID" data-chart-type="line|bar" [data-stacked] [data-cumulative]
- *         [data-dashed="Series A,Series B"]></canvas>
+ *         [data-dashed="Series A,Series B"] [data-points="Series C"]></canvas>
  * The table's first column gives the x labels; every other column (its <th> text) is a series,
  * except columns whose <th> has data-no-chart (a change, a percentage beside the amounts).
  * A cell's number is its data-value attribute, else its text without thousands separators and
- * currency codes. No inline script, so the pages keep a strict Content-Security-Policy.
+ * currency codes. Lines are drawn without point markers, so a series named in data-points (an
+ * anomaly's event: values on its days, blank elsewhere) gets visible markers: a one-day event
+ * is a single point, which a line alone cannot show. No inline script, so the pages keep a strict Content-Security-Policy.
  */
 (function () {
   "use strict";
@@ -54,6 +56,7 @@
     var type = canvas.getAttribute("data-chart-type") || "line";
     var stacked = canvas.hasAttribute("data-stacked");
     var dashed = (canvas.getAttribute("data-dashed") || "").split(",");
+    var pointed = (canvas.getAttribute("data-points") || "").split(",");
     var data = readTable(table, canvas.hasAttribute("data-cumulative"));
     // maintainAspectRatio is off, so the canvas takes its parent's height: a parent without
     // one (anything but a .chart box) makes Chart.js grow the page without end.
@@ -65,10 +68,13 @@
     }
     var datasets = data.series.map(function (s, i) {
       var colour = PALETTE[i % PALETTE.length];
+      var marked = pointed.indexOf(s.label) >= 0;
       return {
         label: s.label, data: s.data, borderColor: colour, backgroundColor: colour,
-        borderDash: dashed.indexOf(s.label) >= 0 ? [6, 4] : [], pointRadius: 0,
-        borderWidth: 2, fill: stacked && type === "line", spanGaps: true
+        borderDash: dashed.indexOf(s.label) >= 0 ? [6, 4] : [],
+        pointRadius: marked ? 6 : 0, pointHoverRadius: marked ? 8 : 4,
+        // A marked series is separate events: never join its points across blank days.
+        borderWidth: 2, fill: stacked && type === "line", spanGaps: !marked
       };
     });
     new Chart(canvas, {

@@ -130,3 +130,66 @@ def test_browser_chart_and_status_change(browser, live_server, team, finance_use
     status = driver.find_element(By.CSS_SELECTOR, '[data-testid="anomaly-status"]').text
     assert status == "Expected"
     assert Anomaly.objects.get().status == "expected"
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_browser_chart_marks_the_event_days(browser, live_server, spike, finance_user):
+    """The Event series holds the actual values on the event's days only, and Chart.js draws
+    them as visible points (a one-day spike is a single point: a line alone shows nothing)."""
+    _login(browser, live_server.url, "fin", "fin-password-123")
+    browser.get(f"{live_server.url}/anomalies/{spike.pk}/")
+    _wait_for_text(browser, "Drivers")
+    labels, points = browser.execute_script(
+        "var chart = Chart.getChart(document.querySelector('canvas[data-chart]'));"
+        "var i = chart.data.datasets.findIndex(d => d.label === 'Event');"
+        "var meta = chart.getDatasetMeta(i);"
+        "return [chart.data.labels, chart.data.datasets[i].data.map((v, k) =>"
+        " [v, meta.data[k].options.radius, meta.data[k].skip])];"
+    )
+    event_days = {
+        (spike.first_day + dt.timedelta(days=k)).isoformat()
+        for k in range((spike.last_day - spike.first_day).days + 1)
+    }
+    actual = {row["day"]: float(row["actual"]) for row in spike.chart}
+    drawn = {
+        day
+        for day, (_value, radius, skip) in zip(labels, points, strict=True)
+        if radius > 0 and not skip
+    }
+    assert drawn == event_days
+    for day, (value, _radius, _skip) in zip(labels, points, strict=True):
+        assert value == (actual[day] if day in event_days else None)
+
+
+@pytest.mark.django_db
+def test_endpoint_anomaly_cards_are_per_1000_requests(team, finance_user) -> None:
+    """An endpoint's series is cost per 1,000 requests: the cards give the event's actual and
+    expected in that unit (totals / thousands of requests), and the impact in money."""
+    from decimal import Decimal
+
+    from finops.inference.models import EndpointCost
+
+    first = dt.date(2025, 9, 1)
+    # 4,000 + 6,000 requests cost 20 + 30 USD: 50 / 10 = 5 USD per 1,000 requests.
+    for offset, (requests, cost) in enumerate([(4000, "20.00"), (6000, "30.00")]):
+        day = first + dt.timedelta(days=offset)
+        EndpointCost.objects.create(
+            billing_period=day.replace(day=1), day=day, endpoint="chat", team=team,
+            billing_currency="USD", cost=Decimal(cost), requests=requests,
+        )  # fmt: skip
+    anomaly = Anomaly.objects.create(
+        identity=f"{team.pk}|endpoint|chat|{first}", team=team, series_kind="endpoint",
+        series_key="chat", kind="level_shift", first_day=first,
+        last_day=first + dt.timedelta(days=1), detected_on=first, currency="USD",
+        actual=Decimal("50.00"), expected=Decimal("20.00"), impact=Decimal("30.00"),
+        unexplained=Decimal(0), severity="high", unit="USD per 1,000 requests",
+    )  # fmt: skip
+    page = logged_in(finance_user).get(f"/anomalies/{anomaly.pk}/").content.decode()
+    assert "Actual cost per 1,000 requests (USD)" in page
+    assert "Expected cost per 1,000 requests (USD)" in page
+    assert "Impact over the event's 10,000 requests (USD)" in page
+    assert 'data-testid="anomaly-actual">5.0000<' in page  # 50 / 10
+    assert 'data-testid="anomaly-expected">2.0000<' in page  # 20 / 10
+    assert 'data-testid="anomaly-impact">30.00<' in page
+    assert 'class="label">Actual (USD)<' not in page  # the drivers table stays in money

@@ -137,3 +137,39 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
     assert cell == unit_money(unit_cost(Decimal("45.5"), 7000, 1000))  # 6.5000
     assert "Per 1k requests" in _body(driver) and "$/1k" not in _body(driver)
     driver.save_screenshot(str(tmp_path / "endpoints.png"))
+
+
+def test_overview_loads_with_no_console_error_and_a_favicon(
+    live_server, scenario, finance_user, caplog
+):
+    """A page load leaves the browser console clean (no CSP or script error) and asks the
+    server for nothing that is missing: the pages link static/favicon.svg (allowed by the
+    CSP's img-src 'self'), so Chromium no longer asks for /favicon.ico and gets a 404.
+    Headless Chromium does not put a favicon's 404 in the console log, hence the server log."""
+    from django.test import Client
+
+    from tests.chromium import chrome_session
+
+    with chrome_session(browser_log=True) as driver:
+        _login(driver, live_server.url, "fin", "fin-password-123")
+        driver.get_log("browser")  # the login page's entries: not the page under test
+        caplog.clear()
+        driver.get(f"{live_server.url}/?month={scenario.month:%Y-%m}")
+        _wait_for_text(driver, "Attributed cost")
+        # The linked icon, fetched by the page itself under its CSP.
+        icon = driver.execute_async_script(
+            "var done = arguments[0], link = document.querySelector('link[rel=icon]');"
+            "if (!link) { done(null); return; }"
+            "fetch(link.href).then(r => done([link.href, r.status, r.headers.get('content-type')]))"
+            ".catch(e => done(['' + e, 0, '']));"
+        )
+        severe = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert severe == []
+    assert icon is not None, "the page links no icon"
+    href, status, content_type = icon
+    assert href.endswith("/static/favicon.svg") and status == 200
+    assert content_type.startswith("image/svg+xml")
+    not_found = [r.getMessage() for r in caplog.records if r.name == "django.request"]
+    assert not_found == []
+    # Pages that do not link it (the admin's, the API's) get the same icon for /favicon.ico.
+    assert Client().get("/favicon.ico")["Location"] == "/static/favicon.svg"

@@ -123,3 +123,29 @@ def test_opt_out_toggles(client, lead_user, budgets):
 def test_pages_need_login(client, budgets):
     assert client.get("/budgets/").status_code == 302
     assert client.get(f"/budgets/{budgets['under'].pk}/").status_code == 302
+
+
+def test_recipients_show_who_turned_budget_emails_off(client, finance_user, budgets, team):
+    """A lead who turned budget emails off in their email settings is not sent the alert, so
+    the budget page lists them as opted out, not among the recipients."""
+    from django.contrib.auth.models import User
+
+    from finops.notifications.models import NotificationPreference
+    from finops.org.models import Profile
+
+    for name in ("ann", "bob"):
+        user = User.objects.create_user(name, email=f"{name}@example.com", password="pw-123456789")
+        Profile.objects.create(user=user, role=Profile.Role.TEAM_LEAD).teams.add(team)
+    NotificationPreference.objects.create(
+        user=User.objects.get(username="bob"), budget_emails=False
+    )
+    budget = budgets["under"]
+    budget.recipients = ["ops@example.com"]
+    budget.save()
+
+    client.force_login(finance_user)
+    html = client.get(f"/budgets/{budget.pk}/?as_of={AS_OF}").content.decode()
+    receiving = re.search(r'data-testid="recipients">([^<]*)<', html)
+    opted_out = re.search(r'data-testid="recipients-opted-out">([^<]*)<', html)
+    assert receiving and receiving.group(1) == "ann@example.com, ops@example.com"
+    assert opted_out and opted_out.group(1) == "bob@example.com"

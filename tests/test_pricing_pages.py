@@ -138,3 +138,67 @@ def _assert_charts_boxed(browser) -> None:
     )
     assert boxed and all(boxed), boxed
     assert browser.execute_script("return document.documentElement.scrollHeight") < 20000
+
+
+def _short_history_team() -> Team:
+    """A team whose first job (4 GPUs, running ever since) starts 45 days before July 2025:
+    enough history for the 30-day level, not for the 60- and 90-day ones."""
+    import datetime as dt
+    from decimal import Decimal
+
+    from billing_ingest.models import ImportBatch, JobRecord
+    from finops.attribution.models import AllocatedCost, Category
+
+    team = Team.objects.create(slug="new", name="New team")
+    batch = ImportBatch.objects.create(
+        kind="jobs", format="slurm", source="c", file_name="j", status="succeeded"
+    )
+    start = dt.datetime(2025, 7, 1, tzinfo=dt.UTC) - dt.timedelta(days=45)
+    job = JobRecord.objects.create(
+        batch=batch, cluster="c", job_id="1", state="RUNNING", start=start, end=None,
+        gpus=Decimal(4), nodes=["n1"], run_id="new-run",
+    )  # fmt: skip
+    AllocatedCost.objects.create(
+        billing_period=dt.date(2025, 6, 1), day=dt.date(2025, 6, 10), category=Category.TRAINING,
+        team=team, job=job, provider_name="AWS", service_name="Amazon EC2",
+        billing_currency="USD", amount=Decimal("100"),
+    )  # fmt: skip
+    return team
+
+
+def test_recommendation_says_when_history_is_shorter_than_a_window(db) -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    from finops.pricing.commitments import recommendation
+    from finops.pricing.comparisons import assumptions_current
+
+    team = _short_history_team()
+    assumptions = assumptions_current()
+    rec = recommendation(
+        team_id=team.pk, until=dt.datetime(2025, 7, 1, tzinfo=dt.UTC),
+        on_demand_gpu_hour=Decimal("10"), assumptions=assumptions,
+    )  # fmt: skip
+    thirty, sixty, ninety = rec["levels"]
+    # 4 GPUs in every hour of the last 30 days: any percentile is 4.
+    assert thirty["gpus"] == "4.00"
+    r = assumptions.reserved_ratios.get("1y_all_upfront", Decimal(1))
+    assert Decimal(thirty["savings_per_month_1y"]) == (4 * 730 * 10 * (1 - r)).quantize(
+        Decimal("0.01")
+    )
+    # 60 and 90 days reach back before the first job: no level, no savings, no payback.
+    for level in (sixty, ninety):
+        assert level["gpus"] is None and level["history_days"] == 45
+        assert not any(key.startswith(("savings", "payback")) for key in level)
+
+
+def test_pricing_page_says_only_n_days_of_history(client) -> None:
+    _finance(client)
+    _short_history_team()
+    page = client.get("/pricing/?month=2025-06&team=new").content.decode()
+    for days in (60, 90):
+        row = page.split(f'data-testid="short-history-{days}"')[1].split("</tr>")[0]
+        assert "Only 45 days of history" in row
+    assert 'data-testid="short-history-30"' not in page
+    # The demand chart's line is the longest level the history fills: 30 days, at 4 GPUs.
+    assert "Commit level (30 days)" in page and "Commit level (90 days)" not in page

@@ -1,14 +1,17 @@
-"""Reads of anomalies for pages, the API and emails (never the ledger: see series.py)."""
+"""Reads of anomalies for pages, the API and emails (never the ledger: see series.py, whose
+endpoint usage an endpoint anomaly's page reads to state its figures per 1,000 requests)."""
 
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from finops.anomalies.models import Anomaly
+from finops.anomalies.series import endpoint_days
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
@@ -66,3 +69,26 @@ def open_anomaly_counts(*, teams: QuerySet[Team], include_unowned: bool) -> dict
     for team_id in rows:
         counts[team_id] = counts.get(team_id, 0) + 1
     return counts
+
+
+@dataclass(frozen=True, slots=True)
+class RateFigures:
+    """An endpoint anomaly's actual and expected cost per 1,000 requests over its event."""
+
+    requests: int
+    actual: Decimal
+    expected: Decimal
+
+
+def anomaly_rate_figures(*, anomaly: Anomaly) -> RateFigures | None:
+    """For a cost-per-1,000-requests anomaly, its money totals over the event divided by the
+    event's thousands of requests (the detector weighs each day by requests / 1,000, so these
+    are the request-weighted means of the series). None for other series or no requests."""
+    if anomaly.series_kind != Anomaly.Series.ENDPOINT:
+        return None
+    days = endpoint_days(first_day=anomaly.first_day, last_day=anomaly.last_day)
+    requests = sum(d.requests for d in days.get(anomaly.series_key, {}).values() if d.requests > 0)
+    if requests <= 0:
+        return None
+    thousands = Decimal(requests) / 1000
+    return RateFigures(requests, anomaly.actual / thousands, anomaly.expected / thousands)

@@ -22,6 +22,8 @@ from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation
 from finops.budgets.periods import Period, period_containing
 from finops.budgets.series import ScopeSeries, scope_series
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
+from finops.notifications.models import NotificationPreference
+from finops.notifications.selectors import addresses_not_wanting
 from finops.org.models import Team
 from finops.org.permissions import AnyUser, user_is_finance
 from finops.org.selectors import team_list_visible
@@ -251,6 +253,21 @@ def budget_recipients(*, budget: Budget) -> list[str]:
         for e in User.objects.filter(budgetoptout__budget=budget).values_list("email", flat=True)
     }
     return sorted(addresses - opted_out)
+
+
+@dataclass(frozen=True)
+class RecipientList:
+    """Who gets a budget's alerts (`receiving`), and who would but turned budget emails off in
+    their email settings (`opted_out`: notification_enqueue drops them when sending)."""
+
+    receiving: list[str]
+    opted_out: list[str]
+
+
+def budget_recipient_list(*, budget: Budget) -> RecipientList:
+    addresses = budget_recipients(budget=budget)
+    declined = addresses_not_wanting(kind=NotificationPreference.KIND_BUDGET, addresses=addresses)
+    return RecipientList([a for a in addresses if a not in declined], sorted(declined))
 
 
 @dataclass

@@ -22,7 +22,7 @@ from finops.budgets.selectors import (
     budget_alert_history,
     budget_drivers,
     budget_list_visible,
-    budget_recipients,
+    budget_recipient_list,
     budget_status,
 )
 from finops.budgets.series import last_ledger_day
@@ -113,7 +113,7 @@ def budget_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "thresholds": thresholds,
         "alerts": budget_alert_history(budget=budget),
         "drivers": budget_drivers(budget=budget, period=status.period, as_of=as_of),
-        "recipients": budget_recipients(budget=budget),
+        "recipients": budget_recipient_list(budget=budget),
         "opted_out": BudgetOptOut.objects.filter(
             budget=budget, user_id=request.user.pk or 0
         ).exists(),

@@ -10,7 +10,9 @@
 - Recommendation: GPUs in use per hour over the last 30, 60 and 90 days (from the jobs the team's
   ledger rows name); committing to a low percentile keeps the commitment busy almost every
   hour. Savings per month = level x 730 h x on-demand price per GPU-hour x (1 - committed
-  ratio); payback (all upfront) = upfront payment / monthly savings.
+  ratio); payback (all upfront) = upfront payment / monthly savings. A window longer than the
+  team's history (since its first job) gets no level: its hours before that job would count
+  as 0 GPUs and pull the percentile to 0, so it says how many days there are instead.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import Min, Q, Sum
 
 from billing_ingest.models import CostLineItem, JobRecord
 from billing_ingest.money import MoneySum
@@ -117,6 +119,32 @@ def percentile(values: list[Decimal], pct: int) -> Decimal:
     return ordered[rank - 1]
 
 
+def demand_history_start(*, team_id: int | None, until: dt.datetime) -> dt.datetime | None:
+    """The start of the first job attributed to the team before `until`: its demand history
+    begins there (None: no job at all)."""
+    job_ids = AllocatedCost.objects.filter(Q(team_id=team_id), job__isnull=False).values("job_id")
+    first: dt.datetime | None = JobRecord.objects.filter(pk__in=job_ids, start__lt=until).aggregate(
+        first=Min("start")
+    )["first"]
+    return first
+
+
+def _level(
+    window: list[Decimal], pct: int, on_demand_gpu_hour: Decimal | None, assumptions: Assumptions
+) -> dict[str, Any]:
+    level = percentile(window, pct).quantize(Decimal("0.01"))
+    entry: dict[str, Any] = {"gpus": str(level)}
+    if on_demand_gpu_hour:
+        for term in ("1y", "3y"):
+            r = assumptions.reserved_ratios.get(f"{term}_all_upfront", Decimal(1))
+            monthly = level * HOURS_PER_MONTH * on_demand_gpu_hour * (1 - r)
+            months = 12 if term == "1y" else 36
+            upfront = level * HOURS_PER_MONTH * months * on_demand_gpu_hour * r
+            entry[f"savings_per_month_{term}"] = money(monthly)
+            entry[f"payback_months_{term}"] = ratio(upfront / monthly) if monthly else None
+    return entry
+
+
 def recommendation(
     *,
     team_id: int | None,
@@ -124,25 +152,22 @@ def recommendation(
     on_demand_gpu_hour: Decimal | None,
     assumptions: Assumptions,
 ) -> dict[str, Any]:
-    """Commitment level per window, its savings and payback; the 90-day curve to draw."""
+    """Commitment level per window, its savings and payback; the 90-day curve to draw. A
+    window the history does not fill has `gpus` None and no savings, only `history_days`."""
     pct = assumptions.recommendation_percentile
     curve = demand_curve(team_id=team_id, until=until, days=max(WINDOWS))
+    first = demand_history_start(team_id=team_id, until=until)
+    history_days = (until - first).days if first is not None else 0
     levels = []
     for days in WINDOWS:
-        window = curve[-days * 24 :]
-        level = percentile(window, pct).quantize(Decimal("0.01"))
-        entry: dict[str, Any] = {"days": days, "gpus": str(level)}
-        if on_demand_gpu_hour:
-            for term in ("1y", "3y"):
-                r = assumptions.reserved_ratios.get(f"{term}_all_upfront", Decimal(1))
-                monthly = level * HOURS_PER_MONTH * on_demand_gpu_hour * (1 - r)
-                months = 12 if term == "1y" else 36
-                upfront = level * HOURS_PER_MONTH * months * on_demand_gpu_hour * r
-                entry[f"savings_per_month_{term}"] = money(monthly)
-                entry[f"payback_months_{term}"] = ratio(upfront / monthly) if monthly else None
-        levels.append(entry)
+        if first is None or first > until - dt.timedelta(days=days):
+            levels.append({"days": days, "gpus": None, "history_days": history_days})
+            continue
+        entry = _level(curve[-days * 24 :], pct, on_demand_gpu_hour, assumptions)
+        levels.append({"days": days, **entry})
     return {
         "percentile": pct,
+        "history_days": history_days,
         "levels": levels,
         "on_demand_gpu_hour": money(on_demand_gpu_hour) if on_demand_gpu_hour else None,
         "curve_start": (until - dt.timedelta(days=max(WINDOWS))).isoformat(),

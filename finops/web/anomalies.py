@@ -14,7 +14,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 
 from finops.anomalies.models import Anomaly
-from finops.anomalies.selectors import anomaly_list_filtered, anomaly_list_visible
+from finops.anomalies.selectors import (
+    anomaly_list_filtered,
+    anomaly_list_visible,
+    anomaly_rate_figures,
+)
 from finops.anomalies.services import TRANSITIONS, AnomalyTransitionError, anomaly_status_change
 from finops.org.selectors import team_list_visible
 
@@ -84,6 +88,8 @@ def anomaly_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "breakdowns": anomaly.driver_breakdowns(),
         "changes": list(anomaly.status_changes.select_related("user")),
         "chart": [_chart_row(row, anomaly) for row in anomaly.chart],
+        # An endpoint's series is cost per 1,000 requests: its cards say the same.
+        "rates": anomaly_rate_figures(anomaly=anomaly),
         "form": form,
     }
     return render(request, "anomalies/detail.html", context)

@@ -55,7 +55,9 @@ def _recommendation(team: Team, month: dt.date, p: dict[str, Any] | None) -> dic
         )
         for d in range(len(curve) // 24)
     ]
-    rec["level90"] = rec["levels"][-1]["gpus"]
+    # The demand chart's line: the longest window the history fills (none: no line).
+    known = [level for level in rec["levels"] if level["gpus"] is not None]
+    rec["chart_level"] = known[-1] if known else None
     rec["team"] = team.slug
     rec["team_name"] = team.name
     # Savings are priced from the team's own on-demand rate, so in its comparison's currency.
