@@ -84,6 +84,40 @@ def write_focus_csv(
     return path
 
 
+# --- Slurm `sacct --parsable2` output -------------------------------------------------------------
+
+
+# What `sacct --parsable2 --format=<these>` prints as its first line.
+SACCT_HEADER = (
+    "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
+)
+TRES_16 = "billing=128,cpu=128,gres/gpu:h100=16,gres/gpu=16,mem=1T,node=2"
+TRES_8 = "billing=64,cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+STEP_8 = "cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+TRES_1 = "billing=8,cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=64G,node=1"
+
+FIRST_DUMP = [
+    SACCT_HEADER,
+    f"1001|1001|train-llama|vision|alice|gpu|COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{TRES_16}|gpu-[001-002]|*llama-7b|",
+    f"1001.batch|1001.batch|batch|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{STEP_8}|gpu-001||",
+    f"1001.extern|1001.extern|extern|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{TRES_16}|gpu-[001-002]||",
+    f"1001.0|1001.0|torchrun|vision|||COMPLETED|2024-09-03T10:00:05|2024-09-03T14:29:50|"
+    f"{TRES_16}|gpu-[001-002]||",
+    f"1002_1|1003|sweep|speech|bob|gpu|FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
+    f"{TRES_1}|gpu-003||run=sweep42 ckpt=5",
+    f"1002_1.batch|1003.batch|batch|speech|||FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
+    f"{TRES_1}|gpu-003||",
+    "1002_[2-5%2]|1002|sweep|speech|bob|gpu|PENDING|Unknown|Unknown||None assigned||run=sweep42",
+    f"1004|1004|notebook|vision|carol|interactive|RUNNING|2024-09-03T15:00:00|Unknown|"
+    f"{TRES_8}|gpu-004||",
+    "1005|1005|prep|vision|alice|cpu|CANCELLED by 1001|2024-09-03T09:00:00|2024-09-03T09:05:00|"
+    "billing=4,cpu=4,mem=16G,node=1|cpu-01||",
+]
+
+
 # --- AWS CUR 2.0 and legacy CUR rows --------------------------------------------------------------
 
 

@@ -327,3 +327,29 @@ def browser() -> Iterator[Any]:
 
     with chrome_session() as driver:
         yield driver
+
+
+# --- the pricing comparison's golden month (tests/pricing_golden.py) ------------------------------
+
+
+@pytest.fixture
+def no_catalogue(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The golden figures price with the configured ratios alone: an empty catalogue, unless the
+    test asks for real_snapshot to keep the shipped one. Modules opt in with usefixtures."""
+    from finops.pricing import snapshot
+
+    if "real_snapshot" not in request.fixturenames:
+        monkeypatch.setattr(snapshot, "snapshot", lambda path=None: {"prices": []})
+
+
+@pytest.fixture
+def real_snapshot() -> None:
+    """Marker fixture: keep the shipped price snapshot (see no_catalogue)."""
+
+
+@pytest.fixture
+def priced_month(db: None) -> None:
+    """The four golden runs of June 2025, attributed (tests/pricing_golden.py)."""
+    from tests.pricing_golden import golden_runs_create
+
+    golden_runs_create()

@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.inference.models import InferenceUsage
 from finops.org.models import Profile, Team
 
 MONTH = dt.date(2025, 9, 1)
@@ -145,6 +146,62 @@ class TeamDailyCostFactory(factory.django.DjangoModelFactory):
     provider_name = "AWS"
     billing_currency = "USD"
     amount = Decimal("1")
+
+
+# --- serving endpoints: pods, their ledger rows and their hourly usage ---------------------------
+
+
+def serving_pod(name: str, endpoint: str, node: str = "gpu-node-01") -> JobRecord:
+    """A pod of the `serving` namespace on cluster k8s-1 behind `endpoint`."""
+    pod: JobRecord = JobRecordFactory(
+        cluster="k8s-1",
+        job_id=f"serving/{name}",
+        namespace="serving",
+        endpoint=endpoint,
+        nodes=[node],
+        run_id="",
+    )
+    return pod
+
+
+def ledger_row(
+    job: JobRecord | None,
+    team: Team | None,
+    day: dt.date,
+    amount: str,
+    node: str = "gpu-node-01",
+    category: str = Category.INFERENCE,
+) -> AllocatedCost:
+    row: AllocatedCost = AllocatedCostFactory(
+        job=job, team=team, day=day, amount=Decimal(amount), node=node, category=category
+    )
+    return row
+
+
+def usage_hour(
+    batch: ImportBatch,
+    endpoint: str,
+    day: dt.date,
+    hour: int,
+    requests: int,
+    prompt: int,
+    generation: int,
+    pod: str = "",
+) -> InferenceUsage:
+    """One hour of an endpoint's counters (a pod's when `pod` is given) from `hour`:00 UTC."""
+    start = dt.datetime.combine(day, dt.time(hour), UTC)
+    return InferenceUsage.objects.create(
+        batch=batch,
+        cluster="k8s-1",
+        endpoint=endpoint,
+        namespace="serving" if pod else "",
+        pod=pod,
+        window_start=start,
+        window_end=start + dt.timedelta(hours=1),
+        requests=requests,
+        prompt_tokens=prompt,
+        generation_tokens=generation,
+    )
 
 
 # --- a consistent month of data ------------------------------------------------------------

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from io import StringIO
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -19,73 +18,9 @@ from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, Te
 from finops.attribution.services import attribution_run
 from finops.org.models import MappingRule, Team
 from finops.pipeline.tasks import pipeline_open_months
+from tests.attribution_rows import MONTH, at, attribute, billing_batch, job, line
 
 pytestmark = pytest.mark.django_db
-
-MONTH = dt.date(2025, 6, 1)
-T0 = dt.datetime(2025, 6, 3, tzinfo=dt.UTC)
-
-
-def at(hours: float) -> dt.datetime:
-    return T0 + dt.timedelta(hours=hours)
-
-
-def billing_batch(status: str = ImportBatch.Status.SUCCEEDED) -> ImportBatch:
-    return ImportBatch.objects.create(
-        kind=ImportBatch.Kind.BILLING, format="focus", source="aws", file_name="f.csv",
-        status=status,
-    )  # fmt: skip
-
-
-def line(batch: ImportBatch, cost: str, start: float, end: float, **fields) -> CostLineItem:
-    values = {
-        "batch": batch,
-        "source": batch.source,
-        "billing_period": MONTH,
-        "billing_period_start": dt.datetime(2025, 6, 1, tzinfo=dt.UTC),
-        "provider_name": "AWS",
-        "billing_account_id": "111",
-        "billing_currency": "USD",
-        "charge_period_start": at(start),
-        "charge_period_end": at(end),
-        "billed_cost": Decimal(cost),
-        "effective_cost": Decimal(cost),
-        "service_name": "Amazon EC2",
-    }
-    values.update(fields)
-    return CostLineItem.objects.create(**values)
-
-
-_job_batch: dict[str, ImportBatch] = {}
-
-
-def job(job_id: str, nodes: list[str], gpus: str, start: float, end: float | None, **fields):
-    batch = ImportBatch.objects.filter(kind=ImportBatch.Kind.JOBS).first()
-    if batch is None:
-        batch = ImportBatch.objects.create(
-            kind=ImportBatch.Kind.JOBS, format="slurm", source="c1", file_name="sacct.txt",
-            status=ImportBatch.Status.SUCCEEDED,
-        )  # fmt: skip
-    values = {
-        "batch": batch,
-        "cluster": "c1",
-        "job_id": job_id,
-        "state": "COMPLETED",
-        "start": at(start),
-        "end": None if end is None else at(end),
-        "gpus": Decimal(gpus),
-        "nodes": nodes,
-        "account": "vision-team",
-        "run_id": "r1",
-    }
-    values.update(fields)
-    return JobRecord.objects.create(**values)
-
-
-def attribute(month: str = "2025-06") -> str:
-    out = StringIO()
-    call_command("attribute", "--month", month, stdout=out)
-    return out.getvalue()
 
 
 def ledger_snapshot() -> list[tuple]:

@@ -18,8 +18,7 @@ from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, Jo
 from billing_ingest.progress import wait_with_progress
 from billing_ingest.selectors import batch_progress
 from finops.attribution.models import AttributionRun
-from tests.test_focus_ingest import csv_text, focus_row
-from tests.test_slurm_ingest import FIRST_DUMP
+from tests.builders import FIRST_DUMP, csv_text, focus_row
 from tests.ui_screens import chromium, screenshot
 
 __all__ = ["chromium"]  # the Chromium fixture, for the last test

@@ -16,16 +16,16 @@ from rest_framework.test import APIClient
 
 from billing_ingest.models import ImportBatch
 from finops.attribution.models import Category
-from finops.inference.models import InferenceUsage
 from finops.inference.services import endpoint_costs_rebuild
 from finops.org.models import Profile, Team
 from finops.web.templatetags.finops_tags import money, percent, unit_money
 from tests.factories import (
     MONTH,
-    AllocatedCostFactory,
     ImportBatchFactory,
-    JobRecordFactory,
     UserFactory,
+    ledger_row,
+    serving_pod,
+    usage_hour,
 )
 
 UTC = dt.UTC
@@ -34,59 +34,26 @@ DAY2 = dt.date(2025, 9, 4)
 Q12 = Decimal("1e-12")
 
 
-def _pod(name: str, endpoint: str, node: str = "gpu-node-01"):
-    return JobRecordFactory(
-        cluster="k8s-1",
-        job_id=f"serving/{name}",
-        namespace="serving",
-        endpoint=endpoint,
-        nodes=[node],
-        run_id="",
-    )
-
-
-def _ledger(job, team, day, amount, node="gpu-node-01", category=Category.INFERENCE):
-    return AllocatedCostFactory(
-        job=job, team=team, day=day, amount=Decimal(amount), node=node, category=category
-    )
-
-
-def _usage(batch, endpoint, day, hour, requests, prompt, generation, pod=""):
-    start = dt.datetime.combine(day, dt.time(hour), UTC)
-    return InferenceUsage.objects.create(
-        batch=batch,
-        cluster="k8s-1",
-        endpoint=endpoint,
-        namespace="serving" if pod else "",
-        pod=pod,
-        window_start=start,
-        window_end=start + dt.timedelta(hours=1),
-        requests=requests,
-        prompt_tokens=prompt,
-        generation_tokens=generation,
-    )
-
-
 @pytest.fixture
 def month_data(team, other_team):
     """llm-chat: two Vision pods and a Speech pod on gpu-node-01, which also has idle; its usage
     names the pods on day 1 and no pod on day 2 (when only Vision's chat-b served);
     asr-api: one Speech pod on gpu-node-02; ghost: usage but no pods (no cost)."""
-    chat_a = _pod("chat-a", "llm-chat")
-    chat_b = _pod("chat-b", "llm-chat")
-    chat_s = _pod("chat-s", "llm-chat")
-    asr = _pod("asr", "asr-api", node="gpu-node-02")
-    _ledger(chat_a, team, DAY1, "300.125")
-    _ledger(chat_b, team, DAY2, "200.000000000007")
-    _ledger(chat_s, other_team, DAY1, "50")
-    _ledger(None, team, DAY1, "49.875", category=Category.IDLE)  # node idle, no job
-    _ledger(asr, other_team, DAY1, "100", node="gpu-node-02")
+    chat_a = serving_pod("chat-a", "llm-chat")
+    chat_b = serving_pod("chat-b", "llm-chat")
+    chat_s = serving_pod("chat-s", "llm-chat")
+    asr = serving_pod("asr", "asr-api", node="gpu-node-02")
+    ledger_row(chat_a, team, DAY1, "300.125")
+    ledger_row(chat_b, team, DAY2, "200.000000000007")
+    ledger_row(chat_s, other_team, DAY1, "50")
+    ledger_row(None, team, DAY1, "49.875", category=Category.IDLE)  # node idle, no job
+    ledger_row(asr, other_team, DAY1, "100", node="gpu-node-02")
     batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-1")
-    _usage(batch, "llm-chat", DAY1, 10, 1200, 150_000, 80_000, pod="chat-a")
-    _usage(batch, "llm-chat", DAY1, 10, 300, 50_000, 20_000, pod="chat-s")
-    _usage(batch, "llm-chat", DAY2, 10, 1700, 300_000, 50_000)
-    _usage(batch, "asr-api", DAY1, 9, 400, 0, 0)
-    _usage(batch, "ghost", DAY2, 11, 10, 5, 5)
+    usage_hour(batch, "llm-chat", DAY1, 10, 1200, 150_000, 80_000, pod="chat-a")
+    usage_hour(batch, "llm-chat", DAY1, 10, 300, 50_000, 20_000, pod="chat-s")
+    usage_hour(batch, "llm-chat", DAY2, 10, 1700, 300_000, 50_000)
+    usage_hour(batch, "asr-api", DAY1, 9, 400, 0, 0)
+    usage_hour(batch, "ghost", DAY2, 11, 10, 5, 5)
     endpoint_costs_rebuild(month=MONTH)
     return {
         # Vision's part of llm-chat: chat-a and chat-b, their usage (day 2's names no pod, and
@@ -243,10 +210,10 @@ def test_pages_require_login(client, month_data, url):
 def _more_endpoints(team: Team, n: int) -> None:
     batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-2")
     for i in range(n):
-        pod = _pod(f"extra-{i}", f"extra-{i}", node=f"gpu-node-x{i}")
-        _ledger(pod, team, DAY1, "10", node=f"gpu-node-x{i}")
-        _usage(batch, f"extra-{i}", DAY1, 8, 100, 1000, 1000)
-        _usage(batch, f"nocost-{i}", DAY2, 8, 1, 1, 1)
+        pod = serving_pod(f"extra-{i}", f"extra-{i}", node=f"gpu-node-x{i}")
+        ledger_row(pod, team, DAY1, "10", node=f"gpu-node-x{i}")
+        usage_hour(batch, f"extra-{i}", DAY1, 8, 100, 1000, 1000)
+        usage_hour(batch, f"nocost-{i}", DAY2, 8, 1, 1, 1)
     endpoint_costs_rebuild(month=MONTH)
 
 

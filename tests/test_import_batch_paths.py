@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.public_names import public_file_name, public_text
-from tests.test_attribution_golden import ingest_bill, line, utc
+from tests.attribution_inputs import ingest_bill, line, utc
 
 pytestmark = pytest.mark.django_db
 

@@ -11,8 +11,8 @@ import pytest
 
 from finops.attribution.models import Category, RunCost
 from finops.inference.models import InferenceUsage
+from tests.attribution_rows import at, attribute, billing_batch, job, line
 from tests.factories import ImportBatchFactory
-from tests.test_attribution_service import at, attribute, billing_batch, job, line
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from finops.attribution.models import RunCost
-from tests.test_attribution_golden import attribute, ingest_bill, ingest_pods, line, pod, utc
+from tests.attribution_inputs import attribute, ingest_bill, ingest_pods, line, pod, utc
 
 pytestmark = pytest.mark.django_db
 

@@ -16,6 +16,7 @@ from finops.attribution.models import Category
 from finops.budgets.models import Budget
 from finops.currency.models import FxRate
 from tests.factories import TeamDailyCostFactory, TeamFactory
+from tests.page_tables import table_rows
 
 SEP, AUG, JUL = dt.date(2025, 9, 1), dt.date(2025, 8, 1), dt.date(2025, 7, 1)
 
@@ -34,15 +35,6 @@ def _cost(team, period, day, amount, category=Category.TRAINING, currency="USD")
         category=category,
         billing_currency=currency,
     )
-
-
-def _table(html: str, table_id: str) -> list[list[str]]:
-    """The text of each row (header first) of the table with that id."""
-    body = re.search(rf'<table[^>]*id="{table_id}".*?</table>', html).group(0)
-    return [
-        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
-        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", body)
-    ]
 
 
 @pytest.fixture
@@ -64,7 +56,7 @@ def test_month_add_crosses_years():
 
 def test_cost_over_time_by_team(finance_client, history):
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09", "months": 3}))
-    rows = _table(html, "cost-over-time")
+    rows = table_rows(html, "cost-over-time")
     # Teams by name, the no-team bucket last; one row per day with cost, every month in range.
     assert rows[0] == ["Day", "Speech", "Vision", "No team (platform)"]
     assert rows[1:] == [
@@ -82,12 +74,12 @@ def test_cost_over_time_by_category_and_window(finance_client, history):
             reverse("web:overview"), {"month": "2025-09", "months": 3, "by": "category"}
         )
     )
-    rows = _table(html, "cost-over-time")
+    rows = table_rows(html, "cost-over-time")
     assert rows[0] == ["Day", "training", "inference", "idle", "unallocated"]
     assert rows[3] == ["2025-09-02", "120.00", "20.00", "30.00", "0.00"]
     # Fewer than 3 months asked: 3 (July is in); the selected month ends the window.
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-08", "months": 1}))
-    days = [r[0] for r in _table(html, "cost-over-time")[1:]]
+    days = [r[0] for r in table_rows(html, "cost-over-time")[1:]]
     assert days == ["2025-07-10", "2025-08-05"]
 
 
@@ -102,7 +94,7 @@ def test_months_over_twelve_is_twelve_and_not_a_number_is_400(finance_client, hi
 def test_this_month_against_last_per_team(finance_client, history):
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     assert "September 2025 against August 2025 (USD)" in html
-    rows = {r[0]: r[1:] for r in _table(html, "month-change")[1:]}
+    rows = {r[0]: r[1:] for r in table_rows(html, "month-change")[1:]}
     # Vision: 100 in August, 120 + 30 in September: +50, +50 %.
     assert rows["Vision"] == ["100.00", "150.00", "+50.00", "+50.0 %"]
     # Speech had nothing in August: the change is its whole cost, no percentage.
@@ -119,8 +111,8 @@ def test_idle_and_unallocated_as_shares_of_the_bill(finance_client, history):
 
 def test_lead_dashboard_holds_only_their_team(lead_client, history):
     html = _text(lead_client.get(reverse("web:overview"), {"month": "2025-09", "months": 3}))
-    assert _table(html, "cost-over-time")[0] == ["Day", "Vision"]
-    assert [r[0] for r in _table(html, "month-change")[1:]] == ["Vision"]
+    assert table_rows(html, "cost-over-time")[0] == ["Day", "Vision"]
+    assert [r[0] for r in table_rows(html, "month-change")[1:]] == ["Vision"]
     assert "Speech" not in html and "No team (platform)" not in html
     # The lead's bill: 150, idle 30 of it.
     assert 'data-testid="idle-share">20.0 %<' in html
@@ -144,7 +136,7 @@ def test_two_currencies_convert_the_dashboard_per_day(finance_client, team):
     assert 'data-testid="reporting-table"' in html
     assert "Cost over time (USD, converted per day)" in html
     # 100 EUR x 1.1 + 5 USD.
-    assert _table(html, "cost-over-time")[1] == ["2025-09-02", "115.00"]
+    assert table_rows(html, "cost-over-time")[1] == ["2025-09-02", "115.00"]
 
 
 def test_missing_rate_shows_the_default_currency_alone(finance_client, team):
@@ -152,7 +144,7 @@ def test_missing_rate_shows_the_default_currency_alone(finance_client, team):
     _cost(team, SEP, dt.date(2025, 9, 2), "5")
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     assert 'data-testid="dashboard-fx-error"' in html
-    assert _table(html, "cost-over-time")[1] == ["2025-09-02", "5.00"]
+    assert table_rows(html, "cost-over-time")[1] == ["2025-09-02", "5.00"]
 
 
 def test_alerts_panel_lists_budgets_at_risk(finance_client, history, team):

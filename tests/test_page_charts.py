@@ -20,9 +20,11 @@ from tests.factories import (
     JobRecordFactory,
     RunCostFactory,
     TeamDailyCostFactory,
+    ledger_row,
+    serving_pod,
+    usage_hour,
 )
-from tests.test_endpoints_pages import _ledger, _pod, _usage
-from tests.test_overview_dashboard import _table
+from tests.page_tables import table_rows
 
 UTC = dt.UTC
 
@@ -56,7 +58,7 @@ def test_team_page_daily_cost_by_category(finance_client, team):
     html = _html(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
     assert _charts(html) == ["team-daily", "pricing-0"]  # the pricing comparison has its own
     assert 'data-chart-type="bar" data-stacked' in html
-    assert _table(html, "team-daily") == [
+    assert table_rows(html, "team-daily") == [
         ["Day", "Training", "Shared", "Idle", "Total"],
         ["Mon 1 Sep", "10.50", "0.00", "4.00", "14.50"],
         ["Tue 2 Sep", "0.00", "1.00", "0.00", "1.00"],
@@ -76,28 +78,32 @@ def test_run_page_cost_per_job(finance_client, team):
         finance_client.get(reverse("web:run", args=[team.slug, run.run_id]), {"month": "2025-09"})
     )
     assert _charts(html) == ["run-jobs-USD", "pricing-0"]
-    assert _table(html, "run-jobs-USD") == [["Job", "Cost (USD)"], ["11", "5.00"], ["12", "7.25"]]
+    assert table_rows(html, "run-jobs-USD") == [
+        ["Job", "Cost (USD)"],
+        ["11", "5.00"],
+        ["12", "7.25"],
+    ]
     assert "1,234 / 0" in html
 
 
 def test_endpoint_page_daily_cost_and_cost_per_1k_requests(finance_client, team):
-    chat = _pod("chat-a", "llm-chat")
-    _ledger(chat, team, dt.date(2025, 9, 3), "30")
-    _ledger(chat, team, dt.date(2025, 9, 4), "12.5")
+    chat = serving_pod("chat-a", "llm-chat")
+    ledger_row(chat, team, dt.date(2025, 9, 3), "30")
+    ledger_row(chat, team, dt.date(2025, 9, 4), "12.5")
     batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-1")
-    _usage(batch, "llm-chat", dt.date(2025, 9, 3), 10, 15_000, 1_000_000, 0)
+    usage_hour(batch, "llm-chat", dt.date(2025, 9, 3), 10, 15_000, 1_000_000, 0)
     endpoint_costs_rebuild(month=MONTH)
     html = _html(
         finance_client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
     )
     assert _charts(html) == ["endpoint-cost-USD", "endpoint-unit-USD"]
     # 30 / 15 thousand requests = 2.0000 a thousand; no requests on the 4th: no unit cost.
-    assert _table(html, "endpoint-cost-USD") == [
+    assert table_rows(html, "endpoint-cost-USD") == [
         ["Day", "Cost (USD)", "USD/1k requests"],
         ["Wed 3 Sep", "30.00", "2.0000"],
         ["Thu 4 Sep", "12.50", "\u2013"],
     ]
-    assert _table(html, "endpoint-unit-USD")[1:] == [
+    assert table_rows(html, "endpoint-unit-USD")[1:] == [
         ["Wed 3 Sep", "2.0000"],
         ["Thu 4 Sep", "\u2013"],
     ]

@@ -23,7 +23,7 @@ from finops.attribution import list_cost
 from finops.attribution.engine import TAGGED, UNALLOCATED, Job, LineItem, attribute
 from finops.attribution.models import AllocatedCost, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_run
-from tests.test_conservation_property import BASE, DIMS, jobs, line_items, pools
+from tests.strategies import BASE, DIMS, jobs, line_items, pools
 
 units = st.one_of(
     st.integers(min_value=-(10**16), max_value=10**16), st.integers(min_value=-50, max_value=50)

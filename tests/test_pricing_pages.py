@@ -1,6 +1,6 @@
 """The Pricing page, the assumptions form, and the comparison on team and run pages (issue 13).
 
-Data: the four golden runs of test_pricing_comparison (one team each)."""
+Data: the four golden runs of tests/pricing_golden.py (one team each)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from finops.attribution.models import RunCost
 from finops.org.models import Profile, Team
 from finops.pricing.models import PricingAssumptions
 from tests.chromium import _body, _login, _wait_for_text
-from tests.test_pricing_comparison import no_catalogue, priced_month, real_snapshot  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# An empty price catalogue unless a test asks for real_snapshot (conftest).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_catalogue")]
 
 
 def _finance(client):
@@ -23,7 +23,7 @@ def _finance(client):
     return user
 
 
-def test_pricing_page_shows_each_team_commitments_and_the_recommendation(client, priced_month):  # noqa: F811
+def test_pricing_page_shows_each_team_commitments_and_the_recommendation(client, priced_month):
     _finance(client)
     page = client.get("/pricing/?month=2025-06&team=cud").content.decode()
     for slug in ("od", "spot", "ri", "cud"):
@@ -33,7 +33,7 @@ def test_pricing_page_shows_each_team_commitments_and_the_recommendation(client,
     assert 'data-chart="pricing-demand"' in page and "How much to commit: cud" in page
 
 
-def test_team_and_run_pages_show_the_comparison(client, priced_month):  # noqa: F811
+def test_team_and_run_pages_show_the_comparison(client, priced_month):
     _finance(client)
     team_page = client.get("/teams/spot/?month=2025-06").content.decode()
     assert 'data-chart="pricing-0"' in team_page and "32.00" in team_page
@@ -42,9 +42,7 @@ def test_team_and_run_pages_show_the_comparison(client, priced_month):  # noqa: 
 
 
 def test_the_run_page_shows_each_catalogue_price_beside_its_source(
-    client,
-    real_snapshot,  # noqa: F811
-    priced_month,  # noqa: F811
+    client, real_snapshot, priced_month
 ):
     _finance(client)
     page = client.get("/runs/od/od-run/?month=2025-06").content.decode()
@@ -54,7 +52,7 @@ def test_the_run_page_shows_each_catalogue_price_beside_its_source(
     assert "snapshot: tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, 2025-11-30" in page
 
 
-def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811
+def test_only_finance_edits_assumptions(client, priced_month):
     lead = User.objects.create_user("lead-x", password="pw-123456789")
     Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(
         Team.objects.get(slug="od")
@@ -78,7 +76,7 @@ def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811
     assert PricingAssumptions.current().restart_minutes == 12
 
 
-def test_pricing_page_in_chromium(browser, live_server, priced_month):  # noqa: F811
+def test_pricing_page_in_chromium(browser, live_server, priced_month):
     from selenium.webdriver.common.by import By
 
     User.objects.create_user("fin", password="fin-password-123")
