@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -378,7 +379,9 @@ def cur_part(period: str, costs: list[str]) -> bytes:
     return gzip.compress((CUR_HEADER + rows).encode())
 
 
-def deliver(s3, period: str, version: str, parts: list[list[str]], *, skip: int | None = None):
+def deliver(
+    s3: Any, period: str, version: str, parts: list[list[str]], *, skip: int | None = None
+) -> list[str]:
     """Write one delivery as AWS does: data parts, then the manifest. ``skip`` leaves that part
     index out of the bucket (the manifest still names it). Returns the data keys."""
     keys = [
@@ -473,7 +476,12 @@ BQ_API = "https://bigquery.googleapis.com/bigquery/v2"
 BQ_LOCATION = "US"
 
 
-def field(name: str, type_: str = "STRING", mode: str = "NULLABLE", fields=None) -> dict:
+def field(
+    name: str,
+    type_: str = "STRING",
+    mode: str = "NULLABLE",
+    fields: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "type": type_, "mode": mode}
     if fields is not None:
         out["fields"] = fields
@@ -584,7 +592,7 @@ def export_row(
     *,
     month: str,
     cost: str,
-    credits: list[tuple[str, str]] = (),
+    credits: Sequence[tuple[str, str]] = (),
     sku: tuple[str, str] = ("039F-D0DA-4055", "Nvidia Tesla A100 GPU running in Americas"),
     cost_type: str = "regular",
     team: str = "vision",
@@ -754,7 +762,7 @@ GCS_URI = f"gs://{GCS_BUCKET}/gcp"
 GCS_SOURCE = f"gcp-bigquery:gs://{GCS_BUCKET}/{GCS_ROOT}"
 
 
-def gcs_upload(bucket, name: str, data: bytes) -> str:
+def gcs_upload(bucket: Any, name: str, data: bytes) -> str:
     bucket.blob(name).upload_from_string(data)
     return name
 
@@ -778,7 +786,7 @@ def jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(record) + "\n" for record in records).encode()
 
 
-def export_month(bucket, folder: str, shards: list[bytes]) -> list[str]:
+def export_month(bucket: Any, folder: str, shards: list[bytes]) -> list[str]:
     """A month as EXPORT DATA writes it: numbered shards, then a _SUCCESS marker."""
     names = [
         gcs_upload(bucket, f"{folder}/billing-{index:012d}.json", data)

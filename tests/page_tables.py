@@ -13,3 +13,10 @@ def table_rows(html: str, table_id: str) -> list[list[str]]:
         [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row)]
         for row in re.findall(r"<tr[^>]*>(.*?)</tr>", found.group(0))
     ]
+
+
+def match(pattern: str, html: str, flags: int = 0) -> re.Match[str]:
+    """re.search that fails the test, naming the pattern, when the page does not hold it."""
+    found = re.search(pattern, html, flags)
+    assert found is not None, f"{pattern!r} is not on the page"
+    return found

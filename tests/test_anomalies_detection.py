@@ -8,12 +8,14 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from finops.anomalies.models import Anomaly
 from finops.anomalies.services import anomalies_detect, anomaly_status_change
 from finops.anomalies.tasks import detect_anomalies_for_month
 from finops.attribution.models import AllocatedCost
+from finops.org.models import Team
 from tests import anomaly_ledger as ledger
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +23,7 @@ pytestmark = pytest.mark.django_db
 SINCE = ledger.START + dt.timedelta(days=20)
 
 
-def test_a_spike_is_one_anomaly_with_its_run_as_driver(team) -> None:
+def test_a_spike_is_one_anomaly_with_its_run_as_driver(team: Team) -> None:
     ledger.build(team)
     summary = anomalies_detect(since=SINCE)
 
@@ -43,7 +45,7 @@ def test_a_spike_is_one_anomaly_with_its_run_as_driver(team) -> None:
     assert anomaly.chart and {"day", "actual", "expected", "low", "high"} <= set(anomaly.chart[0])
 
 
-def test_a_rerun_changes_nothing(team) -> None:
+def test_a_rerun_changes_nothing(team: Team) -> None:
     ledger.build(team)
     anomalies_detect(since=SINCE)
     before = list(Anomaly.objects.values())
@@ -56,8 +58,9 @@ def test_a_rerun_changes_nothing(team) -> None:
     assert list(Anomaly.objects.get().drivers.values()) == drivers
 
 
-def test_a_restated_bill_updates_the_anomaly_in_place(team) -> None:
+def test_a_restated_bill_updates_the_anomaly_in_place(team: Team) -> None:
     spike_row = ledger.build(team)
+    assert spike_row is not None
     anomalies_detect(since=SINCE)
     anomaly = Anomaly.objects.get()
 
@@ -71,16 +74,20 @@ def test_a_restated_bill_updates_the_anomaly_in_place(team) -> None:
     assert restated.drivers.get(position=0).actual == Decimal("4500")
 
 
-def test_a_restatement_that_takes_the_event_away_removes_an_untouched_anomaly(team) -> None:
+def test_a_restatement_that_takes_the_event_away_removes_an_untouched_anomaly(team: Team) -> None:
     spike_row = ledger.build(team)
+    assert spike_row is not None
     anomalies_detect(since=SINCE)
     spike_row.delete()
     summary = anomalies_detect(since=SINCE)
     assert summary.deleted == 1 and not Anomaly.objects.exists()
 
 
-def test_an_acknowledged_anomaly_is_kept_when_its_event_goes_away(team, lead_user) -> None:
+def test_an_acknowledged_anomaly_is_kept_when_its_event_goes_away(
+    team: Team, lead_user: User
+) -> None:
     spike_row = ledger.build(team)
+    assert spike_row is not None
     anomalies_detect(since=SINCE)
     anomaly = Anomaly.objects.get()
     anomaly_status_change(anomaly_id=anomaly.pk, status="acknowledged", comment="on it",
@@ -90,7 +97,7 @@ def test_an_acknowledged_anomaly_is_kept_when_its_event_goes_away(team, lead_use
     assert Anomaly.objects.get().status == "acknowledged"
 
 
-def test_level_shift_marked_expected_is_the_new_normal(team, finance_user) -> None:
+def test_level_shift_marked_expected_is_the_new_normal(team: Team, finance_user: User) -> None:
     ledger.build(team, spike=None)
     end = ledger.START + dt.timedelta(days=ledger.DAYS)
     for i in range(10):  # ten more days at twice the level
@@ -112,7 +119,7 @@ def test_level_shift_marked_expected_is_the_new_normal(team, finance_user) -> No
     assert frozen.status == "expected" and frozen.last_day == shift.last_day
 
 
-def test_new_service_is_a_new_cost_source(team) -> None:
+def test_new_service_is_a_new_cost_source(team: Team) -> None:
     ledger.build(team, spike=None)
     # A new service at 30 a day from day 30: too small to move the team's 1,000 a day, and
     # not a spike of its own series (it has none before), but 30 x 10 days clears 100.
@@ -128,7 +135,7 @@ def test_new_service_is_a_new_cost_source(team) -> None:
     assert anomaly.expected == 0
 
 
-def test_command_twice_changes_nothing(team) -> None:
+def test_command_twice_changes_nothing(team: Team) -> None:
     ledger.build(team)
     call_command("detect_anomalies", "--since", SINCE.isoformat())
     first = list(Anomaly.objects.values())
@@ -136,13 +143,13 @@ def test_command_twice_changes_nothing(team) -> None:
     assert list(Anomaly.objects.values()) == first and len(first) == 1
 
 
-def test_command_default_is_the_last_35_days_of_the_ledger(team) -> None:
+def test_command_default_is_the_last_35_days_of_the_ledger(team: Team) -> None:
     ledger.build(team)
     call_command("detect_anomalies")
     assert Anomaly.objects.count() == 1
 
 
-def test_month_task_is_idempotent_and_limited_to_its_month(team) -> None:
+def test_month_task_is_idempotent_and_limited_to_its_month(team: Team) -> None:
     ledger.build(team)
     month = ledger.SPIKE_DAY.strftime("%Y-%m")
     result = detect_anomalies_for_month(month, pipeline_run_id=7)
@@ -153,7 +160,7 @@ def test_month_task_is_idempotent_and_limited_to_its_month(team) -> None:
     assert Anomaly.objects.count() == 1
 
 
-def test_other_currency_rows_are_converted_to_the_reporting_currency(team) -> None:
+def test_other_currency_rows_are_converted_to_the_reporting_currency(team: Team) -> None:
     from finops.currency.models import FxRate
 
     ledger.build(team, spike=None)

@@ -63,7 +63,8 @@ def test_nothing_is_flagged_in_the_first_14_days() -> None:
 
 def test_history_starts_with_the_series_first_cost() -> None:
     # 20 empty days, then a series: its own 14 days of warm-up count from its first cost.
-    values: list[Decimal | None] = [D(0)] * 20 + flat(20)
+    values: list[Decimal | None] = [D(0) for _ in range(20)]
+    values += flat(20)
     values[20 + 10] = D("5000")
     assert detect(days(40), values).events == []
 
@@ -219,7 +220,12 @@ cells = st.dictionaries(
 
 
 @given(actual=cells, baseline=cells, expected=money_values, limit=st.integers(1, 12))
-def test_drivers_plus_unexplained_equal_the_impact_exactly(actual, baseline, expected, limit):
+def test_drivers_plus_unexplained_equal_the_impact_exactly(
+    actual: dict[tuple[str, str], Decimal],
+    baseline: dict[tuple[str, str], Decimal],
+    expected: Decimal,
+    limit: int,
+) -> None:
     drivers, unexplained = split_drivers(actual, baseline, expected, limit=limit)
     assert len(drivers) <= limit
     assert (
@@ -233,7 +239,9 @@ def test_drivers_plus_unexplained_equal_the_impact_exactly(actual, baseline, exp
     total=money_values,
     weights=st.lists(st.decimals(min_value=0, max_value=10**6, places=3), min_size=1, max_size=20),
 )
-def test_allocate_sums_to_the_total_when_any_weight_is_positive(total, weights):
+def test_allocate_sums_to_the_total_when_any_weight_is_positive(
+    total: Decimal, weights: list[Decimal]
+) -> None:
     shares = allocate(total, weights)
     if any(w > 0 for w in weights):
         assert sum(shares, D(0)) == total

@@ -8,11 +8,12 @@ import datetime as dt
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
+from pytest_django import Settings
 
 from finops.anomalies.emails import digests_send
 from finops.anomalies.models import Anomaly, AnomalySubscription
 from finops.anomalies.services import anomalies_detect
-from finops.org.models import Profile
+from finops.org.models import Profile, Team
 from tests import anomaly_ledger as ledger
 from tests.conftest import CapturedMail
 
@@ -22,7 +23,7 @@ SINCE = ledger.START + dt.timedelta(days=20)
 
 
 @pytest.fixture
-def people(team, other_team, settings):
+def people(team: Team, other_team: Team, settings: Settings) -> tuple[User, User]:
     settings.SITE_URL = "https://finops.example"
     lead = User.objects.create_user("lead", email="lead@example.com", password="x-123456789")
     Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(team)
@@ -33,7 +34,9 @@ def people(team, other_team, settings):
     return lead, finance
 
 
-def test_lead_and_finance_get_one_email_each_once(team, people, smtp_server: CapturedMail):
+def test_lead_and_finance_get_one_email_each_once(
+    team: Team, people: tuple[User, User], smtp_server: CapturedMail
+) -> None:
     ledger.build(team)
     anomalies_detect(since=SINCE)
     anomalies_detect(since=SINCE)  # a re-run sends nothing again
@@ -48,7 +51,9 @@ def test_lead_and_finance_get_one_email_each_once(team, people, smtp_server: Cap
     assert f"https://finops.example/anomalies/{anomaly.pk}/" in content
 
 
-def test_digest_reader_gets_no_single_email_but_one_digest(team, people, smtp_server):
+def test_digest_reader_gets_no_single_email_but_one_digest(
+    team: Team, people: tuple[User, User], smtp_server: CapturedMail
+) -> None:
     lead, _ = people
     AnomalySubscription.objects.create(user=lead, mode=AnomalySubscription.Mode.DIGEST)
     ledger.build(team)

@@ -18,6 +18,7 @@ import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,13 @@ def by_team(category: str) -> dict[str | None, Decimal]:
     return sums(slug, category=category)
 
 
+def job_id(row: AllocatedCost) -> str:
+    assert row.job is not None
+    return row.job.job_id
+
+
 def by_job(category: str = Category.TRAINING) -> dict[str, Decimal]:
-    return sums(lambda r: r.job.job_id, category=category, job__isnull=False)
+    return sums(job_id, category=category, job__isnull=False)
 
 
 def gpu_seconds(job_id: str) -> Decimal:
@@ -122,7 +128,9 @@ def reconcile(api: APIClient, billed: str, **categories: str) -> None:
 # --- Slurm: multi-node jobs, two jobs sharing a node --------------------------------------------
 
 
-def test_slurm_multi_node_job_and_partial_overlap_on_one_node(tmp_path, finance_api):
+def test_slurm_multi_node_job_and_partial_overlap_on_one_node(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [
         line("160", utc(10), utc(12), node="n1"),
         line("160", utc(10), utc(12), node="n2"),
@@ -169,7 +177,9 @@ def test_slurm_multi_node_job_and_partial_overlap_on_one_node(tmp_path, finance_
 # --- Kubernetes: MIG slices and time-sliced GPUs on one node -----------------------------------
 
 
-def test_kubernetes_mig_slices_and_time_sliced_gpus_on_one_node(tmp_path, finance_api):
+def test_kubernetes_mig_slices_and_time_sliced_gpus_on_one_node(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [line("56", utc(10), utc(11), node="k1")])
     mig = "nvidia.com/mig-{}"
     ingest_pods(
@@ -215,7 +225,7 @@ def test_kubernetes_mig_slices_and_time_sliced_gpus_on_one_node(tmp_path, financ
 # --- idle policies: keep, spread, platform ------------------------------------------------------
 
 
-def test_idle_policies_keep_spread_and_platform(tmp_path, finance_api):
+def test_idle_policies_keep_spread_and_platform(tmp_path: Path, finance_api: APIClient) -> None:
     ops = Team.objects.create(slug="ops", name="Ops")
     IdlePolicy.objects.create(node_prefix="s", policy="spread")
     IdlePolicy.objects.create(node_prefix="k", policy="keep")
@@ -287,7 +297,9 @@ def test_idle_policies_keep_spread_and_platform(tmp_path, finance_api):
 # --- charge basis: requested vs used ----------------------------------------------------------
 
 
-def test_charge_basis_used_moves_the_unused_part_to_idle(tmp_path, finance_api):
+def test_charge_basis_used_moves_the_unused_part_to_idle(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [line("80", utc(10), utc(11), node="g1")])
     ingest_sacct(
         tmp_path, "u1",
@@ -321,7 +333,9 @@ def test_charge_basis_used_moves_the_unused_part_to_idle(tmp_path, finance_api):
 # --- shared-cost rules for untagged lines -----------------------------------------------------
 
 
-def test_shared_cost_rules_even_gpu_spend_and_fixed(tmp_path, finance_api, team, other_team):
+def test_shared_cost_rules_even_gpu_spend_and_fixed(
+    tmp_path: Path, finance_api: APIClient, team: Team, other_team: Team
+) -> None:
     fixed = SharedCostRule.objects.create(name="tax", charge_category="Tax", method="fixed",
                                           priority=10)  # fmt: skip
     SharedCostSplit.objects.create(rule=fixed, team=team, percent=Decimal(60))
@@ -385,7 +399,9 @@ def test_shared_cost_rules_even_gpu_spend_and_fixed(tmp_path, finance_api, team,
 # --- mapping rules ----------------------------------------------------------------------------
 
 
-def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team):
+def test_mapping_rules_in_priority_order(
+    tmp_path: Path, finance_api: APIClient, team: Team, other_team: Team
+) -> None:
     research = Team.objects.create(slug="research", name="Research")
     ops = Team.objects.create(slug="ops", name="Ops")
     nlp = Team.objects.create(slug="nlp", name="NLP")
@@ -399,14 +415,14 @@ def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team
     MappingRule.objects.create(kind="sub_account", value="sub-7", team=nlp, priority=5)
     # A Slurm-account rule never speaks about a pod, even one whose team label matches it.
     MappingRule.objects.create(kind="slurm_account", value="nlp", team=team, priority=1)
-    s3 = {"category": "Storage", "service": "Amazon S3"}
+    s3 = partial(line, category="Storage", service="Amazon S3")
     hour = (utc(10), utc(11))
     ingest_bill(tmp_path, [
-        line("10", *hour, sub="sub-9", tags={"project": "llm", "team": "zzz"}, **s3),
-        line("3", *hour, sub="sub-9", tags={"team": "nlp"}, **s3),
-        line("4", *hour, tags={"finops:team": "nlp"}, **s3),
-        line("1", *hour, sub="sub-7", tags={"project": "llm"}, **s3),
-        line("2.5", *hour, **s3),
+        s3("10", *hour, sub="sub-9", tags={"project": "llm", "team": "zzz"}),
+        s3("3", *hour, sub="sub-9", tags={"team": "nlp"}),
+        s3("4", *hour, tags={"finops:team": "nlp"}),
+        s3("1", *hour, sub="sub-7", tags={"project": "llm"}),
+        s3("2.5", *hour),
         line("80", *hour, node="m1"),
         line("80", *hour, node="m2"),
     ])  # fmt: skip
@@ -432,7 +448,7 @@ def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team
     assert by_team("unallocated") == {None: Decimal("2.5")}
     # The Slurm job by its account rule; the pod by its namespace rule, not by its team label
     # (account nlp), and not by the Slurm-account rule for nlp.
-    assert sums(lambda r: (r.job.job_id, slug(r)), category="training") == {
+    assert sums(lambda r: (job_id(r), slug(r)), category="training") == {
         ("401", "research"): Decimal(80), ("ml/trainer", "ops"): Decimal(80),
     }  # fmt: skip
     assert not Team.objects.filter(slug__in=["zzz", "ml"]).exists()
@@ -442,7 +458,9 @@ def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team
 # --- monthly, daily and one-off lines, credits: spread, allocated, never dropped ----------------
 
 
-def test_monthly_daily_one_off_and_credit_lines_are_never_dropped(tmp_path, finance_api):
+def test_monthly_daily_one_off_and_credit_lines_are_never_dropped(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     SharedCostRule.objects.create(name="credits", charge_category="Credit", method="even")
     month = (utc(0, day=1), utc(0, day=1, month=7))
     ingest_bill(tmp_path, [
@@ -497,7 +515,9 @@ def test_monthly_daily_one_off_and_credit_lines_are_never_dropped(tmp_path, fina
 # --- runs: retries, preempted restarts and array tasks fold into one run ------------------------
 
 
-def test_runs_fold_retries_preemptions_and_array_tasks(tmp_path, finance_api):
+def test_runs_fold_retries_preemptions_and_array_tasks(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [
         line("240", utc(10), utc(13), node="r1"),
         line("80", utc(12), utc(13), node="r2"),
@@ -588,7 +608,9 @@ def serving_scene(tmp_path: Path) -> None:
                  stdout=StringIO())  # fmt: skip
 
 
-def test_inference_endpoint_unit_costs_and_idle_share(tmp_path, finance_api):
+def test_inference_endpoint_unit_costs_and_idle_share(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     serving_scene(tmp_path)
     attribute()
 
@@ -612,7 +634,9 @@ def test_inference_endpoint_unit_costs_and_idle_share(tmp_path, finance_api):
     reconcile(finance_api, "80", training="40", inference="20", idle="20")
 
 
-def test_spread_idle_reaches_serving_pods_and_their_unit_costs(tmp_path, finance_api):
+def test_spread_idle_reaches_serving_pods_and_their_unit_costs(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     IdlePolicy.objects.create(cluster="serve", policy="spread")
     serving_scene(tmp_path)
     attribute()
@@ -642,7 +666,7 @@ def test_spread_idle_reaches_serving_pods_and_their_unit_costs(tmp_path, finance
 # --- largest remainder ------------------------------------------------------------------------
 
 
-def test_three_equal_shares_of_a_cent_sum_exactly(tmp_path, finance_api):
+def test_three_equal_shares_of_a_cent_sum_exactly(tmp_path: Path, finance_api: APIClient) -> None:
     SharedCostRule.objects.create(name="fees", service_name="Cloud Monitoring", method="even")
     hour = (utc(10), utc(11))
     ingest_bill(tmp_path, [

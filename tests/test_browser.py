@@ -8,26 +8,28 @@ collectstatic is needed.
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.org.models import Profile
 from finops.web.templatetags.finops_tags import money
 from tests.chromium import _body, _login, _wait_for_text
-from tests.factories import build_month_scenario
+from tests.factories import Scenario
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def scenario(team, other_team):
-    return build_month_scenario(team=team, other_team=other_team)
-
-
 def test_finance_walks_overview_team_run_reconciliation(
-    browser, live_server, scenario, finance_user, tmp_path
-):
+    browser: WebDriver,
+    live_server: LiveServer,
+    scenario: Scenario,
+    finance_user: User,
+    tmp_path: Path,
+) -> None:
     from selenium.webdriver.common.by import By
 
     driver = browser
@@ -70,7 +72,9 @@ def test_finance_walks_overview_team_run_reconciliation(
     assert "/accounts/login/" in driver.current_url
 
 
-def test_lead_sees_only_own_team(browser, live_server, scenario, lead_user, tmp_path):
+def test_lead_sees_only_own_team(
+    browser: WebDriver, live_server: LiveServer, scenario: Scenario, lead_user: User, tmp_path: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     driver = browser
@@ -88,7 +92,9 @@ def test_lead_sees_only_own_team(browser, live_server, scenario, lead_user, tmp_
     assert "Speech" not in _body(driver)
 
 
-def test_wrong_password_stays_on_login(browser, live_server, db):
+def test_wrong_password_stays_on_login(
+    browser: WebDriver, live_server: LiveServer, db: None
+) -> None:
     from selenium.webdriver.common.by import By
 
     user = User.objects.create_user("someone", password="right-password-1")
@@ -102,8 +108,12 @@ def test_wrong_password_stays_on_login(browser, live_server, db):
 
 
 def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
-    browser, live_server, scenario, finance_user, tmp_path
-):
+    browser: WebDriver,
+    live_server: LiveServer,
+    scenario: Scenario,
+    finance_user: User,
+    tmp_path: Path,
+) -> None:
     import datetime as dt
 
     from selenium.webdriver.common.by import By
@@ -114,11 +124,13 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
     from finops.web.templatetags.finops_tags import unit_money
     from tests.factories import AllocatedCostFactory, ImportBatchFactory, JobRecordFactory
 
-    pod = JobRecordFactory(job_id="serving/chat-0", namespace="serving", endpoint="llm-chat")
-    AllocatedCostFactory(job=pod, team=scenario.team, amount=Decimal("45.5"), node="gpu-node-01")
+    pod = JobRecordFactory.create(job_id="serving/chat-0", namespace="serving", endpoint="llm-chat")
+    AllocatedCostFactory.create(
+        job=pod, team=scenario.team, amount=Decimal("45.5"), node="gpu-node-01"
+    )
     start = dt.datetime(2025, 9, 3, 10, tzinfo=dt.UTC)
     InferenceUsage.objects.create(
-        batch=ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv"),
+        batch=ImportBatchFactory.create(kind=ImportBatch.Kind.INFERENCE, format="csv"),
         cluster="k8s-1", endpoint="llm-chat", window_start=start,
         window_end=start + dt.timedelta(hours=1), requests=7000, prompt_tokens=10,
         generation_tokens=5,

@@ -15,12 +15,16 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
+from pytest_django import Settings
 
 from finops.budgets.models import Budget, BudgetAlert
 from finops.budgets.services import budget_opt_out_set
 from finops.notifications.models import EmailNotification
 from finops.notifications.tasks import resend_unsent_notifications
+from finops.org.models import Team
 from tests.conftest import CapturedMail
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,7 +69,7 @@ def _ingest(path: Path) -> None:
 
 
 @pytest.fixture
-def vision_month(tmp_path, team, lead_user):
+def vision_month(tmp_path: Path, team: Team, lead_user: User) -> Budget:
     lead_user.email = LEAD
     lead_user.save()
     _ingest(_focus_month(tmp_path / "sep.csv", {d: "100" for d in range(1, 31)}))
@@ -86,7 +90,9 @@ def _subjects(smtp: CapturedMail, address: str) -> Counter[str]:
     return Counter(str(email.message_from_bytes(raw)["Subject"]) for raw in smtp.to(address))
 
 
-def test_replayed_month_sends_each_alert_once_per_recipient(vision_month, smtp_server):
+def test_replayed_month_sends_each_alert_once_per_recipient(
+    vision_month: Budget, smtp_server: CapturedMail
+) -> None:
     printed = _replay()
 
     # 100 a day against 2000: 50 % on the 10th, 80 % on the 16th, 100 % on the 20th. The
@@ -106,8 +112,8 @@ def test_replayed_month_sends_each_alert_once_per_recipient(vision_month, smtp_s
 
 
 def test_reingest_restatement_and_reattribution_send_nothing_new(
-    vision_month, smtp_server, tmp_path
-):
+    vision_month: Budget, smtp_server: CapturedMail, tmp_path: Path
+) -> None:
     _replay(1, 30)
     assert len(smtp_server.messages) == 4
 
@@ -126,14 +132,18 @@ def test_reingest_restatement_and_reattribution_send_nothing_new(
 
 def _parts(raw: bytes) -> dict[str, str]:
     message: Message = email.message_from_bytes(raw)
-    return {
-        part.get_content_type(): part.get_payload(decode=True).decode()
-        for part in message.walk()
-        if part.get_content_type() in ("text/plain", "text/html")
-    }
+    parts = {}
+    for part in message.walk():
+        if part.get_content_type() in ("text/plain", "text/html"):
+            payload = part.get_payload(decode=True)
+            assert isinstance(payload, bytes)  # a leaf part, decoded from its transfer encoding
+            parts[part.get_content_type()] = payload.decode()
+    return parts
 
 
-def test_email_is_multipart_with_figures_drivers_and_link(vision_month, smtp_server, settings):
+def test_email_is_multipart_with_figures_drivers_and_link(
+    vision_month: Budget, smtp_server: CapturedMail, settings: Settings
+) -> None:
     settings.SITE_URL = "https://finops.example.com"
     call_command("check_budgets", "--as-of", "2025-09-10", stdout=io.StringIO())
 
@@ -154,7 +164,9 @@ def test_email_is_multipart_with_figures_drivers_and_link(vision_month, smtp_ser
     assert 'style="' in html
 
 
-def test_opted_out_user_gets_no_email(vision_month, smtp_server, lead_user):
+def test_opted_out_user_gets_no_email(
+    vision_month: Budget, smtp_server: CapturedMail, lead_user: User
+) -> None:
     budget_opt_out_set(budget=vision_month, user=lead_user, opted_out=True)
     _replay(1, 30)
     assert smtp_server.to(LEAD) == []
@@ -168,8 +180,12 @@ def _closed_port() -> int:
 
 
 def test_smtp_error_is_shown_on_the_budget_page_then_sent(
-    vision_month, smtp_server, settings, client, finance_user
-):
+    vision_month: Budget,
+    smtp_server: CapturedMail,
+    settings: Settings,
+    client: Client,
+    finance_user: User,
+) -> None:
     port = settings.EMAIL_PORT
     settings.EMAIL_PORT = _closed_port()
     call_command("check_budgets", "--as-of", "2025-09-10", stdout=io.StringIO())
@@ -187,13 +203,16 @@ def test_smtp_error_is_shown_on_the_budget_page_then_sent(
     assert len(smtp_server.to(LEAD)) == 2  # actual 50 % and forecast 100 %, once each
 
 
-def test_month_task_evaluates_as_of_the_last_ledger_day_once(vision_month, smtp_server):
+def test_month_task_evaluates_as_of_the_last_ledger_day_once(
+    vision_month: Budget, smtp_server: CapturedMail
+) -> None:
     from finops.budgets.tasks import evaluate_budgets_for_month
 
     first = evaluate_budgets_for_month("2025-09")
     again = evaluate_budgets_for_month("2025-09", pipeline_run_id=7)
 
     # The ledger ends on the 30th: 3000 of 2000 reaches every threshold, once.
+    assert isinstance(first["alerts"], list)
     assert first["as_of"] == "2025-09-30" and len(first["alerts"]) == 4
     assert again["alerts"] == []
     assert len(smtp_server.to(LEAD)) == 4

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from finops.budgets.models import Budget
 from finops.currency.models import FxRate
 from finops.org.models import Team
 from tests.budget_data import ledger_days
+from tests.smtp import CapturedMail
 
 EXACT_BODY = {
     "name": "Vision monthly",
@@ -28,26 +31,14 @@ URL = "/api/v1/budgets/"
 
 
 @pytest.fixture
-def finance_api(finance_user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(finance_user)
-    return client
-
-
-@pytest.fixture
-def lead_api(lead_user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(lead_user)
-    return client
-
-
-@pytest.fixture
 def september(team: Team) -> None:
     # Vision: 100 USD every day of September 2025 (AWS, bill lag 1 day).
     ledger_days(team=team, first=date(2025, 9, 1), amounts=[100] * 30)
 
 
-def test_dashboard_body_creates_a_budget(finance_api, team, september):
+def test_dashboard_body_creates_a_budget(
+    finance_api: APIClient, team: Team, september: None
+) -> None:
     response = finance_api.post(URL, EXACT_BODY, format="json")
 
     assert response.status_code == 201, response.content
@@ -60,7 +51,9 @@ def test_dashboard_body_creates_a_budget(finance_api, team, september):
     assert budget.team == team and budget.amount == Decimal("1950.00") and budget.active
 
 
-def test_as_of_reports_the_period_figures_as_decimal_strings(finance_api, september):
+def test_as_of_reports_the_period_figures_as_decimal_strings(
+    finance_api: APIClient, september: None
+) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
 
     body = finance_api.get(f"{URL}{created['id']}/?as_of=2025-09-10").json()
@@ -78,7 +71,9 @@ def test_as_of_reports_the_period_figures_as_decimal_strings(finance_api, septem
 
 
 @pytest.mark.django_db(transaction=True)  # emails go out on commit
-def test_alerts_of_the_period_are_listed(finance_api, september, smtp_server):
+def test_alerts_of_the_period_are_listed(
+    finance_api: APIClient, september: None, smtp_server: CapturedMail
+) -> None:
     from django.core.management import call_command
 
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
@@ -91,12 +86,12 @@ def test_alerts_of_the_period_are_listed(finance_api, september, smtp_server):
     assert finance_api.get(f"{URL}{created['id']}/?as_of=2025-10-01").json()["alerts"] == []
 
 
-def test_bad_as_of_is_400(finance_api, september):
+def test_bad_as_of_is_400(finance_api: APIClient, september: None) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
     assert finance_api.get(f"{URL}{created['id']}/?as_of=2025-13-01").status_code == 400
 
 
-def test_update_and_delete(finance_api, september):
+def test_update_and_delete(finance_api: APIClient, september: None) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
     patched = finance_api.patch(f"{URL}{created['id']}/", {"amount": "2500"}, format="json")
     assert patched.status_code == 200 and patched.json()["amount"] == "2500.00"
@@ -105,7 +100,7 @@ def test_update_and_delete(finance_api, september):
     assert not Budget.objects.exists()
 
 
-def test_org_budget_converts_other_currencies(finance_api, team):
+def test_org_budget_converts_other_currencies(finance_api: APIClient, team: Team) -> None:
     # 100 EUR a day at 1.10 USD (rate dated before the month): an org budget in USD sees 110.
     FxRate.objects.create(date=date(2025, 8, 29), from_currency="EUR", to_currency="USD",
                           rate=Decimal("1.10"))  # fmt: skip
@@ -120,7 +115,9 @@ def test_org_budget_converts_other_currencies(finance_api, team):
 # --- permissions -------------------------------------------------------------------------------
 
 
-def test_lead_creates_and_sees_only_their_teams(lead_api, finance_api, other_team, september):
+def test_lead_creates_and_sees_only_their_teams(
+    lead_api: APIClient, finance_api: APIClient, other_team: Team, september: None
+) -> None:
     assert lead_api.post(URL, EXACT_BODY, format="json").status_code == 201
     finance_api.post(URL, {**EXACT_BODY, "name": "Speech", "team": "speech"}, format="json")
     finance_api.post(URL, {**EXACT_BODY, "name": "Org", "team": None}, format="json")
@@ -136,7 +133,9 @@ def test_lead_creates_and_sees_only_their_teams(lead_api, finance_api, other_tea
     assert lead_api.delete(f"{URL}{speech.pk}/").status_code == 404
 
 
-def test_lead_cannot_save_another_teams_budget(lead_api, other_team, september):
+def test_lead_cannot_save_another_teams_budget(
+    lead_api: APIClient, other_team: Team, september: None
+) -> None:
     for body in (
         {**EXACT_BODY, "team": "speech"},
         {**EXACT_BODY, "team": None},
@@ -149,10 +148,11 @@ def test_lead_cannot_save_another_teams_budget(lead_api, other_team, september):
     own = lead_api.post(URL, EXACT_BODY, format="json").json()
     moved = lead_api.patch(f"{URL}{own['id']}/", {"team": "speech"}, format="json")
     assert moved.status_code == 400 and "team" in moved.json()
-    assert Budget.objects.get().team.slug == "vision"
+    team = Budget.objects.get().team
+    assert team is not None and team.slug == "vision"
 
 
-def test_anonymous_gets_nothing(client, db):
+def test_anonymous_gets_nothing(client: Client, db: None) -> None:
     assert APIClient().get(URL).status_code in (401, 403)
 
 
@@ -178,7 +178,9 @@ def test_anonymous_gets_nothing(client, db):
         ({"name": ""}, "name"),
     ],
 )
-def test_bad_input_is_400_and_saves_nothing(finance_api, september, change, field):
+def test_bad_input_is_400_and_saves_nothing(
+    finance_api: APIClient, september: None, change: dict[str, Any], field: str
+) -> None:
     response = finance_api.post(URL, {**EXACT_BODY, **change}, format="json")
 
     assert response.status_code == 400
@@ -186,7 +188,7 @@ def test_bad_input_is_400_and_saves_nothing(finance_api, september, change, fiel
     assert not Budget.objects.exists()
 
 
-def test_bad_update_changes_nothing(finance_api, september):
+def test_bad_update_changes_nothing(finance_api: APIClient, september: None) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
     response = finance_api.patch(
         f"{URL}{created['id']}/", {"amount": "-1", "name": "Renamed"}, format="json"
@@ -196,7 +198,7 @@ def test_bad_update_changes_nothing(finance_api, september):
     assert budget.name == "Vision monthly" and budget.amount == Decimal("1950.00")
 
 
-def test_currency_with_a_rate_is_accepted(finance_api, september):
+def test_currency_with_a_rate_is_accepted(finance_api: APIClient, september: None) -> None:
     # USD ledger; 1 EUR = 1.25 USD known: a EUR budget converts (USD -> EUR = 0.8).
     FxRate.objects.create(date=date(2025, 9, 1), from_currency="EUR", to_currency="USD",
                           rate=Decimal("1.25"))  # fmt: skip
@@ -206,7 +208,7 @@ def test_currency_with_a_rate_is_accepted(finance_api, september):
     assert got["actual"] == "800.00" and got["currency"] == "EUR"
 
 
-def test_budgets_are_in_the_openapi_schema(finance_api, db):
+def test_budgets_are_in_the_openapi_schema(finance_api: APIClient, db: None) -> None:
     schema = finance_api.get("/api/schema/?format=json").json()
     assert "/api/v1/budgets/" in schema["paths"]
     assert {"get", "post"} <= set(schema["paths"]["/api/v1/budgets/"])

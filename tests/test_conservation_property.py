@@ -27,7 +27,7 @@ from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
 from finops.attribution.services import attribution_run
 from finops.org.models import Team
-from tests.strategies import BASE, DIMS, jobs, line_items, pools
+from tests.strategies import BASE, DIMS, JobSpec, LineSpec, jobs, line_items, pools
 
 
 @settings(max_examples=300, deadline=None)
@@ -36,7 +36,9 @@ from tests.strategies import BASE, DIMS, jobs, line_items, pools
     line_specs=st.lists(line_items(), min_size=1, max_size=12),
     spread=pools,
 )
-def test_engine_conserves_every_line_item(job_specs, line_specs, spread):
+def test_engine_conserves_every_line_item(
+    job_specs: list[JobSpec], line_specs: list[LineSpec], spread: dict[str, str]
+) -> None:
     job_inputs = [
         Job(
             id=i + 1,
@@ -69,7 +71,8 @@ def test_engine_conserves_every_line_item(job_specs, line_specs, spread):
     for share in shares:
         amount = share.amount
         line = lines[share.line_id - 1]
-        assert amount.as_tuple().exponent >= -MONEY_PLACES
+        exponent = amount.as_tuple().exponent
+        assert isinstance(exponent, int) and exponent >= -MONEY_PLACES
         per_line[share.line_id] += amount
         per_group[line_specs[share.line_id - 1][6]] += amount
         if share.category == TRAINING:
@@ -133,8 +136,11 @@ def _dt(offset: int) -> dt.datetime:
     ),
 )
 def test_attribution_run_conserves_per_provider_account_currency(
-    job_specs, line_specs, idle_policies, rule_specs
-):
+    job_specs: list[JobSpec],
+    line_specs: list[LineSpec],
+    idle_policies: list[tuple[str, str, str, bool]],
+    rule_specs: list[tuple[str, str, list[int]]],
+) -> None:
     AllocatedCost.objects.all().delete()
     JobRecord.objects.all().delete()
     ImportBatch.objects.all().delete()

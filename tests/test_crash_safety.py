@@ -159,6 +159,7 @@ def test_kill_at_copy_fails_the_batch_within_seconds_and_keeps_the_month(
     waited = time.monotonic() - started
     assert waited < HEARTBEAT_TIMEOUT + 15, waited  # minutes in production, not the hour
     failed = ImportBatch.objects.order_by("-id").first()
+    assert failed is not None
     assert failed.status == "failed" and failed.error.startswith("worker died")
     assert not CostLineItem.objects.filter(batch=failed).exists()
     _month_balanced("80")  # the previous data, intact
@@ -218,8 +219,10 @@ def test_kill_during_attribution_is_reported_and_the_ledger_kept(
         call_command("attribute", "--month", MAY)
     assert time.monotonic() - started < HEARTBEAT_TIMEOUT + 15
     dead = AttributionRun.objects.order_by("-id").first()
+    assert dead is not None
     assert dead.status == "failed" and dead.error.startswith("worker died")
     run = PipelineRun.objects.order_by("-id").first()
+    assert run is not None
     assert run.status == "failed" and "worker died" in run.error
     # The previous ledger is intact, and the page and API say the month is not final.
     ledger = sum(AllocatedCost.objects.values_list("amount", flat=True), Decimal(0))
@@ -245,7 +248,7 @@ def _drop_worker_connection(fired: Path) -> None:
         assert cursor.fetchall(), "no worker transaction to drop"
 
 
-def _in_thread(fn: Callable[[], None]) -> tuple[threading.Thread, list[BaseException]]:
+def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -272,6 +275,7 @@ def test_connection_dropped_during_copy_is_retried_and_the_import_succeeds(
     thread.join(timeout=120)
     assert not thread.is_alive() and not errors, errors
     batch = ImportBatch.objects.order_by("-id").first()
+    assert batch is not None
     assert batch.status == "succeeded" and batch.row_count == 2
     assert "Retry" in celery_worker_process.read_text()  # the part was retried on the worker
     _wait_for(lambda: _pipeline_succeeded_after(before), 60, "the pipeline of the import")

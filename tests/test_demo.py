@@ -15,11 +15,13 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db.models import QuerySet
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from billing_ingest.parsers import billing_parser
@@ -80,7 +82,7 @@ def _csv(path: Path) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
 
 
-def _exact_sum(queryset, field: str) -> Decimal:
+def _exact_sum(queryset: QuerySet[Any], field: str) -> Decimal:
     # SQLite SUM() over decimals is a float sum: add the stored values in Python instead.
     return sum(queryset.values_list(field, flat=True), Decimal(0))
 
@@ -349,6 +351,7 @@ def test_preempted_runs_restart(small: DemoDataset) -> None:
         for job in jobs:
             if job.state != "PREEMPTED":
                 continue
+            assert job.start is not None
             later = [j for j in jobs if j.run_id == job.run_id and j.start and j.start > job.start]
             assert later or (job.end and job.end > MONTH.seconds - 3 * 86400), job
 
@@ -399,7 +402,7 @@ def test_no_node_is_oversubscribed_and_jobs_run_only_while_billed(small: DemoDat
 
 def test_utilisation_leaves_realistic_idle(small: DemoDataset) -> None:
     capacity = sum(len(n.billed_hours()) * 3600 * 8 for n in small.nodes)
-    used = sum(
+    used: Fraction | int = sum(
         job.gpus * (_job_end(job.end, MONTH) - job.start)
         for cluster, jobs in small.jobs.items()
         if cluster != K8S.cluster

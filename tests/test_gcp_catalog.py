@@ -8,12 +8,16 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from requests import PreparedRequest
 
 from finops.pricing import gcp_catalog
 from finops.pricing.models import SkuPrice
@@ -91,7 +95,7 @@ PAGE_2 = {
 
 
 @pytest.fixture
-def sample(samples_dir):
+def sample(samples_dir: Path) -> Path:
     path = samples_dir / SAMPLE
     if not path.is_file():
         pytest.skip(f"{SAMPLE} is absent")
@@ -112,13 +116,15 @@ def expected_prices(documents: list[dict]) -> dict[str, tuple[Decimal, str]]:
 
 
 @pytest.fixture
-def catalog(sample, monkeypatch):
+def catalog(
+    sample: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[dict[str, Any], list[dict[str, list[str]]]]]:
     """The real client on its REST transport; page 1 is the sample, page 2 is PAGE_2."""
     page_1 = json.loads(sample.read_text())
-    requests_seen: list[dict] = []
+    requests_seen: list[dict[str, list[str]]] = []
 
-    def list_skus(request):
-        query = parse_qs(urlsplit(request.url).query)
+    def list_skus(request: PreparedRequest) -> tuple[int, dict[str, str], str]:
+        query = parse_qs(urlsplit(request.url or "").query)
         requests_seen.append(query)
         token = query.get("pageToken", [""])[0]
         if not token:
@@ -150,7 +156,9 @@ def stored() -> dict[str, tuple[Decimal, str]]:
     return {p.sku_id: (p.unit_price, p.currency) for p in SkuPrice.objects.all()}
 
 
-def test_api_prices_are_units_plus_nanos_exactly_across_pages(catalog):
+def test_api_prices_are_units_plus_nanos_exactly_across_pages(
+    catalog: tuple[dict[str, Any], list[dict[str, list[str]]]],
+) -> None:
     page_1, requests_seen = catalog
 
     load()
@@ -169,14 +177,14 @@ def test_api_prices_are_units_plus_nanos_exactly_across_pages(catalog):
     assert (commit.usage_type, commit.gpu_model) == ("Commit1Yr", "A100-80GB")
 
 
-def test_a_saved_response_loads_offline_with_the_same_prices(sample):
+def test_a_saved_response_loads_offline_with_the_same_prices(sample: Path) -> None:
     with responses.RequestsMock():  # any network call would fail the test
         load("--from-file", str(sample))
 
     assert stored() == expected_prices([json.loads(sample.read_text())])
 
 
-def test_loading_again_updates_in_place(sample):
+def test_loading_again_updates_in_place(sample: Path) -> None:
     load("--from-file", str(sample))
     first = {p.sku_id: p.fetched_at for p in SkuPrice.objects.all()}
     load("--from-file", str(sample))
@@ -186,7 +194,9 @@ def test_loading_again_updates_in_place(sample):
     assert all(again[sku] >= first[sku] for sku in first)
 
 
-def test_gpu_hour_price_by_model_sku_usage_type_and_region(catalog):
+def test_gpu_hour_price_by_model_sku_usage_type_and_region(
+    catalog: tuple[dict[str, Any], list[dict[str, list[str]]]],
+) -> None:
     load()
 
     on_demand = gpu_hour_price(
@@ -212,7 +222,9 @@ def test_gpu_hour_price_by_model_sku_usage_type_and_region(catalog):
         gpu_hour_price(provider="gcp", usage_type="OnDemand", region="us-east1")
 
 
-def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(monkeypatch):
+def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     denied = {
         "error": {
             "code": 403,
@@ -234,7 +246,7 @@ def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(monkeypatch):
     assert not SkuPrice.objects.exists()
 
 
-def test_an_unreadable_file_is_a_clear_error(tmp_path):
+def test_an_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "skus.json"
     path.write_text("{not json")
     with pytest.raises(CommandError, match=r"not a Cloud Catalog skus\.list response"):

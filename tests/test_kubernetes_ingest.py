@@ -236,8 +236,11 @@ def test_mig_pods_conserve_the_node_bill_and_land_on_their_namespace_teams(
     assert allocated == NODE_COST
     runs = {run.run_id: run for run in RunCost.objects.select_related("team")}
     assert set(runs) == {"run-3g", "run-1g"}
-    assert runs["run-3g"].team.slug == "vision"  # no rule, no team label: the namespace
-    assert runs["run-1g"].team.slug == "speech"
+    # No rule, no team label: the namespace.
+    assert {run_id: run.team and run.team.slug for run_id, run in runs.items()} == {
+        "run-3g": "vision",
+        "run-1g": "speech",
+    }
     idle = AllocatedCost.objects.get(category="idle")
     assert idle.amount == NODE_COST - runs["run-3g"].cost - runs["run-1g"].cost
     # The pods hold at most 3/7 + 1/7 of one of the node's 8 GPUs at any time.

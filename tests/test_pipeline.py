@@ -16,11 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import OperationalError
+from django.test import Client
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from pytest_django import Settings
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from billing_ingest.models import CostLineItem, ImportBatch, MonthChange
 from finops.attribution.models import AttributionRun
@@ -72,7 +77,9 @@ def test_the_steps_are_declared_once_in_order_and_each_takes_month_and_run_id() 
 
 
 @pytest.mark.django_db
-def test_a_settled_import_runs_every_step_for_each_month_it_touched(tmp_path, monkeypatch):
+def test_a_settled_import_runs_every_step_for_each_month_it_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from finops.inference import tasks as inference_tasks
 
     seen: list[tuple[dt.date, bool]] = []
@@ -104,7 +111,9 @@ def test_a_settled_import_runs_every_step_for_each_month_it_touched(tmp_path, mo
 
 
 @pytest.mark.django_db
-def test_no_attribute_records_the_change_and_the_month_is_stale_until_attributed(tmp_path):
+def test_no_attribute_records_the_change_and_the_month_is_stale_until_attributed(
+    tmp_path: Path,
+) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]), "--no-attribute")
     assert not PipelineRun.objects.exists()
     change = MonthChange.objects.get()
@@ -120,8 +129,8 @@ def test_no_attribute_records_the_change_and_the_month_is_stale_until_attributed
 
 @pytest.mark.django_db
 def test_a_restatement_after_the_last_attribution_is_stale_in_page_and_api(
-    tmp_path, client, finance_user
-):
+    tmp_path: Path, client: Client, finance_user: User
+) -> None:
     _ingest(_bill(tmp_path / "v1.csv", [_row(MAY, "80.00")]))
     client.force_login(finance_user)
     api = client.get("/api/v1/reconciliation/?month=2025-05").json()
@@ -144,7 +153,9 @@ def test_a_restatement_after_the_last_attribution_is_stale_in_page_and_api(
 
 
 @pytest.mark.django_db
-def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(tmp_path, monkeypatch):
+def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     from finops.attribution import ledger
 
@@ -155,6 +166,7 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(tmp_pa
     with pytest.raises(CommandError, match="ConservationError: ledger 1 != bill 2"):
         call_command("attribute", "--month", "2025-05")
     run = PipelineRun.objects.order_by("-id").first()
+    assert run is not None
     assert run.status == "failed" and run.error.startswith("step attribute: ConservationError")
     steps = dict(run.steps.values_list("key", "status"))
     later = {"endpoint_costs": "skipped", "budgets": "skipped", "anomalies": "skipped"}
@@ -166,7 +178,9 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(tmp_pa
 
 
 @pytest.mark.django_db
-def test_a_transient_error_is_retried_and_the_step_then_succeeds(tmp_path, monkeypatch):
+def test_a_transient_error_is_retried_and_the_step_then_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from finops.inference import tasks as inference_tasks
 
     calls: list[dt.date] = []
@@ -189,7 +203,9 @@ def test_a_transient_error_is_retried_and_the_step_then_succeeds(tmp_path, monke
 
 
 @pytest.mark.django_db
-def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(tmp_path, settings):
+def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
+    tmp_path: Path, settings: Settings
+) -> None:
     settings.FINOPS_WORKER_HEARTBEAT_TIMEOUT = 60
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     long_ago = timezone.now() - dt.timedelta(minutes=5)
@@ -232,7 +248,7 @@ def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
 
 
 @pytest.mark.django_db
-def test_a_live_step_is_not_taken_for_dead(settings):
+def test_a_live_step_is_not_taken_for_dead(settings: Settings) -> None:
     settings.FINOPS_WORKER_HEARTBEAT_TIMEOUT = 60
     run = pipeline_run_create(month=MAY, reason="test")
     now = timezone.now()
@@ -244,7 +260,9 @@ def test_a_live_step_is_not_taken_for_dead(settings):
 
 
 @pytest.mark.django_db
-def test_months_whose_wake_up_was_lost_are_started_by_the_watchdog(tmp_path, monkeypatch):
+def test_months_whose_wake_up_was_lost_are_started_by_the_watchdog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from billing_ingest.management import pipeline as command_pipeline
     from billing_ingest.tasks import billing as billing_tasks
 
@@ -262,7 +280,7 @@ def test_months_whose_wake_up_was_lost_are_started_by_the_watchdog(tmp_path, mon
 
 
 @pytest.mark.django_db
-def test_a_change_joins_a_run_of_its_month_that_has_not_started():
+def test_a_change_joins_a_run_of_its_month_that_has_not_started() -> None:
     waiting = pipeline_run_create(month=MAY, reason="earlier import")
     MonthChange.objects.create(month=MAY, kind="billing", changed_at=timezone.now())
     MonthChange.objects.create(month=JUNE, kind="billing", changed_at=timezone.now())
@@ -274,7 +292,7 @@ def test_a_change_joins_a_run_of_its_month_that_has_not_started():
 # --- schedules and broker settings ---------------------------------------------------------
 
 
-def test_beat_runs_the_nightly_pipeline_and_the_watchdog():
+def test_beat_runs_the_nightly_pipeline_and_the_watchdog() -> None:
     schedule = celery_app.conf.beat_schedule
     nightly = schedule["attribute-open-months-nightly"]
     assert nightly["task"] == "finops.pipeline.open_months"
@@ -284,7 +302,9 @@ def test_beat_runs_the_nightly_pipeline_and_the_watchdog():
     assert set(celery_app.tasks) >= {"finops.pipeline.open_months", "finops.pipeline.watchdog"}
 
 
-def test_tasks_are_redelivered_after_a_lost_worker_but_never_while_they_may_still_run(settings):
+def test_tasks_are_redelivered_after_a_lost_worker_but_never_while_they_may_still_run(
+    settings: Settings,
+) -> None:
     celery_app.loader.import_default_modules()
     assert settings.CELERY_TASK_ACKS_LATE and settings.CELERY_TASK_REJECT_ON_WORKER_LOST
     visibility = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
@@ -302,10 +322,13 @@ def test_tasks_are_redelivered_after_a_lost_worker_but_never_while_they_may_stil
 
 
 @pytest.mark.django_db
-def test_finance_sees_each_months_last_run_step_by_step(tmp_path, client, finance_user):
+def test_finance_sees_each_months_last_run_step_by_step(
+    tmp_path: Path, client: Client, finance_user: User
+) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     call_command("attribute", "--month", "2025-05")
     last = PipelineRun.objects.order_by("-id").first()
+    assert last is not None
     client.force_login(finance_user)
     page = client.get("/pipeline/").content.decode()
     assert f"#{last.pk}" in page and f"#{last.pk - 1}" not in page
@@ -319,7 +342,7 @@ def test_finance_sees_each_months_last_run_step_by_step(tmp_path, client, financ
 
 
 @pytest.mark.django_db
-def test_the_pipeline_page_is_for_finance_only(client, lead_user):
+def test_the_pipeline_page_is_for_finance_only(client: Client, lead_user: User) -> None:
     assert client.get("/pipeline/").status_code == 302  # to the login page
     client.force_login(lead_user)
     assert client.get("/pipeline/").status_code == 403
@@ -342,22 +365,25 @@ def broker_down(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     closed = f"redis://127.0.0.1:{port}/0"
     # Celery reads CELERY_BROKER_URL from the environment before its configuration.
     monkeypatch.setenv("CELERY_BROKER_URL", closed)
-    conf.broker_url = closed
-    conf.task_always_eager = False
+    conf.update(broker_url=closed, task_always_eager=False)
     try:
         yield conf.broker_url
     finally:
-        conf.broker_url, conf.task_always_eager = saved
+        conf.update(broker_url=saved[0], task_always_eager=saved[1])
         _reset_pools()
 
 
 def _reset_pools() -> None:
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
+    # Celery's private connection pools (the stubs do not declare them): a new broker URL is
+    # only read when the pools are rebuilt.
+    celery_app._pool = None  # type: ignore[attr-defined]
+    celery_app.amqp._producer_pool = None  # type: ignore[attr-defined]
 
 
 @pytest.mark.django_db
-def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(tmp_path, broker_down):
+def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(
+    tmp_path: Path, broker_down: str
+) -> None:
     celery_app.conf.task_always_eager = True
     _ingest(_bill(tmp_path / "v1.csv", [_row(MAY, "80.00")]))
     celery_app.conf.task_always_eager = False
@@ -365,6 +391,7 @@ def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(tmp_path, 
     with pytest.raises(CommandError, match="could not queue the import"):
         _ingest(_bill(tmp_path / "v2.csv", [_row(MAY, "95.00")]))
     failed = ImportBatch.objects.order_by("-id").first()
+    assert failed is not None
     assert failed.status == "failed" and "broker unreachable" in failed.error
     recon = reconciliation_for_month(month=MAY)
     assert recon.total.billed == Decimal("80") and recon.total.difference == 0
@@ -372,7 +399,7 @@ def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(tmp_path, 
 
 
 @pytest.mark.django_db
-def test_broker_down_attribute_says_so_and_records_the_run(broker_down):
+def test_broker_down_attribute_says_so_and_records_the_run(broker_down: str) -> None:
     with pytest.raises(CommandError, match="not started: could not queue the pipeline"):
         call_command("attribute", "--month", "2025-05")
     run = PipelineRun.objects.get()
@@ -380,7 +407,9 @@ def test_broker_down_attribute_says_so_and_records_the_run(broker_down):
 
 
 @pytest.mark.django_db
-def test_broker_down_pages_that_queue_work_say_so(client, finance_user, broker_down):
+def test_broker_down_pages_that_queue_work_say_so(
+    client: Client, finance_user: User, broker_down: str
+) -> None:
     from django.contrib.auth.models import User
 
     from billing_ingest.models import BillingSource
@@ -409,11 +438,11 @@ def test_broker_down_pages_that_queue_work_say_so(client, finance_user, broker_d
 
 @pytest.mark.browser
 def test_finance_follows_imports_to_the_pipeline_and_runs_a_month_again(
-    browser,
-    live_server,
-    finance_user,
-    tmp_path,
-):
+    browser: WebDriver,
+    live_server: LiveServer,
+    finance_user: User,
+    tmp_path: Path,
+) -> None:
     from selenium.webdriver.common.by import By
 
     from tests.chromium import _body, _login, _wait_for_text

@@ -4,7 +4,7 @@ where they happened, and a consumer that stops early stops (and closes) the prod
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import pytest
 
@@ -59,6 +59,7 @@ def test_a_consumer_stopping_early_closes_the_producer() -> None:
             closed.set()
 
     consumer = prefetched(chunks())
+    assert isinstance(consumer, Generator)  # closable, as a for loop that breaks closes it
     assert next(consumer) == 0
     consumer.close()
     assert closed.is_set()

@@ -63,7 +63,9 @@ RESERVED = {"reserved_1y": ("1344.00", "1120.00"), "reserved_3y": ("896.00", "67
         ("cud-run", "50.00", "30.00", "commitment", 0.32),
     ],
 )
-def test_golden_runs(priced_month, run, actual, savings, mix_kind, break_even):
+def test_golden_runs(
+    priced_month: None, run: str, actual: str, savings: str, mix_kind: str, break_even: float
+) -> None:
     cost = RunCost.objects.get(run_id=run)
     body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
     assert body["actual"] == actual
@@ -84,7 +86,7 @@ def test_golden_runs(priced_month, run, actual, savings, mix_kind, break_even):
     assert body["best_alternative"] == "on_prem"
 
 
-def test_partly_used_commitment_utilisation_and_coverage(priced_month):
+def test_partly_used_commitment_utilisation_and_coverage(priced_month: None) -> None:
     by_id = {c.commitment_id: c for c in commitment_utilisation(month=MONTH)}
     assert by_id["ri-1"].used == 50 and by_id["ri-1"].unused == 0
     assert by_id["cud-2"].used == 50 and by_id["cud-2"].unused == 30
@@ -93,7 +95,7 @@ def test_partly_used_commitment_utilisation_and_coverage(priced_month):
     assert coverage(month=MONTH, team_id=Team.objects.get(slug="od").pk) == 0
 
 
-def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month):
+def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month: None) -> None:
     client = _api()
     items = client.get("/api/v1/runs/?month=2025-06").json()
     items = items["results"] if isinstance(items, dict) else items
@@ -104,7 +106,7 @@ def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month):
         assert detail["run_id"] == item["run_id"] and detail["id"] == item["id"]
 
 
-def test_pricing_comparison_per_team_and_month(priced_month):
+def test_pricing_comparison_per_team_and_month(priced_month: None) -> None:
     body = _api().get("/api/v1/pricing-comparison/?month=2025-06").json()
     assert [item["team"] for item in body] == sorted(["od", "spot", "ri", "cud"])
     spot = _api().get("/api/v1/pricing-comparison/?month=2025-06&team=spot").json()
@@ -114,7 +116,7 @@ def test_pricing_comparison_per_team_and_month(priced_month):
                             "on_prem", "mix", "assumptions"}  # fmt: skip
 
 
-def test_leads_see_only_their_teams(priced_month):
+def test_leads_see_only_their_teams(priced_month: None) -> None:
     lead = User.objects.create_user("lead-od", password="pw-123456789")
     profile = Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD)
     profile.teams.add(Team.objects.get(slug="od"))
@@ -129,7 +131,7 @@ def test_leads_see_only_their_teams(priced_month):
     assert APIClient().get("/api/v1/pricing-comparison/?month=2025-06").status_code in (401, 403)
 
 
-def test_golden_run_priced_from_the_snapshot(real_snapshot, priced_month):
+def test_golden_run_priced_from_the_snapshot(real_snapshot: None, priced_month: None) -> None:
     """od-run again, its alternatives priced from the shipped snapshot's p5.48xlarge figures
     (tsaol/aws-gpu@2d0108c, us-east-1, 2025-11-30): on demand 55.04, spot 28.106467,
     1y 43.344 / 40.454452, 3y 23.77728 / 20.695053 (no upfront / all upfront), band 5-10 %."""

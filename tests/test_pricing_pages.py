@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.attribution.models import RunCost
 from finops.org.models import Profile, Team
@@ -16,14 +19,16 @@ from tests.chromium import _body, _login, _wait_for_text
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_catalogue")]
 
 
-def _finance(client):
+def _finance(client: Client) -> User:
     user = User.objects.create_user("fin", password="fin-password-123")
     Profile.objects.create(user=user, role=Profile.Role.FINANCE)
     client.force_login(user)
     return user
 
 
-def test_pricing_page_shows_each_team_commitments_and_the_recommendation(client, priced_month):
+def test_pricing_page_shows_each_team_commitments_and_the_recommendation(
+    client: Client, priced_month: None
+) -> None:
     _finance(client)
     page = client.get("/pricing/?month=2025-06&team=cud").content.decode()
     for slug in ("od", "spot", "ri", "cud"):
@@ -33,7 +38,7 @@ def test_pricing_page_shows_each_team_commitments_and_the_recommendation(client,
     assert 'data-chart="pricing-demand"' in page and "How much to commit: cud" in page
 
 
-def test_team_and_run_pages_show_the_comparison(client, priced_month):
+def test_team_and_run_pages_show_the_comparison(client: Client, priced_month: None) -> None:
     _finance(client)
     team_page = client.get("/teams/spot/?month=2025-06").content.decode()
     assert 'data-chart="pricing-0"' in team_page and "32.00" in team_page
@@ -42,8 +47,8 @@ def test_team_and_run_pages_show_the_comparison(client, priced_month):
 
 
 def test_the_run_page_shows_each_catalogue_price_beside_its_source(
-    client, real_snapshot, priced_month
-):
+    client: Client, real_snapshot: None, priced_month: None
+) -> None:
     _finance(client)
     page = client.get("/runs/od/od-run/?month=2025-06").content.decode()
     assert "Catalogue prices behind the spot and reserved figures" in page
@@ -52,7 +57,7 @@ def test_the_run_page_shows_each_catalogue_price_beside_its_source(
     assert "snapshot: tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, 2025-11-30" in page
 
 
-def test_only_finance_edits_assumptions(client, priced_month):
+def test_only_finance_edits_assumptions(client: Client, priced_month: None) -> None:
     lead = User.objects.create_user("lead-x", password="pw-123456789")
     Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(
         Team.objects.get(slug="od")
@@ -76,7 +81,9 @@ def test_only_finance_edits_assumptions(client, priced_month):
     assert PricingAssumptions.current().restart_minutes == 12
 
 
-def test_pricing_page_in_chromium(browser, live_server, priced_month):
+def test_pricing_page_in_chromium(
+    browser: WebDriver, live_server: LiveServer, priced_month: None
+) -> None:
     from selenium.webdriver.common.by import By
 
     User.objects.create_user("fin", password="fin-password-123")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def _family(provider: str, instance_type: str) -> str:
     return name.split(".")[0].split("-")[0].split("_")[0]
 
 
-def test_the_snapshot_covers_every_family_the_issue_names():
+def test_the_snapshot_covers_every_family_the_issue_names() -> None:
     entries = snapshot.snapshot()["prices"]
     for provider, families in REQUIRED.items():
         mine = [e for e in entries if e["provider"] == provider]
@@ -38,7 +39,9 @@ def test_the_snapshot_covers_every_family_the_issue_names():
 
 
 @pytest.mark.parametrize("entry", snapshot.snapshot()["prices"], ids=lambda e: e["instance_type"])
-def test_every_figure_names_its_source_licence_and_date_or_says_why_not(entry):
+def test_every_figure_names_its_source_licence_and_date_or_says_why_not(
+    entry: dict[str, Any],
+) -> None:
     figures = [entry["on_demand_hourly"], entry["spot_hourly"], *(entry["reserved"] or {}).values()]
     known = [Decimal(v) for v in figures if v is not None]
     if not known:
@@ -60,7 +63,7 @@ def test_every_figure_names_its_source_licence_and_date_or_says_why_not(entry):
 
 
 @pytest.mark.django_db
-def test_a_known_figure_reads_back_exactly():
+def test_a_known_figure_reads_back_exactly() -> None:
     # tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, p5.48xlarge, us-east-1, linux.
     quote = prices.quote("AWS", "p5.48xlarge", "us-east-1")
     assert quote is not None
@@ -74,13 +77,13 @@ def test_a_known_figure_reads_back_exactly():
 
 
 @pytest.mark.django_db
-def test_no_figure_means_no_quote():
+def test_no_figure_means_no_quote() -> None:
     assert prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus") is None
     assert prices.quote("aws", "m5.large", "us-east-1") is None
 
 
 @pytest.mark.django_db
-def test_a_refreshed_price_goes_in_front_of_the_snapshot_figure_by_figure():
+def test_a_refreshed_price_goes_in_front_of_the_snapshot_figure_by_figure() -> None:
     InstancePrice.objects.create(
         provider="aws", instance_type="p5.48xlarge", region="us-east-1", kind="on_demand",
         hourly=Decimal("50"), currency="USD", source="AWS Price List API (get_products)",
@@ -98,7 +101,7 @@ def test_a_refreshed_price_goes_in_front_of_the_snapshot_figure_by_figure():
 
 
 @pytest.mark.django_db
-def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue():
+def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue() -> None:
     billing = ImportBatch.objects.create(
         kind="billing", format="focus", source="s", file_name="f", status="succeeded"
     )

@@ -60,7 +60,7 @@ class _PricingApi(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def pricing_api(monkeypatch) -> Iterator[str]:
+def pricing_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     _PricingApi.requests = []
@@ -72,7 +72,7 @@ def pricing_api(monkeypatch) -> Iterator[str]:
     server.server_close()
 
 
-def test_aws_on_demand_reserved_and_spot_are_stored_with_their_source(pricing_api):
+def test_aws_on_demand_reserved_and_spot_are_stored_with_their_source(pricing_api: str) -> None:
     with mock_aws():
         output = refresh(
             "--provider", "aws", "--instance-type", "p5.48xlarge", "--region", "us-east-1",
@@ -113,7 +113,7 @@ def _azure_pages(mock: responses.RequestsMock, second_status: int = 200) -> None
     mock.add("GET", "https://prices.azure.com/api/retail/prices", json=page_1)
 
 
-def test_azure_retail_prices_follow_next_page_link():
+def test_azure_retail_prices_follow_next_page_link() -> None:
     with responses.RequestsMock() as mock:
         _azure_pages(mock)
         refresh("--provider", "azure", "--instance-type", "Standard_ND96isr_H100_v5")
@@ -140,7 +140,7 @@ def test_azure_retail_prices_follow_next_page_link():
     assert quote is not None and quote.ratio("spot") == Decimal("20") / Decimal("98.32")
 
 
-def test_a_failed_page_stores_nothing():
+def test_a_failed_page_stores_nothing() -> None:
     with responses.RequestsMock() as mock:
         _azure_pages(mock, second_status=500)
         with pytest.raises(CommandError, match="Azure Retail Prices API"):
@@ -148,7 +148,7 @@ def test_a_failed_page_stores_nothing():
     assert not InstancePrice.objects.exists()
 
 
-def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path):
+def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path: Path) -> None:
     sku = {
         "name": "services/6F81-5844-456A/skus/0000-AAAA-1111", "skuId": "0000-AAAA-1111",
         "description": "Nvidia Tesla A100 GPU running in Americas",
