@@ -42,7 +42,8 @@ def test_anonymous_pages_redirect_to_login(client: Client, scenario: Scenario, u
 def test_anonymous_api_is_refused(scenario: Scenario, url: str) -> None:
     response = APIClient().get(url)
     assert response.status_code in (401, 403)
-    assert b"llama" not in response.content and b"Vision" not in response.content
+    assert b"llama" not in response.content
+    assert b"Vision" not in response.content
 
 
 def test_login_page_renders(client: Client) -> None:

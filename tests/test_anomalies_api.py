@@ -46,15 +46,19 @@ def test_fields_are_the_contract(team: Team, finance_user: User) -> None:
     anomaly = make(team, dt.date(2025, 9, 10))
     body = client_for(finance_user).get(URL).json()
     [item] = body["results"] if isinstance(body, dict) else body
-    assert item["id"] == anomaly.pk and item["team"] == "vision"
+    assert item["id"] == anomaly.pk
+    assert item["team"] == "vision"
     assert item["first_day"] == item["last_day"] == "2025-09-10"
-    assert Decimal(item["actual"]) == Decimal("3000.5") and isinstance(item["actual"], str)
+    assert Decimal(item["actual"]) == Decimal("3000.5")
+    assert isinstance(item["actual"], str)
     assert Decimal(item["expected"]) == Decimal("1000.25")
     assert Decimal(item["impact"]) == Decimal("2000.25")
-    assert item["severity"] == "high" and item["status"] == "new"
+    assert item["severity"] == "high"
+    assert item["status"] == "new"
     [driver] = item["drivers"]
     assert set(driver) == {"dimension", "key", "actual", "expected", "delta"}
-    assert driver["dimension"] == "run" and Decimal(driver["delta"]) == 2000
+    assert driver["dimension"] == "run"
+    assert Decimal(driver["delta"]) == 2000
     assert Decimal(item["unexplained"]) + Decimal(driver["delta"]) == Decimal(item["impact"])
 
 
@@ -103,10 +107,12 @@ def test_patch_status_records_comment_and_user(team: Team, lead_user: User) -> N
     response = client.patch(
         f"{URL}{anomaly.pk}/", {"status": "acknowledged", "comment": "looking"}, format="json"
     )
-    assert response.status_code == 200 and response.json()["status"] == "acknowledged"
+    assert response.status_code == 200
+    assert response.json()["status"] == "acknowledged"
     change = AnomalyStatusChange.objects.get()
     assert (change.from_status, change.to_status) == ("new", "acknowledged")
-    assert change.comment == "looking" and change.user == lead_user
+    assert change.comment == "looking"
+    assert change.user == lead_user
 
     response = client.patch(f"{URL}{anomaly.pk}/", {"status": "expected"}, format="json")
     assert response.status_code == 400  # a comment is required
@@ -124,7 +130,8 @@ def test_patch_status_records_comment_and_user(team: Team, lead_user: User) -> N
 def test_schema_lists_the_endpoint(finance_user: User) -> None:
     response = client_for(finance_user).get("/api/schema/", {"format": "json"})
     paths = response.json()["paths"]
-    assert "/api/v1/anomalies/" in paths and "/api/v1/anomalies/{id}/" in paths
+    assert "/api/v1/anomalies/" in paths
+    assert "/api/v1/anomalies/{id}/" in paths
     assert "patch" in paths["/api/v1/anomalies/{id}/"]
     names = {p["name"] for p in paths["/api/v1/anomalies/"]["get"]["parameters"]}
     assert {"team", "status", "since", "until"} <= names

@@ -30,8 +30,10 @@ def test_a_spike_is_one_anomaly_with_its_run_as_driver(team: Team) -> None:
     # The team, provider and service series all see it: one anomaly per team and event.
     anomaly = Anomaly.objects.get()
     assert summary.created == 1
-    assert anomaly.team == team and anomaly.series_kind == "team"
-    assert anomaly.kind == "spike" and anomaly.status == "new"
+    assert anomaly.team == team
+    assert anomaly.series_kind == "team"
+    assert anomaly.kind == "spike"
+    assert anomaly.status == "new"
     assert anomaly.first_day == anomaly.last_day == ledger.SPIKE_DAY
     assert anomaly.actual == ledger.day_total(team, ledger.SPIKE_DAY)
     assert anomaly.impact == anomaly.actual - anomaly.expected
@@ -39,10 +41,12 @@ def test_a_spike_is_one_anomaly_with_its_run_as_driver(team: Team) -> None:
     assert ledger.BASE * Decimal("0.97") <= anomaly.expected <= ledger.BASE * Decimal("1.03")
     drivers = list(anomaly.drivers.all())
     assert (drivers[0].dimension, drivers[0].key) == ("run", "run-b")
-    assert drivers[0].actual == ledger.SPIKE and drivers[0].expected == 0
+    assert drivers[0].actual == ledger.SPIKE
+    assert drivers[0].expected == 0
     assert sum(d.delta for d in drivers) + anomaly.unexplained == anomaly.impact
     assert anomaly.currency == "USD"
-    assert anomaly.chart and {"day", "actual", "expected", "low", "high"} <= set(anomaly.chart[0])
+    assert anomaly.chart
+    assert {"day", "actual", "expected", "low", "high"} <= set(anomaly.chart[0])
 
 
 def test_a_rerun_changes_nothing(team: Team) -> None:
@@ -69,7 +73,8 @@ def test_a_restated_bill_updates_the_anomaly_in_place(team: Team) -> None:
     summary = anomalies_detect(since=SINCE)
 
     restated = Anomaly.objects.get()
-    assert restated.pk == anomaly.pk and summary.updated == 1
+    assert restated.pk == anomaly.pk
+    assert summary.updated == 1
     assert restated.actual == ledger.day_total(team, ledger.SPIKE_DAY)
     assert restated.drivers.get(position=0).actual == Decimal("4500")
 
@@ -80,7 +85,8 @@ def test_a_restatement_that_takes_the_event_away_removes_an_untouched_anomaly(te
     anomalies_detect(since=SINCE)
     spike_row.delete()
     summary = anomalies_detect(since=SINCE)
-    assert summary.deleted == 1 and not Anomaly.objects.exists()
+    assert summary.deleted == 1
+    assert not Anomaly.objects.exists()
 
 
 def test_an_acknowledged_anomaly_is_kept_when_its_event_goes_away(
@@ -104,8 +110,10 @@ def test_level_shift_marked_expected_is_the_new_normal(team: Team, finance_user:
         ledger.row(team, end + dt.timedelta(days=i), ledger.BASE * 2, run_id="run-a")
     anomalies_detect(since=SINCE)
     shift = Anomaly.objects.get()
-    assert shift.kind == "level_shift" and shift.ongoing
-    assert shift.first_day == end and shift.last_day == end + dt.timedelta(days=9)
+    assert shift.kind == "level_shift"
+    assert shift.ongoing
+    assert shift.first_day == end
+    assert shift.last_day == end + dt.timedelta(days=9)
 
     anomaly_status_change(anomaly_id=shift.pk, status="expected", comment="new cluster",
                           user=finance_user)  # fmt: skip
@@ -114,9 +122,11 @@ def test_level_shift_marked_expected_is_the_new_normal(team: Team, finance_user:
         ledger.row(team, later + dt.timedelta(days=i), ledger.BASE * 2, run_id="run-a")
     summary = anomalies_detect(since=SINCE)
 
-    assert summary.created == 0 and Anomaly.objects.count() == 1
+    assert summary.created == 0
+    assert Anomaly.objects.count() == 1
     frozen = Anomaly.objects.get()
-    assert frozen.status == "expected" and frozen.last_day == shift.last_day
+    assert frozen.status == "expected"
+    assert frozen.last_day == shift.last_day
 
 
 def test_new_service_is_a_new_cost_source(team: Team) -> None:
@@ -140,7 +150,8 @@ def test_command_twice_changes_nothing(team: Team) -> None:
     call_command("detect_anomalies", "--since", SINCE.isoformat())
     first = list(Anomaly.objects.values())
     call_command("detect_anomalies", "--since", SINCE.isoformat())
-    assert list(Anomaly.objects.values()) == first and len(first) == 1
+    assert list(Anomaly.objects.values()) == first
+    assert len(first) == 1
 
 
 def test_command_default_is_the_last_35_days_of_the_ledger(team: Team) -> None:
@@ -154,7 +165,9 @@ def test_month_task_is_idempotent_and_limited_to_its_month(team: Team) -> None:
     month = ledger.SPIKE_DAY.strftime("%Y-%m")
     result = detect_anomalies_for_month(month, pipeline_run_id=7)
     again = detect_anomalies_for_month(month)
-    assert result["created"] == 1 and again["created"] == 0 and again["updated"] == 0
+    assert result["created"] == 1
+    assert again["created"] == 0
+    assert again["updated"] == 0
     assert result["pipeline_run_id"] == 7
     assert detect_anomalies_for_month("2025-08")["created"] == 0
     assert Anomaly.objects.count() == 1
@@ -183,4 +196,5 @@ def test_detection_and_digests_run_daily_from_beat() -> None:
     for task in (detect_anomalies_recent, send_anomaly_digests):
         entry = tasks[task.name]
         assert entry["options"]["expires"] < 24 * 3600
-        assert len(entry["schedule"].hour) == 1 and len(entry["schedule"].minute) == 1
+        assert len(entry["schedule"].hour) == 1
+        assert len(entry["schedule"].minute) == 1

@@ -46,8 +46,10 @@ def test_lead_and_finance_get_one_email_each_once(
     assert len(smtp_server.to("fin@example.com")) == 1
     assert smtp_server.to("other@example.com") == []  # another team's lead
     content = smtp_server.to("lead@example.com")[0].decode()
-    assert "multipart/alternative" in content and "text/html" in content
-    assert "run-b" in content and "Unexplained" in content
+    assert "multipart/alternative" in content
+    assert "text/html" in content
+    assert "run-b" in content
+    assert "Unexplained" in content
     assert f"https://finops.example/anomalies/{anomaly.pk}/" in content
 
 
@@ -65,5 +67,6 @@ def test_digest_reader_gets_no_single_email_but_one_digest(
     assert digests_send(day=today) == 1
     assert digests_send(day=today) == 0
     [digest] = smtp_server.to("lead@example.com")
-    assert b"Cost anomalies found on" in digest and b"Vision" in digest
+    assert b"Cost anomalies found on" in digest
+    assert b"Vision" in digest
     assert digests_send(day=today - dt.timedelta(days=1)) == 0  # nothing created that day

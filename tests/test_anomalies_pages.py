@@ -39,7 +39,9 @@ def test_list_shows_the_anomaly_and_filters(spike: Anomaly, finance_user: User) 
     client = logged_in(finance_user)
     page = client.get("/anomalies/").content.decode()
     assert f'data-testid="anomaly-row-{spike.pk}"' in page
-    assert "Vision" in page and "USD" in page and spike.get_severity_display() in page
+    assert "Vision" in page
+    assert "USD" in page
+    assert spike.get_severity_display() in page
     assert (
         f'data-testid="anomaly-row-{spike.pk}"'
         not in client.get("/anomalies/", {"status": "resolved"}).content.decode()
@@ -64,18 +66,23 @@ def test_list_shows_the_anomaly_and_filters(spike: Anomaly, finance_user: User) 
 def test_detail_has_chart_table_drivers_and_workflow(spike: Anomaly, lead_user: User) -> None:
     client = logged_in(lead_user)
     page = client.get(f"/anomalies/{spike.pk}/").content.decode()
-    assert 'data-chart="anomaly-series"' in page and 'id="anomaly-series"' in page
-    assert "Band high" in page and "run-b" in page and "Unexplained" in page
+    assert 'data-chart="anomaly-series"' in page
+    assert 'id="anomaly-series"' in page
+    assert "Band high" in page
+    assert "run-b" in page
+    assert "Unexplained" in page
     assert "<script>" not in page  # no inline script (CSP)
 
     response = client.post(f"/anomalies/{spike.pk}/", {"status": "acknowledged", "comment": ""})
-    assert response.status_code == 200 and AnomalyStatusChange.objects.count() == 0
+    assert response.status_code == 200
+    assert AnomalyStatusChange.objects.count() == 0
     response = client.post(
         f"/anomalies/{spike.pk}/", {"status": "acknowledged", "comment": "checking run-b"}
     )
     assert response.status_code == 302
     change = AnomalyStatusChange.objects.get()
-    assert change.user == lead_user and change.comment == "checking run-b"
+    assert change.user == lead_user
+    assert change.comment == "checking run-b"
     assert Anomaly.objects.get().status == "acknowledged"
 
 
@@ -98,7 +105,8 @@ def test_overview_and_team_pages_link_to_open_anomalies(spike: Anomaly, finance_
     client = logged_in(finance_user)
     month = ledger.SPIKE_DAY.strftime("%Y-%m")
     overview = client.get("/", {"month": month}).content.decode()
-    assert 'data-testid="open-anomalies"' in overview and "1 open cost anomaly" in overview
+    assert 'data-testid="open-anomalies"' in overview
+    assert "1 open cost anomaly" in overview
     team_page = client.get("/teams/vision/", {"month": month}).content.decode()
     assert "/anomalies/?status=open&amp;team=vision" in team_page
     assert "1 open cost anomaly" in team_page

@@ -73,7 +73,9 @@ def test_pages_answer_400_for_the_same_months(
 def test_import_batch_list_still_pages(api: APIClient) -> None:
     ImportBatchFactory.create_batch(3)
     body = api.get("/api/v1/import-batches/", {"limit": 1}).json()
-    assert body["count"] == 3 and len(body["results"]) == 1 and body["next"]
+    assert body["count"] == 3
+    assert len(body["results"]) == 1
+    assert body["next"]
 
 
 def _schema_gets(api: APIClient) -> dict[str, list[str]]:

@@ -44,9 +44,11 @@ def test_spectacular_validates_with_no_warning(tmp_path: Path) -> None:
 )
 def test_month_is_a_yyyy_mm_string_not_a_date(schema: dict, path: str) -> None:
     month = _parameter(schema, path, "get", "month")["schema"]
-    assert month["type"] == "string" and month["pattern"] == MONTH
+    assert month["type"] == "string"
+    assert month["pattern"] == MONTH
     assert "format" not in month
-    assert re.match(month["pattern"], "2025-09") and not re.match(month["pattern"], "2025-09-01")
+    assert re.match(month["pattern"], "2025-09")
+    assert not re.match(month["pattern"], "2025-09-01")
 
 
 def test_limit_and_offset_are_bounded_integers(schema: dict) -> None:
@@ -125,7 +127,8 @@ def test_fuzz_findings_stay_fixed(finance_user: User, team: Team) -> None:
     for params in ({"limit": huge}, {"offset": huge}, {"limit": huge, "offset": huge}):
         response = api.get("/api/v1/teams/", params)
         assert response.status_code == 400, params
-        assert set(response.json()) <= set(params) and response.json(), params
+        assert response.json(), params
+        assert set(response.json()) <= set(params), params
     assert api.get("/api/v1/teams/", {"limit": 1000, "offset": 0}).json()["count"] == 1
 
 

@@ -37,7 +37,8 @@ def _slugs(response: Response) -> list[str]:
 def test_only_the_hash_of_the_key_is_stored(finance_user: User) -> None:
     created = api_token_create(user=finance_user, name="grafana")
     token = ApiToken.objects.get(pk=created.token.pk)
-    assert created.key.startswith("fo_") and len(created.key) > 40
+    assert created.key.startswith("fo_")
+    assert len(created.key) > 40
     assert token.key_hash == hashlib.sha256(created.key.encode()).hexdigest()
     assert token.prefix == created.key[:10]
     stored = [str(v) for v in ApiToken.objects.values().get(pk=token.pk).values()]
@@ -175,7 +176,8 @@ def test_command_creates_lists_and_revokes(lead_user: User, team: Team) -> None:
 
     listing = StringIO()
     call_command("api_token", "list", "--user", "lead", stdout=listing)
-    assert "grafana" in listing.getvalue() and key not in listing.getvalue()
+    assert "grafana" in listing.getvalue()
+    assert key not in listing.getvalue()
 
     call_command("api_token", "revoke", str(token.pk), stdout=StringIO())
     assert _api(key).get("/api/v1/teams/").status_code == 401
@@ -193,7 +195,8 @@ def test_command_refuses_foreign_team_and_unknown_user(lead_user: User, other_te
 
 def test_page_needs_login(client: Client, db: None) -> None:
     response = client.get("/account/tokens/")
-    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    assert response.status_code == 302
+    assert "/accounts/login/" in response["Location"]
 
 
 def test_page_creates_shows_key_once_and_revokes(
@@ -206,13 +209,17 @@ def test_page_creates_shows_key_once_and_revokes(
     )
     assert response.status_code == 200
     key = response.context["new_key"]
-    assert key.startswith("fo_") and key in response.content.decode()
+    assert key.startswith("fo_")
+    assert key in response.content.decode()
     assert "no-cache" in response["Cache-Control"] or "no-store" in response["Cache-Control"]
     token = ApiToken.objects.get(user=lead_user)
-    assert token.read_only and [t.slug for t in token.teams.all()] == ["vision"]
+    assert token.read_only
+    assert [t.slug for t in token.teams.all()] == ["vision"]
     # Shown once: the next view of the page lists the token by prefix, not its key.
     page = client.get("/account/tokens/").content.decode()
-    assert "grafana" in page and token.prefix in page and key not in page
+    assert "grafana" in page
+    assert token.prefix in page
+    assert key not in page
 
     response = client.post(f"/account/tokens/{token.pk}/revoke/")
     assert response.status_code == 302
@@ -226,7 +233,8 @@ def test_page_offers_only_the_users_teams_and_cannot_revoke_others(
 ) -> None:
     client.force_login(lead_user)
     response = client.post("/account/tokens/", {"name": "x", "teams": [other_team.pk]})
-    assert response.status_code == 200 and response.context["new_key"] is None
+    assert response.status_code == 200
+    assert response.context["new_key"] is None
     assert not ApiToken.objects.exists()
     foreign = api_token_create(user=finance_user, name="fin").token
     assert client.post(f"/account/tokens/{foreign.pk}/revoke/").status_code == 404
@@ -262,4 +270,5 @@ def test_browser_creates_a_token_that_works_with_curl_like_client(
 
     driver.find_element(By.NAME, "revoke").click()
     _wait_for_text(driver, "revoked")
-    assert "grafana" in _body(driver) and key not in _body(driver)
+    assert "grafana" in _body(driver)
+    assert key not in _body(driver)

@@ -226,7 +226,7 @@ def test_largest_remainder_function() -> None:
     # 100 x 1/3 = 33.33 (remainder 1/3), 100 x 2/3 = 66.67 (remainder 2/3): the unit goes to 2nd.
     assert largest_remainder(100, [1, 2]) == [33, 67]
     assert largest_remainder(0, [0, 0]) == [0, 0]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="cannot split a non-zero total over zero weights"):
         largest_remainder(1, [0])
 
 
@@ -280,7 +280,7 @@ def test_two_lines_for_one_node_hour_count_gpu_seconds_once() -> None:
 
 
 def test_more_decimals_than_stored_are_refused() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=f"more than {MONEY_PLACES} decimal places"):
         attribute([node_line(1, "n1", "0.0000000000001", 0, 1)], [])
 
 

@@ -122,7 +122,8 @@ def reconcile(api: APIClient, billed: str, **categories: str) -> None:
     expected = {c: Decimal(categories.get(c, "0")) for c in Category.values}
     assert {c: Decimal(v) for c, v in body["attributed"].items()} == expected
     assert Decimal(body["difference"]) == 0
-    assert body["by_account"] and all(Decimal(r["difference"]) == 0 for r in body["by_account"])
+    assert body["by_account"]
+    assert all(Decimal(r["difference"]) == 0 for r in body["by_account"])
 
 
 # --- Slurm: multi-node jobs, two jobs sharing a node --------------------------------------------

@@ -82,7 +82,8 @@ def test_ledger_runs_and_rollups_for_a_shared_gpu_hour(gpu_hour: GpuHour) -> Non
 
     assert AttributionRun.objects.get().status == AttributionRun.Status.SUCCEEDED
     assert "difference 0" in output
-    assert "idle" in output and "36.87" in output
+    assert "idle" in output
+    assert "36.87" in output
 
 
 def test_timeout_is_not_waste_but_preemption_is() -> None:

@@ -60,9 +60,11 @@ def test_v2_replaces_v1_for_the_same_source_and_period(tmp_path: Path) -> None:
     assert v1.source == "focus:v1" == v2.source
     v1.refresh_from_db()
     assert v2.status == ImportBatch.Status.SUCCEEDED
-    assert v1.status == ImportBatch.Status.SUPERSEDED and v1.superseded_by_id == v2.pk
+    assert v1.status == ImportBatch.Status.SUPERSEDED
+    assert v1.superseded_by_id == v2.pk
     assert set(CostLineItem.objects.values_list("batch_id", flat=True)) == {v2.pk}
-    assert resources() == {"r1"} and total() == Decimal("11.5")
+    assert resources() == {"r1"}
+    assert total() == Decimal("11.5")
 
 
 def test_same_file_name_in_a_new_folder_restates_through_the_default_source(tmp_path: Path) -> None:
@@ -81,7 +83,8 @@ def test_a_different_source_is_untouched(tmp_path: Path) -> None:
     other.refresh_from_db()
     v1.refresh_from_db()
     assert other.status == ImportBatch.Status.SUCCEEDED
-    assert resources(source="gcp") == {"g1"} and total(source="gcp") == Decimal("7")
+    assert resources(source="gcp") == {"g1"}
+    assert total(source="gcp") == Decimal("7")
     assert v1.status == ImportBatch.Status.SUPERSEDED
     assert total(source="aws") == Decimal("20")
     assert CostLineItem.objects.filter(batch=v2).count() == 1
@@ -112,7 +115,8 @@ def test_a_superseded_file_can_be_imported_again(tmp_path: Path) -> None:
     ingest(write_focus(tmp_path / "v2.csv", [("2024-09", "r1", "20")]), source="aws")
     again = ingest(first, source="aws")
     # Same bytes as v1, but v1 was superseded: importing it is a real restatement, not a no-op.
-    assert again.pk != v1.pk and again.status == ImportBatch.Status.SUCCEEDED
+    assert again.pk != v1.pk
+    assert again.status == ImportBatch.Status.SUCCEEDED
     assert total() == Decimal("10")
     assert ImportBatch.objects.filter(status=ImportBatch.Status.SUPERSEDED).count() == 2
 

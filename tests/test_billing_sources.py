@@ -728,7 +728,8 @@ def test_beat_runs_the_dispatcher_every_6_hours_and_expires_before_the_next_run(
         e for e in app.conf.beat_schedule.values() if e["task"] == fetch_billing_sources_all.name
     ]
     schedule = entry["schedule"]
-    assert schedule.hour == {0, 6, 12, 18} and len(schedule.minute) == 1
+    assert schedule.hour == {0, 6, 12, 18}
+    assert len(schedule.minute) == 1
     assert 0 < entry["options"]["expires"] < 6 * 3600
     assert fetch_billing_sources_all.name in app.tasks
 

@@ -36,7 +36,8 @@ def test_finance_walks_overview_team_run_reconciliation(
     _login(driver, live_server.url, "fin", "fin-password-123")
     text = _body(driver)
     assert "September 2025" in text
-    assert "Vision" in text and "Speech" in text
+    assert "Vision" in text
+    assert "Speech" in text
     usd_total = sum(a.amount for a in scenario.allocations if a.billing_currency == "USD")
     assert money(usd_total) in text  # 1,500.88
     # The stylesheet loaded: the top bar is dark, not the browser default.
@@ -52,7 +53,9 @@ def test_finance_walks_overview_team_run_reconciliation(
     driver.find_element(By.LINK_TEXT, "llama/7b v2").click()
     _wait_for_text(driver, "Run llama/7b v2")
     text = _body(driver)
-    assert "5001" in text and "5002" in text and "FAILED" in text
+    assert "5001" in text
+    assert "5002" in text
+    assert "FAILED" in text
     assert money(Decimal("400.25")) in text
     driver.save_screenshot(str(tmp_path / "run.png"))
 
@@ -144,7 +147,8 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
     row = driver.find_element(
         By.CSS_SELECTOR, f'[data-testid="endpoint-llm-chat-{scenario.team.slug}-USD"]'
     )
-    assert "llm-chat" in row.text and "Vision" in row.text
+    assert "llm-chat" in row.text
+    assert "Vision" in row.text
     cell = row.find_element(By.CSS_SELECTOR, '[data-testid="per-1k-requests"]').text
     assert cell == unit_money(unit_cost(Decimal("45.5"), 7000, 1000))  # 6.5000
     assert "$/1k requests" in _body(driver)

@@ -74,7 +74,8 @@ def test_overview_dashboard(
     chart = _wait(driver, lambda d: _chart(d, "cost-over-time"))
     assert chart["series"] == ["Speech", "Vision", "No team (platform)"]
     assert chart["stacked"] is True
-    assert chart["labels"][0] == "2025-07-03" and len(chart["labels"]) == 12
+    assert chart["labels"][0] == "2025-07-03"
+    assert len(chart["labels"]) == 12
     change = _chart(driver, "month-change")
     assert change["series"] == ["August 2025", "September 2025"]
     shares = driver.find_element(_by("CSS_SELECTOR"), "[data-testid=idle-share]").text

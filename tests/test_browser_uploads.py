@@ -206,7 +206,8 @@ def test_command_line_progress_bar(db: None) -> None:
     assert result == {"status": "succeeded"}
     text = out.getvalue()
     # 1,000 + 2,000 + 3,000 rows from the three parts.
-    assert "3/3" in text and "6,000 rows" in text
+    assert "3/3" in text
+    assert "6,000 rows" in text
 
 
 def test_no_bar_when_not_asked(db: None) -> None:
@@ -247,7 +248,8 @@ def test_upload_runs_on_the_worker_and_the_request_does_not_wait(
         pytest.fail("the uploaded month was not attributed on the worker")
     log = celery_worker_process.read_text()
     # The settled batch woke the pipeline on the worker, whose first step attributes the month.
-    assert "finish_billing_batch" in log and "run_step" in log
+    assert "finish_billing_batch" in log
+    assert "run_step" in log
 
 
 @pytest.mark.browser
@@ -277,6 +279,7 @@ def test_upload_progress_updates_without_reloading(
     ImportBatch.objects.filter(id=batch.pk).update(status="succeeded", row_count=3000)
     status = browser.find_element(By.CSS_SELECTOR, "[data-testid=progress-status]")
     WebDriverWait(browser, 10).until(lambda d: status.text == "succeeded")
-    assert parts.text == "3 of 3 parts" and rows.text == "3,000 rows"
+    assert parts.text == "3 of 3 parts"
+    assert rows.text == "3,000 rows"
     assert browser.execute_script("return window.__samePage === true;")
     screenshot(browser, "upload-progress-done")

@@ -154,13 +154,15 @@ def test_email_is_multipart_with_figures_drivers_and_link(
     text, html = parts["text/plain"], parts["text/html"]
     link = f"https://finops.example.com/budgets/{vision_month.pk}/"
     for body in (text, html):
-        assert "Vision monthly" in body and link in body
+        assert "Vision monthly" in body
+        assert link in body
         assert "1,000.00 USD" in body  # actual
         assert "3,000.00 USD" in body  # forecast
         assert "2,000.00 USD" in body  # amount
         assert "Amazon SageMaker" in body  # the biggest service
     assert "50.00 % used" in text
-    assert "<img" not in html and "http://" not in html.replace(link, "")
+    assert "<img" not in html
+    assert "http://" not in html.replace(link, "")
     assert 'style="' in html
 
 
@@ -192,14 +194,16 @@ def test_smtp_error_is_shown_on_the_budget_page_then_sent(
     client.force_login(finance_user)
 
     page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()
-    assert "not sent yet" in page and "ConnectionRefusedError" in page
+    assert "not sent yet" in page
+    assert "ConnectionRefusedError" in page
     api = client.get(f"/api/v1/budgets/{vision_month.pk}/?as_of=2025-09-10").json()
     assert all(a["sent_at"] is None for a in api["alerts"])
 
     settings.EMAIL_PORT = port
     resend_unsent_notifications()
     page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()
-    assert "not sent yet" not in page and "sent 20" in page
+    assert "not sent yet" not in page
+    assert "sent 20" in page
     assert len(smtp_server.to(LEAD)) == 2  # actual 50 % and forecast 100 %, once each
 
 
@@ -213,7 +217,8 @@ def test_month_task_evaluates_as_of_the_last_ledger_day_once(
 
     # The ledger ends on the 30th: 3000 of 2000 reaches every threshold, once.
     assert isinstance(first["alerts"], list)
-    assert first["as_of"] == "2025-09-30" and len(first["alerts"]) == 4
+    assert first["as_of"] == "2025-09-30"
+    assert len(first["alerts"]) == 4
     assert again["alerts"] == []
     assert len(smtp_server.to(LEAD)) == 4
     assert evaluate_budgets_for_month("2025-11") == {"budgets": 0, "alerts": [], "month": "2025-11"}

@@ -43,12 +43,17 @@ def test_dashboard_body_creates_a_budget(
 
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["name"] == "Vision monthly" and body["team"] == "vision"
-    assert body["amount"] == "1950.00" and body["currency"] == "USD"
-    assert body["thresholds"] == [50, 80, 100] and body["forecast_thresholds"] == [100]
+    assert body["name"] == "Vision monthly"
+    assert body["team"] == "vision"
+    assert body["amount"] == "1950.00"
+    assert body["currency"] == "USD"
+    assert body["thresholds"] == [50, 80, 100]
+    assert body["forecast_thresholds"] == [100]
     assert body["recipients"] == ["vision-lead@example.com"]
     budget = Budget.objects.get()
-    assert budget.team == team and budget.amount == Decimal("1950.00") and budget.active
+    assert budget.team == team
+    assert budget.amount == Decimal("1950.00")
+    assert budget.active
 
 
 def test_as_of_reports_the_period_figures_as_decimal_strings(
@@ -60,14 +65,18 @@ def test_as_of_reports_the_period_figures_as_decimal_strings(
 
     # Days 1..10 booked: 1000. Complete through the 9th (AWS lag 1): 100 a day; the 10th holds
     # its 100 already; 20 days left x 100 = 2000 -> 3000. 1000 / 1950 = 51.28 %.
-    assert body["period_start"] == "2025-09-01" and body["period_end"] == "2025-09-30"
-    assert Decimal(body["actual"]) == Decimal(1000) and isinstance(body["actual"], str)
+    assert body["period_start"] == "2025-09-01"
+    assert body["period_end"] == "2025-09-30"
+    assert Decimal(body["actual"]) == Decimal(1000)
+    assert isinstance(body["actual"], str)
     assert body["forecast"] == "3000.00"
-    assert body["forecast_low"] == "3000.00" and body["forecast_high"] == "3000.00"
+    assert body["forecast_low"] == "3000.00"
+    assert body["forecast_high"] == "3000.00"
     assert body["percent_used"] == "51.28"
     assert body["alerts"] == []
     listed = finance_api.get(f"{URL}?as_of=2025-09-30").json()["results"][0]
-    assert listed["actual"] == "3000.00" and listed["percent_used"] == "153.85"
+    assert listed["actual"] == "3000.00"
+    assert listed["percent_used"] == "153.85"
 
 
 @pytest.mark.django_db(transaction=True)  # emails go out on commit
@@ -94,7 +103,8 @@ def test_bad_as_of_is_400(finance_api: APIClient, september: None) -> None:
 def test_update_and_delete(finance_api: APIClient, september: None) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
     patched = finance_api.patch(f"{URL}{created['id']}/", {"amount": "2500"}, format="json")
-    assert patched.status_code == 200 and patched.json()["amount"] == "2500.00"
+    assert patched.status_code == 200
+    assert patched.json()["amount"] == "2500.00"
     assert patched.json()["thresholds"] == [50, 80, 100]  # untouched keys kept
     assert finance_api.delete(f"{URL}{created['id']}/").status_code == 204
     assert not Budget.objects.exists()
@@ -109,7 +119,8 @@ def test_org_budget_converts_other_currencies(finance_api: APIClient, team: Team
     created = finance_api.post(URL, body, format="json")
     assert created.status_code == 201, created.content
     got = finance_api.get(f"{URL}{created.json()['id']}/?as_of=2025-09-05").json()
-    assert got["actual"] == "550.00" and got["team"] is None
+    assert got["actual"] == "550.00"
+    assert got["team"] is None
 
 
 # --- permissions -------------------------------------------------------------------------------
@@ -147,9 +158,11 @@ def test_lead_cannot_save_another_teams_budget(
 
     own = lead_api.post(URL, EXACT_BODY, format="json").json()
     moved = lead_api.patch(f"{URL}{own['id']}/", {"team": "speech"}, format="json")
-    assert moved.status_code == 400 and "team" in moved.json()
+    assert moved.status_code == 400
+    assert "team" in moved.json()
     team = Budget.objects.get().team
-    assert team is not None and team.slug == "vision"
+    assert team is not None
+    assert team.slug == "vision"
 
 
 def test_anonymous_gets_nothing(client: Client, db: None) -> None:
@@ -195,7 +208,8 @@ def test_bad_update_changes_nothing(finance_api: APIClient, september: None) -> 
     )
     assert response.status_code == 400
     budget = Budget.objects.get()
-    assert budget.name == "Vision monthly" and budget.amount == Decimal("1950.00")
+    assert budget.name == "Vision monthly"
+    assert budget.amount == Decimal("1950.00")
 
 
 def test_currency_with_a_rate_is_accepted(finance_api: APIClient, september: None) -> None:
@@ -205,7 +219,8 @@ def test_currency_with_a_rate_is_accepted(finance_api: APIClient, september: Non
     response = finance_api.post(URL, {**EXACT_BODY, "currency": "EUR"}, format="json")
     assert response.status_code == 201, response.content
     got = finance_api.get(f"{URL}{response.json()['id']}/?as_of=2025-09-10").json()
-    assert got["actual"] == "800.00" and got["currency"] == "EUR"
+    assert got["actual"] == "800.00"
+    assert got["currency"] == "EUR"
 
 
 def test_budgets_are_in_the_openapi_schema(finance_api: APIClient, db: None) -> None:

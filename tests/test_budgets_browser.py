@@ -35,7 +35,8 @@ def test_finance_sees_list_chart_and_form_errors(
     _login(browser, live_server.url, "fin", "fin-password-123")
     browser.get(f"{live_server.url}/budgets/?as_of=2025-09-10")
     _wait_for_text(browser, "Vision monthly")
-    assert "50.00 %" in _body(browser) and "3,000.00 USD" in _body(browser)
+    assert "50.00 %" in _body(browser)
+    assert "3,000.00 USD" in _body(browser)
 
     browser.find_element(By.LINK_TEXT, "Vision monthly").click()
     _wait_for_text(browser, "Burn-down")

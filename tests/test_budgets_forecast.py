@@ -110,7 +110,8 @@ def test_bill_lag_days_are_forecast_never_zero() -> None:
         )
     )
     assert f.expected == D(60 + 100 + 18 * 100)
-    assert date(2025, 9, 12) not in f.daily and date(2025, 9, 13) in f.daily
+    assert date(2025, 9, 12) not in f.daily
+    assert date(2025, 9, 13) in f.daily
 
 
 def test_band_widens_with_noise_and_contains_the_expected_value() -> None:

@@ -47,7 +47,8 @@ def test_list_puts_over_then_forecast_over_first_and_sorts(
     # Over (111 %), forecast over (50 % used, 3000 > 2000), then by % used: 20 % and 10 %.
     assert _names(html) == ["C vision over", "B vision tight", "A vision roomy", "D speech"]
     assert '<progress class="budget-bar over" max="100" value="100.0">' in html
-    assert "1,000.00 USD" in html and "3,000.00 USD" in html
+    assert "1,000.00 USD" in html
+    assert "3,000.00 USD" in html
 
     by_name = client.get(f"/budgets/?as_of={AS_OF}&sort=name").content.decode()
     assert _names(by_name) == ["A vision roomy", "B vision tight", "C vision over", "D speech"]
@@ -60,7 +61,8 @@ def test_lead_sees_only_their_teams_budgets(
 ) -> None:
     client.force_login(lead_user)
     html = client.get(f"/budgets/?as_of={AS_OF}").content.decode()
-    assert "D speech" not in _names(html) and len(_names(html)) == 3
+    assert "D speech" not in _names(html)
+    assert len(_names(html)) == 3
     assert client.get(f"/budgets/{budgets['speech'].pk}/").status_code == 404
     assert client.get(f"/budgets/{budgets['speech'].pk}/edit/").status_code == 404
 
@@ -70,13 +72,19 @@ def test_budget_page_has_burn_down_data_and_chart(
 ) -> None:
     client.force_login(finance_user)
     html = client.get(f"/budgets/{budgets['at_risk'].pk}/?as_of={AS_OF}").content.decode()
-    assert 'data-chart="burn-down"' in html and 'id="burn-down"' in html
+    assert 'data-chart="burn-down"' in html
+    assert 'id="burn-down"' in html
     rows = re.findall(r"<tr><td>(2025-09-\d\d)</td>", html)
-    assert rows[0] == "2025-09-01" and rows[-1] == "2025-09-30" and len(rows) == 30
+    assert rows[0] == "2025-09-01"
+    assert rows[-1] == "2025-09-30"
+    assert len(rows) == 30
     # Cumulative actual on the 10th, the forecast reaching 3000 on the 30th, the 80 % line.
-    assert 'data-value="1000.00"' in html and 'data-value="3000.00"' in html
-    assert '<th class="num">80 %</th>' in html and 'data-value="1600' in html
-    assert "vendor/chartjs/chart.umd.min.js" in html and "<script>" not in html
+    assert 'data-value="1000.00"' in html
+    assert 'data-value="3000.00"' in html
+    assert '<th class="num">80 %</th>' in html
+    assert 'data-value="1600' in html
+    assert "vendor/chartjs/chart.umd.min.js" in html
+    assert "<script>" not in html
 
 
 def test_team_page_shows_the_teams_budgets(
@@ -85,7 +93,9 @@ def test_team_page_shows_the_teams_budgets(
     client.force_login(finance_user)
     html = client.get(f"/teams/{team.slug}/?month=2025-09").content.decode()
     assert 'data-testid="team-budgets"' in html
-    assert "A vision roomy" in html and "C vision over" in html and "D speech" not in html
+    assert "A vision roomy" in html
+    assert "C vision over" in html
+    assert "D speech" not in html
 
 
 def test_create_form_shows_field_errors_and_saves_nothing(
@@ -108,8 +118,10 @@ def test_create_form_shows_field_errors_and_saves_nothing(
         "recipients": "x@example.com", "active": "on",
     })  # fmt: skip
     budget = Budget.objects.get()
-    assert ok.status_code == 302 and ok["Location"] == f"/budgets/{budget.pk}/"
-    assert budget.amount == Decimal("1950.00") and budget.recipients == ["x@example.com"]
+    assert ok.status_code == 302
+    assert ok["Location"] == f"/budgets/{budget.pk}/"
+    assert budget.amount == Decimal("1950.00")
+    assert budget.recipients == ["x@example.com"]
 
 
 def test_edit_form_keeps_the_budget_when_invalid(
@@ -123,7 +135,8 @@ def test_edit_form_keeps_the_budget_when_invalid(
     })  # fmt: skip
     assert 'data-testid="error-amount"' in response.content.decode()
     budget.refresh_from_db()
-    assert budget.name == "A vision roomy" and budget.amount == Decimal(5000)
+    assert budget.name == "A vision roomy"
+    assert budget.amount == Decimal(5000)
 
 
 def test_opt_out_toggles(client: Client, lead_user: User, budgets: dict[str, Budget]) -> None:

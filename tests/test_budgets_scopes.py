@@ -111,4 +111,5 @@ def test_days_after_as_of_and_outside_the_period_do_not_count(team: Team) -> Non
 def test_a_missing_fx_rate_is_an_error_not_a_guess(team: Team) -> None:
     ledger_days(team=team, first=SEPTEMBER, amounts=[100] * 3, currency="EUR")
     status = budget_status(budget=_budget(team), as_of=date(2025, 9, 3))
-    assert "EUR" in status.error and "USD" in status.error
+    assert "EUR" in status.error
+    assert "USD" in status.error

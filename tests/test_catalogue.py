@@ -64,8 +64,10 @@ def test_line_gpu_spec_precedence() -> None:
     assert line_gpu_spec(x_gpu_count=2, x_gpu_model="L4") == GpuSpec(2, "L4")
     # Then x_instance_type, then the SKU, then the resource type.
     by_type = line_gpu_spec(x_instance_type="a3-highgpu-8g", sku_id="p4d.24xlarge")
-    assert by_type is not None and by_type.model == "H100"
+    assert by_type is not None
+    assert by_type.model == "H100"
     by_sku = line_gpu_spec(sku_id="BoxUsage:p4d.24xlarge")
-    assert by_sku is not None and by_sku.count == 8
+    assert by_sku is not None
+    assert by_sku.count == 8
     assert line_gpu_spec(resource_type="Standard_ND96asr_v4") == GpuSpec(8, "A100 40GB")
     assert line_gpu_spec(x_instance_type="m5.large", sku_id="storage") is None

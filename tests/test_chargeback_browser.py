@@ -37,7 +37,8 @@ def test_finance_closes_a_month_and_reads_the_statement(
     driver.find_element(By.CSS_SELECTOR, '[data-testid="close-2025-09"]').click()
     _wait_for_text(driver, "September 2025 is closed")
     status = driver.find_element(By.CSS_SELECTOR, '[data-testid="status-2025-09"]')
-    assert status.text.startswith("Closed") and "by fin" in status.text
+    assert status.text.startswith("Closed")
+    assert "by fin" in status.text
     driver.save_screenshot(str(tmp_path / "close.png"))
 
     # The statement of Vision, from its team page: closed, and its total is the team's ledger.

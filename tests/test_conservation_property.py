@@ -72,21 +72,27 @@ def test_engine_conserves_every_line_item(
         amount = share.amount
         line = lines[share.line_id - 1]
         exponent = amount.as_tuple().exponent
-        assert isinstance(exponent, int) and exponent >= -MONEY_PLACES
+        assert isinstance(exponent, int)
+        assert exponent >= -MONEY_PLACES
         per_line[share.line_id] += amount
         per_group[line_specs[share.line_id - 1][6]] += amount
         if share.category == TRAINING:
-            assert share.job_id is not None and share.node
+            assert share.job_id is not None
+            assert share.node
         elif share.category == IDLE and share.job_id is not None:
             # Spread idle: pooled per (pool, day, group), booked on a line of that group.
-            assert share.node == "" and line.spread_pool is not None
+            assert share.node == ""
+            assert line.spread_pool is not None
             continue
         elif share.category == IDLE:
             assert share.node
         elif share.category == SHARED:
-            assert line.shared is not None and share.team_id is not None and share.node == ""
+            assert line.shared is not None
+            assert share.team_id is not None
+            assert share.node == ""
         else:
-            assert share.node == "" and share.job_id is None
+            assert share.node == ""
+            assert share.job_id is None
         # A share never has the opposite sign of its line.
         assert amount * line.cost >= 0
     # Labels in --hypothesis-show-statistics: how often the policies really took effect.

@@ -153,7 +153,8 @@ def test_bad_queries_are_400(finance_api: APIClient, params: dict[str, str], db:
 
 def test_month_report_without_interval_is_unchanged(finance_api: APIClient, ledger: None) -> None:
     body = _points(finance_api, month="2025-09")
-    assert body["month"] == "2025-09" and body["group_by"] == "team"
+    assert body["month"] == "2025-09"
+    assert body["group_by"] == "team"
     assert [s["key"] for s in body["series"]] == ["speech", "vision", None]
     vision = body["series"][1]
     assert [(p["day"], p["amount"]) for p in vision["points"]] == [
@@ -176,7 +177,9 @@ def test_series_query_count_is_flat(
 @given(day=st.dates(dt.date(2000, 1, 1), dt.date(2100, 12, 31)))
 def test_buckets_hold_their_day(day: dt.date) -> None:
     week = bucket_start(day, "week")
-    assert week.weekday() == 0 and week <= day < week + dt.timedelta(days=7)
+    assert week.weekday() == 0
+    assert week <= day < week + dt.timedelta(days=7)
     month = bucket_start(day, "month")
-    assert month.day == 1 and (month.year, month.month) == (day.year, day.month)
+    assert month.day == 1
+    assert (month.year, month.month) == (day.year, day.month)
     assert bucket_start(day, "day") == day

@@ -47,7 +47,8 @@ def test_runs_csv_is_every_row_with_the_filters(
     assert [r["run_id"] for r in rows] == [f"r{i:03d}" for i in range(130)]
     # Money keeps every stored place, as in the JSON.
     assert rows[7]["cost"] == "7.123456789012"
-    assert rows[7]["team"] == "vision" and rows[7]["month"] == "2025-09"
+    assert rows[7]["team"] == "vision"
+    assert rows[7]["month"] == "2025-09"
 
 
 def test_runs_csv_neutralises_a_formula_in_a_run_id(finance_client: Client, team: Team) -> None:
@@ -111,7 +112,9 @@ def test_pages_link_their_tables_to_the_csv(finance_client: Client, team: Team) 
     ).content.decode()
     link = match(r'href="([^"]+)" download data-testid="csv-runs"', html).group(1)
     link = link.replace("&amp;", "&")
-    assert link.startswith("/api/v1/runs/?") and "team=vision" in link and "q=r" in link
+    assert link.startswith("/api/v1/runs/?")
+    assert "team=vision" in link
+    assert "q=r" in link
     assert [r["run_id"] for r in _csv(finance_client.get(link))] == ["r1"]
     html = finance_client.get(
         reverse("web:team", args=["vision"]), {"month": "2025-09"}

@@ -165,7 +165,8 @@ def test_conversion_is_exact_and_rounded_once(team: Team) -> None:
     exact = sum((Fraction(a) / Fraction("0.9") for a in amounts), Fraction(0))
     tagged = 3 * Fraction(1, 10**12) * Fraction(1, 2)
     reporting = data.reporting
-    assert reporting is not None and reporting.total is not None
+    assert reporting is not None
+    assert reporting.total is not None
     assert reporting.error == ""
     assert reporting.total.total == money_round(exact + tagged)
     assert reporting.total.by_category[Category.TAGGED] == Decimal("0.000000000002")

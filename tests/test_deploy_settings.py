@@ -84,7 +84,8 @@ def test_https_settings_are_read_from_the_environment(tmp_path: Path) -> None:
 def test_public_or_short_secret_key_refuses_to_start(tmp_path: Path, key: str) -> None:
     result = _manage(tmp_path, "check", DJANGO_SECRET_KEY=key)
     assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr and "DJANGO_SECRET_KEY" in result.stderr
+    assert "ImproperlyConfigured" in result.stderr
+    assert "DJANGO_SECRET_KEY" in result.stderr
 
 
 def test_without_a_key_one_is_generated_and_kept_in_the_data_folder(tmp_path: Path) -> None:
@@ -92,7 +93,8 @@ def test_without_a_key_one_is_generated_and_kept_in_the_data_folder(tmp_path: Pa
     again = secret_key_load(env_value="", data_dir=tmp_path / "data")
     kept = tmp_path / "data" / "secret_key"
     assert first == again == kept.read_text().strip()
-    assert len(first) >= 50 and first != PUBLIC_DEFAULT
+    assert len(first) >= 50
+    assert first != PUBLIC_DEFAULT
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     # Another data folder, another key: nothing is shared or built in.
     assert secret_key_load(env_value="", data_dir=tmp_path / "other") != first
@@ -130,8 +132,10 @@ def test_every_response_carries_the_content_security_policy(
     client.force_login(finance_user)
     for url in (reverse("login"), reverse("web:overview"), "/api/v1/teams/"):
         policy = client.get(url)["Content-Security-Policy"]
-        assert "script-src 'self'" in policy and "unsafe-inline" not in policy
-        assert "frame-ancestors 'none'" in policy and "object-src 'none'" in policy
+        assert "script-src 'self'" in policy
+        assert "unsafe-inline" not in policy
+        assert "frame-ancestors 'none'" in policy
+        assert "object-src 'none'" in policy
 
 
 def _is_email_template(path: Path) -> bool:

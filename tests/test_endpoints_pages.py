@@ -111,13 +111,15 @@ def test_finance_sees_every_endpoint_with_unit_costs(
     d = month_data
     assert money(d["chat_cost"]) in chat
     # Counts with thousands separators.
-    assert ">2,900<" in chat and ">580,000<" in chat
+    assert ">2,900<" in chat
+    assert ">580,000<" in chat
     assert unit_money(_per(d["chat_cost"], d["chat_requests"], 1000)) in chat  # 172.4569
     assert unit_money(_per(d["chat_cost"], d["chat_tokens"], 1_000_000)) in chat
     assert percent(d["chat_idle_share"]) in chat  # 8.3 %
     assert ">Vision</a>" in chat
     speech_chat = _row(html, "llm-chat", "speech")
-    assert money(d["speech_chat_cost"]) in speech_chat and ">300<" in speech_chat
+    assert money(d["speech_chat_cost"]) in speech_chat
+    assert ">300<" in speech_chat
     assert unit_money(_per(Decimal(50), 300, 1000)) in speech_chat  # 166.6667
     # gpu-node-01 on DAY1: 49.875 idle of 400.
     assert percent(Decimal("49.875") / Decimal(400)) in speech_chat
@@ -143,11 +145,14 @@ def test_lead_sees_only_own_teams_endpoints(
     html = _text(lead_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
     chat = _row(html, "llm-chat", "vision")
     assert money(month_data["chat_cost"]) in chat
-    assert "asr-api" not in html and "endpoint-llm-chat-speech" not in html
+    assert "asr-api" not in html
+    assert "endpoint-llm-chat-speech" not in html
     # The serving nodes' idle share counts other teams' cost there: finance only.
-    assert "Idle share" not in html and "%" not in chat
+    assert "Idle share" not in html
+    assert "%" not in chat
     # The warning names endpoints of every team: finance only.
-    assert "usage-without-cost" not in html and "ghost" not in html
+    assert "usage-without-cost" not in html
+    assert "ghost" not in html
 
 
 def test_minority_team_sees_only_its_part_of_a_shared_endpoint(
@@ -158,18 +163,23 @@ def test_minority_team_sees_only_its_part_of_a_shared_endpoint(
     html = _text(client.get(reverse("web:endpoints"), {"month": "2025-09"}))
     assert 'data-testid="endpoint-asr-api-speech-USD"' in html
     chat = _row(html, "llm-chat", "speech")
-    assert money(Decimal(50)) in chat and ">300<" in chat and ">70,000<" in chat
-    assert "endpoint-llm-chat-vision" not in html and "Vision" not in html
+    assert money(Decimal(50)) in chat
+    assert ">300<" in chat
+    assert ">70,000<" in chat
+    assert "endpoint-llm-chat-vision" not in html
+    assert "Vision" not in html
     detail = _text(client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"}))
     assert f'data-testid="endpoint-cost-speech-USD">{money(Decimal(50))}<' in detail
-    assert "Vision" not in detail and money(Decimal("300.125")) not in detail
+    assert "Vision" not in detail
+    assert money(Decimal("300.125")) not in detail
 
 
 def test_team_filter_on_page(finance_client: Client, month_data: dict[str, Any]) -> None:
     html = _text(
         finance_client.get(reverse("web:endpoints"), {"month": "2025-09", "team": "speech"})
     )
-    assert "asr-api" in html and "endpoint-llm-chat-speech" in html
+    assert "asr-api" in html
+    assert "endpoint-llm-chat-speech" in html
     assert "endpoint-llm-chat-vision" not in html
 
 
@@ -179,7 +189,8 @@ def test_detail_has_daily_rows(finance_client: Client, month_data: dict[str, Any
     )
     table = match(r'data-testid="endpoint-days">(.*?)</table>', html).group(1)
     assert table.count("<tr>") == 4  # header + Vision and Speech on day 1 + Vision on day 2
-    assert "Wed 3 Sep" in table and "Thu 4 Sep" in table
+    assert "Wed 3 Sep" in table
+    assert "Thu 4 Sep" in table
     day1_cost = Decimal("300.125")
     assert money(day1_cost) in table
     assert unit_money(_per(day1_cost, 1200, 1000)) in table

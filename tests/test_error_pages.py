@@ -26,7 +26,8 @@ def test_month_13_is_a_friendly_400_in_the_layout(finance_client: Client) -> Non
     assert 'data-testid="error-400"' in html
     assert "“2026-13” is not a month: use YYYY-MM, e.g. 2025-09." in html
     # The layout: the menu with the user's name.
-    assert 'class="topbar"' in html and "fin · finance" in html
+    assert 'class="topbar"' in html
+    assert "fin · finance" in html
     assert "Bad Request (400)" not in html
 
 

@@ -334,7 +334,8 @@ def test_null_rules_and_derived_columns(mixed_month: str, tmp_path: Path) -> Non
                 assert row[price] >= 0
 
     unused = by_kind[("Usage", "Unused")]
-    assert unused["ConsumedQuantity"] is None and unused["ConsumedUnit"] is None
+    assert unused["ConsumedQuantity"] is None
+    assert unused["ConsumedUnit"] is None
     assert unused["CommitmentDiscountQuantity"] == unused["EffectiveCost"]
     assert unused["CommitmentDiscountCategory"] == "Spend"
     used = by_kind[("Usage", "Used")]

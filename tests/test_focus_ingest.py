@@ -49,10 +49,14 @@ def test_null_strings_and_empty_strings_are_null(tmp_path: Path) -> None:
     batch, _ = ingest(path)
     assert batch.status == ImportBatch.Status.SUCCEEDED
     first, second = items(batch)
-    assert first.list_cost is None and second.list_cost is None
-    assert first.resource_name == "" and second.resource_name == ""
-    assert first.tags == {} and second.tags == {}
-    assert first.pricing_category == "" and second.sku_id == ""
+    assert first.list_cost is None
+    assert second.list_cost is None
+    assert first.resource_name == ""
+    assert second.resource_name == ""
+    assert first.tags == {}
+    assert second.tags == {}
+    assert first.pricing_category == ""
+    assert second.sku_id == ""
 
 
 def test_timestamps_with_space_z_offset_and_date_only_all_become_utc(tmp_path: Path) -> None:
@@ -130,15 +134,18 @@ def test_parquet_written_by_pyarrow(tmp_path: Path) -> None:
     batch, out = ingest(path)
     assert batch.status == ImportBatch.Status.SUCCEEDED, batch.error
     first, second = items(batch)
-    assert first.billed_cost == Decimal("1.25") and second.billed_cost == Decimal("1E-12")
+    assert first.billed_cost == Decimal("1.25")
+    assert second.billed_cost == Decimal("1E-12")
     # Floats go through str: 0.1, not 0.1000000000000000055511151231257827.
-    assert first.effective_cost == Decimal("0.1") and second.effective_cost == Decimal("0.2")
+    assert first.effective_cost == Decimal("0.1")
+    assert second.effective_cost == Decimal("0.2")
     assert first.charge_period_start == datetime(2024, 9, 5, 10, tzinfo=UTC)
     assert {first.charge_period_end, second.charge_period_end} == {
         datetime(2024, 9, 5, 11, tzinfo=UTC)
     }
     assert (first.provider_name, second.provider_name) == ("AWS", "Microsoft")
-    assert first.tags == {"team": "vision"} and second.tags == {}
+    assert first.tags == {"team": "vision"}
+    assert second.tags == {}
     assert first.x_instance_type == "p4d.24xlarge"
     # Totals are fixed-point decimal strings, never exponent notation.
     assert batch.currency_totals["EUR"]["billed"] == "0.000000000001"
@@ -225,7 +232,8 @@ def test_money_is_quantized_half_even(tmp_path: Path) -> None:
     ]
     batch, _ = ingest(write_csv(tmp_path / "q.csv", rows))
     first, second = items(batch)
-    assert first.billed_cost == Decimal("0") and first.effective_cost == Decimal("2E-12")
+    assert first.billed_cost == Decimal("0")
+    assert first.effective_cost == Decimal("2E-12")
     assert second.billed_cost == Decimal("0.001")
     assert second.effective_cost == Decimal("12.123456789012")
 
@@ -251,12 +259,15 @@ def test_totals_per_currency_and_billing_period_from_billing_period_start(tmp_pa
     batch, out = ingest(write_csv(tmp_path / "t.csv", rows))
     assert batch.billing_periods == ["2024-09", "2024-10"]
     usd = batch.currency_totals["USD"]
-    assert Decimal(usd["billed"]) == Decimal("4.40") and Decimal(usd["effective"]) == 4
+    assert Decimal(usd["billed"]) == Decimal("4.40")
+    assert Decimal(usd["effective"]) == 4
     assert usd["rows"] == 2
     assert Decimal(batch.currency_totals["EUR"]["effective"]) == Decimal("2.00")
     october = CostLineItem.objects.get(batch=batch, billing_period__month=10)
     assert october.charge_period_start.month == 9
-    assert "2 rows" not in out and "3 rows" in out and "periods 2024-09, 2024-10" in out
+    assert "2 rows" not in out
+    assert "3 rows" in out
+    assert "periods 2024-09, 2024-10" in out
 
 
 def test_sample_with_one_october_row_has_two_periods(samples_dir: Path) -> None:
@@ -293,7 +304,8 @@ def test_default_source_is_format_and_stem_and_source_option_overrides(tmp_path:
     assert CostLineItem.objects.get(batch=batch).source == "focus:acme-2024-09"
     other = write_csv(tmp_path / "other.csv", [focus_row()])
     named, _ = ingest(other, "--source", "aws-payer-1")
-    assert named.source == "aws-payer-1" and named.format == "focus"
+    assert named.source == "aws-payer-1"
+    assert named.format == "focus"
     assert named.kind == ImportBatch.Kind.BILLING
 
 

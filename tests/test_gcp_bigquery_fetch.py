@@ -109,14 +109,16 @@ def test_a_month_is_queried_with_a_parameter_and_imported_as_one_batch(
     assert first.sub_account_id == "ml-train"
     assert first.resource_id == "//compute.googleapis.com/projects/ml-train/instances/123"
     assert first.x_instance_type == "a2-highgpu-1g"
-    assert first.tags["team"] == "vision" and first.tags["cost-center"] == "r-and-d"
+    assert first.tags["team"] == "vision"
+    assert first.tags["cost-center"] == "r-and-d"
     assert first.charge_period_start == datetime(2024, 9, 2, 10, tzinfo=UTC)
     # The month travelled as a query parameter, not as SQL text.
     rows_job = next(
         j for j in recorded.inserted if j["configuration"]["query"]["query"] == ROWS_SQL
     )
     (parameter,) = rows_job["configuration"]["query"]["queryParameters"]
-    assert parameter["name"] == "month" and parameter["parameterValue"] == {"value": "202409"}
+    assert parameter["name"] == "month"
+    assert parameter["parameterValue"] == {"value": "202409"}
     assert "202409" not in ROWS_SQL
 
 

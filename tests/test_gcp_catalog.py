@@ -202,23 +202,26 @@ def test_gpu_hour_price_by_model_sku_usage_type_and_region(
     on_demand = gpu_hour_price(
         provider="gcp", gpu_model="a100", usage_type="OnDemand", region="us-east1"
     )
-    assert on_demand is not None and on_demand.sku_id == "039F-D0DA-4055"
+    assert on_demand is not None
+    assert on_demand.sku_id == "039F-D0DA-4055"
     # us-central1 has the multi-regional on-demand SKU and a regional preemptible one.
     spot = gpu_hour_price(
         provider="gcp", gpu_model="A100", usage_type="Preemptible", region="us-central1"
     )
-    assert spot is not None and spot.unit_price == Decimal("1.100000001")
+    assert spot is not None
+    assert spot.unit_price == Decimal("1.100000001")
     by_sku = gpu_hour_price(
         provider="gcp", sku="A1B2-CUD1-0001", usage_type="Commit1Yr", region="us-central1"
     )
-    assert by_sku is not None and by_sku.gpu_model == "A100-80GB"
+    assert by_sku is not None
+    assert by_sku.gpu_model == "A100-80GB"
     assert (
         gpu_hour_price(
             provider="gcp", gpu_model="A100", usage_type="OnDemand", region="europe-west4"
         )
         is None
     )
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="exactly one of gpu_model or sku"):
         gpu_hour_price(provider="gcp", usage_type="OnDemand", region="us-east1")
 
 

@@ -118,7 +118,8 @@ def test_a_reexported_month_replaces_the_previous_rows(bucket: Any) -> None:
 
     replaced = ImportBatch.objects.get(pk=first["2024-09"])
     assert replaced.status == ImportBatch.Status.SUPERSEDED
-    assert replaced.superseded_by is not None and replaced.superseded_by.source == SOURCE
+    assert replaced.superseded_by is not None
+    assert replaced.superseded_by.source == SOURCE
     assert ledger_totals(SOURCE, "2024-09") == totals(*restated)
     # October's bytes did not change: the second run leaves it as it was.
     assert ImportBatch.objects.get(pk=first["2024-10"]).status == ImportBatch.Status.SUCCEEDED

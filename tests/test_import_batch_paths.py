@@ -56,7 +56,9 @@ def test_imports_page_shows_file_names_without_folders(
     client.force_login(finance_user)
     html = client.get(reverse("web:imports")).content.decode()
     assert str(batches) not in html
-    assert "focus-2025-06.csv" in html and "sacct-broken.txt" in html and "hpc-east" in html
+    assert "focus-2025-06.csv" in html
+    assert "sacct-broken.txt" in html
+    assert "hpc-east" in html
 
 
 @pytest.mark.parametrize(

@@ -118,7 +118,8 @@ def test_no_usage_gives_no_unit_cost_and_no_idle_gives_zero_share(
     day2 = EndpointCost.objects.get(endpoint="chat", day=DAY2)
     assert day2.cost == Decimal("12.50")
     assert (day2.requests, day2.tokens) == (0, 0)
-    assert day2.cost_per_1k_requests is None and day2.cost_per_1m_tokens is None
+    assert day2.cost_per_1k_requests is None
+    assert day2.cost_per_1m_tokens is None
     assert day2.idle_share == Decimal(0)
     embed = EndpointCost.objects.get(endpoint="embed")
     assert (embed.cost, embed.node_cost, embed.idle_share) == (Decimal(5), Decimal(5), Decimal(0))

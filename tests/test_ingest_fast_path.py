@@ -26,7 +26,8 @@ BENCH = Path(__file__).resolve().parent.parent / "bench" / "ingest.py"
 
 def _bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_ingest", BENCH)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_ingest"] = module
     spec.loader.exec_module(module)

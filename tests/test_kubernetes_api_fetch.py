@@ -435,7 +435,8 @@ def test_a_later_snapshot_finishes_the_running_pod_and_keeps_vanished_ones(
     recorded.list_version += 1
     second = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert second["status"] == "succeeded" and second["batch_id"] != first["batch_id"]
+    assert second["status"] == "succeeded"
+    assert second["batch_id"] != first["batch_id"]
     finished = job("train/llama-7b-sft-0")
     assert finished.pk == running.pk  # upserted, not duplicated
     assert (finished.state, finished.end) == ("COMPLETED", at("2024-09-03T14:30:00Z"))
@@ -475,7 +476,8 @@ def test_forbidden_fails_at_once_with_the_reason_and_keeps_earlier_data(
         fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
     message = str(raised.value)
-    assert "403 Forbidden" in message and FORBIDDEN_MESSAGE in message
+    assert "403 Forbidden" in message
+    assert FORBIDDEN_MESSAGE in message
     assert "`list` on `pods`" in message
     assert len(recorded.requests) == requests_before + 1  # no retry
     assert list(JobRecord.objects.filter(cluster=CLUSTER).order_by("job_id").values()) == before
@@ -528,7 +530,8 @@ def test_a_503_is_retried_and_the_retry_imports(
 
     summary = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert summary["status"] == "succeeded" and summary["row_count"] == 3
+    assert summary["status"] == "succeeded"
+    assert summary["row_count"] == 3
     # The failed request, then the two pages of the retry.
     assert len(recorded.requests) == 3
     # A failure that was retried past is not an import failure.
@@ -553,7 +556,8 @@ def test_a_page_failing_mid_list_is_retried_from_the_first_page(
     recorded.answer = fail_second_request_once  # type: ignore[method-assign]
     summary = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert summary["status"] == "succeeded" and summary["row_count"] == 3
+    assert summary["status"] == "succeeded"
+    assert summary["row_count"] == 3
     continued = ["continue" in r["query"] for r in recorded.requests]
     assert continued == [False, True, False, True]
 
@@ -597,7 +601,8 @@ def test_an_expired_continue_token_restarts_the_list(
 
     summary = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert summary["status"] == "succeeded" and summary["row_count"] == 3
+    assert summary["status"] == "succeeded"
+    assert summary["row_count"] == 3
     continued = ["continue" in r["query"] for r in recorded.requests]
     assert continued == [False, True, False, True]
 
@@ -662,7 +667,8 @@ def test_beat_runs_the_dispatcher_every_15_minutes_and_expires_before_the_next(
         e for e in app.conf.beat_schedule.values() if e["task"] == fetch_kubernetes_pods_all.name
     ]
     schedule = entry["schedule"]
-    assert schedule.minute == {0, 15, 30, 45} and len(schedule.hour) == 24
+    assert schedule.minute == {0, 15, 30, 45}
+    assert len(schedule.hour) == 24
     assert 0 < entry["options"]["expires"] < 15 * 60
     assert fetch_kubernetes_pods_all.name in app.tasks
 

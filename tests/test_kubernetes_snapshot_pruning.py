@@ -84,4 +84,5 @@ def test_pruning_runs_daily_on_the_beat_schedule() -> None:
         e for e in app.conf.beat_schedule.values() if e["task"] == prune_kubernetes_snapshots.name
     )
     assert entry["options"]["expires"] < 24 * 3600
-    assert len(entry["schedule"].hour) == 1 and len(entry["schedule"].minute) == 1
+    assert len(entry["schedule"].hour) == 1
+    assert len(entry["schedule"].minute) == 1

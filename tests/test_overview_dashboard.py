@@ -122,7 +122,8 @@ def test_lead_dashboard_holds_only_their_team(lead_client: Client, history: None
     html = _text(lead_client.get(reverse("web:overview"), {"month": "2025-09", "months": "3"}))
     assert table_rows(html, "cost-over-time")[0] == ["Day", "Vision"]
     assert [r[0] for r in table_rows(html, "month-change")[1:]] == ["Vision"]
-    assert "Speech" not in html and "No team (platform)" not in html
+    assert "Speech" not in html
+    assert "No team (platform)" not in html
     # The lead's bill: 150, idle 30 of it.
     assert 'data-testid="idle-share">20.0 %<' in html
     assert 'data-testid="unallocated-share">0.0 %<' in html
@@ -170,7 +171,8 @@ def test_alerts_panel_lists_budgets_at_risk(
         name="Vision huge", team=team, period="month", amount=Decimal("1e9"), currency="USD"
     )
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
-    assert "Vision tiny" in html and "Vision huge" not in html
+    assert "Vision tiny" in html
+    assert "Vision huge" not in html
 
 
 def test_overview_queries_do_not_grow_with_teams_or_months(

@@ -111,7 +111,8 @@ def test_close_freezes_and_restatement_becomes_next_month_adjustment(
     assert _total(team, SEPT) == {"USD": Decimal("100")}
     close = _close(SEPT, finance_user, django_capture_on_commit_callbacks, reason="books done")
     frozen = statement_get(team=team, month=SEPT)
-    assert frozen.status == "closed" and frozen.close == close
+    assert frozen.status == "closed"
+    assert frozen.close == close
 
     # The lead got September's statement once, with links to it.
     [mail] = _mails_to(smtp_server, "vision-lead@example.com")
@@ -233,7 +234,8 @@ def test_close_page_for_finance_only(
     client.force_login(finance_user)
     page = client.get("/close/")
     assert page.status_code == 200
-    assert b"September 2025" in page.content and b'data-testid="close-2025-09"' in page.content
+    assert b"September 2025" in page.content
+    assert b'data-testid="close-2025-09"' in page.content
     response = client.post("/close/2025-09/close/", {"reason": "done"}, follow=True)
     assert b"September 2025 is closed" in response.content
     assert ClosedPeriod.objects.filter(month=SEPT, reopened_at__isnull=True).exists()
@@ -245,7 +247,8 @@ def test_close_page_for_finance_only(
 
     client.force_login(viewer_user)
     page = client.get("/close/")
-    assert page.status_code == 200 and b'data-testid="reopen-2025-09"' not in page.content
+    assert page.status_code == 200
+    assert b'data-testid="reopen-2025-09"' not in page.content
     assert client.post("/close/2025-09/reopen/", {"reason": "x"}).status_code == 403
     assert client.get("/audit/").status_code == 200
 
@@ -288,4 +291,5 @@ def test_a_month_that_does_not_reconcile_cannot_be_closed(bills: Path, finance_u
     AllocatedCost.objects.filter(billing_period=SEPT, team__slug="speech").delete()
     with pytest.raises(PeriodError, match="does not reconcile"):
         period_close(month=SEPT, actor=finance_user)
-    assert not ClosedPeriod.objects.exists() and not AuditEvent.objects.exists()
+    assert not ClosedPeriod.objects.exists()
+    assert not AuditEvent.objects.exists()

@@ -106,7 +106,8 @@ def test_a_settled_import_runs_every_step_for_each_month_it_touched(
     assert claims == {r.month: r.pk for r in runs}
     for month, billed in ((MAY, Decimal("80")), (JUNE, Decimal("20"))):
         recon = reconciliation_for_month(month=month)
-        assert recon.total.billed == billed and recon.total.difference == 0
+        assert recon.total.billed == billed
+        assert recon.total.difference == 0
         assert recon.stale is False
 
 
@@ -119,12 +120,14 @@ def test_no_attribute_records_the_change_and_the_month_is_stale_until_attributed
     change = MonthChange.objects.get()
     assert (change.month, change.start_pipeline, change.claimed_at) == (MAY, False, None)
     recon = reconciliation_for_month(month=MAY)
-    assert recon.stale and "not been attributed" in recon.stale_reason
+    assert recon.stale
+    assert "not been attributed" in recon.stale_reason
     assert recon.total.difference == Decimal("80")  # nothing attributed yet, and it says so
 
     call_command("attribute", "--month", "2025-05")
     recon = reconciliation_for_month(month=MAY)
-    assert not recon.stale and recon.total.difference == 0
+    assert not recon.stale
+    assert recon.total.difference == 0
 
 
 @pytest.mark.django_db
@@ -134,18 +137,22 @@ def test_a_restatement_after_the_last_attribution_is_stale_in_page_and_api(
     _ingest(_bill(tmp_path / "v1.csv", [_row(MAY, "80.00")]))
     client.force_login(finance_user)
     api = client.get("/api/v1/reconciliation/?month=2025-05").json()
-    assert api["stale"] is False and api["difference"] == "0.000000000000"
+    assert api["stale"] is False
+    assert api["difference"] == "0.000000000000"
 
     _ingest(_bill(tmp_path / "v2.csv", [_row(MAY, "95.00")]), "--no-attribute")
     api = client.get("/api/v1/reconciliation/?month=2025-05").json()
-    assert api["stale"] is True and "line items changed" in api["stale_reason"]
+    assert api["stale"] is True
+    assert "line items changed" in api["stale_reason"]
     assert Decimal(api["difference"]) == Decimal("15")  # 95 billed, 80 attributed
     page = client.get("/reconciliation/?month=2025-05").content.decode()
-    assert 'data-testid="stale-warning"' in page and "line items changed" in page
+    assert 'data-testid="stale-warning"' in page
+    assert "line items changed" in page
 
     call_command("attribute", "--month", "2025-05")
     api = client.get("/api/v1/reconciliation/?month=2025-05").json()
-    assert api["stale"] is False and Decimal(api["difference"]) == 0
+    assert api["stale"] is False
+    assert Decimal(api["difference"]) == 0
     assert 'data-testid="stale-warning"' not in client.get("/reconciliation/?month=2025-05")
 
 
@@ -167,14 +174,16 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
         call_command("attribute", "--month", "2025-05")
     run = PipelineRun.objects.order_by("-id").first()
     assert run is not None
-    assert run.status == "failed" and run.error.startswith("step attribute: ConservationError")
+    assert run.status == "failed"
+    assert run.error.startswith("step attribute: ConservationError")
     steps = dict(run.steps.values_list("key", "status"))
     later = {"endpoint_costs": "skipped", "budgets": "skipped", "anomalies": "skipped"}
     assert steps == {"attribute": "failed", **later}
     assert run.steps.get(key="attribute").attempts == 1  # not transient: not retried
     recon = reconciliation_for_month(month=MAY)
     assert recon.total.difference == 0  # the previous ledger stays
-    assert recon.stale and "last attribution failed" in recon.stale_reason
+    assert recon.stale
+    assert "last attribution failed" in recon.stale_reason
 
 
 @pytest.mark.django_db
@@ -228,10 +237,12 @@ def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
     report = pipeline_watchdog()
 
     batch.refresh_from_db()
-    assert batch.status == "failed" and batch.error.startswith("worker died / no heartbeat since")
+    assert batch.status == "failed"
+    assert batch.error.startswith("worker died / no heartbeat since")
     assert not CostLineItem.objects.filter(batch=batch).exists()
     attribution.refresh_from_db()
-    assert attribution.status == "failed" and "worker died" in attribution.error
+    assert attribution.status == "failed"
+    assert "worker died" in attribution.error
     dead.refresh_from_db()
     assert dead.status == "failed"
     assert dead.error.startswith(f"step attribute: worker died / no heartbeat since {long_ago:%Y}")
@@ -306,13 +317,12 @@ def test_tasks_are_redelivered_after_a_lost_worker_but_never_while_they_may_stil
     settings: Settings,
 ) -> None:
     celery_app.loader.import_default_modules()
-    assert settings.CELERY_TASK_ACKS_LATE and settings.CELERY_TASK_REJECT_ON_WORKER_LOST
+    assert settings.CELERY_TASK_ACKS_LATE
+    assert settings.CELERY_TASK_REJECT_ON_WORKER_LOST
     visibility = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
     ours = {n: t for n, t in celery_app.tasks.items() if not n.startswith("celery.")}
-    assert (
-        "finops.pipeline.run_step" in ours
-        and "billing_ingest.tasks.sources.fetch_billing_source" in ours
-    )
+    assert "finops.pipeline.run_step" in ours
+    assert "billing_ingest.tasks.sources.fetch_billing_source" in ours
     for name, task in ours.items():
         limit = task.time_limit or settings.CELERY_TASK_TIME_LIMIT
         assert limit < visibility, name
@@ -331,8 +341,10 @@ def test_finance_sees_each_months_last_run_step_by_step(
     assert last is not None
     client.force_login(finance_user)
     page = client.get("/pipeline/").content.decode()
-    assert f"#{last.pk}" in page and f"#{last.pk - 1}" not in page
-    assert 'data-step="attribute"' in page and 'data-step="endpoint_costs"' in page
+    assert f"#{last.pk}" in page
+    assert f"#{last.pk - 1}" not in page
+    assert 'data-step="attribute"' in page
+    assert 'data-step="endpoint_costs"' in page
     assert "attribute command" in page
     assert 'data-testid="pipeline-link"' in client.get("/imports/").content.decode()
 
@@ -392,9 +404,11 @@ def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(
         _ingest(_bill(tmp_path / "v2.csv", [_row(MAY, "95.00")]))
     failed = ImportBatch.objects.order_by("-id").first()
     assert failed is not None
-    assert failed.status == "failed" and "broker unreachable" in failed.error
+    assert failed.status == "failed"
+    assert "broker unreachable" in failed.error
     recon = reconciliation_for_month(month=MAY)
-    assert recon.total.billed == Decimal("80") and recon.total.difference == 0
+    assert recon.total.billed == Decimal("80")
+    assert recon.total.difference == 0
     assert not recon.stale
 
 
@@ -403,7 +417,8 @@ def test_broker_down_attribute_says_so_and_records_the_run(broker_down: str) -> 
     with pytest.raises(CommandError, match="not started: could not queue the pipeline"):
         call_command("attribute", "--month", "2025-05")
     run = PipelineRun.objects.get()
-    assert run.status == "failed" and "broker unreachable" in run.error
+    assert run.status == "failed"
+    assert "broker unreachable" in run.error
 
 
 @pytest.mark.django_db
@@ -454,7 +469,8 @@ def test_finance_follows_imports_to_the_pipeline_and_runs_a_month_again(
     browser.find_element(By.CSS_SELECTOR, '[data-testid="pipeline-link"]').click()
     _wait_for_text(browser, "Attribute the month: succeeded")
     text = _body(browser)
-    assert f"#{first.pk}" in text and "Endpoint costs: succeeded" in text
+    assert f"#{first.pk}" in text
+    assert "Endpoint costs: succeeded" in text
     assert "import batch" in text  # why it ran
 
     browser.find_element(By.XPATH, "//button[text()='Run again']").click()

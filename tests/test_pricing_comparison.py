@@ -88,8 +88,10 @@ def test_golden_runs(
 
 def test_partly_used_commitment_utilisation_and_coverage(priced_month: None) -> None:
     by_id = {c.commitment_id: c for c in commitment_utilisation(month=MONTH)}
-    assert by_id["ri-1"].used == 50 and by_id["ri-1"].unused == 0
-    assert by_id["cud-2"].used == 50 and by_id["cud-2"].unused == 30
+    assert by_id["ri-1"].used == 50
+    assert by_id["ri-1"].unused == 0
+    assert by_id["cud-2"].used == 50
+    assert by_id["cud-2"].unused == 30
     assert by_id["cud-2"].utilisation == Decimal(50) / Decimal(80)
     assert coverage(month=MONTH, team_id=Team.objects.get(slug="cud").pk) == 1
     assert coverage(month=MONTH, team_id=Team.objects.get(slug="od").pk) == 0
@@ -103,7 +105,8 @@ def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month: None) 
     for item in items:
         assert item["url"].endswith(f"/api/v1/runs/{item['id']}/")
         detail = client.get(item["url"]).json()
-        assert detail["run_id"] == item["run_id"] and detail["id"] == item["id"]
+        assert detail["run_id"] == item["run_id"]
+        assert detail["id"] == item["id"]
 
 
 def test_pricing_comparison_per_team_and_month(priced_month: None) -> None:
@@ -111,7 +114,8 @@ def test_pricing_comparison_per_team_and_month(priced_month: None) -> None:
     assert [item["team"] for item in body] == sorted(["od", "spot", "ri", "cud"])
     spot = _api().get("/api/v1/pricing-comparison/?month=2025-06&team=spot").json()
     assert len(spot) == 1
-    assert spot[0]["actual"] == "30.00" and spot[0]["on_demand"]["cost"] == "80.00"
+    assert spot[0]["actual"] == "30.00"
+    assert spot[0]["on_demand"]["cost"] == "80.00"
     assert set(spot[0]) >= {"actual", "on_demand", "spot", "reserved_1y", "reserved_3y",
                             "on_prem", "mix", "assumptions"}  # fmt: skip
 

@@ -34,16 +34,21 @@ def test_pricing_page_shows_each_team_commitments_and_the_recommendation(
     for slug in ("od", "spot", "ri", "cud"):
         assert f"<td>{slug} (USD)</td>" in page
     # Commitment utilisation from the bills: cud-2 used 50, unused 30 (0.625).
-    assert "cud-2 (USD)" in page and "0.625" in page
-    assert 'data-chart="pricing-demand"' in page and "How much to commit: cud" in page
+    assert "cud-2 (USD)" in page
+    assert "0.625" in page
+    assert 'data-chart="pricing-demand"' in page
+    assert "How much to commit: cud" in page
 
 
 def test_team_and_run_pages_show_the_comparison(client: Client, priced_month: None) -> None:
     _finance(client)
     team_page = client.get("/teams/spot/?month=2025-06").content.decode()
-    assert 'data-chart="pricing-0"' in team_page and "32.00" in team_page
+    assert 'data-chart="pricing-0"' in team_page
+    assert "32.00" in team_page
     run_page = client.get("/runs/spot/spot-run/?month=2025-06").content.decode()
-    assert "Pricing comparison" in run_page and "30.00" in run_page and "80.00" in run_page
+    assert "Pricing comparison" in run_page
+    assert "30.00" in run_page
+    assert "80.00" in run_page
 
 
 def test_the_run_page_shows_each_catalogue_price_beside_its_source(
@@ -53,7 +58,8 @@ def test_the_run_page_shows_each_catalogue_price_beside_its_source(
     page = client.get("/runs/od/od-run/?month=2025-06").content.decode()
     assert "Catalogue prices behind the spot and reserved figures" in page
     # p5.48xlarge on demand and spot from the shipped snapshot, each with where it came from.
-    assert "55.04 USD" in page and "28.106467 USD" in page
+    assert "55.04 USD" in page
+    assert "28.106467 USD" in page
     assert "snapshot: tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, 2025-11-30" in page
 
 
@@ -65,7 +71,8 @@ def test_only_finance_edits_assumptions(client: Client, priced_month: None) -> N
     client.force_login(lead)
     assert client.get("/pricing/settings/").status_code == 403
     page = client.get("/pricing/?month=2025-06").content.decode()
-    assert "<td>od (USD)</td>" in page and "<td>spot (USD)</td>" not in page
+    assert "<td>od (USD)</td>" in page
+    assert "<td>spot (USD)</td>" not in page
     assert "cud-2" not in page  # commitments are the organisation's: finance only
     _finance(client)
     form = client.get("/pricing/settings/").content.decode()
@@ -94,7 +101,8 @@ def test_pricing_page_in_chromium(
     browser.get(live_server.url + "/pricing/?month=2025-06")
     _wait_for_text(browser, "Commitment utilisation")
     text = _body(browser)
-    assert "cud (USD)" in text and "80.00" in text
+    assert "cud (USD)" in text
+    assert "80.00" in text
     # The charts were drawn from their tables (Chart.js sized the canvases).
     drawn = browser.execute_script(
         "return [...document.querySelectorAll('canvas[data-chart]')]"

@@ -48,9 +48,13 @@ def test_every_figure_names_its_source_licence_and_date_or_says_why_not(
         # No figure: a note says why (never an invented price).
         assert entry["note"]
         return
-    assert entry["currency"] == "USD" and entry["unit"] == "instance-hour" and entry["region"]
+    assert entry["currency"] == "USD"
+    assert entry["unit"] == "instance-hour"
+    assert entry["region"]
     source = entry["source"]
-    assert source["repository"] and source["path"] and len(source["commit"]) == 40
+    assert source["repository"]
+    assert source["path"]
+    assert len(source["commit"]) == 40
     assert source["url"].startswith("https://github.com/")
     assert entry["licence"]
     assert entry["date"] or entry["date_note"]
@@ -73,7 +77,8 @@ def test_a_known_figure_reads_back_exactly() -> None:
     assert quote.interruption_band == "5-10%"
     # A region the snapshot does not list is priced from the one it does, and says so.
     elsewhere = prices.quote("aws", "p5.48xlarge", "eu-west-1")
-    assert elsewhere is not None and elsewhere.regions["on_demand"] == "us-east-1"
+    assert elsewhere is not None
+    assert elsewhere.regions["on_demand"] == "us-east-1"
 
 
 @pytest.mark.django_db

@@ -91,12 +91,15 @@ def test_aws_on_demand_reserved_and_spot_are_stored_with_their_source(pricing_ap
     # Both recorded pages were read, with the filters that pick Linux, shared tenancy.
     assert len(_PricingApi.requests) == 2
     sent = {f["Field"]: f["Value"] for f in _PricingApi.requests[0]["Filters"]}
-    assert sent["instanceType"] == "p5.48xlarge" and sent["operatingSystem"] == "Linux"
-    assert sent["regionCode"] == "us-east-1" and sent["tenancy"] == "Shared"
+    assert sent["instanceType"] == "p5.48xlarge"
+    assert sent["operatingSystem"] == "Linux"
+    assert sent["regionCode"] == "us-east-1"
+    assert sent["tenancy"] == "Shared"
     assert "4 aws price(s) stored for 1 type(s)" in output
     # The comparison now prices p5.48xlarge from the refresh, the snapshot behind it.
     quote = prices.quote("aws", "p5.48xlarge", "us-east-1")
-    assert quote is not None and quote.on_demand == Decimal("55.04")
+    assert quote is not None
+    assert quote.on_demand == Decimal("55.04")
     assert quote.sources["on_demand"].startswith("AWS Price List API (get_products), fetched ")
     assert quote.sources["3y_no_upfront"].startswith("snapshot: ")
 
@@ -134,10 +137,12 @@ def test_azure_retail_prices_follow_next_page_link() -> None:
     }  # fmt: skip
     row = InstancePrice.objects.get(provider="azure", kind="on_demand")
     assert (row.instance_type, row.region, row.currency) == ("nd96isr_h100_v5", "eastus", "USD")
-    assert row.source == "Azure Retail Prices API" and str(row.effective_date) == "2025-09-01"
+    assert row.source == "Azure Retail Prices API"
+    assert str(row.effective_date) == "2025-09-01"
     # The snapshot had no Azure figure; now the type has a quote, spot ratio 20 / 98.32.
     quote = prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus")
-    assert quote is not None and quote.ratio("spot") == Decimal("20") / Decimal("98.32")
+    assert quote is not None
+    assert quote.ratio("spot") == Decimal("20") / Decimal("98.32")
 
 
 def test_a_failed_page_stores_nothing() -> None:
@@ -165,4 +170,5 @@ def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path: 
     assert "1 gcp price tier(s) stored" in output
     price = SkuPrice.objects.get(sku_id="0000-AAAA-1111")
     # units + nanos / 10^9 = 2 + 0.933908.
-    assert price.unit_price == Decimal("2.933908") and price.gpu_model == "A100"
+    assert price.unit_price == Decimal("2.933908")
+    assert price.gpu_model == "A100"

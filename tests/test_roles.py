@@ -53,7 +53,8 @@ def test_finance_opens_and_edits_configuration_in_the_admin(
     client: Client, finance_user: User, url: str
 ) -> None:
     finance_user.refresh_from_db()
-    assert finance_user.is_staff and finance_user.groups.filter(name=FINANCE_GROUP).exists()
+    assert finance_user.is_staff
+    assert finance_user.groups.filter(name=FINANCE_GROUP).exists()
     client.force_login(finance_user)
     assert client.get(url).status_code == 200
     assert client.get(url + "add/").status_code == 200
@@ -78,10 +79,12 @@ def test_finance_adds_a_rule_but_cannot_touch_users_or_the_ledger(
 
 def test_lead_cannot_open_the_admin(client: Client, lead_user: User) -> None:
     lead_user.refresh_from_db()
-    assert not lead_user.is_staff and not lead_user.groups.exists()
+    assert not lead_user.is_staff
+    assert not lead_user.groups.exists()
     client.force_login(lead_user)
     response = client.get("/admin/org/mappingrule/")
-    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
 
 
 def test_role_change_moves_group_and_admin_access(finance_user: User) -> None:
@@ -89,7 +92,8 @@ def test_role_change_moves_group_and_admin_access(finance_user: User) -> None:
     profile.role = Profile.Role.TEAM_LEAD
     profile.save()
     finance_user.refresh_from_db()
-    assert not finance_user.is_staff and not finance_user.groups.exists()
+    assert not finance_user.is_staff
+    assert not finance_user.groups.exists()
     profile.role = Profile.Role.VIEWER
     profile.save()
     finance_user.refresh_from_db()
@@ -102,9 +106,11 @@ def test_groups_hold_exactly_their_permissions() -> None:
     viewer = Group.objects.get(name=VIEWER_GROUP)
     codes = set(finance.permissions.values_list("codename", flat=True))
     assert {"add_mappingrule", "change_idlepolicy", "delete_billingsource"} <= codes
-    assert "change_allocatedcost" not in codes and "view_allocatedcost" in codes
+    assert "change_allocatedcost" not in codes
+    assert "view_allocatedcost" in codes
     viewer_codes = set(viewer.permissions.values_list("codename", flat=True))
-    assert viewer_codes and all(code.startswith("view_") for code in viewer_codes)
+    assert viewer_codes
+    assert all(code.startswith("view_") for code in viewer_codes)
     assert {f"view_{label.split('.')[1]}" for label in FINANCE_EDITS} <= viewer_codes
 
 
@@ -112,7 +118,8 @@ def test_demo_finance_user_opens_the_admin_and_the_lead_does_not(client: Client)
     org = demo_organisation_ensure(finance_password="fin-pass-123", lead_password="lead-pass-1")
     org.finance.refresh_from_db()
     org.lead.refresh_from_db()
-    assert org.finance.is_staff and not org.finance.is_superuser
+    assert org.finance.is_staff
+    assert not org.finance.is_superuser
     assert not org.lead.is_staff
     assert client.login(request=HttpRequest(), username="finance", password="fin-pass-123")
     assert client.get("/admin/org/mappingrule/").status_code == 200
@@ -139,7 +146,8 @@ def test_viewer_changes_nothing(
         "/admin/org/mappingrule/add/",
         {"kind": "namespace", "key": "", "value": "cv", "team": team.pk, "priority": 50},
     )
-    assert response.status_code == 403 and not MappingRule.objects.exists()
+    assert response.status_code == 403
+    assert not MappingRule.objects.exists()
     assert client.post("/close/2025-09/close/", {"reason": "x"}).status_code == 403
     page = client.get("/close/")
     assert b'data-testid="close-2025-09"' not in page.content

@@ -111,7 +111,8 @@ def test_tag_rule_priority_against_team_tag(
         rule_data={"kind": "tag", "key": "project", "value": "alpha", "team": other_team.pk},
         month=MONTH,
     )
-    assert preview.lines == [] and not preview.moves_anything
+    assert preview.lines == []
+    assert not preview.moves_anything
 
 
 def test_slurm_account_rule_moves_jobs_from_auto_team(
@@ -169,7 +170,8 @@ def test_no_attributed_month(db: None, team: Team) -> None:
     preview = mapping_rule_preview(
         rule_data={"kind": "tag", "key": "k", "value": "v", "team": team}, month=None
     )
-    assert preview.month is None and not preview.moves_anything
+    assert preview.month is None
+    assert not preview.moves_anything
 
 
 # --- admin ----------------------------------------------------------------------------------
@@ -194,7 +196,8 @@ def test_admin_preview_button_shows_moves_and_saves_nothing(
     html = response.content.decode()
     assert response.status_code == 200
     assert 'data-testid="preview-lines"' in html
-    assert "Vision" in html and "12.500000000001" in html
+    assert "Vision" in html
+    assert "12.500000000001" in html
     assert _snapshot() == before
 
 
@@ -205,7 +208,8 @@ def test_admin_delete_page_shows_preview(
     response = admin_client.get(reverse("admin:org_mappingrule_delete", args=[rule.pk]))
     html = response.content.decode()
     assert response.status_code == 200
-    assert 'data-testid="preview-jobs"' in html and "140.250000000000" in html
+    assert 'data-testid="preview-jobs"' in html
+    assert "140.250000000000" in html
 
 
 def test_admin_preview_of_an_edit_and_invalid_form(
@@ -218,9 +222,11 @@ def test_admin_preview_of_an_edit_and_invalid_form(
     url = reverse("admin:org_mappingrule_preview") + f"?rule={rule.pk}"
     data = {"kind": "slurm_account", "key": "", "value": "physics", "team": team.pk, "priority": 5}
     html = admin_client.post(url, data).content.decode()
-    assert 'data-testid="preview-jobs"' in html and "140.250000000000" in html
+    assert 'data-testid="preview-jobs"' in html
+    assert "140.250000000000" in html
     assert f'action="{reverse("admin:org_mappingrule_change", args=[rule.pk])}"' in html
     invalid = admin_client.post(url, {**data, "team": ""}).content.decode()
-    assert "errornote" in invalid and "preview-jobs" not in invalid
+    assert "errornote" in invalid
+    assert "preview-jobs" not in invalid
     assert admin_client.get(url).status_code == 405  # previews are posted forms
     assert _snapshot() == before

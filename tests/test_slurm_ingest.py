@@ -59,8 +59,10 @@ def test_ingest_realistic_dump(tmp_path: Path) -> None:
     sweep = jobs["1002_1"]
     assert (sweep.job_id_raw, sweep.state, sweep.run_id) == ("1003", "FAILED", "sweep42")
     assert sweep.comment == "run=sweep42 ckpt=5"
-    assert jobs["1004"].end is None and jobs["1004"].state == "RUNNING"
-    assert jobs["1005"].state == "CANCELLED" and jobs["1005"].gpus == Decimal(0)
+    assert jobs["1004"].end is None
+    assert jobs["1004"].state == "RUNNING"
+    assert jobs["1005"].state == "CANCELLED"
+    assert jobs["1005"].gpus == Decimal(0)
     assert jobs["1005"].run_id == "prep"
 
     assert Cluster.objects.get(name="hpc1").time_zone == "UTC"
@@ -191,10 +193,12 @@ def test_same_file_twice_is_a_no_op(tmp_path: Path) -> None:
 
     output = ingest(path, "--cluster", "hpc1")
 
-    assert "skipped" in output and "same content" in output
+    assert "skipped" in output
+    assert "same content" in output
     assert list(JobRecord.objects.order_by("pk").values()) == snapshot
     second = ImportBatch.objects.order_by("-pk").first()
-    assert second is not None and second.status == ImportBatch.Status.DUPLICATE
+    assert second is not None
+    assert second.status == ImportBatch.Status.DUPLICATE
 
 
 def test_service_leaves_a_batch_it_cannot_claim_alone(tmp_path: Path) -> None:

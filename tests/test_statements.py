@@ -83,7 +83,8 @@ def _native_sums(rows: Iterable[AllocatedCost]) -> dict[str, Decimal]:
 
 def test_statement_figures_sum_to_the_team_ledger(team: Team, ledger: list[AllocatedCost]) -> None:
     statement = statement_get(team=team, month=MONTH)
-    assert statement.status == "open" and statement.currency == "USD"
+    assert statement.status == "open"
+    assert statement.currency == "USD"
     expected = _native_sums(ledger)
     assert {n.currency: n.amount for n in statement.ledger_native} == expected
     assert {n.currency: n.amount for n in statement.total_native} == expected
@@ -160,11 +161,14 @@ def test_csv_and_pdf_come_from_the_same_figures(team: Team, ledger: list[Allocat
     pdf = documents.statement_pdf(statement)
     assert pdf.startswith(b"%PDF-")
     text = "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf)).pages)
-    assert "Chargeback statement" in text and "Vision" in text and "September 2025" in text
+    assert "Chargeback statement" in text
+    assert "Vision" in text
+    assert "September 2025" in text
     assert f"{money(statement.total_reporting)} USD" in text
     usd = sum((r.amount for r in ledger if r.billing_currency == "USD"), Decimal(0))
     assert f"{money(usd)} USD" in text  # 565.58, the native USD total
-    assert "llama-7b" in text and "chat-v1" in text
+    assert "llama-7b" in text
+    assert "chat-v1" in text
 
 
 def test_statement_page_and_downloads_respect_teams(
@@ -200,7 +204,8 @@ def test_api_lists_statements_and_serves_files(
     assert [s["team"] for s in listed] == ["vision"]
     item = listed[0]
     statement = statement_get(team=team, month=MONTH)
-    assert item["status"] == "open" and item["currency"] == "USD"
+    assert item["status"] == "open"
+    assert item["currency"] == "USD"
     assert Decimal(item["total"]) == statement.total_reporting
     assert {n["currency"]: Decimal(n["amount"]) for n in item["native_totals"]} == _native_sums(
         ledger
@@ -239,7 +244,8 @@ def test_page_and_pdf_list_the_largest_runs_and_sum_the_others(team: Team) -> No
     shown = statement.runs_shown
     assert len(shown) == RUNS_SHOWN
     # The largest first: run-102 (1.03) down to run-003 (0.04); the 3 smallest summed.
-    assert shown[0].key == f"run-{count - 1:03d}" and shown[-1].key == "run-003"
+    assert shown[0].key == f"run-{count - 1:03d}"
+    assert shown[-1].key == "run-003"
     [others] = statement.runs_others
     assert others.key == "3 other runs"
     assert others.amount == Decimal("0.06")  # 0.01 + 0.02 + 0.03

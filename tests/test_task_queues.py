@@ -94,4 +94,5 @@ def test_two_workers_consume_their_queue_groups(celery_worker_process: Path) -> 
     assert resend_unsent_notifications.delay().get(timeout=60) == 0
     assert isinstance(pipeline_open_months.delay().get(timeout=60), list)
     log = celery_worker_process.read_text()
-    assert "resend_unsent_notifications" in log and "finops.pipeline.open_months" in log
+    assert "resend_unsent_notifications" in log
+    assert "finops.pipeline.open_months" in log

@@ -306,7 +306,8 @@ def test_text_errors_name_file_line_and_field_and_store_nothing(
     assert detail in message
     assert not JobGpuUtilisation.objects.exists()
     batch = ImportBatch.objects.get(kind="utilisation")
-    assert batch.status == "failed" and f"row {row}" in batch.error
+    assert batch.status == "failed"
+    assert f"row {row}" in batch.error
 
 
 def _matrix_doc(result: list[dict[str, Any]]) -> dict[str, Any]:
