@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 from fractions import Fraction
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -141,7 +142,7 @@ def _errors(series: Series, k: int) -> tuple[float, float]:
 
 def _report(
     name: str, group: list[Series], results: dict[str, list[tuple[str, int, float, float]]]
-):
+) -> None:
     for k in DAYS:
         pairs = [_errors(s, k) for s in group]
         ours = sum(p[0] for p in pairs) / len(pairs)
@@ -157,12 +158,13 @@ def main() -> None:
     rng = random.Random(args.seed)
     targets = [date(2025, 9, 1), date(2025, 10, 1), date(2026, 2, 1), date(2026, 3, 1)]
     results: dict[str, list[tuple[str, int, float, float]]] = defaultdict(list)
+
+    def group(kind: str) -> list[Series]:
+        return [_synthetic(kind, rng, targets[i % len(targets)]) for i in range(args.series)]
+
     makers: dict[str, Callable[[], list[Series]]] = {
-        kind: (lambda kind=kind: [
-            _synthetic(kind, rng, targets[i % len(targets)]) for i in range(args.series)
-        ])
-        for kind in ("flat", "weekly", "growing", "fees")
-    }  # fmt: skip
+        kind: partial(group, kind) for kind in ("flat", "weekly", "growing", "fees")
+    }
     for kind, make in makers.items():
         _report(kind, make(), results)
     demo = _demo_series()

@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -82,6 +83,40 @@ def write_focus_csv(
 ) -> Path:
     path.write_text(csv_text(rows, columns), encoding="utf-8")
     return path
+
+
+# --- Slurm `sacct --parsable2` output -------------------------------------------------------------
+
+
+# What `sacct --parsable2 --format=<these>` prints as its first line.
+SACCT_HEADER = (
+    "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
+)
+TRES_16 = "billing=128,cpu=128,gres/gpu:h100=16,gres/gpu=16,mem=1T,node=2"
+TRES_8 = "billing=64,cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+STEP_8 = "cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
+TRES_1 = "billing=8,cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=64G,node=1"
+
+FIRST_DUMP = [
+    SACCT_HEADER,
+    f"1001|1001|train-llama|vision|alice|gpu|COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{TRES_16}|gpu-[001-002]|*llama-7b|",
+    f"1001.batch|1001.batch|batch|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{STEP_8}|gpu-001||",
+    f"1001.extern|1001.extern|extern|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
+    f"{TRES_16}|gpu-[001-002]||",
+    f"1001.0|1001.0|torchrun|vision|||COMPLETED|2024-09-03T10:00:05|2024-09-03T14:29:50|"
+    f"{TRES_16}|gpu-[001-002]||",
+    f"1002_1|1003|sweep|speech|bob|gpu|FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
+    f"{TRES_1}|gpu-003||run=sweep42 ckpt=5",
+    f"1002_1.batch|1003.batch|batch|speech|||FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
+    f"{TRES_1}|gpu-003||",
+    "1002_[2-5%2]|1002|sweep|speech|bob|gpu|PENDING|Unknown|Unknown||None assigned||run=sweep42",
+    f"1004|1004|notebook|vision|carol|interactive|RUNNING|2024-09-03T15:00:00|Unknown|"
+    f"{TRES_8}|gpu-004||",
+    "1005|1005|prep|vision|alice|cpu|CANCELLED by 1001|2024-09-03T09:00:00|2024-09-03T09:05:00|"
+    "billing=4,cpu=4,mem=16G,node=1|cpu-01||",
+]
 
 
 # --- AWS CUR 2.0 and legacy CUR rows --------------------------------------------------------------
@@ -344,7 +379,9 @@ def cur_part(period: str, costs: list[str]) -> bytes:
     return gzip.compress((CUR_HEADER + rows).encode())
 
 
-def deliver(s3, period: str, version: str, parts: list[list[str]], *, skip: int | None = None):
+def deliver(
+    s3: Any, period: str, version: str, parts: list[list[str]], *, skip: int | None = None
+) -> list[str]:
     """Write one delivery as AWS does: data parts, then the manifest. ``skip`` leaves that part
     index out of the bucket (the manifest still names it). Returns the data keys."""
     keys = [
@@ -439,7 +476,12 @@ BQ_API = "https://bigquery.googleapis.com/bigquery/v2"
 BQ_LOCATION = "US"
 
 
-def field(name: str, type_: str = "STRING", mode: str = "NULLABLE", fields=None) -> dict:
+def field(
+    name: str,
+    type_: str = "STRING",
+    mode: str = "NULLABLE",
+    fields: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     out: dict[str, Any] = {"name": name, "type": type_, "mode": mode}
     if fields is not None:
         out["fields"] = fields
@@ -550,7 +592,7 @@ def export_row(
     *,
     month: str,
     cost: str,
-    credits: list[tuple[str, str]] = (),
+    credits: Sequence[tuple[str, str]] = (),
     sku: tuple[str, str] = ("039F-D0DA-4055", "Nvidia Tesla A100 GPU running in Americas"),
     cost_type: str = "regular",
     team: str = "vision",
@@ -720,7 +762,7 @@ GCS_URI = f"gs://{GCS_BUCKET}/gcp"
 GCS_SOURCE = f"gcp-bigquery:gs://{GCS_BUCKET}/{GCS_ROOT}"
 
 
-def gcs_upload(bucket, name: str, data: bytes) -> str:
+def gcs_upload(bucket: Any, name: str, data: bytes) -> str:
     bucket.blob(name).upload_from_string(data)
     return name
 
@@ -744,7 +786,7 @@ def jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(record) + "\n" for record in records).encode()
 
 
-def export_month(bucket, folder: str, shards: list[bytes]) -> list[str]:
+def export_month(bucket: Any, folder: str, shards: list[bytes]) -> list[str]:
     """A month as EXPORT DATA writes it: numbered shards, then a _SUCCESS marker."""
     names = [
         gcs_upload(bucket, f"{folder}/billing-{index:012d}.json", data)

@@ -9,9 +9,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, cast
 
 import pytest
+
+if TYPE_CHECKING:  # selenium loads only for tests that drive a browser
+    from selenium.webdriver import Chrome
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -39,7 +43,7 @@ def _require_browser() -> None:
 
 
 @contextmanager
-def chrome_session(*, browser_log: bool = False) -> Iterator[Any]:
+def chrome_session(*, browser_log: bool = False) -> Iterator[Chrome]:
     """A headless Chromium driver with a throwaway profile; `browser_log` keeps the console
     log (the CSP tests read violations from it)."""
     _require_browser()
@@ -62,7 +66,7 @@ def chrome_session(*, browser_log: bool = False) -> Iterator[Any]:
         shutil.rmtree(profile_dir, ignore_errors=True)
 
 
-def _login(driver, base_url: str, username: str, password: str) -> None:
+def _login(driver: WebDriver, base_url: str, username: str, password: str) -> None:
     from selenium.webdriver.common.by import By
 
     driver.get(base_url + "/accounts/login/")
@@ -72,7 +76,7 @@ def _login(driver, base_url: str, username: str, password: str) -> None:
     _wait_for_text(driver, "Attributed cost")
 
 
-def _wait_for_text(driver, text: str) -> None:
+def _wait_for_text(driver: WebDriver, text: str) -> None:
     """Wait until a loaded page shows `text`. Reads the body through JavaScript so a page
     being replaced mid-check cannot leave us holding a stale element."""
     from selenium.common.exceptions import WebDriverException
@@ -83,5 +87,5 @@ def _wait_for_text(driver, text: str) -> None:
     )
 
 
-def _body(driver) -> str:
-    return driver.execute_script("return document.body ? document.body.innerText : ''")
+def _body(driver: WebDriver) -> str:
+    return cast(str, driver.execute_script("return document.body ? document.body.innerText : ''"))

@@ -11,16 +11,24 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
+from pytest_django import Settings
+from rest_framework.test import APIClient
 
 from finops.celery import app as celery_app
 from finops.org.models import Profile, Team
 from tests.builders import GCS_BUCKET, S3_BUCKET, Clock
+from tests.factories import Scenario, build_month_scenario
+from tests.smtp import CapturedMail
+
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 # ../shared beside the checkout; FINOPS_SHARED_DIR points elsewhere (a git worktree, whose
 # parent folder is not the checkout's).
@@ -106,6 +114,41 @@ def lead_user(team: Team) -> User:
     return user
 
 
+# Logged-in clients: pages through Django's test client (a session), the API through DRF's.
+
+
+@pytest.fixture
+def finance_client(client: Client, finance_user: User) -> Client:
+    client.force_login(finance_user)
+    return client
+
+
+@pytest.fixture
+def lead_client(client: Client, lead_user: User) -> Client:
+    client.force_login(lead_user)
+    return client
+
+
+@pytest.fixture
+def finance_api(finance_user: User) -> APIClient:
+    api = APIClient()
+    api.force_authenticate(finance_user)
+    return api
+
+
+@pytest.fixture
+def lead_api(lead_user: User) -> APIClient:
+    api = APIClient()
+    api.force_authenticate(lead_user)
+    return api
+
+
+@pytest.fixture
+def scenario(team: Team, other_team: Team) -> Scenario:
+    """A consistent month of ledger, rollups and runs for both teams (tests/factories.py)."""
+    return build_month_scenario(team=team, other_team=other_team)
+
+
 # A real Celery worker process (CI's PostgreSQL + Redis pass); tests mark themselves `worker`.
 WORKER_ROOT = Path(__file__).resolve().parent.parent
 
@@ -147,8 +190,10 @@ def celery_worker_process(
             pytest.fail("FINOPS_REQUIRE_WORKER=1 but no broker or no PostgreSQL configured")
         pytest.skip("needs CELERY_BROKER_URL and PostgreSQL (CI's second pass)")
     with celery_app.connection_for_write() as broker:  # no task left from an earlier test
+        # A kombu virtual channel (Redis) has queue_purge; its stub type StdChannel does not.
+        channel = cast(_PurgeableChannel, broker.default_channel)
         for queue in settings.FINOPS_TASK_QUEUES:
-            broker.default_channel.queue_purge(queue)
+            channel.queue_purge(queue)
     log = tmp_path / "worker.log"
     workers: list[subprocess.Popen[bytes]] = []
     try:
@@ -158,6 +203,10 @@ def celery_worker_process(
     finally:
         for worker in workers:
             worker_stop(worker)
+
+
+class _PurgeableChannel(Protocol):
+    def queue_purge(self, queue: str) -> int | None: ...
 
 
 def worker_start(
@@ -204,28 +253,14 @@ def _wait_for_worker(worker: subprocess.Popen[bytes], log: Path, node: str) -> N
     while time.monotonic() < deadline:
         if worker.poll() is not None:
             raise AssertionError(f"worker exited early:\n{log.read_text()}")
-        replies = celery_app.control.ping(timeout=1.0)
+        replies = celery_app.control.ping(timeout=1.0) or []
         if any(node in reply for reply in replies):
             return
     raise AssertionError(f"worker {node} did not answer a ping in 90 s:\n{log.read_text()}")
 
 
-class CapturedMail:
-    """What a real SMTP server on a free port accepted: envelope recipients and raw content."""
-
-    def __init__(self) -> None:
-        self.messages: list[tuple[list[str], bytes]] = []
-
-    async def handle_DATA(self, server: object, session: object, envelope: Any) -> str:
-        self.messages.append((list(envelope.rcpt_tos), bytes(envelope.original_content)))
-        return "250 Message accepted for delivery"
-
-    def to(self, address: str) -> list[bytes]:
-        return [content for rcpts, content in self.messages if address in rcpts]
-
-
 @pytest.fixture
-def smtp_server(settings: Any) -> Iterator[CapturedMail]:
+def smtp_server(settings: Settings) -> Iterator[CapturedMail]:
     """aiosmtpd on a free loopback port, with Django's SMTP backend pointed at it."""
     from aiosmtpd.controller import Controller
 
@@ -329,9 +364,35 @@ def bucket(emulator: tuple[Any, str], monkeypatch: pytest.MonkeyPatch) -> Iterat
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
+def browser() -> Iterator[WebDriver]:
     """A headless Chromium (tests/chromium.py); tests using it are marked `browser`."""
     from tests.chromium import chrome_session
 
     with chrome_session() as driver:
         yield driver
+
+
+# --- the pricing comparison's golden month (tests/pricing_golden.py) ------------------------------
+
+
+@pytest.fixture
+def no_catalogue(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The golden figures price with the configured ratios alone: an empty catalogue, unless the
+    test asks for real_snapshot to keep the shipped one. Modules opt in with usefixtures."""
+    from finops.pricing import snapshot
+
+    if "real_snapshot" not in request.fixturenames:
+        monkeypatch.setattr(snapshot, "snapshot", lambda path=None: {"prices": []})
+
+
+@pytest.fixture
+def real_snapshot() -> None:
+    """Marker fixture: keep the shipped price snapshot (see no_catalogue)."""
+
+
+@pytest.fixture
+def priced_month(db: None) -> None:
+    """The four golden runs of June 2025, attributed (tests/pricing_golden.py)."""
+    from tests.pricing_golden import golden_runs_create
+
+    golden_runs_create()

@@ -1,6 +1,8 @@
 """URLconf for tests/test_csp_browser.py: the project's URLs plus two test pages, one with a
 chart drawn by static/finops-charts.js, one with an inline script (which the CSP must block)."""
 
+from collections.abc import Callable
+
 from django.http import HttpRequest, HttpResponse
 from django.template import engines
 from django.urls import include, path
@@ -17,7 +19,7 @@ INLINE_PAGE = """<!doctype html><html><body><p>inline</p>
 <script>document.title = "inline ran";</script></body></html>"""
 
 
-def _page(source: str):
+def _page(source: str) -> Callable[[HttpRequest], HttpResponse]:
     def view(request: HttpRequest) -> HttpResponse:
         return HttpResponse(engines["django"].from_string(source).render({}, request))
 

@@ -6,19 +6,21 @@ import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 import factory
 from django.contrib.auth.models import User
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.inference.models import InferenceUsage
 from finops.org.models import Profile, Team
 
 MONTH = dt.date(2025, 9, 1)
 UTC = dt.UTC
 
 
-class TeamFactory(factory.django.DjangoModelFactory):
+class TeamFactory(factory.django.DjangoModelFactory[Team]):
     class Meta:
         model = Team
         django_get_or_create = ("slug",)
@@ -27,7 +29,7 @@ class TeamFactory(factory.django.DjangoModelFactory):
     name = factory.LazyAttribute(lambda o: o.slug.replace("-", " ").title())
 
 
-class UserFactory(factory.django.DjangoModelFactory):
+class UserFactory(factory.django.DjangoModelFactory[User]):
     class Meta:
         model = User
 
@@ -35,7 +37,7 @@ class UserFactory(factory.django.DjangoModelFactory):
     password = factory.django.Password("pw-123456789")
 
 
-class ProfileFactory(factory.django.DjangoModelFactory):
+class ProfileFactory(factory.django.DjangoModelFactory[Profile]):
     class Meta:
         model = Profile
         skip_postgeneration_save = True
@@ -44,12 +46,12 @@ class ProfileFactory(factory.django.DjangoModelFactory):
     role = Profile.Role.TEAM_LEAD
 
     @factory.post_generation
-    def teams(obj, create, extracted, **kwargs):
+    def teams(obj: Profile, create: bool, extracted: list[Team] | None, **kwargs: Any) -> None:
         if create and extracted:
             obj.teams.add(*extracted)
 
 
-class ImportBatchFactory(factory.django.DjangoModelFactory):
+class ImportBatchFactory(factory.django.DjangoModelFactory[ImportBatch]):
     class Meta:
         model = ImportBatch
 
@@ -62,7 +64,7 @@ class ImportBatchFactory(factory.django.DjangoModelFactory):
     row_count = 0
 
 
-class CostLineItemFactory(factory.django.DjangoModelFactory):
+class CostLineItemFactory(factory.django.DjangoModelFactory[CostLineItem]):
     class Meta:
         model = CostLineItem
 
@@ -87,7 +89,7 @@ class CostLineItemFactory(factory.django.DjangoModelFactory):
     billing_currency = "USD"
 
 
-class JobRecordFactory(factory.django.DjangoModelFactory):
+class JobRecordFactory(factory.django.DjangoModelFactory[JobRecord]):
     class Meta:
         model = JobRecord
 
@@ -102,7 +104,7 @@ class JobRecordFactory(factory.django.DjangoModelFactory):
     run_id = "run-a"
 
 
-class AllocatedCostFactory(factory.django.DjangoModelFactory):
+class AllocatedCostFactory(factory.django.DjangoModelFactory[AllocatedCost]):
     class Meta:
         model = AllocatedCost
 
@@ -118,7 +120,7 @@ class AllocatedCostFactory(factory.django.DjangoModelFactory):
     gpu_seconds = Decimal(0)
 
 
-class RunCostFactory(factory.django.DjangoModelFactory):
+class RunCostFactory(factory.django.DjangoModelFactory[RunCost]):
     class Meta:
         model = RunCost
 
@@ -134,7 +136,7 @@ class RunCostFactory(factory.django.DjangoModelFactory):
     billing_currency = "USD"
 
 
-class TeamDailyCostFactory(factory.django.DjangoModelFactory):
+class TeamDailyCostFactory(factory.django.DjangoModelFactory[TeamDailyCost]):
     class Meta:
         model = TeamDailyCost
 
@@ -145,6 +147,60 @@ class TeamDailyCostFactory(factory.django.DjangoModelFactory):
     provider_name = "AWS"
     billing_currency = "USD"
     amount = Decimal("1")
+
+
+# --- serving endpoints: pods, their ledger rows and their hourly usage ---------------------------
+
+
+def serving_pod(name: str, endpoint: str, node: str = "gpu-node-01") -> JobRecord:
+    """A pod of the `serving` namespace on cluster k8s-1 behind `endpoint`."""
+    return JobRecordFactory.create(
+        cluster="k8s-1",
+        job_id=f"serving/{name}",
+        namespace="serving",
+        endpoint=endpoint,
+        nodes=[node],
+        run_id="",
+    )
+
+
+def ledger_row(
+    job: JobRecord | None,
+    team: Team | None,
+    day: dt.date,
+    amount: str,
+    node: str = "gpu-node-01",
+    category: str = Category.INFERENCE,
+) -> AllocatedCost:
+    return AllocatedCostFactory.create(
+        job=job, team=team, day=day, amount=Decimal(amount), node=node, category=category
+    )
+
+
+def usage_hour(
+    batch: ImportBatch,
+    endpoint: str,
+    day: dt.date,
+    hour: int,
+    requests: int,
+    prompt: int,
+    generation: int,
+    pod: str = "",
+) -> InferenceUsage:
+    """One hour of an endpoint's counters (a pod's when `pod` is given) from `hour`:00 UTC."""
+    start = dt.datetime.combine(day, dt.time(hour), UTC)
+    return InferenceUsage.objects.create(
+        batch=batch,
+        cluster="k8s-1",
+        endpoint=endpoint,
+        namespace="serving" if pod else "",
+        pod=pod,
+        window_start=start,
+        window_end=start + dt.timedelta(hours=1),
+        requests=requests,
+        prompt_tokens=prompt,
+        generation_tokens=generation,
+    )
 
 
 # --- a consistent month of data ------------------------------------------------------------
@@ -161,8 +217,8 @@ class Scenario:
     allocations: list[AllocatedCost] = field(default_factory=list)
     runs: list[RunCost] = field(default_factory=list)
     jobs: list[JobRecord] = field(default_factory=list)
-    # The run with a "/" and a space in its id, owned by `team`.
-    run: RunCost | None = None
+    # The run with a "/" and a space in its id, owned by `team` (set by build_month_scenario).
+    run: RunCost = field(init=False)
 
 
 def _rollup_daily(allocations: list[AllocatedCost]) -> list[TeamDailyCost]:
@@ -193,7 +249,7 @@ def build_month_scenario(*, team: Team, other_team: Team, month: dt.date = MONTH
     Azure az-1      EUR: billed 50
     """
     sc = Scenario(month=month, team=team, other_team=other_team)
-    batch = ImportBatchFactory(source="aws-cur", billing_periods=[month.strftime("%Y-%m")])
+    batch = ImportBatchFactory.create(source="aws-cur", billing_periods=[month.strftime("%Y-%m")])
     aws = {"provider_name": "AWS", "billing_account_id": "111111111111"}
     gcp = {"provider_name": "GCP", "billing_account_id": "billing-1"}
     azure = {"provider_name": "Azure", "billing_account_id": "az-1"}
@@ -208,23 +264,25 @@ def build_month_scenario(*, team: Team, other_team: Team, month: dt.date = MONTH
             "billing_currency": "EUR",
         },
     ):
-        sc.line_items.append(CostLineItemFactory(batch=batch, billing_period=month, **kwargs))
+        sc.line_items.append(
+            CostLineItemFactory.create(batch=batch, billing_period=month, **kwargs)
+        )
 
     run_id = "llama/7b v2"
-    job_ok = JobRecordFactory(
+    job_ok = JobRecordFactory.create(
         job_id="5001",
         run_id=run_id,
         state="COMPLETED",
         nodes=["gpu-node-01", "gpu-node-02"],
         gpus=Decimal(16),
     )
-    job_failed = JobRecordFactory(job_id="5002", run_id=run_id, state="FAILED")
-    job_other = JobRecordFactory(job_id="6001", run_id="asr-1")
+    job_failed = JobRecordFactory.create(job_id="5002", run_id=run_id, state="FAILED")
+    job_other = JobRecordFactory.create(job_id="6001", run_id="asr-1")
     sc.jobs = [job_ok, job_failed, job_other]
 
     day1 = month.replace(day=3)
     day2 = month.replace(day=4)
-    ledger = [
+    ledger: list[dict[str, Any]] = [
         # AWS USD: 400.25 + 100 + 300 + 50 + 150.50 + 120 + 80 = 1200.75
         {
             **aws,
@@ -307,11 +365,11 @@ def build_month_scenario(*, team: Team, other_team: Team, month: dt.date = MONTH
     ]
     for kwargs in ledger:
         sc.allocations.append(
-            AllocatedCostFactory(billing_period=month, source_batch=batch, **kwargs)
+            AllocatedCostFactory.create(billing_period=month, source_batch=batch, **kwargs)
         )
     _rollup_daily(sc.allocations)
 
-    sc.run = RunCostFactory(
+    sc.run = RunCostFactory.create(
         billing_period=month,
         team=team,
         run_id=run_id,
@@ -321,7 +379,7 @@ def build_month_scenario(*, team: Team, other_team: Team, month: dt.date = MONTH
         jobs=2,
         failed_jobs=1,
     )
-    other_run = RunCostFactory(
+    other_run = RunCostFactory.create(
         billing_period=month,
         team=other_team,
         run_id="asr-1",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from tests.factories import ImportBatchFactory, build_month_scenario
+from tests.factories import ImportBatchFactory, Scenario
 
 PAGES = [
     "/",
@@ -30,32 +31,30 @@ API = [
 ]
 
 
-@pytest.fixture
-def scenario(team, other_team):
-    return build_month_scenario(team=team, other_team=other_team)
-
-
 @pytest.mark.parametrize("url", PAGES)
-def test_anonymous_pages_redirect_to_login(client, scenario, url):
+def test_anonymous_pages_redirect_to_login(client: Client, scenario: Scenario, url: str) -> None:
     response = client.get(url)
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login") + "?next=")
 
 
 @pytest.mark.parametrize("url", API)
-def test_anonymous_api_is_refused(scenario, url):
+def test_anonymous_api_is_refused(scenario: Scenario, url: str) -> None:
     response = APIClient().get(url)
     assert response.status_code in (401, 403)
-    assert b"llama" not in response.content and b"Vision" not in response.content
+    assert b"llama" not in response.content
+    assert b"Vision" not in response.content
 
 
-def test_login_page_renders(client):
+def test_login_page_renders(client: Client) -> None:
     response = client.get(reverse("login"))
     assert response.status_code == 200
     assert b'name="csrfmiddlewaretoken"' in response.content
 
 
-def test_lead_is_kept_out_of_other_teams_and_finance_pages(client, lead_user, scenario):
+def test_lead_is_kept_out_of_other_teams_and_finance_pages(
+    client: Client, lead_user: User, scenario: Scenario
+) -> None:
     client.force_login(lead_user)
     assert client.get("/teams/vision/?month=2025-09").status_code == 200
     assert client.get("/runs/vision/llama/7b%20v2/?month=2025-09").status_code == 200
@@ -65,7 +64,9 @@ def test_lead_is_kept_out_of_other_teams_and_finance_pages(client, lead_user, sc
     assert client.get("/imports/").status_code == 403
 
 
-def test_lead_api_is_filtered_and_finance_endpoints_refused(lead_user, scenario):
+def test_lead_api_is_filtered_and_finance_endpoints_refused(
+    lead_user: User, scenario: Scenario
+) -> None:
     api = APIClient()
     api.force_authenticate(lead_user)
     assert api.get("/api/v1/teams/speech/").status_code == 404
@@ -75,7 +76,9 @@ def test_lead_api_is_filtered_and_finance_endpoints_refused(lead_user, scenario)
     assert [r["team"] for r in runs] == ["vision"]
 
 
-def test_user_without_profile_sees_no_team(client, django_user_model, scenario):
+def test_user_without_profile_sees_no_team(
+    client: Client, django_user_model: type[User], scenario: Scenario
+) -> None:
     nobody = django_user_model.objects.create_user("nobody", password="nobody-pass-123")
     client.force_login(nobody)
     assert client.get("/teams/vision/").status_code == 404
@@ -83,15 +86,17 @@ def test_user_without_profile_sees_no_team(client, django_user_model, scenario):
     assert b"Vision" not in client.get("/?month=2025-09").content
 
 
-def test_superuser_counts_as_finance(client, django_user_model, scenario):
+def test_superuser_counts_as_finance(
+    client: Client, django_user_model: type[User], scenario: Scenario
+) -> None:
     admin = django_user_model.objects.create_superuser("root", password="root-pass-123")
     client.force_login(admin)
     assert client.get("/teams/speech/?month=2025-09").status_code == 200
     assert client.get("/reconciliation/?month=2025-09").status_code == 200
 
 
-def test_token_auth_works(lead_user, finance_user, scenario):
-    ImportBatchFactory()
+def test_token_auth_works(lead_user: User, finance_user: User, scenario: Scenario) -> None:
+    ImportBatchFactory.create()
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=lead_user).key)
     assert [t["slug"] for t in api.get("/api/v1/teams/").json()["results"]] == ["vision"]
@@ -103,7 +108,7 @@ def test_token_auth_works(lead_user, finance_user, scenario):
     assert api.get("/api/v1/teams/").status_code in (401, 403)
 
 
-def test_csrf_enforced_on_login_and_logout(finance_user):
+def test_csrf_enforced_on_login_and_logout(finance_user: User) -> None:
     client = Client(enforce_csrf_checks=True)
     response = client.post(reverse("login"), {"username": "fin", "password": "fin-password-123"})
     assert response.status_code == 403
@@ -123,7 +128,7 @@ def test_csrf_enforced_on_login_and_logout(finance_user):
     assert client.get("/").status_code == 302
 
 
-def test_session_api_write_needs_csrf(finance_user):
+def test_session_api_write_needs_csrf(finance_user: User) -> None:
     # Read-only API, but session-authenticated unsafe methods must still hit the CSRF check.
     client = APIClient(enforce_csrf_checks=True)
     # django-axes needs the request to authenticate against.

@@ -8,12 +8,14 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 
 from finops.anomalies.models import Anomaly
 from finops.anomalies.services import anomalies_detect, anomaly_status_change
 from finops.anomalies.tasks import detect_anomalies_for_month
 from finops.attribution.models import AllocatedCost
+from finops.org.models import Team
 from tests import anomaly_ledger as ledger
 
 pytestmark = pytest.mark.django_db
@@ -21,15 +23,17 @@ pytestmark = pytest.mark.django_db
 SINCE = ledger.START + dt.timedelta(days=20)
 
 
-def test_a_spike_is_one_anomaly_with_its_run_as_driver(team) -> None:
+def test_a_spike_is_one_anomaly_with_its_run_as_driver(team: Team) -> None:
     ledger.build(team)
     summary = anomalies_detect(since=SINCE)
 
     # The team, provider and service series all see it: one anomaly per team and event.
     anomaly = Anomaly.objects.get()
     assert summary.created == 1
-    assert anomaly.team == team and anomaly.series_kind == "team"
-    assert anomaly.kind == "spike" and anomaly.status == "new"
+    assert anomaly.team == team
+    assert anomaly.series_kind == "team"
+    assert anomaly.kind == "spike"
+    assert anomaly.status == "new"
     assert anomaly.first_day == anomaly.last_day == ledger.SPIKE_DAY
     assert anomaly.actual == ledger.day_total(team, ledger.SPIKE_DAY)
     assert anomaly.impact == anomaly.actual - anomaly.expected
@@ -37,13 +41,15 @@ def test_a_spike_is_one_anomaly_with_its_run_as_driver(team) -> None:
     assert ledger.BASE * Decimal("0.97") <= anomaly.expected <= ledger.BASE * Decimal("1.03")
     drivers = list(anomaly.drivers.all())
     assert (drivers[0].dimension, drivers[0].key) == ("run", "run-b")
-    assert drivers[0].actual == ledger.SPIKE and drivers[0].expected == 0
+    assert drivers[0].actual == ledger.SPIKE
+    assert drivers[0].expected == 0
     assert sum(d.delta for d in drivers) + anomaly.unexplained == anomaly.impact
     assert anomaly.currency == "USD"
-    assert anomaly.chart and {"day", "actual", "expected", "low", "high"} <= set(anomaly.chart[0])
+    assert anomaly.chart
+    assert {"day", "actual", "expected", "low", "high"} <= set(anomaly.chart[0])
 
 
-def test_a_rerun_changes_nothing(team) -> None:
+def test_a_rerun_changes_nothing(team: Team) -> None:
     ledger.build(team)
     anomalies_detect(since=SINCE)
     before = list(Anomaly.objects.values())
@@ -56,8 +62,9 @@ def test_a_rerun_changes_nothing(team) -> None:
     assert list(Anomaly.objects.get().drivers.values()) == drivers
 
 
-def test_a_restated_bill_updates_the_anomaly_in_place(team) -> None:
+def test_a_restated_bill_updates_the_anomaly_in_place(team: Team) -> None:
     spike_row = ledger.build(team)
+    assert spike_row is not None
     anomalies_detect(since=SINCE)
     anomaly = Anomaly.objects.get()
 
@@ -66,21 +73,27 @@ def test_a_restated_bill_updates_the_anomaly_in_place(team) -> None:
     summary = anomalies_detect(since=SINCE)
 
     restated = Anomaly.objects.get()
-    assert restated.pk == anomaly.pk and summary.updated == 1
+    assert restated.pk == anomaly.pk
+    assert summary.updated == 1
     assert restated.actual == ledger.day_total(team, ledger.SPIKE_DAY)
     assert restated.drivers.get(position=0).actual == Decimal("4500")
 
 
-def test_a_restatement_that_takes_the_event_away_removes_an_untouched_anomaly(team) -> None:
+def test_a_restatement_that_takes_the_event_away_removes_an_untouched_anomaly(team: Team) -> None:
     spike_row = ledger.build(team)
+    assert spike_row is not None
     anomalies_detect(since=SINCE)
     spike_row.delete()
     summary = anomalies_detect(since=SINCE)
-    assert summary.deleted == 1 and not Anomaly.objects.exists()
+    assert summary.deleted == 1
+    assert not Anomaly.objects.exists()
 
 
-def test_an_acknowledged_anomaly_is_kept_when_its_event_goes_away(team, lead_user) -> None:
+def test_an_acknowledged_anomaly_is_kept_when_its_event_goes_away(
+    team: Team, lead_user: User
+) -> None:
     spike_row = ledger.build(team)
+    assert spike_row is not None
     anomalies_detect(since=SINCE)
     anomaly = Anomaly.objects.get()
     anomaly_status_change(anomaly_id=anomaly.pk, status="acknowledged", comment="on it",
@@ -90,15 +103,17 @@ def test_an_acknowledged_anomaly_is_kept_when_its_event_goes_away(team, lead_use
     assert Anomaly.objects.get().status == "acknowledged"
 
 
-def test_level_shift_marked_expected_is_the_new_normal(team, finance_user) -> None:
+def test_level_shift_marked_expected_is_the_new_normal(team: Team, finance_user: User) -> None:
     ledger.build(team, spike=None)
     end = ledger.START + dt.timedelta(days=ledger.DAYS)
     for i in range(10):  # ten more days at twice the level
         ledger.row(team, end + dt.timedelta(days=i), ledger.BASE * 2, run_id="run-a")
     anomalies_detect(since=SINCE)
     shift = Anomaly.objects.get()
-    assert shift.kind == "level_shift" and shift.ongoing
-    assert shift.first_day == end and shift.last_day == end + dt.timedelta(days=9)
+    assert shift.kind == "level_shift"
+    assert shift.ongoing
+    assert shift.first_day == end
+    assert shift.last_day == end + dt.timedelta(days=9)
 
     anomaly_status_change(anomaly_id=shift.pk, status="expected", comment="new cluster",
                           user=finance_user)  # fmt: skip
@@ -107,12 +122,14 @@ def test_level_shift_marked_expected_is_the_new_normal(team, finance_user) -> No
         ledger.row(team, later + dt.timedelta(days=i), ledger.BASE * 2, run_id="run-a")
     summary = anomalies_detect(since=SINCE)
 
-    assert summary.created == 0 and Anomaly.objects.count() == 1
+    assert summary.created == 0
+    assert Anomaly.objects.count() == 1
     frozen = Anomaly.objects.get()
-    assert frozen.status == "expected" and frozen.last_day == shift.last_day
+    assert frozen.status == "expected"
+    assert frozen.last_day == shift.last_day
 
 
-def test_new_service_is_a_new_cost_source(team) -> None:
+def test_new_service_is_a_new_cost_source(team: Team) -> None:
     ledger.build(team, spike=None)
     # A new service at 30 a day from day 30: too small to move the team's 1,000 a day, and
     # not a spike of its own series (it has none before), but 30 x 10 days clears 100.
@@ -128,32 +145,35 @@ def test_new_service_is_a_new_cost_source(team) -> None:
     assert anomaly.expected == 0
 
 
-def test_command_twice_changes_nothing(team) -> None:
+def test_command_twice_changes_nothing(team: Team) -> None:
     ledger.build(team)
     call_command("detect_anomalies", "--since", SINCE.isoformat())
     first = list(Anomaly.objects.values())
     call_command("detect_anomalies", "--since", SINCE.isoformat())
-    assert list(Anomaly.objects.values()) == first and len(first) == 1
+    assert list(Anomaly.objects.values()) == first
+    assert len(first) == 1
 
 
-def test_command_default_is_the_last_35_days_of_the_ledger(team) -> None:
+def test_command_default_is_the_last_35_days_of_the_ledger(team: Team) -> None:
     ledger.build(team)
     call_command("detect_anomalies")
     assert Anomaly.objects.count() == 1
 
 
-def test_month_task_is_idempotent_and_limited_to_its_month(team) -> None:
+def test_month_task_is_idempotent_and_limited_to_its_month(team: Team) -> None:
     ledger.build(team)
     month = ledger.SPIKE_DAY.strftime("%Y-%m")
     result = detect_anomalies_for_month(month, pipeline_run_id=7)
     again = detect_anomalies_for_month(month)
-    assert result["created"] == 1 and again["created"] == 0 and again["updated"] == 0
+    assert result["created"] == 1
+    assert again["created"] == 0
+    assert again["updated"] == 0
     assert result["pipeline_run_id"] == 7
     assert detect_anomalies_for_month("2025-08")["created"] == 0
     assert Anomaly.objects.count() == 1
 
 
-def test_other_currency_rows_are_converted_to_the_reporting_currency(team) -> None:
+def test_other_currency_rows_are_converted_to_the_reporting_currency(team: Team) -> None:
     from finops.currency.models import FxRate
 
     ledger.build(team, spike=None)
@@ -176,4 +196,5 @@ def test_detection_and_digests_run_daily_from_beat() -> None:
     for task in (detect_anomalies_recent, send_anomaly_digests):
         entry = tasks[task.name]
         assert entry["options"]["expires"] < 24 * 3600
-        assert len(entry["schedule"].hour) == 1 and len(entry["schedule"].minute) == 1
+        assert len(entry["schedule"].hour) == 1
+        assert len(entry["schedule"].minute) == 1

@@ -63,7 +63,8 @@ def test_nothing_is_flagged_in_the_first_14_days() -> None:
 
 def test_history_starts_with_the_series_first_cost() -> None:
     # 20 empty days, then a series: its own 14 days of warm-up count from its first cost.
-    values: list[Decimal | None] = [D(0)] * 20 + flat(20)
+    values: list[Decimal | None] = [D(0) for _ in range(20)]
+    values += flat(20)
     values[20 + 10] = D("5000")
     assert detect(days(40), values).events == []
 
@@ -112,7 +113,8 @@ def test_level_shift_still_going_is_ongoing_and_grows_day_by_day() -> None:
         values[i] = D("2000") * WIGGLE[i % 5]
     [shorter] = detect(days(40), values[:40]).events
     [longer] = detect(days(45), values).events
-    assert shorter.ongoing and longer.ongoing
+    assert shorter.ongoing
+    assert longer.ongoing
     assert shorter.first == longer.first
     assert longer.last == shorter.last + dt.timedelta(days=5)
 
@@ -126,7 +128,8 @@ def test_marked_expected_level_shift_becomes_the_new_baseline() -> None:
     assert detection.events == []
     # And the days after it are expected at the new level.
     last = detection.fits[-1]
-    assert last.expected is not None and D("1900") <= last.expected <= D("2100")
+    assert last.expected is not None
+    assert D("1900") <= last.expected <= D("2100")
 
 
 def test_gradual_growth_does_not_alert() -> None:
@@ -172,7 +175,8 @@ def test_weights_turn_a_rate_into_money() -> None:
     values[30] = D("8.00")
     weights = [D(50)] * 40
     [event] = detect(days(40), values, weights=weights).events
-    assert event.actual == D("400.00") and event.expected == D("200.00")
+    assert event.actual == D("400.00")
+    assert event.expected == D("200.00")
 
 
 def test_new_source_after_warm_up_costing_above_floor() -> None:
@@ -200,8 +204,10 @@ def test_drivers_name_the_cell_that_changed() -> None:
     actual = {("run", "a"): D("500"), ("run", "b"): D("2500"), ("service", "S3"): D("100")}
     baseline = {("run", "a"): D("5000"), ("service", "S3"): D("1000")}
     drivers, unexplained = split_drivers(actual, baseline, D("600"))
-    assert drivers[0].dimension == "run" and drivers[0].key == "b"
-    assert drivers[0].expected == 0 and drivers[0].delta == D("2500")
+    assert drivers[0].dimension == "run"
+    assert drivers[0].key == "b"
+    assert drivers[0].expected == 0
+    assert drivers[0].delta == D("2500")
     assert sum(d.delta for d in drivers) + unexplained == D("3100") - D("600")
 
 
@@ -219,7 +225,12 @@ cells = st.dictionaries(
 
 
 @given(actual=cells, baseline=cells, expected=money_values, limit=st.integers(1, 12))
-def test_drivers_plus_unexplained_equal_the_impact_exactly(actual, baseline, expected, limit):
+def test_drivers_plus_unexplained_equal_the_impact_exactly(
+    actual: dict[tuple[str, str], Decimal],
+    baseline: dict[tuple[str, str], Decimal],
+    expected: Decimal,
+    limit: int,
+) -> None:
     drivers, unexplained = split_drivers(actual, baseline, expected, limit=limit)
     assert len(drivers) <= limit
     assert (
@@ -233,7 +244,9 @@ def test_drivers_plus_unexplained_equal_the_impact_exactly(actual, baseline, exp
     total=money_values,
     weights=st.lists(st.decimals(min_value=0, max_value=10**6, places=3), min_size=1, max_size=20),
 )
-def test_allocate_sums_to_the_total_when_any_weight_is_positive(total, weights):
+def test_allocate_sums_to_the_total_when_any_weight_is_positive(
+    total: Decimal, weights: list[Decimal]
+) -> None:
     shares = allocate(total, weights)
     if any(w > 0 for w in weights):
         assert sum(shares, D(0)) == total

@@ -8,12 +8,13 @@ import datetime as dt
 import pytest
 from django.contrib.auth.models import User
 from django.utils import timezone
+from pytest_django import Settings
 
 from finops.anomalies.emails import digests_send
 from finops.anomalies.models import Anomaly
 from finops.anomalies.services import anomalies_detect
 from finops.notifications.models import NotificationPreference
-from finops.org.models import Profile
+from finops.org.models import Profile, Team
 from tests import anomaly_ledger as ledger
 from tests.conftest import CapturedMail
 
@@ -23,7 +24,7 @@ SINCE = ledger.START + dt.timedelta(days=20)
 
 
 @pytest.fixture
-def people(team, other_team, settings):
+def people(team: Team, other_team: Team, settings: Settings) -> tuple[User, User]:
     settings.SITE_URL = "https://finops.example"
     lead = User.objects.create_user("lead", email="lead@example.com", password="x-123456789")
     Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(team)
@@ -34,7 +35,9 @@ def people(team, other_team, settings):
     return lead, finance
 
 
-def test_lead_and_finance_get_one_email_each_once(team, people, smtp_server: CapturedMail):
+def test_lead_and_finance_get_one_email_each_once(
+    team: Team, people: tuple[User, User], smtp_server: CapturedMail
+) -> None:
     ledger.build(team)
     anomalies_detect(since=SINCE)
     anomalies_detect(since=SINCE)  # a re-run sends nothing again
@@ -44,12 +47,16 @@ def test_lead_and_finance_get_one_email_each_once(team, people, smtp_server: Cap
     assert len(smtp_server.to("fin@example.com")) == 1
     assert smtp_server.to("other@example.com") == []  # another team's lead
     content = smtp_server.to("lead@example.com")[0].decode()
-    assert "multipart/alternative" in content and "text/html" in content
-    assert "run-b" in content and "Unexplained" in content
+    assert "multipart/alternative" in content
+    assert "text/html" in content
+    assert "run-b" in content
+    assert "Unexplained" in content
     assert f"https://finops.example/anomalies/{anomaly.pk}/" in content
 
 
-def test_digest_reader_gets_no_single_email_but_one_digest(team, people, smtp_server):
+def test_digest_reader_gets_no_single_email_but_one_digest(
+    team: Team, people: tuple[User, User], smtp_server: CapturedMail
+) -> None:
     lead, _ = people
     NotificationPreference.objects.create(
         user=lead, anomaly_mode=NotificationPreference.AnomalyMode.DIGEST
@@ -63,5 +70,6 @@ def test_digest_reader_gets_no_single_email_but_one_digest(team, people, smtp_se
     assert digests_send(day=today) == 1
     assert digests_send(day=today) == 0
     [digest] = smtp_server.to("lead@example.com")
-    assert b"Cost anomalies found on" in digest and b"Vision" in digest
+    assert b"Cost anomalies found on" in digest
+    assert b"Vision" in digest
     assert digests_send(day=today - dt.timedelta(days=1)) == 0  # nothing created that day

@@ -79,7 +79,8 @@ def test_a_new_sku_is_the_sku_and_resource_driver_of_the_jump(team, other_team, 
     skus = _by(anomaly, "sku")
     assert set(skus) == {"SKU-A", "SKU-B", "SKU-M"}
     assert skus["SKU-B"] == (NEW_SKU_COST, D(0), NEW_SKU_COST)
-    assert skus["SKU-A"][0] == vision_cost(EVENT_DAY) and skus["SKU-M"][0] == D(1)
+    assert skus["SKU-A"][0] == vision_cost(EVENT_DAY)
+    assert skus["SKU-M"][0] == D(1)
     assert skus["SKU-A"][1] + skus["SKU-M"][1] == anomaly.expected
     # The old SKUs are expected at about their baseline: 1 a day for the monthly line.
     assert abs(skus["SKU-M"][1] - 1) < D("0.05")
@@ -146,7 +147,8 @@ def test_tagged_and_shared_rows_take_only_their_own_lines() -> None:
 def test_signed_split_adds_up_exactly() -> None:
     # 10 over weights 1:1:1 -> 3.333...; the last unit of 10^-12 goes to the first.
     parts = split_signed(D(10), [D(1), D(1), D(1)])
-    assert parts is not None and sum(parts) == D(10)
+    assert parts is not None
+    assert sum(parts) == D(10)
     assert parts[0] - parts[1] == D("1e-12")
     # A credit among the lines keeps its sign: 8 over (10, -2) -> 10 and -2.
     assert split_signed(D(8), [D(10), D(-2)]) == [D(10), D(-2)]
@@ -218,7 +220,8 @@ def test_the_api_shows_each_dimension_and_its_rest(team, other_team, finance_use
     impact = D(item["impact"])
     for dimension, rest in (("sku", "unexplained_sku"), ("resource", "unexplained_resource")):
         deltas = [D(d["delta"]) for d in item["drivers"] if d["dimension"] == dimension]
-        assert deltas and sum(deltas) + D(item[rest]) == impact
+        assert deltas
+        assert sum(deltas) + D(item[rest]) == impact
     usage = [D(d["delta"]) for d in item["drivers"] if d["dimension"] not in ("sku", "resource")]
     assert sum(usage) + D(item["unexplained"]) == impact
 
@@ -233,4 +236,6 @@ def test_the_page_and_email_show_each_breakdown_with_its_rest(team, other_team, 
         assert f'data-testid="{testid}"' in page
     by_sku = page[page.index('data-testid="drivers-by-sku"') :]
     by_sku = by_sku[: by_sku.index("</table>")]
-    assert "SKU-B" in by_sku and "i-b" not in by_sku and "Unexplained" in by_sku
+    assert "SKU-B" in by_sku
+    assert "i-b" not in by_sku
+    assert "Unexplained" in by_sku

@@ -7,10 +7,14 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.anomalies.models import Anomaly, AnomalyStatusChange
 from finops.anomalies.services import anomalies_detect
+from finops.org.models import Team
 from tests import anomaly_ledger as ledger
 from tests.chromium import _body, _login, _wait_for_text
 
@@ -18,24 +22,26 @@ SINCE = ledger.START + dt.timedelta(days=20)
 
 
 @pytest.fixture
-def spike(team) -> Anomaly:
+def spike(team: Team) -> Anomaly:
     ledger.build(team)
     anomalies_detect(since=SINCE)
     return Anomaly.objects.get()
 
 
-def logged_in(user) -> Client:
+def logged_in(user: User) -> Client:
     client = Client()
     client.force_login(user)
     return client
 
 
 @pytest.mark.django_db
-def test_list_shows_the_anomaly_and_filters(spike, finance_user) -> None:
+def test_list_shows_the_anomaly_and_filters(spike: Anomaly, finance_user: User) -> None:
     client = logged_in(finance_user)
     page = client.get("/anomalies/").content.decode()
     assert f'data-testid="anomaly-row-{spike.pk}"' in page
-    assert "Vision" in page and "USD" in page and spike.get_severity_display() in page
+    assert "Vision" in page
+    assert "USD" in page
+    assert spike.get_severity_display() in page
     assert (
         f'data-testid="anomaly-row-{spike.pk}"'
         not in client.get("/anomalies/", {"status": "resolved"}).content.decode()
@@ -57,26 +63,31 @@ def test_list_shows_the_anomaly_and_filters(spike, finance_user) -> None:
 
 
 @pytest.mark.django_db
-def test_detail_has_chart_table_drivers_and_workflow(spike, lead_user) -> None:
+def test_detail_has_chart_table_drivers_and_workflow(spike: Anomaly, lead_user: User) -> None:
     client = logged_in(lead_user)
     page = client.get(f"/anomalies/{spike.pk}/").content.decode()
-    assert 'data-chart="anomaly-series"' in page and 'id="anomaly-series"' in page
-    assert "Band high" in page and "run-b" in page and "Unexplained" in page
+    assert 'data-chart="anomaly-series"' in page
+    assert 'id="anomaly-series"' in page
+    assert "Band high" in page
+    assert "run-b" in page
+    assert "Unexplained" in page
     assert "<script>" not in page  # no inline script (CSP)
 
     response = client.post(f"/anomalies/{spike.pk}/", {"status": "acknowledged", "comment": ""})
-    assert response.status_code == 200 and AnomalyStatusChange.objects.count() == 0
+    assert response.status_code == 200
+    assert AnomalyStatusChange.objects.count() == 0
     response = client.post(
         f"/anomalies/{spike.pk}/", {"status": "acknowledged", "comment": "checking run-b"}
     )
     assert response.status_code == 302
     change = AnomalyStatusChange.objects.get()
-    assert change.user == lead_user and change.comment == "checking run-b"
+    assert change.user == lead_user
+    assert change.comment == "checking run-b"
     assert Anomaly.objects.get().status == "acknowledged"
 
 
 @pytest.mark.django_db
-def test_other_teams_lead_cannot_see_it(spike, other_team) -> None:
+def test_other_teams_lead_cannot_see_it(spike: Anomaly, other_team: Team) -> None:
     from django.contrib.auth.models import User
 
     from finops.org.models import Profile
@@ -90,11 +101,12 @@ def test_other_teams_lead_cannot_see_it(spike, other_team) -> None:
 
 
 @pytest.mark.django_db
-def test_overview_and_team_pages_link_to_open_anomalies(spike, finance_user) -> None:
+def test_overview_and_team_pages_link_to_open_anomalies(spike: Anomaly, finance_user: User) -> None:
     client = logged_in(finance_user)
     month = ledger.SPIKE_DAY.strftime("%Y-%m")
     overview = client.get("/", {"month": month}).content.decode()
-    assert 'data-testid="open-anomalies"' in overview and "1 open cost anomaly" in overview
+    assert 'data-testid="open-anomalies"' in overview
+    assert "1 open cost anomaly" in overview
     team_page = client.get("/teams/vision/", {"month": month}).content.decode()
     assert "/anomalies/?status=open&amp;team=vision" in team_page
     assert "1 open cost anomaly" in team_page
@@ -102,7 +114,9 @@ def test_overview_and_team_pages_link_to_open_anomalies(spike, finance_user) -> 
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_browser_chart_and_status_change(browser, live_server, team, finance_user):
+def test_browser_chart_and_status_change(
+    browser: WebDriver, live_server: LiveServer, team: Team, finance_user: User
+) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select
 

@@ -110,19 +110,24 @@ def test_the_pipeline_step_finds_the_jump_once_and_emails_once(
     _wait(_all_sent, "the anomaly emails")
 
     anomaly = Anomaly.objects.get()  # speech's steady cost is no anomaly
-    assert anomaly.team == team and anomaly.first_day == anomaly.last_day == EVENT_DAY
+    assert anomaly.team == team
+    assert anomaly.first_day == anomaly.last_day == EVENT_DAY
     assert anomaly.actual == D(100) * WIGGLE[28 % 5] + D(500)
     skus = {d.key: d.delta for d in anomaly.drivers.filter(dimension="sku")}
-    assert skus["SKU-B"] == D(500) and "SKU-C" not in skus
+    assert skus["SKU-B"] == D(500)
+    assert "SKU-C" not in skus
     assert sum(skus.values()) + anomaly.unexplained_sku == anomaly.impact
-    assert len(smtp_server.to(LEAD)) == 1 and len(smtp_server.to(FIN)) == 1
+    assert len(smtp_server.to(LEAD)) == 1
+    assert len(smtp_server.to(FIN)) == 1
     assert f"https://finops.example/anomalies/{anomaly.pk}/".encode() in smtp_server.to(LEAD)[0]
     log = worker_with_smtp.read_text()
-    assert "detect_anomalies_for_month" in log and "send_notification" in log
+    assert "detect_anomalies_for_month" in log
+    assert "send_notification" in log
 
     # The month's pipeline again (the attribute command waits for it): nothing new.
     call_command("attribute", "--month", "2025-10", stdout=io.StringIO())
     _wait(_pipeline_done, "the second October pipeline")
     assert Anomaly.objects.get().pk == anomaly.pk
     assert EmailNotification.objects.count() == 2
-    assert len(smtp_server.to(LEAD)) == 1 and len(smtp_server.to(FIN)) == 1
+    assert len(smtp_server.to(LEAD)) == 1
+    assert len(smtp_server.to(FIN)) == 1

@@ -18,11 +18,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from django.contrib.auth.models import User
 from drf_spectacular.generators import SchemaGenerator
+from pytest_django.live_server_helper import LiveServer
 
 from finops.anomalies.models import Anomaly, AnomalyDriver
+from finops.org.models import Team
 from finops.tokens.services import api_token_create
-from tests.factories import TeamDailyCostFactory, build_month_scenario
+from tests.factories import Scenario, TeamDailyCostFactory, build_month_scenario
 
 pytestmark = pytest.mark.fuzz
 
@@ -34,12 +37,12 @@ ST = Path(sys.executable).with_name("st")
 
 
 @pytest.fixture
-def fuzz_month(team, other_team):
+def fuzz_month(team: Team, other_team: Team) -> Scenario:
     """build_month_scenario's month (three providers, two currencies, runs, jobs) plus a
     month of daily rollups and an anomaly with a driver for the detail routes."""
     scenario = build_month_scenario(team=team, other_team=other_team)
     for day in range(1, 31):
-        TeamDailyCostFactory(team=team, day=scenario.month.replace(day=day))
+        TeamDailyCostFactory.create(team=team, day=scenario.month.replace(day=day))
     first = dt.date(2025, 9, 10)
     anomaly = Anomaly.objects.create(
         identity=f"{team.pk}|team||{first}", team=team, series_kind="team", kind="spike",
@@ -77,7 +80,14 @@ def _fuzz(schema: Path, base_url: str, key: str, report: Path) -> subprocess.Com
 
 
 @pytest.mark.parametrize("who", ["finance", "lead"])
-def test_fuzz_every_operation(who, live_server, fuzz_month, finance_user, lead_user, tmp_path):
+def test_fuzz_every_operation(
+    who: str,
+    live_server: LiveServer,
+    fuzz_month: Scenario,
+    finance_user: User,
+    lead_user: User,
+    tmp_path: Path,
+) -> None:
     user = finance_user if who == "finance" else lead_user
     key = api_token_create(user=user, name=f"fuzz {who}").key
     result = _fuzz(_schema_file(tmp_path), live_server.url, key, tmp_path)

@@ -8,6 +8,8 @@ reconciliation. A page is at most MAX_LIMIT rows.
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -21,7 +23,7 @@ MONTHS = ["/api/v1/costs/", "/api/v1/endpoints/", "/api/v1/reconciliation/", "/a
 
 
 @pytest.fixture
-def api(finance_user) -> APIClient:
+def api(finance_user: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(finance_user)
     return client
@@ -29,7 +31,7 @@ def api(finance_user) -> APIClient:
 
 @pytest.mark.parametrize("url", LISTS)
 @pytest.mark.parametrize("value", ["9223372036854775808", "-1", "0", "ten", str(MAX_LIMIT + 1)])
-def test_out_of_range_limit_is_400_naming_it(api, url, value):
+def test_out_of_range_limit_is_400_naming_it(api: APIClient, url: str, value: str) -> None:
     response = api.get(url, {"limit": value})
     assert response.status_code == 400, response.content
     assert "limit" in response.json()
@@ -37,14 +39,14 @@ def test_out_of_range_limit_is_400_naming_it(api, url, value):
 
 @pytest.mark.parametrize("url", LISTS)
 @pytest.mark.parametrize("value", ["9223372036854775808", "-5", "x"])
-def test_out_of_range_offset_is_400_naming_it(api, url, value):
+def test_out_of_range_offset_is_400_naming_it(api: APIClient, url: str, value: str) -> None:
     response = api.get(url, {"offset": value})
     assert response.status_code == 400, response.content
     assert "offset" in response.json()
 
 
-def test_page_size_is_capped_and_limits_inside_it_work(api):
-    team = TeamFactory()
+def test_page_size_is_capped_and_limits_inside_it_work(api: APIClient) -> None:
+    team = TeamFactory.create()
     RunCostFactory.create_batch(3, team=team)
     rows = api.get("/api/v1/runs/", {"limit": 2, "offset": 1}).json()
     assert (rows["count"], len(rows["results"])) == (3, 2)
@@ -53,7 +55,7 @@ def test_page_size_is_capped_and_limits_inside_it_work(api):
 
 @pytest.mark.parametrize("url", MONTHS)
 @pytest.mark.parametrize("month", ["0000-01", "9999-12", "1969-12"])
-def test_month_out_of_range_is_400_naming_it(api, url, month):
+def test_month_out_of_range_is_400_naming_it(api: APIClient, url: str, month: str) -> None:
     response = api.get(url, {"month": month})
     assert response.status_code == 400, response.content
     assert "month" in response.json()
@@ -61,18 +63,22 @@ def test_month_out_of_range_is_400_naming_it(api, url, month):
 
 @pytest.mark.parametrize("month", ["0000-01", "9999-12"])
 @pytest.mark.parametrize("name", ["web:overview", "web:endpoints", "web:reconciliation"])
-def test_pages_answer_400_for_the_same_months(client, finance_user, name, month):
+def test_pages_answer_400_for_the_same_months(
+    client: Client, finance_user: User, name: str, month: str
+) -> None:
     client.force_login(finance_user)
     assert client.get(reverse(name), {"month": month}).status_code == 400
 
 
-def test_import_batch_list_still_pages(api):
+def test_import_batch_list_still_pages(api: APIClient) -> None:
     ImportBatchFactory.create_batch(3)
     body = api.get("/api/v1/import-batches/", {"limit": 1}).json()
-    assert body["count"] == 3 and len(body["results"]) == 1 and body["next"]
+    assert body["count"] == 3
+    assert len(body["results"]) == 1
+    assert body["next"]
 
 
-def _schema_gets(api) -> dict[str, list[str]]:
+def _schema_gets(api: APIClient) -> dict[str, list[str]]:
     """Every GET path of the published schema without a path parameter, with the names of its
     query parameters: a list or report added later is checked without editing this test."""
     response = api.get("/api/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json")
@@ -87,7 +93,7 @@ def _schema_gets(api) -> dict[str, list[str]]:
     return gets
 
 
-def test_every_paged_list_and_month_parameter_is_bounded(api):
+def test_every_paged_list_and_month_parameter_is_bounded(api: APIClient) -> None:
     gets = _schema_gets(api)
     paged = [path for path, params in gets.items() if "limit" in params]
     monthly = [path for path, params in gets.items() if "month" in params]

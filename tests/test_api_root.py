@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
-import pytest
+from django.contrib.auth.models import User
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
 
-def _collection_paths(patterns, prefix: str = "") -> set[str]:
+def _collection_paths(patterns: Sequence[URLPattern | URLResolver], prefix: str = "") -> set[str]:
     """Every routed path without a parameter, e.g. 'api/v1/costs/' (detail routes have one)."""
     paths: set[str] = set()
     for p in patterns:
@@ -33,14 +34,7 @@ def _api_v1_collections() -> set[str]:
     return names
 
 
-@pytest.fixture
-def finance_api(finance_user) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(finance_user)
-    return api
-
-
-def test_root_lists_the_plain_api_views(finance_api):
+def test_root_lists_the_plain_api_views(finance_api: APIClient) -> None:
     response = finance_api.get("/api/v1/")
     assert response.status_code == 200
     root = response.json()
@@ -49,7 +43,7 @@ def test_root_lists_the_plain_api_views(finance_api):
     assert root["schema"] == "http://testserver/api/schema/"
 
 
-def test_root_lists_every_endpoint_under_api_v1(finance_api):
+def test_root_lists_every_endpoint_under_api_v1(finance_api: APIClient) -> None:
     """Found from the URL configuration, so an endpoint added later without a root entry
     fails here."""
     collections = _api_v1_collections()
@@ -60,7 +54,7 @@ def test_root_lists_every_endpoint_under_api_v1(finance_api):
         assert root[name] == f"http://testserver/api/v1/{name}/"
 
 
-def test_every_root_link_answers(finance_api, finance_user):
+def test_every_root_link_answers(finance_api: APIClient, finance_user: User) -> None:
     """Each link on the root resolves to a view that answers the finance user (a 400 for a
     missing required ?month= is an answer; a 404 or 5xx is not)."""
     for name, url in finance_api.get("/api/v1/").json().items():
@@ -68,5 +62,5 @@ def test_every_root_link_answers(finance_api, finance_user):
         assert status in (200, 400), (name, status)
 
 
-def test_root_needs_authentication(db):
+def test_root_needs_authentication(db: None) -> None:
     assert APIClient().get("/api/v1/").status_code == 401

@@ -1,10 +1,11 @@
 """Golden scenarios for every attribution policy, computed by hand (DESIGN section 5).
 
-Each test writes the inputs in their real formats (a FOCUS CSV bill, `sacct --parsable2` output,
-a `kubectl get pods -o json` list, utilisation and inference usage CSVs), imports them with the
-real commands, runs `attribute --month 2025-06`, and reads the ledger (AllocatedCost), the
-rollups (TeamDailyCost, RunCost, EndpointCost) and the reconciliation API. Every expected amount
-is worked out in the comments from the inputs alone, never with the engine's helpers.
+Each test writes the inputs in their real formats (tests/attribution_inputs.py: a FOCUS CSV
+bill, `sacct --parsable2` output, a `kubectl get pods -o json` list; utilisation and inference
+usage CSVs), imports them with the real commands, runs `attribute --month 2025-06`, and reads
+the ledger (AllocatedCost), the rollups (TeamDailyCost, RunCost, EndpointCost) and the
+reconciliation API. Every expected amount is worked out in the comments from the inputs alone,
+never with the engine's helpers.
 
 Most GPU nodes are p5.48xlarge (8 H100). The billing month is June 2025; unless said otherwise a
 line is for 2025-06-03 and times are UTC (sacct prints the cluster's local time; the clusters here
@@ -13,12 +14,11 @@ are UTC).
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
-import json
 from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -41,139 +41,23 @@ from finops.attribution.models import (
 )
 from finops.inference.models import EndpointCost
 from finops.org.models import MappingRule, Profile, Team
+from tests.attribution_inputs import (
+    MONTH,
+    attribute,
+    ingest_bill,
+    ingest_pods,
+    ingest_sacct,
+    job,
+    line,
+    local,
+    pod,
+    utc,
+)
 
 pytestmark = pytest.mark.django_db
 
-MONTH = "2025-06"
 DAY = dt.date(2025, 6, 3)
-P5 = "p5.48xlarge"
 ZERO = Decimal(0)
-FOCUS_COLUMNS = [
-    "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd",
-    "BillingAccountId", "SubAccountId", "ProviderName", "ChargeCategory", "PricingCategory",
-    "ServiceCategory", "ServiceName", "ResourceId", "ResourceName", "x_InstanceType",
-    "BilledCost", "EffectiveCost", "BillingCurrency", "Tags",
-]  # fmt: skip
-SACCT_HEADER = (
-    "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
-)
-
-
-# --- inputs in their real formats -----------------------------------------------------------
-
-
-def utc(hour: float, day: int = 3, month: int = 6) -> str:
-    """FOCUS time: 2025-06-03T10:30:00Z for utc(10.5)."""
-    at = dt.datetime(2025, month, day, tzinfo=dt.UTC) + dt.timedelta(hours=hour)
-    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def local(hour: float, day: int = 3) -> str:
-    """sacct time (the cluster's wall clock, UTC here): 2025-06-03T10:30:00."""
-    return utc(hour, day)[:-1]
-
-
-def line(
-    cost: str, start: str, end: str, *, node: str = "", instance: str = P5,
-    provider: str = "AWS", account: str = "111111111111", sub: str = "",
-    charge: str = "Usage", category: str = "Compute",
-    service: str = "Amazon Elastic Compute Cloud", tags: dict[str, str] | None = None,
-) -> dict[str, str]:  # fmt: skip
-    """One FOCUS row of the June 2025 invoice; a GPU node when `node` is given."""
-    return {
-        "BillingPeriodStart": "2025-06-01T00:00:00Z",
-        "BillingPeriodEnd": "2025-07-01T00:00:00Z",
-        "ChargePeriodStart": start,
-        "ChargePeriodEnd": end,
-        "BillingAccountId": account,
-        "SubAccountId": sub,
-        "ProviderName": provider,
-        "ChargeCategory": charge,
-        "PricingCategory": "Standard",
-        "ServiceCategory": category,
-        "ServiceName": service,
-        "ResourceId": f"i-{node}" if node else "",
-        "ResourceName": node,
-        "x_InstanceType": instance if node else "",
-        "BilledCost": cost,
-        "EffectiveCost": cost,
-        "BillingCurrency": "USD",
-        "Tags": json.dumps(tags or {}),
-    }
-
-
-def ingest_bill(tmp_path: Path, rows: list[dict[str, str]]) -> None:
-    path = tmp_path / "focus-2025-06.csv"
-    with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=FOCUS_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    call_command(
-        "ingest_billing", "--format", "focus", str(path), "--no-attribute", stdout=StringIO()
-    )
-
-
-def job(
-    job_id: str, account: str, state: str, start: str, end: str, gpus: int, nodes: str,
-    *, name: str = "", raw: str = "", wckey: str = "", comment: str = "", node_count: int = 1,
-) -> str:  # fmt: skip
-    """One `sacct --parsable2` line; AllocTRES gres/gpu is the job's total over its nodes."""
-    tres = f"billing={gpus * 8},cpu={gpus * 8},gres/gpu={gpus},mem=512G,node={node_count}"
-    fields = [job_id, raw or job_id, name or f"job-{job_id}", account, "user", "gpu", state,
-              start, end, tres, nodes, wckey, comment]  # fmt: skip
-    return "|".join(fields)
-
-
-def ingest_sacct(tmp_path: Path, cluster: str, *lines: str) -> None:
-    path = tmp_path / f"sacct-{cluster}.txt"
-    path.write_text("\n".join([SACCT_HEADER, *lines]) + "\n")
-    call_command(
-        "ingest_jobs", "--format", "slurm", str(path), "--cluster", cluster, "--no-attribute",
-        stdout=StringIO(), stderr=StringIO(),
-    )  # fmt: skip
-
-
-def pod(
-    name: str, namespace: str, node: str, resources: dict[str, str], start: str,
-    end: str | None = None, *, labels: dict[str, str] | None = None, phase: str = "Succeeded",
-    reason: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
-    """A pod as `kubectl get pods -A -o json` prints it: it holds its GPUs from
-    status.startTime to its containers' finishedAt (a running pod: to the end of the period)."""
-    container = {"name": "main", "image": "trainer:1", "resources": {"limits": resources}}
-    state: dict[str, Any] = {"running": {"startedAt": start}}
-    if end is not None:
-        state = {"terminated": {"exitCode": 0 if phase == "Succeeded" else 137,
-                                "startedAt": start, "finishedAt": end}}  # fmt: skip
-    status: dict[str, Any] = {
-        "phase": phase,
-        "startTime": start,
-        "containerStatuses": [{"name": "main", "ready": end is None, "state": state}],
-    }
-    if reason is not None:
-        status["reason"] = reason
-    return {
-        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
-                     "labels": labels or {}},
-        "spec": {"nodeName": node, "containers": [container]},
-        "status": status,
-    }  # fmt: skip
-
-
-def ingest_pods(tmp_path: Path, cluster: str, *pods: dict[str, Any], replicas: int = 1) -> None:
-    path = tmp_path / f"pods-{cluster}.json"
-    path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": list(pods)}))
-    call_command(
-        "ingest_jobs", "--format", "kubernetes", str(path), "--cluster", cluster,
-        "--gpu-sharing-replicas", str(replicas), "--no-attribute", stdout=StringIO(),
-        stderr=StringIO(),
-    )  # fmt: skip
-
-
-def attribute() -> None:
-    out = StringIO()
-    call_command("attribute", "--month", MONTH, stdout=out)
-    assert "conservation check: difference 0" in out.getvalue()
 
 
 # --- reading the results ----------------------------------------------------------------------
@@ -195,8 +79,13 @@ def by_team(category: str) -> dict[str | None, Decimal]:
     return sums(slug, category=category)
 
 
+def job_id(row: AllocatedCost) -> str:
+    assert row.job is not None
+    return row.job.job_id
+
+
 def by_job(category: str = Category.TRAINING) -> dict[str, Decimal]:
-    return sums(lambda r: r.job.job_id, category=category, job__isnull=False)
+    return sums(job_id, category=category, job__isnull=False)
 
 
 def gpu_seconds(job_id: str) -> Decimal:
@@ -233,13 +122,16 @@ def reconcile(api: APIClient, billed: str, **categories: str) -> None:
     expected = {c: Decimal(categories.get(c, "0")) for c in Category.values}
     assert {c: Decimal(v) for c, v in body["attributed"].items()} == expected
     assert Decimal(body["difference"]) == 0
-    assert body["by_account"] and all(Decimal(r["difference"]) == 0 for r in body["by_account"])
+    assert body["by_account"]
+    assert all(Decimal(r["difference"]) == 0 for r in body["by_account"])
 
 
 # --- Slurm: multi-node jobs, two jobs sharing a node --------------------------------------------
 
 
-def test_slurm_multi_node_job_and_partial_overlap_on_one_node(tmp_path, finance_api):
+def test_slurm_multi_node_job_and_partial_overlap_on_one_node(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [
         line("160", utc(10), utc(12), node="n1"),
         line("160", utc(10), utc(12), node="n2"),
@@ -286,7 +178,9 @@ def test_slurm_multi_node_job_and_partial_overlap_on_one_node(tmp_path, finance_
 # --- Kubernetes: MIG slices and time-sliced GPUs on one node -----------------------------------
 
 
-def test_kubernetes_mig_slices_and_time_sliced_gpus_on_one_node(tmp_path, finance_api):
+def test_kubernetes_mig_slices_and_time_sliced_gpus_on_one_node(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [line("56", utc(10), utc(11), node="k1")])
     mig = "nvidia.com/mig-{}"
     ingest_pods(
@@ -332,7 +226,7 @@ def test_kubernetes_mig_slices_and_time_sliced_gpus_on_one_node(tmp_path, financ
 # --- idle policies: keep, spread, platform ------------------------------------------------------
 
 
-def test_idle_policies_keep_spread_and_platform(tmp_path, finance_api):
+def test_idle_policies_keep_spread_and_platform(tmp_path: Path, finance_api: APIClient) -> None:
     ops = Team.objects.create(slug="ops", name="Ops")
     IdlePolicy.objects.create(node_prefix="s", policy="spread")
     IdlePolicy.objects.create(node_prefix="k", policy="keep")
@@ -404,7 +298,9 @@ def test_idle_policies_keep_spread_and_platform(tmp_path, finance_api):
 # --- charge basis: requested vs used ----------------------------------------------------------
 
 
-def test_charge_basis_used_moves_the_unused_part_to_idle(tmp_path, finance_api):
+def test_charge_basis_used_moves_the_unused_part_to_idle(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [line("80", utc(10), utc(11), node="g1")])
     ingest_sacct(
         tmp_path, "u1",
@@ -438,7 +334,9 @@ def test_charge_basis_used_moves_the_unused_part_to_idle(tmp_path, finance_api):
 # --- shared-cost rules for untagged lines -----------------------------------------------------
 
 
-def test_shared_cost_rules_even_gpu_spend_and_fixed(tmp_path, finance_api, team, other_team):
+def test_shared_cost_rules_even_gpu_spend_and_fixed(
+    tmp_path: Path, finance_api: APIClient, team: Team, other_team: Team
+) -> None:
     fixed = SharedCostRule.objects.create(name="tax", charge_category="Tax", method="fixed",
                                           priority=10)  # fmt: skip
     SharedCostSplit.objects.create(rule=fixed, team=team, percent=Decimal(60))
@@ -502,7 +400,9 @@ def test_shared_cost_rules_even_gpu_spend_and_fixed(tmp_path, finance_api, team,
 # --- mapping rules ----------------------------------------------------------------------------
 
 
-def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team):
+def test_mapping_rules_in_priority_order(
+    tmp_path: Path, finance_api: APIClient, team: Team, other_team: Team
+) -> None:
     research = Team.objects.create(slug="research", name="Research")
     ops = Team.objects.create(slug="ops", name="Ops")
     nlp = Team.objects.create(slug="nlp", name="NLP")
@@ -516,14 +416,14 @@ def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team
     MappingRule.objects.create(kind="sub_account", value="sub-7", team=nlp, priority=5)
     # A Slurm-account rule never speaks about a pod, even one whose team label matches it.
     MappingRule.objects.create(kind="slurm_account", value="nlp", team=team, priority=1)
-    s3 = {"category": "Storage", "service": "Amazon S3"}
+    s3 = partial(line, category="Storage", service="Amazon S3")
     hour = (utc(10), utc(11))
     ingest_bill(tmp_path, [
-        line("10", *hour, sub="sub-9", tags={"project": "llm", "team": "zzz"}, **s3),
-        line("3", *hour, sub="sub-9", tags={"team": "nlp"}, **s3),
-        line("4", *hour, tags={"finops:team": "nlp"}, **s3),
-        line("1", *hour, sub="sub-7", tags={"project": "llm"}, **s3),
-        line("2.5", *hour, **s3),
+        s3("10", *hour, sub="sub-9", tags={"project": "llm", "team": "zzz"}),
+        s3("3", *hour, sub="sub-9", tags={"team": "nlp"}),
+        s3("4", *hour, tags={"finops:team": "nlp"}),
+        s3("1", *hour, sub="sub-7", tags={"project": "llm"}),
+        s3("2.5", *hour),
         line("80", *hour, node="m1"),
         line("80", *hour, node="m2"),
     ])  # fmt: skip
@@ -549,7 +449,7 @@ def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team
     assert by_team("unallocated") == {None: Decimal("2.5")}
     # The Slurm job by its account rule; the pod by its namespace rule, not by its team label
     # (account nlp), and not by the Slurm-account rule for nlp.
-    assert sums(lambda r: (r.job.job_id, slug(r)), category="training") == {
+    assert sums(lambda r: (job_id(r), slug(r)), category="training") == {
         ("401", "research"): Decimal(80), ("ml/trainer", "ops"): Decimal(80),
     }  # fmt: skip
     assert not Team.objects.filter(slug__in=["zzz", "ml"]).exists()
@@ -559,7 +459,9 @@ def test_mapping_rules_in_priority_order(tmp_path, finance_api, team, other_team
 # --- monthly, daily and one-off lines, credits: spread, allocated, never dropped ----------------
 
 
-def test_monthly_daily_one_off_and_credit_lines_are_never_dropped(tmp_path, finance_api):
+def test_monthly_daily_one_off_and_credit_lines_are_never_dropped(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     SharedCostRule.objects.create(name="credits", charge_category="Credit", method="even")
     month = (utc(0, day=1), utc(0, day=1, month=7))
     ingest_bill(tmp_path, [
@@ -614,7 +516,9 @@ def test_monthly_daily_one_off_and_credit_lines_are_never_dropped(tmp_path, fina
 # --- runs: retries, preempted restarts and array tasks fold into one run ------------------------
 
 
-def test_runs_fold_retries_preemptions_and_array_tasks(tmp_path, finance_api):
+def test_runs_fold_retries_preemptions_and_array_tasks(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     ingest_bill(tmp_path, [
         line("240", utc(10), utc(13), node="r1"),
         line("80", utc(12), utc(13), node="r2"),
@@ -705,7 +609,9 @@ def serving_scene(tmp_path: Path) -> None:
                  stdout=StringIO())  # fmt: skip
 
 
-def test_inference_endpoint_unit_costs_and_idle_share(tmp_path, finance_api):
+def test_inference_endpoint_unit_costs_and_idle_share(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     serving_scene(tmp_path)
     attribute()
 
@@ -729,7 +635,9 @@ def test_inference_endpoint_unit_costs_and_idle_share(tmp_path, finance_api):
     reconcile(finance_api, "80", training="40", inference="20", idle="20")
 
 
-def test_spread_idle_reaches_serving_pods_and_their_unit_costs(tmp_path, finance_api):
+def test_spread_idle_reaches_serving_pods_and_their_unit_costs(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
     IdlePolicy.objects.create(cluster="serve", policy="spread")
     serving_scene(tmp_path)
     attribute()
@@ -759,7 +667,7 @@ def test_spread_idle_reaches_serving_pods_and_their_unit_costs(tmp_path, finance
 # --- largest remainder ------------------------------------------------------------------------
 
 
-def test_three_equal_shares_of_a_cent_sum_exactly(tmp_path, finance_api):
+def test_three_equal_shares_of_a_cent_sum_exactly(tmp_path: Path, finance_api: APIClient) -> None:
     SharedCostRule.objects.create(name="fees", service_name="Cloud Monitoring", method="even")
     hour = (utc(10), utc(11))
     ingest_bill(tmp_path, [

@@ -4,88 +4,26 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
-from io import StringIO
+from typing import NoReturn, TypedDict
 
 import pytest
-from django.core.management import CommandError, call_command
+from django.core.management import CommandError
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from pytest_django import DjangoAssertNumQueries
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution import services
+from finops.attribution.engine import Job, LineItem, Share
 from finops.attribution.ledger import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_run
 from finops.org.models import MappingRule, Team
 from finops.pipeline.tasks import pipeline_open_months
+from tests.attribution_rows import MONTH, at, attribute, billing_batch, job, line
 
 pytestmark = pytest.mark.django_db
-
-MONTH = dt.date(2025, 6, 1)
-T0 = dt.datetime(2025, 6, 3, tzinfo=dt.UTC)
-
-
-def at(hours: float) -> dt.datetime:
-    return T0 + dt.timedelta(hours=hours)
-
-
-def billing_batch(status: str = ImportBatch.Status.SUCCEEDED) -> ImportBatch:
-    return ImportBatch.objects.create(
-        kind=ImportBatch.Kind.BILLING, format="focus", source="aws", file_name="f.csv",
-        status=status,
-    )  # fmt: skip
-
-
-def line(batch: ImportBatch, cost: str, start: float, end: float, **fields) -> CostLineItem:
-    values = {
-        "batch": batch,
-        "source": batch.source,
-        "billing_period": MONTH,
-        "billing_period_start": dt.datetime(2025, 6, 1, tzinfo=dt.UTC),
-        "provider_name": "AWS",
-        "billing_account_id": "111",
-        "billing_currency": "USD",
-        "charge_period_start": at(start),
-        "charge_period_end": at(end),
-        "billed_cost": Decimal(cost),
-        "effective_cost": Decimal(cost),
-        "service_name": "Amazon EC2",
-    }
-    values.update(fields)
-    return CostLineItem.objects.create(**values)
-
-
-_job_batch: dict[str, ImportBatch] = {}
-
-
-def job(job_id: str, nodes: list[str], gpus: str, start: float, end: float | None, **fields):
-    batch = ImportBatch.objects.filter(kind=ImportBatch.Kind.JOBS).first()
-    if batch is None:
-        batch = ImportBatch.objects.create(
-            kind=ImportBatch.Kind.JOBS, format="slurm", source="c1", file_name="sacct.txt",
-            status=ImportBatch.Status.SUCCEEDED,
-        )  # fmt: skip
-    values = {
-        "batch": batch,
-        "cluster": "c1",
-        "job_id": job_id,
-        "state": "COMPLETED",
-        "start": at(start),
-        "end": None if end is None else at(end),
-        "gpus": Decimal(gpus),
-        "nodes": nodes,
-        "account": "vision-team",
-        "run_id": "r1",
-    }
-    values.update(fields)
-    return JobRecord.objects.create(**values)
-
-
-def attribute(month: str = "2025-06") -> str:
-    out = StringIO()
-    call_command("attribute", "--month", month, stdout=out)
-    return out.getvalue()
 
 
 def ledger_snapshot() -> list[tuple]:
@@ -93,8 +31,14 @@ def ledger_snapshot() -> list[tuple]:
     return sorted(AllocatedCost.objects.values_list(*fields), key=lambda row: tuple(map(str, row)))
 
 
+class GpuHour(TypedDict):
+    line: CostLineItem
+    ok: JobRecord
+    failed: JobRecord
+
+
 @pytest.fixture
-def gpu_hour() -> dict[str, object]:
+def gpu_hour() -> GpuHour:
     """A p5.48xlarge (8 H100) hour of $98.32 with two jobs of run r1, one of them failed."""
     batch = billing_batch()
     node_line = line(batch, "98.32", 0, 1, resource_name="gpu-a", x_instance_type="p5.48xlarge")
@@ -103,7 +47,7 @@ def gpu_hour() -> dict[str, object]:
     return {"line": node_line, "ok": ok, "failed": failed}
 
 
-def test_ledger_runs_and_rollups_for_a_shared_gpu_hour(gpu_hour):
+def test_ledger_runs_and_rollups_for_a_shared_gpu_hour(gpu_hour: GpuHour) -> None:
     output = attribute()
 
     team = Team.objects.get(slug="vision-team")  # created from the Slurm account
@@ -138,10 +82,11 @@ def test_ledger_runs_and_rollups_for_a_shared_gpu_hour(gpu_hour):
 
     assert AttributionRun.objects.get().status == AttributionRun.Status.SUCCEEDED
     assert "difference 0" in output
-    assert "idle" in output and "36.87" in output
+    assert "idle" in output
+    assert "36.87" in output
 
 
-def test_timeout_is_not_waste_but_preemption_is():
+def test_timeout_is_not_waste_but_preemption_is() -> None:
     # Chained training jobs stop at the wall-clock limit on purpose and resume from a checkpoint;
     # a preempted attempt's work since its last checkpoint is lost.
     batch = billing_batch()
@@ -155,7 +100,7 @@ def test_timeout_is_not_waste_but_preemption_is():
     assert run.failed_jobs == 1
 
 
-def test_rerun_gives_identical_rows(gpu_hour):
+def test_rerun_gives_identical_rows(gpu_hour: GpuHour) -> None:
     attribute()
     first = ledger_snapshot()
     runs = list(RunCost.objects.values_list("run_id", "cost", "gpu_seconds", "jobs"))
@@ -166,26 +111,29 @@ def test_rerun_gives_identical_rows(gpu_hour):
     assert TeamDailyCost.objects.count() == 2
 
 
-def test_failed_run_leaves_the_previous_rows(gpu_hour, monkeypatch):
+def test_failed_run_leaves_the_previous_rows(
+    gpu_hour: GpuHour, monkeypatch: pytest.MonkeyPatch
+) -> None:
     attribute()
     before = ledger_snapshot()
     # New data arrives, then attribution breaks half way.
     line(gpu_hour["line"].batch, "5", 0, 1, resource_name="disk")
 
-    def broken(lines, jobs):
+    def broken(lines: list[LineItem], jobs: list[Job]) -> NoReturn:
         raise RuntimeError("engine exploded")
 
     monkeypatch.setattr(services.engine, "attribute", broken)
     with pytest.raises(CommandError, match="engine exploded"):
         attribute()
     latest = AttributionRun.objects.order_by("-id").first()
+    assert latest is not None
     assert latest.status == AttributionRun.Status.FAILED
     assert "engine exploded" in latest.error
     assert ledger_snapshot() == before
     assert RunCost.objects.count() == 1
 
 
-def test_team_rules_tags_and_unallocated(team, other_team):
+def test_team_rules_tags_and_unallocated(team: Team, other_team: Team) -> None:
     batch = billing_batch()
     MappingRule.objects.create(kind="tag", key="project", value="llm", team=team, priority=10)
     MappingRule.objects.create(kind="sub_account", value="sub-9", team=other_team, priority=20)
@@ -205,7 +153,7 @@ def test_team_rules_tags_and_unallocated(team, other_team):
         )
     )
 
-    def owner(item):
+    def owner(item: CostLineItem) -> set[tuple[str, str]]:
         key = (item.service_name, item.sub_account_id, item.effective_cost)
         return {(cat, slug) for *row, cat, slug in ledger if tuple(row) == key}
 
@@ -221,7 +169,7 @@ def test_team_rules_tags_and_unallocated(team, other_team):
     assert not Team.objects.filter(slug="acct-x").exists()
 
 
-def test_gpu_node_without_jobs_and_other_months_and_unfinished_batches():
+def test_gpu_node_without_jobs_and_other_months_and_unfinished_batches() -> None:
     batch = billing_batch()
     line(batch, "30", 0, 24, resource_name="gpu-idle", x_instance_type="p4d.24xlarge")
     # Another month's invoice, and a batch still importing: neither is June's.
@@ -235,7 +183,7 @@ def test_gpu_node_without_jobs_and_other_months_and_unfinished_batches():
     ]
 
 
-def test_running_job_is_charged_to_date():
+def test_running_job_is_charged_to_date() -> None:
     batch = billing_batch()
     line(batch, "16", 0, 2, resource_name="gpu-a", x_instance_type="p5.48xlarge")
     running = job("9", ["gpu-a"], "8", 1, None, state="RUNNING")
@@ -255,7 +203,9 @@ def _scenario(lines: int) -> None:
         job(str(i), [f"gpu-{i % 3}"], "2", i, i + 0.5, account=f"acct{i % 2}", run_id=f"r{i % 4}")
 
 
-def test_query_count_does_not_grow_with_rows(django_assert_max_num_queries):
+def test_query_count_does_not_grow_with_rows(
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     _scenario(2)
     with CaptureQueriesContext(connection) as small:
         attribution_run(month=MONTH)
@@ -267,12 +217,12 @@ def test_query_count_does_not_grow_with_rows(django_assert_max_num_queries):
     assert AllocatedCost.objects.filter(category="training").count() == 40
 
 
-def test_bad_month_is_refused():
+def test_bad_month_is_refused() -> None:
     with pytest.raises(CommandError):
         attribute("2025-13")
 
 
-def test_open_months_attributes_months_with_line_items():
+def test_open_months_attributes_months_with_line_items() -> None:
     batch = billing_batch()
     this_month = timezone.now().date().replace(day=1)
     start = dt.datetime.combine(this_month, dt.time(), tzinfo=dt.UTC)
@@ -286,10 +236,12 @@ def test_open_months_attributes_months_with_line_items():
     assert AllocatedCost.objects.get().amount == Decimal(1)
 
 
-def test_a_ledger_that_does_not_add_up_is_never_written(gpu_hour, monkeypatch):
+def test_a_ledger_that_does_not_add_up_is_never_written(
+    gpu_hour: GpuHour, monkeypatch: pytest.MonkeyPatch
+) -> None:
     real = services.engine.attribute
 
-    def loses_a_share(lines, jobs):
+    def loses_a_share(lines: list[LineItem], jobs: list[Job]) -> list[Share]:
         return real(lines, jobs)[1:]
 
     monkeypatch.setattr(services.engine, "attribute", loses_a_share)

@@ -9,9 +9,11 @@ import gzip
 import io
 import json
 import zipfile
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -34,7 +36,7 @@ def write_csv(path: Path, rows: list[dict[str, str]], columns: list[str] | None 
     return path
 
 
-def parse(path: Path, **kwargs) -> list[dict]:
+def parse(path: Path, **kwargs: Any) -> list[dict[str, Any]]:
     return [item for chunk in parse_aws_cur(path, file_label=path.name, **kwargs) for item in chunk]
 
 
@@ -170,8 +172,14 @@ LINE_ITEM_TYPES = [
     ids=[f"{case[0]}-{i}" for i, case in enumerate(LINE_ITEM_TYPES)],
 )
 def test_line_item_type_mapping_and_amortisation(
-    tmp_path, line_item_type, overrides, category, pricing, status, effective
-):
+    tmp_path: Path,
+    line_item_type: str,
+    overrides: dict[str, str],
+    category: str,
+    pricing: str,
+    status: str,
+    effective: Callable[[dict[str, str]], Decimal],
+) -> None:
     row = cur2_row(line_item_line_item_type=line_item_type, **overrides)
     (item,) = parse(write_csv(tmp_path / "cur.csv", [row]))
 
@@ -184,7 +192,7 @@ def test_line_item_type_mapping_and_amortisation(
     assert item["commitment_discount_id"] == arn
 
 
-def test_all_types_in_one_file_sum_to_their_amortised_total(tmp_path):
+def test_all_types_in_one_file_sum_to_their_amortised_total(tmp_path: Path) -> None:
     rows = [
         cur2_row(line_item_line_item_type=kind, identity_line_item_id=f"li-{i}", **overrides)
         for i, (kind, overrides, *_rest) in enumerate(LINE_ITEM_TYPES)
@@ -199,7 +207,7 @@ def test_all_types_in_one_file_sum_to_their_amortised_total(tmp_path):
     assert sum(i["effective_cost"] for i in items) == expected_effective
 
 
-def test_commitment_types(tmp_path):
+def test_commitment_types(tmp_path: Path) -> None:
     ri = parse_one(
         tmp_path,
         line_item_line_item_type="DiscountedUsage",
@@ -218,13 +226,13 @@ def test_commitment_types(tmp_path):
     )
 
 
-def test_spot_usage_is_dynamic(tmp_path):
+def test_spot_usage_is_dynamic(tmp_path: Path) -> None:
     item = parse_one(tmp_path, line_item_usage_type="USE1-SpotUsage:p4d.24xlarge")
     assert item["pricing_category"] == "Dynamic"
     assert item["charge_category"] == "Usage"
 
 
-def test_consumed_quantity_only_on_consuming_rows(tmp_path):
+def test_consumed_quantity_only_on_consuming_rows(tmp_path: Path) -> None:
     usage = parse_one(tmp_path, line_item_usage_amount="2.5")
     negation = parse_one(
         tmp_path,
@@ -239,7 +247,7 @@ def test_consumed_quantity_only_on_consuming_rows(tmp_path):
 # --------------------------------------------------------------------------- FOCUS columns
 
 
-def test_focus_columns_from_a_cur2_row(tmp_path):
+def test_focus_columns_from_a_cur2_row(tmp_path: Path) -> None:
     row = cur2_row(
         bill_billing_period_start_date="2024-10-01T00:00:00.000Z",
         bill_billing_period_end_date="2024-11-01T00:00:00.000Z",
@@ -267,12 +275,12 @@ def test_focus_columns_from_a_cur2_row(tmp_path):
     assert item["billing_currency"] == "USD"
 
 
-def test_service_name_falls_back_to_product_code(tmp_path):
+def test_service_name_falls_back_to_product_code(tmp_path: Path) -> None:
     item = parse_one(tmp_path, product="{}", line_item_product_code="AmazonSageMaker")
     assert item["service_name"] == "AmazonSageMaker"
 
 
-def test_product_map_supplies_nested_attributes(tmp_path):
+def test_product_map_supplies_nested_attributes(tmp_path: Path) -> None:
     # CUR 2.0 nests most product attributes: product['instance_type'], product['region_code'].
     product = {
         "product_name": "Amazon EC2",
@@ -288,7 +296,7 @@ def test_product_map_supplies_nested_attributes(tmp_path):
 # --------------------------------------------------------------------------- tags
 
 
-def test_cur2_resource_tags_keep_original_and_add_stripped_keys(tmp_path):
+def test_cur2_resource_tags_keep_original_and_add_stripped_keys(tmp_path: Path) -> None:
     tags = {"user_team": "vision", "user_Name": "gpu-node-1", "aws_created_by": "IAMUser:x"}
     item = parse_one(tmp_path, resource_tags=json.dumps(tags))
 
@@ -302,7 +310,7 @@ def test_cur2_resource_tags_keep_original_and_add_stripped_keys(tmp_path):
     assert item["resource_name"] == "gpu-node-1"
 
 
-def test_flattened_snake_tag_columns(tmp_path):
+def test_flattened_snake_tag_columns(tmp_path: Path) -> None:
     columns = [*CUR2_COLUMNS, "resource_tags_user_team", "resource_tags_user_project"]
     columns.remove("resource_tags")
     row = cur2_row(resource_tags_user_team="speech", resource_tags_user_project="")
@@ -311,14 +319,14 @@ def test_flattened_snake_tag_columns(tmp_path):
     assert item["tags"] == {"user_team": "speech", "team": "speech"}
 
 
-def test_empty_resource_tags_is_no_tags(tmp_path):
+def test_empty_resource_tags_is_no_tags(tmp_path: Path) -> None:
     assert parse_one(tmp_path, resource_tags="")["tags"] == {}
 
 
 # --------------------------------------------------------------------------- legacy CUR
 
 
-def test_legacy_header_is_detected_and_maps_like_cur2(tmp_path):
+def test_legacy_header_is_detected_and_maps_like_cur2(tmp_path: Path) -> None:
     overrides = {
         "line_item_line_item_type": "SavingsPlanCoveredUsage",
         "savings_plan_savings_plan_a_r_n": SP_ARN,
@@ -339,7 +347,7 @@ def test_legacy_header_is_detected_and_maps_like_cur2(tmp_path):
     assert different == set()
 
 
-def test_legacy_arn_column_spelled_arn_lowercase(tmp_path):
+def test_legacy_arn_column_spelled_arn_lowercase(tmp_path: Path) -> None:
     # koku's files spell it savingsPlan/SavingsPlanArn.
     row = legacy_row(line_item_line_item_type="SavingsPlanNegation")
     row["savingsPlan/SavingsPlanArn"] = row.pop("savingsPlan/SavingsPlanARN") or SP_ARN
@@ -347,7 +355,7 @@ def test_legacy_arn_column_spelled_arn_lowercase(tmp_path):
     assert item["commitment_discount_id"] == SP_ARN
 
 
-def test_legacy_missing_column_is_named_in_legacy_spelling(tmp_path):
+def test_legacy_missing_column_is_named_in_legacy_spelling(tmp_path: Path) -> None:
     row = legacy_row()
     del row["lineItem/UnblendedCost"]
     with pytest.raises(ImportFormatError) as info:
@@ -356,7 +364,7 @@ def test_legacy_missing_column_is_named_in_legacy_spelling(tmp_path):
     assert "lineItem/UnblendedCost" in str(info.value)
 
 
-def test_legacy_short_row_is_padded_with_empty_cells(tmp_path):
+def test_legacy_short_row_is_padded_with_empty_cells(tmp_path: Path) -> None:
     # koku's sample rows omit the trailing costCategory column of the header.
     row = legacy_row()
     path = write_csv(tmp_path / "legacy.csv", [row], [*row, "costCategory/CostCenter"])
@@ -370,7 +378,7 @@ def test_legacy_short_row_is_padded_with_empty_cells(tmp_path):
 # --------------------------------------------------------------------------- containers
 
 
-def test_gzip_and_chunks(tmp_path):
+def test_gzip_and_chunks(tmp_path: Path) -> None:
     rows = [
         cur2_row(identity_line_item_id=f"li-{i}", line_item_resource_id=f"i-{i}") for i in range(5)
     ]
@@ -384,14 +392,14 @@ def test_gzip_and_chunks(tmp_path):
     assert [item for chunk in chunks for item in chunk] == parse(plain)
 
 
-def test_gzip_detected_by_magic_bytes_not_name(tmp_path):
+def test_gzip_detected_by_magic_bytes_not_name(tmp_path: Path) -> None:
     plain = write_csv(tmp_path / "cur.csv", [cur2_row()])
     packed = tmp_path / "cur-data"  # no suffix
     packed.write_bytes(gzip.compress(plain.read_bytes()))
     assert parse(packed) == parse(plain)
 
 
-def test_zipped_legacy_csv(tmp_path):
+def test_zipped_legacy_csv(tmp_path: Path) -> None:
     plain = write_csv(tmp_path / "legacy.csv", [legacy_row()])
     packed = tmp_path / "report-1.csv.zip"
     with zipfile.ZipFile(packed, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -437,7 +445,7 @@ def _cur2_parquet(path: Path, rows: list[dict[str, str]]) -> Path:
     return path
 
 
-def test_parquet_cur2_matches_csv(tmp_path):
+def test_parquet_cur2_matches_csv(tmp_path: Path) -> None:
     rows = [
         cur2_row(line_item_line_item_type=kind, identity_line_item_id=f"li-{i}", **overrides)
         for i, (kind, overrides, *_rest) in enumerate(LINE_ITEM_TYPES)
@@ -460,7 +468,7 @@ def test_parquet_cur2_matches_csv(tmp_path):
     assert items[0]["charge_period_start"] == datetime(2024, 9, 5, 10, tzinfo=UTC)
 
 
-def test_parquet_bad_value_names_record_and_column(tmp_path):
+def test_parquet_bad_value_names_record_and_column(tmp_path: Path) -> None:
     rows = [cur2_row(identity_line_item_id=f"li-{i}") for i in range(3)]
     path = _cur2_parquet(tmp_path / "cur.parquet", rows)
     table = pq.read_table(path)
@@ -473,14 +481,14 @@ def test_parquet_bad_value_names_record_and_column(tmp_path):
     assert (info.value.row, info.value.column) == (3, "line_item_currency_code")
 
 
-def test_registered_as_aws_cur():
+def test_registered_as_aws_cur() -> None:
     assert billing_parser("aws-cur") is parse_aws_cur
 
 
 # --------------------------------------------------------------------------- errors
 
 
-def test_bad_number_names_file_row_and_column(tmp_path):
+def test_bad_number_names_file_row_and_column(tmp_path: Path) -> None:
     rows = [cur2_row(), cur2_row(), cur2_row(line_item_unblended_cost="12,50")]
     path = write_csv(tmp_path / "bad.csv", rows)
     with pytest.raises(ImportFormatError) as info:
@@ -504,7 +512,7 @@ def test_bad_number_names_file_row_and_column(tmp_path):
         "line_item_line_item_type",
     ],
 )
-def test_missing_required_column(tmp_path, column):
+def test_missing_required_column(tmp_path: Path, column: str) -> None:
     columns = [c for c in CUR2_COLUMNS if c != column]
     with pytest.raises(ImportFormatError) as info:
         parse(write_csv(tmp_path / "cur.csv", [cur2_row()], columns))
@@ -512,7 +520,7 @@ def test_missing_required_column(tmp_path, column):
     assert column in str(info.value)
 
 
-def test_missing_amortisation_column_only_fails_rows_that_need_it(tmp_path):
+def test_missing_amortisation_column_only_fails_rows_that_need_it(tmp_path: Path) -> None:
     columns = [c for c in CUR2_COLUMNS if c != "savings_plan_savings_plan_effective_cost"]
     ok = parse(write_csv(tmp_path / "usage.csv", [cur2_row()], columns))
     assert len(ok) == 1
@@ -523,19 +531,19 @@ def test_missing_amortisation_column_only_fails_rows_that_need_it(tmp_path):
     assert (info.value.row, info.value.column) == (3, "savings_plan_savings_plan_effective_cost")
 
 
-def test_empty_required_cell(tmp_path):
+def test_empty_required_cell(tmp_path: Path) -> None:
     with pytest.raises(ImportFormatError) as info:
         parse(write_csv(tmp_path / "cur.csv", [cur2_row(line_item_usage_end_date="")]))
     assert (info.value.row, info.value.column) == (2, "line_item_usage_end_date")
 
 
-def test_currency_must_be_three_letters(tmp_path):
+def test_currency_must_be_three_letters(tmp_path: Path) -> None:
     with pytest.raises(ImportFormatError) as info:
         parse(write_csv(tmp_path / "cur.csv", [cur2_row(line_item_currency_code="US")]))
     assert info.value.column == "line_item_currency_code"
 
 
-def test_a_focus_file_is_not_a_cur(tmp_path):
+def test_a_focus_file_is_not_a_cur(tmp_path: Path) -> None:
     path = tmp_path / "focus.csv"
     path.write_text("BillingPeriodStart,ChargePeriodStart,BilledCost\n2024-09-01,2024-09-01,1\n")
     with pytest.raises(ImportFormatError, match="not an AWS CUR file"):

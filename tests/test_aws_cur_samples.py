@@ -8,6 +8,7 @@ import csv
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -69,7 +70,7 @@ def _expected(path: Path) -> tuple[int, dict[str, tuple[Decimal, Decimal]]]:
     return rows, {currency: (v[0], v[1]) for currency, v in totals.items()}
 
 
-def _sums(items: list[dict]) -> dict[str, tuple[Decimal, Decimal]]:
+def _sums(items: list[dict[str, Any]]) -> dict[str, tuple[Decimal, Decimal]]:
     totals: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     for item in items:
         entry = totals[item["billing_currency"]]
@@ -79,7 +80,7 @@ def _sums(items: list[dict]) -> dict[str, tuple[Decimal, Decimal]]:
 
 
 @pytest.mark.parametrize("name", SAMPLES)
-def test_parser_totals_match_a_direct_sum(samples_dir, name):
+def test_parser_totals_match_a_direct_sum(samples_dir: Path, name: str) -> None:
     path = samples_dir / "aws" / name
     expected_rows, expected = _expected(path)
 
@@ -90,12 +91,12 @@ def test_parser_totals_match_a_direct_sum(samples_dir, name):
     assert {item["provider_name"] for item in items} == {"AWS"}
 
 
-def test_every_sample_file_is_covered(samples_dir):
+def test_every_sample_file_is_covered(samples_dir: Path) -> None:
     # A sample added later must be added to SAMPLES (and so be read by the parser).
     assert sorted(p.name for p in (samples_dir / "aws").glob("*.csv")) == sorted(SAMPLES)
 
 
-def test_savings_plan_sample_amortises_onto_covered_usage(samples_dir):
+def test_savings_plan_sample_amortises_onto_covered_usage(samples_dir: Path) -> None:
     path = samples_dir / "aws" / "legacy_cur_koku_savingsplan_covered_usage.csv"
     items = [
         item for chunk in billing_parser("aws-cur")(path, file_label=path.name) for item in chunk
@@ -117,7 +118,7 @@ def test_savings_plan_sample_amortises_onto_covered_usage(samples_dir):
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("name", SAMPLES)
-def test_ingest_billing_loads_the_sample(samples_dir, name):
+def test_ingest_billing_loads_the_sample(samples_dir: Path, name: str) -> None:
     path = samples_dir / "aws" / name
     expected_rows, expected = _expected(path)
 
@@ -131,7 +132,7 @@ def test_ingest_billing_loads_the_sample(samples_dir, name):
         "billing_currency", "billed_cost", "effective_cost"
     )
     assert len(loaded) == expected_rows
-    assert _sums(list(loaded)) == expected
+    assert _sums([dict(row) for row in loaded]) == expected
     assert {
         currency: (Decimal(v["billed"]), Decimal(v["effective"]))
         for currency, v in batch.currency_totals.items()

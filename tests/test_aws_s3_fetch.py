@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
 
 from billing_ingest.parsers.aws_cur import parse_aws_cur
 from billing_ingest.sources.aws_s3 import ExportFetchError, aws_export_download
+from tests.builders import Clock
 
 moto_server = pytest.importorskip("moto.server")
 
@@ -32,7 +36,7 @@ def cur_bytes(period: str, cost: str) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def s3_endpoint():
+def s3_endpoint() -> Iterator[str]:
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -41,7 +45,7 @@ def s3_endpoint():
 
 
 @pytest.fixture
-def s3(s3_endpoint):
+def s3(s3_endpoint: str) -> Iterator[Any]:
     client = boto3.client(
         "s3",
         endpoint_url=s3_endpoint,
@@ -57,12 +61,12 @@ def s3(s3_endpoint):
     client.delete_bucket(Bucket=BUCKET)
 
 
-def put_manifest(s3, key: str, data_keys: list[str]) -> None:
+def put_manifest(s3: Any, key: str, data_keys: list[str]) -> None:
     body = {"exportName": EXPORT, "dataFiles": [f"s3://{BUCKET}/{k}" for k in data_keys]}
     s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(body).encode())
 
 
-def test_newest_manifest_per_period_wins(s3, tmp_path, s3_clock):
+def test_newest_manifest_per_period_wins(s3: Any, tmp_path: Path, s3_clock: Clock) -> None:
     old = f"{ROOT}/data/BILLING_PERIOD=2024-09/v1/{EXPORT}-00001.csv.gz"
     new = [f"{ROOT}/data/BILLING_PERIOD=2024-09/v2/{EXPORT}-0000{i}.csv.gz" for i in (1, 2)]
     october = f"{ROOT}/data/BILLING_PERIOD=2024-10/v1/{EXPORT}-00001.csv.gz"
@@ -94,7 +98,7 @@ def test_newest_manifest_per_period_wins(s3, tmp_path, s3_clock):
     assert fetched[1].files == [tmp_path / "2024-10" / "00000.csv.gz"]
 
 
-def test_period_filter(s3, tmp_path):
+def test_period_filter(s3: Any, tmp_path: Path) -> None:
     key = f"{ROOT}/data/BILLING_PERIOD=2024-10/{EXPORT}-00001.csv.gz"
     s3.put_object(Bucket=BUCKET, Key=key, Body=cur_bytes("2024-10", "4.00"))
     put_manifest(s3, f"{ROOT}/metadata/BILLING_PERIOD=2024-10/{EXPORT}-Manifest.json", [key])
@@ -114,7 +118,7 @@ def test_period_filter(s3, tmp_path):
     assert chunk[0]["billing_period_start"] == datetime(2024, 10, 1, tzinfo=UTC)
 
 
-def test_manifest_pointing_outside_the_bucket_is_refused(s3, tmp_path):
+def test_manifest_pointing_outside_the_bucket_is_refused(s3: Any, tmp_path: Path) -> None:
     body = {"dataFiles": ["s3://someone-else/cur/x.csv.gz"]}
     s3.put_object(
         Bucket=BUCKET,
@@ -127,7 +131,9 @@ def test_manifest_pointing_outside_the_bucket_is_refused(s3, tmp_path):
         )
 
 
-def test_a_hostile_key_in_a_manifest_cannot_write_outside_the_download_folder(s3, tmp_path):
+def test_a_hostile_key_in_a_manifest_cannot_write_outside_the_download_folder(
+    s3: Any, tmp_path: Path
+) -> None:
     # S3 keys may start with "/": joined to the download folder, this one would be the absolute
     # path of a file outside it.
     outside = tmp_path / "outside" / "evil.csv.gz"
@@ -148,7 +154,7 @@ def test_a_hostile_key_in_a_manifest_cannot_write_outside_the_download_folder(s3
     assert [str(item["billed_cost"].normalize()) for item in chunk] == ["6"]
 
 
-def test_a_manifest_key_climbing_out_of_the_export_is_refused(s3, tmp_path):
+def test_a_manifest_key_climbing_out_of_the_export_is_refused(s3: Any, tmp_path: Path) -> None:
     key = f"{ROOT}/data/../../../etc/evil.csv.gz"
     put_manifest(s3, f"{ROOT}/metadata/BILLING_PERIOD=2024-10/{EXPORT}-Manifest.json", [key])
 

@@ -17,9 +17,11 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from django.core.management import call_command
@@ -29,6 +31,9 @@ from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
 from billing_ingest.sources import azure_blob
 from billing_ingest.tasks.sources import fetch_billing_source
 from tests.builders import Clock
+
+if TYPE_CHECKING:  # the module itself is imported or skipped below
+    from azure.storage.blob import ContainerClient
 
 blob = pytest.importorskip("azure.storage.blob")
 
@@ -86,7 +91,7 @@ def _unavailable(reason: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def azurite(tmp_path_factory):
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     binary = _azurite_binary()
     if binary is None or shutil.which("node") is None:
         _unavailable("node or azurite-blob is not installed")
@@ -126,7 +131,7 @@ def azurite(tmp_path_factory):
 
 
 @pytest.fixture
-def blob_clock(monkeypatch) -> Clock:
+def blob_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     """Azurite stamps Last-Modified with its own clock, to the second, so runs written within one
     second would tie. With this fixture the listing the code reads shows each blob uploaded here
     at the Clock's time instead, and the test ticks the Clock rather than sleeping."""
@@ -134,12 +139,12 @@ def blob_clock(monkeypatch) -> Clock:
     stamps: dict[str, datetime] = {}
     upload, listing = blob.ContainerClient.upload_blob, blob.ContainerClient.list_blobs
 
-    def upload_blob(self, name, *args, **kwargs):
+    def upload_blob(self: ContainerClient, name: str, *args: Any, **kwargs: Any) -> Any:
         result = upload(self, name, *args, **kwargs)
         stamps[name] = clock.now
         return result
 
-    def list_blobs(self, *args, **kwargs):
+    def list_blobs(self: ContainerClient, *args: Any, **kwargs: Any) -> Iterator[Any]:
         for item in listing(self, *args, **kwargs):
             item.last_modified = stamps.get(item.name, item.last_modified)
             yield item
@@ -157,7 +162,7 @@ def connection_string(endpoint: str, key: str = DEV_KEY) -> str:
 
 
 @pytest.fixture
-def container(azurite, monkeypatch):
+def container(azurite: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[ContainerClient]:
     conn = connection_string(azurite)
     monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
     client = blob.ContainerClient.from_connection_string(conn, CONTAINER)
@@ -167,7 +172,7 @@ def container(azurite, monkeypatch):
 
 
 def run(
-    container,
+    container: ContainerClient,
     date_range: str,
     parts: list[list[str]],
     *,
@@ -222,7 +227,9 @@ def ledger() -> list[tuple[int, str, str, str]]:
     return [(r.batch_id, r.source, str(r.billing_period), str(r.billed_cost)) for r in rows]
 
 
-def test_newest_run_per_date_range_is_one_batch(container, blob_clock):
+def test_newest_run_per_date_range_is_one_batch(
+    container: ContainerClient, blob_clock: Clock
+) -> None:
     run(container, SEPTEMBER, [["100.00"]])
     blob_clock.tick()  # a later Last-Modified, without waiting for it
     newest = [["1.50", "2.25"], ["3.125"]]
@@ -245,7 +252,9 @@ def test_newest_run_per_date_range_is_one_batch(container, blob_clock):
     assert month_total("2024-10") == costs_sum(october)
 
 
-def test_runs_without_manifests_take_the_newest_run(container, blob_clock):
+def test_runs_without_manifests_take_the_newest_run(
+    container: ContainerClient, blob_clock: Clock
+) -> None:
     run(container, SEPTEMBER, [["1.00"]], manifest=False)
     blob_clock.tick()  # a later Last-Modified, without waiting for it
     newest = [["2.00"], ["3.00"]]
@@ -256,7 +265,7 @@ def test_runs_without_manifests_take_the_newest_run(container, blob_clock):
     assert month_total("2024-09") == costs_sum(newest)
 
 
-def test_a_new_run_restates_the_month(container, blob_clock):
+def test_a_new_run_restates_the_month(container: ContainerClient, blob_clock: Clock) -> None:
     run(container, SEPTEMBER, [["1.00"], ["2.00"]])
     ingest()
     old = ImportBatch.objects.get()
@@ -272,7 +281,9 @@ def test_a_new_run_restates_the_month(container, blob_clock):
     assert CostLineItem.objects.count() == 3
 
 
-def test_a_blob_missing_from_the_manifest_fails_and_keeps_old_data(container, blob_clock):
+def test_a_blob_missing_from_the_manifest_fails_and_keeps_old_data(
+    container: ContainerClient, blob_clock: Clock
+) -> None:
     run(container, SEPTEMBER, [["1.00"], ["2.00"]])
     ingest()
     before = ledger()
@@ -289,7 +300,9 @@ def test_a_blob_missing_from_the_manifest_fails_and_keeps_old_data(container, bl
     assert ledger() == before
 
 
-def test_a_wrong_account_key_is_refused_before_anything_changes(container, azurite, monkeypatch):
+def test_a_wrong_account_key_is_refused_before_anything_changes(
+    container: ContainerClient, azurite: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     run(container, SEPTEMBER, [["1.00"]])
     ingest()
     before = ledger()
@@ -305,19 +318,21 @@ def test_a_wrong_account_key_is_refused_before_anything_changes(container, azuri
     assert ImportBatch.objects.count() == batches
 
 
-def test_a_missing_container_is_refused(container):
+def test_a_missing_container_is_refused(container: ContainerClient) -> None:
     with pytest.raises(CommandError, match="ContainerNotFound"):
         ingest("az://no-such-container/exports")
     assert not ImportBatch.objects.exists()
 
 
-def test_no_connection_string_is_a_clear_error(db, monkeypatch):
+def test_no_connection_string_is_a_clear_error(db: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
     with pytest.raises(CommandError, match="set AZURE_STORAGE_CONNECTION_STRING"):
         ingest()
 
 
-def test_a_hostile_blob_name_cannot_write_outside_the_download_folder(container, tmp_path):
+def test_a_hostile_blob_name_cannot_write_outside_the_download_folder(
+    container: ContainerClient, tmp_path: Path
+) -> None:
     # Blob names may start with "/": joined to the download folder as a path, this run's part
     # would be written to the absolute path of a file outside it.
     outside = tmp_path / "outside"
@@ -337,12 +352,12 @@ def test_a_hostile_blob_name_cannot_write_outside_the_download_folder(container,
 
 
 def test_a_scheduled_fetch_downloads_only_runs_it_has_not_imported(
-    container, monkeypatch, blob_clock
-):
+    container: ContainerClient, monkeypatch: pytest.MonkeyPatch, blob_clock: Clock
+) -> None:
     downloads: list[str] = []
     original = azure_blob.azure_export_fetch
 
-    def recording(*, container, plan, dest):
+    def recording(*, container: ContainerClient, plan: Any, dest: Path) -> Any:
         downloads.append(plan.run)
         return original(container=container, plan=plan, dest=dest)
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from pytest_django import Settings
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers import focus
@@ -78,7 +79,7 @@ def snapshot() -> tuple[int, Decimal, set[int]]:
 
 
 @pytest.fixture
-def good(tmp_path, monkeypatch) -> tuple[int, Decimal, set[int]]:
+def good(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, Decimal, set[int]]:
     monkeypatch.setattr(focus, "CHUNK_ROWS", 2)
     path = tmp_path / "good.csv"
     path.write_bytes(csv_bytes([row(f"r{i}", f"{i}.25") for i in range(5)]))
@@ -104,7 +105,7 @@ def assert_failed_harmlessly(path: Path, good: tuple[int, Decimal, set[int]], *w
     return batch.error
 
 
-def test_bad_number(tmp_path, good):
+def test_bad_number(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     rows = [row(f"n{i}") for i in range(5)] + [row("bad", EffectiveCost="abc")]
     path = tmp_path / "bad-number.csv"
     path.write_bytes(csv_bytes(rows))
@@ -113,7 +114,7 @@ def test_bad_number(tmp_path, good):
     assert error == "file bad-number.csv, row 7, column EffectiveCost: 'abc' is not a number"
 
 
-def test_missing_required_column(tmp_path, good):
+def test_missing_required_column(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     columns = [c for c in COLUMNS if c != "EffectiveCost"]
     path = tmp_path / "no-effective.csv"
     path.write_bytes(csv_bytes([row("r1")], columns))
@@ -122,7 +123,7 @@ def test_missing_required_column(tmp_path, good):
     assert error.startswith("file no-effective.csv, row 1, column EffectiveCost:")
 
 
-def test_truncated_gzip(tmp_path, good):
+def test_truncated_gzip(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     # Random-ish resource ids keep the data from compressing to almost nothing.
     rows = [row(f"resource-{i * 7919 % 100003:06d}-{i}", f"{i}.{i % 97:02d}") for i in range(400)]
     whole = gzip.compress(csv_bytes(rows))
@@ -133,25 +134,25 @@ def test_truncated_gzip(tmp_path, good):
     assert 2 < reached < 402
 
 
-def test_bad_currency(tmp_path, good):
+def test_bad_currency(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     path = tmp_path / "currency.csv"
     path.write_bytes(csv_bytes([row("r1"), row("r2", BillingCurrency="US$")]))
     assert_failed_harmlessly(path, good, "row 3, column BillingCurrency", "'US$'")
 
 
-def test_empty_file(tmp_path, good):
+def test_empty_file(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     path = tmp_path / "empty.csv"
     path.write_bytes(b"")
     assert_failed_harmlessly(path, good, "empty")
 
 
-def test_header_without_rows(tmp_path, good):
+def test_header_without_rows(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     path = tmp_path / "header-only.csv"
     path.write_bytes(csv_bytes([]))
     assert_failed_harmlessly(path, good, "no data rows")
 
 
-def test_bad_timestamp(tmp_path, good):
+def test_bad_timestamp(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     path = tmp_path / "when.csv"
     rows = [row(f"t{i}") for i in range(3)] + [row("x", ChargePeriodStart="2024-13-45 00:00")]
     path.write_bytes(csv_bytes(rows))
@@ -160,19 +161,23 @@ def test_bad_timestamp(tmp_path, good):
     )
 
 
-def test_row_with_wrong_number_of_values(tmp_path, good):
+def test_row_with_wrong_number_of_values(
+    tmp_path: Path, good: tuple[int, Decimal, set[int]]
+) -> None:
     path = tmp_path / "ragged.csv"
     path.write_bytes(csv_bytes([row("r1")]) + b"2024-09-01,only,three\n")
     assert_failed_harmlessly(path, good, "row 3", "3 values")
 
 
-def test_required_value_missing(tmp_path, good):
+def test_required_value_missing(tmp_path: Path, good: tuple[int, Decimal, set[int]]) -> None:
     path = tmp_path / "null-cost.csv"
     path.write_bytes(csv_bytes([row("r1"), row("r2", BilledCost="NULL")]))
     assert_failed_harmlessly(path, good, "row 3, column BilledCost")
 
 
-def test_one_bad_file_in_a_folder_fails_the_command_but_not_the_others(tmp_path, good):
+def test_one_bad_file_in_a_folder_fails_the_command_but_not_the_others(
+    tmp_path: Path, good: tuple[int, Decimal, set[int]]
+) -> None:
     folder = tmp_path / "mixed"
     folder.mkdir()
     (folder / "a-ok.csv").write_bytes(
@@ -192,7 +197,9 @@ LINE_CAP = 2 * 1024 * 1024  # above pyarrow's 1 MB block, so the columnar path g
 
 
 @pytest.mark.parametrize("gzipped", [False, True])
-def test_overlong_line_fails_naming_file_and_row(tmp_path, good, settings, gzipped):
+def test_overlong_line_fails_naming_file_and_row(
+    tmp_path: Path, good: tuple[int, Decimal, set[int]], settings: Settings, gzipped: bool
+) -> None:
     settings.FINOPS_MAX_LINE_BYTES = LINE_CAP
     # Row 4 (the third data row) is one line of 3 MB with no newline before its end.
     rows = [row("r0"), row("r1"), row("x" * (3 * 1024 * 1024)), row("r3")]
@@ -203,7 +210,9 @@ def test_overlong_line_fails_naming_file_and_row(tmp_path, good, settings, gzipp
     assert f"{LINE_CAP:,} bytes" in error
 
 
-def test_line_within_the_cap_is_read(tmp_path, good, settings):
+def test_line_within_the_cap_is_read(
+    tmp_path: Path, good: tuple[int, Decimal, set[int]], settings: Settings
+) -> None:
     settings.FINOPS_MAX_LINE_BYTES = 200
     rows = [row("r" * 60, "2.5")]  # each line under 200 bytes
     data = csv_bytes(rows)
@@ -214,7 +223,7 @@ def test_line_within_the_cap_is_read(tmp_path, good, settings):
     assert ImportBatch.objects.get(file_name=str(path.resolve())).status == "succeeded"
 
 
-def test_overlong_json_line_fails_naming_file_and_row(tmp_path, settings):
+def test_overlong_json_line_fails_naming_file_and_row(tmp_path: Path, settings: Settings) -> None:
     from billing_ingest.errors import ImportFormatError
     from billing_ingest.parsers import billing_parser
 

@@ -12,6 +12,7 @@ import io
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -30,7 +31,7 @@ from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from tests.builders import CUR_HEADER as HEADER
 from tests.builders import S3_BUCKET as BUCKET
 from tests.builders import S3_SOURCE as SOURCE
-from tests.builders import costs_sum, deliver, focus_row, ledger, month_total
+from tests.builders import Clock, costs_sum, deliver, focus_row, ledger, month_total
 from tests.builders import ingest_s3 as ingest
 from tests.builders import write_focus_csv as write_csv
 
@@ -50,7 +51,7 @@ def batch_of(keys: list[str]) -> ImportBatch:
     return part.batch
 
 
-def download(s3, keys: list[str], folder: Path) -> list[BillingFile]:
+def download(s3: Any, keys: list[str], folder: Path) -> list[BillingFile]:
     """The parts of a delivery as the command downloads them (the same bytes, same labels)."""
     folder.mkdir(parents=True, exist_ok=True)
     files = []
@@ -61,7 +62,7 @@ def download(s3, keys: list[str], folder: Path) -> list[BillingFile]:
     return files
 
 
-def test_three_parts_load_as_one_batch_whose_totals_are_the_sum_of_the_parts(s3):
+def test_three_parts_load_as_one_batch_whose_totals_are_the_sum_of_the_parts(s3: Any) -> None:
     parts = [["1.25", "2.50"], ["3.125"], ["0.000001", "4", "5.5"]]
     keys = deliver(s3, "2024-09", "v1", parts)
 
@@ -85,17 +86,17 @@ def test_three_parts_load_as_one_batch_whose_totals_are_the_sum_of_the_parts(s3)
     assert month_total("2024-09") == billed() == costs_sum(parts)
 
 
-def test_one_task_per_part_then_one_callback(s3, monkeypatch):
+def test_one_task_per_part_then_one_callback(s3: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     parts = [["1.00"], ["2.00"], ["3.00"]]
     deliver(s3, "2024-09", "v1", parts)
     calls: list[tuple[str, int]] = []
     part_task, finish_task = billing_tasks.billing_part_ingest, billing_tasks.billing_batch_finish
 
-    def part_spy(*, part_id):
+    def part_spy(*, part_id: int) -> object:
         calls.append(("part", part_id))
         return part_task(part_id=part_id)
 
-    def finish_spy(*, batch_id):
+    def finish_spy(*, batch_id: int) -> object:
         calls.append(("finish", batch_id))
         return finish_task(batch_id=batch_id)
 
@@ -109,7 +110,9 @@ def test_one_task_per_part_then_one_callback(s3, monkeypatch):
     assert calls == [("part", i) for i in part_ids] + [("finish", batch.pk)]
 
 
-def test_a_failing_part_fails_the_batch_naming_it_and_keeps_the_old_month(s3, s3_clock):
+def test_a_failing_part_fails_the_batch_naming_it_and_keeps_the_old_month(
+    s3: Any, s3_clock: Clock
+) -> None:
     old = [["1.00", "2.00"], ["3.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
@@ -136,8 +139,8 @@ def test_a_failing_part_fails_the_batch_naming_it_and_keeps_the_old_month(s3, s3
 
 
 def test_a_part_task_that_dies_fails_the_batch_through_the_chord_error_path(
-    s3, monkeypatch, s3_clock
-):
+    s3: Any, monkeypatch: pytest.MonkeyPatch, s3_clock: Clock
+) -> None:
     old = [["1.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
@@ -146,7 +149,7 @@ def test_a_part_task_that_dies_fails_the_batch_through_the_chord_error_path(
     keys = deliver(s3, "2024-09", "v2", [["10.00"], ["20.00"]])
     real = billing_tasks.billing_part_ingest
 
-    def dies_on_part_2(*, part_id):
+    def dies_on_part_2(*, part_id: int) -> object:
         if ImportBatchPart.objects.get(id=part_id).index == 1:
             raise RuntimeError("worker lost")  # what a killed or timed-out task looks like
         return real(part_id=part_id)
@@ -163,7 +166,9 @@ def test_a_part_task_that_dies_fails_the_batch_through_the_chord_error_path(
     assert ledger() == before
 
 
-def test_a_redelivered_month_replaces_the_old_batch_atomically(s3, monkeypatch, s3_clock):
+def test_a_redelivered_month_replaces_the_old_batch_atomically(
+    s3: Any, monkeypatch: pytest.MonkeyPatch, s3_clock: Clock
+) -> None:
     old = [["1.00", "2.00"], ["3.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
@@ -175,7 +180,7 @@ def test_a_redelivered_month_replaces_the_old_batch_atomically(s3, monkeypatch, 
     seen_between_parts: list[Decimal] = []
     real = billing_tasks.billing_part_ingest
 
-    def part_then_look(*, part_id):
+    def part_then_look(*, part_id: int) -> object:
         part = real(part_id=part_id)
         seen_between_parts.append(billed())
         return part
@@ -195,8 +200,8 @@ def test_a_redelivered_month_replaces_the_old_batch_atomically(s3, monkeypatch, 
 
 
 def test_rows_of_an_interrupted_import_are_never_billed_and_go_on_the_next_run(
-    s3, tmp_path, s3_clock
-):
+    s3: Any, tmp_path: Path, s3_clock: Clock
+) -> None:
     old = [["1.00"]]
     deliver(s3, "2024-09", "v1", old)
     ingest()
@@ -230,7 +235,9 @@ def test_rows_of_an_interrupted_import_are_never_billed_and_go_on_the_next_run(
     assert month_total("2024-09") == costs_sum(new)
 
 
-def test_a_restatement_sweeps_stale_rows_of_its_month(s3, tmp_path, s3_clock):
+def test_a_restatement_sweeps_stale_rows_of_its_month(
+    s3: Any, tmp_path: Path, s3_clock: Clock
+) -> None:
     keys = deliver(s3, "2024-09", "v1", [["1.00"]])
     # An import of v1 was interrupted after its only part loaded: RUNNING, rows invisible.
     stale = billing_batch_create(
@@ -251,7 +258,7 @@ def test_a_restatement_sweeps_stale_rows_of_its_month(s3, tmp_path, s3_clock):
     assert month_total("2024-09") == billed() == costs_sum(new)
 
 
-def test_finish_is_idempotent(s3):
+def test_finish_is_idempotent(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     ingest()
     batch = ImportBatch.objects.get()
@@ -263,7 +270,7 @@ def test_finish_is_idempotent(s3):
     assert ledger() == rows
 
 
-def test_a_part_loaded_twice_loads_once(s3, tmp_path):
+def test_a_part_loaded_twice_loads_once(s3: Any, tmp_path: Path) -> None:
     keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     batch = billing_batch_create(
         format="aws-cur", source=SOURCE, files=download(s3, keys, tmp_path / "dl")
@@ -278,7 +285,7 @@ def test_a_part_loaded_twice_loads_once(s3, tmp_path):
     assert done.row_count == CostLineItem.objects.count() == 2
 
 
-def test_a_single_file_is_a_delivery_of_one_part(tmp_path):
+def test_a_single_file_is_a_delivery_of_one_part(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "bill.csv", [focus_row(), focus_row()])
 
     call_command("ingest_billing", "--format", "focus", str(path), stdout=io.StringIO())
@@ -290,7 +297,7 @@ def test_a_single_file_is_a_delivery_of_one_part(tmp_path):
     assert batch.currency_totals == part.currency_totals
 
 
-def test_a_local_folder_delivery_is_one_batch_of_its_parts(tmp_path):
+def test_a_local_folder_delivery_is_one_batch_of_its_parts(tmp_path: Path) -> None:
     folder = tmp_path / "acme-2024-09"
     folder.mkdir()
     write_csv(folder / "part-1.csv", [focus_row(BilledCost="1.5", EffectiveCost="1.5")])
@@ -307,7 +314,9 @@ def test_a_local_folder_delivery_is_one_batch_of_its_parts(tmp_path):
     assert Decimal(batch.currency_totals["USD"]["effective"]) == Decimal("6.00")
 
 
-def test_a_folder_delivery_whose_headers_differ_is_refused_before_anything_loads(tmp_path):
+def test_a_folder_delivery_whose_headers_differ_is_refused_before_anything_loads(
+    tmp_path: Path,
+) -> None:
     folder = tmp_path / "delivery"
     folder.mkdir()
     write_csv(folder / "a.csv", [focus_row()])
@@ -320,7 +329,7 @@ def test_a_folder_delivery_whose_headers_differ_is_refused_before_anything_loads
     assert not CostLineItem.objects.exists()
 
 
-def test_readers_of_the_bill_see_only_settled_batches(tmp_path):
+def test_readers_of_the_bill_see_only_settled_batches(tmp_path: Path) -> None:
     # A batch still loading its parts (or left running by a killed worker) is not the bill:
     # not in the month list, the reconciliation, nor a FOCUS export.
     import csv as csv_module
@@ -329,11 +338,15 @@ def test_readers_of_the_bill_see_only_settled_batches(tmp_path):
     from finops.attribution.reconciliation_selectors import reconciliation_for_month
     from tests.factories import MONTH, CostLineItemFactory, ImportBatchFactory
 
-    CostLineItemFactory(effective_cost=Decimal("10"), billed_cost=Decimal("10"))
-    loading = ImportBatchFactory(status=ImportBatch.Status.RUNNING)
-    CostLineItemFactory(batch=loading, effective_cost=Decimal("99"), billed_cost=Decimal("99"))
-    other_month = ImportBatchFactory(status=ImportBatch.Status.RUNNING)
-    CostLineItemFactory(batch=other_month, billing_period=MONTH.replace(month=MONTH.month + 1))
+    CostLineItemFactory.create(effective_cost=Decimal("10"), billed_cost=Decimal("10"))
+    loading = ImportBatchFactory.create(status=ImportBatch.Status.RUNNING)
+    CostLineItemFactory.create(
+        batch=loading, effective_cost=Decimal("99"), billed_cost=Decimal("99")
+    )
+    other_month = ImportBatchFactory.create(status=ImportBatch.Status.RUNNING)
+    CostLineItemFactory.create(
+        batch=other_month, billing_period=MONTH.replace(month=MONTH.month + 1)
+    )
 
     assert month_list_with_data() == [MONTH]
     assert reconciliation_for_month(month=MONTH).total.billed == Decimal("10")

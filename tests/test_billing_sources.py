@@ -16,6 +16,7 @@ import gzip
 import io
 import json
 import threading
+from collections.abc import Iterator
 from datetime import timedelta
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +32,7 @@ from celery.exceptions import Retry
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
+from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 from google.auth.credentials import AnonymousCredentials
@@ -52,6 +54,7 @@ from tests.builders import (
     GCS_SOURCE,
     GCS_URI,
     ROWS_SQL,
+    Clock,
     RecordedBigQuery,
     cells,
     cost_of,
@@ -103,6 +106,7 @@ class _RecordedHandler(BaseHTTPRequestHandler):
         self.server.calls.append((operation, request, self.headers.get("Authorization", "")))
         key = f"{operation} {request['ExportArn']}" if "ExportArn" in request else operation
         name = self.server.routes.get(key) or self.server.routes.get(operation)
+        recorded: dict[str, Any]
         if name is None:
             recorded = {"status": 500, "body": {"__type": "NotRecorded", "Message": key}}
         else:
@@ -130,13 +134,14 @@ class _RecordedServer(ThreadingHTTPServer):
 
 
 @pytest.fixture
-def data_exports(monkeypatch, tmp_path):
+def data_exports(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[_RecordedServer]:
     """The recorded bcm-data-exports API; boto3 reaches it through the environment only
     (AWS_ENDPOINT_URL_BCM_DATA_EXPORTS), as the task builds its own client."""
     server = _RecordedServer()
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     host, port = server.server_address[:2]
+    assert isinstance(host, str)
     monkeypatch.setenv("AWS_ENDPOINT_URL_BCM_DATA_EXPORTS", f"http://{host}:{port}")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -149,7 +154,7 @@ def data_exports(monkeypatch, tmp_path):
     server.server_close()
 
 
-def uri_source(**fields) -> BillingSource:
+def uri_source(**fields: Any) -> BillingSource:
     values = {"name": "aws-main", "format": "aws-cur", "uri": URI, **fields}
     return BillingSource.objects.create(**values)
 
@@ -167,7 +172,7 @@ def batch_statuses() -> list[tuple[str, list[str]]]:
 # --- explicit URI --------------------------------------------------------------------------
 
 
-def test_a_uri_source_imports_each_month_and_records_success(s3):
+def test_a_uri_source_imports_each_month_and_records_success(s3: Any) -> None:
     september = [["1.25", "2.50"], ["3.125"]]
     october = [["4.00"]]
     deliver(s3, "2024-09", "v1", september)
@@ -191,7 +196,7 @@ def test_a_uri_source_imports_each_month_and_records_success(s3):
     assert sorted(str(month)[:7] for month in attributed) == ["2024-09", "2024-10"]
 
 
-def test_a_restated_month_replaces_the_month(s3, s3_clock):
+def test_a_restated_month_replaces_the_month(s3: Any, s3_clock: Clock) -> None:
     deliver(s3, "2024-09", "v1", [["1.00", "2.00"], ["3.00"]])
     deliver(s3, "2024-10", "v1", [["4.00"]])
     source = uri_source()
@@ -214,7 +219,7 @@ def test_a_restated_month_replaces_the_month(s3, s3_clock):
 
 
 @pytest.fixture
-def s3_gets(s3, monkeypatch) -> list[str]:
+def s3_gets(s3: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The key of every GetObject sent from now on (download_file's too): the task's S3 client
     comes from boto3's default session, whose handlers every client it makes inherits."""
     keys: list[str] = []
@@ -231,7 +236,9 @@ def data_gets(keys: list[str]) -> list[str]:
     return [key for key in keys if "/data/" in key]
 
 
-def test_a_second_run_with_nothing_new_downloads_nothing_and_records_nothing(s3, s3_gets):
+def test_a_second_run_with_nothing_new_downloads_nothing_and_records_nothing(
+    s3: Any, s3_gets: list[str]
+) -> None:
     keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     source = uri_source()
     fetch(source)
@@ -249,7 +256,7 @@ def test_a_second_run_with_nothing_new_downloads_nothing_and_records_nothing(s3,
     assert source.last_message == "unchanged 2024-09"
 
 
-def test_the_fetch_command_says_unchanged(s3, s3_gets):
+def test_the_fetch_command_says_unchanged(s3: Any, s3_gets: list[str]) -> None:
     deliver(s3, "2024-09", "v1", [["3.00"]])
     uri_source()
     call_command("fetch_billing_sources", "--name", "aws-main", stdout=io.StringIO())
@@ -266,7 +273,9 @@ def test_the_fetch_command_says_unchanged(s3, s3_gets):
     assert len(data_gets(s3_gets)) == 1
 
 
-def test_a_new_manifest_is_fetched_and_the_other_months_are_not(s3, s3_gets, s3_clock):
+def test_a_new_manifest_is_fetched_and_the_other_months_are_not(
+    s3: Any, s3_gets: list[str], s3_clock: Clock
+) -> None:
     deliver(s3, "2024-09", "v1", [["1.00", "2.00"], ["3.00"]])
     deliver(s3, "2024-10", "v1", [["4.00"]])
     source = uri_source()
@@ -287,7 +296,9 @@ def test_a_new_manifest_is_fetched_and_the_other_months_are_not(s3, s3_gets, s3_
     assert source.last_message == "imported 2024-09; unchanged 2024-10"
 
 
-def test_a_manifest_overwritten_in_place_is_fetched(s3, s3_gets, s3_clock):
+def test_a_manifest_overwritten_in_place_is_fetched(
+    s3: Any, s3_gets: list[str], s3_clock: Clock
+) -> None:
     # An export set to overwrite rewrites the same manifest and data keys on every refresh.
     deliver(s3, "2024-09", "current", [["1.00"]])
     source = uri_source()
@@ -304,7 +315,7 @@ def test_a_manifest_overwritten_in_place_is_fetched(s3, s3_gets, s3_clock):
     assert source.last_message == "imported 2024-09"
 
 
-def test_forced_fetches_download_again_and_find_duplicates(s3, s3_gets):
+def test_forced_fetches_download_again_and_find_duplicates(s3: Any, s3_gets: list[str]) -> None:
     keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     source = uri_source()
     fetch(source)
@@ -317,7 +328,9 @@ def test_forced_fetches_download_again_and_find_duplicates(s3, s3_gets):
     assert result["unchanged"] == ["2024-09"]
 
 
-def test_a_month_imported_before_fingerprints_learns_its_own_from_a_duplicate(s3, s3_gets):
+def test_a_month_imported_before_fingerprints_learns_its_own_from_a_duplicate(
+    s3: Any, s3_gets: list[str]
+) -> None:
     keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     source = uri_source()
     fetch(source)
@@ -335,7 +348,7 @@ def test_a_month_imported_before_fingerprints_learns_its_own_from_a_duplicate(s3
     assert source.last_message == "unchanged 2024-09"
 
 
-def test_a_restated_month_ingested_by_hand_is_not_skipped(s3, s3_gets):
+def test_a_restated_month_ingested_by_hand_is_not_skipped(s3: Any, s3_gets: list[str]) -> None:
     # The fingerprint is compared with the month's current batch: rows a hand import put in
     # its place (same source, other bytes) are replaced by the export's again.
     deliver(s3, "2024-09", "v1", [["1.00"]])
@@ -371,7 +384,7 @@ def test_a_restated_month_ingested_by_hand_is_not_skipped(s3, s3_gets):
 # Google Cloud Storage (gcp-storage-emulator) and BigQuery (recorded REST): the same rule.
 
 
-def spy(monkeypatch, module: Any, name: str) -> list[Any]:
+def spy(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list[Any]:
     """The plans ``module.name`` (a fetch function, still run) is called with from now on."""
     plans: list[Any] = []
     original = getattr(module, name)
@@ -413,7 +426,7 @@ class _RecordedWithExportTimes(RecordedBigQuery):
 
 
 @pytest.fixture
-def bigquery_recorded(monkeypatch):
+def bigquery_recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[_RecordedWithExportTimes]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         server = _RecordedWithExportTimes(mock)
         monkeypatch.setattr(
@@ -424,7 +437,9 @@ def bigquery_recorded(monkeypatch):
         yield server
 
 
-def test_gcs_months_with_the_same_generations_are_not_downloaded(bucket, monkeypatch):
+def test_gcs_months_with_the_same_generations_are_not_downloaded(
+    bucket: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fetched = spy(monkeypatch, gcp_storage, "gcs_delivery_fetch")
     export_month(bucket, f"{GCS_ROOT}/2024-09", GCS_SEPTEMBER)
     october = export_month(bucket, f"{GCS_ROOT}/2024-10", GCS_OCTOBER)
@@ -446,7 +461,9 @@ def test_gcs_months_with_the_same_generations_are_not_downloaded(bucket, monkeyp
     assert ledger_totals(GCS_SOURCE, "2024-10") == gcs_totals(*restated)
 
 
-def test_bigquery_months_with_no_new_export_are_not_queried_again(bigquery_recorded):
+def test_bigquery_months_with_no_new_export_are_not_queried_again(
+    bigquery_recorded: _RecordedWithExportTimes,
+) -> None:
     september = [[export_row(month="202409", cost="5.00")]]
     bigquery_recorded.months["202409"] = september
     bigquery_recorded.export_times["202409"] = "2024-10-03T04:00:00"
@@ -472,7 +489,9 @@ def test_bigquery_months_with_no_new_export_are_not_queried_again(bigquery_recor
 # --- discovery through bcm-data-exports (recorded HTTP) -----------------------------------
 
 
-def test_discovery_by_name_finds_bucket_prefix_export_and_format(s3, data_exports):
+def test_discovery_by_name_finds_bucket_prefix_export_and_format(
+    s3: Any, data_exports: _RecordedServer
+) -> None:
     data_exports.routes.update(
         {"ListExports": "list_exports.json", f"GetExport {CUR_ARN}": "get_export_cur2.json"}
     )
@@ -496,7 +515,7 @@ def test_discovery_by_name_finds_bucket_prefix_export_and_format(s3, data_export
     assert month_total("2024-09") == costs_sum(september)
 
 
-def test_a_focus_export_is_read_as_focus(s3, data_exports):
+def test_a_focus_export_is_read_as_focus(s3: Any, data_exports: _RecordedServer) -> None:
     data_exports.routes[f"GetExport {FOCUS_ARN}"] = "get_export_focus.json"
     rows = [focus_row(EffectiveCost="12.5"), focus_row(EffectiveCost="0.125", SkuId="SKU2")]
     root = "focus/gpu-focus"
@@ -521,7 +540,9 @@ def test_a_focus_export_is_read_as_focus(s3, data_exports):
     assert "AWS reports the export UNHEALTHY (INSUFFICIENT_PERMISSION)" in source.last_message
 
 
-def test_discovery_needs_no_region_configured(data_exports, monkeypatch):
+def test_discovery_needs_no_region_configured(
+    data_exports: _RecordedServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # The API lives in us-east-1 only, so a worker with no AWS region set still reaches it.
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     monkeypatch.delenv("AWS_REGION", raising=False)
@@ -538,7 +559,9 @@ def test_discovery_needs_no_region_configured(data_exports, monkeypatch):
     assert found.health == "HEALTHY"
 
 
-def test_discovery_access_denied_is_a_clear_error_and_changes_nothing(s3, data_exports):
+def test_discovery_access_denied_is_a_clear_error_and_changes_nothing(
+    s3: Any, data_exports: _RecordedServer
+) -> None:
     data_exports.routes["ListExports"] = "access_denied.json"
     deliver(s3, "2024-09", "v1", [["1.00"]])
     source = BillingSource.objects.create(name="aws-payer", aws_export_name=EXPORT)
@@ -555,14 +578,14 @@ def test_discovery_access_denied_is_a_clear_error_and_changes_nothing(s3, data_e
     assert not ImportBatch.objects.exists()
 
 
-def test_an_unknown_export_name_lists_the_exports_there_are(data_exports):
+def test_an_unknown_export_name_lists_the_exports_there_are(data_exports: _RecordedServer) -> None:
     data_exports.routes["ListExports"] = "list_exports.json"
 
     with pytest.raises(SourceFetchError, match=r"no AWS data export named 'gpu'.*gpu-cur2"):
         aws_export_discover(export_name="gpu")
 
 
-def test_the_table_an_export_reads_decides_the_format():
+def test_the_table_an_export_reads_decides_the_format() -> None:
     assert export_format("COST_AND_USAGE_REPORT", name="x") == "aws-cur"
     assert export_format("FOCUS_1_0_AWS", name="x") == "focus"
     assert export_format("FOCUS_1_2_AWS", name="x") == "focus"
@@ -574,8 +597,8 @@ def test_the_table_an_export_reads_decides_the_format():
 
 
 def test_access_denied_on_s3_records_the_error_and_keeps_earlier_data(
-    s3, s3_endpoint, monkeypatch, s3_clock
-):
+    s3: Any, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, s3_clock: Clock
+) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     source = uri_source()
     fetch(source)
@@ -606,7 +629,9 @@ def test_access_denied_on_s3_records_the_error_and_keeps_earlier_data(
     assert ImportBatch.objects.count() == batches
 
 
-def test_an_unreachable_store_is_retried_then_recorded(s3, monkeypatch):
+def test_an_unreachable_store_is_retried_then_recorded(
+    s3: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     source = uri_source()
     fetch(source)
@@ -644,7 +669,7 @@ def aws_error(code: str, status: int) -> ClientError:
     return ClientError(response, "ListObjectsV2")
 
 
-def test_only_errors_a_later_attempt_may_pass_are_transient():
+def test_only_errors_a_later_attempt_may_pass_are_transient() -> None:
     assert source_error_transient(wrapped(aws_error("ThrottlingException", 400)))
     assert source_error_transient(wrapped(aws_error("SlowDown", 503)))
     assert source_error_transient(wrapped(ConnectionResetError("reset by peer")))
@@ -656,7 +681,7 @@ def test_only_errors_a_later_attempt_may_pass_are_transient():
 # --- claim and dispatch ----------------------------------------------------------------------
 
 
-def test_a_source_claimed_by_a_running_fetch_is_skipped(s3):
+def test_a_source_claimed_by_a_running_fetch_is_skipped(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     claimed_at = timezone.now() - timedelta(minutes=5)
     source = uri_source(fetch_started_at=claimed_at)
@@ -669,7 +694,7 @@ def test_a_source_claimed_by_a_running_fetch_is_skipped(s3):
     assert source.last_fetched_at is None
 
 
-def test_a_claim_older_than_any_fetch_can_run_is_taken_over(s3):
+def test_a_claim_older_than_any_fetch_can_run_is_taken_over(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     source = uri_source(fetch_started_at=timezone.now() - CLAIM_EXPIRES - timedelta(minutes=1))
 
@@ -680,7 +705,7 @@ def test_a_claim_older_than_any_fetch_can_run_is_taken_over(s3):
     assert month_total("2024-09") == Decimal("1.00")
 
 
-def test_the_dispatcher_fetches_enabled_sources_and_skips_disabled_ones(s3):
+def test_the_dispatcher_fetches_enabled_sources_and_skips_disabled_ones(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     enabled = uri_source()
     disabled = uri_source(name="aws-old", uri=f"s3://{BUCKET}/cur/old-export", enabled=False)
@@ -696,19 +721,20 @@ def test_the_dispatcher_fetches_enabled_sources_and_skips_disabled_ones(s3):
     assert fetch(disabled)["status"] == "skipped"
 
 
-def test_beat_runs_the_dispatcher_every_6_hours_and_expires_before_the_next_run():
+def test_beat_runs_the_dispatcher_every_6_hours_and_expires_before_the_next_run() -> None:
     from finops.celery import app
 
     [entry] = [
         e for e in app.conf.beat_schedule.values() if e["task"] == fetch_billing_sources_all.name
     ]
     schedule = entry["schedule"]
-    assert schedule.hour == {0, 6, 12, 18} and len(schedule.minute) == 1
+    assert schedule.hour == {0, 6, 12, 18}
+    assert len(schedule.minute) == 1
     assert 0 < entry["options"]["expires"] < 6 * 3600
     assert fetch_billing_sources_all.name in app.tasks
 
 
-def test_fetch_now_in_the_admin_queues_a_fetch(s3, client):
+def test_fetch_now_in_the_admin_queues_a_fetch(s3: Any, client: Client) -> None:
     deliver(s3, "2024-09", "v1", [["2.00"]])
     source = uri_source()
     client.force_login(User.objects.create_superuser("admin", password="admin-password-123"))
@@ -725,7 +751,7 @@ def test_fetch_now_in_the_admin_queues_a_fetch(s3, client):
     assert month_total("2024-09") == Decimal("2.00")
 
 
-def test_fetch_billing_sources_command_fetches_one_source_by_name(s3):
+def test_fetch_billing_sources_command_fetches_one_source_by_name(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["3.00"]])
     uri_source()
     out = io.StringIO()
@@ -744,7 +770,7 @@ def check(**fields: Any) -> None:
     billing_source_check(source_id=None, **values)
 
 
-def test_a_source_needs_a_location_and_a_known_format(db):
+def test_a_source_needs_a_location_and_a_known_format(db: None) -> None:
     with pytest.raises(ValidationError) as raised:
         check(format="aws-cur")
     assert "uri" in raised.value.message_dict
@@ -765,7 +791,7 @@ def test_a_source_needs_a_location_and_a_known_format(db):
     check(aws_export_name="gpu-cur2")
 
 
-def test_the_admin_form_refuses_a_source_it_could_not_fetch(db, client):
+def test_the_admin_form_refuses_a_source_it_could_not_fetch(db: None, client: Client) -> None:
     client.force_login(User.objects.create_superuser("admin", password="admin-password-123"))
     add_url = reverse("admin:billing_ingest_billingsource_add")
 

@@ -8,33 +8,36 @@ collectstatic is needed.
 from __future__ import annotations
 
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.org.models import Profile
 from finops.web.templatetags.finops_tags import money
 from tests.chromium import _body, _login, _wait_for_text
-from tests.factories import build_month_scenario
+from tests.factories import Scenario
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-def scenario(team, other_team):
-    return build_month_scenario(team=team, other_team=other_team)
-
-
 def test_finance_walks_overview_team_run_reconciliation(
-    browser, live_server, scenario, finance_user, tmp_path
-):
+    browser: WebDriver,
+    live_server: LiveServer,
+    scenario: Scenario,
+    finance_user: User,
+    tmp_path: Path,
+) -> None:
     from selenium.webdriver.common.by import By
 
     driver = browser
     _login(driver, live_server.url, "fin", "fin-password-123")
     text = _body(driver)
     assert "September 2025" in text
-    assert "Vision" in text and "Speech" in text
+    assert "Vision" in text
+    assert "Speech" in text
     usd_total = sum(a.amount for a in scenario.allocations if a.billing_currency == "USD")
     assert money(usd_total) in text  # 1,500.88
     # The stylesheet loaded: the top bar is dark, not the browser default.
@@ -50,7 +53,9 @@ def test_finance_walks_overview_team_run_reconciliation(
     driver.find_element(By.LINK_TEXT, "llama/7b v2").click()
     _wait_for_text(driver, "Run llama/7b v2")
     text = _body(driver)
-    assert "5001" in text and "5002" in text and "FAILED" in text
+    assert "5001" in text
+    assert "5002" in text
+    assert "FAILED" in text
     assert money(Decimal("400.25")) in text
     driver.save_screenshot(str(tmp_path / "run.png"))
 
@@ -70,7 +75,9 @@ def test_finance_walks_overview_team_run_reconciliation(
     assert "/accounts/login/" in driver.current_url
 
 
-def test_lead_sees_only_own_team(browser, live_server, scenario, lead_user, tmp_path):
+def test_lead_sees_only_own_team(
+    browser: WebDriver, live_server: LiveServer, scenario: Scenario, lead_user: User, tmp_path: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     driver = browser
@@ -88,7 +95,9 @@ def test_lead_sees_only_own_team(browser, live_server, scenario, lead_user, tmp_
     assert "Speech" not in _body(driver)
 
 
-def test_wrong_password_stays_on_login(browser, live_server, db):
+def test_wrong_password_stays_on_login(
+    browser: WebDriver, live_server: LiveServer, db: None
+) -> None:
     from selenium.webdriver.common.by import By
 
     user = User.objects.create_user("someone", password="right-password-1")
@@ -102,8 +111,12 @@ def test_wrong_password_stays_on_login(browser, live_server, db):
 
 
 def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
-    browser, live_server, scenario, finance_user, tmp_path
-):
+    browser: WebDriver,
+    live_server: LiveServer,
+    scenario: Scenario,
+    finance_user: User,
+    tmp_path: Path,
+) -> None:
     import datetime as dt
 
     from selenium.webdriver.common.by import By
@@ -114,11 +127,13 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
     from finops.web.templatetags.finops_tags import unit_money
     from tests.factories import AllocatedCostFactory, ImportBatchFactory, JobRecordFactory
 
-    pod = JobRecordFactory(job_id="serving/chat-0", namespace="serving", endpoint="llm-chat")
-    AllocatedCostFactory(job=pod, team=scenario.team, amount=Decimal("45.5"), node="gpu-node-01")
+    pod = JobRecordFactory.create(job_id="serving/chat-0", namespace="serving", endpoint="llm-chat")
+    AllocatedCostFactory.create(
+        job=pod, team=scenario.team, amount=Decimal("45.5"), node="gpu-node-01"
+    )
     start = dt.datetime(2025, 9, 3, 10, tzinfo=dt.UTC)
     InferenceUsage.objects.create(
-        batch=ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv"),
+        batch=ImportBatchFactory.create(kind=ImportBatch.Kind.INFERENCE, format="csv"),
         cluster="k8s-1", endpoint="llm-chat", window_start=start,
         window_end=start + dt.timedelta(hours=1), requests=7000, prompt_tokens=10,
         generation_tokens=5,
@@ -132,10 +147,12 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
     row = driver.find_element(
         By.CSS_SELECTOR, f'[data-testid="endpoint-llm-chat-{scenario.team.slug}-USD"]'
     )
-    assert "llm-chat" in row.text and "Vision" in row.text
+    assert "llm-chat" in row.text
+    assert "Vision" in row.text
     cell = row.find_element(By.CSS_SELECTOR, '[data-testid="per-1k-requests"]').text
     assert cell == unit_money(unit_cost(Decimal("45.5"), 7000, 1000))  # 6.5000
-    assert "Per 1k requests" in _body(driver) and "$/1k" not in _body(driver)
+    assert "Per 1k requests" in _body(driver)
+    assert "$/1k" not in _body(driver)
     driver.save_screenshot(str(tmp_path / "endpoints.png"))
 
 
@@ -167,7 +184,8 @@ def test_overview_loads_with_no_console_error_and_a_favicon(
     assert severe == []
     assert icon is not None, "the page links no icon"
     href, status, content_type = icon
-    assert href.endswith("/static/favicon.svg") and status == 200
+    assert href.endswith("/static/favicon.svg")
+    assert status == 200
     assert content_type.startswith("image/svg+xml")
     not_found = [r.getMessage() for r in caplog.records if r.name == "django.request"]
     assert not_found == []

@@ -5,69 +5,77 @@ state is saved as a screenshot (CI artefacts, tests/ui_screens.py)."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Any, cast
 
 import pytest
+from django.contrib.auth.models import User
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.attribution.models import Category
+from finops.org.models import Team
 from tests.chromium import _login
 from tests.factories import RunCostFactory, TeamDailyCostFactory
-from tests.ui_screens import chromium, screenshot
-
-__all__ = ["chromium"]
+from tests.ui_screens import screenshot
 
 pytestmark = pytest.mark.browser
 UTC = dt.UTC
 
 
-def _by(name):
+def _by(name: str) -> str:
     from selenium.webdriver.common.by import By
 
-    return getattr(By, name)
+    return cast(str, getattr(By, name))
 
 
-def _wait(driver, condition, timeout=10):
+def _wait(driver: WebDriver, condition: Callable[[WebDriver], Any], timeout: float = 10) -> Any:
     from selenium.webdriver.support.ui import WebDriverWait
 
     return WebDriverWait(driver, timeout).until(condition)
 
 
-def _chart(driver, table_id: str) -> dict:
+def _chart(driver: WebDriver, table_id: str) -> dict[str, Any]:
     """The Chart.js chart drawn on the canvas for that table: labels and series names."""
-    return driver.execute_script(
+    chart: dict[str, Any] = driver.execute_script(
         "var c = Chart.getChart(document.querySelector('canvas[data-chart=\"' + arguments[0]"
         " + '\"]')); return c ? {labels: c.data.labels,"
         " series: c.data.datasets.map(function (d) { return d.label; }),"
         " stacked: c.options.scales.y.stacked} : null;",
         table_id,
     )
+    return chart
 
 
 @pytest.fixture
-def months_of_cost(team, other_team):
+def months_of_cost(team: Team, other_team: Team) -> None:
     for period, amount in ((dt.date(2025, 7, 1), 10), (dt.date(2025, 8, 1), 20)):
-        TeamDailyCostFactory(
+        TeamDailyCostFactory.create(
             team=team, billing_period=period, day=period.replace(day=3), amount=Decimal(amount)
         )
     for day in range(1, 11):
-        TeamDailyCostFactory(team=team, day=dt.date(2025, 9, day), amount=Decimal(30 + day))
-        TeamDailyCostFactory(
+        TeamDailyCostFactory.create(team=team, day=dt.date(2025, 9, day), amount=Decimal(30 + day))
+        TeamDailyCostFactory.create(
             team=other_team, day=dt.date(2025, 9, day), amount=Decimal(5 * day),
             category=Category.INFERENCE,
         )  # fmt: skip
-    TeamDailyCostFactory(
+    TeamDailyCostFactory.create(
         team=None, day=dt.date(2025, 9, 2), amount=Decimal(40), category=Category.IDLE
     )
 
 
-def test_overview_dashboard(chromium, live_server, finance_user, months_of_cost):
-    driver = chromium
+def test_overview_dashboard(
+    browser: WebDriver, live_server: LiveServer, finance_user: User, months_of_cost: None
+) -> None:
+    driver = browser
     _login(driver, live_server.url, "fin", "fin-password-123")
     driver.get(f"{live_server.url}/?month=2025-09&months=3")
     chart = _wait(driver, lambda d: _chart(d, "cost-over-time"))
     assert chart["series"] == ["Speech", "Vision", "No team (platform)"]
     assert chart["stacked"] is True
-    assert chart["labels"][0] == "2025-07-03" and len(chart["labels"]) == 12
+    assert chart["labels"][0] == "2025-07-03"
+    assert len(chart["labels"]) == 12
     change = _chart(driver, "month-change")
     assert change["series"] == ["August 2025", "September 2025"]
     shares = driver.find_element(_by("CSS_SELECTOR"), "[data-testid=idle-share]").text
@@ -87,22 +95,24 @@ def test_overview_dashboard(chromium, live_server, finance_user, months_of_cost)
 
 
 @pytest.fixture
-def many_runs(team, other_team):
+def many_runs(team: Team, other_team: Team) -> None:
     for i in range(60):
-        RunCostFactory(
+        RunCostFactory.create(
             team=team if i % 3 else other_team, run_id=f"run-{i:02d}", cost=Decimal(1000 + i),
             gpu_seconds=Decimal(3600 * (i + 1)), cluster="hpc1" if i % 2 else "hpc2",
             first_start=dt.datetime(2025, 9, 1, tzinfo=UTC) + dt.timedelta(hours=i),
         )  # fmt: skip
 
 
-def _ids(driver) -> list[str]:
+def _ids(driver: WebDriver) -> list[str]:
     rows = driver.find_elements(_by("CSS_SELECTOR"), "[data-testid=run-row] td:first-child")
     return [r.text for r in rows]
 
 
-def test_runs_browser_sorts_filters_and_pages(chromium, live_server, finance_user, many_runs):
-    driver = chromium
+def test_runs_browser_sorts_filters_and_pages(
+    browser: WebDriver, live_server: LiveServer, finance_user: User, many_runs: None
+) -> None:
+    driver = browser
     _login(driver, live_server.url, "fin", "fin-password-123")
     driver.get(f"{live_server.url}/runs/?month=2025-09")
     assert _ids(driver)[:3] == ["run-59", "run-58", "run-57"]

@@ -37,7 +37,8 @@ def _left(driver, selector: str) -> float:
 def test_top_bar_as_finance_and_as_a_lead(chromium, live_server, finance_user, lead_user):
     driver = chromium
     _login(driver, live_server.url, "fin", "fin-password-123")
-    assert "Pipeline" in _nav(driver) and "Reconciliation" in _nav(driver)
+    assert "Pipeline" in _nav(driver)
+    assert "Reconciliation" in _nav(driver)
     who = driver.execute_script("return document.querySelector('header .who').innerText")
     assert who.count("fin · finance") == 1, who  # once, not twice
     driver.find_element("link text", "Pipeline").click()
@@ -45,7 +46,8 @@ def test_top_bar_as_finance_and_as_a_lead(chromium, live_server, finance_user, l
 
     driver.delete_all_cookies()
     _login(driver, live_server.url, "lead", "lead-password-123")
-    assert "Pipeline" not in _nav(driver) and "Imports" not in _nav(driver)
+    assert "Pipeline" not in _nav(driver)
+    assert "Imports" not in _nav(driver)
     who = driver.execute_script("return document.querySelector('header .who').innerText")
     assert who.count("lead · team lead") == 1, who
 
@@ -68,7 +70,8 @@ def test_anomaly_filters_and_token_ticks_sit_inside_the_page(
         "return [...document.querySelectorAll('#token-form input[type=checkbox]')]"
         ".map(i => i.getBoundingClientRect().width)"
     )
-    assert widths and all(w < 40 for w in widths), widths  # not stretched across the card
+    assert widths
+    assert all(w < 40 for w in widths), widths  # not stretched across the card
     label = driver.execute_script(
         "var l = [...document.querySelectorAll('#token-form label')]"
         ".find(l => l.textContent.trim() === arguments[0]);"

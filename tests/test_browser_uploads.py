@@ -5,36 +5,37 @@ progress bar. The Chromium test of the polling is at the end."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from celery.result import AsyncResult
+
 import io
 import time
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
+from pytest_django import Settings
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, JobRecord
 from billing_ingest.progress import wait_with_progress
 from billing_ingest.selectors import batch_progress
 from finops.attribution.models import AttributionRun
-from tests.test_focus_ingest import csv_text, focus_row
-from tests.test_slurm_ingest import FIRST_DUMP
-from tests.ui_screens import chromium, screenshot
-
-__all__ = ["chromium"]  # the Chromium fixture, for the last test
+from tests.builders import FIRST_DUMP, csv_text, focus_row
+from tests.ui_screens import screenshot
 
 
 @pytest.fixture(autouse=True)
-def data_dir(settings, tmp_path):
+def data_dir(settings: Settings, tmp_path: Path) -> Path:
     settings.FINOPS_DATA_DIR = tmp_path / "data"
     return settings.FINOPS_DATA_DIR
-
-
-@pytest.fixture
-def finance_client(client, finance_user):
-    client.force_login(finance_user)
-    return client
 
 
 def _focus_file(rows: int = 3) -> SimpleUploadedFile:
@@ -42,7 +43,9 @@ def _focus_file(rows: int = 3) -> SimpleUploadedFile:
     return SimpleUploadedFile("september.csv", text.encode(), content_type="text/csv")
 
 
-def test_billing_upload_runs_the_import_and_attribution(finance_client, data_dir):
+def test_billing_upload_runs_the_import_and_attribution(
+    finance_client: Client, data_dir: Path
+) -> None:
     response = finance_client.post(
         reverse("web:imports-upload"), {"format": "billing:focus", "file": _focus_file(3)}
     )
@@ -66,7 +69,7 @@ def test_billing_upload_runs_the_import_and_attribution(finance_client, data_dir
     assert "/static/finops-imports.js" in page
 
 
-def test_job_log_upload(finance_client):
+def test_job_log_upload(finance_client: Client) -> None:
     upload = SimpleUploadedFile("sacct.txt", ("\n".join(FIRST_DUMP) + "\n").encode())
     response = finance_client.post(
         reverse("web:imports-upload"),
@@ -78,7 +81,7 @@ def test_job_log_upload(finance_client):
     assert JobRecord.objects.filter(cluster="hpc-east").count() == batch.row_count > 0
 
 
-def test_same_file_twice_is_a_duplicate(finance_client):
+def test_same_file_twice_is_a_duplicate(finance_client: Client) -> None:
     for _ in range(2):
         finance_client.post(
             reverse("web:imports-upload"), {"format": "billing:focus", "file": _focus_file(2)}
@@ -89,7 +92,7 @@ def test_same_file_twice_is_a_duplicate(finance_client):
     ]
 
 
-def test_file_over_the_limit_is_refused(finance_client, settings):
+def test_file_over_the_limit_is_refused(finance_client: Client, settings: Settings) -> None:
     settings.FINOPS_UPLOAD_MAX_BYTES = 100
     response = finance_client.post(
         reverse("web:imports-upload"), {"format": "billing:focus", "file": _focus_file(3)}
@@ -99,7 +102,9 @@ def test_file_over_the_limit_is_refused(finance_client, settings):
     assert not ImportBatch.objects.exists()
 
 
-def test_request_far_over_the_limit_is_refused_before_reading(finance_client, settings):
+def test_request_far_over_the_limit_is_refused_before_reading(
+    finance_client: Client, settings: Settings
+) -> None:
     settings.FINOPS_UPLOAD_MAX_BYTES = 10
     big = SimpleUploadedFile("big.csv", b"x" * (200 * 1024))
     response = finance_client.post(
@@ -110,7 +115,7 @@ def test_request_far_over_the_limit_is_refused_before_reading(finance_client, se
     assert not ImportBatch.objects.exists()
 
 
-def test_upload_needs_the_csrf_token(finance_user):
+def test_upload_needs_the_csrf_token(finance_user: User) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(finance_user)
     response = client.post(
@@ -120,7 +125,7 @@ def test_upload_needs_the_csrf_token(finance_user):
     assert not ImportBatch.objects.exists()
 
 
-def test_unknown_format_is_a_form_error(finance_client):
+def test_unknown_format_is_a_form_error(finance_client: Client) -> None:
     response = finance_client.post(
         reverse("web:imports-upload"), {"format": "billing:excel", "file": _focus_file()}
     )
@@ -128,7 +133,7 @@ def test_unknown_format_is_a_form_error(finance_client):
     assert 'data-testid="upload-error-format"' in response.content.decode()
 
 
-def test_team_leads_cannot_upload_or_poll(client, lead_user):
+def test_team_leads_cannot_upload_or_poll(client: Client, lead_user: User) -> None:
     client.force_login(lead_user)
     response = client.post(
         reverse("web:imports-upload"), {"format": "billing:focus", "file": _focus_file()}
@@ -153,11 +158,13 @@ def _finish_part(batch: ImportBatch, index: int, rows: int) -> None:
     )
 
 
-def test_progress_counts_finished_parts_and_their_rows(db):
+def test_progress_counts_finished_parts_and_their_rows(db: None) -> None:
     batch = _running_batch(3)
     _finish_part(batch, 0, 1200)
     ImportBatchPart.objects.filter(batch=batch, index=1).update(status="failed")
     progress = batch_progress(batch_id=batch.pk)
+    assert progress is not None
+    assert progress is not None
     assert (progress.parts_done, progress.parts_total, progress.rows) == (2, 3, 1200)
     assert progress.finished is False
     assert batch_progress(batch_id=batch.pk + 1) is None
@@ -166,7 +173,7 @@ def test_progress_counts_finished_parts_and_their_rows(db):
 class _SlowResult:
     """A chord result that becomes ready once a part has finished between polls."""
 
-    def __init__(self, on_poll):
+    def __init__(self, on_poll: Callable[[int], None]) -> None:
         self.polls = 0
         self.on_poll = on_poll
 
@@ -175,11 +182,11 @@ class _SlowResult:
         self.on_poll(self.polls)
         return self.polls > 3
 
-    def get(self, timeout: float):
+    def get(self, timeout: float) -> dict[str, str]:
         return {"status": "succeeded"}
 
 
-def test_command_line_progress_bar(db):
+def test_command_line_progress_bar(db: None) -> None:
     batch = _running_batch(3)
 
     def on_poll(polls: int) -> None:
@@ -188,7 +195,7 @@ def test_command_line_progress_bar(db):
 
     out = io.StringIO()
     result = wait_with_progress(
-        _SlowResult(on_poll),
+        cast("AsyncResult[Any]", _SlowResult(on_poll)),
         batch_id=batch.pk,
         timeout=30,
         label=f"batch {batch.pk}",
@@ -199,23 +206,24 @@ def test_command_line_progress_bar(db):
     assert result == {"status": "succeeded"}
     text = out.getvalue()
     # 1,000 + 2,000 + 3,000 rows from the three parts.
-    assert "3/3" in text and "6,000 rows" in text
+    assert "3/3" in text
+    assert "6,000 rows" in text
 
 
-def test_no_bar_when_not_asked(db):
+def test_no_bar_when_not_asked(db: None) -> None:
     batch = _running_batch(1)
     out = io.StringIO()
     wait_with_progress(
-        _SlowResult(lambda polls: None), batch_id=batch.pk, timeout=5, label="x", out=out,
-        show=False,
+        cast("AsyncResult[Any]", _SlowResult(lambda polls: None)), batch_id=batch.pk,
+        timeout=5, label="x", out=out, show=False,
     )  # fmt: skip
     assert out.getvalue() == ""
 
 
 @pytest.mark.worker
 def test_upload_runs_on_the_worker_and_the_request_does_not_wait(
-    celery_worker_process: Path, finance_user
-):
+    celery_worker_process: Path, finance_user: User
+) -> None:
     """CI's PostgreSQL + Redis pass: the upload returns at once; the worker loads the part,
     swaps the batch in and queues the attribution of its month, while the page polls."""
     client = Client()
@@ -240,11 +248,14 @@ def test_upload_runs_on_the_worker_and_the_request_does_not_wait(
         pytest.fail("the uploaded month was not attributed on the worker")
     log = celery_worker_process.read_text()
     # The settled batch woke the pipeline on the worker, whose first step attributes the month.
-    assert "finish_billing_batch" in log and "run_step" in log
+    assert "finish_billing_batch" in log
+    assert "run_step" in log
 
 
 @pytest.mark.browser
-def test_upload_progress_updates_without_reloading(chromium, live_server, finance_user):
+def test_upload_progress_updates_without_reloading(
+    browser: WebDriver, live_server: LiveServer, finance_user: User
+) -> None:
     """A batch loading on workers (parts finished here, between polls): the panel's counts
     change while the page stays the same document."""
     from selenium.webdriver.common.by import By
@@ -252,7 +263,6 @@ def test_upload_progress_updates_without_reloading(chromium, live_server, financ
 
     from tests.chromium import _login
 
-    browser = chromium
     batch = _running_batch(3)
     _login(browser, live_server.url, "fin", "fin-password-123")
     browser.get(f"{live_server.url}/imports/?uploaded={batch.pk}")
@@ -269,6 +279,7 @@ def test_upload_progress_updates_without_reloading(chromium, live_server, financ
     ImportBatch.objects.filter(id=batch.pk).update(status="succeeded", row_count=3000)
     status = browser.find_element(By.CSS_SELECTOR, "[data-testid=progress-status]")
     WebDriverWait(browser, 10).until(lambda d: status.text == "succeeded")
-    assert parts.text == "3 of 3 parts" and rows.text == "3,000 rows"
+    assert parts.text == "3 of 3 parts"
+    assert rows.text == "3,000 rows"
     assert browser.execute_script("return window.__samePage === true;")
     screenshot(browser, "upload-progress-done")

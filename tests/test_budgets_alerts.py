@@ -15,12 +15,16 @@ from email.message import Message
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
+from pytest_django import Settings
 
 from finops.budgets.models import Budget, BudgetAlert
 from finops.budgets.services import budget_opt_out_set
 from finops.notifications.models import EmailNotification
 from finops.notifications.tasks import resend_unsent_notifications
+from finops.org.models import Team
 from tests.conftest import CapturedMail
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,7 +69,7 @@ def _ingest(path: Path) -> None:
 
 
 @pytest.fixture
-def vision_month(tmp_path, team, lead_user):
+def vision_month(tmp_path: Path, team: Team, lead_user: User) -> Budget:
     lead_user.email = LEAD
     lead_user.save()
     _ingest(_focus_month(tmp_path / "sep.csv", {d: "100" for d in range(1, 31)}))
@@ -86,7 +90,9 @@ def _subjects(smtp: CapturedMail, address: str) -> Counter[str]:
     return Counter(str(email.message_from_bytes(raw)["Subject"]) for raw in smtp.to(address))
 
 
-def test_replayed_month_sends_each_alert_once_per_recipient(vision_month, smtp_server):
+def test_replayed_month_sends_each_alert_once_per_recipient(
+    vision_month: Budget, smtp_server: CapturedMail
+) -> None:
     printed = _replay()
 
     # 100 a day against 2000: 50 % on the 10th, 80 % on the 16th, 100 % on the 20th. The
@@ -106,8 +112,8 @@ def test_replayed_month_sends_each_alert_once_per_recipient(vision_month, smtp_s
 
 
 def test_reingest_restatement_and_reattribution_send_nothing_new(
-    vision_month, smtp_server, tmp_path
-):
+    vision_month: Budget, smtp_server: CapturedMail, tmp_path: Path
+) -> None:
     _replay(1, 30)
     assert len(smtp_server.messages) == 4
 
@@ -126,14 +132,18 @@ def test_reingest_restatement_and_reattribution_send_nothing_new(
 
 def _parts(raw: bytes) -> dict[str, str]:
     message: Message = email.message_from_bytes(raw)
-    return {
-        part.get_content_type(): part.get_payload(decode=True).decode()
-        for part in message.walk()
-        if part.get_content_type() in ("text/plain", "text/html")
-    }
+    parts = {}
+    for part in message.walk():
+        if part.get_content_type() in ("text/plain", "text/html"):
+            payload = part.get_payload(decode=True)
+            assert isinstance(payload, bytes)  # a leaf part, decoded from its transfer encoding
+            parts[part.get_content_type()] = payload.decode()
+    return parts
 
 
-def test_email_is_multipart_with_figures_drivers_and_link(vision_month, smtp_server, settings):
+def test_email_is_multipart_with_figures_drivers_and_link(
+    vision_month: Budget, smtp_server: CapturedMail, settings: Settings
+) -> None:
     settings.SITE_URL = "https://finops.example.com"
     call_command("check_budgets", "--as-of", "2025-09-10", stdout=io.StringIO())
 
@@ -144,17 +154,21 @@ def test_email_is_multipart_with_figures_drivers_and_link(vision_month, smtp_ser
     text, html = parts["text/plain"], parts["text/html"]
     link = f"https://finops.example.com/budgets/{vision_month.pk}/"
     for body in (text, html):
-        assert "Vision monthly" in body and link in body
+        assert "Vision monthly" in body
+        assert link in body
         assert "1,000.00 USD" in body  # actual
         assert "3,000.00 USD" in body  # forecast
         assert "2,000.00 USD" in body  # amount
         assert "Amazon SageMaker" in body  # the biggest service
     assert "50.00 % used" in text
-    assert "<img" not in html and "http://" not in html.replace(link, "")
+    assert "<img" not in html
+    assert "http://" not in html.replace(link, "")
     assert 'style="' in html
 
 
-def test_opted_out_user_gets_no_email(vision_month, smtp_server, lead_user):
+def test_opted_out_user_gets_no_email(
+    vision_month: Budget, smtp_server: CapturedMail, lead_user: User
+) -> None:
     budget_opt_out_set(budget=vision_month, user=lead_user, opted_out=True)
     _replay(1, 30)
     assert smtp_server.to(LEAD) == []
@@ -168,33 +182,43 @@ def _closed_port() -> int:
 
 
 def test_smtp_error_is_shown_on_the_budget_page_then_sent(
-    vision_month, smtp_server, settings, client, finance_user
-):
+    vision_month: Budget,
+    smtp_server: CapturedMail,
+    settings: Settings,
+    client: Client,
+    finance_user: User,
+) -> None:
     port = settings.EMAIL_PORT
     settings.EMAIL_PORT = _closed_port()
     call_command("check_budgets", "--as-of", "2025-09-10", stdout=io.StringIO())
     client.force_login(finance_user)
 
     page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()
-    assert "not sent yet" in page and "ConnectionRefusedError" in page
+    assert "not sent yet" in page
+    assert "ConnectionRefusedError" in page
     api = client.get(f"/api/v1/budgets/{vision_month.pk}/?as_of=2025-09-10").json()
     assert all(a["sent_at"] is None for a in api["alerts"])
 
     settings.EMAIL_PORT = port
     resend_unsent_notifications()
     page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()
-    assert "not sent yet" not in page and "sent 20" in page
+    assert "not sent yet" not in page
+    assert "sent 20" in page
     assert len(smtp_server.to(LEAD)) == 2  # actual 50 % and forecast 100 %, once each
 
 
-def test_month_task_evaluates_as_of_the_last_ledger_day_once(vision_month, smtp_server):
+def test_month_task_evaluates_as_of_the_last_ledger_day_once(
+    vision_month: Budget, smtp_server: CapturedMail
+) -> None:
     from finops.budgets.tasks import evaluate_budgets_for_month
 
     first = evaluate_budgets_for_month("2025-09")
     again = evaluate_budgets_for_month("2025-09", pipeline_run_id=7)
 
     # The ledger ends on the 30th: 3000 of 2000 reaches every threshold, once.
-    assert first["as_of"] == "2025-09-30" and len(first["alerts"]) == 4
+    assert isinstance(first["alerts"], list)
+    assert first["as_of"] == "2025-09-30"
+    assert len(first["alerts"]) == 4
     assert again["alerts"] == []
     assert len(smtp_server.to(LEAD)) == 4
     assert evaluate_budgets_for_month("2025-11") == {"budgets": 0, "alerts": [], "month": "2025-11"}

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from django.test import Client
 from rest_framework.test import APIClient
 
 from finops.budgets.models import Budget
 from finops.currency.models import FxRate
 from finops.org.models import Team
 from tests.budget_data import ledger_days
+from tests.smtp import CapturedMail
 
 EXACT_BODY = {
     "name": "Vision monthly",
@@ -28,57 +31,58 @@ URL = "/api/v1/budgets/"
 
 
 @pytest.fixture
-def finance_api(finance_user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(finance_user)
-    return client
-
-
-@pytest.fixture
-def lead_api(lead_user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(lead_user)
-    return client
-
-
-@pytest.fixture
 def september(team: Team) -> None:
     # Vision: 100 USD every day of September 2025 (AWS, bill lag 1 day).
     ledger_days(team=team, first=date(2025, 9, 1), amounts=[100] * 30)
 
 
-def test_dashboard_body_creates_a_budget(finance_api, team, september):
+def test_dashboard_body_creates_a_budget(
+    finance_api: APIClient, team: Team, september: None
+) -> None:
     response = finance_api.post(URL, EXACT_BODY, format="json")
 
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["name"] == "Vision monthly" and body["team"] == "vision"
-    assert body["amount"] == "1950.00" and body["currency"] == "USD"
-    assert body["thresholds"] == [50, 80, 100] and body["forecast_thresholds"] == [100]
+    assert body["name"] == "Vision monthly"
+    assert body["team"] == "vision"
+    assert body["amount"] == "1950.00"
+    assert body["currency"] == "USD"
+    assert body["thresholds"] == [50, 80, 100]
+    assert body["forecast_thresholds"] == [100]
     assert body["recipients"] == ["vision-lead@example.com"]
     budget = Budget.objects.get()
-    assert budget.team == team and budget.amount == Decimal("1950.00") and budget.active
+    assert budget.team == team
+    assert budget.amount == Decimal("1950.00")
+    assert budget.active
 
 
-def test_as_of_reports_the_period_figures_as_decimal_strings(finance_api, september):
+def test_as_of_reports_the_period_figures_as_decimal_strings(
+    finance_api: APIClient, september: None
+) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
 
     body = finance_api.get(f"{URL}{created['id']}/?as_of=2025-09-10").json()
 
     # Days 1..10 booked: 1000. Complete through the 9th (AWS lag 1): 100 a day; the 10th holds
     # its 100 already; 20 days left x 100 = 2000 -> 3000. 1000 / 1950 = 51.28 %.
-    assert body["period_start"] == "2025-09-01" and body["period_end"] == "2025-09-30"
-    assert Decimal(body["actual"]) == Decimal(1000) and isinstance(body["actual"], str)
+    assert body["period_start"] == "2025-09-01"
+    assert body["period_end"] == "2025-09-30"
+    assert Decimal(body["actual"]) == Decimal(1000)
+    assert isinstance(body["actual"], str)
     assert body["forecast"] == "3000.00"
-    assert body["forecast_low"] == "3000.00" and body["forecast_high"] == "3000.00"
+    assert body["forecast_low"] == "3000.00"
+    assert body["forecast_high"] == "3000.00"
     assert body["percent_used"] == "51.28"
     assert body["alerts"] == []
     listed = finance_api.get(f"{URL}?as_of=2025-09-30").json()["results"][0]
-    assert listed["actual"] == "3000.00" and listed["percent_used"] == "153.85"
+    assert listed["actual"] == "3000.00"
+    assert listed["percent_used"] == "153.85"
 
 
 @pytest.mark.django_db(transaction=True)  # emails go out on commit
-def test_alerts_of_the_period_are_listed(finance_api, september, smtp_server):
+def test_alerts_of_the_period_are_listed(
+    finance_api: APIClient, september: None, smtp_server: CapturedMail
+) -> None:
     from django.core.management import call_command
 
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
@@ -91,21 +95,22 @@ def test_alerts_of_the_period_are_listed(finance_api, september, smtp_server):
     assert finance_api.get(f"{URL}{created['id']}/?as_of=2025-10-01").json()["alerts"] == []
 
 
-def test_bad_as_of_is_400(finance_api, september):
+def test_bad_as_of_is_400(finance_api: APIClient, september: None) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
     assert finance_api.get(f"{URL}{created['id']}/?as_of=2025-13-01").status_code == 400
 
 
-def test_update_and_delete(finance_api, september):
+def test_update_and_delete(finance_api: APIClient, september: None) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
     patched = finance_api.patch(f"{URL}{created['id']}/", {"amount": "2500"}, format="json")
-    assert patched.status_code == 200 and patched.json()["amount"] == "2500.00"
+    assert patched.status_code == 200
+    assert patched.json()["amount"] == "2500.00"
     assert patched.json()["thresholds"] == [50, 80, 100]  # untouched keys kept
     assert finance_api.delete(f"{URL}{created['id']}/").status_code == 204
     assert not Budget.objects.exists()
 
 
-def test_org_budget_converts_other_currencies(finance_api, team):
+def test_org_budget_converts_other_currencies(finance_api: APIClient, team: Team) -> None:
     # 100 EUR a day at 1.10 USD (rate dated before the month): an org budget in USD sees 110.
     FxRate.objects.create(date=date(2025, 8, 29), from_currency="EUR", to_currency="USD",
                           rate=Decimal("1.10"))  # fmt: skip
@@ -114,13 +119,16 @@ def test_org_budget_converts_other_currencies(finance_api, team):
     created = finance_api.post(URL, body, format="json")
     assert created.status_code == 201, created.content
     got = finance_api.get(f"{URL}{created.json()['id']}/?as_of=2025-09-05").json()
-    assert got["actual"] == "550.00" and got["team"] is None
+    assert got["actual"] == "550.00"
+    assert got["team"] is None
 
 
 # --- permissions -------------------------------------------------------------------------------
 
 
-def test_lead_creates_and_sees_only_their_teams(lead_api, finance_api, other_team, september):
+def test_lead_creates_and_sees_only_their_teams(
+    lead_api: APIClient, finance_api: APIClient, other_team: Team, september: None
+) -> None:
     assert lead_api.post(URL, EXACT_BODY, format="json").status_code == 201
     finance_api.post(URL, {**EXACT_BODY, "name": "Speech", "team": "speech"}, format="json")
     finance_api.post(URL, {**EXACT_BODY, "name": "Org", "team": None}, format="json")
@@ -136,7 +144,9 @@ def test_lead_creates_and_sees_only_their_teams(lead_api, finance_api, other_tea
     assert lead_api.delete(f"{URL}{speech.pk}/").status_code == 404
 
 
-def test_lead_cannot_save_another_teams_budget(lead_api, other_team, september):
+def test_lead_cannot_save_another_teams_budget(
+    lead_api: APIClient, other_team: Team, september: None
+) -> None:
     for body in (
         {**EXACT_BODY, "team": "speech"},
         {**EXACT_BODY, "team": None},
@@ -148,11 +158,14 @@ def test_lead_cannot_save_another_teams_budget(lead_api, other_team, september):
 
     own = lead_api.post(URL, EXACT_BODY, format="json").json()
     moved = lead_api.patch(f"{URL}{own['id']}/", {"team": "speech"}, format="json")
-    assert moved.status_code == 400 and "team" in moved.json()
-    assert Budget.objects.get().team.slug == "vision"
+    assert moved.status_code == 400
+    assert "team" in moved.json()
+    team = Budget.objects.get().team
+    assert team is not None
+    assert team.slug == "vision"
 
 
-def test_anonymous_gets_nothing(client, db):
+def test_anonymous_gets_nothing(client: Client, db: None) -> None:
     assert APIClient().get(URL).status_code in (401, 403)
 
 
@@ -178,7 +191,9 @@ def test_anonymous_gets_nothing(client, db):
         ({"name": ""}, "name"),
     ],
 )
-def test_bad_input_is_400_and_saves_nothing(finance_api, september, change, field):
+def test_bad_input_is_400_and_saves_nothing(
+    finance_api: APIClient, september: None, change: dict[str, Any], field: str
+) -> None:
     response = finance_api.post(URL, {**EXACT_BODY, **change}, format="json")
 
     assert response.status_code == 400
@@ -186,27 +201,29 @@ def test_bad_input_is_400_and_saves_nothing(finance_api, september, change, fiel
     assert not Budget.objects.exists()
 
 
-def test_bad_update_changes_nothing(finance_api, september):
+def test_bad_update_changes_nothing(finance_api: APIClient, september: None) -> None:
     created = finance_api.post(URL, EXACT_BODY, format="json").json()
     response = finance_api.patch(
         f"{URL}{created['id']}/", {"amount": "-1", "name": "Renamed"}, format="json"
     )
     assert response.status_code == 400
     budget = Budget.objects.get()
-    assert budget.name == "Vision monthly" and budget.amount == Decimal("1950.00")
+    assert budget.name == "Vision monthly"
+    assert budget.amount == Decimal("1950.00")
 
 
-def test_currency_with_a_rate_is_accepted(finance_api, september):
+def test_currency_with_a_rate_is_accepted(finance_api: APIClient, september: None) -> None:
     # USD ledger; 1 EUR = 1.25 USD known: a EUR budget converts (USD -> EUR = 0.8).
     FxRate.objects.create(date=date(2025, 9, 1), from_currency="EUR", to_currency="USD",
                           rate=Decimal("1.25"))  # fmt: skip
     response = finance_api.post(URL, {**EXACT_BODY, "currency": "EUR"}, format="json")
     assert response.status_code == 201, response.content
     got = finance_api.get(f"{URL}{response.json()['id']}/?as_of=2025-09-10").json()
-    assert got["actual"] == "800.00" and got["currency"] == "EUR"
+    assert got["actual"] == "800.00"
+    assert got["currency"] == "EUR"
 
 
-def test_budgets_are_in_the_openapi_schema(finance_api, db):
+def test_budgets_are_in_the_openapi_schema(finance_api: APIClient, db: None) -> None:
     schema = finance_api.get("/api/schema/?format=json").json()
     assert "/api/v1/budgets/" in schema["paths"]
     assert {"get", "post"} <= set(schema["paths"]["/api/v1/budgets/"])

@@ -6,8 +6,12 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from django.contrib.auth.models import User
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.budgets.models import Budget
+from finops.org.models import Team
 from tests.budget_data import ledger_days
 from tests.chromium import _body, _login, _wait_for_text
 
@@ -15,7 +19,7 @@ pytestmark = pytest.mark.browser
 
 
 @pytest.fixture
-def vision_budget(team):
+def vision_budget(team: Team) -> Budget:
     ledger_days(team=team, first=date(2025, 9, 1), amounts=[100] * 30)
     return Budget.objects.create(
         name="Vision monthly", team=team, period="month", amount=2000, currency="USD",
@@ -23,13 +27,16 @@ def vision_budget(team):
     )  # fmt: skip
 
 
-def test_finance_sees_list_chart_and_form_errors(browser, live_server, vision_budget, finance_user):
+def test_finance_sees_list_chart_and_form_errors(
+    browser: WebDriver, live_server: LiveServer, vision_budget: Budget, finance_user: User
+) -> None:
     from selenium.webdriver.common.by import By
 
     _login(browser, live_server.url, "fin", "fin-password-123")
     browser.get(f"{live_server.url}/budgets/?as_of=2025-09-10")
     _wait_for_text(browser, "Vision monthly")
-    assert "50.00 %" in _body(browser) and "3,000.00 USD" in _body(browser)
+    assert "50.00 %" in _body(browser)
+    assert "3,000.00 USD" in _body(browser)
 
     browser.find_element(By.LINK_TEXT, "Vision monthly").click()
     _wait_for_text(browser, "Burn-down")
@@ -50,8 +57,12 @@ def test_finance_sees_list_chart_and_form_errors(browser, live_server, vision_bu
 
 
 def test_lead_does_not_see_other_teams_budgets(
-    browser, live_server, vision_budget, lead_user, other_team
-):
+    browser: WebDriver,
+    live_server: LiveServer,
+    vision_budget: Budget,
+    lead_user: User,
+    other_team: Team,
+) -> None:
     Budget.objects.create(name="Speech secret", team=other_team, period="month", amount=10,
                           currency="USD", thresholds=[100], forecast_thresholds=[])  # fmt: skip
     _login(browser, live_server.url, "lead", "lead-password-123")

@@ -9,8 +9,11 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 
 from finops.budgets.models import Budget
+from finops.org.models import Team
 from tests.budget_data import ledger_days
 
 pytestmark = pytest.mark.django_db
@@ -18,7 +21,7 @@ AS_OF = "2025-09-10"
 
 
 @pytest.fixture
-def budgets(team, other_team):
+def budgets(team: Team, other_team: Team) -> dict[str, Budget]:
     ledger_days(team=team, first=date(2025, 9, 1), amounts=[100] * 30)
     ledger_days(team=other_team, first=date(2025, 9, 1), amounts=[10] * 30)
     common = {"period": "month", "currency": "USD", "thresholds": [50, 80, 100],
@@ -36,13 +39,16 @@ def _names(html: str) -> list[str]:
     return re.findall(r'data-testid="budget-row">\s*<td><a [^>]*>([^<]+)</a>', html)
 
 
-def test_list_puts_over_then_forecast_over_first_and_sorts(client, finance_user, budgets):
+def test_list_puts_over_then_forecast_over_first_and_sorts(
+    client: Client, finance_user: User, budgets: dict[str, Budget]
+) -> None:
     client.force_login(finance_user)
     html = client.get(f"/budgets/?as_of={AS_OF}").content.decode()
     # Over (111 %), forecast over (50 % used, 3000 > 2000), then by % used: 20 % and 10 %.
     assert _names(html) == ["C vision over", "B vision tight", "A vision roomy", "D speech"]
     assert '<progress class="budget-bar over" max="100" value="100.0">' in html
-    assert "1,000.00 USD" in html and "3,000.00 USD" in html
+    assert "1,000.00 USD" in html
+    assert "3,000.00 USD" in html
 
     by_name = client.get(f"/budgets/?as_of={AS_OF}&sort=name").content.decode()
     assert _names(by_name) == ["A vision roomy", "B vision tight", "C vision over", "D speech"]
@@ -50,34 +56,51 @@ def test_list_puts_over_then_forecast_over_first_and_sorts(client, finance_user,
     assert _names(by_amount)[0] == "A vision roomy"
 
 
-def test_lead_sees_only_their_teams_budgets(client, lead_user, budgets):
+def test_lead_sees_only_their_teams_budgets(
+    client: Client, lead_user: User, budgets: dict[str, Budget]
+) -> None:
     client.force_login(lead_user)
     html = client.get(f"/budgets/?as_of={AS_OF}").content.decode()
-    assert "D speech" not in _names(html) and len(_names(html)) == 3
+    assert "D speech" not in _names(html)
+    assert len(_names(html)) == 3
     assert client.get(f"/budgets/{budgets['speech'].pk}/").status_code == 404
     assert client.get(f"/budgets/{budgets['speech'].pk}/edit/").status_code == 404
 
 
-def test_budget_page_has_burn_down_data_and_chart(client, finance_user, budgets):
+def test_budget_page_has_burn_down_data_and_chart(
+    client: Client, finance_user: User, budgets: dict[str, Budget]
+) -> None:
     client.force_login(finance_user)
     html = client.get(f"/budgets/{budgets['at_risk'].pk}/?as_of={AS_OF}").content.decode()
-    assert 'data-chart="burn-down"' in html and 'id="burn-down"' in html
+    assert 'data-chart="burn-down"' in html
+    assert 'id="burn-down"' in html
     rows = re.findall(r"<tr><td>(2025-09-\d\d)</td>", html)
-    assert rows[0] == "2025-09-01" and rows[-1] == "2025-09-30" and len(rows) == 30
+    assert rows[0] == "2025-09-01"
+    assert rows[-1] == "2025-09-30"
+    assert len(rows) == 30
     # Cumulative actual on the 10th, the forecast reaching 3000 on the 30th, the 80 % line.
-    assert 'data-value="1000.00"' in html and 'data-value="3000.00"' in html
-    assert '<th class="num">80 %</th>' in html and 'data-value="1600' in html
-    assert "vendor/chartjs/chart.umd.min.js" in html and "<script>" not in html
+    assert 'data-value="1000.00"' in html
+    assert 'data-value="3000.00"' in html
+    assert '<th class="num">80 %</th>' in html
+    assert 'data-value="1600' in html
+    assert "vendor/chartjs/chart.umd.min.js" in html
+    assert "<script>" not in html
 
 
-def test_team_page_shows_the_teams_budgets(client, finance_user, budgets, team):
+def test_team_page_shows_the_teams_budgets(
+    client: Client, finance_user: User, budgets: dict[str, Budget], team: Team
+) -> None:
     client.force_login(finance_user)
     html = client.get(f"/teams/{team.slug}/?month=2025-09").content.decode()
     assert 'data-testid="team-budgets"' in html
-    assert "A vision roomy" in html and "C vision over" in html and "D speech" not in html
+    assert "A vision roomy" in html
+    assert "C vision over" in html
+    assert "D speech" not in html
 
 
-def test_create_form_shows_field_errors_and_saves_nothing(client, lead_user, team, other_team):
+def test_create_form_shows_field_errors_and_saves_nothing(
+    client: Client, lead_user: User, team: Team, other_team: Team
+) -> None:
     client.force_login(lead_user)
     response = client.post("/budgets/new/", {
         "name": "", "team": "speech", "period": "month", "amount": "-5", "currency": "USD",
@@ -95,11 +118,15 @@ def test_create_form_shows_field_errors_and_saves_nothing(client, lead_user, tea
         "recipients": "x@example.com", "active": "on",
     })  # fmt: skip
     budget = Budget.objects.get()
-    assert ok.status_code == 302 and ok["Location"] == f"/budgets/{budget.pk}/"
-    assert budget.amount == Decimal("1950.00") and budget.recipients == ["x@example.com"]
+    assert ok.status_code == 302
+    assert ok["Location"] == f"/budgets/{budget.pk}/"
+    assert budget.amount == Decimal("1950.00")
+    assert budget.recipients == ["x@example.com"]
 
 
-def test_edit_form_keeps_the_budget_when_invalid(client, finance_user, budgets):
+def test_edit_form_keeps_the_budget_when_invalid(
+    client: Client, finance_user: User, budgets: dict[str, Budget]
+) -> None:
     client.force_login(finance_user)
     budget = budgets["under"]
     response = client.post(f"/budgets/{budget.pk}/edit/", {
@@ -108,10 +135,11 @@ def test_edit_form_keeps_the_budget_when_invalid(client, finance_user, budgets):
     })  # fmt: skip
     assert 'data-testid="error-amount"' in response.content.decode()
     budget.refresh_from_db()
-    assert budget.name == "A vision roomy" and budget.amount == Decimal(5000)
+    assert budget.name == "A vision roomy"
+    assert budget.amount == Decimal(5000)
 
 
-def test_opt_out_toggles(client, lead_user, budgets):
+def test_opt_out_toggles(client: Client, lead_user: User, budgets: dict[str, Budget]) -> None:
     client.force_login(lead_user)
     budget = budgets["under"]
     client.post(f"/budgets/{budget.pk}/emails/", {"stop": "1"})
@@ -120,7 +148,7 @@ def test_opt_out_toggles(client, lead_user, budgets):
     assert not budget.opt_outs.exists()
 
 
-def test_pages_need_login(client, budgets):
+def test_pages_need_login(client: Client, budgets: dict[str, Budget]) -> None:
     assert client.get("/budgets/").status_code == 302
     assert client.get(f"/budgets/{budgets['under'].pk}/").status_code == 302
 
@@ -147,5 +175,7 @@ def test_recipients_show_who_turned_budget_emails_off(client, finance_user, budg
     html = client.get(f"/budgets/{budget.pk}/?as_of={AS_OF}").content.decode()
     receiving = re.search(r'data-testid="recipients">([^<]*)<', html)
     opted_out = re.search(r'data-testid="recipients-opted-out">([^<]*)<', html)
-    assert receiving and receiving.group(1) == "ann@example.com, ops@example.com"
-    assert opted_out and opted_out.group(1) == "bob@example.com"
+    assert receiving
+    assert receiving.group(1) == "ann@example.com, ops@example.com"
+    assert opted_out
+    assert opted_out.group(1) == "bob@example.com"

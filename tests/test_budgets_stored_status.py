@@ -44,8 +44,10 @@ def test_budgets_step_stores_status_forecast_band_and_as_of(team, ten_days):
         row = rows[budget.pk]
         assert row.status == status, budget.name
         assert (row.period_start, row.period_end) == (SEP_1, date(2025, 9, 30))
-        assert row.as_of == SEP_10 and row.currency == "USD"
-        assert row.actual == Decimal("1000.00") and row.forecast == Decimal("3000.00")
+        assert row.as_of == SEP_10
+        assert row.currency == "USD"
+        assert row.actual == Decimal("1000.00")
+        assert row.forecast == Decimal("3000.00")
         assert row.forecast_low <= row.forecast <= row.forecast_high
 
 
@@ -61,7 +63,8 @@ def test_a_rerun_replaces_the_row_and_an_older_as_of_never_does(team, ten_days):
     ledger_days(team=team, first=date(2025, 9, 11), amounts=[100, 100])
     evaluate_budgets_for_month("2025-09")
     row = BudgetEvaluation.objects.get(budget=budget)
-    assert row.as_of == date(2025, 9, 12) and row.actual == Decimal("1200.00")
+    assert row.as_of == date(2025, 9, 12)
+    assert row.actual == Decimal("1200.00")
 
 
 def test_saving_a_budget_stores_its_status_and_an_edit_restates_it(
@@ -122,6 +125,9 @@ def test_team_page_reads_stored_rows_and_says_which_are_not_evaluated(
     _budget(team, "Vision new", 4000)  # created behind the services' back: never evaluated
     html = client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}).content
     text = html.decode()
-    assert "Vision tight" in text and "3,000.00 USD" in text and "10 Sep 2025" in text
-    assert 'data-testid="budget-pending"' in text and "Vision new" in text
+    assert "Vision tight" in text
+    assert "3,000.00 USD" in text
+    assert "10 Sep 2025" in text
+    assert 'data-testid="budget-pending"' in text
+    assert "Vision new" in text
     assert "Not evaluated for this month yet" in text

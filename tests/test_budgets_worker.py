@@ -13,11 +13,13 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from pytest_django import Settings
 
 from finops.budgets.models import Budget, BudgetAlert
 from finops.budgets.services import budgets_evaluate_active
 from finops.budgets.tasks import evaluate_budgets_for_month
 from finops.notifications.models import EmailNotification
+from finops.org.models import Team
 from tests.budget_data import ledger_days
 from tests.conftest import CapturedMail
 
@@ -27,7 +29,12 @@ RECIPIENTS = ["a@example.com", "b@example.com"]
 
 
 @pytest.fixture
-def worker_with_smtp(smtp_server: CapturedMail, settings, monkeypatch, request) -> Path:
+def worker_with_smtp(
+    smtp_server: CapturedMail,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> Path:
     # The worker reads EMAIL_URL from its environment when it starts.
     monkeypatch.setenv("EMAIL_URL", f"smtp://127.0.0.1:{settings.EMAIL_PORT}")
     return request.getfixturevalue("celery_worker_process")
@@ -43,7 +50,9 @@ def _evaluate_in_thread(barrier: threading.Barrier, errors: list[BaseException])
         connection.close()
 
 
-def test_concurrent_evaluations_send_each_alert_once(team, smtp_server, worker_with_smtp):
+def test_concurrent_evaluations_send_each_alert_once(
+    team: Team, smtp_server: CapturedMail, worker_with_smtp: Path
+) -> None:
     ledger_days(team=team, first=date(2025, 9, 1), amounts=[100] * 30)
     budgets = [
         Budget.objects.create(

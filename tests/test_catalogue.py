@@ -33,18 +33,18 @@ from finops.attribution.catalogue import GpuSpec, gpu_spec, gpu_spec_in_text, li
         ("gd-8xh200ib-i128", 8, "H200"),
     ],
 )
-def test_known_types(instance_type, count, model):
+def test_known_types(instance_type: str, count: int, model: str) -> None:
     assert gpu_spec(instance_type) == GpuSpec(count, model)
 
 
-def test_azure_prefix_and_case_do_not_matter():
+def test_azure_prefix_and_case_do_not_matter() -> None:
     expected = GpuSpec(8, "H100")
     for spelling in ("ND96isr_H100_v5", "standard_nd96isr_h100_v5", " STANDARD_ND96ISR_H100_V5 "):
         assert gpu_spec(spelling) == expected
     assert gpu_spec("P5.48XLARGE") == expected
 
 
-def test_unknown_and_cpu_types():
+def test_unknown_and_cpu_types() -> None:
     assert gpu_spec("m5.xlarge") is None
     assert gpu_spec("") is None
     # Close but different names are not guessed.
@@ -52,18 +52,22 @@ def test_unknown_and_cpu_types():
     assert gpu_spec("a3-highgpu-4g") is None
 
 
-def test_type_embedded_in_a_sku_string():
+def test_type_embedded_in_a_sku_string() -> None:
     assert gpu_spec_in_text("USE1-BoxUsage:p4d.24xlarge") == GpuSpec(8, "A100 40GB")
     assert gpu_spec_in_text("Linux/UNIX (p5.48xlarge)") == GpuSpec(8, "H100")
     assert gpu_spec_in_text("USE1-BoxUsage:m5.large") is None
 
 
-def test_line_gpu_spec_precedence():
+def test_line_gpu_spec_precedence() -> None:
     # A GPU count derived from the bill wins over the catalogue.
     assert line_gpu_spec(x_instance_type="p5.48xlarge", x_gpu_count=4) == GpuSpec(4, "H100")
     assert line_gpu_spec(x_gpu_count=2, x_gpu_model="L4") == GpuSpec(2, "L4")
     # Then x_instance_type, then the SKU, then the resource type.
-    assert line_gpu_spec(x_instance_type="a3-highgpu-8g", sku_id="p4d.24xlarge").model == "H100"
-    assert line_gpu_spec(sku_id="BoxUsage:p4d.24xlarge").count == 8
+    by_type = line_gpu_spec(x_instance_type="a3-highgpu-8g", sku_id="p4d.24xlarge")
+    assert by_type is not None
+    assert by_type.model == "H100"
+    by_sku = line_gpu_spec(sku_id="BoxUsage:p4d.24xlarge")
+    assert by_sku is not None
+    assert by_sku.count == 8
     assert line_gpu_spec(resource_type="Standard_ND96asr_v4") == GpuSpec(8, "A100 40GB")
     assert line_gpu_spec(x_instance_type="m5.large", sku_id="storage") is None

@@ -20,6 +20,7 @@ from django.core.management.base import CommandError
 from billing_ingest.models import CostLineItem, ImportBatch, JobGpuUtilisation, JobRecord
 from billing_ingest.services.utilisation import parse_utilisation
 from finops.attribution.models import AllocatedCost, ChargeBasis, RunCost
+from finops.org.models import Team
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +64,7 @@ def ingest(path: Path, cluster: str) -> str:
 
 
 @pytest.fixture
-def scene(team, other_team, tmp_path) -> dict[str, JobRecord]:
+def scene(team: Team, other_team: Team, tmp_path: Path) -> dict[str, JobRecord]:
     billing = ImportBatch.objects.create(
         kind="billing", format="focus", source="aws", file_name="f", status="succeeded"
     )
@@ -100,7 +101,7 @@ def gpu_seconds(job: JobRecord) -> Decimal:
     return sum((r.gpu_seconds for r in rows), Decimal(0))
 
 
-def test_default_basis_is_requested(scene):
+def test_default_basis_is_requested(scene: dict[str, JobRecord]) -> None:
     # No ChargeBasis rows: 4 of 8 GPUs for the hour of an $80 node -> 40, idle 40, everywhere.
     output = attribute()
     assert per_node("training") == {"gpu-a": 40, "gpu-b": 40, "gpu-c": 40}
@@ -109,7 +110,9 @@ def test_default_basis_is_requested(scene):
     assert "difference 0" in output
 
 
-def test_used_basis_charges_the_utilised_gpus_and_idles_the_rest(scene):
+def test_used_basis_charges_the_utilised_gpus_and_idles_the_rest(
+    scene: dict[str, JobRecord],
+) -> None:
     ChargeBasis.objects.create(cluster="c1", basis="used")
     ChargeBasis.objects.create(cluster="c2", basis="requested")
     attribute()
@@ -126,7 +129,9 @@ def test_used_basis_charges_the_utilised_gpus_and_idles_the_rest(scene):
     assert (run.cost, run.gpu_seconds) == (Decimal(20), Decimal(7200))
 
 
-def test_used_basis_stays_exact_for_a_utilisation_with_no_short_form(scene, tmp_path):
+def test_used_basis_stays_exact_for_a_utilisation_with_no_short_form(
+    scene: dict[str, JobRecord], tmp_path: Path
+) -> None:
     ChargeBasis.objects.create(cluster="c1", basis="used")
     # 1/3 stored as 0.333333: 4 x 0.333333 = 1.333332 GPU-hours x $10 = 13.33332.
     ingest(write(tmp_path, "third.csv", "job_id,utilisation\n1,0.333333\n"), "c1")
@@ -136,7 +141,7 @@ def test_used_basis_stays_exact_for_a_utilisation_with_no_short_form(scene, tmp_
     assert gpu_seconds(scene["job1"]) == Decimal("4799.9952")
 
 
-def test_conservation_is_exact_on_every_line(scene):
+def test_conservation_is_exact_on_every_line(scene: dict[str, JobRecord]) -> None:
     ChargeBasis.objects.create(cluster="c1", basis="used")
     ChargeBasis.objects.create(cluster="c2", basis="used")
     attribute()
@@ -148,7 +153,9 @@ def test_conservation_is_exact_on_every_line(scene):
     assert per_node("training") == {"gpu-a": 20, "gpu-b": 20, "gpu-c": 40}
 
 
-def test_zero_utilisation_leaves_the_whole_node_idle(scene, tmp_path):
+def test_zero_utilisation_leaves_the_whole_node_idle(
+    scene: dict[str, JobRecord], tmp_path: Path
+) -> None:
     ChargeBasis.objects.create(cluster="c1", basis="used")
     ingest(write(tmp_path, "zero.csv", "job_id,utilisation\n1,0%\n"), "c1")
     attribute()
@@ -156,7 +163,7 @@ def test_zero_utilisation_leaves_the_whole_node_idle(scene, tmp_path):
     assert per_node("idle")["gpu-a"] == 80
 
 
-def test_a_new_import_replaces_per_job(scene, tmp_path):
+def test_a_new_import_replaces_per_job(scene: dict[str, JobRecord], tmp_path: Path) -> None:
     ingest(write(tmp_path, "more.csv", "job_id,utilisation\n1,0.25\n3,75 %\n"), "c1")
     values = {(u.cluster, u.job_id): u.utilisation for u in JobGpuUtilisation.objects.all()}
     assert values == {
@@ -166,7 +173,7 @@ def test_a_new_import_replaces_per_job(scene, tmp_path):
     }
 
 
-def test_the_same_file_twice_is_a_no_op(scene, tmp_path):
+def test_the_same_file_twice_is_a_no_op(scene: dict[str, JobRecord], tmp_path: Path) -> None:
     path = tmp_path / "c1.csv"
     assert "skipped" in ingest(path, "c1")
     assert JobGpuUtilisation.objects.count() == 2
@@ -177,7 +184,7 @@ def test_the_same_file_twice_is_a_no_op(scene, tmp_path):
     [("0.5", "0.5"), ("50%", "0.5"), (" 12.5 % ", "0.125"), ("1", "1"), ("100%", "1"),
      ("33.3333333%", "0.333333")],
 )  # fmt: skip
-def test_utilisation_values(text, expected):
+def test_utilisation_values(text: str, expected: str) -> None:
     assert parse_utilisation(text) == Decimal(expected)
 
 
@@ -194,7 +201,9 @@ def test_utilisation_values(text, expected):
         ("job,utilisation\n1,0.5\n", 1, "job_id", "no job_id column"),
     ],
 )
-def test_csv_errors_name_file_row_and_column(tmp_path, text, row, column, detail):
+def test_csv_errors_name_file_row_and_column(
+    tmp_path: Path, text: str, row: int, column: str, detail: str
+) -> None:
     path = write(tmp_path, "bad.csv", text)
     with pytest.raises(CommandError) as caught:
         ingest(path, "c1")
@@ -208,7 +217,7 @@ def test_csv_errors_name_file_row_and_column(tmp_path, text, row, column, detail
     assert f"row {row}" in batch.error
 
 
-def test_unknown_node_type_is_sized_by_requested_gpus():
+def test_unknown_node_type_is_sized_by_requested_gpus() -> None:
     from fractions import Fraction
 
     from finops.attribution import engine

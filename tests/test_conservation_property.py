@@ -4,7 +4,6 @@ of the ledger equals the bill's."""
 
 from __future__ import annotations
 
-import calendar
 import datetime as dt
 from collections import defaultdict
 from decimal import Decimal
@@ -15,9 +14,6 @@ from hypothesis import strategies as st
 
 from billing_ingest.models import MONEY_PLACES, CostLineItem, ImportBatch, JobRecord
 from finops.attribution.engine import (
-    EVEN,
-    FIXED,
-    GPU_SPEND,
     IDLE,
     SHARED,
     TAGGED,
@@ -25,79 +21,13 @@ from finops.attribution.engine import (
     UNALLOCATED,
     Job,
     LineItem,
-    SharedRule,
     attribute,
 )
 from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
 from finops.attribution.services import attribution_run
 from finops.org.models import Team
-
-BASE = calendar.timegm(dt.datetime(2025, 6, 1).timetuple())
-HORIZON = 3 * 86400  # three days of activity keeps examples small and still crosses midnights
-NODES = ["n0", "n1", "n2", "n3"]
-DIMS = [("AWS", "111", "USD"), ("AWS", "222", "USD"), ("GCP", "g1", "EUR")]
-# Idle policy per node: None (keep) or a spread pool; shared rule per unallocated line.
-pools = st.dictionaries(st.sampled_from([*NODES, "lonely"]), st.sampled_from(["p1", "p2"]))
-shared_rules = st.one_of(
-    st.none(),
-    st.just(SharedRule(EVEN)),
-    st.just(SharedRule(GPU_SPEND)),
-    st.lists(
-        st.tuples(st.integers(min_value=1, max_value=9), st.integers(min_value=0, max_value=10**8)),
-        max_size=3,
-    ).map(lambda rows: SharedRule(FIXED, tuple(rows))),
-)
-
-seconds = st.integers(min_value=0, max_value=HORIZON)
-gpus = st.one_of(
-    st.integers(min_value=1, max_value=16).map(Decimal),
-    st.decimals(min_value=Decimal("0.000001"), max_value=Decimal(9), places=6),
-)
-
-
-@st.composite
-def jobs(draw):
-    start = draw(seconds)
-    running = draw(st.booleans()) and draw(st.booleans())
-    end = None if running else start + draw(st.integers(min_value=-60, max_value=40 * 3600))
-    nodes = draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=3, unique=True))
-    return start, end, draw(gpus), nodes
-
-
-@st.composite
-def line_items(draw):
-    shape = draw(st.sampled_from(["hourly", "daily", "partial", "long", "instant"]))
-    if shape == "hourly":
-        start = draw(st.integers(min_value=0, max_value=HORIZON // 3600)) * 3600
-        end = start + 3600
-    elif shape == "daily":
-        start = draw(st.integers(min_value=0, max_value=2)) * 86400
-        end = start + 86400
-    elif shape == "partial":
-        start = draw(seconds)
-        end = start + draw(st.integers(min_value=1, max_value=5 * 3600))
-    elif shape == "long":
-        start = draw(seconds)
-        end = start + draw(st.integers(min_value=86400, max_value=4 * 86400))
-    else:
-        start = end = draw(seconds)
-    # Amounts in units of 10^-12: up to a million dollars with all 12 decimals (more significant
-    # digits than a float holds), and tiny ones that do not divide evenly.
-    units = draw(
-        st.one_of(
-            st.integers(min_value=-(10**18), max_value=10**18),
-            st.integers(min_value=-50, max_value=50),
-            st.just(0),
-        )
-    )
-    cost = Decimal(units).scaleb(-MONEY_PLACES)
-    kind = draw(st.sampled_from(["node", "node", "tagged", "untagged"]))
-    node = draw(st.sampled_from([*NODES, "lonely"])) if kind == "node" else None
-    gpu_count = draw(st.sampled_from([None, 1, 4, 8])) if node else None
-    dims = draw(st.sampled_from(DIMS))
-    shared = draw(shared_rules) if kind == "untagged" else None
-    return start, end, cost, node, gpu_count, kind, dims, shared
+from tests.strategies import BASE, DIMS, JobSpec, LineSpec, jobs, line_items, pools
 
 
 @settings(max_examples=300, deadline=None)
@@ -106,7 +36,9 @@ def line_items(draw):
     line_specs=st.lists(line_items(), min_size=1, max_size=12),
     spread=pools,
 )
-def test_engine_conserves_every_line_item(job_specs, line_specs, spread):
+def test_engine_conserves_every_line_item(
+    job_specs: list[JobSpec], line_specs: list[LineSpec], spread: dict[str, str]
+) -> None:
     job_inputs = [
         Job(
             id=i + 1,
@@ -139,21 +71,28 @@ def test_engine_conserves_every_line_item(job_specs, line_specs, spread):
     for share in shares:
         amount = share.amount
         line = lines[share.line_id - 1]
-        assert amount.as_tuple().exponent >= -MONEY_PLACES
+        exponent = amount.as_tuple().exponent
+        assert isinstance(exponent, int)
+        assert exponent >= -MONEY_PLACES
         per_line[share.line_id] += amount
         per_group[line_specs[share.line_id - 1][6]] += amount
         if share.category == TRAINING:
-            assert share.job_id is not None and share.node
+            assert share.job_id is not None
+            assert share.node
         elif share.category == IDLE and share.job_id is not None:
             # Spread idle: pooled per (pool, day, group), booked on a line of that group.
-            assert share.node == "" and line.spread_pool is not None
+            assert share.node == ""
+            assert line.spread_pool is not None
             continue
         elif share.category == IDLE:
             assert share.node
         elif share.category == SHARED:
-            assert line.shared is not None and share.team_id is not None and share.node == ""
+            assert line.shared is not None
+            assert share.team_id is not None
+            assert share.node == ""
         else:
-            assert share.node == "" and share.job_id is None
+            assert share.node == ""
+            assert share.job_id is None
         # A share never has the opposite sign of its line.
         assert amount * line.cost >= 0
     # Labels in --hypothesis-show-statistics: how often the policies really took effect.
@@ -203,8 +142,11 @@ def _dt(offset: int) -> dt.datetime:
     ),
 )
 def test_attribution_run_conserves_per_provider_account_currency(
-    job_specs, line_specs, idle_policies, rule_specs
-):
+    job_specs: list[JobSpec],
+    line_specs: list[LineSpec],
+    idle_policies: list[tuple[str, str, str, bool]],
+    rule_specs: list[tuple[str, str, list[int]]],
+) -> None:
     AllocatedCost.objects.all().delete()
     JobRecord.objects.all().delete()
     ImportBatch.objects.all().delete()

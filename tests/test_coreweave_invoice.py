@@ -30,7 +30,7 @@ def parse(path: Path) -> list[dict]:
     return [item for chunk in parser(path, file_label=path.name) for item in chunk]
 
 
-def test_line_maps_to_a_month_long_usage_charge_at_the_invoiced_amount(tmp_path):
+def test_line_maps_to_a_month_long_usage_charge_at_the_invoiced_amount(tmp_path: Path) -> None:
     path = write(
         tmp_path / "inv.csv",
         "2025-12,tenant-vision,gd-8xh100ib-i128,Committed,720,Hours,30.5,21960.01,usd",
@@ -49,7 +49,7 @@ def test_line_maps_to_a_month_long_usage_charge_at_the_invoiced_amount(tmp_path)
     assert item["provider_name"] == "CoreWeave"
 
 
-def test_missing_required_column_and_bad_month_are_named(tmp_path):
+def test_missing_required_column_and_bad_month_are_named(tmp_path: Path) -> None:
     with pytest.raises(ImportFormatError) as caught:
         parse(write(tmp_path / "a.csv", "2025-12,ns,x,1", header="invoice_month,namespace,x,y"))
     assert caught.value.column == "instance_type"
@@ -58,7 +58,7 @@ def test_missing_required_column_and_bad_month_are_named(tmp_path):
     assert (caught.value.row, caught.value.column) == (2, "invoice_month")
 
 
-def test_ingest_billing_sums_the_invoice_amounts(tmp_path):
+def test_ingest_billing_sums_the_invoice_amounts(tmp_path: Path) -> None:
     amounts = ["1000.10", "250.255", "3.5"]
     lines = [f"2025-11,ns-{i},gd-8xh200ib-i128,,,,,{a},USD" for i, a in enumerate(amounts)]
     path = write(tmp_path / "coreweave-invoice-2025-11.csv", *lines)

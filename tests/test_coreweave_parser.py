@@ -113,7 +113,7 @@ def expected(quantity: str, amount: str) -> Decimal:
     return (Decimal(quantity) * Decimal(amount)).quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN)
 
 
-def test_cost_is_quantity_times_rate_in_every_cost_column(tmp_path):
+def test_cost_is_quantity_times_rate_in_every_cost_column(tmp_path: Path) -> None:
     rate(amount="49.24")
     [item] = parse(write_csv(tmp_path / "cw.csv", [usage_row(ConsumedQuantity="7.5")]))
     cost = expected("7.5", "49.24")
@@ -130,7 +130,7 @@ def test_cost_is_quantity_times_rate_in_every_cost_column(tmp_path):
     assert item["billing_period"] == date(2025, 3, 1)
 
 
-def test_rate_is_the_one_valid_on_the_charge_period_start_day(tmp_path):
+def test_rate_is_the_one_valid_on_the_charge_period_start_day(tmp_path: Path) -> None:
     # valid_to is the last day of a rate (inclusive); the next rate starts the day after.
     rate(amount="50.00", valid_from=date(2025, 1, 1), valid_to=date(2025, 3, 14))
     rate(amount="45.00", valid_from=date(2025, 3, 15))
@@ -143,7 +143,7 @@ def test_rate_is_the_one_valid_on_the_charge_period_start_day(tmp_path):
     assert after["billed_cost"] == expected("24", "45.00")
 
 
-def test_rate_depends_on_pricing_category_and_empty_category_is_standard(tmp_path):
+def test_rate_depends_on_pricing_category_and_empty_category_is_standard(tmp_path: Path) -> None:
     rate(amount="49.24", category="Standard")
     rate(amount="35.00", category="Committed")
     rate(amount="20.00", category="Dynamic")
@@ -161,7 +161,7 @@ def test_rate_depends_on_pricing_category_and_empty_category_is_standard(tmp_pat
     assert blank["pricing_category"] == "Standard"
 
 
-def test_instance_type_from_sku_id_when_there_is_no_x_instance_type_column(tmp_path):
+def test_instance_type_from_sku_id_when_there_is_no_x_instance_type_column(tmp_path: Path) -> None:
     rate(H200, "60.10")
     columns = [c for c in COLUMNS if c != "x_InstanceType"]
     [item] = parse(write_csv(tmp_path / "cw.csv", [usage_row(SkuId=H200)], columns))
@@ -169,7 +169,7 @@ def test_instance_type_from_sku_id_when_there_is_no_x_instance_type_column(tmp_p
     assert item["billed_cost"] == expected("24", "60.10")
 
 
-def test_missing_rate_names_file_row_column_and_the_rate_needed(tmp_path):
+def test_missing_rate_names_file_row_column_and_the_rate_needed(tmp_path: Path) -> None:
     rate(H100, "49.24")
     rows = [usage_row(), usage_row(x_InstanceType=H200, SkuId=H200)]
     with pytest.raises(ImportFormatError) as caught:
@@ -181,34 +181,34 @@ def test_missing_rate_names_file_row_column_and_the_rate_needed(tmp_path):
     assert "2025-03-10" in error.detail
 
 
-def test_missing_rate_names_sku_id_when_the_type_comes_from_it(tmp_path):
+def test_missing_rate_names_sku_id_when_the_type_comes_from_it(tmp_path: Path) -> None:
     columns = [c for c in COLUMNS if c != "x_InstanceType"]
     with pytest.raises(ImportFormatError) as caught:
         parse(write_csv(tmp_path / "cw.csv", [usage_row()], columns))
     assert (caught.value.row, caught.value.column) == (2, "SkuId")
 
 
-def test_rate_outside_its_validity_is_missing(tmp_path):
+def test_rate_outside_its_validity_is_missing(tmp_path: Path) -> None:
     rate(valid_from=date(2025, 4, 1))
     with pytest.raises(ImportFormatError, match="valid on 2025-03-10"):
         parse(write_csv(tmp_path / "cw.csv", [usage_row()]))
 
 
-def test_rate_in_another_currency_than_the_file_is_missing(tmp_path):
+def test_rate_in_another_currency_than_the_file_is_missing(tmp_path: Path) -> None:
     rate(currency="EUR")
     columns = [*COLUMNS, "BillingCurrency"]
     with pytest.raises(ImportFormatError, match="currency USD"):
         parse(write_csv(tmp_path / "cw.csv", [usage_row(BillingCurrency="USD")], columns))
 
 
-def test_overlapping_rates_are_refused_rather_than_guessed(tmp_path):
+def test_overlapping_rates_are_refused_rather_than_guessed(tmp_path: Path) -> None:
     rate(amount="49.24", valid_from=date(2025, 1, 1))
     rate(amount="45.00", valid_from=date(2025, 3, 1))
     with pytest.raises(ImportFormatError, match="2 CoreWeave contract rates overlap"):
         parse(write_csv(tmp_path / "cw.csv", [usage_row()]))
 
 
-def test_model_validation_rejects_an_overlapping_rate():
+def test_model_validation_rejects_an_overlapping_rate() -> None:
     rate(valid_from=date(2025, 1, 1), valid_to=date(2025, 6, 30))
     clash = CoreWeaveRate(
         instance_type=H100,
@@ -225,7 +225,7 @@ def test_model_validation_rejects_an_overlapping_rate():
     assert clash.currency == "USD"
 
 
-def test_unit_must_match_the_rate_unit(tmp_path):
+def test_unit_must_match_the_rate_unit(tmp_path: Path) -> None:
     rate(unit="Hours")
     rows = [usage_row(ConsumedUnit="Hour"), usage_row(ConsumedUnit="Seconds")]
     with pytest.raises(ImportFormatError) as caught:
@@ -233,14 +233,14 @@ def test_unit_must_match_the_rate_unit(tmp_path):
     assert (caught.value.row, caught.value.column) == (3, "ConsumedUnit")
 
 
-def test_empty_quantity_is_an_error_naming_the_column(tmp_path):
+def test_empty_quantity_is_an_error_naming_the_column(tmp_path: Path) -> None:
     rate()
     with pytest.raises(ImportFormatError) as caught:
         parse(write_csv(tmp_path / "cw.csv", [usage_row(ConsumedQuantity="")]))
     assert (caught.value.row, caught.value.column) == (2, "ConsumedQuantity")
 
 
-def test_costs_present_in_the_file_are_kept_as_in_focus(tmp_path):
+def test_costs_present_in_the_file_are_kept_as_in_focus(tmp_path: Path) -> None:
     # No rate at all: a row the export priced needs none.
     row = usage_row(BilledCost="100.50", EffectiveCost="90.25")
     [item] = parse(write_csv(tmp_path / "cw.csv", [row]))
@@ -248,14 +248,14 @@ def test_costs_present_in_the_file_are_kept_as_in_focus(tmp_path):
     assert item["effective_cost"] == Decimal("90.25")
 
 
-def test_only_one_cost_column_filled_is_an_error(tmp_path):
+def test_only_one_cost_column_filled_is_an_error(tmp_path: Path) -> None:
     rate()
     with pytest.raises(ImportFormatError) as caught:
         parse(write_csv(tmp_path / "cw.csv", [usage_row(BilledCost="10")]))
     assert caught.value.column == "EffectiveCost"
 
 
-def test_product_is_rounded_once_half_even(tmp_path):
+def test_product_is_rounded_once_half_even(tmp_path: Path) -> None:
     # A rate of one quantum: quantity x rate is exactly half-way at the 12th place for .5
     # quantities, where half-even goes to the even neighbour (half-up would give 1, 2, 3).
     rate(amount="0.000000000001")
@@ -265,7 +265,7 @@ def test_product_is_rounded_once_half_even(tmp_path):
     assert costs == [expected(q, "0.000000000001") for q in ("0.5", "1.5", "2.5")]
 
 
-def test_gzip_and_parquet_exports_are_priced_too(tmp_path):
+def test_gzip_and_parquet_exports_are_priced_too(tmp_path: Path) -> None:
     rate(amount="49.24")
     rows = [usage_row(ConsumedQuantity="2"), usage_row(ConsumedQuantity="3.25")]
     plain = write_csv(tmp_path / "plain.csv", rows)
@@ -279,13 +279,13 @@ def test_gzip_and_parquet_exports_are_priced_too(tmp_path):
         assert [item["billed_cost"] for item in parse(path)] == want
 
 
-def test_missing_instance_type_columns_is_a_header_error(tmp_path):
+def test_missing_instance_type_columns_is_a_header_error(tmp_path: Path) -> None:
     columns = [c for c in COLUMNS if c not in ("x_InstanceType", "SkuId")]
     with pytest.raises(ImportFormatError, match="x_InstanceType or SkuId"):
         parse(write_csv(tmp_path / "cw.csv", [usage_row()], columns))
 
 
-def test_ingest_billing_end_to_end_sums_quantity_times_rate(tmp_path):
+def test_ingest_billing_end_to_end_sums_quantity_times_rate(tmp_path: Path) -> None:
     rate(H100, "49.24", valid_to=date(2025, 3, 15))
     rate(H100, "47.50", valid_from=date(2025, 3, 16))
     rate(H100, "30.00", category="Committed")
@@ -326,7 +326,7 @@ def test_ingest_billing_end_to_end_sums_quantity_times_rate(tmp_path):
     assert set(CostLineItem.objects.values_list("provider_name", flat=True)) == {"CoreWeave"}
 
 
-def test_ingest_billing_without_a_rate_fails_the_batch_with_the_reason(tmp_path):
+def test_ingest_billing_without_a_rate_fails_the_batch_with_the_reason(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "coreweave-2025-03.csv", [usage_row()])
     with pytest.raises(CommandError, match="row 2, column x_InstanceType: no CoreWeave"):
         call_command("ingest_billing", "--format", "coreweave", str(path), stdout=io.StringIO())

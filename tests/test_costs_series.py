@@ -5,29 +5,32 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pytest_django import DjangoAssertNumQueries
 from rest_framework.test import APIClient
 
-from finops.attribution.models import Category
+from finops.attribution.models import Category, TeamDailyCost
 from finops.attribution.timeseries import bucket_start
 from finops.currency.models import FxRate
+from finops.org.models import Team
 from tests.factories import TeamDailyCostFactory
 
 SEPT = dt.date(2025, 9, 1)
 
 
-def _row(team, day: dt.date, amount: str, **kwargs):
+def _row(team: Team | None, day: dt.date, amount: str, **kwargs: Any) -> TeamDailyCost:
     billing_period = kwargs.pop("billing_period", day.replace(day=1))
-    return TeamDailyCostFactory(
+    return TeamDailyCostFactory.create(
         team=team, day=day, amount=Decimal(amount), billing_period=billing_period, **kwargs
     )
 
 
 @pytest.fixture
-def ledger(team, other_team):
+def ledger(team: Team, other_team: Team) -> None:
     """Vision: Mon 1 Sep 10.5 + Tue 2 Sep 0.25 (training) + 2 Sep 4 (idle, GCP); Speech:
     Sun 7 Sep 3; no team: 8 Sep 1.000000000001 (shared); October: Vision 1 Oct 7."""
     _row(team, dt.date(2025, 9, 1), "10.5")
@@ -38,21 +41,7 @@ def ledger(team, other_team):
     _row(team, dt.date(2025, 10, 1), "7")
 
 
-@pytest.fixture
-def finance_api(finance_user) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(finance_user)
-    return api
-
-
-@pytest.fixture
-def lead_api(lead_user) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(lead_user)
-    return api
-
-
-def _points(api, **params):
+def _points(api: APIClient, **params: str) -> Any:
     response = api.get("/api/v1/costs/", params)
     assert response.status_code == 200, response.content
     return response.json()
@@ -62,7 +51,7 @@ def money(text: str) -> str:
     return f"{Decimal(text):.12f}"
 
 
-def test_daily_points_per_team(finance_api, ledger):
+def test_daily_points_per_team(finance_api: APIClient, ledger: None) -> None:
     points = _points(finance_api, month="2025-09", group_by="team", interval="day")
     assert points == [
         {"t": "2025-09-01", "team": "vision", "cost": money("10.5"), "currency": "USD"},
@@ -72,7 +61,7 @@ def test_daily_points_per_team(finance_api, ledger):
     ]
 
 
-def test_weekly_buckets_start_on_monday(finance_api, ledger):
+def test_weekly_buckets_start_on_monday(finance_api: APIClient, ledger: None) -> None:
     # 1 Sep 2025 is a Monday: 1-7 Sep is one ISO week, 8 Sep starts the next.
     points = _points(finance_api, month="2025-09", interval="week")
     assert [(p["t"], p["team"], p["cost"]) for p in points] == [
@@ -82,7 +71,9 @@ def test_weekly_buckets_start_on_monday(finance_api, ledger):
     ]
 
 
-def test_monthly_by_category_and_provider_over_a_day_range(finance_api, ledger):
+def test_monthly_by_category_and_provider_over_a_day_range(
+    finance_api: APIClient, ledger: None
+) -> None:
     by_category = _points(
         finance_api, since="2025-09-01", until="2025-10-31", group_by="category", interval="month"
     )
@@ -103,21 +94,25 @@ def test_monthly_by_category_and_provider_over_a_day_range(finance_api, ledger):
     ]
 
 
-def test_a_lead_sees_only_their_teams_and_no_unowned_cost(lead_api, ledger):
+def test_a_lead_sees_only_their_teams_and_no_unowned_cost(
+    lead_api: APIClient, ledger: None
+) -> None:
     points = _points(lead_api, month="2025-09", interval="month")
     assert points == [
         {"t": "2025-09-01", "team": "vision", "cost": money("14.75"), "currency": "USD"}
     ]
 
 
-def test_late_charge_counts_in_its_billing_month_not_its_day(finance_api, team):
+def test_late_charge_counts_in_its_billing_month_not_its_day(
+    finance_api: APIClient, team: Team
+) -> None:
     # An August day on the September invoice: month=2025-09 includes it, bucketed on its day.
     _row(team, dt.date(2025, 8, 30), "2", billing_period=SEPT)
     points = _points(finance_api, month="2025-09", interval="month")
     assert [(p["t"], p["cost"]) for p in points] == [("2025-08-01", money("2"))]
 
 
-def test_other_currencies_are_converted_per_day(finance_api, team):
+def test_other_currencies_are_converted_per_day(finance_api: APIClient, team: Team) -> None:
     _row(team, dt.date(2025, 9, 1), "10", billing_currency="EUR")
     _row(team, dt.date(2025, 9, 2), "10", billing_currency="EUR")
     _row(team, dt.date(2025, 9, 2), "1")
@@ -130,7 +125,7 @@ def test_other_currencies_are_converted_per_day(finance_api, team):
     assert [p["currency"] for p in eur] == ["EUR", "EUR"]
 
 
-def test_missing_fx_rate_is_400(finance_api, team):
+def test_missing_fx_rate_is_400(finance_api: APIClient, team: Team) -> None:
     _row(team, dt.date(2025, 9, 1), "10", billing_currency="EUR")
     response = finance_api.get("/api/v1/costs/", {"month": "2025-09", "interval": "day"})
     assert response.status_code == 400
@@ -152,13 +147,14 @@ def test_missing_fx_rate_is_400(finance_api, team):
         {"month": "0000-01"},
     ],
 )
-def test_bad_queries_are_400(finance_api, params, db):
+def test_bad_queries_are_400(finance_api: APIClient, params: dict[str, str], db: None) -> None:
     assert finance_api.get("/api/v1/costs/", params).status_code == 400
 
 
-def test_month_report_without_interval_is_unchanged(finance_api, ledger):
+def test_month_report_without_interval_is_unchanged(finance_api: APIClient, ledger: None) -> None:
     body = _points(finance_api, month="2025-09")
-    assert body["month"] == "2025-09" and body["group_by"] == "team"
+    assert body["month"] == "2025-09"
+    assert body["group_by"] == "team"
     assert [s["key"] for s in body["series"]] == ["speech", "vision", None]
     vision = body["series"][1]
     assert [(p["day"], p["amount"]) for p in vision["points"]] == [
@@ -167,7 +163,9 @@ def test_month_report_without_interval_is_unchanged(finance_api, ledger):
     ]
 
 
-def test_series_query_count_is_flat(finance_api, team, django_assert_max_num_queries):
+def test_series_query_count_is_flat(
+    finance_api: APIClient, team: Team, django_assert_max_num_queries: DjangoAssertNumQueries
+) -> None:
     for day in range(1, 29):
         _row(team, dt.date(2025, 9, day), "1")
     with django_assert_max_num_queries(6):  # session/auth, teams, rows, rates
@@ -177,9 +175,11 @@ def test_series_query_count_is_flat(finance_api, team, django_assert_max_num_que
 
 @settings(max_examples=200, deadline=None)
 @given(day=st.dates(dt.date(2000, 1, 1), dt.date(2100, 12, 31)))
-def test_buckets_hold_their_day(day):
+def test_buckets_hold_their_day(day: dt.date) -> None:
     week = bucket_start(day, "week")
-    assert week.weekday() == 0 and week <= day < week + dt.timedelta(days=7)
+    assert week.weekday() == 0
+    assert week <= day < week + dt.timedelta(days=7)
     month = bucket_start(day, "month")
-    assert month.day == 1 and (month.year, month.month) == (day.year, day.month)
+    assert month.day == 1
+    assert (month.year, month.month) == (day.year, day.month)
     assert bucket_start(day, "day") == day

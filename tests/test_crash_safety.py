@@ -159,7 +159,9 @@ def test_kill_at_copy_fails_the_batch_within_seconds_and_keeps_the_month(
     waited = time.monotonic() - started
     assert waited < HEARTBEAT_TIMEOUT + 15, waited  # minutes in production, not the hour
     failed = ImportBatch.objects.order_by("-id").first()
-    assert failed.status == "failed" and failed.error.startswith("worker died")
+    assert failed is not None
+    assert failed.status == "failed"
+    assert failed.error.startswith("worker died")
     assert not CostLineItem.objects.filter(batch=failed).exists()
     _month_balanced("80")  # the previous data, intact
 
@@ -213,14 +215,19 @@ def test_kill_during_attribution_is_reported_and_the_ledger_kept(
         call_command("attribute", "--month", MAY)
     assert time.monotonic() - started < HEARTBEAT_TIMEOUT + 15
     dead = AttributionRun.objects.order_by("-id").first()
-    assert dead.status == "failed" and dead.error.startswith("worker died")
+    assert dead is not None
+    assert dead.status == "failed"
+    assert dead.error.startswith("worker died")
     run = PipelineRun.objects.order_by("-id").first()
-    assert run.status == "failed" and "worker died" in run.error
+    assert run is not None
+    assert run.status == "failed"
+    assert "worker died" in run.error
     # The previous ledger is intact, and the page and API say the month is not final.
     ledger = sum(AllocatedCost.objects.values_list("amount", flat=True), Decimal(0))
     assert ledger == Decimal("80")
     recon = reconciliation_for_month(month=_first(MAY))
-    assert recon.stale and "failed" in recon.stale_reason
+    assert recon.stale
+    assert "failed" in recon.stale_reason
     assert recon.total.difference == Decimal("15")
 
     next_worker()
@@ -240,7 +247,7 @@ def _drop_worker_connection(fired: Path) -> None:
         assert cursor.fetchall(), "no worker transaction to drop"
 
 
-def _in_thread(fn: Callable[[], None]) -> tuple[threading.Thread, list[BaseException]]:
+def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[BaseException]]:
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -265,9 +272,12 @@ def test_connection_dropped_during_copy_is_retried_and_the_import_succeeds(
     thread, errors = _in_thread(lambda: _ingest(_bill(tmp_path / "v2.csv", ["60.00", "35.00"])))
     _drop_worker_connection(fired)
     thread.join(timeout=120)
-    assert not thread.is_alive() and not errors, errors
+    assert not thread.is_alive(), errors
+    assert not errors, errors
     batch = ImportBatch.objects.order_by("-id").first()
-    assert batch.status == "succeeded" and batch.row_count == 2
+    assert batch is not None
+    assert batch.status == "succeeded"
+    assert batch.row_count == 2
     assert "Retry" in celery_worker_process.read_text()  # the part was retried on the worker
     _wait_for(lambda: _pipeline_succeeded_after(before), 60, "the pipeline of the import")
     _month_balanced("95")
@@ -281,7 +291,8 @@ def test_connection_dropped_during_attribution_is_retried_and_the_month_balances
     thread, errors = _in_thread(lambda: call_command("attribute", "--month", MAY))
     _drop_worker_connection(fired)
     thread.join(timeout=120)
-    assert not thread.is_alive() and not errors, errors
+    assert not thread.is_alive(), errors
+    assert not errors, errors
     runs = list(AttributionRun.objects.order_by("id").values_list("status", "error"))
     assert [status for status, _ in runs] == ["failed", "succeeded"]
     assert "OperationalError" in runs[0][1]

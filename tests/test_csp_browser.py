@@ -7,7 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from django.contrib.auth.models import User
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver import Chrome
 
+from finops.org.models import Team
 from tests.chromium import _login, chrome_session
 from tests.factories import build_month_scenario
 
@@ -15,12 +19,12 @@ pytestmark = [pytest.mark.browser, pytest.mark.urls("tests.csp_chart_urls")]
 
 
 @pytest.fixture
-def driver() -> Iterator[object]:
+def driver() -> Iterator[Chrome]:
     with chrome_session(browser_log=True) as browser:
         yield browser
 
 
-def _violations(driver) -> list[str]:
+def _violations(driver: Chrome) -> list[str]:
     return [
         entry["message"]
         for entry in driver.get_log("browser")
@@ -28,7 +32,9 @@ def _violations(driver) -> list[str]:
     ]
 
 
-def test_chart_draws_with_no_csp_violation(driver, live_server, finance_user):
+def test_chart_draws_with_no_csp_violation(
+    driver: Chrome, live_server: LiveServer, finance_user: User
+) -> None:
     _login(driver, live_server.url, "fin", "fin-password-123")
     driver.get(live_server.url + "/csp-test/chart/")
     drawn = driver.execute_script(
@@ -39,7 +45,9 @@ def test_chart_draws_with_no_csp_violation(driver, live_server, finance_user):
     assert _violations(driver) == []
 
 
-def test_pages_have_no_csp_violation(driver, live_server, team, other_team, finance_user):
+def test_pages_have_no_csp_violation(
+    driver: Chrome, live_server: LiveServer, team: Team, other_team: Team, finance_user: User
+) -> None:
     scenario = build_month_scenario(team=team, other_team=other_team)
     _login(driver, live_server.url, "fin", "fin-password-123")
     month = f"?month={scenario.month:%Y-%m}"
@@ -51,11 +59,14 @@ def test_pages_have_no_csp_violation(driver, live_server, team, other_team, fina
         "return Array.from(document.querySelectorAll('canvas[data-chart]'))"
         ".map(c => Boolean(window.Chart && Chart.getChart(c)));"
     )
-    assert drawn and all(drawn)
+    assert drawn
+    assert all(drawn)
     assert _violations(driver) == []
 
 
-def test_an_inline_script_is_refused_and_logged(driver, live_server, db):
+def test_an_inline_script_is_refused_and_logged(
+    driver: Chrome, live_server: LiveServer, db: None
+) -> None:
     driver.get(live_server.url + "/csp-test/inline/")
     assert driver.title != "inline ran"
     assert any("script-src" in message for message in _violations(driver))

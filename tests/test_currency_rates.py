@@ -7,9 +7,11 @@ import datetime as dt
 import zipfile
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from pytest_django import DjangoAssertNumQueries, Settings
 
 from finops.currency.models import FxRate
 from finops.currency.selectors import FxRateMissing, RateTable, fx_rate_for, money_round
@@ -26,24 +28,24 @@ ECB_CSV = (
 )
 
 
-def _rate(day, from_currency, to_currency, rate):
+def _rate(day: dt.date, from_currency: str, to_currency: str, rate: str) -> FxRate:
     return FxRate.objects.create(
         date=day, from_currency=from_currency, to_currency=to_currency, rate=Decimal(rate)
     )
 
 
 @pytest.fixture
-def ecb_file(tmp_path, db):
+def ecb_file(tmp_path: Path, db: None) -> Path:
     path = tmp_path / "eurofxref-hist.csv"
     path.write_text(ECB_CSV)
     return path
 
 
-def test_same_currency_is_one(db):
+def test_same_currency_is_one(db: None) -> None:
     assert fx_rate_for(day=D(2025, 9, 1), from_currency="USD", to_currency="USD") == 1
 
 
-def test_newest_rate_on_or_before_the_day(db):
+def test_newest_rate_on_or_before_the_day(db: None) -> None:
     _rate(D(2025, 9, 1), "EUR", "USD", "1.10")
     _rate(D(2025, 9, 3), "EUR", "USD", "1.20")
     _rate(D(2025, 9, 10), "EUR", "USD", "1.30")
@@ -55,14 +57,14 @@ def test_newest_rate_on_or_before_the_day(db):
     assert rate(day=D(2026, 1, 1), from_currency="EUR", to_currency="USD") == Fraction("1.30")
 
 
-def test_inverse_rate_when_only_the_inverse_exists(db):
+def test_inverse_rate_when_only_the_inverse_exists(db: None) -> None:
     _rate(D(2025, 9, 1), "USD", "EUR", "0.9")
     rate = fx_rate_for(day=D(2025, 9, 2), from_currency="EUR", to_currency="USD")
     # Exact 1/0.9, not a rounded decimal.
     assert rate == Fraction(10, 9)
 
 
-def test_newer_inverse_beats_an_older_direct_rate(db):
+def test_newer_inverse_beats_an_older_direct_rate(db: None) -> None:
     _rate(D(2025, 8, 1), "EUR", "USD", "1.05")
     _rate(D(2025, 9, 1), "USD", "EUR", "0.8")
     assert fx_rate_for(day=D(2025, 9, 2), from_currency="EUR", to_currency="USD") == Fraction(5, 4)
@@ -73,14 +75,14 @@ def test_newer_inverse_beats_an_older_direct_rate(db):
     )
 
 
-def test_missing_rate_is_an_explicit_error(db):
+def test_missing_rate_is_an_explicit_error(db: None) -> None:
     _rate(D(2025, 10, 1), "EUR", "USD", "1.10")  # after the day asked: does not count
     with pytest.raises(FxRateMissing) as caught:
         fx_rate_for(day=D(2025, 9, 30), from_currency="EUR", to_currency="USD")
     assert str(caught.value) == "no EUR\u2192USD rate on or before 2025-09-30: load FX rates"
 
 
-def test_load_ecb_layout_stores_rates_per_eur(ecb_file):
+def test_load_ecb_layout_stores_rates_per_eur(ecb_file: Path) -> None:
     result = fx_rates_load(path=ecb_file)
     assert result.layout == "ecb"
     # 2 days x 4 published currencies (CYP is N/A on both).
@@ -91,7 +93,7 @@ def test_load_ecb_layout_stores_rates_per_eur(ecb_file):
     assert not FxRate.objects.filter(to_currency="CYP").exists()
 
 
-def test_cross_rate_through_eur_from_the_ecb_layout(ecb_file):
+def test_cross_rate_through_eur_from_the_ecb_layout(ecb_file: Path) -> None:
     fx_rates_load(path=ecb_file)
     day = D(2025, 9, 6)  # a Saturday: Friday's rates apply
     usd_jpy = fx_rate_for(day=day, from_currency="USD", to_currency="JPY")
@@ -104,14 +106,14 @@ def test_cross_rate_through_eur_from_the_ecb_layout(ecb_file):
         fx_rate_for(day=D(2025, 9, 3), from_currency="USD", to_currency="JPY")
 
 
-def test_load_ecb_zip(tmp_path, db):
+def test_load_ecb_zip(tmp_path: Path, db: None) -> None:
     archive = tmp_path / "eurofxref-hist.zip"
     with zipfile.ZipFile(archive, "w") as zf:
         zf.writestr("eurofxref-hist.csv", ECB_CSV)
     assert fx_rates_load(path=archive).rows == 8
 
 
-def test_load_pairs_csv_and_reload_replaces(tmp_path, db):
+def test_load_pairs_csv_and_reload_replaces(tmp_path: Path, db: None) -> None:
     path = tmp_path / "rates.csv"
     path.write_text(
         "date,from,to,rate\n2025-09-01,eur,usd,1.1000000000001\n2025-09-01,GBP,USD,1.35\n\n"
@@ -139,7 +141,7 @@ def test_load_pairs_csv_and_reload_replaces(tmp_path, db):
         ("when,what\n2025-09-01,1\n", "header must be"),
     ],
 )
-def test_bad_file_loads_nothing(tmp_path, db, body, message):
+def test_bad_file_loads_nothing(tmp_path: Path, db: None, body: str, message: str) -> None:
     path = tmp_path / "rates.csv"
     # A good first row: the bad one after it must stop the whole file.
     lines = body.splitlines()
@@ -151,7 +153,7 @@ def test_bad_file_loads_nothing(tmp_path, db, body, message):
     assert FxRate.objects.count() == 0
 
 
-def test_command_loads_and_reports(ecb_file, capsys):
+def test_command_loads_and_reports(ecb_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     call_command("load_fx_rates", str(ecb_file))
     out = capsys.readouterr().out
     assert "8 rates (ecb) from 2025-09-04 to 2025-09-05" in out
@@ -159,7 +161,9 @@ def test_command_loads_and_reports(ecb_file, capsys):
         call_command("load_fx_rates", str(ecb_file.parent / "absent.csv"))
 
 
-def test_rate_table_reads_a_span_in_one_query(ecb_file, django_assert_num_queries):
+def test_rate_table_reads_a_span_in_one_query(
+    ecb_file: Path, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
     fx_rates_load(path=ecb_file)
     with django_assert_num_queries(1):
         table = RateTable.load(
@@ -172,14 +176,16 @@ def test_rate_table_reads_a_span_in_one_query(ecb_file, django_assert_num_querie
         ) / Fraction("0.86835")
 
 
-def test_money_round_is_half_even_once():
+def test_money_round_is_half_even_once() -> None:
     assert money_round(Fraction(25, 10**13)) == Decimal("0.000000000002")  # 2.5e-12 -> 2e-12
     assert money_round(Fraction(35, 10**13)) == Decimal("0.000000000004")
     assert money_round(Fraction(-25, 10**13)) == Decimal("-0.000000000002")
     assert money_round(Fraction(10, 9)) == Decimal("1.111111111111")
 
 
-def test_rate_table_includes_the_newest_rate_before_the_span(db, django_assert_num_queries):
+def test_rate_table_includes_the_newest_rate_before_the_span(
+    db: None, django_assert_num_queries: DjangoAssertNumQueries
+) -> None:
     _rate(D(2025, 7, 1), "EUR", "USD", "1.01")
     _rate(D(2025, 8, 20), "EUR", "USD", "1.02")  # newest before the span
     _rate(D(2025, 9, 10), "EUR", "USD", "1.03")
@@ -196,7 +202,9 @@ def test_rate_table_includes_the_newest_rate_before_the_span(db, django_assert_n
     ) * Fraction("1.03")
 
 
-def test_overlong_line_fails_naming_file_and_line(tmp_path, db, settings):
+def test_overlong_line_fails_naming_file_and_line(
+    tmp_path: Path, db: None, settings: Settings
+) -> None:
     settings.FINOPS_MAX_LINE_BYTES = 100
     path = tmp_path / "rates.csv"
     # Line 3 carries a 1,000-byte extra cell (extra columns are otherwise ignored).
@@ -211,7 +219,9 @@ def test_overlong_line_fails_naming_file_and_line(tmp_path, db, settings):
     assert fx_rates_load(path=path).rows == 2
 
 
-def test_overlong_line_in_the_ecb_zip_names_the_member(tmp_path, db, settings):
+def test_overlong_line_in_the_ecb_zip_names_the_member(
+    tmp_path: Path, db: None, settings: Settings
+) -> None:
     settings.FINOPS_MAX_LINE_BYTES = 100
     archive = tmp_path / "eurofxref-hist.zip"
     with zipfile.ZipFile(archive, "w") as zf:

@@ -6,67 +6,48 @@ from __future__ import annotations
 import datetime as dt
 import re
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
 import pytest
+from django.test import Client
 from django.urls import reverse
+from pytest_django import DjangoAssertNumQueries, Settings
 from rest_framework.test import APIClient
 
 from finops.attribution.models import Category, TeamDailyCost
 from finops.attribution.team_selectors import team_month
 from finops.currency.models import FxRate
 from finops.currency.selectors import money_round
+from finops.org.models import Team
 from finops.web.templatetags.finops_tags import money
-from tests.factories import TeamDailyCostFactory, TeamFactory, build_month_scenario
+from tests.client_types import Response
+from tests.factories import Scenario, TeamDailyCostFactory, TeamFactory
 
 MONTH = dt.date(2025, 9, 1)
 EUR_USD = Decimal("1.1717")
 MISSING = "no EUR\u2192USD rate on or before 2025-09-03: load FX rates"
 
 
-def _rate(day, from_currency, to_currency, rate):
+def _rate(day: dt.date, from_currency: str, to_currency: str, rate: str | Decimal) -> None:
     FxRate.objects.create(
         date=day, from_currency=from_currency, to_currency=to_currency, rate=Decimal(rate)
     )
 
 
 @pytest.fixture
-def scenario(team, other_team):
-    return build_month_scenario(team=team, other_team=other_team)
-
-
-@pytest.fixture
-def eur_rate(db):
+def eur_rate(db: None) -> None:
     _rate(dt.date(2025, 8, 29), "EUR", "USD", EUR_USD)
 
 
-@pytest.fixture
-def finance_client(client, finance_user):
-    client.force_login(finance_user)
-    return client
-
-
-@pytest.fixture
-def finance_api(finance_user):
-    api = APIClient()
-    api.force_authenticate(finance_user)
-    return api
-
-
-@pytest.fixture
-def lead_api(lead_user):
-    api = APIClient()
-    api.force_authenticate(lead_user)
-    return api
-
-
-def _text(response) -> str:
+def _text(response: Response) -> str:
     assert response.status_code == 200, response.status_code
     return re.sub(r"\s+", " ", response.content.decode())
 
 
-def _in_usd(rows, rates) -> Fraction:
+def _in_usd(rows: Iterable[TeamDailyCost], rates: dict[str, Fraction]) -> Fraction:
     """Exact USD value of TeamDailyCost rows; rates: currency -> Fraction (USD is 1)."""
     return sum((Fraction(r.amount) * rates.get(r.billing_currency, 1) for r in rows), Fraction(0))
 
@@ -74,7 +55,9 @@ def _in_usd(rows, rates) -> Fraction:
 # --- pages --------------------------------------------------------------------------------
 
 
-def test_overview_shows_converted_total_beside_native(finance_client, scenario, eur_rate):
+def test_overview_shows_converted_total_beside_native(
+    finance_client: Client, scenario: Scenario, eur_rate: None
+) -> None:
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     rows = list(TeamDailyCost.objects.filter(billing_period=MONTH))
     expected = money_round(_in_usd(rows, {"EUR": Fraction(EUR_USD)}))
@@ -92,7 +75,9 @@ def test_overview_shows_converted_total_beside_native(finance_client, scenario, 
     assert 'data-testid="fx-error"' not in html
 
 
-def test_overview_without_rate_shows_native_and_the_error(finance_client, scenario):
+def test_overview_without_rate_shows_native_and_the_error(
+    finance_client: Client, scenario: Scenario
+) -> None:
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     assert 'data-testid="fx-error"' in html
     assert MISSING in html
@@ -101,9 +86,11 @@ def test_overview_without_rate_shows_native_and_the_error(finance_client, scenar
     assert 'data-testid="total-USD">1,500.88<' in html
 
 
-def test_overview_in_reporting_currency_needs_no_rate(finance_client, team, settings):
+def test_overview_in_reporting_currency_needs_no_rate(
+    finance_client: Client, team: Team, settings: Settings
+) -> None:
     settings.FINOPS_REPORTING_CURRENCY = "EUR"
-    TeamDailyCostFactory(team=team, billing_currency="EUR", amount=Decimal("12.345"))
+    TeamDailyCostFactory.create(team=team, billing_currency="EUR", amount=Decimal("12.345"))
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     # One currency, the reporting one: its tables once, with no "converted" copy and no error.
     assert 'data-testid="total-EUR">12.35<' in html
@@ -112,7 +99,7 @@ def test_overview_in_reporting_currency_needs_no_rate(finance_client, team, sett
     assert "Cost over time (EUR)" in html
 
 
-def test_team_page_converts_each_day_at_its_rate(finance_client, team):
+def test_team_page_converts_each_day_at_its_rate(finance_client: Client, team: Team) -> None:
     days = [dt.date(2025, 9, d) for d in (1, 2, 3)]
     # The rate changes on the 2nd; the 3rd uses the 2nd's (newest on or before).
     _rate(dt.date(2025, 9, 1), "EUR", "USD", "1.10")
@@ -120,8 +107,8 @@ def test_team_page_converts_each_day_at_its_rate(finance_client, team):
     rates = {days[0]: Fraction("1.10"), days[1]: Fraction("1.20"), days[2]: Fraction("1.20")}
     amounts = [Decimal("100.123456789012"), Decimal("200.000000000001"), Decimal("0.5")]
     for day, amount in zip(days, amounts, strict=True):
-        TeamDailyCostFactory(team=team, day=day, billing_currency="EUR", amount=amount)
-    TeamDailyCostFactory(team=team, day=days[0], category=Category.IDLE, amount=Decimal("7"))
+        TeamDailyCostFactory.create(team=team, day=day, billing_currency="EUR", amount=amount)
+    TeamDailyCostFactory.create(team=team, day=days[0], category=Category.IDLE, amount=Decimal("7"))
     html = _text(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
     exact = sum((Fraction(a) * rates[d] for d, a in zip(days, amounts, strict=True)), Fraction(7))
     assert f'data-testid="team-reporting-total">{money(money_round(exact))}<' in html
@@ -133,8 +120,8 @@ def test_team_page_converts_each_day_at_its_rate(finance_client, team):
     assert f'data-testid="team-total-USD">{money(Decimal(7))}<' in html
 
 
-def test_team_page_without_rate_shows_error(finance_client, team):
-    TeamDailyCostFactory(team=team, billing_currency="EUR", amount=Decimal("5"))
+def test_team_page_without_rate_shows_error(finance_client: Client, team: Team) -> None:
+    TeamDailyCostFactory.create(team=team, billing_currency="EUR", amount=Decimal("5"))
     html = _text(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
     assert MISSING in html
     assert f'data-testid="team-total-EUR">{money(Decimal(5))}<' in html
@@ -142,8 +129,8 @@ def test_team_page_without_rate_shows_error(finance_client, team):
 
 
 def test_reconciliation_stays_native_with_a_converted_grand_total(
-    finance_client, scenario, eur_rate
-):
+    finance_client: Client, scenario: Scenario, eur_rate: None
+) -> None:
     html = _text(finance_client.get(reverse("web:reconciliation"), {"month": "2025-09"}))
     assert 'data-testid="difference-USD">0.00<' in html
     assert 'data-testid="difference-EUR">0.00<' in html
@@ -155,19 +142,19 @@ def test_reconciliation_stays_native_with_a_converted_grand_total(
 # --- exactness ----------------------------------------------------------------------------
 
 
-def test_conversion_is_exact_and_rounded_once(team):
+def test_conversion_is_exact_and_rounded_once(team: Team) -> None:
     """Twelve-decimal amounts at an inverse rate (1/0.9, a repeating decimal): the total is the
     exact sum rounded once, half even, not the sum of per-day roundings."""
     _rate(dt.date(2025, 9, 1), "USD", "EUR", "0.9")
     amounts = [Decimal("0.000000000001"), Decimal("123456789.123456789012"), Decimal("-0.1")]
     for i, amount in enumerate(amounts):
-        TeamDailyCostFactory(
+        TeamDailyCostFactory.create(
             team=team, day=dt.date(2025, 9, 2 + i), billing_currency="EUR", amount=amount
         )
     # Half-pennies of 1e-12 each: per-day rounding would lose them, rounding once keeps them.
     _rate(dt.date(2025, 9, 1), "GBP", "USD", "0.5")
     for day in (5, 6, 7):
-        TeamDailyCostFactory(
+        TeamDailyCostFactory.create(
             team=team,
             day=dt.date(2025, 9, day),
             billing_currency="GBP",
@@ -177,21 +164,26 @@ def test_conversion_is_exact_and_rounded_once(team):
     data = team_month(team=team, month=MONTH)
     exact = sum((Fraction(a) / Fraction("0.9") for a in amounts), Fraction(0))
     tagged = 3 * Fraction(1, 10**12) * Fraction(1, 2)
-    assert data.reporting.error == ""
-    assert data.reporting.total.total == money_round(exact + tagged)
-    assert data.reporting.total.by_category[Category.TAGGED] == Decimal("0.000000000002")
+    reporting = data.reporting
+    assert reporting is not None
+    assert reporting.total is not None
+    assert reporting.error == ""
+    assert reporting.total.total == money_round(exact + tagged)
+    assert reporting.total.by_category[Category.TAGGED] == Decimal("0.000000000002")
     per_day = sum((money_round(Fraction(1, 10**12) * Fraction(1, 2)) for _ in range(3)), Decimal(0))
     assert per_day == 0  # what rounding each day would have given
     # Every figure keeps the ledger's 12 places.
-    assert data.reporting.total.total.as_tuple().exponent == -12
+    assert reporting.total.total.as_tuple().exponent == -12
 
 
 # --- costs API ----------------------------------------------------------------------------
 
 
-def _expected_series(key_of, rates):
+def _expected_series(
+    key_of: Callable[[TeamDailyCost], str | None], rates: dict[str, Fraction]
+) -> dict[str | None, dict[str, str]]:
     """Per key and day, the exact converted sum of the month's rollup rows, rounded once."""
-    sums = defaultdict(lambda: defaultdict(Fraction))
+    sums: dict[str | None, dict[str, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
     for r in TeamDailyCost.objects.filter(billing_period=MONTH).select_related("team"):
         sums[key_of(r)][r.day.isoformat()] += Fraction(r.amount) * rates.get(r.billing_currency, 1)
     return {
@@ -199,7 +191,9 @@ def _expected_series(key_of, rates):
     }
 
 
-def test_costs_by_team_in_reporting_currency(finance_api, scenario, eur_rate):
+def test_costs_by_team_in_reporting_currency(
+    finance_api: APIClient, scenario: Scenario, eur_rate: None
+) -> None:
     response = finance_api.get("/api/v1/costs/", {"month": "2025-09"})
     assert response.status_code == 200, response.content
     body = response.json()
@@ -221,7 +215,9 @@ def test_costs_by_team_in_reporting_currency(finance_api, scenario, eur_rate):
 
 
 @pytest.mark.parametrize("group_by", ["provider", "category"])
-def test_costs_group_by_in_another_currency(finance_api, scenario, eur_rate, group_by):
+def test_costs_group_by_in_another_currency(
+    finance_api: APIClient, scenario: Scenario, eur_rate: None, group_by: str
+) -> None:
     response = finance_api.get(
         "/api/v1/costs/", {"month": "2025-09", "currency": "eur", "group_by": group_by}
     )
@@ -236,7 +232,9 @@ def test_costs_group_by_in_another_currency(finance_api, scenario, eur_rate, gro
     assert got == expected
 
 
-def test_costs_missing_rate_is_400_with_the_message(finance_api, scenario):
+def test_costs_missing_rate_is_400_with_the_message(
+    finance_api: APIClient, scenario: Scenario
+) -> None:
     response = finance_api.get("/api/v1/costs/", {"month": "2025-09"})
     assert response.status_code == 400
     assert response.json() == {"detail": MISSING}
@@ -246,18 +244,23 @@ def test_costs_missing_rate_is_400_with_the_message(finance_api, scenario):
     "query",
     [{}, {"month": "2025-9"}, {"month": "2025-09", "currency": "US"}, {"group_by": "x"}],
 )
-def test_costs_bad_query_is_400(finance_api, query):
+def test_costs_bad_query_is_400(finance_api: APIClient, query: dict[str, str]) -> None:
     assert finance_api.get("/api/v1/costs/", query).status_code == 400
 
 
-def test_costs_lead_sees_only_own_team(lead_api, scenario):
+def test_costs_lead_sees_only_own_team(lead_api: APIClient, scenario: Scenario) -> None:
     # The lead's team has USD only: no rate needed, and no EUR unowned bucket in sight.
     body = lead_api.get("/api/v1/costs/", {"month": "2025-09"}).json()
     assert [s["key"] for s in body["series"]] == ["vision"]
 
 
-def test_costs_query_count_is_flat(finance_api, scenario, eur_rate, django_assert_max_num_queries):
-    def get():
+def test_costs_query_count_is_flat(
+    finance_api: APIClient,
+    scenario: Scenario,
+    eur_rate: None,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
+    def get() -> Any:
         response = finance_api.get("/api/v1/costs/", {"month": "2025-09"})
         assert response.status_code == 200, response.content
         return response.json()
@@ -267,9 +270,9 @@ def test_costs_query_count_is_flat(finance_api, scenario, eur_rate, django_asser
     for day in range(1, 29):
         _rate(dt.date(2025, 9, day), "GBP", "USD", Decimal("1.3") + Decimal(day) / 1000)
     for i in range(20):
-        other = TeamFactory(slug=f"t{i:02d}")
+        other = TeamFactory.create(slug=f"t{i:02d}")
         for day in range(1, 29):
-            TeamDailyCostFactory(
+            TeamDailyCostFactory.create(
                 team=other, day=dt.date(2025, 9, day), billing_currency="GBP", amount=Decimal(1)
             )
     with django_assert_max_num_queries(6):

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
+from pytest_django import Settings
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.sources import SourceFetchError
@@ -55,7 +56,7 @@ def records(costs: list[tuple[str, str]], **overrides: Any) -> list[dict[str, An
 # ------------------------------------------------------------------ parts_check
 
 
-def test_json_lines_parts_are_not_compared_by_their_first_line(tmp_path):
+def test_json_lines_parts_are_not_compared_by_their_first_line(tmp_path: Path) -> None:
     # Each part's first line is a record, and BigQuery leaves NULL fields out of records.
     first = nested_record()
     sparse = {key: value for key, value in nested_record().items() if key != "labels"}
@@ -68,7 +69,7 @@ def test_json_lines_parts_are_not_compared_by_their_first_line(tmp_path):
     parts_check(parts)
 
 
-def test_json_documents_spread_over_lines_pass_too(tmp_path):
+def test_json_documents_spread_over_lines_pass_too(tmp_path: Path) -> None:
     # An OpenCost /cloudCost response is one pretty-printed document: its first line is "{".
     document = {"code": 200, "data": {"sets": []}}
     parts = [
@@ -79,7 +80,7 @@ def test_json_documents_spread_over_lines_pass_too(tmp_path):
     parts_check(parts)
 
 
-def test_json_mixed_with_csv_or_parquet_is_refused_naming_the_parts(tmp_path):
+def test_json_mixed_with_csv_or_parquet_is_refused_naming_the_parts(tmp_path: Path) -> None:
     json_part = write(tmp_path / "a.json", jsonl([nested_record()]))
     csv_part = write(tmp_path / "b.csv", "cost,currency\n1,USD\n")
     parquet_part = tmp_path / "c.parquet"
@@ -91,7 +92,7 @@ def test_json_mixed_with_csv_or_parquet_is_refused_naming_the_parts(tmp_path):
         parts_check([json_part, parquet_part])
 
 
-def test_csv_headers_are_still_compared(tmp_path):
+def test_csv_headers_are_still_compared(tmp_path: Path) -> None:
     parts = [
         write(tmp_path / "a.csv", BOM + "cost,currency\n1,USD\n"),
         write(tmp_path / "b.csv.gz", "cost,currency\n2,USD\n", gzipped=True),
@@ -103,7 +104,7 @@ def test_csv_headers_are_still_compared(tmp_path):
         parts_check(parts)
 
 
-def test_a_corrupt_gzip_part_is_named(tmp_path):
+def test_a_corrupt_gzip_part_is_named(tmp_path: Path) -> None:
     whole = gzip.compress(jsonl([nested_record()]).encode())
     good = write(tmp_path / "a.json", jsonl([nested_record()]))
     truncated = tmp_path / "b.json.gz"
@@ -113,7 +114,7 @@ def test_a_corrupt_gzip_part_is_named(tmp_path):
         parts_check([good, truncated], labels=["gs://b/a.json", "gs://b/b.json.gz"])
 
 
-def test_a_delivery_without_parts_is_refused():
+def test_a_delivery_without_parts_is_refused() -> None:
     with pytest.raises(SourceFetchError, match="no data files"):
         parts_check([])
 
@@ -122,7 +123,7 @@ def test_a_delivery_without_parts_is_refused():
 
 
 @pytest.mark.django_db
-def test_a_local_folder_of_json_lines_shards_is_one_batch(tmp_path):
+def test_a_local_folder_of_json_lines_shards_is_one_batch(tmp_path: Path) -> None:
     folder = tmp_path / "gcp-2024-09"
     folder.mkdir()
     shards = [
@@ -171,7 +172,9 @@ def test_a_local_folder_of_json_lines_shards_is_one_batch(tmp_path):
         ("weird.c$v.gz", "00003.gz"),
     ],
 )
-def test_a_part_is_a_numbered_file_in_the_folder_keeping_its_suffixes(tmp_path, remote, local):
+def test_a_part_is_a_numbered_file_in_the_folder_keeping_its_suffixes(
+    tmp_path: Path, remote: str, local: str
+) -> None:
     dest = tmp_path / "delivery"
 
     path = local_part_path(dest, 3, remote)
@@ -228,7 +231,7 @@ def ingest_delivery(folder: Path, fmt: str = "focus") -> str:
 
 
 @pytest.mark.django_db
-def test_parquet_parts_without_an_extension_are_found_by_their_content(tmp_path):
+def test_parquet_parts_without_an_extension_are_found_by_their_content(tmp_path: Path) -> None:
     # An Athena / AWS Data Exports style delivery: parts named by query id, no extension,
     # beside a manifest and a note, which are not data.
     folder = tmp_path / "athena-2024-09"
@@ -250,7 +253,7 @@ def test_parquet_parts_without_an_extension_are_found_by_their_content(tmp_path)
 
 
 @pytest.mark.django_db
-def test_gzip_and_csv_parts_without_an_extension_are_found_by_their_content(tmp_path):
+def test_gzip_and_csv_parts_without_an_extension_are_found_by_their_content(tmp_path: Path) -> None:
     folder = tmp_path / "delivery"
     folder.mkdir()
     write(folder / "part-0", focus_csv(["1.5", "2.25"]), gzipped=True)
@@ -288,7 +291,9 @@ def test_gzip_and_csv_parts_without_an_extension_are_found_by_their_content(tmp_
         ("empty", b"", None),
     ],
 )
-def test_billing_file_kind_reads_the_content(tmp_path, name, content, kind):
+def test_billing_file_kind_reads_the_content(
+    tmp_path: Path, name: str, content: bytes, kind: str | None
+) -> None:
     from billing_ingest.services.billing import billing_file_kind
 
     path = tmp_path / name
@@ -296,7 +301,9 @@ def test_billing_file_kind_reads_the_content(tmp_path, name, content, kind):
     assert billing_file_kind(path) == kind
 
 
-def test_an_overlong_csv_header_is_refused_without_reading_it_whole(tmp_path, settings):
+def test_an_overlong_csv_header_is_refused_without_reading_it_whole(
+    tmp_path: Path, settings: Settings
+) -> None:
     first = write(tmp_path / "a.csv", focus_csv(["1"]))
     long_header = ",".join(FOCUS_COLUMNS + [f"x_Extra{i}" for i in range(20)])
     second = write(tmp_path / "b.csv", long_header + "\n")

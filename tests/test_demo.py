@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db.models import QuerySet
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from billing_ingest.parsers import billing_parser
@@ -81,7 +82,7 @@ def _csv(path: Path) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(raw.decode("utf-8-sig"))))
 
 
-def _exact_sum(queryset, field: str) -> Decimal:
+def _exact_sum(queryset: QuerySet[Any], field: str) -> Decimal:
     # SQLite SUM() over decimals is a float sum: add the stored values in Python instead.
     return sum(queryset.values_list(field, flat=True), Decimal(0))
 
@@ -142,7 +143,8 @@ def test_coreweave_usage_is_priced_by_the_demo_rate_card(
 ) -> None:
     file = _file(written, Format.COREWEAVE)
     usage = [r for r in _csv(file.path) if r["ChargeCategory"] == "Usage"]
-    assert usage and all(r["BilledCost"] == r["EffectiveCost"] == "" for r in usage)
+    assert usage
+    assert all(r["BilledCost"] == r["EffectiveCost"] == "" for r in usage)
     coreweave_rates_ensure(
         rates=coreweave_rates(small), first=MONTH.start.date(),
         last=(MONTH.end - timedelta(days=1)).date(),
@@ -175,7 +177,8 @@ def test_cur2_has_the_line_item_types_and_columns_of_a_real_export(
         )
         assert row["product_instance_type"] == "p5.48xlarge"
     spot = [r for r in rows if "SpotUsage" in r["line_item_usage_type"]]
-    assert spot and all(r["product_instance_type"] for r in spot)
+    assert spot
+    assert all(r["product_instance_type"] for r in spot)
     tags = [json.loads(r["resource_tags"]) for r in rows if r["resource_tags"]]
     assert any(t.get("user_team") == "vision" for t in tags)
     assert any("user_name" in t for t in tags)
@@ -223,7 +226,8 @@ def test_azure_amortised_export_has_reservations_spot_and_unused(
     assert any(i["ServiceType"] == "Standard_ND96isr_H100_v5" for i in infos)
     assert all(i["VMName"].startswith("azure-") for i in infos)
     tags = [r["Tags"] for r in rows if r["Tags"]]
-    assert any(not t.startswith("{") for t in tags) and any(t.startswith("{") for t in tags)
+    assert any(not t.startswith("{") for t in tags)
+    assert any(t.startswith("{") for t in tags)
 
 
 # --- Kubernetes pods and counters --------------------------------------------------------------
@@ -322,7 +326,8 @@ def test_sacct_exercises_every_case_parsers_meet(small_files: Path) -> None:
     assert any(r["State"] == "RUNNING" and r["End"] == "Unknown" for r in jobs)
     assert any(re.fullmatch(r"\d+_\d+", r["JobID"]) for r in jobs)
     assert any("[" in r["NodeList"] for r in jobs)
-    assert any(r["WCKey"] for r in jobs) and any(r["Comment"].startswith("run=") for r in jobs)
+    assert any(r["WCKey"] for r in jobs)
+    assert any(r["Comment"].startswith("run=") for r in jobs)
     assert any(re.search(r"node=([2-9]|\d\d)$", r["AllocTRES"]) for r in jobs)  # multi-node
     single_gpus = {
         int(m.group(1))
@@ -350,6 +355,7 @@ def test_preempted_runs_restart(small: DemoDataset) -> None:
         for job in jobs:
             if job.state != "PREEMPTED":
                 continue
+            assert job.start is not None
             later = [j for j in jobs if j.run_id == job.run_id and j.start and j.start > job.start]
             assert later or (job.end and job.end > MONTH.seconds - 3 * 86400), job
 
@@ -400,7 +406,7 @@ def test_no_node_is_oversubscribed_and_jobs_run_only_while_billed(small: DemoDat
 
 def test_utilisation_leaves_realistic_idle(small: DemoDataset) -> None:
     capacity = sum(len(n.billed_hours()) * 3600 * 8 for n in small.nodes)
-    used = sum(
+    used: Fraction | int = sum(
         job.gpus * (_job_end(job.end, MONTH) - job.start)
         for cluster, jobs in small.jobs.items()
         if cluster != K8S.cluster
@@ -491,8 +497,10 @@ def test_organisation_fixture_loads_with_loaddata_and_the_demo_updates_it_in_pla
 
     again = sorted(MappingRule.objects.values_list("kind", "key", "value", "team__slug"))
     assert again == rules
-    assert set(org.teams) == {t.slug for t in TEAMS} and Team.objects.count() == len(TEAMS)
-    assert org.finance.check_password("f-pass-1") and org.lead.check_password("l-pass-1")
+    assert set(org.teams) == {t.slug for t in TEAMS}
+    assert Team.objects.count() == len(TEAMS)
+    assert org.finance.check_password("f-pass-1")
+    assert org.lead.check_password("l-pass-1")
     assert sorted(org.lead.finops_profile.teams.values_list("slug", flat=True)) == [
         "language", "speech",
     ]  # fmt: skip
@@ -517,7 +525,8 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
 
     emails = EmailNotification.objects.count()
     sent = EmailNotification.objects.filter(status=EmailNotification.Status.SENT).count()
-    assert sent > 0 and len(list((tmp_path / "emails").iterdir())) == sent
+    assert sent > 0
+    assert len(list((tmp_path / "emails").iterdir())) == sent
     assert f"{emails} alert emails queued (budgets, anomalies), written to {tmp_path}" in (
         out.getvalue()
     )
@@ -574,13 +583,16 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
     assert Team.objects.filter(slug__in=["vision", "language", "speech", "recsys", "platform"])
     assert User.objects.get(username="finance").check_password("finance-demo")
     lead = Profile.objects.get(user__username="lead")
-    assert lead.role == Profile.Role.TEAM_LEAD and lead.teams.count() == 2
+    assert lead.role == Profile.Role.TEAM_LEAD
+    assert lead.teams.count() == 2
     assert MappingRule.objects.filter(kind=MappingRule.Kind.SLURM_ACCOUNT, value="nlp").exists()
     text = out.getvalue()
-    assert "http://127.0.0.1:8000" in text and "finance-demo" in text
+    assert "http://127.0.0.1:8000" in text
+    assert "finance-demo" in text
     for file in files:
         assert f"{file.format}" in text
-    assert "per 1k requests" in text and "reconciliation difference: 0" in text
+    assert "per 1k requests" in text
+    assert "reconciliation difference: 0" in text
 
     # Budgets: one per team with cost plus the organisation's, some crossed, alerts sent once.
     from finops.budgets.models import Budget, BudgetAlert
@@ -596,7 +608,8 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
     assert any(b.team is None for b in budgets)
     month_end = date(2025, 10, 31)
     crossed = [b for b in budgets if budget_status(budget=b, as_of=month_end).over]
-    assert crossed and len(crossed) < len(budgets)
+    assert crossed
+    assert len(crossed) < len(budgets)
     alerts = BudgetAlert.objects.count()
     assert BudgetAlert.objects.filter(kind="actual", threshold=100).count() == len(crossed)
     assert "alert sent: actual 100 %" in text
@@ -610,6 +623,7 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
     )  # fmt: skip
     assert (Team.objects.count(), User.objects.count(), MappingRule.objects.count()) == counts
     assert CostLineItem.objects.count() == items_before
-    assert Budget.objects.count() == len(budgets) and BudgetAlert.objects.count() == alerts
+    assert Budget.objects.count() == len(budgets)
+    assert BudgetAlert.objects.count() == alerts
     again = _exact_sum(AllocatedCost.objects.filter(billing_period=period), "amount")
     assert again == effective

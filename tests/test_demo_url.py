@@ -19,7 +19,7 @@ from finops.demo.management.commands.demo import demo_url
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_demo_url_from_the_environment(monkeypatch):
+def test_demo_url_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FINOPS_DEMO_URL", raising=False)
     assert demo_url() == "http://127.0.0.1:8000"
     monkeypatch.setenv("FINOPS_DEMO_URL", "http://0.0.0.0:9001")
@@ -27,7 +27,7 @@ def test_demo_url_from_the_environment(monkeypatch):
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make is absent")
-def test_make_demo_passes_host_and_port():
+def test_make_demo_passes_host_and_port() -> None:
     dry_run = subprocess.run(
         ["make", "-n", "demo", "HOST=0.0.0.0", "PORT=9001"],
         cwd=ROOT,
@@ -41,7 +41,7 @@ def test_make_demo_passes_host_and_port():
 
 
 @pytest.mark.skipif(bool(settings.CELERY_BROKER_URL), reason="a broker is configured")
-def test_embedded_default_broker_makes_kombu_quiet(caplog):
+def test_embedded_default_broker_makes_kombu_quiet(caplog: pytest.LogCaptureFixture) -> None:
     assert settings.CELERY_TASK_ALWAYS_EAGER
     with caplog.at_level(logging.WARNING, logger="kombu.connection"):
         Connection(app.conf.broker_url)._info()

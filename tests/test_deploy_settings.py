@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import ImproperlyConfigured
+from django.test import Client
 from django.urls import reverse
 
 from finops.secret_key import PUBLIC_DEFAULT, secret_key_load
@@ -47,7 +49,7 @@ def _manage(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProce
     )  # fmt: skip
 
 
-def test_check_deploy_passes_clean_with_production_settings(tmp_path):
+def test_check_deploy_passes_clean_with_production_settings(tmp_path: Path) -> None:
     result = _manage(
         tmp_path, "check", "--deploy", "--fail-level", "WARNING",
         DJANGO_SECRET_KEY=STRONG_KEY, **PRODUCTION_HTTPS,
@@ -56,7 +58,7 @@ def test_check_deploy_passes_clean_with_production_settings(tmp_path):
     assert "no issues" in result.stdout
 
 
-def test_check_deploy_names_each_https_setting_left_off(tmp_path):
+def test_check_deploy_names_each_https_setting_left_off(tmp_path: Path) -> None:
     result = _manage(tmp_path, "check", "--deploy", "--fail-level", "WARNING",
                      DJANGO_SECRET_KEY=STRONG_KEY)  # fmt: skip
     assert result.returncode != 0
@@ -64,7 +66,7 @@ def test_check_deploy_names_each_https_setting_left_off(tmp_path):
         assert warning in result.stderr, warning
 
 
-def test_https_settings_are_read_from_the_environment(tmp_path):
+def test_https_settings_are_read_from_the_environment(tmp_path: Path) -> None:
     code = (
         "from django.conf import settings as s; print(s.SESSION_COOKIE_SECURE, "
         "s.CSRF_COOKIE_SECURE, s.SECURE_HSTS_SECONDS, s.SECURE_HSTS_INCLUDE_SUBDOMAINS, "
@@ -79,31 +81,33 @@ def test_https_settings_are_read_from_the_environment(tmp_path):
 
 
 @pytest.mark.parametrize("key", [PUBLIC_DEFAULT, "short-key", "django-insecure-" + "x" * 50])
-def test_public_or_short_secret_key_refuses_to_start(tmp_path, key):
+def test_public_or_short_secret_key_refuses_to_start(tmp_path: Path, key: str) -> None:
     result = _manage(tmp_path, "check", DJANGO_SECRET_KEY=key)
     assert result.returncode != 0
-    assert "ImproperlyConfigured" in result.stderr and "DJANGO_SECRET_KEY" in result.stderr
+    assert "ImproperlyConfigured" in result.stderr
+    assert "DJANGO_SECRET_KEY" in result.stderr
 
 
-def test_without_a_key_one_is_generated_and_kept_in_the_data_folder(tmp_path):
+def test_without_a_key_one_is_generated_and_kept_in_the_data_folder(tmp_path: Path) -> None:
     first = secret_key_load(env_value="", data_dir=tmp_path / "data")
     again = secret_key_load(env_value="", data_dir=tmp_path / "data")
     kept = tmp_path / "data" / "secret_key"
     assert first == again == kept.read_text().strip()
-    assert len(first) >= 50 and first != PUBLIC_DEFAULT
+    assert len(first) >= 50
+    assert first != PUBLIC_DEFAULT
     assert stat.S_IMODE(kept.stat().st_mode) == 0o600
     # Another data folder, another key: nothing is shared or built in.
     assert secret_key_load(env_value="", data_dir=tmp_path / "other") != first
 
 
-def test_an_unwritable_data_folder_is_a_clear_error(tmp_path):
+def test_an_unwritable_data_folder_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
     with pytest.raises(ImproperlyConfigured, match="cannot be kept"):
         secret_key_load(env_value="", data_dir=blocker)
 
 
-def test_two_processes_starting_together_share_one_key(tmp_path):
+def test_two_processes_starting_together_share_one_key(tmp_path: Path) -> None:
     code = "from django.conf import settings; print(settings.SECRET_KEY)"
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
     env["FINOPS_DATA_DIR"] = str(tmp_path / "data")
@@ -122,12 +126,16 @@ def test_two_processes_starting_together_share_one_key(tmp_path):
 
 
 @pytest.mark.django_db
-def test_every_response_carries_the_content_security_policy(client, finance_user):
+def test_every_response_carries_the_content_security_policy(
+    client: Client, finance_user: User
+) -> None:
     client.force_login(finance_user)
     for url in (reverse("login"), reverse("web:overview"), "/api/v1/teams/"):
         policy = client.get(url)["Content-Security-Policy"]
-        assert "script-src 'self'" in policy and "unsafe-inline" not in policy
-        assert "frame-ancestors 'none'" in policy and "object-src 'none'" in policy
+        assert "script-src 'self'" in policy
+        assert "unsafe-inline" not in policy
+        assert "frame-ancestors 'none'" in policy
+        assert "object-src 'none'" in policy
 
 
 def _is_email_template(path: Path) -> bool:
@@ -135,7 +143,7 @@ def _is_email_template(path: Path) -> bool:
     return path.stem.startswith(("email", "digest")) or path.stem.endswith("_document")
 
 
-def test_templates_have_no_inline_script_or_style():
+def test_templates_have_no_inline_script_or_style() -> None:
     import re
 
     offenders = []

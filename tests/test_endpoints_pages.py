@@ -9,24 +9,30 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from django.urls import reverse
+from pytest_django import DjangoAssertNumQueries
 from rest_framework.test import APIClient
 
 from billing_ingest.models import ImportBatch
 from finops.attribution.models import Category
-from finops.inference.models import InferenceUsage
 from finops.inference.services import endpoint_costs_rebuild
 from finops.org.models import Profile, Team
 from finops.web.templatetags.finops_tags import money, percent, unit_money
+from tests.client_types import Response
 from tests.factories import (
     MONTH,
-    AllocatedCostFactory,
     ImportBatchFactory,
-    JobRecordFactory,
     UserFactory,
+    ledger_row,
+    serving_pod,
+    usage_hour,
 )
+from tests.page_tables import match
 
 UTC = dt.UTC
 DAY1 = dt.date(2025, 9, 3)
@@ -34,59 +40,26 @@ DAY2 = dt.date(2025, 9, 4)
 Q12 = Decimal("1e-12")
 
 
-def _pod(name: str, endpoint: str, node: str = "gpu-node-01"):
-    return JobRecordFactory(
-        cluster="k8s-1",
-        job_id=f"serving/{name}",
-        namespace="serving",
-        endpoint=endpoint,
-        nodes=[node],
-        run_id="",
-    )
-
-
-def _ledger(job, team, day, amount, node="gpu-node-01", category=Category.INFERENCE):
-    return AllocatedCostFactory(
-        job=job, team=team, day=day, amount=Decimal(amount), node=node, category=category
-    )
-
-
-def _usage(batch, endpoint, day, hour, requests, prompt, generation, pod=""):
-    start = dt.datetime.combine(day, dt.time(hour), UTC)
-    return InferenceUsage.objects.create(
-        batch=batch,
-        cluster="k8s-1",
-        endpoint=endpoint,
-        namespace="serving" if pod else "",
-        pod=pod,
-        window_start=start,
-        window_end=start + dt.timedelta(hours=1),
-        requests=requests,
-        prompt_tokens=prompt,
-        generation_tokens=generation,
-    )
-
-
 @pytest.fixture
-def month_data(team, other_team):
+def month_data(team: Team, other_team: Team) -> dict[str, Any]:
     """llm-chat: two Vision pods and a Speech pod on gpu-node-01, which also has idle; its usage
     names the pods on day 1 and no pod on day 2 (when only Vision's chat-b served);
     asr-api: one Speech pod on gpu-node-02; ghost: usage but no pods (no cost)."""
-    chat_a = _pod("chat-a", "llm-chat")
-    chat_b = _pod("chat-b", "llm-chat")
-    chat_s = _pod("chat-s", "llm-chat")
-    asr = _pod("asr", "asr-api", node="gpu-node-02")
-    _ledger(chat_a, team, DAY1, "300.125")
-    _ledger(chat_b, team, DAY2, "200.000000000007")
-    _ledger(chat_s, other_team, DAY1, "50")
-    _ledger(None, team, DAY1, "49.875", category=Category.IDLE)  # node idle, no job
-    _ledger(asr, other_team, DAY1, "100", node="gpu-node-02")
-    batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-1")
-    _usage(batch, "llm-chat", DAY1, 10, 1200, 150_000, 80_000, pod="chat-a")
-    _usage(batch, "llm-chat", DAY1, 10, 300, 50_000, 20_000, pod="chat-s")
-    _usage(batch, "llm-chat", DAY2, 10, 1700, 300_000, 50_000)
-    _usage(batch, "asr-api", DAY1, 9, 400, 0, 0)
-    _usage(batch, "ghost", DAY2, 11, 10, 5, 5)
+    chat_a = serving_pod("chat-a", "llm-chat")
+    chat_b = serving_pod("chat-b", "llm-chat")
+    chat_s = serving_pod("chat-s", "llm-chat")
+    asr = serving_pod("asr", "asr-api", node="gpu-node-02")
+    ledger_row(chat_a, team, DAY1, "300.125")
+    ledger_row(chat_b, team, DAY2, "200.000000000007")
+    ledger_row(chat_s, other_team, DAY1, "50")
+    ledger_row(None, team, DAY1, "49.875", category=Category.IDLE)  # node idle, no job
+    ledger_row(asr, other_team, DAY1, "100", node="gpu-node-02")
+    batch = ImportBatchFactory.create(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-1")
+    usage_hour(batch, "llm-chat", DAY1, 10, 1200, 150_000, 80_000, pod="chat-a")
+    usage_hour(batch, "llm-chat", DAY1, 10, 300, 50_000, 20_000, pod="chat-s")
+    usage_hour(batch, "llm-chat", DAY2, 10, 1700, 300_000, 50_000)
+    usage_hour(batch, "asr-api", DAY1, 9, 400, 0, 0)
+    usage_hour(batch, "ghost", DAY2, 11, 10, 5, 5)
     endpoint_costs_rebuild(month=MONTH)
     return {
         # Vision's part of llm-chat: chat-a and chat-b, their usage (day 2's names no pod, and
@@ -106,25 +79,13 @@ def month_data(team, other_team):
 
 
 @pytest.fixture
-def finance_client(client, finance_user):
-    client.force_login(finance_user)
-    return client
-
-
-@pytest.fixture
-def lead_client(client, lead_user):
-    client.force_login(lead_user)
-    return client
-
-
-@pytest.fixture
-def speech_lead(other_team):
-    profile = Profile.objects.create(user=UserFactory(), role=Profile.Role.TEAM_LEAD)
+def speech_lead(other_team: Team) -> User:
+    profile = Profile.objects.create(user=UserFactory.create(), role=Profile.Role.TEAM_LEAD)
     profile.teams.add(other_team)
     return profile.user
 
 
-def _text(response) -> str:
+def _text(response: Response) -> str:
     assert response.status_code == 200, response.status_code
     return re.sub(r"\s+", " ", response.content.decode())
 
@@ -142,19 +103,23 @@ def _row(html: str, endpoint: str, team: str) -> str:
 # --- page -----------------------------------------------------------------------------------
 
 
-def test_finance_sees_every_endpoint_with_unit_costs(finance_client, month_data):
+def test_finance_sees_every_endpoint_with_unit_costs(
+    finance_client: Client, month_data: dict[str, Any]
+) -> None:
     html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
     chat = _row(html, "llm-chat", "vision")
     d = month_data
     assert money(d["chat_cost"]) in chat
     # Counts with thousands separators.
-    assert ">2,900<" in chat and ">580,000<" in chat
+    assert ">2,900<" in chat
+    assert ">580,000<" in chat
     assert unit_money(_per(d["chat_cost"], d["chat_requests"], 1000)) in chat  # 172.4569
     assert unit_money(_per(d["chat_cost"], d["chat_tokens"], 1_000_000)) in chat
     assert percent(d["chat_idle_share"]) in chat  # 8.3 %
     assert ">Vision</a>" in chat
     speech_chat = _row(html, "llm-chat", "speech")
-    assert money(d["speech_chat_cost"]) in speech_chat and ">300<" in speech_chat
+    assert money(d["speech_chat_cost"]) in speech_chat
+    assert ">300<" in speech_chat
     assert unit_money(_per(Decimal(50), 300, 1000)) in speech_chat  # 166.6667
     # gpu-node-01 on DAY1: 49.875 idle of 400.
     assert percent(Decimal("49.875") / Decimal(400)) in speech_chat
@@ -164,7 +129,9 @@ def test_finance_sees_every_endpoint_with_unit_costs(finance_client, month_data)
     assert ">Speech</a>" in asr
 
 
-def test_finance_sees_usage_without_cost_warning(finance_client, month_data):
+def test_finance_sees_usage_without_cost_warning(
+    finance_client: Client, month_data: dict[str, Any]
+) -> None:
     html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
     box = re.search(r'data-testid="usage-without-cost">(.*?)</div>', html)
     assert box
@@ -172,45 +139,58 @@ def test_finance_sees_usage_without_cost_warning(finance_client, month_data):
     assert "llm-chat" not in box.group(1)
 
 
-def test_lead_sees_only_own_teams_endpoints(lead_client, month_data):
+def test_lead_sees_only_own_teams_endpoints(
+    lead_client: Client, month_data: dict[str, Any]
+) -> None:
     html = _text(lead_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
     chat = _row(html, "llm-chat", "vision")
     assert money(month_data["chat_cost"]) in chat
-    assert "asr-api" not in html and "endpoint-llm-chat-speech" not in html
+    assert "asr-api" not in html
+    assert "endpoint-llm-chat-speech" not in html
     # The serving nodes' idle share counts other teams' cost there: finance only.
-    assert "Idle share" not in html and "%" not in chat
+    assert "Idle share" not in html
+    assert "%" not in chat
     # The warning names endpoints of every team: finance only.
-    assert "usage-without-cost" not in html and "ghost" not in html
+    assert "usage-without-cost" not in html
+    assert "ghost" not in html
 
 
-def test_minority_team_sees_only_its_part_of_a_shared_endpoint(client, speech_lead, month_data):
+def test_minority_team_sees_only_its_part_of_a_shared_endpoint(
+    client: Client, speech_lead: User, month_data: dict[str, Any]
+) -> None:
     # Speech has a pod behind llm-chat: it sees that pod's cost and usage, none of Vision's.
     client.force_login(speech_lead)
     html = _text(client.get(reverse("web:endpoints"), {"month": "2025-09"}))
     assert 'data-testid="endpoint-asr-api-speech-USD"' in html
     chat = _row(html, "llm-chat", "speech")
-    assert money(Decimal(50)) in chat and ">300<" in chat and ">70,000<" in chat
-    assert "endpoint-llm-chat-vision" not in html and "Vision" not in html
+    assert money(Decimal(50)) in chat
+    assert ">300<" in chat
+    assert ">70,000<" in chat
+    assert "endpoint-llm-chat-vision" not in html
+    assert "Vision" not in html
     detail = _text(client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"}))
     assert f'data-testid="endpoint-cost-speech-USD">{money(Decimal(50))}<' in detail
-    assert "Vision" not in detail and money(Decimal("300.125")) not in detail
+    assert "Vision" not in detail
+    assert money(Decimal("300.125")) not in detail
 
 
-def test_team_filter_on_page(finance_client, month_data):
+def test_team_filter_on_page(finance_client: Client, month_data: dict[str, Any]) -> None:
     html = _text(
         finance_client.get(reverse("web:endpoints"), {"month": "2025-09", "team": "speech"})
     )
-    assert "asr-api" in html and "endpoint-llm-chat-speech" in html
+    assert "asr-api" in html
+    assert "endpoint-llm-chat-speech" in html
     assert "endpoint-llm-chat-vision" not in html
 
 
-def test_detail_has_daily_rows(finance_client, month_data):
+def test_detail_has_daily_rows(finance_client: Client, month_data: dict[str, Any]) -> None:
     html = _text(
         finance_client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
     )
-    table = re.search(r'data-testid="endpoint-days">(.*?)</table>', html).group(1)
+    table = match(r'data-testid="endpoint-days">(.*?)</table>', html).group(1)
     assert table.count("<tr>") == 4  # header + Vision and Speech on day 1 + Vision on day 2
-    assert "Wed 3 Sep" in table and "Thu 4 Sep" in table
+    assert "Wed 3 Sep" in table
+    assert "Thu 4 Sep" in table
     day1_cost = Decimal("300.125")
     assert money(day1_cost) in table
     assert unit_money(_per(day1_cost, 1200, 1000)) in table
@@ -218,14 +198,18 @@ def test_detail_has_daily_rows(finance_client, month_data):
     assert f'data-testid="endpoint-cost-speech-USD">{money(Decimal(50))}<' in html
 
 
-def test_lead_cannot_open_other_teams_endpoint(lead_client, month_data):
+def test_lead_cannot_open_other_teams_endpoint(
+    lead_client: Client, month_data: dict[str, Any]
+) -> None:
     response = lead_client.get(reverse("web:endpoint", args=["asr-api"]), {"month": "2025-09"})
     assert response.status_code == 404
     ok = lead_client.get(reverse("web:endpoint", args=["llm-chat"]), {"month": "2025-09"})
     assert ok.status_code == 200
 
 
-def test_nav_and_team_page_link_to_endpoints(lead_client, month_data, team):
+def test_nav_and_team_page_link_to_endpoints(
+    lead_client: Client, month_data: dict[str, Any], team: Team
+) -> None:
     html = _text(lead_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
     assert f'href="{reverse("web:endpoints")}?month=2025-09"' in html  # nav
     assert f'href="{reverse("web:endpoints")}?month=2025-09&amp;team={team.slug}"' in html
@@ -234,23 +218,28 @@ def test_nav_and_team_page_link_to_endpoints(lead_client, month_data, team):
 @pytest.mark.parametrize(
     "url", [reverse("web:endpoints"), reverse("web:endpoint", args=["llm-chat"])]
 )
-def test_pages_require_login(client, month_data, url):
+def test_pages_require_login(client: Client, month_data: dict[str, Any], url: str) -> None:
     response = client.get(url)
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("login"))
 
 
 def _more_endpoints(team: Team, n: int) -> None:
-    batch = ImportBatchFactory(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-2")
+    batch = ImportBatchFactory.create(kind=ImportBatch.Kind.INFERENCE, format="csv", source="k8s-2")
     for i in range(n):
-        pod = _pod(f"extra-{i}", f"extra-{i}", node=f"gpu-node-x{i}")
-        _ledger(pod, team, DAY1, "10", node=f"gpu-node-x{i}")
-        _usage(batch, f"extra-{i}", DAY1, 8, 100, 1000, 1000)
-        _usage(batch, f"nocost-{i}", DAY2, 8, 1, 1, 1)
+        pod = serving_pod(f"extra-{i}", f"extra-{i}", node=f"gpu-node-x{i}")
+        ledger_row(pod, team, DAY1, "10", node=f"gpu-node-x{i}")
+        usage_hour(batch, f"extra-{i}", DAY1, 8, 100, 1000, 1000)
+        usage_hour(batch, f"nocost-{i}", DAY2, 8, 1, 1, 1)
     endpoint_costs_rebuild(month=MONTH)
 
 
-def test_page_query_count_is_flat(finance_client, month_data, team, django_assert_max_num_queries):
+def test_page_query_count_is_flat(
+    finance_client: Client,
+    month_data: dict[str, Any],
+    team: Team,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     _more_endpoints(team, 25)
     with django_assert_max_num_queries(9):
         html = _text(finance_client.get(reverse("web:endpoints"), {"month": "2025-09"}))
@@ -262,26 +251,12 @@ def test_page_query_count_is_flat(finance_client, month_data, team, django_asser
 # --- API ------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def finance_api(finance_user) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(finance_user)
-    return api
-
-
-@pytest.fixture
-def lead_api(lead_user) -> APIClient:
-    api = APIClient()
-    api.force_authenticate(lead_user)
-    return api
-
-
-def _api_rows(response):
+def _api_rows(response: Response) -> dict[tuple[str, str], dict[str, Any]]:
     assert response.status_code == 200, response.content
     return {(row["endpoint"], row["team"]): row for row in response.json()}
 
 
-def test_api_fields_as_decimal_strings(finance_api, month_data):
+def test_api_fields_as_decimal_strings(finance_api: APIClient, month_data: dict[str, Any]) -> None:
     rows = _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-09"}))
     assert set(rows) == {("llm-chat", "vision"), ("llm-chat", "speech"), ("asr-api", "speech")}
     chat = rows[("llm-chat", "vision")]
@@ -300,7 +275,9 @@ def test_api_fields_as_decimal_strings(finance_api, month_data):
     assert (Decimal(speech["cost"]), speech["requests"]) == (Decimal(50), 300)
 
 
-def test_api_team_filter_and_lead_visibility(finance_api, lead_api, month_data):
+def test_api_team_filter_and_lead_visibility(
+    finance_api: APIClient, lead_api: APIClient, month_data: dict[str, Any]
+) -> None:
     speech = _api_rows(
         finance_api.get("/api/v1/endpoints/", {"month": "2025-09", "team": "speech"})
     )
@@ -315,14 +292,19 @@ def test_api_team_filter_and_lead_visibility(finance_api, lead_api, month_data):
     assert _api_rows(other) == {}
 
 
-def test_api_requires_login_and_month(finance_api, month_data):
+def test_api_requires_login_and_month(finance_api: APIClient, month_data: dict[str, Any]) -> None:
     assert APIClient().get("/api/v1/endpoints/", {"month": "2025-09"}).status_code in (401, 403)
     assert finance_api.get("/api/v1/endpoints/").status_code == 400
     assert finance_api.get("/api/v1/endpoints/", {"month": "2025-13"}).status_code == 400
     assert _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-08"})) == {}
 
 
-def test_api_query_count_is_flat(finance_api, month_data, team, django_assert_max_num_queries):
+def test_api_query_count_is_flat(
+    finance_api: APIClient,
+    month_data: dict[str, Any],
+    team: Team,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     _more_endpoints(team, 25)
     with django_assert_max_num_queries(3):
         rows = _api_rows(finance_api.get("/api/v1/endpoints/", {"month": "2025-09"}))
@@ -332,7 +314,7 @@ def test_api_query_count_is_flat(finance_api, month_data, team, django_assert_ma
 # --- admin ----------------------------------------------------------------------------------
 
 
-def test_admin_lists_usage_and_costs_read_only(client, month_data):
+def test_admin_lists_usage_and_costs_read_only(client: Client, month_data: dict[str, Any]) -> None:
     from django.contrib.auth.models import User
 
     client.force_login(User.objects.create_superuser("root", "r@example.com", "pw-root-123"))

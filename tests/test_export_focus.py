@@ -125,13 +125,13 @@ def sample_month(samples_dir: Path) -> str:
 
 
 def add(**fields: object) -> CostLineItem:
-    return CostLineItemFactory(**fields)
+    return CostLineItemFactory.create(**fields)
 
 
 @pytest.fixture
 def mixed_month() -> str:
     """A small month with every kind of row the null rules distinguish."""
-    batch = ImportBatchFactory(source="test:mixed")
+    batch = ImportBatchFactory.create(source="test:mixed")
     month = dt.date(2025, 9, 1)
     plan = "arn:aws:savingsplans::111111111111:savingsplan/sp-1"
     common = {"batch": batch, "billing_period": month, "sub_account_id": "222222222222"}
@@ -221,7 +221,9 @@ def mixed_month() -> str:
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
-def test_round_trip_keeps_rows_and_exact_sums(sample_month: str, tmp_path: Path, suffix: str):
+def test_round_trip_keeps_rows_and_exact_sums(
+    sample_month: str, tmp_path: Path, suffix: str
+) -> None:
     items = db_items(sample_month)
     out = tmp_path / f"month{suffix}"
     output = export(sample_month, out)
@@ -234,7 +236,9 @@ def test_round_trip_keeps_rows_and_exact_sums(sample_month: str, tmp_path: Path,
         assert str(expected) in output  # the command reports the same totals
 
 
-def test_exported_parquet_imports_back_to_the_same_totals(sample_month: str, tmp_path: Path):
+def test_exported_parquet_imports_back_to_the_same_totals(
+    sample_month: str, tmp_path: Path
+) -> None:
     items = db_items(sample_month)
     out = tmp_path / "again.parquet"
     export(sample_month, out)
@@ -253,7 +257,7 @@ def test_exported_parquet_imports_back_to_the_same_totals(sample_month: str, tmp
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_every_column_the_validator_requires_is_present(
     sample_month: str, samples_dir: Path, tmp_path: Path, suffix: str
-):
+) -> None:
     out = tmp_path / f"month{suffix}"
     export(sample_month, out)
     names = (
@@ -265,7 +269,7 @@ def test_every_column_the_validator_requires_is_present(
     assert customs == list(range(len(names) - 3, len(names)))
 
 
-def test_parquet_timestamps_are_utc_and_equal_the_ledger(sample_month: str, tmp_path: Path):
+def test_parquet_timestamps_are_utc_and_equal_the_ledger(sample_month: str, tmp_path: Path) -> None:
     out = tmp_path / "month.parquet"
     export(sample_month, out)
     table = pq.read_table(out)
@@ -276,7 +280,7 @@ def test_parquet_timestamps_are_utc_and_equal_the_ledger(sample_month: str, tmp_
     assert table.column("BillingPeriodStart").to_pylist() == [i.billing_period_start for i in items]
 
 
-def test_csv_timestamps_are_iso_8601_utc_with_z(sample_month: str, tmp_path: Path):
+def test_csv_timestamps_are_iso_8601_utc_with_z(sample_month: str, tmp_path: Path) -> None:
     out = tmp_path / "month.csv"
     export(sample_month, out)
     table = read_csv_as_text(out)
@@ -289,7 +293,7 @@ def test_csv_timestamps_are_iso_8601_utc_with_z(sample_month: str, tmp_path: Pat
     assert parsed == [i.charge_period_end for i in db_items(sample_month)]
 
 
-def test_csv_money_is_plain_decimal_text(mixed_month: str, tmp_path: Path):
+def test_csv_money_is_plain_decimal_text(mixed_month: str, tmp_path: Path) -> None:
     out = tmp_path / "month.csv"
     export(mixed_month, out)
     table = read_csv_as_text(out)
@@ -297,7 +301,7 @@ def test_csv_money_is_plain_decimal_text(mixed_month: str, tmp_path: Path):
         assert all(re.fullmatch(r"-?\d+\.\d+", v) for v in table.column(column).to_pylist())
 
 
-def test_month_streams_in_chunks(sample_month: str, tmp_path: Path):
+def test_month_streams_in_chunks(sample_month: str, tmp_path: Path) -> None:
     out = tmp_path / "month.parquet"
     result = focus_month_export(month=dt.date(2024, 9, 1), out=out, chunk_size=100)
     assert pq.ParquetFile(out).metadata.num_row_groups == math.ceil(result.rows / 100)
@@ -306,7 +310,7 @@ def test_month_streams_in_chunks(sample_month: str, tmp_path: Path):
 # --------------------------------------------------------------------------- derived columns
 
 
-def test_null_rules_and_derived_columns(mixed_month: str, tmp_path: Path):
+def test_null_rules_and_derived_columns(mixed_month: str, tmp_path: Path) -> None:
     out = tmp_path / "month.parquet"
     export(mixed_month, out)
     rows = pq.read_table(out).to_pylist()
@@ -330,7 +334,8 @@ def test_null_rules_and_derived_columns(mixed_month: str, tmp_path: Path):
                 assert row[price] >= 0
 
     unused = by_kind[("Usage", "Unused")]
-    assert unused["ConsumedQuantity"] is None and unused["ConsumedUnit"] is None
+    assert unused["ConsumedQuantity"] is None
+    assert unused["ConsumedUnit"] is None
     assert unused["CommitmentDiscountQuantity"] == unused["EffectiveCost"]
     assert unused["CommitmentDiscountCategory"] == "Spend"
     used = by_kind[("Usage", "Used")]
@@ -362,7 +367,7 @@ def test_null_rules_and_derived_columns(mixed_month: str, tmp_path: Path):
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
-def test_empty_month_gives_header_only(db: None, tmp_path: Path, suffix: str):
+def test_empty_month_gives_header_only(db: None, tmp_path: Path, suffix: str) -> None:
     out = tmp_path / f"empty{suffix}"
     output = export("2031-01", out)
     assert "0 rows" in output
@@ -371,7 +376,7 @@ def test_empty_month_gives_header_only(db: None, tmp_path: Path, suffix: str):
     assert table.column_names == [name for name, _ in COLUMNS]
 
 
-def test_bad_arguments_are_refused(db: None, tmp_path: Path):
+def test_bad_arguments_are_refused(db: None, tmp_path: Path) -> None:
     with pytest.raises(CommandError, match=r"\.parquet or \.csv"):
         export("2025-09", tmp_path / "month.json")
     with pytest.raises(CommandError, match="YYYY-MM"):
@@ -381,7 +386,9 @@ def test_bad_arguments_are_refused(db: None, tmp_path: Path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_failed_export_leaves_no_file(mixed_month: str, tmp_path: Path, monkeypatch):
+def test_failed_export_leaves_no_file(
+    mixed_month: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from finops.exports import writer
 
     def broken(*args: object, **kwargs: object) -> dict[str, object]:
@@ -393,7 +400,7 @@ def test_failed_export_leaves_no_file(mixed_month: str, tmp_path: Path, monkeypa
     assert list(tmp_path.iterdir()) == []
 
 
-def test_task_exports_the_month(mixed_month: str, tmp_path: Path):
+def test_task_exports_the_month(mixed_month: str, tmp_path: Path) -> None:
     out = tmp_path / "task.csv"
     result = export_focus_month.delay(mixed_month, str(out)).get(timeout=60)
     items = db_items(mixed_month)
@@ -424,7 +431,9 @@ def validator_failures(out: Path) -> set[str]:
 
 
 @needs_validator
-def test_focus_validator_finds_nothing_but_its_own_defects(mixed_month: str, tmp_path: Path):
+def test_focus_validator_finds_nothing_but_its_own_defects(
+    mixed_month: str, tmp_path: Path
+) -> None:
     out = tmp_path / "month.parquet"
     export(mixed_month, out)
     failed = validator_failures(out)
@@ -461,7 +470,7 @@ def demo_month(tmp_path: Path) -> str:
 @pytest.mark.parametrize("suffix", [".parquet", ".csv"])
 def test_demo_month_export_fails_only_the_documented_validator_defects(
     demo_month: str, tmp_path: Path, suffix: str
-):
+) -> None:
     # The providers' own units ("1 GB/Month", "gibibyte month", "seconds", "Hrs") must come out
     # in the FOCUS Unit Format: ConsumedUnit-C-003-O and PricingUnit-C-003-O pass.
     out = tmp_path / f"demo{suffix}"
@@ -502,5 +511,5 @@ def test_demo_month_export_fails_only_the_documented_validator_defects(
         ("", ""),
     ],
 )
-def test_focus_unit(provider: str, focus: str):
+def test_focus_unit(provider: str, focus: str) -> None:
     assert focus_unit(provider) == focus

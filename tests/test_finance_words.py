@@ -6,33 +6,33 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from rest_framework.test import APIClient
 
 from finops.web.templatetags.finops_tags import money
-from tests.factories import build_month_scenario
+from tests.factories import Scenario
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def scenario(team, other_team):
-    return build_month_scenario(team=team, other_team=other_team)
-
-
 def test_reconciliation_page_uses_finance_words_and_explains_the_gap(
-    client, scenario, finance_user
-):
+    client: Client, scenario: Scenario, finance_user: User
+) -> None:
     client.force_login(finance_user)
     html = client.get("/reconciliation/?month=2025-09").content.decode()
-    assert "Amortised cost" in html and "Invoiced cost" in html
-    assert "Cash" not in html and ">Billed" not in html
-    assert "commitment" in html and "credits" in html
+    assert "Amortised cost" in html
+    assert "Invoiced cost" in html
+    assert "Cash" not in html
+    assert ">Billed" not in html
+    assert "commitment" in html
+    assert "credits" in html
     usd = [li for li in scenario.line_items if li.billing_currency == "USD"]
     invoiced = sum((li.billed_cost for li in usd), Decimal(0))
     assert f'data-testid="invoiced-USD">{money(invoiced)}<' in html  # 1,700.375
 
 
-def test_api_new_names_and_deprecated_aliases(scenario, finance_user):
+def test_api_new_names_and_deprecated_aliases(scenario: Scenario, finance_user: User) -> None:
     api = APIClient()
     api.force_authenticate(finance_user)
     body = api.get("/api/v1/reconciliation/?month=2025-09").json()

@@ -75,13 +75,13 @@ def assert_matches(batch: ImportBatch, rows: int, expected: Totals) -> None:
     assert recorded == expected
 
 
-def test_samples_were_found(samples_dir):
+def test_samples_were_found(samples_dir: Path) -> None:
     assert CSV_SAMPLES, "no FOCUS CSV samples under ../shared/samples/focus"
     assert any(s.startswith("spec_1.2_examples") for s in CSV_SAMPLES)
 
 
 @pytest.mark.parametrize("relative", CSV_SAMPLES)
-def test_csv_sample_totals_match_a_direct_sum(samples_dir, relative):
+def test_csv_sample_totals_match_a_direct_sum(samples_dir: Path, relative: str) -> None:
     path = samples_dir / "focus" / relative
     rows, expected = direct_csv_totals(path)
     batch = ingest(path)
@@ -89,7 +89,9 @@ def test_csv_sample_totals_match_a_direct_sum(samples_dir, relative):
 
 
 @pytest.mark.parametrize("relative", PARQUET_SAMPLES)
-def test_parquet_sample_imports_or_fails_naming_missing_columns(samples_dir, relative):
+def test_parquet_sample_imports_or_fails_naming_missing_columns(
+    samples_dir: Path, relative: str
+) -> None:
     path = samples_dir / "focus" / relative
     table = pq.read_table(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def recorded(monkeypatch) -> Iterator[RecordedBigQuery]:
+def recorded(monkeypatch: pytest.MonkeyPatch) -> Iterator[RecordedBigQuery]:
     with responses.RequestsMock(assert_all_requests_are_fired=False) as mock:
         server = RecordedBigQuery(mock)
         # The real client, anonymous: no token request; every API call goes to the recording.
@@ -75,7 +75,9 @@ def ledger() -> list[tuple[int, str, str, str]]:
 # ------------------------------------------------------------------ tests
 
 
-def test_a_month_is_queried_with_a_parameter_and_imported_as_one_batch(recorded):
+def test_a_month_is_queried_with_a_parameter_and_imported_as_one_batch(
+    recorded: RecordedBigQuery,
+) -> None:
     pages = [
         [
             export_row(month="202409", cost="2.933908", credits=[("sud", "-0.58678")]),
@@ -100,24 +102,27 @@ def test_a_month_is_queried_with_a_parameter_and_imported_as_one_batch(recorded)
     assert sum((r.effective_cost for r in rows), Decimal(0)) == effective
     # Nested records reached the parser under their dotted names.
     first = CostLineItem.objects.order_by("id").first()
+    assert first is not None
     assert first.sku_id == "039F-D0DA-4055"
     assert first.service_name == "Compute Engine"
     assert first.region_id == "us-central1"
     assert first.sub_account_id == "ml-train"
     assert first.resource_id == "//compute.googleapis.com/projects/ml-train/instances/123"
     assert first.x_instance_type == "a2-highgpu-1g"
-    assert first.tags["team"] == "vision" and first.tags["cost-center"] == "r-and-d"
+    assert first.tags["team"] == "vision"
+    assert first.tags["cost-center"] == "r-and-d"
     assert first.charge_period_start == datetime(2024, 9, 2, 10, tzinfo=UTC)
     # The month travelled as a query parameter, not as SQL text.
     rows_job = next(
         j for j in recorded.inserted if j["configuration"]["query"]["query"] == ROWS_SQL
     )
     (parameter,) = rows_job["configuration"]["query"]["queryParameters"]
-    assert parameter["name"] == "month" and parameter["parameterValue"] == {"value": "202409"}
+    assert parameter["name"] == "month"
+    assert parameter["parameterValue"] == {"value": "202409"}
     assert "202409" not in ROWS_SQL
 
 
-def test_a_requeried_month_replaces_the_old_batch(recorded):
+def test_a_requeried_month_replaces_the_old_batch(recorded: RecordedBigQuery) -> None:
     recorded.months["202409"] = [[export_row(month="202409", cost="5.00")]]
     ingest(f"{URI}?month=202409")
     old = ImportBatch.objects.get()
@@ -133,7 +138,7 @@ def test_a_requeried_month_replaces_the_old_batch(recorded):
     assert rows.count() == 2
 
 
-def test_several_months_are_one_batch_each_with_one_source(recorded):
+def test_several_months_are_one_batch_each_with_one_source(recorded: RecordedBigQuery) -> None:
     recorded.months["202409"] = [[export_row(month="202409", cost="1.25")]]
     recorded.months["202410"] = [[export_row(month="202410", cost="2.50")]]
 
@@ -146,7 +151,9 @@ def test_several_months_are_one_batch_each_with_one_source(recorded):
     ]
 
 
-def test_access_denied_on_the_table_is_refused_before_anything_changes(recorded):
+def test_access_denied_on_the_table_is_refused_before_anything_changes(
+    recorded: RecordedBigQuery,
+) -> None:
     recorded.months["202409"] = [[export_row(month="202409", cost="5.00")]]
     ingest(f"{URI}?month=202409")
     before = ledger()
@@ -165,7 +172,9 @@ def test_access_denied_on_the_table_is_refused_before_anything_changes(recorded)
     assert ImportBatch.objects.count() == 1
 
 
-def test_no_permission_to_run_jobs_is_refused_before_anything_changes(recorded):
+def test_no_permission_to_run_jobs_is_refused_before_anything_changes(
+    recorded: RecordedBigQuery,
+) -> None:
     message = (
         f"Access Denied: Project {PROJECT}: User does not have bigquery.jobs.create permission "
         f"in project {PROJECT}."
@@ -180,7 +189,7 @@ def test_no_permission_to_run_jobs_is_refused_before_anything_changes(recorded):
     assert not CostLineItem.objects.exists()
 
 
-def test_a_missing_table_and_an_empty_month_are_clear_errors(recorded):
+def test_a_missing_table_and_an_empty_month_are_clear_errors(recorded: RecordedBigQuery) -> None:
     with pytest.raises(CommandError, match="404 Not found: Table"):
         ingest(f"bq://{PROJECT}.{DATASET}.no_such_table?month=202409")
     recorded.months["202409"] = [[export_row(month="202409", cost="5.00")]]
@@ -189,7 +198,7 @@ def test_a_missing_table_and_an_empty_month_are_clear_errors(recorded):
     assert not ImportBatch.objects.exists()
 
 
-def test_only_the_bigquery_format_reads_bq_uris(recorded):
+def test_only_the_bigquery_format_reads_bq_uris(recorded: RecordedBigQuery) -> None:
     with pytest.raises(CommandError, match="use one of gcp-bigquery"):
         call_command("ingest_billing", "--format", "focus", f"{URI}?month=202409")
 
@@ -211,7 +220,9 @@ def test_only_the_bigquery_format_reads_bq_uris(recorded):
         ),
     ],
 )
-def test_uri_names_table_months_and_job_project(uri, expected):
+def test_uri_names_table_months_and_job_project(
+    uri: str, expected: tuple[str, str, str, tuple[str, ...], str]
+) -> None:
     export = bigquery_export_parse(uri)
     assert (
         export.project,
@@ -233,6 +244,6 @@ def test_uri_names_table_months_and_job_project(uri, expected):
         f"{URI}?month=202409&where=1",
     ],
 )
-def test_unusable_uris_are_refused(uri):
+def test_unusable_uris_are_refused(uri: str) -> None:
     with pytest.raises(SourceFetchError):
         bigquery_export_parse(uri)

@@ -10,6 +10,8 @@ import gzip
 import io
 import re
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 
 import pytest
 import responses
@@ -59,11 +61,11 @@ def ingest(uri: str = URI, *args: str, format: str = "gcp-bigquery") -> str:
     return out.getvalue()
 
 
-def test_gs_is_a_storage_uri():
+def test_gs_is_a_storage_uri() -> None:
     assert uri_scheme("gs://bucket/prefix") == "gs"
 
 
-def test_a_month_folder_of_shards_is_one_batch_per_month(bucket):
+def test_a_month_folder_of_shards_is_one_batch_per_month(bucket: Any) -> None:
     upload(bucket, f"{ROOT}/", b"")  # the console's "folder" placeholder
     export_month(bucket, f"{ROOT}/invoice_month=202409", SEPTEMBER)
     export_month(bucket, f"{ROOT}/2024-10", OCTOBER)
@@ -81,7 +83,7 @@ def test_a_month_folder_of_shards_is_one_batch_per_month(bucket):
     assert ledger_totals(SOURCE, "2024-10") == totals(*OCTOBER)
 
 
-def test_a_focus_csv_object_is_imported(bucket):
+def test_a_focus_csv_object_is_imported(bucket: Any) -> None:
     rows = [
         focus_row(BilledCost="32.7726", EffectiveCost="30.1"),
         focus_row(BilledCost="0.000001", EffectiveCost="0.000001", ResourceId="i-0def"),
@@ -101,7 +103,7 @@ def test_a_focus_csv_object_is_imported(bucket):
     assert ledger_totals(batch.source, "2024-09") == expected
 
 
-def test_a_reexported_month_replaces_the_previous_rows(bucket):
+def test_a_reexported_month_replaces_the_previous_rows(bucket: Any) -> None:
     old = export_month(bucket, f"{ROOT}/2024-09", SEPTEMBER)
     export_month(bucket, f"{ROOT}/2024-10", OCTOBER)
     ingest()
@@ -116,6 +118,7 @@ def test_a_reexported_month_replaces_the_previous_rows(bucket):
 
     replaced = ImportBatch.objects.get(pk=first["2024-09"])
     assert replaced.status == ImportBatch.Status.SUPERSEDED
+    assert replaced.superseded_by is not None
     assert replaced.superseded_by.source == SOURCE
     assert ledger_totals(SOURCE, "2024-09") == totals(*restated)
     # October's bytes did not change: the second run leaves it as it was.
@@ -124,7 +127,7 @@ def test_a_reexported_month_replaces_the_previous_rows(bucket):
     assert "unchanged" in output
 
 
-def test_the_newest_upload_of_a_month_wins(bucket):
+def test_the_newest_upload_of_a_month_wins(bucket: Any) -> None:
     # Versioned folders (as AWS Data Exports writes them) below one month: the newer replaces
     # the older instead of being added to it.
     month = f"{ROOT}/BILLING_PERIOD=2024-09"
@@ -140,7 +143,7 @@ def test_the_newest_upload_of_a_month_wins(bucket):
     assert f"gs://{BUCKET}/{month}/20241102T0000Z/" in output
 
 
-def test_hive_partitions_below_a_month_are_one_upload(bucket):
+def test_hive_partitions_below_a_month_are_one_upload(bucket: Any) -> None:
     days = [
         jsonl(month_records("202410", [(6, -1)])),
         jsonl(month_records("202410", [(7, 0), (8, 0)])),
@@ -155,7 +158,7 @@ def test_hive_partitions_below_a_month_are_one_upload(bucket):
     assert ledger_totals(SOURCE, "2024-10") == totals(*days)
 
 
-def test_a_uri_naming_one_shard_does_not_restate_the_month(bucket):
+def test_a_uri_naming_one_shard_does_not_restate_the_month(bucket: Any) -> None:
     names = export_month(bucket, f"{ROOT}/2024-09", SEPTEMBER)
     ingest()
     month = ImportBatch.objects.get()
@@ -169,7 +172,7 @@ def test_a_uri_naming_one_shard_does_not_restate_the_month(bucket):
     assert ledger_totals(SOURCE, "2024-09") == totals(*SEPTEMBER)
 
 
-def test_a_corrupt_shard_fails_its_month_naming_object_row_and_column(bucket):
+def test_a_corrupt_shard_fails_its_month_naming_object_row_and_column(bucket: Any) -> None:
     names = export_month(bucket, f"{ROOT}/2024-09", SEPTEMBER)
     ingest()
     before = ledger()
@@ -187,7 +190,7 @@ def test_a_corrupt_shard_fails_its_month_naming_object_row_and_column(bucket):
     assert ledger() == before
 
 
-def test_two_folders_of_one_month_are_refused(bucket):
+def test_two_folders_of_one_month_are_refused(bucket: Any) -> None:
     export_month(bucket, f"{ROOT}/2024-09", SEPTEMBER[:1])
     export_month(bucket, f"{ROOT}/202409", SEPTEMBER[1:])
 
@@ -196,7 +199,7 @@ def test_two_folders_of_one_month_are_refused(bucket):
     assert not ImportBatch.objects.exists()
 
 
-def test_a_missing_bucket_is_refused(bucket):
+def test_a_missing_bucket_is_refused(bucket: Any) -> None:
     with pytest.raises(CommandError) as raised:
         ingest("gs://no-such-bucket/gcp")
 
@@ -204,7 +207,7 @@ def test_a_missing_bucket_is_refused(bucket):
     assert not ImportBatch.objects.exists()
 
 
-def test_nothing_but_placeholders_and_markers_is_a_clear_error(bucket):
+def test_nothing_but_placeholders_and_markers_is_a_clear_error(bucket: Any) -> None:
     upload(bucket, f"{ROOT}/", b"")
     upload(bucket, f"{ROOT}/2024-09/", b"")
     upload(bucket, f"{ROOT}/2024-09/_SUCCESS", b"")
@@ -231,7 +234,9 @@ DENIED_BODY = {
 }
 
 
-def test_access_refused_stops_the_import_before_anything_changes(bucket, monkeypatch):
+def test_access_refused_stops_the_import_before_anything_changes(
+    bucket: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     export_month(bucket, f"{ROOT}/2024-09", SEPTEMBER)
     ingest()
     before = ledger()
@@ -250,7 +255,9 @@ def test_access_refused_stops_the_import_before_anything_changes(bucket, monkeyp
     assert ImportBatch.objects.count() == batches
 
 
-def test_no_credentials_is_a_clear_error(db, monkeypatch, tmp_path):
+def test_no_credentials_is_a_clear_error(
+    db: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.delenv("STORAGE_EMULATOR_HOST", raising=False)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-key.json"))
 
@@ -259,7 +266,7 @@ def test_no_credentials_is_a_clear_error(db, monkeypatch, tmp_path):
     assert not ImportBatch.objects.exists()
 
 
-def test_json_lines_shards_whose_first_records_differ_are_one_batch(bucket):
+def test_json_lines_shards_whose_first_records_differ_are_one_batch(bucket: Any) -> None:
     # BigQuery leaves NULL fields out of JSON lines, so one shard's first record (a record, not
     # a header) has other keys than the next one's: that is no reason to refuse the month.
     full = month_records("202409", [(2.5, -0.5)])
@@ -278,7 +285,7 @@ def test_json_lines_shards_whose_first_records_differ_are_one_batch(bucket):
     assert ledger_totals(SOURCE, "2024-09") == totals(*shards)
 
 
-def test_a_csv_shard_among_json_lines_fails_the_month(bucket):
+def test_a_csv_shard_among_json_lines_fails_the_month(bucket: Any) -> None:
     names = export_month(bucket, f"{ROOT}/2024-09", SEPTEMBER[:2])
     csv_name = upload(bucket, f"{ROOT}/2024-09/billing-extra.csv", b"cost,currency\n1,USD\n")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 from io import StringIO
+from typing import Any, TypedDict
 
 import pytest
 from django.core.management import call_command
@@ -31,8 +32,10 @@ def at(hours: float) -> dt.datetime:
     return T0 + dt.timedelta(hours=hours)
 
 
-def node_line(batch: ImportBatch, node: str, cost: str, start: float, end: float, **fields):
-    values = {
+def node_line(
+    batch: ImportBatch, node: str, cost: str, start: float, end: float, **fields: Any
+) -> CostLineItem:
+    values: dict[str, Any] = {
         "batch": batch, "source": "aws", "billing_period": MONTH,
         "billing_period_start": dt.datetime(2025, 6, 1, tzinfo=dt.UTC), "provider_name": "AWS",
         "billing_account_id": "111", "billing_currency": "USD", "charge_period_start": at(start),
@@ -44,7 +47,7 @@ def node_line(batch: ImportBatch, node: str, cost: str, start: float, end: float
     return CostLineItem.objects.create(**values)
 
 
-def job(batch: ImportBatch, job_id: str, node: str, account: str, cluster: str = "c1"):
+def job(batch: ImportBatch, job_id: str, node: str, account: str, cluster: str = "c1") -> JobRecord:
     return JobRecord.objects.create(
         batch=batch, cluster=cluster, job_id=job_id, state="COMPLETED", start=at(0), end=at(1),
         gpus=Decimal(4), nodes=[node], account=account, run_id=f"run-{job_id}",
@@ -56,8 +59,15 @@ def platform(db: None) -> Team:
     return Team.objects.create(slug="platform", name="Platform")
 
 
+class Scene(TypedDict):
+    job1: JobRecord
+    job2: JobRecord
+    jobs_batch: ImportBatch
+    billing: ImportBatch
+
+
 @pytest.fixture
-def scene(team: Team, other_team: Team) -> dict[str, object]:
+def scene(team: Team, other_team: Team) -> Scene:
     billing = ImportBatch.objects.create(
         kind="billing", format="focus", source="aws", file_name="f", status="succeeded"
     )
@@ -94,7 +104,7 @@ def training_total() -> Decimal:
     return sum((r.amount for r in AllocatedCost.objects.filter(category="training")), Decimal(0))
 
 
-def test_no_policy_keeps_todays_explicit_idle_lines(scene):
+def test_no_policy_keeps_todays_explicit_idle_lines(scene: Scene) -> None:
     output = attribute()
     assert idle_rows() == {
         (DAY, "gpu-a", None, None): Decimal(40),
@@ -105,7 +115,7 @@ def test_no_policy_keeps_todays_explicit_idle_lines(scene):
     assert "difference 0" in output
 
 
-def test_keep_gives_the_idle_to_the_pool_owner(scene, platform):
+def test_keep_gives_the_idle_to_the_pool_owner(scene: Scene, platform: Team) -> None:
     IdlePolicy.objects.create(cluster="c1", policy="keep", owner_team=platform)
     attribute()
     # gpu-c has no jobs, so no known cluster: the c1 rule does not reach it.
@@ -116,7 +126,7 @@ def test_keep_gives_the_idle_to_the_pool_owner(scene, platform):
     }
 
 
-def test_keep_without_owner_leaves_the_node_lines_own_owner(scene, team):
+def test_keep_without_owner_leaves_the_node_lines_own_owner(scene: Scene, team: Team) -> None:
     # A node line tagged team=vision: its idle is vision's under keep without an owner.
     CostLineItem.objects.filter(resource_name="gpu-b").update(tags={"team": "vision"})
     IdlePolicy.objects.create(policy="keep")
@@ -124,7 +134,7 @@ def test_keep_without_owner_leaves_the_node_lines_own_owner(scene, team):
     assert idle_rows()[(DAY, "gpu-b", team.pk, None)] == Decimal(16)
 
 
-def test_platform_bucket_ignores_the_line_owner(scene, team, platform):
+def test_platform_bucket_ignores_the_line_owner(scene: Scene, team: Team, platform: Team) -> None:
     CostLineItem.objects.filter(resource_name="gpu-b").update(tags={"team": "vision"})
     IdlePolicy.objects.create(node_prefix="gpu-", policy="platform", owner_team=platform)
     attribute()
@@ -135,14 +145,16 @@ def test_platform_bucket_ignores_the_line_owner(scene, team, platform):
     }
 
 
-def test_platform_without_a_team_is_a_teamless_idle_bucket(scene, team):
+def test_platform_without_a_team_is_a_teamless_idle_bucket(scene: Scene, team: Team) -> None:
     CostLineItem.objects.filter(resource_name="gpu-b").update(tags={"team": "vision"})
     IdlePolicy.objects.create(policy="platform")
     attribute()
     assert {team_id for (_, _, team_id, _) in idle_rows()} == {None}
 
 
-def test_spread_puts_the_pools_idle_on_its_jobs_pro_rata_to_their_cost(scene, team, other_team):
+def test_spread_puts_the_pools_idle_on_its_jobs_pro_rata_to_their_cost(
+    scene: Scene, team: Team, other_team: Team
+) -> None:
     IdlePolicy.objects.create(cluster="c1", policy="spread")
     output = attribute()
     # Idle of the pool (cluster c1) on 06-03: 40 + 16 = 56, over jobs costing 40 and 16:
@@ -163,7 +175,9 @@ def test_spread_puts_the_pools_idle_on_its_jobs_pro_rata_to_their_cost(scene, te
     assert "difference 0" in output
 
 
-def test_spread_pool_day_without_jobs_keeps_its_idle_under_keep_rules(scene, platform):
+def test_spread_pool_day_without_jobs_keeps_its_idle_under_keep_rules(
+    scene: Scene, platform: Team
+) -> None:
     # A prefix pool takes in gpu-c; on 06-04 the pool has no jobs: nobody to spread onto, so
     # its idle stays an explicit line, owned by the policy's owner as under keep.
     IdlePolicy.objects.create(node_prefix="gpu-", policy="spread", owner_team=platform)
@@ -174,7 +188,7 @@ def test_spread_pool_day_without_jobs_keeps_its_idle_under_keep_rules(scene, pla
     assert all(job_id for (day, _, _, job_id) in rows if day == DAY)
 
 
-def test_prefix_pools_spread_only_within_the_pool(scene, team):
+def test_prefix_pools_spread_only_within_the_pool(scene: Scene, team: Team) -> None:
     # gpu-a alone is a spread pool; everything else (gpu-b, gpu-c) keeps.
     IdlePolicy.objects.create(node_prefix="gpu-a", policy="spread", priority=10)
     IdlePolicy.objects.create(policy="keep", priority=20)
@@ -186,13 +200,13 @@ def test_prefix_pools_spread_only_within_the_pool(scene, team):
     }
 
 
-def test_policy_of_another_cluster_does_not_apply(scene, platform):
+def test_policy_of_another_cluster_does_not_apply(scene: Scene, platform: Team) -> None:
     IdlePolicy.objects.create(cluster="c2", policy="platform", owner_team=platform)
     attribute()
     assert platform.pk not in {team_id for (_, _, team_id, _) in idle_rows()}
 
 
-def test_node_cluster_comes_from_its_jobs(scene, platform):
+def test_node_cluster_comes_from_its_jobs(scene: Scene, platform: Team) -> None:
     # A third job on gpu-c (next day) from cluster c2: gpu-c is c2's, and c2's policy applies.
     job3 = job(scene["jobs_batch"], "3", "gpu-c", "vision", cluster="c2")
     JobRecord.objects.filter(pk=job3.pk).update(start=at(24), end=at(24.5))
@@ -203,7 +217,7 @@ def test_node_cluster_comes_from_its_jobs(scene, platform):
     assert idle_rows()[(DAY, "gpu-a", None, None)] == Decimal(40)
 
 
-def test_spread_rounds_exactly_with_largest_remainder(team, other_team):
+def test_spread_rounds_exactly_with_largest_remainder(team: Team, other_team: Team) -> None:
     # Idle of 1 cent over two jobs of equal cost: half a cent each is exact; 3 jobs of equal
     # cost and an idle of 10^-12 x 10 are not: floors 3+3+3, the extra unit to the lowest job id.
     billing = ImportBatch.objects.create(

@@ -6,21 +6,24 @@ path the answers must not contain."""
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
+from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.public_names import public_file_name, public_text
-from tests.test_attribution_golden import ingest_bill, line, utc
+from tests.attribution_inputs import ingest_bill, line, utc
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def batches(tmp_path):
+def batches(tmp_path: Path) -> Path:
     ingest_bill(tmp_path, [line("80", utc(10), utc(11), node="i1")])  # focus-2025-06.csv
     bad = tmp_path / "sacct-broken.txt"
     bad.write_text("this is not sacct output\n")
@@ -33,7 +36,9 @@ def batches(tmp_path):
     return tmp_path
 
 
-def test_api_shows_file_names_and_sources_without_folders(batches, finance_user):
+def test_api_shows_file_names_and_sources_without_folders(
+    batches: Path, finance_user: User
+) -> None:
     api = APIClient()
     api.force_authenticate(finance_user)
     response = api.get("/api/v1/import-batches/")
@@ -45,11 +50,15 @@ def test_api_shows_file_names_and_sources_without_folders(batches, finance_user)
     assert rows["sacct-broken.txt"]["status"] == "failed"
 
 
-def test_imports_page_shows_file_names_without_folders(batches, client, finance_user):
+def test_imports_page_shows_file_names_without_folders(
+    batches: Path, client: Client, finance_user: User
+) -> None:
     client.force_login(finance_user)
     html = client.get(reverse("web:imports")).content.decode()
     assert str(batches) not in html
-    assert "focus-2025-06.csv" in html and "sacct-broken.txt" in html and "hpc-east" in html
+    assert "focus-2025-06.csv" in html
+    assert "sacct-broken.txt" in html
+    assert "hpc-east" in html
 
 
 @pytest.mark.parametrize(
@@ -64,10 +73,10 @@ def test_imports_page_shows_file_names_without_folders(batches, client, finance_
         ("focus.csv", "focus.csv"),
     ],
 )
-def test_public_file_name(stored, shown):
+def test_public_file_name(stored: str, shown: str) -> None:
     assert public_file_name(stored) == shown
 
 
-def test_public_text_strips_folders_of_every_absolute_path():
+def test_public_text_strips_folders_of_every_absolute_path() -> None:
     text = "file /tmp/pytest-7/x/focus.csv, line 3: see /var/lib/y.csv, not s3://b/k/z.csv"
     assert public_text(text) == "file focus.csv, line 3: see y.csv, not s3://b/k/z.csv"

@@ -8,11 +8,12 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
 
-from billing_ingest.models import ImportBatch
-from finops.attribution.models import Category
+from billing_ingest.models import ImportBatch, JobRecord
+from finops.attribution.models import AllocatedCost, Category
 from finops.inference.models import EndpointCost, InferenceUsage
 from finops.inference.selectors import endpoint_month_totals, usage_without_cost
 from finops.inference.services import endpoint_costs_rebuild, unit_cost
+from finops.org.models import Team
 from tests.factories import MONTH, AllocatedCostFactory, ImportBatchFactory, JobRecordFactory
 
 UTC = dt.UTC
@@ -22,16 +23,17 @@ DAY2 = dt.date(2025, 9, 4)
 pytestmark = pytest.mark.django_db
 
 
-def pod(name, node, endpoint=""):
-    return JobRecordFactory(
+def pod(name: str, node: str, endpoint: str = "") -> JobRecord:
+    return JobRecordFactory.create(
         cluster="k8s-east", job_id=f"serve/{name}", name=name, namespace="serve",
         endpoint=endpoint, nodes=[node], gpus=Decimal(1), run_id=name,
     )  # fmt: skip
 
 
-def usage(endpoint, at, *, requests, prompt=0, generation=0, cluster="k8s-east", pod_name="",
-          namespace=""):  # fmt: skip
-    batch = ImportBatchFactory(kind="inference", format="csv", source=cluster)
+def usage(endpoint: str, at: dt.datetime, *, requests: int, prompt: int = 0,
+          generation: int = 0, cluster: str = "k8s-east", pod_name: str = "",
+          namespace: str = "") -> InferenceUsage:  # fmt: skip
+    batch = ImportBatchFactory.create(kind="inference", format="csv", source=cluster)
     return InferenceUsage.objects.create(
         batch=batch, cluster=cluster, endpoint=endpoint, pod=pod_name, namespace=namespace,
         window_start=at,
@@ -41,13 +43,16 @@ def usage(endpoint, at, *, requests, prompt=0, generation=0, cluster="k8s-east",
 
 
 @pytest.fixture
-def ledger(team):
+def ledger(team: Team) -> dict[str, JobRecord]:
     chat0, chat1 = pod("chat-0", "node-a", "chat"), pod("chat-1", "node-b", "chat")
     trainer = pod("trainer", "node-a")
     embed = pod("embed-0", "node-c", "embed")
 
-    def row(amount, *, job=None, node="", category=Category.TRAINING, day=DAY, seconds=0):
-        return AllocatedCostFactory(
+    def row(
+        amount: str, *, job: JobRecord | None = None, node: str = "",
+        category: str = Category.TRAINING, day: dt.date = DAY, seconds: int = 0,
+    ) -> AllocatedCost:  # fmt: skip
+        return AllocatedCostFactory.create(
             team=team, day=day, job=job, node=node, category=category,
             amount=Decimal(amount), gpu_seconds=Decimal(seconds),
             run_id=job.run_id if job else "",
@@ -66,11 +71,11 @@ def ledger(team):
     return {"chat0": chat0, "chat1": chat1, "trainer": trainer, "embed": embed}
 
 
-def at(day, hour):
+def at(day: dt.date, hour: int) -> dt.datetime:
     return dt.datetime.combine(day, dt.time(hour), UTC)
 
 
-def test_endpoint_cost_joins_ledger_and_usage_per_day(ledger):
+def test_endpoint_cost_joins_ledger_and_usage_per_day(ledger: dict[str, JobRecord]) -> None:
     usage("chat", at(DAY, 10), requests=3000, prompt=600_000, generation=1_500_000)
     usage("chat", at(DAY, 23), requests=2000, prompt=400_000, generation=1_000_000,
           cluster="k8s-west")  # fmt: skip
@@ -105,19 +110,22 @@ def test_endpoint_cost_joins_ledger_and_usage_per_day(ledger):
     )
 
 
-def test_no_usage_gives_no_unit_cost_and_no_idle_gives_zero_share(ledger):
+def test_no_usage_gives_no_unit_cost_and_no_idle_gives_zero_share(
+    ledger: dict[str, JobRecord],
+) -> None:
     endpoint_costs_rebuild(month=MONTH)
 
     day2 = EndpointCost.objects.get(endpoint="chat", day=DAY2)
     assert day2.cost == Decimal("12.50")
     assert (day2.requests, day2.tokens) == (0, 0)
-    assert day2.cost_per_1k_requests is None and day2.cost_per_1m_tokens is None
+    assert day2.cost_per_1k_requests is None
+    assert day2.cost_per_1m_tokens is None
     assert day2.idle_share == Decimal(0)
     embed = EndpointCost.objects.get(endpoint="embed")
     assert (embed.cost, embed.node_cost, embed.idle_share) == (Decimal(5), Decimal(5), Decimal(0))
 
 
-def test_triton_requests_without_tokens(ledger):
+def test_triton_requests_without_tokens(ledger: dict[str, JobRecord]) -> None:
     usage("embed", at(DAY, 9), requests=3)
 
     endpoint_costs_rebuild(month=MONTH)
@@ -128,7 +136,7 @@ def test_triton_requests_without_tokens(ledger):
     assert embed.cost_per_1m_tokens is None
 
 
-def test_rebuild_is_idempotent_and_replaces_the_month(ledger):
+def test_rebuild_is_idempotent_and_replaces_the_month(ledger: dict[str, JobRecord]) -> None:
     usage("chat", at(DAY, 10), requests=1000)
     first = endpoint_costs_rebuild(month=MONTH)
     snapshot = list(EndpointCost.objects.order_by("day", "endpoint").values())
@@ -154,8 +162,8 @@ def test_rebuild_is_idempotent_and_replaces_the_month(ledger):
     assert chat.cost_per_1k_requests == chat.cost
 
 
-def test_currencies_are_separate_rows(ledger, team):
-    AllocatedCostFactory(
+def test_currencies_are_separate_rows(ledger: dict[str, JobRecord], team: Team) -> None:
+    AllocatedCostFactory.create(
         team=team, day=DAY, job=ledger["embed"], node="node-eu", amount=Decimal("3"),
         billing_currency="EUR", provider_name="Azure",
     )  # fmt: skip
@@ -169,7 +177,7 @@ def test_currencies_are_separate_rows(ledger, team):
     assert rows["EUR"].cost_per_1k_requests == Decimal(3)
 
 
-def test_month_totals_and_usage_without_cost(ledger):
+def test_month_totals_and_usage_without_cost(ledger: dict[str, JobRecord]) -> None:
     usage("chat", at(DAY, 10), requests=4000)
     usage("chat", at(DAY2, 10), requests=1000)
     usage("unlabelled", at(DAY, 10), requests=10)
@@ -184,19 +192,19 @@ def test_month_totals_and_usage_without_cost(ledger):
     assert usage_without_cost(month=MONTH) == [(DAY, "unlabelled")]
 
 
-def test_empty_month_writes_nothing():
+def test_empty_month_writes_nothing() -> None:
     assert endpoint_costs_rebuild(month=dt.date(2024, 1, 15)) == 0
     assert not EndpointCost.objects.exists()
     assert not ImportBatch.objects.exists()
 
 
-def test_unit_cost_rounds_half_even():
+def test_unit_cost_rounds_half_even() -> None:
     assert unit_cost(Decimal("10"), 3, 1000) == Decimal("3333.333333333333")
     assert unit_cost(Decimal("1"), 0, 1000) is None
 
 
 @pytest.mark.django_db
-def test_attributing_a_month_rebuilds_its_endpoint_costs(monkeypatch):
+def test_attributing_a_month_rebuilds_its_endpoint_costs(monkeypatch: pytest.MonkeyPatch) -> None:
     # The pipeline's step after attribution rebuilds the month's endpoint costs from the ledger.
     from django.core.management import call_command
 
@@ -208,10 +216,12 @@ def test_attributing_a_month_rebuilds_its_endpoint_costs(monkeypatch):
     assert months == [dt.date(2025, 9, 1)]
 
 
-def test_an_endpoint_of_two_teams_has_a_row_per_team(ledger, team, other_team):
+def test_an_endpoint_of_two_teams_has_a_row_per_team(
+    ledger: dict[str, JobRecord], team: Team, other_team: Team
+) -> None:
     # A Speech pod behind `chat` on node-a, 1 GPU-hour that day (Vision's chat pods hold 3).
     speech_pod = pod("chat-speech", "node-a", "chat")
-    AllocatedCostFactory(
+    AllocatedCostFactory.create(
         team=other_team, day=DAY, job=speech_pod, node="node-a", amount=Decimal("7.00"),
         gpu_seconds=Decimal(3600), category=Category.INFERENCE,
     )  # fmt: skip

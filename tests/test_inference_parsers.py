@@ -7,9 +7,12 @@ import datetime as dt
 import itertools
 import json
 import os
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from pytest_django import Settings
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch
@@ -45,11 +48,11 @@ def vllm_scrape(at: dt.datetime, *, stop: int, length: int, prompt: int, gen: in
     )
 
 
-def by_window(rows):
+def by_window(rows: list[dict[str, Any]]) -> dict[tuple[str, dt.datetime], dict[str, Any]]:
     return {(r["endpoint"], r["window_start"]): r for r in rows}
 
 
-def test_vllm_scrapes_increases_sum_reasons_and_handle_resets(tmp_path):
+def test_vllm_scrapes_increases_sum_reasons_and_handle_resets(tmp_path: Path) -> None:
     # Scrapes at 10:00, 10:30, 11:00 (closes the 10:00 hour), 11:20 (pod restarted: counters
     # dropped), 11:40.
     scrapes = [
@@ -83,7 +86,7 @@ def test_vllm_scrapes_increases_sum_reasons_and_handle_resets(tmp_path):
     assert first["inferences"] == 0
 
 
-def test_scrape_without_timestamps_takes_the_file_time(tmp_path):
+def test_scrape_without_timestamps_takes_the_file_time(tmp_path: Path) -> None:
     paths = []
     for i, count in enumerate((10, 25)):
         path = tmp_path / f"s{i}.txt"
@@ -100,11 +103,11 @@ def test_scrape_without_timestamps_takes_the_file_time(tmp_path):
     assert row["window_start"] == T0
 
 
-def range_export(series):
+def range_export(series: list[dict[str, Any]]) -> str:
     return json.dumps({"status": "success", "data": {"resultType": "matrix", "result": series}})
 
 
-def test_range_export_buckets_hours_and_merges_pods(tmp_path):
+def test_range_export_buckets_hours_and_merges_pods(tmp_path: Path) -> None:
     start = T0.timestamp()
     step = 900  # 15 minutes, from 10:00 to 12:00 inclusive
     pod_a = [100, 110, 130, 130, 170, 175, 180, 200, 260]
@@ -129,7 +132,7 @@ def test_range_export_buckets_hours_and_merges_pods(tmp_path):
 
     rows = parse_prometheus([path])
 
-    def inc(values):
+    def inc(values: list[int]) -> list[int]:
         return [b if b < a else b - a for a, b in itertools.pairwise(values)]
 
     got = {(r["pod"], r["window_start"]): r["requests"] for r in rows}
@@ -141,7 +144,7 @@ def test_range_export_buckets_hours_and_merges_pods(tmp_path):
     assert len(got) == 4
 
 
-def test_overlapping_range_exports_count_each_sample_once(tmp_path):
+def test_overlapping_range_exports_count_each_sample_once(tmp_path: Path) -> None:
     metric = {"__name__": "nv_inference_request_success", "model": "resnet", "version": "1"}
     values = [[T0.timestamp() + 600 * i, str(10 * i * i)] for i in range(7)]
     (tmp_path / "a.json").write_text(range_export([{"metric": metric, "values": values[:5]}]))
@@ -152,7 +155,7 @@ def test_overlapping_range_exports_count_each_sample_once(tmp_path):
     assert row["requests"] == 10 * 6 * 6 - 0
 
 
-def test_triton_requests_and_inferences(tmp_path):
+def test_triton_requests_and_inferences(tmp_path: Path) -> None:
     t1, t2 = ms(T0 + dt.timedelta(minutes=5)), ms(T0 + dt.timedelta(minutes=35))
     text = "\n".join(
         [
@@ -178,7 +181,7 @@ def test_triton_requests_and_inferences(tmp_path):
     assert row["window_start"] == T0
 
 
-def test_openmetrics_seconds_timestamps_and_label_escapes(tmp_path):
+def test_openmetrics_seconds_timestamps_and_label_escapes(tmp_path: Path) -> None:
     t1, t2 = T0.timestamp() + 60, T0.timestamp() + 120
     path = tmp_path / "om.txt"
     path.write_text(
@@ -196,7 +199,7 @@ def test_openmetrics_seconds_timestamps_and_label_escapes(tmp_path):
 CSV_HEADER = "endpoint,window_start,window_end,requests,prompt_tokens,generation_tokens,pod\n"
 
 
-def test_csv_rows(tmp_path):
+def test_csv_rows(tmp_path: Path) -> None:
     path = tmp_path / "usage.csv"
     path.write_text(
         "\ufeff" + CSV_HEADER
@@ -218,7 +221,7 @@ def test_csv_rows(tmp_path):
     assert len(rows) == 2
 
 
-def test_csv_offsets_become_utc(tmp_path):
+def test_csv_offsets_become_utc(tmp_path: Path) -> None:
     path = tmp_path / "usage.csv"
     path.write_text(
         "endpoint,window_start,window_end,requests\n"
@@ -251,7 +254,9 @@ def test_csv_offsets_become_utc(tmp_path):
         (CSV_HEADER + ",2025-09-03T10:00:00Z,2025-09-03T11:00:00Z,1,0,0,p\n", 2, "endpoint"),
     ],
 )  # fmt: skip
-def test_csv_errors_name_file_line_and_field(tmp_path, body, line, column):
+def test_csv_errors_name_file_line_and_field(
+    tmp_path: Path, body: str, line: int, column: str
+) -> None:
     path = tmp_path / "bad.csv"
     path.write_text(body)
 
@@ -274,7 +279,7 @@ def test_csv_errors_name_file_line_and_field(tmp_path, body, line, column):
         ("{bad line", "metric"),
     ],
 )
-def test_text_errors_name_file_line_and_field(tmp_path, text, column):
+def test_text_errors_name_file_line_and_field(tmp_path: Path, text: str, column: str) -> None:
     path = tmp_path / "bad.prom"
     path.write_text(f"# TYPE vllm:request_success_total counter\n{text}\n")
 
@@ -300,7 +305,7 @@ def test_text_errors_name_file_line_and_field(tmp_path, text, column):
          "data.result[0].values[0]"),
     ],
 )  # fmt: skip
-def test_json_errors_name_the_field(tmp_path, document, column):
+def test_json_errors_name_the_field(tmp_path: Path, document: dict[str, Any], column: str) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(document))
 
@@ -310,7 +315,7 @@ def test_json_errors_name_the_field(tmp_path, document, column):
     assert (caught.value.file, caught.value.column) == (str(path), column)
 
 
-def test_conflicting_values_at_one_instant_are_an_error(tmp_path):
+def test_conflicting_values_at_one_instant_are_an_error(tmp_path: Path) -> None:
     t = ms(T0)
     (tmp_path / "a.prom").write_text(f'nv_inference_count{{model="m"}} 5 {t}\n')
     (tmp_path / "b.prom").write_text(f'nv_inference_count{{model="m"}} 6 {t}\n')
@@ -324,7 +329,7 @@ def test_conflicting_values_at_one_instant_are_an_error(tmp_path):
 # --- the command ---------------------------------------------------------------------------------
 
 
-def write_scrapes(folder, counts, *, endpoint="chat"):
+def write_scrapes(folder: Path, counts: list[int], *, endpoint: str = "chat") -> None:
     folder.mkdir()
     for i, count in enumerate(counts):
         at = ms(T0 + dt.timedelta(minutes=20 * (i + 1)))
@@ -335,7 +340,7 @@ def write_scrapes(folder, counts, *, endpoint="chat"):
 
 
 @pytest.mark.django_db
-def test_command_imports_a_folder_as_one_batch_and_skips_duplicates(tmp_path):
+def test_command_imports_a_folder_as_one_batch_and_skips_duplicates(tmp_path: Path) -> None:
     write_scrapes(tmp_path / "scrapes", [10, 40, 70])
 
     call_command("ingest_inference", "--format", "prometheus", str(tmp_path / "scrapes"),
@@ -353,7 +358,7 @@ def test_command_imports_a_folder_as_one_batch_and_skips_duplicates(tmp_path):
 
 
 @pytest.mark.django_db
-def test_reimport_restates_the_window(tmp_path):
+def test_reimport_restates_the_window(tmp_path: Path) -> None:
     write_scrapes(tmp_path / "first", [10, 40])
     write_scrapes(tmp_path / "second", [10, 40, 90])
 
@@ -365,7 +370,7 @@ def test_reimport_restates_the_window(tmp_path):
 
 
 @pytest.mark.django_db
-def test_command_writes_nothing_on_a_bad_file(tmp_path):
+def test_command_writes_nothing_on_a_bad_file(tmp_path: Path) -> None:
     folder = tmp_path / "mixed"
     write_scrapes(folder, [10, 40])
     (folder / "z-bad.prom").write_text('vllm:request_success_total{model_name="m"} oops\n')
@@ -379,7 +384,7 @@ def test_command_writes_nothing_on_a_bad_file(tmp_path):
     assert "z-bad.prom" in batch.error
 
 
-def test_csv_overlong_line_fails_naming_file_and_line(tmp_path, settings):
+def test_csv_overlong_line_fails_naming_file_and_line(tmp_path: Path, settings: Settings) -> None:
     settings.FINOPS_MAX_LINE_BYTES = 200
     good = "chat,2025-09-03T10:00:00Z,2025-09-03T11:00:00Z,1,0,0,chat-0\n"
     # Line 3 is a row whose pod cell alone is 5,000 bytes: over the 200-byte cap.
@@ -395,7 +400,7 @@ def test_csv_overlong_line_fails_naming_file_and_line(tmp_path, settings):
     assert "200 bytes" in str(caught.value)
 
 
-def test_csv_line_exactly_at_the_cap_is_read(tmp_path, settings):
+def test_csv_line_exactly_at_the_cap_is_read(tmp_path: Path, settings: Settings) -> None:
     row = "chat,2025-09-03T10:00:00Z,2025-09-03T11:00:00Z,1,0,0,chat-0"
     settings.FINOPS_MAX_LINE_BYTES = max(len(CSV_HEADER) - 1, len(row))
     path = tmp_path / "usage.csv"

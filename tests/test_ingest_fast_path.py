@@ -9,30 +9,43 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
 
 from billing_ingest.parsers import aws_cur, focus
 from billing_ingest.parsers.columnar import FallBack, LineItemTable
 
+# A parser chunk: a list of row dicts, or a LineItemTable on the columnar path.
+Chunk = Any
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "ingest.py"
 
 
-def _bench():
+def _bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("bench_ingest", BENCH)
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["bench_ingest"] = module
     spec.loader.exec_module(module)
     return module
 
 
-def _no_columnar(*args, **kwargs):
+def _no_columnar(*args: object, **kwargs: object) -> Iterator[object]:
     raise FallBack("forced")
     yield  # pragma: no cover
 
 
-def both_paths(monkeypatch, module, parse, path, chunk_size):
+def both_paths(
+    monkeypatch: pytest.MonkeyPatch,
+    module: ModuleType,
+    parse: Callable[..., Iterator[Chunk]],
+    path: Path,
+    chunk_size: int,
+) -> tuple[list[Chunk], list[Chunk]]:
     fast = list(parse(path, file_label=path.name, chunk_size=chunk_size))
     with monkeypatch.context() as patch:
         patch.setattr(module, "arrow_csv_batches", _no_columnar)
@@ -40,7 +53,7 @@ def both_paths(monkeypatch, module, parse, path, chunk_size):
     return fast, slow
 
 
-def assert_same(fast, slow):
+def assert_same(fast: list[Chunk], slow: list[Chunk]) -> None:
     assert [len(chunk) for chunk in fast] == [len(chunk) for chunk in slow]
     fast_rows = [row for chunk in fast for row in chunk]
     slow_rows = [row for chunk in slow for row in chunk]
@@ -53,9 +66,12 @@ def assert_same(fast, slow):
 
 
 @pytest.mark.parametrize("kind", ["aws-cur", "focus"])
-def test_generated_files_take_the_columnar_path_and_match(tmp_path, monkeypatch, kind):
+def test_generated_files_take_the_columnar_path_and_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
     bench = _bench()
     path = tmp_path / f"{kind}.csv"
+    module: ModuleType
     if kind == "aws-cur":
         bench.write_csv(path, bench.CUR_COLUMNS, bench.cur_rows(700, 7), 700)
         module, parse = aws_cur, aws_cur.parse_aws_cur
@@ -77,7 +93,9 @@ def test_generated_files_take_the_columnar_path_and_match(tmp_path, monkeypatch,
         "focus/focus_1.0_sample_1000rows_aws_azure_oci.csv",
     ],
 )
-def test_shared_samples_match(samples_dir, monkeypatch, name):
+def test_shared_samples_match(
+    samples_dir: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     path = samples_dir / name
     if name.startswith("aws/"):
         fast, slow = both_paths(monkeypatch, aws_cur, aws_cur.parse_aws_cur, path, 400)
@@ -86,7 +104,9 @@ def test_shared_samples_match(samples_dir, monkeypatch, name):
     assert_same(fast, slow)
 
 
-def test_a_value_only_the_per_row_path_reads_falls_back_mid_file(tmp_path, monkeypatch):
+def test_a_value_only_the_per_row_path_reads_falls_back_mid_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     bench = _bench()
     path = tmp_path / "focus.csv"
     rows = list(bench.focus_rows(50, 3))

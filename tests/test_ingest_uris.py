@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 from decimal import Decimal
+from typing import Any
 
 import pytest
 import requests
@@ -21,20 +22,28 @@ from tests.builders import S3_BUCKET as BUCKET
 from tests.builders import S3_ROOT as ROOT
 from tests.builders import S3_SOURCE as SOURCE
 from tests.builders import S3_URI as URI
-from tests.builders import costs_sum, cur_parquet_part, cur_part, deliver, ledger, month_total
+from tests.builders import (
+    Clock,
+    costs_sum,
+    cur_parquet_part,
+    cur_part,
+    deliver,
+    ledger,
+    month_total,
+)
 from tests.builders import ingest_s3 as ingest
 
 pytestmark = pytest.mark.django_db
 
 
-def test_uri_schemes_are_told_apart_from_paths():
+def test_uri_schemes_are_told_apart_from_paths() -> None:
     assert uri_scheme("s3://b/p") == "s3"
     assert uri_scheme("AZ://c/p") == "az"
     assert uri_scheme("/data/exports") is None
     assert uri_scheme("C:/exports") is None
 
 
-def test_each_billing_period_is_one_batch_with_a_stable_source(s3):
+def test_each_billing_period_is_one_batch_with_a_stable_source(s3: Any) -> None:
     september = [["1.25", "2.50"], ["3.125"], ["0.0001"]]
     october = [["4.00"]]
     deliver(s3, "2024-09", "20241002T0000Z", september)
@@ -53,7 +62,7 @@ def test_each_billing_period_is_one_batch_with_a_stable_source(s3):
     assert month_total("2024-10") == costs_sum(october)
 
 
-def test_a_restated_month_replaces_every_part_of_the_old_delivery(s3, s3_clock):
+def test_a_restated_month_replaces_every_part_of_the_old_delivery(s3: Any, s3_clock: Clock) -> None:
     old_september = [["1.00", "2.00"], ["3.00"]]
     october = [["4.00"]]
     deliver(s3, "2024-09", "v1", old_september)
@@ -80,7 +89,7 @@ def test_a_restated_month_replaces_every_part_of_the_old_delivery(s3, s3_clock):
     assert "unchanged" in output
 
 
-def test_the_same_delivery_imported_again_is_a_no_op(s3):
+def test_the_same_delivery_imported_again_is_a_no_op(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     ingest()
     before = ledger()
@@ -92,7 +101,7 @@ def test_the_same_delivery_imported_again_is_a_no_op(s3):
     assert statuses == [ImportBatch.Status.DUPLICATE, ImportBatch.Status.SUCCEEDED]
 
 
-def test_source_option_names_every_month(s3):
+def test_source_option_names_every_month(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     deliver(s3, "2024-10", "v1", [["4.00"]])
 
@@ -102,7 +111,9 @@ def test_source_option_names_every_month(s3):
     assert CostLineItem.objects.count() == 3
 
 
-def test_a_manifest_naming_a_missing_part_fails_that_month_and_keeps_its_old_data(s3, s3_clock):
+def test_a_manifest_naming_a_missing_part_fails_that_month_and_keeps_its_old_data(
+    s3: Any, s3_clock: Clock
+) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     ingest()
     before = ledger()
@@ -121,7 +132,7 @@ def test_a_manifest_naming_a_missing_part_fails_that_month_and_keeps_its_old_dat
     assert month_total("2024-09") == Decimal("3.00")
 
 
-def test_a_missing_part_leaves_other_months_importing(s3):
+def test_a_missing_part_leaves_other_months_importing(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]], skip=0)
     deliver(s3, "2024-10", "v1", [["4.00"]])
 
@@ -132,7 +143,7 @@ def test_a_missing_part_leaves_other_months_importing(s3):
     assert not CostLineItem.objects.filter(billing_period="2024-09-01").exists()
 
 
-def test_a_missing_bucket_is_refused_before_anything_changes(s3):
+def test_a_missing_bucket_is_refused_before_anything_changes(s3: Any) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     ingest()
     before = ledger()
@@ -147,8 +158,8 @@ def test_a_missing_bucket_is_refused_before_anything_changes(s3):
 
 
 def test_refused_credentials_stop_the_import_before_anything_changes(
-    s3, s3_endpoint, monkeypatch, s3_clock
-):
+    s3: Any, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, s3_clock: Clock
+) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     ingest()
     before = ledger()
@@ -169,18 +180,18 @@ def test_refused_credentials_stop_the_import_before_anything_changes(
     assert ImportBatch.objects.count() == batches
 
 
-def test_no_manifest_under_the_uri_is_a_clear_error(s3):
+def test_no_manifest_under_the_uri_is_a_clear_error(s3: Any) -> None:
     with pytest.raises(CommandError, match=f"no {EXPORT}-Manifest.json under"):
         ingest()
     assert not ImportBatch.objects.exists()
 
 
-def test_formats_an_aws_export_cannot_hold_are_refused(s3):
+def test_formats_an_aws_export_cannot_hold_are_refused(s3: Any) -> None:
     with pytest.raises(CommandError, match="--format azure cannot be read"):
         call_command("ingest_billing", "--format", "azure", URI, "--no-attribute")
 
 
-def test_parquet_parts_of_a_month_import_as_one_batch(s3):
+def test_parquet_parts_of_a_month_import_as_one_batch(s3: Any) -> None:
     parts = [["1.5", "2.5"], ["3.25"]]
     keys = [
         f"{ROOT}/data/BILLING_PERIOD=2024-09/v1/{EXPORT}-0000{i}.snappy.parquet" for i in (1, 2)
@@ -201,7 +212,7 @@ def test_parquet_parts_of_a_month_import_as_one_batch(s3):
     assert month_total("2024-09") == costs_sum(parts)
 
 
-def test_parts_with_different_headers_fail_the_month(s3):
+def test_parts_with_different_headers_fail_the_month(s3: Any) -> None:
     keys = deliver(s3, "2024-09", "v1", [["1.00"], ["2.00"]])
     other = HEADER.replace("line_item_currency_code", "line_item_currency")
     s3.put_object(
@@ -215,7 +226,7 @@ def test_parts_with_different_headers_fail_the_month(s3):
     assert not CostLineItem.objects.exists()
 
 
-def test_a_corrupt_part_fails_the_month_naming_the_part(s3, s3_clock):
+def test_a_corrupt_part_fails_the_month_naming_the_part(s3: Any, s3_clock: Clock) -> None:
     deliver(s3, "2024-09", "v1", [["1.00"]])
     ingest()
     before = ledger()

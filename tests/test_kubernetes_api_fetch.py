@@ -23,6 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from pytest_django import Settings
 
 from billing_ingest.models import Cluster, ImportBatch, JobRecord, KubernetesSource
 from billing_ingest.services.kubernetes import kubernetes_source_configure
@@ -45,7 +46,9 @@ PAGE_SIZE = 2
 # ------------------------------------------------------------------ recorded API shapes
 
 
-def container_status(name: str, *, running_since: str | None = None, terminated=None) -> dict:
+def container_status(
+    name: str, *, running_since: str | None = None, terminated: dict[str, Any] | None = None
+) -> dict[str, Any]:
     state: dict[str, Any] = {}
     if running_since is not None:
         state["running"] = {"startedAt": running_since}
@@ -319,13 +322,13 @@ def retrying() -> Iterator[None]:
 
 
 @pytest.fixture
-def data_dir(settings, tmp_path: Path) -> Path:
+def data_dir(settings: Settings, tmp_path: Path) -> Path:
     settings.FINOPS_DATA_DIR = tmp_path / "data"
     return settings.FINOPS_DATA_DIR
 
 
 @pytest.fixture
-def cluster(api, tmp_path: Path, data_dir: Path) -> Cluster:
+def cluster(api: tuple[RecordedApi, str], tmp_path: Path, data_dir: Path) -> Cluster:
     _, server = api
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
     cluster = Cluster.objects.create(name=CLUSTER)
@@ -350,7 +353,9 @@ def at(text: str) -> datetime:
 # ------------------------------------------------------------------ tests
 
 
-def test_command_pages_through_all_pods_and_imports_the_snapshot(api, tmp_path, data_dir):
+def test_command_pages_through_all_pods_and_imports_the_snapshot(
+    api: tuple[RecordedApi, str], tmp_path: Path, data_dir: Path
+) -> None:
     recorded, server = api
     recorded.pods = [training_pod(finished=False), mig_pod(), oom_pod(), pending_pod()]
     kubeconfig = write_kubeconfig(tmp_path / "kubeconfig", server)
@@ -415,7 +420,9 @@ def test_command_pages_through_all_pods_and_imports_the_snapshot(api, tmp_path, 
     assert oom.run_id == "eval-sweep"
 
 
-def test_a_later_snapshot_finishes_the_running_pod_and_keeps_vanished_ones(api, cluster, data_dir):
+def test_a_later_snapshot_finishes_the_running_pod_and_keeps_vanished_ones(
+    api: tuple[RecordedApi, str], cluster: Cluster, data_dir: Path
+) -> None:
     recorded, _ = api
     recorded.pods = [training_pod(finished=False), mig_pod(), oom_pod()]
     first = fetch_kubernetes_pods_task.delay(cluster.pk).get()
@@ -428,7 +435,8 @@ def test_a_later_snapshot_finishes_the_running_pod_and_keeps_vanished_ones(api, 
     recorded.list_version += 1
     second = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert second["status"] == "succeeded" and second["batch_id"] != first["batch_id"]
+    assert second["status"] == "succeeded"
+    assert second["batch_id"] != first["batch_id"]
     finished = job("train/llama-7b-sft-0")
     assert finished.pk == running.pk  # upserted, not duplicated
     assert (finished.state, finished.end) == ("COMPLETED", at("2024-09-03T14:30:00Z"))
@@ -439,7 +447,9 @@ def test_a_later_snapshot_finishes_the_running_pod_and_keeps_vanished_ones(api, 
     assert len(snapshot_files(data_dir)) == 2
 
 
-def test_an_unchanged_cluster_is_a_duplicate_and_leaves_no_second_file(api, cluster, data_dir):
+def test_an_unchanged_cluster_is_a_duplicate_and_leaves_no_second_file(
+    api: tuple[RecordedApi, str], cluster: Cluster, data_dir: Path
+) -> None:
     recorded, _ = api
     recorded.pods = [training_pod(finished=False), oom_pod()]
     fetch_kubernetes_pods_task.delay(cluster.pk).get()
@@ -452,8 +462,8 @@ def test_an_unchanged_cluster_is_a_duplicate_and_leaves_no_second_file(api, clus
 
 
 def test_forbidden_fails_at_once_with_the_reason_and_keeps_earlier_data(
-    api, cluster, data_dir, retrying
-):
+    api: tuple[RecordedApi, str], cluster: Cluster, data_dir: Path, retrying: None
+) -> None:
     recorded, _ = api
     recorded.pods = [training_pod(finished=False), mig_pod(), oom_pod()]
     fetch_kubernetes_pods_task.delay(cluster.pk).get()
@@ -466,7 +476,8 @@ def test_forbidden_fails_at_once_with_the_reason_and_keeps_earlier_data(
         fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
     message = str(raised.value)
-    assert "403 Forbidden" in message and FORBIDDEN_MESSAGE in message
+    assert "403 Forbidden" in message
+    assert FORBIDDEN_MESSAGE in message
     assert "`list` on `pods`" in message
     assert len(recorded.requests) == requests_before + 1  # no retry
     assert list(JobRecord.objects.filter(cluster=CLUSTER).order_by("job_id").values()) == before
@@ -476,7 +487,9 @@ def test_forbidden_fails_at_once_with_the_reason_and_keeps_earlier_data(
     assert not list((data_dir / "kubernetes" / CLUSTER).glob("*.part"))
 
 
-def test_command_reports_unauthorized_without_retrying(api, cluster, retrying):
+def test_command_reports_unauthorized_without_retrying(
+    api: tuple[RecordedApi, str], cluster: Cluster, retrying: None
+) -> None:
     recorded, _ = api
     recorded.failures = [(401, status_error(401, "Unauthorized", "Unauthorized"))] * 5
 
@@ -487,7 +500,9 @@ def test_command_reports_unauthorized_without_retrying(api, cluster, retrying):
     assert not JobRecord.objects.exists()
 
 
-def test_command_without_a_worker_reports_a_transient_error(api, cluster):
+def test_command_without_a_worker_reports_a_transient_error(
+    api: tuple[RecordedApi, str], cluster: Cluster
+) -> None:
     # The embedded default runs tasks eagerly and propagates: one attempt, a clear message.
     recorded, _ = api
     unavailable = status_error(503, "ServiceUnavailable", "the server is currently unable")
@@ -499,13 +514,15 @@ def test_command_without_a_worker_reports_a_transient_error(api, cluster):
     assert len(recorded.requests) == 1
 
 
-def test_command_needs_a_stored_or_given_connection(db):
+def test_command_needs_a_stored_or_given_connection(db: None) -> None:
     Cluster.objects.create(name=CLUSTER)
     with pytest.raises(CommandError, match="no Kubernetes API connection"):
         call_command("fetch_kubernetes_pods", "--cluster", CLUSTER)
 
 
-def test_a_503_is_retried_and_the_retry_imports(api, cluster, retrying):
+def test_a_503_is_retried_and_the_retry_imports(
+    api: tuple[RecordedApi, str], cluster: Cluster, retrying: None
+) -> None:
     recorded, _ = api
     recorded.pods = [training_pod(finished=False), mig_pod(), oom_pod()]
     unavailable = status_error(503, "ServiceUnavailable", "the server is currently unable")
@@ -513,14 +530,17 @@ def test_a_503_is_retried_and_the_retry_imports(api, cluster, retrying):
 
     summary = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert summary["status"] == "succeeded" and summary["row_count"] == 3
+    assert summary["status"] == "succeeded"
+    assert summary["row_count"] == 3
     # The failed request, then the two pages of the retry.
     assert len(recorded.requests) == 3
     # A failure that was retried past is not an import failure.
     assert not ImportBatch.objects.filter(status=ImportBatch.Status.FAILED).exists()
 
 
-def test_a_page_failing_mid_list_is_retried_from_the_first_page(api, cluster, retrying):
+def test_a_page_failing_mid_list_is_retried_from_the_first_page(
+    api: tuple[RecordedApi, str], cluster: Cluster, retrying: None
+) -> None:
     recorded, _ = api
     recorded.pods = [training_pod(finished=False), mig_pod(), oom_pod()]
     bad_gateway = status_error(502, "InternalError", "upstream connect error")
@@ -536,12 +556,15 @@ def test_a_page_failing_mid_list_is_retried_from_the_first_page(api, cluster, re
     recorded.answer = fail_second_request_once  # type: ignore[method-assign]
     summary = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert summary["status"] == "succeeded" and summary["row_count"] == 3
+    assert summary["status"] == "succeeded"
+    assert summary["row_count"] == 3
     continued = ["continue" in r["query"] for r in recorded.requests]
     assert continued == [False, True, False, True]
 
 
-def test_a_persistent_503_gives_up_after_three_retries(api, cluster, retrying):
+def test_a_persistent_503_gives_up_after_three_retries(
+    api: tuple[RecordedApi, str], cluster: Cluster, retrying: None
+) -> None:
     recorded, _ = api
     unavailable = status_error(503, "ServiceUnavailable", "etcdserver: leader changed")
     recorded.failures = [(503, unavailable)] * 10
@@ -555,7 +578,7 @@ def test_a_persistent_503_gives_up_after_three_retries(api, cluster, retrying):
     assert "etcdserver: leader changed" in failed.error
 
 
-def test_an_unreachable_api_is_transient(tmp_path, data_dir, retrying):
+def test_an_unreachable_api_is_transient(tmp_path: Path, data_dir: Path, retrying: None) -> None:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         closed_port = probe.getsockname()[1]
@@ -569,19 +592,24 @@ def test_an_unreachable_api_is_transient(tmp_path, data_dir, retrying):
     assert ImportBatch.objects.filter(status=ImportBatch.Status.FAILED).count() == 1
 
 
-def test_an_expired_continue_token_restarts_the_list(api, cluster):
+def test_an_expired_continue_token_restarts_the_list(
+    api: tuple[RecordedApi, str], cluster: Cluster
+) -> None:
     recorded, _ = api
     recorded.pods = [training_pod(finished=False), mig_pod(), oom_pod()]
     recorded.expire_tokens = {f"{recorded.list_version}-{PAGE_SIZE}"}
 
     summary = fetch_kubernetes_pods_task.delay(cluster.pk).get()
 
-    assert summary["status"] == "succeeded" and summary["row_count"] == 3
+    assert summary["status"] == "succeeded"
+    assert summary["row_count"] == 3
     continued = ["continue" in r["query"] for r in recorded.requests]
     assert continued == [False, True, False, True]
 
 
-def test_missing_kubeconfig_env_var_is_an_access_error(cluster, monkeypatch, api):
+def test_missing_kubeconfig_env_var_is_an_access_error(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, api: tuple[RecordedApi, str]
+) -> None:
     recorded, _ = api
     source = KubernetesSource.objects.get(cluster=cluster)
     source.kubeconfig_path, source.kubeconfig_env = "", "FINOPS_TEST_KUBECONFIG_UNSET"
@@ -593,7 +621,9 @@ def test_missing_kubeconfig_env_var_is_an_access_error(cluster, monkeypatch, api
     assert recorded.requests == []
 
 
-def test_kubeconfig_env_var_names_the_file(cluster, monkeypatch, api):
+def test_kubeconfig_env_var_names_the_file(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch, api: tuple[RecordedApi, str]
+) -> None:
     recorded, _ = api
     recorded.pods = [oom_pod()]
     source = KubernetesSource.objects.get(cluster=cluster)
@@ -606,7 +636,9 @@ def test_kubeconfig_env_var_names_the_file(cluster, monkeypatch, api):
     assert summary["row_count"] == 1
 
 
-def test_dispatcher_fetches_every_enabled_cluster(api, cluster, tmp_path):
+def test_dispatcher_fetches_every_enabled_cluster(
+    api: tuple[RecordedApi, str], cluster: Cluster, tmp_path: Path
+) -> None:
     recorded, server = api
     recorded.pods = [copy.deepcopy(oom_pod())]
     other = Cluster.objects.create(name="gpu-dev")
@@ -626,19 +658,22 @@ def test_dispatcher_fetches_every_enabled_cluster(api, cluster, tmp_path):
     assert stored == {CLUSTER, "gpu-dev"}
 
 
-def test_beat_runs_the_dispatcher_every_15_minutes_and_expires_before_the_next(settings):
+def test_beat_runs_the_dispatcher_every_15_minutes_and_expires_before_the_next(
+    settings: Settings,
+) -> None:
     from finops.celery import app
 
     [entry] = [
         e for e in app.conf.beat_schedule.values() if e["task"] == fetch_kubernetes_pods_all.name
     ]
     schedule = entry["schedule"]
-    assert schedule.minute == {0, 15, 30, 45} and len(schedule.hour) == 24
+    assert schedule.minute == {0, 15, 30, 45}
+    assert len(schedule.hour) == 24
     assert 0 < entry["options"]["expires"] < 15 * 60
     assert fetch_kubernetes_pods_all.name in app.tasks
 
 
-def test_a_source_needs_exactly_one_way_to_connect(db):
+def test_a_source_needs_exactly_one_way_to_connect(db: None) -> None:
     cluster = Cluster.objects.create(name=CLUSTER)
     with pytest.raises(ValueError, match="exactly one"):
         kubernetes_source_configure(cluster=cluster, in_cluster=True, kubeconfig_path="/x")

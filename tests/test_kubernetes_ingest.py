@@ -61,7 +61,9 @@ def test_pod_list_is_stored_one_record_per_started_pod(tmp_path: Path) -> None:
     assert job.exact_gpus() == Fraction(3, 7)
     assert job.gpus == Decimal("0.428571")
     assert (job.run_id, job.endpoint, job.labels) == ("llama", "chat", labels)
-    assert job.nodes == ["gpu-node-1"] and job.end is None and job.state == "RUNNING"
+    assert job.nodes == ["gpu-node-1"]
+    assert job.end is None
+    assert job.state == "RUNNING"
     assert ImportBatch.objects.get().format == "kubernetes"
 
 
@@ -97,7 +99,8 @@ def test_a_broken_pod_fails_the_batch_and_stores_nothing(tmp_path: Path) -> None
         ingest(path)
     batch = ImportBatch.objects.get()
     assert batch.status == ImportBatch.Status.FAILED
-    assert "items[1].status.startTime" in batch.error and "pods.json" in batch.error
+    assert "items[1].status.startTime" in batch.error
+    assert "pods.json" in batch.error
     assert not JobRecord.objects.exists()
 
 
@@ -236,8 +239,11 @@ def test_mig_pods_conserve_the_node_bill_and_land_on_their_namespace_teams(
     assert allocated == NODE_COST
     runs = {run.run_id: run for run in RunCost.objects.select_related("team")}
     assert set(runs) == {"run-3g", "run-1g"}
-    assert runs["run-3g"].team.slug == "vision"  # no rule, no team label: the namespace
-    assert runs["run-1g"].team.slug == "speech"
+    # No rule, no team label: the namespace.
+    assert {run_id: run.team and run.team.slug for run_id, run in runs.items()} == {
+        "run-3g": "vision",
+        "run-1g": "speech",
+    }
     idle = AllocatedCost.objects.get(category="idle")
     assert idle.amount == NODE_COST - runs["run-3g"].cost - runs["run-1g"].cost
     # The pods hold at most 3/7 + 1/7 of one of the node's 8 GPUs at any time.

@@ -134,7 +134,8 @@ def test_sidecar_init_container_adds_to_the_app_containers(tmp_path: Path) -> No
 
 def test_pod_without_gpus_is_stored_with_zero(tmp_path: Path) -> None:
     row = one(tmp_path, pod(containers=[container(cpu="2")]))
-    assert row["gpus"] == 0 and exact(row) == 0
+    assert row["gpus"] == 0
+    assert exact(row) == 0
 
 
 # --- scheduling, times and states -------------------------------------------------------------
@@ -338,4 +339,5 @@ def test_bad_values_name_file_item_and_field(
     assert info.value.file == "pods.json"
     assert info.value.column == path
     assert message in str(info.value)
-    assert "pods.json" in str(info.value) and path in str(info.value)
+    assert "pods.json" in str(info.value)
+    assert path in str(info.value)

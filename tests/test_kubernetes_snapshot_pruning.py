@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from pytest_django import Settings
 
 from billing_ingest.services.snapshots import kubernetes_snapshots_prune
 from billing_ingest.sources.kubernetes_api import snapshot_path
@@ -18,7 +19,7 @@ NOW = datetime(2025, 6, 20, 12, tzinfo=UTC)
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path, settings) -> Path:
+def data_dir(tmp_path: Path, settings: Settings) -> Path:
     settings.FINOPS_DATA_DIR = tmp_path
     return tmp_path
 
@@ -68,7 +69,7 @@ def test_no_snapshot_folder_is_nothing_to_do(data_dir: Path) -> None:
     assert kubernetes_snapshots_prune(now=NOW, keep_days=7).files == 0
 
 
-def test_the_task_uses_the_retention_setting(data_dir: Path, settings) -> None:
+def test_the_task_uses_the_retention_setting(data_dir: Path, settings: Settings) -> None:
     settings.FINOPS_KUBERNETES_SNAPSHOT_DAYS = 30
     # The task prunes relative to the real clock.
     now = datetime.now(UTC)
@@ -83,4 +84,5 @@ def test_pruning_runs_daily_on_the_beat_schedule() -> None:
         e for e in app.conf.beat_schedule.values() if e["task"] == prune_kubernetes_snapshots.name
     )
     assert entry["options"]["expires"] < 24 * 3600
-    assert len(entry["schedule"].hour) == 1 and len(entry["schedule"].minute) == 1
+    assert len(entry["schedule"].hour) == 1
+    assert len(entry["schedule"].minute) == 1

@@ -17,13 +17,15 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 from finops.attribution.models import RunCost
-from tests.test_attribution_golden import attribute, ingest_bill, ingest_pods, line, pod, utc
+from finops.org.models import Team
+from tests.attribution_inputs import attribute, ingest_bill, ingest_pods, line, pod, utc
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +86,7 @@ def _bill(tmp_path: Path, *, others: bool) -> None:
 
 
 @pytest.fixture
-def scene(tmp_path, team, lead_user, finance_user):
+def scene(tmp_path: Path, team: Team, lead_user: User, finance_user: User) -> Path:
     _bill(tmp_path, others=False)
     ingest_pods(tmp_path, "serve", *_lead_pods())
     _ingest_usage(tmp_path, [CHAT0_USAGE])
@@ -132,7 +134,7 @@ _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="[^"]*"')
 _ROLLUP_ID = re.compile(r'"id":\d+|/api/v1/runs/\d+/')
 
 
-def _capture(user) -> dict[str, tuple[int, str]]:
+def _capture(user: User) -> dict[str, tuple[int, str]]:
     pages, api = Client(), APIClient()
     pages.force_login(user)
     api.force_authenticate(user)
@@ -141,12 +143,12 @@ def _capture(user) -> dict[str, tuple[int, str]]:
         response = pages.get(url, {"month": MONTH})
         seen[url] = (response.status_code, _CSRF.sub("", response.content.decode()))
     for url in API_URLS:
-        response = api.get(url)
-        seen[url] = (response.status_code, _ROLLUP_ID.sub("<id>", response.content.decode()))
+        answer = api.get(url)
+        seen[url] = (answer.status_code, _ROLLUP_ID.sub("<id>", answer.content.decode()))
     return seen
 
 
-def test_other_teams_cost_moves_no_figure_a_lead_sees(scene, lead_user):
+def test_other_teams_cost_moves_no_figure_a_lead_sees(scene: Path, lead_user: User) -> None:
     before = _capture(lead_user)
     # The lead really sees these: the figures compared are there, not 404s.
     assert before[reverse("web:endpoint", args=["chat"])][0] == 200
@@ -162,7 +164,9 @@ def test_other_teams_cost_moves_no_figure_a_lead_sees(scene, lead_user):
         assert after[url] == answer, f"{url} changed for the lead"
 
 
-def test_lead_endpoint_figures_are_its_own_pods(scene, lead_user, finance_user):
+def test_lead_endpoint_figures_are_its_own_pods(
+    scene: Path, lead_user: User, finance_user: User
+) -> None:
     _add_other_teams_cost(scene)
     lead, finance = APIClient(), APIClient()
     lead.force_authenticate(lead_user)
@@ -185,7 +189,7 @@ def test_lead_endpoint_figures_are_its_own_pods(scene, lead_user, finance_user):
     )
 
 
-def test_finance_sees_the_added_cost(scene, finance_user):
+def test_finance_sees_the_added_cost(scene: Path, finance_user: User) -> None:
     api = APIClient()
     api.force_authenticate(finance_user)
 

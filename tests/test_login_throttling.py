@@ -9,17 +9,23 @@ token_failure rate of wrong API tokens from one address, its token attempts get 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from typing import cast
 
 import pytest
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
+from pytest_django.live_server_helper import LiveServer
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.chromium import _body, _wait_for_text
+from tests.client_types import Response
 
 pytestmark = pytest.mark.django_db
 
@@ -28,13 +34,13 @@ RIGHT = "fin-password-123"
 
 
 @pytest.fixture(autouse=True)
-def clean_cache():
+def clean_cache() -> Iterator[None]:
     cache.clear()
     yield
     cache.clear()
 
 
-def _login(client: Client, password: str, username: str = "fin"):
+def _login(client: Client, password: str, username: str = "fin") -> Response:
     return client.post(reverse("login"), {"username": username, "password": password})
 
 
@@ -42,7 +48,7 @@ def _logged_in(client: Client) -> bool:
     return client.get(reverse("web:overview")).status_code == 200
 
 
-def test_right_password_is_refused_after_the_limit_with_a_clear_message(finance_user):
+def test_right_password_is_refused_after_the_limit_with_a_clear_message(finance_user: User) -> None:
     client = Client(REMOTE_ADDR="198.51.100.7")
     for _ in range(LIMIT):
         assert _login(client, "wrong-guess").status_code in (200, 429)
@@ -53,11 +59,12 @@ def test_right_password_is_refused_after_the_limit_with_a_clear_message(finance_
     text = response.content.decode()
     assert "Too many failed logins" in text
     minutes = int(settings.AXES_COOLOFF_TIME.total_seconds() // 60)
-    assert f"about {minutes} minutes" in text and "right password is refused" in text
+    assert f"about {minutes} minutes" in text
+    assert "right password is refused" in text
     assert not _logged_in(client)
 
 
-def test_lockout_ends_after_the_cool_off(finance_user):
+def test_lockout_ends_after_the_cool_off(finance_user: User) -> None:
     client = Client(REMOTE_ADDR="198.51.100.7")
     for _ in range(LIMIT):
         _login(client, "wrong-guess")
@@ -68,17 +75,18 @@ def test_lockout_ends_after_the_cool_off(finance_user):
 
     response = _login(client, RIGHT)
 
-    assert response.status_code == 302 and _logged_in(client)
+    assert response.status_code == 302
+    assert _logged_in(client)
 
 
-def test_fewer_failures_than_the_limit_still_let_the_right_password_in(finance_user):
+def test_fewer_failures_than_the_limit_still_let_the_right_password_in(finance_user: User) -> None:
     client = Client(REMOTE_ADDR="198.51.100.7")
     for _ in range(LIMIT - 1):
         assert _login(client, "wrong-guess").status_code == 200
     assert _login(client, RIGHT).status_code == 302
 
 
-def test_the_lock_is_per_username_and_address(finance_user, lead_user):
+def test_the_lock_is_per_username_and_address(finance_user: User, lead_user: User) -> None:
     attacker = Client(REMOTE_ADDR="203.0.113.9")
     for _ in range(LIMIT):
         _login(attacker, "wrong-guess")
@@ -90,7 +98,7 @@ def test_the_lock_is_per_username_and_address(finance_user, lead_user):
     assert _login(attacker, "lead-password-123", username="lead").status_code == 302
 
 
-def test_admin_login_is_locked_too(finance_user):
+def test_admin_login_is_locked_too(finance_user: User) -> None:
     client = Client(REMOTE_ADDR="198.51.100.7")
     url = reverse("admin:login")
     for _ in range(LIMIT):
@@ -99,10 +107,11 @@ def test_admin_login_is_locked_too(finance_user):
 
 
 def _token_rate() -> int:
-    return int(settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]["token_failure"].split("/")[0])
+    rates = cast(dict[str, str], settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"])
+    return int(rates["token_failure"].split("/")[0])
 
 
-def test_wrong_tokens_are_throttled_then_even_a_good_token_waits(finance_user):
+def test_wrong_tokens_are_throttled_then_even_a_good_token_waits(finance_user: User) -> None:
     good = Token.objects.create(user=finance_user).key
     api = APIClient(REMOTE_ADDR="203.0.113.9")
     for i in range(_token_rate()):
@@ -119,7 +128,7 @@ def test_wrong_tokens_are_throttled_then_even_a_good_token_waits(finance_user):
     assert other.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {good}").status_code == 200
 
 
-def test_good_tokens_are_never_counted(finance_user):
+def test_good_tokens_are_never_counted(finance_user: User) -> None:
     good = Token.objects.create(user=finance_user).key
     api = APIClient(REMOTE_ADDR="203.0.113.9")
     for _ in range(_token_rate() + 5):
@@ -128,7 +137,9 @@ def test_good_tokens_are_never_counted(finance_user):
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_browser_shows_the_lockout_page(browser, live_server, finance_user):
+def test_browser_shows_the_lockout_page(
+    browser: WebDriver, live_server: LiveServer, finance_user: User
+) -> None:
     from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -151,5 +162,6 @@ def test_browser_shows_the_lockout_page(browser, live_server, finance_user):
     attempt(RIGHT)
     _wait_for_text(browser, "Too many failed logins")
     body = _body(browser)
-    assert "Try again in" in body and "right password is refused" in body
+    assert "Try again in" in body
+    assert "right password is refused" in body
     assert "Attributed cost" not in body

@@ -20,7 +20,7 @@ LONG_AMOUNTS = [Decimal("1234567.123456789012"), Decimal("7654321.987654321098")
 @pytest.mark.django_db
 def test_long_amounts_round_trip_unchanged() -> None:
     for amount in LONG_AMOUNTS:
-        CostLineItemFactory(effective_cost=amount, billed_cost=amount)
+        CostLineItemFactory.create(effective_cost=amount, billed_cost=amount)
     stored = sorted(CostLineItem.objects.values_list("effective_cost", flat=True))
     assert stored == sorted(LONG_AMOUNTS)
 
@@ -29,7 +29,7 @@ def test_long_amounts_round_trip_unchanged() -> None:
 def test_money_sum_is_exact_where_float_sum_is_not() -> None:
     amounts = [*LONG_AMOUNTS, Decimal("0.000000000001")]
     for amount in amounts:
-        CostLineItemFactory(effective_cost=amount, billed_cost=amount)
+        CostLineItemFactory.create(effective_cost=amount, billed_cost=amount)
     exact = sum(amounts, Decimal(0))
     total = CostLineItem.objects.aggregate(total=MoneySum("effective_cost"))["total"]
     assert total == exact
@@ -37,12 +37,12 @@ def test_money_sum_is_exact_where_float_sum_is_not() -> None:
 
 @pytest.mark.django_db
 def test_reconciliation_difference_is_zero_to_the_last_decimal() -> None:
-    line = CostLineItemFactory(effective_cost=LONG_AMOUNTS[0], billed_cost=LONG_AMOUNTS[0])
+    line = CostLineItemFactory.create(effective_cost=LONG_AMOUNTS[0], billed_cost=LONG_AMOUNTS[0])
     # Three shares that add up to the line exactly, each with all 12 decimals used.
     shares = [Decimal("411522.374485596337"), Decimal("411522.374485596337")]
     shares.append(LONG_AMOUNTS[0] - sum(shares))
     for share in shares:
-        AllocatedCostFactory(
+        AllocatedCostFactory.create(
             billing_period=MONTH,
             amount=share,
             category=Category.IDLE,

@@ -90,7 +90,8 @@ def test_lead_saves_digest_and_no_budget_emails(lead) -> None:
     assert "Your email settings are saved." in page
 
     bad = client.post(URL, {"anomaly_mode": "hourly", "csrfmiddlewaretoken": token})
-    assert bad.status_code == 200 and _preference(lead) == (Mode.DIGEST, False)
+    assert bad.status_code == 200
+    assert _preference(lead) == (Mode.DIGEST, False)
 
 
 @pytest.mark.django_db
@@ -113,7 +114,8 @@ def test_api_reads_and_changes_only_the_callers_own(lead, finance) -> None:
                                    "email": LEAD}  # fmt: skip
     changed = api.patch(API, {"budget_emails": False}, format="json")
     assert changed.status_code == 200
-    assert changed.json()["anomaly_mode"] == "immediate" and not changed.json()["budget_emails"]
+    assert changed.json()["anomaly_mode"] == "immediate"
+    assert not changed.json()["budget_emails"]
     put = api.put(API, {"anomaly_mode": "off", "budget_emails": True}, format="json")
     assert put.status_code == 200
     assert _preference(lead) == (Mode.OFF, True)
@@ -147,7 +149,8 @@ def test_anomaly_emails_follow_each_users_choice(team, anomaly_people, smtp_serv
     ledger.build(team)
     anomalies_detect(since=ledger.START + dt.timedelta(days=20))
 
-    assert smtp_server.to(LEAD) == [] and smtp_server.to(FIN) == []
+    assert smtp_server.to(LEAD) == []
+    assert smtp_server.to(FIN) == []
     assert digests_send(day=timezone.now().date()) == 1  # finance's digest; the lead's none
     assert smtp_server.to(LEAD) == []
     assert len(smtp_server.to(FIN)) == 1
@@ -161,8 +164,10 @@ def test_the_outbox_leaves_out_whoever_declined_the_kind(lead, finance, smtp_ser
         key="budget:test", kind="budget", recipients=[LEAD.upper(), FIN, listed],
         subject="Budget", text_body="80 %",
     )  # fmt: skip
-    assert sent is not None and sent.recipients == [FIN, listed]
-    assert smtp_server.to(LEAD) == [] and len(smtp_server.to(FIN)) == 1
+    assert sent is not None
+    assert sent.recipients == [FIN, listed]
+    assert smtp_server.to(LEAD) == []
+    assert len(smtp_server.to(FIN)) == 1
     # Nobody left: no email at all.
     assert notification_enqueue(key="budget:two", kind="budget", recipients=[LEAD],
                                 subject="Budget", text_body="x") is None  # fmt: skip

@@ -31,14 +31,17 @@ def test_one_key_gives_one_email_through_smtp(smtp_server: CapturedMail) -> None
     first = _enqueue()
     again = _enqueue()
 
-    assert first is not None and again is None
+    assert first is not None
+    assert again is None
     assert EmailNotification.objects.count() == 1
     assert len(smtp_server.to("lead@example.com")) == 1
     assert len(smtp_server.to("fin@example.com")) == 1
     content = smtp_server.to("lead@example.com")[0]
-    assert b"multipart/alternative" in content and b"text/html" in content
+    assert b"multipart/alternative" in content
+    assert b"text/html" in content
     first.refresh_from_db()
-    assert first.status == EmailNotification.Status.SENT and first.sent_at is not None
+    assert first.status == EmailNotification.Status.SENT
+    assert first.sent_at is not None
 
 
 def test_a_sent_email_is_never_sent_again(smtp_server: CapturedMail) -> None:

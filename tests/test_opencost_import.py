@@ -117,7 +117,8 @@ def test_gpu_pods_become_records_with_gpus_from_gpu_hours(tmp_path: Path) -> Non
         "research/trainer", ["gpu-node-1"], "research",
     )  # fmt: skip
     assert (row["account"], row["run_id"], row["state"]) == ("nlp", "llama", "UNKNOWN")
-    assert row["gpu_numerator"] is None and row["gpu_denominator"] is None
+    assert row["gpu_numerator"] is None
+    assert row["gpu_denominator"] is None
     assert (stats.data_rows, stats.jobs, stats.skipped_not_started) == (6, 1, 3)
 
 

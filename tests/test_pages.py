@@ -4,61 +4,48 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 
-import pytest
+from django.test import Client
 from django.urls import reverse
+from pytest_django import DjangoAssertNumQueries
 
 from finops.attribution.models import AllocatedCost, Category
+from finops.org.models import Team
 from finops.web.templatetags.finops_tags import money
+from tests.client_types import Response
 from tests.factories import (
     CostLineItemFactory,
     ImportBatchFactory,
     RunCostFactory,
+    Scenario,
     TeamDailyCostFactory,
     TeamFactory,
-    build_month_scenario,
 )
 
 
-@pytest.fixture
-def scenario(team, other_team):
-    return build_month_scenario(team=team, other_team=other_team)
-
-
-@pytest.fixture
-def finance_client(client, finance_user):
-    client.force_login(finance_user)
-    return client
-
-
-@pytest.fixture
-def lead_client(client, lead_user):
-    client.force_login(lead_user)
-    return client
-
-
-def _text(response) -> str:
+def _text(response: Response) -> str:
     assert response.status_code == 200, response.status_code
     # Collapse whitespace so assertions read like what a person sees.
     return re.sub(r"\s+", " ", response.content.decode())
 
 
-def _sum(rows, **filters) -> Decimal:
+def _sum(rows: Iterable[AllocatedCost], **filters: object) -> Decimal:
     return sum(
         (r.amount for r in rows if all(getattr(r, k) == v for k, v in filters.items())),
         Decimal(0),
     )
 
 
-def test_money_filter_formats_for_people():
+def test_money_filter_formats_for_people() -> None:
     assert money(Decimal("1234567.891")) == "1,234,567.89"
     assert money(Decimal("0.005")) == "0.01"
     assert money(Decimal("-0.001")) == "0.00"
     assert money(None) == "\u2013"
 
 
-def test_overview_for_finance(finance_client, scenario):
+def test_overview_for_finance(finance_client: Client, scenario: Scenario) -> None:
     html = _text(finance_client.get(reverse("web:overview"), {"month": "2025-09"}))
     usd = [a for a in scenario.allocations if a.billing_currency == "USD"]
     total_usd = _sum(usd)
@@ -76,8 +63,10 @@ def test_overview_for_finance(finance_client, scenario):
     assert "No team (platform)" in html
 
 
-def test_overview_defaults_to_latest_month_and_lists_months(finance_client, scenario, team):
-    TeamDailyCostFactory(
+def test_overview_defaults_to_latest_month_and_lists_months(
+    finance_client: Client, scenario: Scenario, team: Team
+) -> None:
+    TeamDailyCostFactory.create(
         team=team,
         billing_period=dt.date(2025, 8, 1),
         day=dt.date(2025, 8, 2),
@@ -91,7 +80,7 @@ def test_overview_defaults_to_latest_month_and_lists_months(finance_client, scen
     assert "7.77" in html
 
 
-def test_overview_for_lead_shows_only_their_team(lead_client, scenario):
+def test_overview_for_lead_shows_only_their_team(lead_client: Client, scenario: Scenario) -> None:
     html = _text(lead_client.get(reverse("web:overview"), {"month": "2025-09"}))
     assert scenario.team.name in html
     assert scenario.other_team.name not in html
@@ -100,11 +89,11 @@ def test_overview_for_lead_shows_only_their_team(lead_client, scenario):
     assert f'data-testid="total-USD">{money(own)}<' in html
 
 
-def test_bad_month_is_400(finance_client):
+def test_bad_month_is_400(finance_client: Client) -> None:
     assert finance_client.get(reverse("web:overview"), {"month": "20x5"}).status_code == 400
 
 
-def test_team_page(finance_client, scenario):
+def test_team_page(finance_client: Client, scenario: Scenario) -> None:
     team = scenario.team
     html = _text(finance_client.get(reverse("web:team", args=[team.slug]), {"month": "2025-09"}))
     own = [a for a in scenario.allocations if a.team_id == team.id]
@@ -116,6 +105,7 @@ def test_team_page(finance_client, scenario):
         assert day.strftime("%a %-d %b") in html
     # Runs table: id links to the run page (quoted), cost, $/GPU-hour and wasted cost.
     run = scenario.run
+    assert run is not None
     run_url = reverse("web:run", args=[team.slug, run.run_id])
     assert run_url == "/runs/vision/llama/7b%20v2/"
     assert f'href="{run_url}?month=2025-09">llama/7b v2</a>' in html
@@ -125,9 +115,13 @@ def test_team_page(finance_client, scenario):
     assert "asr-1" not in html  # the other team's run
 
 
-def test_team_page_query_count_is_flat(finance_client, scenario, django_assert_max_num_queries):
+def test_team_page_query_count_is_flat(
+    finance_client: Client,
+    scenario: Scenario,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     for i in range(25):
-        RunCostFactory(team=scenario.team, run_id=f"extra-{i}")
+        RunCostFactory.create(team=scenario.team, run_id=f"extra-{i}")
     # 12 for the page, plus a fixed 8 for its pricing comparison (assumptions, node types, usage,
     # team and cluster utilisation): none grows with the number of runs.
     with django_assert_max_num_queries(26):
@@ -135,7 +129,7 @@ def test_team_page_query_count_is_flat(finance_client, scenario, django_assert_m
     assert "extra-24" in html
 
 
-def test_run_page(finance_client, scenario):
+def test_run_page(finance_client: Client, scenario: Scenario) -> None:
     url = reverse("web:run", args=[scenario.team.slug, scenario.run.run_id])
     html = _text(finance_client.get(url, {"month": "2025-09"}))
     assert "llama/7b v2" in html
@@ -151,19 +145,23 @@ def test_run_page(finance_client, scenario):
     assert "6001" not in html  # a job of another run
 
 
-def test_run_page_unknown_run_is_404(finance_client, scenario):
+def test_run_page_unknown_run_is_404(finance_client: Client, scenario: Scenario) -> None:
     url = reverse("web:run", args=[scenario.team.slug, "no-such-run"])
     assert finance_client.get(url, {"month": "2025-09"}).status_code == 404
 
 
-def test_run_page_query_count_is_flat(finance_client, scenario, django_assert_max_num_queries):
+def test_run_page_query_count_is_flat(
+    finance_client: Client,
+    scenario: Scenario,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     url = reverse("web:run", args=[scenario.team.slug, scenario.run.run_id])
     # 10 for the page, plus a fixed 8 for the run's pricing comparison (see the team page).
     with django_assert_max_num_queries(20):
         assert finance_client.get(url, {"month": "2025-09"}).status_code == 200
 
 
-def test_reconciliation_page_balanced(finance_client, scenario):
+def test_reconciliation_page_balanced(finance_client: Client, scenario: Scenario) -> None:
     html = _text(finance_client.get(reverse("web:reconciliation"), {"month": "2025-09"}))
     assert 'data-testid="difference-USD">0.00<' in html
     assert 'data-testid="difference-EUR">0.00<' in html
@@ -172,9 +170,9 @@ def test_reconciliation_page_balanced(finance_client, scenario):
     assert money(Decimal("1400.25")) in html  # AWS account cash
 
 
-def test_reconciliation_page_flags_difference(finance_client, scenario):
+def test_reconciliation_page_flags_difference(finance_client: Client, scenario: Scenario) -> None:
     AllocatedCost.objects.filter(provider_name="AWS", category=Category.SHARED).delete()
-    CostLineItemFactory(
+    CostLineItemFactory.create(
         provider_name="CoreWeave",
         billing_account_id="cw-1",
         effective_cost=Decimal("9.99"),
@@ -186,18 +184,26 @@ def test_reconciliation_page_flags_difference(finance_client, scenario):
     assert html.count("✔ balanced") == 2
 
 
-def test_imports_page(finance_client, django_assert_max_num_queries):
-    ImportBatchFactory(source="aws-cur", row_count=1234, billing_periods=["2025-09"])
-    ImportBatchFactory(source="gcp", status="failed", error="missing column BilledCost")
+def test_imports_page(
+    finance_client: Client, django_assert_max_num_queries: DjangoAssertNumQueries
+) -> None:
+    ImportBatchFactory.create(source="aws-cur", row_count=1234, billing_periods=["2025-09"])
+    ImportBatchFactory.create(source="gcp", status="failed", error="missing column BilledCost")
     with django_assert_max_num_queries(8):
         html = _text(finance_client.get(reverse("web:imports")))
-    assert "aws-cur" in html and ">1,234<" in html and "2025-09" in html
+    assert "aws-cur" in html
+    assert ">1,234<" in html
+    assert "2025-09" in html
     assert "missing column BilledCost" in html
 
 
-def test_overview_query_count_is_flat(finance_client, scenario, django_assert_max_num_queries):
+def test_overview_query_count_is_flat(
+    finance_client: Client,
+    scenario: Scenario,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     for i in range(20):
-        TeamDailyCostFactory(team=TeamFactory(slug=f"many-{i}"), amount=Decimal(i))
+        TeamDailyCostFactory.create(team=TeamFactory.create(slug=f"many-{i}"), amount=Decimal(i))
     # 11: the overview's 10 and the dashboard's one read of the rollup (tests/test_overview_
     # dashboard.py holds the overview to a fixed count at any size).
     with django_assert_max_num_queries(14):

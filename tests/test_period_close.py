@@ -10,10 +10,14 @@ import email
 import io
 from decimal import Decimal
 from email import policy
+from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from finops.audit.models import AuditEvent
 from finops.chargeback.models import ClosedPeriod
@@ -21,7 +25,8 @@ from finops.chargeback.selectors import statement_get, statements_build
 from finops.chargeback.services import PeriodError, period_close, period_reopen
 from finops.notifications.models import EmailNotification
 from finops.notifications.tasks import resend_unsent_notifications
-from finops.org.models import MappingRule
+from finops.org.models import MappingRule, Team
+from tests.smtp import CapturedMail
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +68,7 @@ def ingest(path: Path) -> None:
 
 
 @pytest.fixture
-def bills(tmp_path, team, other_team):
+def bills(tmp_path: Path, team: Team, other_team: Team) -> Path:
     ingest(write_focus(tmp_path / "sept.csv", "2025-09", [("r1", "vision", "100.00"),
                                                          ("r2", "speech", "50.00")]))  # fmt: skip
     ingest(write_focus(tmp_path / "oct.csv", "2025-10", [("r3", "vision", "40.00")]))
@@ -71,37 +76,50 @@ def bills(tmp_path, team, other_team):
 
 
 @pytest.fixture
-def lead_with_email(lead_user):
+def lead_with_email(lead_user: User) -> User:
     lead_user.email = "vision-lead@example.com"
     lead_user.save()
     return lead_user
 
 
-def _total(team, month) -> dict[str, Decimal]:
+def _total(team: Team, month: dt.date) -> dict[str, Decimal]:
     return {n.currency: n.amount for n in statement_get(team=team, month=month).total_native}
 
 
-def _close(month, actor, capture, reason=""):
+def _close(
+    month: dt.date,
+    actor: User,
+    capture: DjangoCaptureOnCommitCallbacks,
+    reason: str = "",
+) -> ClosedPeriod:
     with capture(execute=True):
         return period_close(month=month, actor=actor, reason=reason)
 
 
-def _mails_to(smtp_server, address):
+def _mails_to(smtp_server: CapturedMail, address: str) -> list[EmailMessage]:
     return [email.message_from_bytes(raw, policy=policy.default) for raw in smtp_server.to(address)]
 
 
 def test_close_freezes_and_restatement_becomes_next_month_adjustment(
-    bills, team, finance_user, lead_with_email, smtp_server, django_capture_on_commit_callbacks
-):
+    bills: Path,
+    team: Team,
+    finance_user: User,
+    lead_with_email: User,
+    smtp_server: CapturedMail,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     assert _total(team, SEPT) == {"USD": Decimal("100")}
     close = _close(SEPT, finance_user, django_capture_on_commit_callbacks, reason="books done")
     frozen = statement_get(team=team, month=SEPT)
-    assert frozen.status == "closed" and frozen.close == close
+    assert frozen.status == "closed"
+    assert frozen.close == close
 
     # The lead got September's statement once, with links to it.
     [mail] = _mails_to(smtp_server, "vision-lead@example.com")
     assert mail["Subject"].strip() == "Chargeback statement Vision · September 2025 (closed)"
-    body = mail.get_body(preferencelist=("plain",)).get_content()
+    plain = mail.get_body(preferencelist=("plain",))
+    assert plain is not None
+    body = plain.get_content()
     assert "100.00 USD" in body
     assert "/teams/vision/statements/2025-09.pdf" in body
 
@@ -136,8 +154,11 @@ def test_close_freezes_and_restatement_becomes_next_month_adjustment(
 
 
 def test_a_second_restatement_adjusts_only_the_new_difference(
-    bills, team, finance_user, django_capture_on_commit_callbacks
-):
+    bills: Path,
+    team: Team,
+    finance_user: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     _close(SEPT, finance_user, django_capture_on_commit_callbacks)
     ingest(write_focus(bills / "v2.csv", "2025-09", [("r1", "vision", "112.50")]))
     _close(OCT, finance_user, django_capture_on_commit_callbacks)
@@ -148,8 +169,13 @@ def test_a_second_restatement_adjusts_only_the_new_difference(
 
 
 def test_emails_go_once_per_close(
-    bills, team, finance_user, lead_with_email, smtp_server, django_capture_on_commit_callbacks
-):
+    bills: Path,
+    team: Team,
+    finance_user: User,
+    lead_with_email: User,
+    smtp_server: CapturedMail,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     close = _close(SEPT, finance_user, django_capture_on_commit_callbacks)
     with pytest.raises(PeriodError, match="already closed"):
         period_close(month=SEPT, actor=finance_user)
@@ -163,8 +189,11 @@ def test_emails_go_once_per_close(
 
 
 def test_reopen_needs_a_reason_and_makes_the_month_live_again(
-    bills, team, finance_user, django_capture_on_commit_callbacks
-):
+    bills: Path,
+    team: Team,
+    finance_user: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     _close(SEPT, finance_user, django_capture_on_commit_callbacks)
     ingest(write_focus(bills / "v2.csv", "2025-09", [("r1", "vision", "112.50")]))
     with pytest.raises(PeriodError, match="why"):
@@ -184,8 +213,10 @@ def test_reopen_needs_a_reason_and_makes_the_month_live_again(
 
 
 def test_audit_log_records_closes_and_reopenings(
-    bills, finance_user, django_capture_on_commit_callbacks
-):
+    bills: Path,
+    finance_user: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     close = _close(SEPT, finance_user, django_capture_on_commit_callbacks, reason="month end")
     period_reopen(month=SEPT, actor=finance_user, reason="late credit")
     events = list(AuditEvent.objects.order_by("id"))
@@ -197,11 +228,19 @@ def test_audit_log_records_closes_and_reopenings(
     assert events[0].details["teams"]["vision"]["native"] == {"USD": "100.000000000000"}
 
 
-def test_close_page_for_finance_only(client, bills, team, finance_user, lead_user, viewer_user):
+def test_close_page_for_finance_only(
+    client: Client,
+    bills: Path,
+    team: Team,
+    finance_user: User,
+    lead_user: User,
+    viewer_user: User,
+) -> None:
     client.force_login(finance_user)
     page = client.get("/close/")
     assert page.status_code == 200
-    assert b"September 2025" in page.content and b'data-testid="close-2025-09"' in page.content
+    assert b"September 2025" in page.content
+    assert b'data-testid="close-2025-09"' in page.content
     # Each team's statement of the month, one click away from the close button.
     assert f'href="/teams/{team.slug}/statements/2025-09/"'.encode() in page.content
     response = client.post("/close/2025-09/close/", {"reason": "done"}, follow=True)
@@ -215,7 +254,8 @@ def test_close_page_for_finance_only(client, bills, team, finance_user, lead_use
 
     client.force_login(viewer_user)
     page = client.get("/close/")
-    assert page.status_code == 200 and b'data-testid="reopen-2025-09"' not in page.content
+    assert page.status_code == 200
+    assert b'data-testid="reopen-2025-09"' not in page.content
     assert client.post("/close/2025-09/reopen/", {"reason": "x"}).status_code == 403
     assert client.get("/audit/").status_code == 200
 
@@ -226,7 +266,9 @@ def test_close_page_for_finance_only(client, bills, team, finance_user, lead_use
     assert not ClosedPeriod.objects.filter(month=OCT).exists()
 
 
-def test_rule_changes_in_the_admin_are_audited(client, team, finance_user):
+def test_rule_changes_in_the_admin_are_audited(
+    client: Client, team: Team, finance_user: User
+) -> None:
     client.force_login(finance_user)
     response = client.post(
         "/admin/org/mappingrule/add/",
@@ -249,11 +291,12 @@ def test_rule_changes_in_the_admin_are_audited(client, team, finance_user):
     assert events[1].details["changes"] == {"priority": [50, 10]}
 
 
-def test_a_month_that_does_not_reconcile_cannot_be_closed(bills, finance_user):
+def test_a_month_that_does_not_reconcile_cannot_be_closed(bills: Path, finance_user: User) -> None:
     from finops.attribution.models import AllocatedCost
 
     # The ledger lost a row: it no longer adds up to the bill (100 + 50 of September).
     AllocatedCost.objects.filter(billing_period=SEPT, team__slug="speech").delete()
     with pytest.raises(PeriodError, match="does not reconcile"):
         period_close(month=SEPT, actor=finance_user)
-    assert not ClosedPeriod.objects.exists() and not AuditEvent.objects.exists()
+    assert not ClosedPeriod.objects.exists()
+    assert not AuditEvent.objects.exists()

@@ -20,11 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import OperationalError
+from django.test import Client
 from django.utils import timezone
 from django.utils.module_loading import import_string
+from pytest_django import Settings
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from billing_ingest.models import CostLineItem, ImportBatch, MonthChange
 from finops.attribution.models import AttributionRun
@@ -77,7 +82,9 @@ def test_the_steps_are_declared_once_in_order_and_each_takes_month_and_run_id() 
 
 
 @pytest.mark.django_db
-def test_a_settled_import_runs_every_step_for_each_month_it_touched(tmp_path, monkeypatch):
+def test_a_settled_import_runs_every_step_for_each_month_it_touched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from finops.inference import tasks as inference_tasks
 
     seen: list[tuple[dt.date, bool]] = []
@@ -104,44 +111,53 @@ def test_a_settled_import_runs_every_step_for_each_month_it_touched(tmp_path, mo
     assert claims == {r.month: r.pk for r in runs}
     for month, billed in ((MAY, Decimal("80")), (JUNE, Decimal("20"))):
         recon = reconciliation_for_month(month=month)
-        assert recon.total.billed == billed and recon.total.difference == 0
+        assert recon.total.billed == billed
+        assert recon.total.difference == 0
         assert recon.stale is False
 
 
 @pytest.mark.django_db
-def test_no_attribute_records_the_change_and_the_month_is_stale_until_attributed(tmp_path):
+def test_no_attribute_records_the_change_and_the_month_is_stale_until_attributed(
+    tmp_path: Path,
+) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]), "--no-attribute")
     assert not PipelineRun.objects.exists()
     change = MonthChange.objects.get()
     assert (change.month, change.start_pipeline, change.claimed_at) == (MAY, False, None)
     recon = reconciliation_for_month(month=MAY)
-    assert recon.stale and "not been attributed" in recon.stale_reason
+    assert recon.stale
+    assert "not been attributed" in recon.stale_reason
     assert recon.total.difference == Decimal("80")  # nothing attributed yet, and it says so
 
     call_command("attribute", "--month", "2025-05")
     recon = reconciliation_for_month(month=MAY)
-    assert not recon.stale and recon.total.difference == 0
+    assert not recon.stale
+    assert recon.total.difference == 0
 
 
 @pytest.mark.django_db
 def test_a_restatement_after_the_last_attribution_is_stale_in_page_and_api(
-    tmp_path, client, finance_user
-):
+    tmp_path: Path, client: Client, finance_user: User
+) -> None:
     _ingest(_bill(tmp_path / "v1.csv", [_row(MAY, "80.00")]))
     client.force_login(finance_user)
     api = client.get("/api/v1/reconciliation/?month=2025-05").json()
-    assert api["stale"] is False and api["difference"] == "0.000000000000"
+    assert api["stale"] is False
+    assert api["difference"] == "0.000000000000"
 
     _ingest(_bill(tmp_path / "v2.csv", [_row(MAY, "95.00")]), "--no-attribute")
     api = client.get("/api/v1/reconciliation/?month=2025-05").json()
-    assert api["stale"] is True and "line items changed" in api["stale_reason"]
+    assert api["stale"] is True
+    assert "line items changed" in api["stale_reason"]
     assert Decimal(api["difference"]) == Decimal("15")  # 95 billed, 80 attributed
     page = client.get("/reconciliation/?month=2025-05").content.decode()
-    assert 'data-testid="stale-warning"' in page and "line items changed" in page
+    assert 'data-testid="stale-warning"' in page
+    assert "line items changed" in page
 
     call_command("attribute", "--month", "2025-05")
     api = client.get("/api/v1/reconciliation/?month=2025-05").json()
-    assert api["stale"] is False and Decimal(api["difference"]) == 0
+    assert api["stale"] is False
+    assert Decimal(api["difference"]) == 0
     assert 'data-testid="stale-warning"' not in client.get("/reconciliation/?month=2025-05")
 
 
@@ -149,7 +165,9 @@ def test_a_restatement_after_the_last_attribution_is_stale_in_page_and_api(
 
 
 @pytest.mark.django_db
-def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(tmp_path, monkeypatch):
+def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     from finops.attribution import ledger
 
@@ -160,18 +178,23 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(tmp_pa
     with pytest.raises(CommandError, match="ConservationError: ledger 1 != bill 2"):
         call_command("attribute", "--month", "2025-05")
     run = PipelineRun.objects.order_by("-id").first()
-    assert run.status == "failed" and run.error.startswith("step attribute: ConservationError")
+    assert run is not None
+    assert run.status == "failed"
+    assert run.error.startswith("step attribute: ConservationError")
     steps = dict(run.steps.values_list("key", "status"))
     later = {"endpoint_costs": "skipped", "budgets": "skipped", "anomalies": "skipped"}
     assert steps == {"attribute": "failed", **later}
     assert run.steps.get(key="attribute").attempts == 1  # not transient: not retried
     recon = reconciliation_for_month(month=MAY)
     assert recon.total.difference == 0  # the previous ledger stays
-    assert recon.stale and "last attribution failed" in recon.stale_reason
+    assert recon.stale
+    assert "last attribution failed" in recon.stale_reason
 
 
 @pytest.mark.django_db
-def test_a_transient_error_is_retried_and_the_step_then_succeeds(tmp_path, monkeypatch):
+def test_a_transient_error_is_retried_and_the_step_then_succeeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from finops.inference import tasks as inference_tasks
 
     calls: list[dt.date] = []
@@ -194,7 +217,9 @@ def test_a_transient_error_is_retried_and_the_step_then_succeeds(tmp_path, monke
 
 
 @pytest.mark.django_db
-def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(tmp_path, settings):
+def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
+    tmp_path: Path, settings: Settings
+) -> None:
     settings.FINOPS_WORKER_HEARTBEAT_TIMEOUT = 60
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     long_ago = timezone.now() - dt.timedelta(minutes=5)
@@ -217,10 +242,12 @@ def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
     report = pipeline_watchdog()
 
     batch.refresh_from_db()
-    assert batch.status == "failed" and batch.error.startswith("worker died / no heartbeat since")
+    assert batch.status == "failed"
+    assert batch.error.startswith("worker died / no heartbeat since")
     assert not CostLineItem.objects.filter(batch=batch).exists()
     attribution.refresh_from_db()
-    assert attribution.status == "failed" and "worker died" in attribution.error
+    assert attribution.status == "failed"
+    assert "worker died" in attribution.error
     dead.refresh_from_db()
     assert dead.status == "failed"
     assert dead.error.startswith(f"step attribute: worker died / no heartbeat since {long_ago:%Y}")
@@ -237,7 +264,7 @@ def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
 
 
 @pytest.mark.django_db
-def test_a_live_step_is_not_taken_for_dead(settings):
+def test_a_live_step_is_not_taken_for_dead(settings: Settings) -> None:
     settings.FINOPS_WORKER_HEARTBEAT_TIMEOUT = 60
     run = pipeline_run_create(month=MAY, reason="test")
     now = timezone.now()
@@ -249,7 +276,9 @@ def test_a_live_step_is_not_taken_for_dead(settings):
 
 
 @pytest.mark.django_db
-def test_months_whose_wake_up_was_lost_are_started_by_the_watchdog(tmp_path, monkeypatch):
+def test_months_whose_wake_up_was_lost_are_started_by_the_watchdog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from billing_ingest.management import pipeline as command_pipeline
     from billing_ingest.tasks import billing as billing_tasks
 
@@ -267,7 +296,7 @@ def test_months_whose_wake_up_was_lost_are_started_by_the_watchdog(tmp_path, mon
 
 
 @pytest.mark.django_db
-def test_a_change_joins_a_run_of_its_month_that_has_not_started():
+def test_a_change_joins_a_run_of_its_month_that_has_not_started() -> None:
     waiting = pipeline_run_create(month=MAY, reason="earlier import")
     MonthChange.objects.create(month=MAY, kind="billing", changed_at=timezone.now())
     MonthChange.objects.create(month=JUNE, kind="billing", changed_at=timezone.now())
@@ -279,7 +308,7 @@ def test_a_change_joins_a_run_of_its_month_that_has_not_started():
 # --- schedules and broker settings ---------------------------------------------------------
 
 
-def test_beat_runs_the_nightly_pipeline_and_the_watchdog():
+def test_beat_runs_the_nightly_pipeline_and_the_watchdog() -> None:
     schedule = celery_app.conf.beat_schedule
     nightly = schedule["attribute-open-months-nightly"]
     assert nightly["task"] == "finops.pipeline.open_months"
@@ -289,15 +318,16 @@ def test_beat_runs_the_nightly_pipeline_and_the_watchdog():
     assert set(celery_app.tasks) >= {"finops.pipeline.open_months", "finops.pipeline.watchdog"}
 
 
-def test_tasks_are_redelivered_after_a_lost_worker_but_never_while_they_may_still_run(settings):
+def test_tasks_are_redelivered_after_a_lost_worker_but_never_while_they_may_still_run(
+    settings: Settings,
+) -> None:
     celery_app.loader.import_default_modules()
-    assert settings.CELERY_TASK_ACKS_LATE and settings.CELERY_TASK_REJECT_ON_WORKER_LOST
+    assert settings.CELERY_TASK_ACKS_LATE
+    assert settings.CELERY_TASK_REJECT_ON_WORKER_LOST
     visibility = settings.CELERY_BROKER_TRANSPORT_OPTIONS["visibility_timeout"]
     ours = {n: t for n, t in celery_app.tasks.items() if not n.startswith("celery.")}
-    assert (
-        "finops.pipeline.run_step" in ours
-        and "billing_ingest.tasks.sources.fetch_billing_source" in ours
-    )
+    assert "finops.pipeline.run_step" in ours
+    assert "billing_ingest.tasks.sources.fetch_billing_source" in ours
     for name, task in ours.items():
         limit = task.time_limit or settings.CELERY_TASK_TIME_LIMIT
         assert limit < visibility, name
@@ -335,14 +365,19 @@ def test_a_dead_workers_message_comes_back_soon_after_the_visibility_timeout(vis
 
 
 @pytest.mark.django_db
-def test_finance_sees_each_months_last_run_step_by_step(tmp_path, client, finance_user):
+def test_finance_sees_each_months_last_run_step_by_step(
+    tmp_path: Path, client: Client, finance_user: User
+) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     call_command("attribute", "--month", "2025-05")
     last = PipelineRun.objects.order_by("-id").first()
+    assert last is not None
     client.force_login(finance_user)
     page = client.get("/pipeline/").content.decode()
-    assert f"#{last.pk}" in page and f"#{last.pk - 1}" not in page
-    assert 'data-step="attribute"' in page and 'data-step="endpoint_costs"' in page
+    assert f"#{last.pk}" in page
+    assert f"#{last.pk - 1}" not in page
+    assert 'data-step="attribute"' in page
+    assert 'data-step="endpoint_costs"' in page
     assert "attribute command" in page
     assert 'data-testid="pipeline-link"' in client.get("/imports/").content.decode()
 
@@ -352,7 +387,7 @@ def test_finance_sees_each_months_last_run_step_by_step(tmp_path, client, financ
 
 
 @pytest.mark.django_db
-def test_the_pipeline_page_is_for_finance_only(client, lead_user):
+def test_the_pipeline_page_is_for_finance_only(client: Client, lead_user: User) -> None:
     assert client.get("/pipeline/").status_code == 302  # to the login page
     client.force_login(lead_user)
     assert client.get("/pipeline/").status_code == 403
@@ -375,22 +410,25 @@ def broker_down(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     closed = f"redis://127.0.0.1:{port}/0"
     # Celery reads CELERY_BROKER_URL from the environment before its configuration.
     monkeypatch.setenv("CELERY_BROKER_URL", closed)
-    conf.broker_url = closed
-    conf.task_always_eager = False
+    conf.update(broker_url=closed, task_always_eager=False)
     try:
         yield conf.broker_url
     finally:
-        conf.broker_url, conf.task_always_eager = saved
+        conf.update(broker_url=saved[0], task_always_eager=saved[1])
         _reset_pools()
 
 
 def _reset_pools() -> None:
-    celery_app._pool = None
-    celery_app.amqp._producer_pool = None
+    # Celery's private connection pools (the stubs do not declare them): a new broker URL is
+    # only read when the pools are rebuilt.
+    celery_app._pool = None  # type: ignore[attr-defined]
+    celery_app.amqp._producer_pool = None  # type: ignore[attr-defined]
 
 
 @pytest.mark.django_db
-def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(tmp_path, broker_down):
+def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(
+    tmp_path: Path, broker_down: str
+) -> None:
     celery_app.conf.task_always_eager = True
     _ingest(_bill(tmp_path / "v1.csv", [_row(MAY, "80.00")]))
     celery_app.conf.task_always_eager = False
@@ -398,22 +436,28 @@ def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(tmp_path, 
     with pytest.raises(CommandError, match="could not queue the import"):
         _ingest(_bill(tmp_path / "v2.csv", [_row(MAY, "95.00")]))
     failed = ImportBatch.objects.order_by("-id").first()
-    assert failed.status == "failed" and "broker unreachable" in failed.error
+    assert failed is not None
+    assert failed.status == "failed"
+    assert "broker unreachable" in failed.error
     recon = reconciliation_for_month(month=MAY)
-    assert recon.total.billed == Decimal("80") and recon.total.difference == 0
+    assert recon.total.billed == Decimal("80")
+    assert recon.total.difference == 0
     assert not recon.stale
 
 
 @pytest.mark.django_db
-def test_broker_down_attribute_says_so_and_records_the_run(broker_down):
+def test_broker_down_attribute_says_so_and_records_the_run(broker_down: str) -> None:
     with pytest.raises(CommandError, match="not started: could not queue the pipeline"):
         call_command("attribute", "--month", "2025-05")
     run = PipelineRun.objects.get()
-    assert run.status == "failed" and "broker unreachable" in run.error
+    assert run.status == "failed"
+    assert "broker unreachable" in run.error
 
 
 @pytest.mark.django_db
-def test_broker_down_pages_that_queue_work_say_so(client, finance_user, broker_down):
+def test_broker_down_pages_that_queue_work_say_so(
+    client: Client, finance_user: User, broker_down: str
+) -> None:
     from django.contrib.auth.models import User
 
     from billing_ingest.models import BillingSource
@@ -442,11 +486,11 @@ def test_broker_down_pages_that_queue_work_say_so(client, finance_user, broker_d
 
 @pytest.mark.browser
 def test_finance_follows_imports_to_the_pipeline_and_runs_a_month_again(
-    browser,
-    live_server,
-    finance_user,
-    tmp_path,
-):
+    browser: WebDriver,
+    live_server: LiveServer,
+    finance_user: User,
+    tmp_path: Path,
+) -> None:
     from selenium.webdriver.common.by import By
 
     from tests.chromium import _body, _login, _wait_for_text
@@ -458,7 +502,8 @@ def test_finance_follows_imports_to_the_pipeline_and_runs_a_month_again(
     browser.find_element(By.CSS_SELECTOR, '[data-testid="pipeline-link"]').click()
     _wait_for_text(browser, "Attribute the month: succeeded")
     text = _body(browser)
-    assert f"#{first.pk}" in text and "Endpoint costs: succeeded" in text
+    assert f"#{first.pk}" in text
+    assert "Endpoint costs: succeeded" in text
     assert "import batch" in text  # why it ran
 
     browser.find_element(By.XPATH, "//button[text()='Run again']").click()

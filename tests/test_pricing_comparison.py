@@ -19,94 +19,19 @@ restart lose 30/2 + 10 = 25 min = 5/12 h per interruption. Reserved ratios 1y 0.
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
 
 import pytest
 from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
-from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import RunCost
-from finops.attribution.services import attribution_run
-from finops.org.models import MappingRule, Profile, Team
-from finops.pricing import snapshot
+from finops.org.models import Profile, Team
 from finops.pricing.commitments import commitment_utilisation, coverage
-from finops.pricing.models import PricingAssumptions
+from tests.pricing_golden import MONTH, RUNS
 
-pytestmark = pytest.mark.django_db
-
-MONTH = dt.date(2025, 6, 1)
-T0 = dt.datetime(2025, 6, 3, 10, tzinfo=dt.UTC)
-T1 = T0 + dt.timedelta(hours=1)
-RUNS = {
-    # run: (node, paid, pricing category, commitment id)
-    "od-run": ("n-od", "80", "Standard", ""),
-    "spot-run": ("n-sp", "30", "Dynamic", ""),
-    "ri-run": ("n-ri", "50", "Committed", "ri-1"),
-    "cud-run": ("n-cud", "50", "Committed", "cud-2"),
-}
-
-
-@pytest.fixture(autouse=True)
-def no_catalogue(request, monkeypatch):
-    """The golden figures here price with the configured ratios alone: an empty catalogue.
-    test_golden_run_priced_from_the_snapshot asks for real_snapshot to keep the shipped one."""
-    if "real_snapshot" not in request.fixturenames:
-        monkeypatch.setattr(snapshot, "snapshot", lambda path=None: {"prices": []})
-
-
-@pytest.fixture
-def real_snapshot() -> None:
-    """Marker fixture: keep the shipped price snapshot."""
-
-
-@pytest.fixture
-def priced_month(db):
-    PricingAssumptions.objects.update_or_create(
-        pk=1,
-        defaults=dict(
-            spot_price_ratio=Decimal("0.4"), interruption_bands={"b": "0.073"}, family_bands={},
-            default_band="b", checkpoint_interval_minutes=30, restart_minutes=10,
-            reserved_ratios={"1y_no_upfront": "0.6", "1y_all_upfront": "0.5",
-                             "3y_no_upfront": "0.4", "3y_all_upfront": "0.3"},
-            node_capex=Decimal("262800"), amortisation_months=36, gpus_per_node=8,
-            watts_per_gpu=500, pue=Decimal("1.5"), price_per_kwh=Decimal("0.10"),
-            rack_per_node_month=1000, network_per_node_month=500, staff_per_node_month=2442,
-        ),
-    )  # fmt: skip
-    billing = ImportBatch.objects.create(
-        kind="billing", format="focus", source="s", file_name="f", status="succeeded"
-    )
-    jobs = ImportBatch.objects.create(
-        kind="jobs", format="slurm", source="c", file_name="j", status="succeeded"
-    )
-    common = dict(
-        batch=billing, source="s", billing_period=MONTH, billing_period_start=T0,
-        provider_name="AWS", billing_account_id="1", billing_currency="USD",
-        charge_period_start=T0, charge_period_end=T1, charge_category="Usage",
-    )  # fmt: skip
-    for i, (run, (node, paid, pricing, commitment)) in enumerate(RUNS.items()):
-        team = Team.objects.create(slug=run.removesuffix("-run"), name=run)
-        MappingRule.objects.create(kind="slurm_account", value=f"acct-{i}", team=team)
-        CostLineItem.objects.create(
-            **common, pricing_category=pricing, resource_name=node, region_id="us-east-1",
-            x_instance_type="p5.48xlarge", billed_cost=Decimal(paid),
-            effective_cost=Decimal(paid), list_cost=Decimal("80"),
-            commitment_discount_id=commitment,
-            commitment_discount_status="Used" if commitment else "",
-        )  # fmt: skip
-        JobRecord.objects.create(
-            batch=jobs, cluster="c", job_id=str(i), account=f"acct-{i}", state="COMPLETED",
-            start=T0, end=T1, gpus=8, nodes=[node], run_id=run,
-        )  # fmt: skip
-    # The CUD's unused part of the hour: 30 of its 80.
-    CostLineItem.objects.create(
-        **common, pricing_category="Committed", billed_cost=Decimal("30"),
-        effective_cost=Decimal("30"), commitment_discount_id="cud-2",
-        commitment_discount_status="Unused",
-    )  # fmt: skip
-    attribution_run(month=MONTH)
+# An empty price catalogue unless a test asks for real_snapshot (conftest).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_catalogue")]
 
 
 def _api(user: User | None = None) -> APIClient:
@@ -138,7 +63,9 @@ RESERVED = {"reserved_1y": ("1344.00", "1120.00"), "reserved_3y": ("896.00", "67
         ("cud-run", "50.00", "30.00", "commitment", 0.32),
     ],
 )
-def test_golden_runs(priced_month, run, actual, savings, mix_kind, break_even):
+def test_golden_runs(
+    priced_month: None, run: str, actual: str, savings: str, mix_kind: str, break_even: float
+) -> None:
     cost = RunCost.objects.get(run_id=run)
     body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
     assert body["actual"] == actual
@@ -159,16 +86,18 @@ def test_golden_runs(priced_month, run, actual, savings, mix_kind, break_even):
     assert body["best_alternative"] == "on_prem"
 
 
-def test_partly_used_commitment_utilisation_and_coverage(priced_month):
+def test_partly_used_commitment_utilisation_and_coverage(priced_month: None) -> None:
     by_id = {c.commitment_id: c for c in commitment_utilisation(month=MONTH)}
-    assert by_id["ri-1"].used == 50 and by_id["ri-1"].unused == 0
-    assert by_id["cud-2"].used == 50 and by_id["cud-2"].unused == 30
+    assert by_id["ri-1"].used == 50
+    assert by_id["ri-1"].unused == 0
+    assert by_id["cud-2"].used == 50
+    assert by_id["cud-2"].unused == 30
     assert by_id["cud-2"].utilisation == Decimal(50) / Decimal(80)
     assert coverage(month=MONTH, team_id=Team.objects.get(slug="cud").pk) == 1
     assert coverage(month=MONTH, team_id=Team.objects.get(slug="od").pk) == 0
 
 
-def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month):
+def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month: None) -> None:
     client = _api()
     items = client.get("/api/v1/runs/?month=2025-06").json()
     items = items["results"] if isinstance(items, dict) else items
@@ -176,20 +105,22 @@ def test_runs_list_items_carry_id_and_url_and_detail_exists(priced_month):
     for item in items:
         assert item["url"].endswith(f"/api/v1/runs/{item['id']}/")
         detail = client.get(item["url"]).json()
-        assert detail["run_id"] == item["run_id"] and detail["id"] == item["id"]
+        assert detail["run_id"] == item["run_id"]
+        assert detail["id"] == item["id"]
 
 
-def test_pricing_comparison_per_team_and_month(priced_month):
+def test_pricing_comparison_per_team_and_month(priced_month: None) -> None:
     body = _api().get("/api/v1/pricing-comparison/?month=2025-06").json()
     assert [item["team"] for item in body] == sorted(["od", "spot", "ri", "cud"])
     spot = _api().get("/api/v1/pricing-comparison/?month=2025-06&team=spot").json()
     assert len(spot) == 1
-    assert spot[0]["actual"] == "30.00" and spot[0]["on_demand"]["cost"] == "80.00"
+    assert spot[0]["actual"] == "30.00"
+    assert spot[0]["on_demand"]["cost"] == "80.00"
     assert set(spot[0]) >= {"actual", "on_demand", "spot", "reserved_1y", "reserved_3y",
                             "on_prem", "mix", "assumptions"}  # fmt: skip
 
 
-def test_leads_see_only_their_teams(priced_month):
+def test_leads_see_only_their_teams(priced_month: None) -> None:
     lead = User.objects.create_user("lead-od", password="pw-123456789")
     profile = Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD)
     profile.teams.add(Team.objects.get(slug="od"))
@@ -204,7 +135,7 @@ def test_leads_see_only_their_teams(priced_month):
     assert APIClient().get("/api/v1/pricing-comparison/?month=2025-06").status_code in (401, 403)
 
 
-def test_golden_run_priced_from_the_snapshot(real_snapshot, priced_month):
+def test_golden_run_priced_from_the_snapshot(real_snapshot: None, priced_month: None) -> None:
     """od-run again, its alternatives priced from the shipped snapshot's p5.48xlarge figures
     (tsaol/aws-gpu@2d0108c, us-east-1, 2025-11-30): on demand 55.04, spot 28.106467,
     1y 43.344 / 40.454452, 3y 23.77728 / 20.695053 (no upfront / all upfront), band 5-10 %."""
@@ -237,7 +168,8 @@ def test_the_api_says_which_prices_are_not_published(priced_month):
     cost = RunCost.objects.get(run_id="od-run")
     body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
     [prices] = body["prices"]
-    assert prices["instance_type"] == "p5.48xlarge" and prices["figures"] == []
+    assert prices["instance_type"] == "p5.48xlarge"
+    assert prices["figures"] == []
     assert prices["missing"] == [
         "on_demand", "spot", "1y_no_upfront", "1y_all_upfront", "3y_no_upfront", "3y_all_upfront"
     ]  # fmt: skip

@@ -10,12 +10,16 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from requests import PreparedRequest
 
 from finops.pricing import gcp_catalog
 from finops.pricing.models import SkuPrice
@@ -93,7 +97,7 @@ PAGE_2 = {
 
 
 @pytest.fixture
-def sample(samples_dir):
+def sample(samples_dir: Path) -> Path:
     path = samples_dir / SAMPLE
     if not path.is_file():
         pytest.skip(f"{SAMPLE} is absent")
@@ -114,13 +118,15 @@ def expected_prices(documents: list[dict]) -> dict[str, tuple[Decimal, str]]:
 
 
 @pytest.fixture
-def catalog(sample, monkeypatch):
+def catalog(
+    sample: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[dict[str, Any], list[dict[str, list[str]]]]]:
     """The real client on its REST transport; page 1 is the sample, page 2 is PAGE_2."""
     page_1 = json.loads(sample.read_text())
-    requests_seen: list[dict] = []
+    requests_seen: list[dict[str, list[str]]] = []
 
-    def list_skus(request):
-        query = parse_qs(urlsplit(request.url).query)
+    def list_skus(request: PreparedRequest) -> tuple[int, dict[str, str], str]:
+        query = parse_qs(urlsplit(request.url or "").query)
         requests_seen.append(query)
         token = query.get("pageToken", [""])[0]
         if not token:
@@ -152,7 +158,9 @@ def stored() -> dict[str, tuple[Decimal, str]]:
     return {p.sku_id: (p.unit_price, p.currency) for p in SkuPrice.objects.all()}
 
 
-def test_api_prices_are_units_plus_nanos_exactly_across_pages(catalog):
+def test_api_prices_are_units_plus_nanos_exactly_across_pages(
+    catalog: tuple[dict[str, Any], list[dict[str, list[str]]]],
+) -> None:
     page_1, requests_seen = catalog
 
     load()
@@ -171,14 +179,14 @@ def test_api_prices_are_units_plus_nanos_exactly_across_pages(catalog):
     assert (commit.usage_type, commit.gpu_model) == ("Commit1Yr", "A100-80GB")
 
 
-def test_a_saved_response_loads_offline_with_the_same_prices(sample):
+def test_a_saved_response_loads_offline_with_the_same_prices(sample: Path) -> None:
     with responses.RequestsMock():  # any network call would fail the test
         load("--from-file", str(sample))
 
     assert stored() == expected_prices([json.loads(sample.read_text())])
 
 
-def test_loading_again_updates_in_place(sample):
+def test_loading_again_updates_in_place(sample: Path) -> None:
     load("--from-file", str(sample))
     first = {p.sku_id: p.fetched_at for p in SkuPrice.objects.all()}
     load("--from-file", str(sample))
@@ -188,33 +196,40 @@ def test_loading_again_updates_in_place(sample):
     assert all(again[sku] >= first[sku] for sku in first)
 
 
-def test_gpu_hour_price_by_model_sku_usage_type_and_region(catalog):
+def test_gpu_hour_price_by_model_sku_usage_type_and_region(
+    catalog: tuple[dict[str, Any], list[dict[str, list[str]]]],
+) -> None:
     load()
 
     on_demand = gpu_hour_price(
         provider="gcp", gpu_model="a100", usage_type="OnDemand", region="us-east1"
     )
-    assert on_demand is not None and on_demand.sku_id == "039F-D0DA-4055"
+    assert on_demand is not None
+    assert on_demand.sku_id == "039F-D0DA-4055"
     # us-central1 has the multi-regional on-demand SKU and a regional preemptible one.
     spot = gpu_hour_price(
         provider="gcp", gpu_model="A100", usage_type="Preemptible", region="us-central1"
     )
-    assert spot is not None and spot.unit_price == Decimal("1.100000001")
+    assert spot is not None
+    assert spot.unit_price == Decimal("1.100000001")
     by_sku = gpu_hour_price(
         provider="gcp", sku="A1B2-CUD1-0001", usage_type="Commit1Yr", region="us-central1"
     )
-    assert by_sku is not None and by_sku.gpu_model == "A100-80GB"
+    assert by_sku is not None
+    assert by_sku.gpu_model == "A100-80GB"
     assert (
         gpu_hour_price(
             provider="gcp", gpu_model="A100", usage_type="OnDemand", region="europe-west4"
         )
         is None
     )
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="exactly one of gpu_model or sku"):
         gpu_hour_price(provider="gcp", usage_type="OnDemand", region="us-east1")
 
 
-def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(monkeypatch):
+def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     denied = {
         "error": {
             "code": 403,
@@ -236,7 +251,7 @@ def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(monkeypatch):
     assert not SkuPrice.objects.exists()
 
 
-def test_an_unreadable_file_is_a_clear_error(tmp_path):
+def test_an_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "skus.json"
     path.write_text("{not json")
     with pytest.raises(CommandError, match=r"not a Cloud Catalog skus\.list response"):

@@ -249,7 +249,8 @@ def test_a_machine_without_a_recorded_shape_is_refused_before_reading():
     with responses.RequestsMock() as mock, pytest.raises(CommandError, match=r"n1-standard-8"):
         refresh("--instance-type", "n1-standard-8")
     assert len(mock.calls) == 0
-    assert not SkuPrice.objects.exists() and not InstancePrice.objects.exists()
+    assert not SkuPrice.objects.exists()
+    assert not InstancePrice.objects.exists()
 
 
 def test_load_gcp_prices_is_gone_refresh_prices_is_the_one_command():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Callable
 from decimal import Decimal
 
 import pytest
@@ -23,7 +24,7 @@ from finops.attribution import list_cost
 from finops.attribution.engine import TAGGED, UNALLOCATED, Job, LineItem, attribute
 from finops.attribution.models import AllocatedCost, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_run
-from tests.test_conservation_property import BASE, DIMS, jobs, line_items, pools
+from tests.strategies import BASE, DIMS, JobSpec, LineSpec, jobs, line_items, pools
 
 units = st.one_of(
     st.integers(min_value=-(10**16), max_value=10**16), st.integers(min_value=-50, max_value=50)
@@ -40,7 +41,9 @@ def _money(value: int) -> Decimal:
     line_specs=st.lists(st.tuples(line_items(), units, units), min_size=1, max_size=10),
     spread=pools,
 )
-def test_every_column_conserves_and_list_never_drops_below_cost(job_specs, line_specs, spread):
+def test_every_column_conserves_and_list_never_drops_below_cost(
+    job_specs: list[JobSpec], line_specs: list[tuple[LineSpec, int, int]], spread: dict[str, str]
+) -> None:
     job_inputs = [
         Job(id=i + 1, nodes=tuple(nodes), start=BASE + start,
             end=None if end is None else BASE + end, gpu_micros=int(g * 10**6),
@@ -86,7 +89,7 @@ def test_every_column_conserves_and_list_never_drops_below_cost(job_specs, line_
     assert nonzero(per_group) == nonzero(billed_group)
 
 
-def test_equal_columns_split_identically():
+def test_equal_columns_split_identically() -> None:
     """An on-demand line (ListCost == EffectiveCost) gives every share equal columns."""
     line = LineItem(1, BASE, BASE + 3600, Decimal("10"), "n0", 8, list_cost=Decimal("10"),
                     contracted_cost=Decimal("10"))  # fmt: skip
@@ -107,7 +110,7 @@ def _hour(h: float) -> dt.datetime:
 
 
 @pytest.fixture
-def month_data(db):
+def month_data(db: None) -> Callable[..., CostLineItem]:
     billing = ImportBatch.objects.create(
         kind="billing", format="focus", source="s", file_name="f", status="succeeded"
     )
@@ -115,8 +118,10 @@ def month_data(db):
         kind="jobs", format="slurm", source="c", file_name="j", status="succeeded"
     )
 
-    def line(cost, *, node="gpu-1", list_cost=None, pricing="Standard", charge="Usage",
-             contracted=None, sku="", instance="p5.48xlarge", hours=(0, 1)):  # fmt: skip
+    def line(cost: str, *, node: str = "gpu-1", list_cost: str | None = None,
+             pricing: str = "Standard", charge: str = "Usage", contracted: str | None = None,
+             sku: str = "", instance: str = "p5.48xlarge",
+             hours: tuple[int, int] = (0, 1)) -> CostLineItem:  # fmt: skip
         return CostLineItem.objects.create(
             batch=billing, source="s", billing_period=MONTH, billing_period_start=_hour(-50),
             provider_name="AWS", billing_account_id="1", billing_currency="USD",
@@ -136,7 +141,9 @@ def month_data(db):
     return line
 
 
-def test_ledger_and_rollups_sum_each_column_to_the_bill(month_data):
+def test_ledger_and_rollups_sum_each_column_to_the_bill(
+    month_data: Callable[..., CostLineItem],
+) -> None:
     # gpu-1: reserved hour, $60 paid, $98.32 on demand; gpu-2: spot, $30 paid, $98.32 on demand.
     month_data("60", list_cost="98.32", contracted="90", pricing="Committed")
     month_data("30", node="gpu-2", list_cost="98.32", pricing="Dynamic")
@@ -159,7 +166,9 @@ def test_ledger_and_rollups_sum_each_column_to_the_bill(month_data):
     assert daily.aggregate(s=MoneySum("cost_spot"))["s"] == Decimal("30")
 
 
-def test_missing_list_cost_uses_the_catalogue_price_and_says_so(month_data, monkeypatch):
+def test_missing_list_cost_uses_the_catalogue_price_and_says_so(
+    month_data: Callable[..., CostLineItem], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(list_cost, "_sources", [])
     list_cost.register_list_price_source(
         lambda provider, itype, region: Decimal("50.5") if itype == "p5.48xlarge" else None
@@ -184,7 +193,7 @@ def test_missing_list_cost_uses_the_catalogue_price_and_says_so(month_data, monk
     assert run.list_cost == run.list_cost_estimated == Decimal("12.625")
 
 
-def test_spot_usage_type_counts_as_spot_without_dynamic():
+def test_spot_usage_type_counts_as_spot_without_dynamic() -> None:
     mix = list_cost.pricing_mix
     assert mix(pricing_category="", sku_id="USE1-SpotUsage:p5.48xlarge",
                commitment_discount_id="") == "spot"  # fmt: skip
@@ -203,7 +212,9 @@ def test_spot_usage_type_counts_as_spot_without_dynamic():
     job_specs=st.lists(jobs(), max_size=6),
     line_specs=st.lists(st.tuples(line_items(), st.integers(0, 10**15)), min_size=1, max_size=6),
 )
-def test_actual_never_above_on_demand_where_list_cost_covers_it(job_specs, line_specs):
+def test_actual_never_above_on_demand_where_list_cost_covers_it(
+    job_specs: list[JobSpec], line_specs: list[tuple[LineSpec, int]]
+) -> None:
     """Every line with ListCost >= EffectiveCost >= 0: every run and team-day has on-demand
     >= actual (the rollups of the real service)."""
     AllocatedCost.objects.all().delete()

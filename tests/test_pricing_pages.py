@@ -1,64 +1,72 @@
 """The Pricing page, the assumptions form, and the comparison on team and run pages (issue 13).
 
-Data: the four golden runs of test_pricing_comparison (one team each)."""
+Data: the four golden runs of tests/pricing_golden.py (one team each)."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import Client
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.attribution.models import RunCost
 from finops.org.models import Profile, Team
 from finops.pricing.models import PricingAssumptions
 from tests.chromium import _body, _login, _wait_for_text
-from tests.test_pricing_comparison import no_catalogue, priced_month, real_snapshot  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# An empty price catalogue unless a test asks for real_snapshot (conftest).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_catalogue")]
 
 
-def _finance(client):
+def _finance(client: Client) -> User:
     user = User.objects.create_user("fin", password="fin-password-123")
     Profile.objects.create(user=user, role=Profile.Role.FINANCE)
     client.force_login(user)
     return user
 
 
-def test_pricing_page_shows_each_team_commitments_and_the_recommendation(client, priced_month):  # noqa: F811
+def test_pricing_page_shows_each_team_commitments_and_the_recommendation(
+    client: Client, priced_month: None
+) -> None:
     _finance(client)
     page = client.get("/pricing/?month=2025-06&team=cud").content.decode()
     # Each team by its name, its currency in a column of its own, money with separators.
     for slug in ("od", "spot", "ri", "cud"):
         assert f"<td>{slug}-run</td><td>USD</td>" in page
     # Commitment utilisation from the bills: cud-2 used 50, unused 30 (0.625).
-    assert "cud-2 (USD)" in page and "0.625" in page
-    assert 'data-chart="pricing-demand"' in page and "How much to commit: cud" in page
+    assert "cud-2 (USD)" in page
+    assert "0.625" in page
+    assert 'data-chart="pricing-demand"' in page
+    assert "How much to commit: cud" in page
 
 
-def test_team_and_run_pages_show_the_comparison(client, priced_month):  # noqa: F811
+def test_team_and_run_pages_show_the_comparison(client: Client, priced_month: None) -> None:
     _finance(client)
     team_page = client.get("/teams/spot/?month=2025-06").content.decode()
-    assert 'data-chart="pricing-0"' in team_page and "32.00" in team_page
+    assert 'data-chart="pricing-0"' in team_page
+    assert "32.00" in team_page
     run_page = client.get("/runs/spot/spot-run/?month=2025-06").content.decode()
-    assert "Pricing comparison" in run_page and "30.00" in run_page and "80.00" in run_page
+    assert "Pricing comparison" in run_page
+    assert "30.00" in run_page
+    assert "80.00" in run_page
 
 
 def test_the_run_page_shows_each_catalogue_price_beside_its_source(
-    client,
-    real_snapshot,  # noqa: F811
-    priced_month,  # noqa: F811
-):
+    client: Client, real_snapshot: None, priced_month: None
+) -> None:
     _finance(client)
     page = client.get("/runs/od/od-run/?month=2025-06").content.decode()
     assert "Catalogue prices behind the spot and reserved figures" in page
     # p5.48xlarge on demand and spot from the shipped snapshot, each with where it came from.
-    assert "55.04 USD" in page and "28.106467 USD" in page
+    assert "55.04 USD" in page
+    assert "28.106467 USD" in page
     assert "snapshot: tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, 2025-11-30" in page
 
 
 def test_a_type_without_a_published_price_is_said_so_on_the_pricing_and_run_pages(
-    client,
-    priced_month,  # noqa: F811
-):
+    client: Client, priced_month: None
+) -> None:
     # no_catalogue: the snapshot lists no type, so p5.48xlarge has no figure of any kind.
     _finance(client)
     page = client.get("/pricing/?month=2025-06").content.decode()
@@ -69,7 +77,7 @@ def test_a_type_without_a_published_price_is_said_so_on_the_pricing_and_run_page
     assert "1y_no_upfront, 1y_all_upfront, 3y_no_upfront, 3y_all_upfront" in run_page
 
 
-def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811
+def test_only_finance_edits_assumptions(client: Client, priced_month: None) -> None:
     lead = User.objects.create_user("lead-x", password="pw-123456789")
     Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(
         Team.objects.get(slug="od")
@@ -77,7 +85,8 @@ def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811
     client.force_login(lead)
     assert client.get("/pricing/settings/").status_code == 403
     page = client.get("/pricing/?month=2025-06").content.decode()
-    assert "<td>od-run</td><td>USD</td>" in page and "<td>spot-run</td>" not in page
+    assert "<td>od-run</td><td>USD</td>" in page
+    assert "<td>spot-run</td>" not in page
     assert "cud-2" not in page  # commitments are the organisation's: finance only
     _finance(client)
     form = client.get("/pricing/settings/").content.decode()
@@ -93,7 +102,9 @@ def test_only_finance_edits_assumptions(client, priced_month):  # noqa: F811
     assert PricingAssumptions.current().restart_minutes == 12
 
 
-def test_pricing_page_in_chromium(browser, live_server, priced_month):  # noqa: F811
+def test_pricing_page_in_chromium(
+    browser: WebDriver, live_server: LiveServer, priced_month: None
+) -> None:
     from selenium.webdriver.common.by import By
 
     User.objects.create_user("fin", password="fin-password-123")
@@ -104,8 +115,10 @@ def test_pricing_page_in_chromium(browser, live_server, priced_month):  # noqa: 
     browser.get(live_server.url + "/pricing/?month=2025-06")
     _wait_for_text(browser, "Commitment utilisation")
     text = _body(browser)
-    assert "cud-run" in text and "80.00" in text
-    assert "Amortised cost (EffectiveCost)" in text and "On demand (ListCost)" in text
+    assert "cud-run" in text
+    assert "80.00" in text
+    assert "Amortised cost (EffectiveCost)" in text
+    assert "On demand (ListCost)" in text
     # The charts were drawn from their tables (Chart.js sized the canvases).
     drawn = browser.execute_script(
         "return [...document.querySelectorAll('canvas[data-chart]')]"
@@ -136,7 +149,8 @@ def _assert_charts_boxed(browser) -> None:
         "return [...document.querySelectorAll('canvas[data-chart]')]"
         ".map(c => c.parentNode.classList.contains('chart') && c.clientHeight < 400)"
     )
-    assert boxed and all(boxed), boxed
+    assert boxed
+    assert all(boxed), boxed
     assert browser.execute_script("return document.documentElement.scrollHeight") < 20000
 
 
@@ -188,7 +202,8 @@ def test_recommendation_says_when_history_is_shorter_than_a_window(db) -> None:
     )
     # 60 and 90 days reach back before the first job: no level, no savings, no payback.
     for level in (sixty, ninety):
-        assert level["gpus"] is None and level["history_days"] == 45
+        assert level["gpus"] is None
+        assert level["history_days"] == 45
         assert not any(key.startswith(("savings", "payback")) for key in level)
 
 
@@ -201,4 +216,5 @@ def test_pricing_page_says_only_n_days_of_history(client) -> None:
         assert "Only 45 days of history" in row
     assert 'data-testid="short-history-30"' not in page
     # The demand chart's line is the longest level the history fills: 30 days, at 4 GPUs.
-    assert "Commit level (30 days)" in page and "Commit level (90 days)" not in page
+    assert "Commit level (30 days)" in page
+    assert "Commit level (90 days)" not in page

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import Decimal
+from typing import Any
 
 import pytest
 
@@ -29,7 +30,7 @@ def _family(provider: str, instance_type: str) -> str:
     return name.split(".")[0].split("-")[0].split("_")[0]
 
 
-def test_the_snapshot_covers_every_family_the_issue_names():
+def test_the_snapshot_covers_every_family_the_issue_names() -> None:
     entries = snapshot.snapshot()["prices"]
     for provider, families in REQUIRED.items():
         mine = [e for e in entries if e["provider"] == provider]
@@ -52,16 +53,22 @@ def test_every_family_the_issue_names_is_priced_except_p5e():
 
 
 @pytest.mark.parametrize("entry", snapshot.snapshot()["prices"], ids=lambda e: e["instance_type"])
-def test_every_figure_names_its_source_licence_and_date_or_says_why_not(entry):
+def test_every_figure_names_its_source_licence_and_date_or_says_why_not(
+    entry: dict[str, Any],
+) -> None:
     figures = [entry["on_demand_hourly"], entry["spot_hourly"], *(entry["reserved"] or {}).values()]
     known = [Decimal(v) for v in figures if v is not None]
     if not known:
         # No figure: a note says why (never an invented price).
         assert entry["note"]
         return
-    assert entry["currency"] == "USD" and entry["unit"] == "instance-hour" and entry["region"]
+    assert entry["currency"] == "USD"
+    assert entry["unit"] == "instance-hour"
+    assert entry["region"]
     source = entry["source"]
-    assert source["repository"] and source["path"] and len(source["commit"]) == 40
+    assert source["repository"]
+    assert source["path"]
+    assert len(source["commit"]) == 40
     # The URL pins the file at the commit, and upstream names the provider's API or page the
     # source read the prices from.
     assert source["url"] == (
@@ -84,7 +91,7 @@ def test_every_figure_names_its_source_licence_and_date_or_says_why_not(entry):
 
 
 @pytest.mark.django_db
-def test_a_known_figure_reads_back_exactly():
+def test_a_known_figure_reads_back_exactly() -> None:
     # tsaol/aws-gpu@2d0108c data/gpu_instances_raw.json, p5.48xlarge, us-east-1, linux.
     quote = prices.quote("AWS", "p5.48xlarge", "us-east-1")
     assert quote is not None
@@ -94,17 +101,18 @@ def test_a_known_figure_reads_back_exactly():
     assert quote.interruption_band == "5-10%"
     # A region the snapshot does not list is priced from the one it does, and says so.
     elsewhere = prices.quote("aws", "p5.48xlarge", "eu-west-1")
-    assert elsewhere is not None and elsewhere.regions["on_demand"] == "us-east-1"
+    assert elsewhere is not None
+    assert elsewhere.regions["on_demand"] == "us-east-1"
 
 
 @pytest.mark.django_db
-def test_no_figure_means_no_quote():
+def test_no_figure_means_no_quote() -> None:
     assert prices.quote("aws", "p5e.48xlarge", "us-east-1") is None
     assert prices.quote("aws", "m5.large", "us-east-1") is None
 
 
 @pytest.mark.django_db
-def test_a_refreshed_price_goes_in_front_of_the_snapshot_figure_by_figure():
+def test_a_refreshed_price_goes_in_front_of_the_snapshot_figure_by_figure() -> None:
     InstancePrice.objects.create(
         provider="aws", instance_type="p5.48xlarge", region="us-east-1", kind="on_demand",
         hourly=Decimal("50"), currency="USD", source="AWS Price List API (get_products)",
@@ -122,7 +130,7 @@ def test_a_refreshed_price_goes_in_front_of_the_snapshot_figure_by_figure():
 
 
 @pytest.mark.django_db
-def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue():
+def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue() -> None:
     billing = ImportBatch.objects.create(
         kind="billing", format="focus", source="s", file_name="f", status="succeeded"
     )
@@ -164,7 +172,9 @@ def test_a_type_with_some_figures_lists_only_the_missing_kinds():
     assert body["missing_note"].startswith("no published price in snapshot: ")
     # A fully priced type has nothing missing, and a type the snapshot lacks says so.
     full = prices.price_body("aws", "p5.48xlarge", "us-east-1")
-    assert full is not None and full["missing"] == [] and full["missing_note"] is None
+    assert full is not None
+    assert full["missing"] == []
+    assert full["missing_note"] is None
     unknown = prices.price_body("aws", "m5.large", "us-east-1")
     assert unknown is not None
     assert unknown["missing_note"] == (
@@ -200,12 +210,14 @@ def test_gcp_committed_use_is_the_sources_monthly_figure_over_730_hours():
 def test_azure_and_coreweave_list_prices_read_back_with_their_sources():
     # coopslarhette/skypilot-catalog@20291d7 catalogs/v8/azure/vms.csv, eastus, Linux.
     h100 = prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus")
-    assert h100 is not None and h100.on_demand == Decimal("98.32")
+    assert h100 is not None
+    assert h100.on_demand == Decimal("98.32")
     # The source's "spot" for this size equals on demand, so it is not carried.
     assert "spot" not in h100.hourly
     assert h100.sources["on_demand"].startswith("snapshot: coopslarhette/skypilot-catalog@20291d7")
     nc = prices.quote("azure", "Standard_NC96ads_A100_v4", "eastus")
-    assert nc is not None and nc.on_demand == Decimal("14.692")
+    assert nc is not None
+    assert nc.on_demand == Decimal("14.692")
     assert nc.hourly["spot"] == Decimal("1.777732")
     # api-evangelist/coreweave@27bcc25: "NVIDIA HGX H100 (on-demand)" $49.24 an hour, spot
     # $19.71 (NA). The page quotes no region, so any CoreWeave region is priced from it.

@@ -60,7 +60,7 @@ class _PricingApi(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def pricing_api(monkeypatch) -> Iterator[str]:
+def pricing_api(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     _PricingApi.requests = []
@@ -72,7 +72,7 @@ def pricing_api(monkeypatch) -> Iterator[str]:
     server.server_close()
 
 
-def test_aws_on_demand_reserved_and_spot_are_stored_with_their_source(pricing_api):
+def test_aws_on_demand_reserved_and_spot_are_stored_with_their_source(pricing_api: str) -> None:
     with mock_aws():
         output = refresh(
             "--provider", "aws", "--instance-type", "p5.48xlarge", "--region", "us-east-1",
@@ -91,12 +91,15 @@ def test_aws_on_demand_reserved_and_spot_are_stored_with_their_source(pricing_ap
     # Both recorded pages were read, with the filters that pick Linux, shared tenancy.
     assert len(_PricingApi.requests) == 2
     sent = {f["Field"]: f["Value"] for f in _PricingApi.requests[0]["Filters"]}
-    assert sent["instanceType"] == "p5.48xlarge" and sent["operatingSystem"] == "Linux"
-    assert sent["regionCode"] == "us-east-1" and sent["tenancy"] == "Shared"
+    assert sent["instanceType"] == "p5.48xlarge"
+    assert sent["operatingSystem"] == "Linux"
+    assert sent["regionCode"] == "us-east-1"
+    assert sent["tenancy"] == "Shared"
     assert "4 aws price(s) stored for 1 type(s)" in output
     # The comparison now prices p5.48xlarge from the refresh, the snapshot behind it.
     quote = prices.quote("aws", "p5.48xlarge", "us-east-1")
-    assert quote is not None and quote.on_demand == Decimal("55.04")
+    assert quote is not None
+    assert quote.on_demand == Decimal("55.04")
     assert quote.sources["on_demand"].startswith("AWS Price List API (get_products), fetched ")
     assert quote.sources["3y_no_upfront"].startswith("snapshot: ")
 
@@ -113,7 +116,7 @@ def _azure_pages(mock: responses.RequestsMock, second_status: int = 200) -> None
     mock.add("GET", "https://prices.azure.com/api/retail/prices", json=page_1)
 
 
-def test_azure_retail_prices_follow_next_page_link():
+def test_azure_retail_prices_follow_next_page_link() -> None:
     with responses.RequestsMock() as mock:
         _azure_pages(mock)
         refresh("--provider", "azure", "--instance-type", "Standard_ND96isr_H100_v5")
@@ -134,14 +137,16 @@ def test_azure_retail_prices_follow_next_page_link():
     }  # fmt: skip
     row = InstancePrice.objects.get(provider="azure", kind="on_demand")
     assert (row.instance_type, row.region, row.currency) == ("nd96isr_h100_v5", "eastus", "USD")
-    assert row.source == "Azure Retail Prices API" and str(row.effective_date) == "2025-09-01"
+    assert row.source == "Azure Retail Prices API"
+    assert str(row.effective_date) == "2025-09-01"
     # The refreshed figures go in front of the snapshot's (which has no spot for this size):
     # spot ratio 20 / 98.32.
     quote = prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus")
-    assert quote is not None and quote.ratio("spot") == Decimal("20") / Decimal("98.32")
+    assert quote is not None
+    assert quote.ratio("spot") == Decimal("20") / Decimal("98.32")
 
 
-def test_a_failed_page_stores_nothing():
+def test_a_failed_page_stores_nothing() -> None:
     with responses.RequestsMock() as mock:
         _azure_pages(mock, second_status=500)
         with pytest.raises(CommandError, match="Azure Retail Prices API"):
@@ -149,7 +154,7 @@ def test_a_failed_page_stores_nothing():
     assert not InstancePrice.objects.exists()
 
 
-def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path):
+def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path: Path) -> None:
     sku = {
         "name": "services/6F81-5844-456A/skus/0000-AAAA-1111", "skuId": "0000-AAAA-1111",
         "description": "Nvidia Tesla A100 GPU running in Americas",
@@ -166,4 +171,5 @@ def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path):
     assert "1 gcp price tier(s) stored" in output
     price = SkuPrice.objects.get(sku_id="0000-AAAA-1111")
     # units + nanos / 10^9 = 2 + 0.933908.
-    assert price.unit_price == Decimal("2.933908") and price.gpu_model == "A100"
+    assert price.unit_price == Decimal("2.933908")
+    assert price.gpu_model == "A100"

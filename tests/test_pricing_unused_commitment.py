@@ -40,7 +40,9 @@ def line(batch: ImportBatch, cost: str, **fields: object) -> CostLineItem:
     return CostLineItem.objects.create(**values)
 
 
-def unused(batch: ImportBatch, commitment: str, cost: str, instance_type: str, **fields: object):
+def unused(
+    batch: ImportBatch, commitment: str, cost: str, instance_type: str, **fields: object
+) -> CostLineItem:
     return line(
         batch, cost, charge_category="Purchase", commitment_discount_id=commitment,
         commitment_discount_status="Unused", commitment_discount_type="Reserved",
@@ -107,7 +109,7 @@ def assert_conserved() -> None:
     assert sum((r.list_cost for r in ledger), Decimal(0)) >= listed
 
 
-def test_without_a_policy_unused_commitment_is_idle_never_unallocated(scene):
+def test_without_a_policy_unused_commitment_is_idle_never_unallocated(scene: None) -> None:
     output = attribute()
     # Default policy keep with the line's own owner: the unused lines have none, so each is a
     # teamless (platform) idle line, whole.
@@ -121,8 +123,8 @@ def test_without_a_policy_unused_commitment_is_idle_never_unallocated(scene):
 
 
 def test_unused_commitment_follows_the_policy_of_the_pool_it_was_bought_for(
-    scene, platform, other_team
-):
+    scene: None, platform: Team, other_team: Team
+) -> None:
     # gpu-a's pool goes to the platform team, the rest of c1 keeps its idle with speech.
     IdlePolicy.objects.create(node_prefix="gpu-a", policy="platform", owner_team=platform,
                               priority=1)  # fmt: skip
@@ -139,7 +141,9 @@ def test_unused_commitment_follows_the_policy_of_the_pool_it_was_bought_for(
     assert_conserved()
 
 
-def test_spread_puts_unused_commitment_on_the_pools_jobs_pro_rata(scene, team, other_team):
+def test_spread_puts_unused_commitment_on_the_pools_jobs_pro_rata(
+    scene: None, team: Team, other_team: Team
+) -> None:
     IdlePolicy.objects.create(cluster="c1", policy="spread")
     attribute()
     job1 = JobRecord.objects.get(job_id="1").pk
@@ -159,7 +163,9 @@ def test_spread_puts_unused_commitment_on_the_pools_jobs_pro_rata(scene, team, o
     assert_conserved()
 
 
-def test_a_shared_cost_rule_does_not_take_unused_commitment(scene, team, other_team):
+def test_a_shared_cost_rule_does_not_take_unused_commitment(
+    scene: None, team: Team, other_team: Team
+) -> None:
     # A catch-all shared rule would split every unallocated line; unused commitment is idle,
     # not an unallocated line, so the rule leaves it alone.
     SharedCostRule.objects.create(name="everything", method="even")
@@ -168,7 +174,9 @@ def test_a_shared_cost_rule_does_not_take_unused_commitment(scene, team, other_t
     assert not AllocatedCost.objects.filter(category__in=("shared", "unallocated")).exists()
 
 
-def test_a_tagged_unused_commitment_without_a_pool_stays_with_its_team(scene, team):
+def test_a_tagged_unused_commitment_without_a_pool_stays_with_its_team(
+    scene: None, team: Team
+) -> None:
     CostLineItem.objects.filter(commitment_discount_id="sp-9").update(tags={"team": "vision"})
     attribute()
     assert unused_rows()[("sp-9", team.pk, None)] == Decimal(6)

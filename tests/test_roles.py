@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, User
 from django.http import HttpRequest
+from django.test import Client, RequestFactory
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from finops.demo.organisation import demo_organisation_ensure
-from finops.org.models import MappingRule, Profile
+from finops.org.models import MappingRule, Profile, Team
 from finops.org.permissions import user_is_finance, user_may_edit
 from finops.org.roles import FINANCE_EDITS, FINANCE_GROUP, VIEWER_GROUP
-from tests.factories import build_month_scenario
+from tests.factories import Scenario
 
 pytestmark = pytest.mark.django_db
 
@@ -37,12 +38,7 @@ FINANCE_PAGES = [
 ]
 
 
-@pytest.fixture
-def scenario(team, other_team):
-    return build_month_scenario(team=team, other_team=other_team)
-
-
-def test_roles_in_permissions():
+def test_roles_in_permissions() -> None:
     finance = User.objects.create_user("f")
     viewer = User.objects.create_user("v")
     lead = User.objects.create_user("l")
@@ -53,15 +49,20 @@ def test_roles_in_permissions():
 
 
 @pytest.mark.parametrize("url", CONFIG_ADMIN)
-def test_finance_opens_and_edits_configuration_in_the_admin(client, finance_user, url):
+def test_finance_opens_and_edits_configuration_in_the_admin(
+    client: Client, finance_user: User, url: str
+) -> None:
     finance_user.refresh_from_db()
-    assert finance_user.is_staff and finance_user.groups.filter(name=FINANCE_GROUP).exists()
+    assert finance_user.is_staff
+    assert finance_user.groups.filter(name=FINANCE_GROUP).exists()
     client.force_login(finance_user)
     assert client.get(url).status_code == 200
     assert client.get(url + "add/").status_code == 200
 
 
-def test_finance_adds_a_rule_but_cannot_touch_users_or_the_ledger(client, finance_user, team):
+def test_finance_adds_a_rule_but_cannot_touch_users_or_the_ledger(
+    client: Client, finance_user: User, team: Team
+) -> None:
     client.force_login(finance_user)
     response = client.post(
         "/admin/org/mappingrule/add/",
@@ -76,20 +77,23 @@ def test_finance_adds_a_rule_but_cannot_touch_users_or_the_ledger(client, financ
     assert client.get("/admin/attribution/allocatedcost/add/").status_code == 403
 
 
-def test_lead_cannot_open_the_admin(client, lead_user):
+def test_lead_cannot_open_the_admin(client: Client, lead_user: User) -> None:
     lead_user.refresh_from_db()
-    assert not lead_user.is_staff and not lead_user.groups.exists()
+    assert not lead_user.is_staff
+    assert not lead_user.groups.exists()
     client.force_login(lead_user)
     response = client.get("/admin/org/mappingrule/")
-    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    assert response.status_code == 302
+    assert "/admin/login/" in response["Location"]
 
 
-def test_role_change_moves_group_and_admin_access(finance_user):
+def test_role_change_moves_group_and_admin_access(finance_user: User) -> None:
     profile = finance_user.finops_profile
     profile.role = Profile.Role.TEAM_LEAD
     profile.save()
     finance_user.refresh_from_db()
-    assert not finance_user.is_staff and not finance_user.groups.exists()
+    assert not finance_user.is_staff
+    assert not finance_user.groups.exists()
     profile.role = Profile.Role.VIEWER
     profile.save()
     finance_user.refresh_from_db()
@@ -97,22 +101,25 @@ def test_role_change_moves_group_and_admin_access(finance_user):
     assert list(finance_user.groups.values_list("name", flat=True)) == [VIEWER_GROUP]
 
 
-def test_groups_hold_exactly_their_permissions():
+def test_groups_hold_exactly_their_permissions() -> None:
     finance = Group.objects.get(name=FINANCE_GROUP)
     viewer = Group.objects.get(name=VIEWER_GROUP)
     codes = set(finance.permissions.values_list("codename", flat=True))
     assert {"add_mappingrule", "change_idlepolicy", "delete_billingsource"} <= codes
-    assert "change_allocatedcost" not in codes and "view_allocatedcost" in codes
+    assert "change_allocatedcost" not in codes
+    assert "view_allocatedcost" in codes
     viewer_codes = set(viewer.permissions.values_list("codename", flat=True))
-    assert viewer_codes and all(code.startswith("view_") for code in viewer_codes)
+    assert viewer_codes
+    assert all(code.startswith("view_") for code in viewer_codes)
     assert {f"view_{label.split('.')[1]}" for label in FINANCE_EDITS} <= viewer_codes
 
 
-def test_demo_finance_user_opens_the_admin_and_the_lead_does_not(client):
+def test_demo_finance_user_opens_the_admin_and_the_lead_does_not(client: Client) -> None:
     org = demo_organisation_ensure(finance_password="fin-pass-123", lead_password="lead-pass-1")
     org.finance.refresh_from_db()
     org.lead.refresh_from_db()
-    assert org.finance.is_staff and not org.finance.is_superuser
+    assert org.finance.is_staff
+    assert not org.finance.is_superuser
     assert not org.lead.is_staff
     assert client.login(request=HttpRequest(), username="finance", password="fin-pass-123")
     assert client.get("/admin/org/mappingrule/").status_code == 200
@@ -120,12 +127,16 @@ def test_demo_finance_user_opens_the_admin_and_the_lead_does_not(client):
 
 
 @pytest.mark.parametrize("url", FINANCE_PAGES)
-def test_viewer_sees_what_finance_sees(client, scenario, viewer_user, url):
+def test_viewer_sees_what_finance_sees(
+    client: Client, scenario: Scenario, viewer_user: User, url: str
+) -> None:
     client.force_login(viewer_user)
     assert client.get(url).status_code == 200
 
 
-def test_viewer_changes_nothing(client, scenario, viewer_user, team):
+def test_viewer_changes_nothing(
+    client: Client, scenario: Scenario, viewer_user: User, team: Team
+) -> None:
     viewer_user.refresh_from_db()
     assert viewer_user.is_staff  # reads the configuration in the admin
     client.force_login(viewer_user)
@@ -135,7 +146,8 @@ def test_viewer_changes_nothing(client, scenario, viewer_user, team):
         "/admin/org/mappingrule/add/",
         {"kind": "namespace", "key": "", "value": "cv", "team": team.pk, "priority": 50},
     )
-    assert response.status_code == 403 and not MappingRule.objects.exists()
+    assert response.status_code == 403
+    assert not MappingRule.objects.exists()
     assert client.post("/close/2025-09/close/", {"reason": "x"}).status_code == 403
     page = client.get("/close/")
     assert b'data-testid="close-2025-09"' not in page.content
@@ -143,7 +155,9 @@ def test_viewer_changes_nothing(client, scenario, viewer_user, team):
     assert client.post("/accounts/logout/").status_code == 302
 
 
-def test_viewer_api_reads_but_every_write_is_refused(scenario, viewer_user, finance_user):
+def test_viewer_api_reads_but_every_write_is_refused(
+    scenario: Scenario, viewer_user: User, finance_user: User
+) -> None:
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION="Token " + Token.objects.create(user=viewer_user).key)
     assert api.get("/api/v1/reconciliation/?month=2025-09").status_code == 200
@@ -155,15 +169,18 @@ def test_viewer_api_reads_but_every_write_is_refused(scenario, viewer_user, fina
     assert api.post("/api/v1/teams/vision/").status_code == 405
 
 
-def test_is_finance_permission_keeps_viewers_read_only(rf, viewer_user, finance_user, lead_user):
+def test_is_finance_permission_keeps_viewers_read_only(
+    rf: RequestFactory, viewer_user: User, finance_user: User, lead_user: User
+) -> None:
     from rest_framework.request import Request
+    from rest_framework.views import APIView
 
     from finops.org.permissions import IsFinance
 
-    def allowed(user, method):
+    def allowed(user: User, method: str) -> bool:
         request = Request(getattr(rf, method)("/"))
         request.user = user
-        return IsFinance().has_permission(request, None)
+        return IsFinance().has_permission(request, APIView())
 
     assert [allowed(u, "get") for u in (finance_user, viewer_user, lead_user)] == [
         True,

@@ -6,35 +6,28 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from django.test import Client
 from django.urls import reverse
+from pytest_django import DjangoAssertNumQueries
 
-from finops.attribution.models import Category
+from finops.attribution.models import Category, RunCost
+from finops.org.models import Team
 from tests.factories import (
     AllocatedCostFactory,
     RunCostFactory,
     TeamDailyCostFactory,
     TeamFactory,
 )
+from tests.page_tables import match
 
 UTC = dt.UTC
 SEP = dt.date(2025, 9, 1)
 
 
-@pytest.fixture
-def finance_client(client, finance_user):
-    client.force_login(finance_user)
-    return client
-
-
-@pytest.fixture
-def lead_client(client, lead_user):
-    client.force_login(lead_user)
-    return client
-
-
-def _page(client, **params) -> str:
+def _page(client: Client, **params: Any) -> str:
     params.setdefault("month", "2025-09")
     response = client.get(reverse("web:runs"), params)
     assert response.status_code == 200, response.content[:500]
@@ -43,10 +36,10 @@ def _page(client, **params) -> str:
 
 def _run_ids(html: str) -> list[str]:
     rows = re.findall(r'<tr data-testid="run-row">(.*?)</tr>', html)
-    return [re.sub(r"<[^>]+>", "", re.search(r"<td>(.*?)</td>", r).group(1)) for r in rows]
+    return [re.sub(r"<[^>]+>", "", match(r"<td>(.*?)</td>", r).group(1)) for r in rows]
 
 
-def _api_ids(client, **params) -> list[str]:
+def _api_ids(client: Client, **params: Any) -> list[str]:
     params.setdefault("month", "2025-09")
     params.setdefault("limit", 1000)
     response = client.get("/api/v1/runs/", params)
@@ -55,11 +48,13 @@ def _api_ids(client, **params) -> list[str]:
 
 
 @pytest.fixture
-def runs(team, other_team):
+def runs(team: Team, other_team: Team) -> None:
     """Five runs chosen so every sort key orders them differently."""
 
-    def run(run_id, team, cost, hours, wasted, start_day, **kw):
-        return RunCostFactory(
+    def run(
+        run_id: str, team: Team, cost: str, hours: str, wasted: str, start_day: int, **kw: Any
+    ) -> RunCost:
+        return RunCostFactory.create(
             team=team, run_id=run_id, cost=Decimal(cost), gpu_seconds=Decimal(hours) * 3600,
             wasted_cost=Decimal(wasted),
             first_start=dt.datetime(2025, 9, start_day, tzinfo=UTC), **kw,
@@ -91,12 +86,14 @@ def runs(team, other_team):
         ("start", ["b-vision", "d-vision", "c-speech", "e-speech", "a-vision"]),
     ],
 )
-def test_sorts_page_and_api_alike(finance_client, runs, ordering, expected):
+def test_sorts_page_and_api_alike(
+    finance_client: Client, runs: None, ordering: str, expected: list[str]
+) -> None:
     assert _run_ids(_page(finance_client, ordering=ordering)) == expected
     assert _api_ids(finance_client, ordering=ordering) == expected
 
 
-def test_default_is_most_expensive_first_training_only(finance_client, runs):
+def test_default_is_most_expensive_first_training_only(finance_client: Client, runs: None) -> None:
     html = _page(finance_client)
     assert _run_ids(html) == ["c-speech", "d-vision", "e-speech", "b-vision", "a-vision"]
     assert "serve/chat-0" not in html
@@ -105,7 +102,7 @@ def test_default_is_most_expensive_first_training_only(finance_client, runs):
     assert '<td class="num">1,200</td>' in html
 
 
-def test_inference_runs_on_request_in_the_api(finance_client, runs):
+def test_inference_runs_on_request_in_the_api(finance_client: Client, runs: None) -> None:
     assert _api_ids(finance_client, category="inference") == ["serve/chat-0"]
 
 
@@ -122,12 +119,14 @@ def test_inference_runs_on_request_in_the_api(finance_client, runs):
         ({"month": "2025-08"}, ["old"]),
     ],
 )
-def test_filters_page_and_api_alike(finance_client, runs, params, expected):
+def test_filters_page_and_api_alike(
+    finance_client: Client, runs: None, params: dict[str, str], expected: list[str]
+) -> None:
     assert _run_ids(_page(finance_client, **params)) == expected
     assert _api_ids(finance_client, **params) == expected
 
 
-def test_lead_sees_only_their_teams(lead_client, runs):
+def test_lead_sees_only_their_teams(lead_client: Client, runs: None) -> None:
     assert _run_ids(_page(lead_client)) == ["d-vision", "b-vision", "a-vision"]
     assert _run_ids(_page(lead_client, team="speech")) == []
     assert _api_ids(lead_client, team="speech") == []
@@ -135,9 +134,9 @@ def test_lead_sees_only_their_teams(lead_client, runs):
     assert "Speech" not in html
 
 
-def test_pages_on_the_server_without_overlap(finance_client, team):
+def test_pages_on_the_server_without_overlap(finance_client: Client, team: Team) -> None:
     for i in range(120):
-        RunCostFactory(team=team, run_id=f"r{i:03d}", cost=Decimal(1000 - i))
+        RunCostFactory.create(team=team, run_id=f"r{i:03d}", cost=Decimal(1000 - i))
     seen = []
     for number, size in ((1, 50), (2, 50), (3, 20)):
         html = _page(finance_client, page=number)
@@ -151,16 +150,18 @@ def test_pages_on_the_server_without_overlap(finance_client, team):
     assert "?ordering=cost&amp;team=vision&amp;month=2025-09&amp;page=2" in html
 
 
-def test_bad_filter_is_a_friendly_400(finance_client, runs):
+def test_bad_filter_is_a_friendly_400(finance_client: Client, runs: None) -> None:
     response = finance_client.get(reverse("web:runs"), {"state": "exploded"})
     assert response.status_code == 400
     assert "Cannot filter the runs" in response.content.decode()
 
 
-def test_team_page_lists_top_runs_and_links_to_the_browser(finance_client, team):
+def test_team_page_lists_top_runs_and_links_to_the_browser(
+    finance_client: Client, team: Team
+) -> None:
     for i in range(25):
-        RunCostFactory(team=team, run_id=f"r{i:02d}", cost=Decimal(100 + i))
-    RunCostFactory(team=team, run_id="serve/x", cost=Decimal(10_000), category="inference")
+        RunCostFactory.create(team=team, run_id=f"r{i:02d}", cost=Decimal(100 + i))
+    RunCostFactory.create(team=team, run_id="serve/x", cost=Decimal(10_000), category="inference")
     html = re.sub(
         r"\s+",
         " ",
@@ -177,13 +178,17 @@ def test_team_page_lists_top_runs_and_links_to_the_browser(finance_client, team)
 
 @pytest.mark.parametrize("size", [3, 60])
 def test_runs_and_team_and_run_pages_keep_a_fixed_number_of_queries(
-    finance_client, team, other_team, size, django_assert_max_num_queries
-):
+    finance_client: Client,
+    team: Team,
+    other_team: Team,
+    size: int,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     for i in range(size):
         owner = team if i % 2 else other_team
-        RunCostFactory(team=owner, run_id=f"r{i}", cluster=f"c{i % 5}")
-        TeamDailyCostFactory(team=TeamFactory(slug=f"t{i}"), amount=Decimal(i))
-        AllocatedCostFactory(team=team, run_id="r1", amount=Decimal(i))
+        RunCostFactory.create(team=owner, run_id=f"r{i}", cluster=f"c{i % 5}")
+        TeamDailyCostFactory.create(team=TeamFactory.create(slug=f"t{i}"), amount=Decimal(i))
+        AllocatedCostFactory.create(team=team, run_id="r1", amount=Decimal(i))
     # Session, user, months with data (2), profile, count, clusters, teams for the filter, page.
     with django_assert_max_num_queries(RUNS_QUERIES):
         _page(finance_client)

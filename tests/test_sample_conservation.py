@@ -82,7 +82,9 @@ def assert_conserved(months: set[str]) -> None:
 
 
 @pytest.mark.parametrize(("relative", "format_name"), SAMPLES)
-def test_each_sample_is_attributed_to_the_cent(samples_dir, relative, format_name):
+def test_each_sample_is_attributed_to_the_cent(
+    samples_dir: Path, relative: str, format_name: str
+) -> None:
     path = samples_dir / relative
     missing = missing_focus_columns(path) if format_name == "focus" else []
     batch = ingest(path, format_name)
@@ -107,14 +109,9 @@ def missing_focus_columns(path: Path) -> list[str]:
     return [column for column in REQUIRED_COLUMNS if column not in names]
 
 
-@pytest.fixture
-def finance_api(finance_user) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(finance_user)
-    return client
-
-
-def test_all_samples_together_with_pods_reconcile_in_the_api(samples_dir, finance_api):
+def test_all_samples_together_with_pods_reconcile_in_the_api(
+    samples_dir: Path, finance_api: APIClient
+) -> None:
     months: set[str] = set()
     for relative, format_name in SAMPLES:
         batch = ingest(samples_dir / relative, format_name)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -37,8 +38,8 @@ def billing(db: None) -> ImportBatch:
     )
 
 
-def line(billing: ImportBatch, cost: str, **fields) -> CostLineItem:
-    values = {
+def line(billing: ImportBatch, cost: str, **fields: Any) -> CostLineItem:
+    values: dict[str, Any] = {
         "batch": billing, "source": "bills", "billing_period": MONTH,
         "billing_period_start": dt.datetime(2025, 6, 1, tzinfo=dt.UTC), "provider_name": "AWS",
         "billing_account_id": "111", "billing_currency": "USD", "charge_period_start": at(0),
@@ -88,7 +89,7 @@ def owners(item: CostLineItem) -> dict[tuple[str, str | None], Decimal]:
     return result
 
 
-def test_even_splits_among_teams_with_spend(billing, spend):
+def test_even_splits_among_teams_with_spend(billing: ImportBatch, spend: dict[str, Team]) -> None:
     SharedCostRule.objects.create(name="tax", charge_category="tax", method="even")
     tax = line(billing, "9", charge_category="Tax", service_name="Tax")
     output = attribute()
@@ -97,7 +98,9 @@ def test_even_splits_among_teams_with_spend(billing, spend):
     assert "difference 0" in output
 
 
-def test_gpu_spend_is_pro_rata_to_training_on_the_same_provider(billing, spend):
+def test_gpu_spend_is_pro_rata_to_training_on_the_same_provider(
+    billing: ImportBatch, spend: dict[str, Team]
+) -> None:
     SharedCostRule.objects.create(name="support", service_name="AWS Support", method="gpu_spend")
     support = line(billing, "8", service_name="AWS Support", charge_category="Purchase")
     attribute()
@@ -105,7 +108,9 @@ def test_gpu_spend_is_pro_rata_to_training_on_the_same_provider(billing, spend):
     assert owners(support) == {("shared", "vision"): 6, ("shared", "speech"): 2}
 
 
-def test_gpu_spend_falls_back_to_all_providers_in_the_currency(billing, spend):
+def test_gpu_spend_falls_back_to_all_providers_in_the_currency(
+    billing: ImportBatch, spend: dict[str, Team]
+) -> None:
     SharedCostRule.objects.create(name="azure net", provider_name="Azure", method="gpu_spend")
     network = line(billing, "5", provider_name="Azure", service_name="Bandwidth")
     attribute()
@@ -116,7 +121,7 @@ def test_gpu_spend_falls_back_to_all_providers_in_the_currency(billing, spend):
     }
 
 
-def test_fixed_percentages(billing, spend):
+def test_fixed_percentages(billing: ImportBatch, spend: dict[str, Team]) -> None:
     rule = SharedCostRule.objects.create(
         name="infra", sub_account_id="shared-infra", method="fixed"
     )
@@ -127,7 +132,9 @@ def test_fixed_percentages(billing, spend):
     assert owners(infra) == {("shared", "vision"): 7, ("shared", "speech"): 3}
 
 
-def test_first_rule_by_priority_wins_and_unmatched_stays_unallocated(billing, spend):
+def test_first_rule_by_priority_wins_and_unmatched_stays_unallocated(
+    billing: ImportBatch, spend: dict[str, Team]
+) -> None:
     SharedCostRule.objects.create(name="late", charge_category="Tax", method="even", priority=50)
     SharedCostRule.objects.create(
         name="early", charge_category="Tax", method="gpu_spend", priority=10
@@ -140,7 +147,7 @@ def test_first_rule_by_priority_wins_and_unmatched_stays_unallocated(billing, sp
     assert owners(other) == {("unallocated", None): 4}
 
 
-def test_mapped_lines_are_never_shared(billing, spend):
+def test_mapped_lines_are_never_shared(billing: ImportBatch, spend: dict[str, Team]) -> None:
     SharedCostRule.objects.create(name="all", method="even")
     tagged = line(billing, "3", service_name="EFS", tags={"team": "vision"})
     attribute()
@@ -149,7 +156,9 @@ def test_mapped_lines_are_never_shared(billing, spend):
     assert not AllocatedCost.objects.filter(category="shared").exclude(node="").exists()
 
 
-def test_credit_is_shared_with_its_sign_and_rounded_per_line(billing, spend):
+def test_credit_is_shared_with_its_sign_and_rounded_per_line(
+    billing: ImportBatch, spend: dict[str, Team]
+) -> None:
     SharedCostRule.objects.create(name="credits", charge_category="Credit", method="even")
     credit = line(billing, "-1", charge_category="Credit", service_name="Credits")
     attribute()
@@ -162,7 +171,7 @@ def test_credit_is_shared_with_its_sign_and_rounded_per_line(billing, spend):
     assert len(by_id) == 3
 
 
-def test_no_teams_to_share_with_stays_unallocated(billing):
+def test_no_teams_to_share_with_stays_unallocated(billing: ImportBatch) -> None:
     SharedCostRule.objects.create(name="tax", charge_category="Tax", method="even")
     SharedCostRule.objects.create(name="support", service_name="Support", method="gpu_spend")
     tax = line(billing, "9", charge_category="Tax", service_name="Tax")
@@ -173,7 +182,9 @@ def test_no_teams_to_share_with_stays_unallocated(billing):
     assert "difference 0" in output
 
 
-def test_line_over_several_days_is_shared_day_by_day_exactly(billing, spend):
+def test_line_over_several_days_is_shared_day_by_day_exactly(
+    billing: ImportBatch, spend: dict[str, Team]
+) -> None:
     SharedCostRule.objects.create(name="tax", charge_category="Tax", method="even")
     # $10 over 36 h: 6.666666666667 on 06-03 and 3.333333333333 on 06-04 (engine rounding by
     # seconds), each day split 3 ways.

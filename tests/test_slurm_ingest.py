@@ -14,38 +14,9 @@ from django.core.management.base import CommandError
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.jobs import jobs_batch_ingest
+from tests.builders import FIRST_DUMP, SACCT_HEADER, TRES_8
 
 pytestmark = pytest.mark.django_db
-
-# What `sacct --parsable2 --format=<these>` prints as its first line.
-HEADER = (
-    "JobID|JobIDRaw|JobName|Account|User|Partition|State|Start|End|AllocTRES|NodeList|WCKey|Comment"
-)
-TRES_16 = "billing=128,cpu=128,gres/gpu:h100=16,gres/gpu=16,mem=1T,node=2"
-TRES_8 = "billing=64,cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
-STEP_8 = "cpu=64,gres/gpu:h100=8,gres/gpu=8,mem=512G,node=1"
-TRES_1 = "billing=8,cpu=8,gres/gpu:a100=1,gres/gpu=1,mem=64G,node=1"
-
-FIRST_DUMP = [
-    HEADER,
-    f"1001|1001|train-llama|vision|alice|gpu|COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
-    f"{TRES_16}|gpu-[001-002]|*llama-7b|",
-    f"1001.batch|1001.batch|batch|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
-    f"{STEP_8}|gpu-001||",
-    f"1001.extern|1001.extern|extern|vision|||COMPLETED|2024-09-03T10:00:00|2024-09-03T14:30:00|"
-    f"{TRES_16}|gpu-[001-002]||",
-    f"1001.0|1001.0|torchrun|vision|||COMPLETED|2024-09-03T10:00:05|2024-09-03T14:29:50|"
-    f"{TRES_16}|gpu-[001-002]||",
-    f"1002_1|1003|sweep|speech|bob|gpu|FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
-    f"{TRES_1}|gpu-003||run=sweep42 ckpt=5",
-    f"1002_1.batch|1003.batch|batch|speech|||FAILED|2024-09-03T11:00:00|2024-09-03T11:20:00|"
-    f"{TRES_1}|gpu-003||",
-    "1002_[2-5%2]|1002|sweep|speech|bob|gpu|PENDING|Unknown|Unknown||None assigned||run=sweep42",
-    f"1004|1004|notebook|vision|carol|interactive|RUNNING|2024-09-03T15:00:00|Unknown|"
-    f"{TRES_8}|gpu-004||",
-    "1005|1005|prep|vision|alice|cpu|CANCELLED by 1001|2024-09-03T09:00:00|2024-09-03T09:05:00|"
-    "billing=4,cpu=4,mem=16G,node=1|cpu-01||",
-]
 
 
 def write(path: Path, lines: list[str]) -> Path:
@@ -88,8 +59,10 @@ def test_ingest_realistic_dump(tmp_path: Path) -> None:
     sweep = jobs["1002_1"]
     assert (sweep.job_id_raw, sweep.state, sweep.run_id) == ("1003", "FAILED", "sweep42")
     assert sweep.comment == "run=sweep42 ckpt=5"
-    assert jobs["1004"].end is None and jobs["1004"].state == "RUNNING"
-    assert jobs["1005"].state == "CANCELLED" and jobs["1005"].gpus == Decimal(0)
+    assert jobs["1004"].end is None
+    assert jobs["1004"].state == "RUNNING"
+    assert jobs["1005"].state == "CANCELLED"
+    assert jobs["1005"].gpus == Decimal(0)
     assert jobs["1005"].run_id == "prep"
 
     assert Cluster.objects.get(name="hpc1").time_zone == "UTC"
@@ -129,7 +102,7 @@ def test_overlapping_dump_updates_a_running_job(tmp_path: Path) -> None:
     before = {job.job_id: job for job in JobRecord.objects.all()}
 
     second = [
-        HEADER,
+        SACCT_HEADER,
         f"1004|1004|notebook|vision|carol|interactive|TIMEOUT|2024-09-03T15:00:00|"
         f"2024-09-03T23:00:00|{TRES_8}|gpu-004||",
         f"1004.extern|1004.extern|extern|vision|||COMPLETED|2024-09-03T15:00:00|"
@@ -155,7 +128,7 @@ def test_overlapping_dump_updates_a_running_job(tmp_path: Path) -> None:
 
 def test_an_older_dump_imported_later_does_not_reopen_a_finished_job(tmp_path: Path) -> None:
     ingest(write(tmp_path / "day1.txt", FIRST_DUMP), "--cluster", "hpc1")
-    finished = [HEADER, f"1004|1004|notebook|vision|carol|interactive|TIMEOUT|"
+    finished = [SACCT_HEADER, f"1004|1004|notebook|vision|carol|interactive|TIMEOUT|"
                 f"2024-09-03T15:00:00|2024-09-03T23:00:00|{TRES_8}|gpu-004||"]  # fmt: skip
     ingest(write(tmp_path / "day2.txt", finished), "--cluster", "hpc1")
     # day1 again under another name (a re-sent old dump): 1004 is RUNNING there.
@@ -176,7 +149,7 @@ def test_malformed_file_fails_its_batch_and_keeps_earlier_jobs(tmp_path: Path) -
     before = set(JobRecord.objects.values_list("pk", "job_id", "state", "batch_id"))
 
     bad = [
-        HEADER,
+        SACCT_HEADER,
         # Valid, and an update of 1004: must not be written when a later line is bad.
         f"1004|1004|notebook|vision|carol|interactive|COMPLETED|2024-09-03T15:00:00|"
         f"2024-09-03T18:00:00|{TRES_8}|gpu-004||",
@@ -200,7 +173,7 @@ def test_failed_file_does_not_stop_the_others_in_a_folder(tmp_path: Path) -> Non
     folder = tmp_path / "dumps"
     folder.mkdir()
     write(folder / "a.txt", FIRST_DUMP)
-    write(folder / "b.txt", [HEADER, "1|1|short"])
+    write(folder / "b.txt", [SACCT_HEADER, "1|1|short"])
     out = StringIO()
     with pytest.raises(CommandError, match="1 of 2 file"):
         call_command("ingest_jobs", "--format", "slurm", str(folder), stdout=out, stderr=out)
@@ -220,10 +193,12 @@ def test_same_file_twice_is_a_no_op(tmp_path: Path) -> None:
 
     output = ingest(path, "--cluster", "hpc1")
 
-    assert "skipped" in output and "same content" in output
+    assert "skipped" in output
+    assert "same content" in output
     assert list(JobRecord.objects.order_by("pk").values()) == snapshot
     second = ImportBatch.objects.order_by("-pk").first()
-    assert second is not None and second.status == ImportBatch.Status.DUPLICATE
+    assert second is not None
+    assert second.status == ImportBatch.Status.DUPLICATE
 
 
 def test_service_leaves_a_batch_it_cannot_claim_alone(tmp_path: Path) -> None:
@@ -292,7 +267,7 @@ def test_orphaned_cancelled_job_ends_at_start_plus_elapsed_and_is_counted(
     tmp_path: Path,
 ) -> None:
     lines = [
-        HEADER + "|Elapsed",
+        SACCT_HEADER + "|Elapsed",
         f"2001|2001|train|vision|alice|gpu|CANCELLED by 1001|2024-09-03T10:00:00|Unknown|"
         f"{TRES_8}|gpu-001|||02:15:00",
         f"2002|2002|notebook|vision|carol|gpu|RUNNING|2024-09-03T15:00:00|Unknown|"
@@ -317,7 +292,7 @@ def test_orphaned_job_re_attributes_only_the_months_it_ran(tmp_path: Path) -> No
     _gpu_bill(tmp_path, bill)
     attributed_before = AttributionRun.objects.count()
     sacct = [
-        HEADER + "|Elapsed",
+        SACCT_HEADER + "|Elapsed",
         f"3001|3001|train|vision|alice|gpu|CANCELLED|2024-09-02T10:00:00|Unknown|"
         f"{TRES_8}|gpu-001|||01:00:00",
     ]
@@ -346,7 +321,7 @@ def test_running_job_is_charged_up_to_the_newest_billed_hour(tmp_path: Path) -> 
     )
     same = "2024-09-02T10:30:00"
     sacct = [
-        HEADER,  # End equal to Start on a RUNNING job: open, not zero-length
+        SACCT_HEADER,  # End equal to Start on a RUNNING job: open, not zero-length
         f"4001|4001|serve|vision|alice|gpu|RUNNING|{same}|{same}|"
         "billing=4,cpu=4,gres/gpu=4,node=1|gpu-001||",
     ]
@@ -370,7 +345,7 @@ def test_headerless_file_fails_with_how_to_get_the_header(tmp_path: Path) -> Non
 
 def test_headerless_file_with_columns_is_imported(tmp_path: Path) -> None:
     path = write(tmp_path / "noheader.txt", FIRST_DUMP[1:])
-    output = ingest(path, "--cluster", "hpc1", "--columns", HEADER.replace("|", ","))
+    output = ingest(path, "--cluster", "hpc1", "--columns", SACCT_HEADER.replace("|", ","))
     # The same jobs as the dump with its header: 1001, 1002_1, 1004, 1005.
     assert sorted(JobRecord.objects.values_list("job_id", flat=True)) == [
         "1001",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -98,10 +99,18 @@ def test_expand_hostlist(text: str, hosts: list[str]) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["gpu-[001-", "gpu-001]", "gpu-[3-1]", "gpu-[a-b]", "gpu-[1-2],,cpu", "n[0-99999999]"]
+    ("text", "reason"),
+    [
+        ("gpu-[001-", "unbalanced '\\['"),
+        ("gpu-001]", "unbalanced '\\]'"),
+        ("gpu-[3-1]", "descending range '3-1'"),
+        ("gpu-[a-b]", "bad range 'a-b'"),
+        ("gpu-[1-2],,cpu", "empty host name"),
+        ("n[0-99999999]", "expands to more than"),
+    ],
 )
-def test_expand_hostlist_rejects_malformed(text: str) -> None:
-    with pytest.raises(ValueError):
+def test_expand_hostlist_rejects_malformed(text: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=reason):
         expand_hostlist(text)
 
 
@@ -126,9 +135,17 @@ def test_gpu_count(tres: str, gpus: Decimal) -> None:
     assert gpu_count(tres) == gpus
 
 
-@pytest.mark.parametrize("tres", ["gres/gpu=eight", "gres/gpu=-1", "gres/gpu:h100=NaN", "cpu"])
-def test_gpu_count_rejects_bad_numbers(tres: str) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("tres", "reason"),
+    [
+        ("gres/gpu=eight", "bad GPU count in 'gres/gpu=eight'"),
+        ("gres/gpu=-1", "bad GPU count in 'gres/gpu=-1'"),
+        ("gres/gpu:h100=NaN", "bad GPU count in 'gres/gpu:h100=NaN'"),
+        ("cpu", "TRES entry 'cpu' has no '='"),
+    ],
+)
+def test_gpu_count_rejects_bad_numbers(tres: str, reason: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(reason)):
         gpu_count(tres)
 
 

@@ -23,6 +23,7 @@ from finops.budgets.tasks import evaluate_budgets_for_month
 from finops.celery import app as celery_app
 from finops.notifications.models import EmailNotification
 from finops.notifications.tasks import resend_unsent_notifications, send_notification
+from finops.org.models import Team
 from tests.budget_data import ledger_days
 from tests.conftest import CapturedMail, free_port, worker_start, worker_stop
 
@@ -75,8 +76,11 @@ def _stop_running_workers() -> None:
 
 
 def test_email_due_while_smtp_is_down_fails_then_is_sent_once(
-    team, smtp_server: CapturedMail, celery_worker_process: Path, worker_with_smtp
-):
+    team: Team,
+    smtp_server: CapturedMail,
+    celery_worker_process: Path,
+    worker_with_smtp: Callable[[], None],
+) -> None:
     # 30 days x 100 = 3,000 USD against a 2,000 USD budget: the 100 % threshold is crossed
     # (one alert, one email; no forecast thresholds).
     ledger_days(team=team, first=date(2025, 9, 1), amounts=[100] * 30)

@@ -7,17 +7,22 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+from collections.abc import Iterable
 from decimal import Decimal
 from fractions import Fraction
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
 from pypdf import PdfReader
 from rest_framework.test import APIClient
 
-from finops.attribution.models import Category
+from finops.attribution.models import AllocatedCost, Category
 from finops.chargeback import documents
 from finops.chargeback.selectors import statement_get, statements_build
 from finops.currency.models import FxRate
+from finops.org.models import Team
 from finops.web.templatetags.finops_tags import money
 from tests.factories import AllocatedCostFactory, JobRecordFactory
 
@@ -31,15 +36,15 @@ RATES = {DAY1: Decimal("1.1"), DAY2: Decimal("1.2")}
 
 
 @pytest.fixture
-def ledger(team, other_team):
+def ledger(team: Team, other_team: Team) -> list[AllocatedCost]:
     """The Vision team's month: training (two runs), inference (one endpoint), tagged, shared
     and idle, in USD and EUR, with amounts below the cent; plus rows of another team and of no
     team that its statement must leave out (but count in the organisation's shared/idle)."""
     for day, rate in RATES.items():
         FxRate.objects.create(date=day, from_currency="EUR", to_currency="USD", rate=rate)
-    job_a = JobRecordFactory(run_id="llama-7b")
-    job_b = JobRecordFactory(run_id="resnet")
-    pod = JobRecordFactory(run_id="serve-pod", endpoint="chat-v1")
+    job_a = JobRecordFactory.create(run_id="llama-7b")
+    job_b = JobRecordFactory.create(run_id="resnet")
+    pod = JobRecordFactory.create(run_id="serve-pod", endpoint="chat-v1")
     rows = [
         # (day, category, job, run, amount, currency, gpu_seconds)
         (DAY1, Category.TRAINING, job_a, "llama-7b", "400.123456789012", "USD", 28800),
@@ -50,31 +55,36 @@ def ledger(team, other_team):
         (DAY2, Category.SHARED, None, "", "7.5", "EUR", 0),
         (DAY1, Category.IDLE, None, "", "20.25", "USD", 0),
     ]
-    vision = []
+    vision: list[AllocatedCost] = []
     for day, category, job, run, amount, currency, gpu in rows:
         vision.append(
-            AllocatedCostFactory(
+            AllocatedCostFactory.create(
                 day=day, category=category, team=team, job=job, run_id=run,
                 amount=Decimal(amount), billing_currency=currency, gpu_seconds=Decimal(gpu),
             )
         )  # fmt: skip
-    AllocatedCostFactory(team=other_team, category=Category.SHARED, amount=Decimal("2.5"),
-                         billing_currency="EUR", day=DAY2)  # fmt: skip
-    AllocatedCostFactory(team=None, category=Category.IDLE, amount=Decimal("79.75"), day=DAY1)
-    AllocatedCostFactory(team=None, category=Category.UNALLOCATED, amount=Decimal("5"), day=DAY1)
+    AllocatedCostFactory.create(team=other_team, category=Category.SHARED, amount=Decimal("2.5"),
+                                billing_currency="EUR", day=DAY2)  # fmt: skip
+    AllocatedCostFactory.create(
+        team=None, category=Category.IDLE, amount=Decimal("79.75"), day=DAY1
+    )
+    AllocatedCostFactory.create(
+        team=None, category=Category.UNALLOCATED, amount=Decimal("5"), day=DAY1
+    )
     return vision
 
 
-def _native_sums(rows) -> dict[str, Decimal]:
+def _native_sums(rows: Iterable[AllocatedCost]) -> dict[str, Decimal]:
     sums: dict[str, Decimal] = {}
     for row in rows:
         sums[row.billing_currency] = sums.get(row.billing_currency, Decimal(0)) + row.amount
     return sums
 
 
-def test_statement_figures_sum_to_the_team_ledger(team, ledger):
+def test_statement_figures_sum_to_the_team_ledger(team: Team, ledger: list[AllocatedCost]) -> None:
     statement = statement_get(team=team, month=MONTH)
-    assert statement.status == "open" and statement.currency == "USD"
+    assert statement.status == "open"
+    assert statement.currency == "USD"
     expected = _native_sums(ledger)
     assert {n.currency: n.amount for n in statement.ledger_native} == expected
     assert {n.currency: n.amount for n in statement.total_native} == expected
@@ -88,7 +98,9 @@ def test_statement_figures_sum_to_the_team_ledger(team, ledger):
         Fraction(r.amount) * (Fraction(RATES[r.day]) if r.billing_currency == "EUR" else 1)
         for r in ledger
     )
-    assert statement.total_reporting == sum(line.reporting_amount for line in statement.categories)
+    reported = [line.reporting_amount for line in statement.categories]
+    assert None not in reported
+    assert statement.total_reporting == sum(cast(list[Decimal], reported))
     assert statement.total_reporting.quantize(Decimal("0.01")) == Decimal(
         round(exact * 100)
     ).scaleb(-2)
@@ -98,7 +110,7 @@ def test_statement_figures_sum_to_the_team_ledger(team, ledger):
     assert eur_training.reporting_amount == Decimal("11.005500000000")  # 10.005 x 1.1
 
 
-def test_statement_runs_endpoints_and_shares(team, ledger):
+def test_statement_runs_endpoints_and_shares(team: Team, ledger: list[AllocatedCost]) -> None:
     statement = statement_get(team=team, month=MONTH)
     runs = {(ln.key, ln.currency): ln for ln in statement.runs}
     assert set(runs) == {("llama-7b", "USD"), ("resnet", "EUR")}
@@ -115,13 +127,15 @@ def test_statement_runs_endpoints_and_shares(team, ledger):
     assert shares[("idle", "USD")].fraction == Decimal("0.2025")
 
 
-def test_only_teams_with_figures_get_a_statement(team, other_team, ledger):
+def test_only_teams_with_figures_get_a_statement(
+    team: Team, other_team: Team, ledger: list[AllocatedCost]
+) -> None:
     slugs = [s.team.slug for s in statements_build(month=MONTH)]
     assert slugs == ["speech", "vision"]
     assert statements_build(month=dt.date(2025, 10, 1)) == []
 
 
-def test_missing_rate_is_reported_not_guessed(team, ledger):
+def test_missing_rate_is_reported_not_guessed(team: Team, ledger: list[AllocatedCost]) -> None:
     FxRate.objects.all().delete()
     statement = statement_get(team=team, month=MONTH)
     assert "EUR" in statement.fx_error
@@ -129,7 +143,7 @@ def test_missing_rate_is_reported_not_guessed(team, ledger):
     assert {n.currency: n.amount for n in statement.total_native} == _native_sums(ledger)
 
 
-def test_csv_and_pdf_come_from_the_same_figures(team, ledger):
+def test_csv_and_pdf_come_from_the_same_figures(team: Team, ledger: list[AllocatedCost]) -> None:
     statement = statement_get(team=team, month=MONTH)
     rows = list(csv.DictReader(io.StringIO(documents.statement_csv(statement))))
     categories = [r for r in rows if r["section"] == "category"]
@@ -147,14 +161,19 @@ def test_csv_and_pdf_come_from_the_same_figures(team, ledger):
     pdf = documents.statement_pdf(statement)
     assert pdf.startswith(b"%PDF-")
     text = "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(pdf)).pages)
-    assert "Chargeback statement" in text and "Vision" in text and "September 2025" in text
+    assert "Chargeback statement" in text
+    assert "Vision" in text
+    assert "September 2025" in text
     assert f"{money(statement.total_reporting)} USD" in text
     usd = sum((r.amount for r in ledger if r.billing_currency == "USD"), Decimal(0))
     assert f"{money(usd)} USD" in text  # 565.58, the native USD total
-    assert "llama-7b" in text and "chat-v1" in text
+    assert "llama-7b" in text
+    assert "chat-v1" in text
 
 
-def test_statement_page_and_downloads_respect_teams(client, lead_user, team, other_team, ledger):
+def test_statement_page_and_downloads_respect_teams(
+    client: Client, lead_user: User, team: Team, other_team: Team, ledger: list[AllocatedCost]
+) -> None:
     client.force_login(lead_user)
     page = client.get("/teams/vision/statements/2025-09/")
     assert page.status_code == 200
@@ -176,14 +195,17 @@ def test_statement_page_and_downloads_respect_teams(client, lead_user, team, oth
     )
 
 
-def test_api_lists_statements_and_serves_files(lead_user, finance_user, team, ledger):
+def test_api_lists_statements_and_serves_files(
+    lead_user: User, finance_user: User, team: Team, ledger: list[AllocatedCost]
+) -> None:
     api = APIClient()
     api.force_authenticate(lead_user)
     listed = api.get("/api/v1/statements/?month=2025-09").json()
     assert [s["team"] for s in listed] == ["vision"]
     item = listed[0]
     statement = statement_get(team=team, month=MONTH)
-    assert item["status"] == "open" and item["currency"] == "USD"
+    assert item["status"] == "open"
+    assert item["currency"] == "USD"
     assert Decimal(item["total"]) == statement.total_reporting
     assert {n["currency"]: Decimal(n["amount"]) for n in item["native_totals"]} == _native_sums(
         ledger
@@ -203,7 +225,7 @@ def test_api_lists_statements_and_serves_files(lead_user, finance_user, team, le
     ]
 
 
-def test_schema_documents_the_statement_endpoints(finance_user):
+def test_schema_documents_the_statement_endpoints(finance_user: User) -> None:
     api = APIClient()
     api.force_authenticate(finance_user)
     schema = api.get("/api/schema/?format=json").json()
@@ -212,17 +234,18 @@ def test_schema_documents_the_statement_endpoints(finance_user):
     assert set(files["responses"]["200"]["content"]) == {"text/csv", "application/pdf"}
 
 
-def test_page_and_pdf_list_the_largest_runs_and_sum_the_others(team):
+def test_page_and_pdf_list_the_largest_runs_and_sum_the_others(team: Team) -> None:
     from finops.chargeback.selectors import RUNS_SHOWN
 
     count = RUNS_SHOWN + 3
     for i in range(count):
-        AllocatedCostFactory(team=team, run_id=f"run-{i:03d}", amount=Decimal(i + 1) / 100)
+        AllocatedCostFactory.create(team=team, run_id=f"run-{i:03d}", amount=Decimal(i + 1) / 100)
     statement = statement_get(team=team, month=MONTH)
     shown = statement.runs_shown
     assert len(shown) == RUNS_SHOWN
     # The largest first: run-102 (1.03) down to run-003 (0.04); the 3 smallest summed.
-    assert shown[0].key == f"run-{count - 1:03d}" and shown[-1].key == "run-003"
+    assert shown[0].key == f"run-{count - 1:03d}"
+    assert shown[-1].key == "run-003"
     [others] = statement.runs_others
     assert others.key == "3 other runs"
     assert others.amount == Decimal("0.06")  # 0.01 + 0.02 + 0.03

@@ -1,10 +1,8 @@
 """The test suite's own rules (issue 8): inputs come from fixtures/ or tests/builders.py, and a
 test module never imports another test module (pytest may import it twice, under two names, and
-its fixtures then run in modules that never asked for them).
-
-Modules that still did when this check was added are listed in DEBT, each with what it takes;
-the list may only shrink: a new import of a test module fails here, and so does an entry that
-no longer imports one (remove it).
+its fixtures then run in modules that never asked for them). Shared inputs live in the helper
+modules beside the tests (builders.py, factories.py, strategies.py, attribution_inputs.py, ...),
+shared fixtures in conftest.py.
 """
 
 from __future__ import annotations
@@ -14,20 +12,9 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 
-# module -> the test modules it imports from (to move into builders.py or conftest.py).
-DEBT: dict[str, set[str]] = {
-    "test_browser_uploads": {"test_focus_ingest", "test_slurm_ingest"},
-    "test_import_batch_paths": {"test_attribution_golden"},
-    "test_inference_waste": {"test_attribution_service"},
-    "test_lead_isolation": {"test_attribution_golden"},
-    "test_page_charts": {"test_endpoints_pages", "test_overview_dashboard"},
-    "test_pricing_list_cost": {"test_conservation_property"},
-    "test_pricing_pages": {"test_pricing_comparison"},
-}
-
 
 def _imported_test_modules(path: Path) -> set[str]:
-    found = set()
+    found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         names: list[str] = []
         if isinstance(node, ast.ImportFrom) and node.module:
@@ -46,13 +33,19 @@ def _imported_test_modules(path: Path) -> set[str]:
     return found
 
 
-def test_no_test_module_imports_another_beyond_the_recorded_debt():
+def test_no_test_module_imports_another() -> None:
     imports = {path.stem: _imported_test_modules(path) for path in sorted(TESTS.glob("*.py"))}
     offenders = {module: names for module, names in imports.items() if names}
-    new = {m: names - DEBT.get(m, set()) for m, names in offenders.items()}
-    assert {m: n for m, n in new.items() if n} == {}, (
-        "import shared inputs from tests/builders.py (or fixtures from conftest.py), "
-        "not from another test module"
+    assert offenders == {}, (
+        "import shared inputs from tests/builders.py (or another helper module beside it), "
+        "fixtures from conftest.py, not from another test module"
     )
-    paid = {m for m in DEBT if not offenders.get(m)}
-    assert paid == set(), f"no longer import a test module; remove them from DEBT: {paid}"
+
+
+def test_the_check_sees_both_spellings_of_a_test_module_import(tmp_path: Path) -> None:
+    module = tmp_path / "test_x.py"
+    module.write_text(
+        "from tests.test_a import f\nfrom tests import test_b, builders\nimport tests.test_c\n"
+        "from tests.builders import line\n"
+    )
+    assert _imported_test_modules(module) == {"test_a", "test_b", "test_c"}

@@ -3,6 +3,8 @@ the documented workers consume; eager runs ignore the routes; CI runs one worker
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.conf import settings
 
@@ -21,12 +23,12 @@ def _project_tasks() -> list[str]:
     return sorted(n for n in celery_app.tasks if not n.startswith("celery."))
 
 
-def test_the_queues_are_the_three_task_types():
+def test_the_queues_are_the_three_task_types() -> None:
     assert set(settings.FINOPS_TASK_QUEUES) == QUEUES
     assert settings.CELERY_TASK_DEFAULT_QUEUE in QUEUES
 
 
-def test_every_project_task_is_on_a_consumed_queue():
+def test_every_project_task_is_on_a_consumed_queue() -> None:
     tasks = _project_tasks()
     assert len(tasks) >= 15
     consumed = {q for group in WORKER_QUEUE_GROUPS.values() for q in group.split(",")}
@@ -51,21 +53,21 @@ def test_every_project_task_is_on_a_consumed_queue():
         ("finops.anomalies.tasks.send_anomaly_digests", "notifications"),
     ],
 )
-def test_task_types_go_to_their_queue(task, queue):
+def test_task_types_go_to_their_queue(task: str, queue: str) -> None:
     assert _queue_of(task) == queue
 
 
-def test_an_unrouted_task_goes_to_a_consumed_queue():
+def test_an_unrouted_task_goes_to_a_consumed_queue() -> None:
     assert _queue_of("finops.somewhere.tasks.new_task") == "attribution"
 
 
-def test_beat_schedules_name_routed_tasks():
+def test_beat_schedules_name_routed_tasks() -> None:
     for entry in celery_app.conf.beat_schedule.values():
         assert entry["task"] in _project_tasks()
         assert _queue_of(entry["task"]) in QUEUES
 
 
-def test_eager_runs_ignore_the_routes(db):
+def test_eager_runs_ignore_the_routes(db: None) -> None:
     """No broker: the task runs in-process whatever its queue (the embedded default)."""
     from finops.notifications.tasks import resend_unsent_notifications
     from finops.pipeline.tasks import pipeline_open_months
@@ -76,11 +78,12 @@ def test_eager_runs_ignore_the_routes(db):
 
 
 @pytest.mark.worker
-def test_two_workers_consume_their_queue_groups(celery_worker_process):
+def test_two_workers_consume_their_queue_groups(celery_worker_process: Path) -> None:
     from finops.notifications.tasks import resend_unsent_notifications
     from finops.pipeline.tasks import pipeline_open_months
 
     replies = celery_app.control.inspect(timeout=2).active_queues()
+    assert replies is not None
     consumed = {
         # Node names are "<group>-<unique>@host" (tests/conftest.py worker_start).
         worker.split("@")[0].rsplit("-", 1)[0]: {q["name"] for q in queues}
@@ -91,4 +94,5 @@ def test_two_workers_consume_their_queue_groups(celery_worker_process):
     assert resend_unsent_notifications.delay().get(timeout=60) == 0
     assert isinstance(pipeline_open_months.delay().get(timeout=60), list)
     log = celery_worker_process.read_text()
-    assert "resend_unsent_notifications" in log and "finops.pipeline.open_months" in log
+    assert "resend_unsent_notifications" in log
+    assert "finops.pipeline.open_months" in log

@@ -61,7 +61,7 @@ def scrape(samples: list[tuple[str, str, str]]) -> str:
 
 def matrix(*series: tuple[dict[str, str], list[tuple[int, str]]], metric: str = ENGINE) -> str:
     """A /api/v1/query_range response: each series' labels and (unix seconds, value) pairs."""
-    result = [
+    result: list[dict[str, Any]] = [
         {"metric": {"__name__": metric, **labels}, "values": [[t, v] for t, v in values]}
         for labels, values in series
     ]
@@ -102,7 +102,7 @@ def secs(minutes: int) -> int:
 # --- text scrapes: pods, GPUs, averaging ----------------------------------------------------
 
 
-def test_concatenated_scrapes_average_every_sample_of_every_gpu_of_a_pod(tmp_path):
+def test_concatenated_scrapes_average_every_sample_of_every_gpu_of_a_pod(tmp_path: Path) -> None:
     train = {"container": "main", "namespace": "vision", "pod": "train-0"}
     serve = {"container": "vllm", "namespace": "speech", "pod": "serve-0"}
     first = scrape([
@@ -134,7 +134,7 @@ def test_concatenated_scrapes_average_every_sample_of_every_gpu_of_a_pod(tmp_pat
     )  # fmt: skip
 
 
-def test_labels_prometheus_renamed_on_scrape_win_over_the_exporters_own_pod(tmp_path):
+def test_labels_prometheus_renamed_on_scrape_win_over_the_exporters_own_pod(tmp_path: Path) -> None:
     # Scraped with honor_labels false, dcgm-exporter's pod/namespace become exported_*, and
     # pod/namespace name the exporter pod itself.
     labels = gpu_labels(
@@ -146,7 +146,7 @@ def test_labels_prometheus_renamed_on_scrape_win_over_the_exporters_own_pod(tmp_
     assert stored("k") == {"nlp/llm-7": Decimal("0.4"), "nlp/llm-8": Decimal("0.2")}
 
 
-def test_the_same_timestamped_sample_twice_counts_once(tmp_path):
+def test_the_same_timestamped_sample_twice_counts_once(tmp_path: Path) -> None:
     ms = int(T0.timestamp() * 1000)
     labels = gpu_labels(0, namespace="vision", pod="p")
     lines = [f"{ENGINE}{{{labels}}} 0.2 {ms}", f"{ENGINE}{{{labels}}} 0.5 {ms + 15000}"]
@@ -158,7 +158,7 @@ def test_the_same_timestamped_sample_twice_counts_once(tmp_path):
 # --- range JSON: Slurm jobs -----------------------------------------------------------------
 
 
-def test_range_export_joins_slurm_jobs_and_array_tasks_by_their_raw_id(tmp_path):
+def test_range_export_joins_slurm_jobs_and_array_tasks_by_their_raw_id(tmp_path: Path) -> None:
     tres = "billing=16,cpu=16,gres/gpu=2,mem=128G,node=1"
     sacct(
         tmp_path, "hpc1",
@@ -191,7 +191,9 @@ def test_range_export_joins_slurm_jobs_and_array_tasks_by_their_raw_id(tmp_path)
     }
 
 
-def test_the_mean_is_over_samples_so_a_gpu_with_gaps_weighs_by_its_observed_time(tmp_path):
+def test_the_mean_is_over_samples_so_a_gpu_with_gaps_weighs_by_its_observed_time(
+    tmp_path: Path,
+) -> None:
     # GPU 0 observed at 3 scrapes, busy; GPU 1 observed once (exporter restarted), idle.
     # Mean of all samples: (1 + 1 + 1 + 0) / 4 = 0.75 (busy GPU-time / observed GPU-time);
     # a mean of per-GPU means would say (1 + 0) / 2 = 0.5.
@@ -203,7 +205,7 @@ def test_the_mean_is_over_samples_so_a_gpu_with_gaps_weighs_by_its_observed_time
     assert stored("c") == {"7": Decimal("0.75")}
 
 
-def test_gpu_util_percentages_in_a_range_export(tmp_path):
+def test_gpu_util_percentages_in_a_range_export(tmp_path: Path) -> None:
     document = matrix(
         ({"gpu": "0", "namespace": "ml", "pod": "a"}, [(secs(0), "12.5"), (secs(1), "37.5")]),
         metric=UTIL,
@@ -213,7 +215,7 @@ def test_gpu_util_percentages_in_a_range_export(tmp_path):
     assert stored("k") == {"ml/a": Decimal("0.25")}
 
 
-def test_csv_and_prometheus_give_the_same_rows_and_replace_per_job(tmp_path):
+def test_csv_and_prometheus_give_the_same_rows_and_replace_per_job(tmp_path: Path) -> None:
     ingest(write(tmp_path, "a.csv", "job_id,utilisation\n1001,50%\n1002,0.25\n"), "c1", "csv")
     document = matrix(
         ({"gpu": "0", "hpc_job": "1001"}, [(secs(0), "0.4"), (secs(1), "0.6")]),
@@ -231,7 +233,7 @@ def test_csv_and_prometheus_give_the_same_rows_and_replace_per_job(tmp_path):
 # --- the used charge basis ------------------------------------------------------------------
 
 
-def test_used_basis_charges_the_mean_and_a_job_without_samples_as_requested(tmp_path):
+def test_used_basis_charges_the_mean_and_a_job_without_samples_as_requested(tmp_path: Path) -> None:
     billing = ImportBatch.objects.create(
         kind="billing", format="focus", source="aws", file_name="f", status="succeeded"
     )
@@ -294,8 +296,8 @@ POD = 'namespace="ml",pod="p"'
     ],
 )  # fmt: skip
 def test_text_errors_name_file_line_and_field_and_store_nothing(
-    tmp_path, text, row, column, detail
-):
+    tmp_path: Path, text: str, row: int, column: str, detail: str
+) -> None:
     path = write(tmp_path, "bad.prom", f"# TYPE {ENGINE} gauge\n{text}\n")
     with pytest.raises(CommandError) as caught:
         ingest(path, "k")
@@ -304,7 +306,8 @@ def test_text_errors_name_file_line_and_field_and_store_nothing(
     assert detail in message
     assert not JobGpuUtilisation.objects.exists()
     batch = ImportBatch.objects.get(kind="utilisation")
-    assert batch.status == "failed" and f"row {row}" in batch.error
+    assert batch.status == "failed"
+    assert f"row {row}" in batch.error
 
 
 def _matrix_doc(result: list[dict[str, Any]]) -> dict[str, Any]:
@@ -329,7 +332,9 @@ def _matrix_doc(result: list[dict[str, Any]]) -> dict[str, Any]:
          "data.result[1].metric.pod", "label pod has no namespace"),
     ],
 )  # fmt: skip
-def test_json_errors_name_file_and_path_and_store_nothing(tmp_path, document, column, detail):
+def test_json_errors_name_file_and_path_and_store_nothing(
+    tmp_path: Path, document: dict[str, Any], column: str, detail: str
+) -> None:
     path = write(tmp_path, "bad.json", json.dumps(document))
     with pytest.raises(CommandError) as caught:
         ingest(path, "k")
@@ -339,13 +344,13 @@ def test_json_errors_name_file_and_path_and_store_nothing(tmp_path, document, co
     assert ImportBatch.objects.get(kind="utilisation").status == "failed"
 
 
-def test_a_file_without_dcgm_samples_is_refused(tmp_path):
+def test_a_file_without_dcgm_samples_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "other.prom", 'vllm:num_requests_running{pod="p"} 3\n')
     with pytest.raises(CommandError, match="has no DCGM_FI_PROF_GR_ENGINE_ACTIVE or"):
         ingest(path, "k")
 
 
-def test_invalid_json_and_bytes_that_are_not_utf8_name_the_line(tmp_path):
+def test_invalid_json_and_bytes_that_are_not_utf8_name_the_line(tmp_path: Path) -> None:
     path = write(tmp_path, "broken.json", '\n{"status": "success",\n "data": }\n')
     with pytest.raises(CommandError, match=r"broken\.json, row 3: not valid JSON"):
         ingest(path, "k")
@@ -355,7 +360,7 @@ def test_invalid_json_and_bytes_that_are_not_utf8_name_the_line(tmp_path):
         ingest(binary, "k")
 
 
-def test_one_tokenizer_is_shared_with_the_inference_parsers():
+def test_one_tokenizer_is_shared_with_the_inference_parsers() -> None:
     # billing_ingest may not import finops apps: the tokenizer lives in billing_ingest and the
     # inference parsers use it (and its BadField) from there.
     assert inference_common.BadField is prometheus_text.BadField

@@ -76,7 +76,8 @@ def test_ingest_and_attribute_run_on_the_worker(
     assert attributed == billed == Decimal("207.14")
     # The work really happened in the other process: its log names the tasks it ran.
     worker_log = celery_worker_process.read_text()
-    assert "ingest_billing_part" in worker_log and "finish_billing_batch" in worker_log
+    assert "ingest_billing_part" in worker_log
+    assert "finish_billing_batch" in worker_log
     assert "succeeded" in worker_log
     assert "attribute_month" in worker_log
 

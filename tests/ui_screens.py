@@ -1,16 +1,14 @@
-"""Helpers for the Chromium tests of this issue's pages: a driver fixture (as tests/test_browser.py
-starts one) and screenshots saved as CI artefacts in $FINOPS_SCREENSHOT_DIR (default
-var/screenshots/)."""
+"""Screenshots of the Chromium tests' pages (the `browser` fixture of conftest), saved as CI
+artefacts in $FINOPS_SCREENSHOT_DIR (default var/screenshots/)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
-
-from tests.chromium import chrome_session
+if TYPE_CHECKING:
+    from selenium.webdriver.remote.webdriver import WebDriver
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,17 +19,11 @@ def screenshot_dir() -> Path:
     return folder
 
 
-def screenshot(driver: object, name: str) -> Path:
+def screenshot(driver: WebDriver, name: str) -> Path:
     """Save the window as NAME.png (a full page where the page is taller than the window)."""
     path = screenshot_dir() / f"{name}.png"
-    height = driver.execute_script("return document.body.scrollHeight")  # type: ignore[attr-defined]
-    driver.set_window_size(1400, min(max(int(height), 1000), 4000))  # type: ignore[attr-defined]
-    driver.save_screenshot(str(path))  # type: ignore[attr-defined]
-    driver.set_window_size(1400, 1000)  # type: ignore[attr-defined]
+    height = driver.execute_script("return document.body.scrollHeight")
+    driver.set_window_size(1400, min(max(int(height), 1000), 4000))
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1400, 1000)
     return path
-
-
-@pytest.fixture
-def chromium() -> Iterator[object]:
-    with chrome_session() as driver:
-        yield driver
