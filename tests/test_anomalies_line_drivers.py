@@ -16,13 +16,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 
 from finops.anomalies.line_drivers import UNTRACED, Line, row_pieces, split_signed
 from finops.anomalies.models import Anomaly
 from finops.anomalies.series import TeamRow
+from finops.org.models import Team
 from tests.builders import focus_row, write_focus_csv
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +56,7 @@ def vision_cost(day: dt.date) -> Decimal:
     return D(100) * WIGGLE[(day.day - 1) % 5]
 
 
-def write_bill(tmp_path):
+def write_bill(tmp_path: Path) -> Path:
     rows = [_line(dt.date(2025, 10, 1), "SKU-M", "vol-m", "vision", D("31.00"), days=31)]
     for i in range(31):
         day = dt.date(2025, 10, 1) + dt.timedelta(days=i)
@@ -69,7 +73,9 @@ def _by(anomaly: Anomaly, dimension: str) -> dict[str, tuple[Decimal, Decimal, D
     }
 
 
-def test_a_new_sku_is_the_sku_and_resource_driver_of_the_jump(team, other_team, tmp_path):
+def test_a_new_sku_is_the_sku_and_resource_driver_of_the_jump(
+    team: Team, other_team: Team, tmp_path: Path
+) -> None:
     call_command("ingest_billing", "--format", "focus", str(write_bill(tmp_path)))
 
     anomaly = Anomaly.objects.get(team=team)
@@ -85,7 +91,9 @@ def test_a_new_sku_is_the_sku_and_resource_driver_of_the_jump(team, other_team, 
     # The old SKUs are expected at about their baseline: 1 a day for the monthly line.
     assert abs(skus["SKU-M"][1] - 1) < D("0.05")
     # Largest first, and within the dimension they add up to the impact exactly.
-    assert anomaly.drivers.filter(dimension="sku").first().key == "SKU-B"
+    largest = anomaly.drivers.filter(dimension="sku").first()
+    assert largest is not None
+    assert largest.key == "SKU-B"
     assert sum(d[2] for d in skus.values()) + anomaly.unexplained_sku == anomaly.impact
     assert anomaly.unexplained_sku == 0
 
@@ -109,7 +117,7 @@ def test_a_new_sku_is_the_sku_and_resource_driver_of_the_jump(team, other_team, 
     assert after == before
 
 
-def test_a_ledger_without_its_line_items_is_unexplained_not_invented(team) -> None:
+def test_a_ledger_without_its_line_items_is_unexplained_not_invented(team: Team) -> None:
     """Ledger rows no line item matches are counted, never a driver: all rest."""
     row = TeamRow(team.pk, EVENT_DAY, "", "tagged", (1, "AWS", "a", "", "S3", "", "USD"), D(7))
     assert row_pieces(row, [], set()) == {(UNTRACED, UNTRACED): D(7)}
@@ -169,7 +177,9 @@ def _node_day(day: dt.date, node: str, resource: str, cost: Decimal) -> dict[str
 NODE_DAY = D("2359.68")  # 24 h x 98.32
 
 
-def test_a_new_gpu_node_is_the_resource_driver_and_its_run_the_usage_driver(team, tmp_path):
+def test_a_new_gpu_node_is_the_resource_driver_and_its_run_the_usage_driver(
+    team: Team, tmp_path: Path
+) -> None:
     """GPU node gpu-001 (i-1, billed daily at NODE_DAY x the wiggle, tag team=vision) runs
     vision's run-a on 4 of its 8 GPUs all month (the idle half is vision's, the line's owner).
     On 29 October a second node gpu-002 (i-2, NODE_DAY) runs run-b on all 8 GPUs. Both bill
@@ -210,7 +220,9 @@ def test_a_new_gpu_node_is_the_resource_driver_and_its_run_the_usage_driver(team
     assert anomaly.unexplained_sku == anomaly.unexplained_resource == 0
 
 
-def test_the_api_shows_each_dimension_and_its_rest(team, other_team, finance_user, tmp_path):
+def test_the_api_shows_each_dimension_and_its_rest(
+    team: Team, other_team: Team, finance_user: User, tmp_path: Path
+) -> None:
     from rest_framework.test import APIClient
 
     call_command("ingest_billing", "--format", "focus", str(write_bill(tmp_path)))
@@ -226,8 +238,9 @@ def test_the_api_shows_each_dimension_and_its_rest(team, other_team, finance_use
     assert sum(usage) + D(item["unexplained"]) == impact
 
 
-def test_the_page_and_email_show_each_breakdown_with_its_rest(team, other_team, lead_user,
-                                                              tmp_path, client):  # fmt: skip
+def test_the_page_and_email_show_each_breakdown_with_its_rest(
+    team: Team, other_team: Team, lead_user: User, tmp_path: Path, client: Client
+) -> None:
     call_command("ingest_billing", "--format", "focus", str(write_bill(tmp_path)))
     anomaly = Anomaly.objects.get(team=team)
     client.force_login(lead_user)

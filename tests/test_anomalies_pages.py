@@ -148,7 +148,9 @@ def test_browser_chart_and_status_change(
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_browser_chart_marks_the_event_days(browser, live_server, spike, finance_user):
+def test_browser_chart_marks_the_event_days(
+    browser: WebDriver, live_server: LiveServer, spike: Anomaly, finance_user: User
+) -> None:
     """The Event series holds the actual values on the event's days only, and Chart.js draws
     them as visible points (a one-day spike is a single point: a line alone shows nothing)."""
     _login(browser, live_server.url, "fin", "fin-password-123")
@@ -177,7 +179,7 @@ def test_browser_chart_marks_the_event_days(browser, live_server, spike, finance
 
 
 @pytest.mark.django_db
-def test_endpoint_anomaly_cards_are_per_1000_requests(team, finance_user) -> None:
+def test_endpoint_anomaly_cards_are_per_1000_requests(team: Team, finance_user: User) -> None:
     """An endpoint's series is cost per 1,000 requests: the cards give the event's actual and
     expected in that unit (totals / thousands of requests), and the impact in money."""
     from decimal import Decimal

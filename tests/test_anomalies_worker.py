@@ -13,17 +13,19 @@ import datetime as dt
 import io
 import json
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from pytest_django import Settings
 
 from finops.anomalies.models import Anomaly
 from finops.celery import app
 from finops.notifications.models import EmailNotification
-from finops.org.models import Profile
+from finops.org.models import Profile, Team
 from finops.pipeline.models import PipelineRun
 from tests.builders import focus_row, write_focus_csv
 from tests.conftest import CapturedMail
@@ -59,7 +61,7 @@ def _bill(folder: Path) -> Path:
 
 
 @pytest.fixture
-def people(team, other_team, settings) -> None:
+def people(team: Team, other_team: Team, settings: Settings) -> None:
     settings.SITE_URL = "https://finops.example"
     lead = User.objects.create_user("lead", email=LEAD, password="x-123456789")
     Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(team)
@@ -68,14 +70,19 @@ def people(team, other_team, settings) -> None:
 
 
 @pytest.fixture
-def worker_with_smtp(smtp_server: CapturedMail, settings, monkeypatch, request) -> Path:
+def worker_with_smtp(
+    smtp_server: CapturedMail,
+    settings: Settings,
+    monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> Path:
     # The workers read EMAIL_URL and SITE_URL from their environment when they start.
     monkeypatch.setenv("EMAIL_URL", f"smtp://127.0.0.1:{settings.EMAIL_PORT}")
     monkeypatch.setenv("SITE_URL", "https://finops.example")
     return request.getfixturevalue("celery_worker_process")
 
 
-def _wait(condition, what: str, timeout: float = 240) -> None:
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 240) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if condition():
@@ -100,7 +107,11 @@ def _all_sent() -> bool:
 
 
 def test_the_pipeline_step_finds_the_jump_once_and_emails_once(
-    team, people, tmp_path, smtp_server: CapturedMail, worker_with_smtp: Path
+    team: Team,
+    people: None,
+    tmp_path: Path,
+    smtp_server: CapturedMail,
+    worker_with_smtp: Path,
 ) -> None:
     assert app.conf.task_always_eager is False
     call_command("ingest_billing", "--format", "focus", str(_bill(tmp_path)),

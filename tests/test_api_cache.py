@@ -4,25 +4,30 @@ caller's scope is part of the key, so a lead never gets finance's body."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.cache import cache
+from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from rest_framework.test import APIClient
 
 from finops.attribution.models import TeamDailyCost
 from finops.attribution.services import attribution_run
 from finops.budgets.services import budget_create
 from finops.currency.models import FxRate
+from finops.org.models import Team
 from finops.org.selectors import data_version_current
 from finops.org.services import data_version_bump
-from tests.factories import build_month_scenario
+from tests.factories import Scenario, build_month_scenario
 
 COSTS = "/api/v1/costs/?month=2025-09&interval=month&group_by=team"
 
 
 @pytest.fixture
-def cache_on(settings):
+def cache_on(settings: Settings) -> Iterator[None]:
     settings.FINOPS_API_CACHE_SECONDS = 300
     cache.clear()
     yield
@@ -30,7 +35,7 @@ def cache_on(settings):
 
 
 @pytest.fixture
-def scenario(team, other_team):
+def scenario(team: Team, other_team: Team) -> Scenario:
     # The Azure account bills in EUR: one rate before the month converts its days.
     FxRate.objects.create(
         date=dt.date(2025, 8, 29), from_currency="EUR", to_currency="USD", rate=Decimal("1.1")
@@ -38,13 +43,13 @@ def scenario(team, other_team):
     return build_month_scenario(team=team, other_team=other_team)
 
 
-def _api(user) -> APIClient:
+def _api(user: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
 
 
-def _fresh(settings, user, url):
+def _fresh(settings: Settings, user: User, url: str) -> Any:
     """The answer computed now, bypassing the cache."""
     settings.FINOPS_API_CACHE_SECONDS = 0
     try:
@@ -55,7 +60,7 @@ def _fresh(settings, user, url):
     return response.json()
 
 
-def _team_totals(body) -> dict[str | None, Decimal]:
+def _team_totals(body: list[dict[str, Any]]) -> dict[str | None, Decimal]:
     totals: dict[str | None, Decimal] = {}
     for point in body:
         totals[point["team"]] = totals.get(point["team"], Decimal(0)) + Decimal(point["cost"])
@@ -63,8 +68,12 @@ def _team_totals(body) -> dict[str | None, Decimal]:
 
 
 def test_answer_is_served_from_the_cache_until_the_data_version_moves(
-    cache_on, settings, finance_user, scenario, django_capture_on_commit_callbacks
-):
+    cache_on: None,
+    settings: Settings,
+    finance_user: User,
+    scenario: Scenario,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     api = _api(finance_user)
     first = api.get(COSTS).json()
     # A write that bypasses every service (no bump): the cached body is still served, which
@@ -80,8 +89,12 @@ def test_answer_is_served_from_the_cache_until_the_data_version_moves(
 
 
 def test_an_attribution_run_shows_in_the_next_response(
-    cache_on, settings, finance_user, scenario, django_capture_on_commit_callbacks
-):
+    cache_on: None,
+    settings: Settings,
+    finance_user: User,
+    scenario: Scenario,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     api = _api(finance_user)
     before_version = data_version_current()
     api.get(COSTS)
@@ -95,8 +108,11 @@ def test_an_attribution_run_shows_in_the_next_response(
 
 
 def test_a_new_budget_shows_in_the_next_budgets_list(
-    cache_on, finance_user, team, django_capture_on_commit_callbacks
-):
+    cache_on: None,
+    finance_user: User,
+    team: Team,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     api = _api(finance_user)
     assert api.get("/api/v1/budgets/").json()["results"] == []
     with django_capture_on_commit_callbacks(execute=True):
@@ -108,7 +124,9 @@ def test_a_new_budget_shows_in_the_next_budgets_list(
     assert names == ["GPU"]
 
 
-def test_a_lead_never_gets_the_finance_body(cache_on, finance_user, lead_user, scenario):
+def test_a_lead_never_gets_the_finance_body(
+    cache_on: None, finance_user: User, lead_user: User, scenario: Scenario
+) -> None:
     finance_body = _api(finance_user).get(COSTS).json()
     assert {p["team"] for p in finance_body} >= {scenario.team.slug, scenario.other_team.slug}
     lead_body = _api(lead_user).get(COSTS).json()
@@ -123,8 +141,8 @@ def test_a_lead_never_gets_the_finance_body(cache_on, finance_user, lead_user, s
 
 
 def test_a_lead_given_another_team_sees_it_at_once(
-    cache_on, lead_user, scenario, django_capture_on_commit_callbacks
-):
+    cache_on: None, lead_user: User, scenario: Scenario
+) -> None:
     api = _api(lead_user)
     assert {p["team"] for p in api.get(COSTS).json()} == {scenario.team.slug}
     # Membership is not data the version covers: the scope (the visible team ids) is in the key.
@@ -135,7 +153,7 @@ def test_a_lead_given_another_team_sees_it_at_once(
     }
 
 
-def test_only_json_gets_cached(cache_on, finance_user, scenario):
+def test_only_json_gets_cached(cache_on: None, finance_user: User, scenario: Scenario) -> None:
     api = _api(finance_user)
     api.get(COSTS)
     csv = api.get(COSTS + "&format=csv")

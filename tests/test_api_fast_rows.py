@@ -7,23 +7,26 @@ from __future__ import annotations
 import datetime as dt
 from decimal import Decimal
 
+from django.contrib.auth.models import User
+from pytest_django import DjangoAssertNumQueries, Settings
 from rest_framework.test import APIClient, APIRequestFactory
 
 from finops.api.rows import cost_point_bodies
 from finops.api.serializers import CostPointSerializer, RunCostSerializer
 from finops.attribution.models import RunCost
 from finops.attribution.timeseries import CostPoint
+from finops.org.models import Team
 from tests.factories import RunCostFactory, TeamFactory
 
 RUNS = "/api/v1/runs/?month=2025-09&limit=1000"
 
 
-def _edge_runs(team):
+def _edge_runs(team: Team) -> None:
     """Rows with the values a serializer formats specially."""
-    RunCostFactory(team=team, run_id="plain")
-    RunCostFactory(team=None, run_id="no-team", cost=Decimal("0.000000000001"))
-    RunCostFactory(team=team, run_id="no-gpu", gpu_seconds=Decimal(0), first_start=None)
-    RunCostFactory(
+    RunCostFactory.create(team=team, run_id="plain")
+    RunCostFactory.create(team=None, run_id="no-team", cost=Decimal("0.000000000001"))
+    RunCostFactory.create(team=team, run_id="no-gpu", gpu_seconds=Decimal(0), first_start=None)
+    RunCostFactory.create(
         team=team,
         run_id="many-places",
         cost=Decimal("12345.678901234567"),
@@ -40,7 +43,9 @@ def _edge_runs(team):
     )
 
 
-def test_runs_page_equals_the_serializer(settings, finance_user, team):
+def test_runs_page_equals_the_serializer(
+    settings: Settings, finance_user: User, team: Team
+) -> None:
     settings.ALLOWED_HOSTS = ["finops.example"]  # the URLs hold the host and port
     _edge_runs(team)
     api = APIClient()
@@ -61,7 +66,7 @@ def test_runs_page_equals_the_serializer(settings, finance_user, team):
     assert body[0]["url"].startswith("http://finops.example:8443/api/v1/runs/")
 
 
-def test_cost_points_equal_the_serializer():
+def test_cost_points_equal_the_serializer() -> None:
     points = [
         CostPoint(t=dt.date(2025, 9, 1), key="vision", cost=Decimal("1.5"), currency="USD"),
         CostPoint(t=dt.date(2025, 9, 2), key=None, cost=Decimal("0.000000000001"), currency="EUR"),
@@ -77,10 +82,10 @@ def test_cost_points_equal_the_serializer():
 
 
 def test_runs_page_reads_rollups_in_a_flat_number_of_queries(
-    finance_user, django_assert_max_num_queries
-):
+    finance_user: User, django_assert_max_num_queries: DjangoAssertNumQueries
+) -> None:
     for i in range(40):
-        RunCostFactory(team=TeamFactory(slug=f"t{i}"), run_id=f"r{i}")
+        RunCostFactory.create(team=TeamFactory.create(slug=f"t{i}"), run_id=f"r{i}")
     api = APIClient()
     api.force_authenticate(finance_user)
     # The count and the page (the user is already authenticated: no token queries).

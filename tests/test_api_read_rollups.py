@@ -8,10 +8,14 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.test.utils import CaptureQueriesContext
+from pytest_django import DjangoAssertNumQueries, Settings
 from rest_framework.test import APIClient
 
 from finops.currency.models import FxRate
+from finops.org.models import Team
 from finops.tokens.services import api_token_create
 from tests.factories import RunCostFactory, TeamDailyCostFactory, TeamFactory, build_month_scenario
 
@@ -24,27 +28,29 @@ REPORT_TABLES = ("attribution_teamdailycost", "attribution_runcost", "budgets_bu
 
 
 @pytest.fixture
-def month(team, other_team):
+def month(team: Team, other_team: Team) -> None:
     FxRate.objects.create(
         date=dt.date(2025, 8, 29), from_currency="EUR", to_currency="USD", rate=Decimal("1.1")
     )
     build_month_scenario(team=team, other_team=other_team)
     # More teams, days and runs: the query count must not grow with them.
     for i in range(15):
-        extra = TeamFactory(slug=f"extra-{i}")
-        RunCostFactory(team=extra, run_id=f"run-{i}")
+        extra = TeamFactory.create(slug=f"extra-{i}")
+        RunCostFactory.create(team=extra, run_id=f"run-{i}")
         for day in range(1, 29, 3):
-            TeamDailyCostFactory(team=extra, day=dt.date(2025, 9, day), amount=Decimal("1.25"))
+            TeamDailyCostFactory.create(
+                team=extra, day=dt.date(2025, 9, day), amount=Decimal("1.25")
+            )
 
 
-def _token_client(user) -> APIClient:
+def _token_client(user: User) -> APIClient:
     client = APIClient()
     key = api_token_create(user=user, name="bench", read_only=True).key
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client
 
 
-def _sql(queries) -> str:
+def _sql(queries: CaptureQueriesContext) -> str:
     return "\n".join(q["sql"] for q in queries)
 
 
@@ -59,8 +65,14 @@ def _sql(queries) -> str:
     ],
 )
 def test_reports_read_rollups_in_flat_queries(
-    month, finance_user, lead_user, django_assert_max_num_queries, url, who, most
-):
+    month: None,
+    finance_user: User,
+    lead_user: User,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+    url: str,
+    who: str,
+    most: int,
+) -> None:
     client = _token_client(finance_user if who == "finance" else lead_user)
     assert client.get(url).status_code == 200  # token's last_used_at stamped once, before
     with django_assert_max_num_queries(most) as queries:
@@ -74,8 +86,11 @@ def test_reports_read_rollups_in_flat_queries(
     "needs a recurring-charge rollup written by attribution",
 )
 def test_budgets_list_reads_no_raw_line_items(
-    month, finance_user, team, django_assert_max_num_queries
-):
+    month: None,
+    finance_user: User,
+    team: Team,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
     from finops.budgets.services import budget_create
 
     budget_create(user=finance_user, data={"name": "GPU", "team": team.slug, "amount": "9"})
@@ -88,8 +103,13 @@ def test_budgets_list_reads_no_raw_line_items(
 
 @pytest.mark.parametrize("url", [SUMMARY, RUNS, SERIES, BUDGETS])
 def test_a_cached_answer_reads_no_report_table(
-    settings, month, finance_user, lead_user, django_assert_max_num_queries, url
-):
+    settings: Settings,
+    month: None,
+    finance_user: User,
+    lead_user: User,
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+    url: str,
+) -> None:
     settings.FINOPS_API_CACHE_SECONDS = 300
     cache.clear()
     client = _token_client(lead_user if url == SUMMARY else finance_user)

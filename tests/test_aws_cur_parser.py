@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +23,7 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.aws_cur import parse_aws_cur
+from billing_ingest.parsers.rows import LineItemRow
 from tests.builders import CUR2_COLUMNS, RI_ARN, SP_ARN, cur2_row, legacy_row
 
 
@@ -36,11 +37,11 @@ def write_csv(path: Path, rows: list[dict[str, str]], columns: list[str] | None 
     return path
 
 
-def parse(path: Path, **kwargs: Any) -> list[dict[str, Any]]:
+def parse(path: Path, **kwargs: Any) -> list[LineItemRow]:
     return [item for chunk in parse_aws_cur(path, file_label=path.name, **kwargs) for item in chunk]
 
 
-def parse_one(tmp_path: Path, **overrides: str) -> dict:
+def parse_one(tmp_path: Path, **overrides: str) -> LineItemRow:
     (item,) = parse(write_csv(tmp_path / "cur.csv", [cur2_row(**overrides)]))
     return item
 
@@ -343,7 +344,13 @@ def test_legacy_header_is_detected_and_maps_like_cur2(tmp_path: Path) -> None:
         "aws:createdBy": "IAMUser:x",
     }
     assert legacy["resource_name"] == "gpu-node-1"
-    different = {k for k in cur2 if k not in ("tags", "resource_name") and legacy[k] != cur2[k]}
+    # Every field at once, by name: read both rows as plain mappings.
+    legacy_fields, cur2_fields = cast(dict[str, Any], legacy), cast(dict[str, Any], cur2)
+    different = {
+        k
+        for k in cur2_fields
+        if k not in ("tags", "resource_name") and legacy_fields[k] != cur2_fields[k]
+    }
     assert different == set()
 
 

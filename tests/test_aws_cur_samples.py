@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,7 @@ def _expected(path: Path) -> tuple[int, dict[str, tuple[Decimal, Decimal]]]:
     return rows, {currency: (v[0], v[1]) for currency, v in totals.items()}
 
 
-def _sums(items: list[dict[str, Any]]) -> dict[str, tuple[Decimal, Decimal]]:
+def _sums(items: Iterable[Mapping[str, Any]]) -> dict[str, tuple[Decimal, Decimal]]:
     totals: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
     for item in items:
         entry = totals[item["billing_currency"]]

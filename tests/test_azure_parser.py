@@ -20,6 +20,7 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.azure_cost import parse_azure_cost
 from billing_ingest.parsers.focus import parse_focus
+from billing_ingest.parsers.rows import LineItemRow
 
 EA_COLUMNS = [
     "BillingAccountId",
@@ -100,7 +101,7 @@ def write_csv(
     return path
 
 
-def parse(path: Path, **kwargs: Any) -> list[dict[str, Any]]:
+def parse(path: Path, **kwargs: Any) -> list[LineItemRow]:
     return [
         item for chunk in parse_azure_cost(path, file_label=path.name, **kwargs) for item in chunk
     ]

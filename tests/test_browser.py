@@ -157,8 +157,11 @@ def test_finance_opens_endpoints_and_sees_cost_per_1k_requests(
 
 
 def test_overview_loads_with_no_console_error_and_a_favicon(
-    live_server, scenario, finance_user, caplog
-):
+    live_server: LiveServer,
+    scenario: Scenario,
+    finance_user: User,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     """A page load leaves the browser console clean (no CSP or script error) and asks the
     server for nothing that is missing: the pages link static/favicon.svg (allowed by the
     CSP's img-src 'self'), so Chromium no longer asks for /favicon.ico and gets a 404.

@@ -8,34 +8,45 @@ from __future__ import annotations
 
 from datetime import date
 from decimal import Decimal
+from typing import cast
 
 import pytest
+from django.contrib.auth.models import User
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.budgets.models import Budget
 from finops.budgets.tasks import evaluate_budgets_for_month
+from finops.org.models import Team
 from tests.budget_data import ledger_days
 from tests.chromium import _login, _wait_for_text
-from tests.ui_screens import chromium, screenshot
-
-__all__ = ["chromium"]
+from tests.ui_screens import screenshot
 
 pytestmark = pytest.mark.browser
 
 
-def _nav(driver) -> list[str]:
-    return driver.execute_script(
-        "return [...document.querySelectorAll('header nav a')].map(a => a.textContent.trim())"
+def _nav(driver: WebDriver) -> list[str]:
+    return cast(
+        list[str],
+        driver.execute_script(
+            "return [...document.querySelectorAll('header nav a')].map(a => a.textContent.trim())"
+        ),
     )
 
 
-def _left(driver, selector: str) -> float:
-    return driver.execute_script(
-        "return document.querySelector(arguments[0]).getBoundingClientRect().left", selector
+def _left(driver: WebDriver, selector: str) -> float:
+    return cast(
+        float,
+        driver.execute_script(
+            "return document.querySelector(arguments[0]).getBoundingClientRect().left", selector
+        ),
     )
 
 
-def test_top_bar_as_finance_and_as_a_lead(chromium, live_server, finance_user, lead_user):
-    driver = chromium
+def test_top_bar_as_finance_and_as_a_lead(
+    browser: WebDriver, live_server: LiveServer, finance_user: User, lead_user: User
+) -> None:
+    driver = browser
     _login(driver, live_server.url, "fin", "fin-password-123")
     assert "Pipeline" in _nav(driver)
     assert "Reconciliation" in _nav(driver)
@@ -53,9 +64,9 @@ def test_top_bar_as_finance_and_as_a_lead(chromium, live_server, finance_user, l
 
 
 def test_anomaly_filters_and_token_ticks_sit_inside_the_page(
-    chromium, live_server, finance_user, team
-):
-    driver = chromium
+    browser: WebDriver, live_server: LiveServer, finance_user: User, team: Team
+) -> None:
+    driver = browser
     _login(driver, live_server.url, "fin", "fin-password-123")
     driver.get(live_server.url + "/anomalies/")
     _wait_for_text(driver, "Cost anomalies")
@@ -84,13 +95,15 @@ def test_anomaly_filters_and_token_ticks_sit_inside_the_page(
     screenshot(driver, "tokens-form")
 
 
-def test_team_budget_bar_is_readable(chromium, live_server, finance_user, team):
+def test_team_budget_bar_is_readable(
+    browser: WebDriver, live_server: LiveServer, finance_user: User, team: Team
+) -> None:
     ledger_days(team=team, first=date(2025, 9, 1), amounts=[100] * 10)
     Budget.objects.create(
         name="Vision tight", team=team, period="month", amount=Decimal(2000), currency="USD"
     )
     evaluate_budgets_for_month("2025-09")
-    driver = chromium
+    driver = browser
     _login(driver, live_server.url, "fin", "fin-password-123")
     driver.get(f"{live_server.url}/teams/{team.slug}/?month=2025-09")
     _wait_for_text(driver, "Vision tight")

@@ -13,7 +13,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from finops.budgets.models import Budget
-from finops.org.models import Team
+from finops.org.models import Profile, Team
 from tests.budget_data import ledger_days
 
 pytestmark = pytest.mark.django_db
@@ -153,13 +153,12 @@ def test_pages_need_login(client: Client, budgets: dict[str, Budget]) -> None:
     assert client.get(f"/budgets/{budgets['under'].pk}/").status_code == 302
 
 
-def test_recipients_show_who_turned_budget_emails_off(client, finance_user, budgets, team):
+def test_recipients_show_who_turned_budget_emails_off(
+    client: Client, finance_user: User, budgets: dict[str, Budget], team: Team
+) -> None:
     """A lead who turned budget emails off in their email settings is not sent the alert, so
     the budget page lists them as opted out, not among the recipients."""
-    from django.contrib.auth.models import User
-
     from finops.notifications.models import NotificationPreference
-    from finops.org.models import Profile
 
     for name in ("ann", "bob"):
         user = User.objects.create_user(name, email=f"{name}@example.com", password="pw-123456789")

@@ -8,13 +8,17 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
+from django.contrib.auth.models import User
 from django.db import connection
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from finops.budgets.models import Budget, BudgetEvaluation
 from finops.budgets.services import budget_create, budget_update, budgets_evaluate_active
 from finops.budgets.tasks import evaluate_budgets_for_month
+from finops.org.models import Team
 from tests.budget_data import ledger_days
 from tests.factories import TeamFactory
 
@@ -24,17 +28,17 @@ COMMON = {"period": "month", "currency": "USD", "thresholds": [], "forecast_thre
 
 
 @pytest.fixture
-def ten_days(team):
+def ten_days(team: Team) -> None:
     """Vision spends 100 a day on 1 to 10 September: actual 1,000 as of the 10th, and a flat
     forecast of 100 a day for the 20 days left, 3,000 at the month's end."""
     ledger_days(team=team, first=SEP_1, amounts=[100] * 10)
 
 
-def _budget(team, name: str, amount: int) -> Budget:
+def _budget(team: Team, name: str, amount: int) -> Budget:
     return Budget.objects.create(name=name, team=team, amount=Decimal(amount), **COMMON)
 
 
-def test_budgets_step_stores_status_forecast_band_and_as_of(team, ten_days):
+def test_budgets_step_stores_status_forecast_band_and_as_of(team: Team, ten_days: None) -> None:
     roomy, tight = _budget(team, "roomy", 5000), _budget(team, "tight", 2000)
     over = _budget(team, "over", 900)
     evaluate_budgets_for_month("2025-09")
@@ -51,7 +55,7 @@ def test_budgets_step_stores_status_forecast_band_and_as_of(team, ten_days):
         assert row.forecast_low <= row.forecast <= row.forecast_high
 
 
-def test_a_rerun_replaces_the_row_and_an_older_as_of_never_does(team, ten_days):
+def test_a_rerun_replaces_the_row_and_an_older_as_of_never_does(team: Team, ten_days: None) -> None:
     budget = _budget(team, "tight", 2000)
     evaluate_budgets_for_month("2025-09")
     evaluate_budgets_for_month("2025-09")
@@ -68,8 +72,11 @@ def test_a_rerun_replaces_the_row_and_an_older_as_of_never_does(team, ten_days):
 
 
 def test_saving_a_budget_stores_its_status_and_an_edit_restates_it(
-    team, ten_days, finance_user, django_capture_on_commit_callbacks
-):
+    team: Team,
+    ten_days: None,
+    finance_user: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
     with django_capture_on_commit_callbacks(execute=True):
         budget = budget_create(
             user=finance_user,
@@ -87,7 +94,7 @@ def test_saving_a_budget_stores_its_status_and_an_edit_restates_it(
     assert not BudgetEvaluation.objects.filter(budget=budget).exists()
 
 
-def _overview_queries(client) -> tuple[int, str]:
+def _overview_queries(client: Client) -> tuple[int, str]:
     with CaptureQueriesContext(connection) as queries:
         response = client.get(reverse("web:overview"), {"month": "2025-09"})
     assert response.status_code == 200
@@ -95,8 +102,8 @@ def _overview_queries(client) -> tuple[int, str]:
 
 
 def test_overview_queries_do_not_grow_with_the_number_of_budgets(
-    client, finance_user, team, ten_days
-):
+    client: Client, finance_user: User, team: Team, ten_days: None
+) -> None:
     client.force_login(finance_user)
     _budget(team, "Vision tight 0", 2000)
     evaluate_budgets_for_month("2025-09")
@@ -105,7 +112,7 @@ def test_overview_queries_do_not_grow_with_the_number_of_budgets(
     assert "Vision tight 0" in html
 
     for i in range(1, 31):
-        other = TeamFactory(slug=f"budgeted-{i}")
+        other = TeamFactory.create(slug=f"budgeted-{i}")
         ledger_days(team=other, first=SEP_1, amounts=[10] * 10)
         _budget(team, f"Vision tight {i}", 2000)
         _budget(other, f"Other roomy {i}", 10**6)
@@ -117,8 +124,8 @@ def test_overview_queries_do_not_grow_with_the_number_of_budgets(
 
 
 def test_team_page_reads_stored_rows_and_says_which_are_not_evaluated(
-    client, finance_user, team, ten_days
-):
+    client: Client, finance_user: User, team: Team, ten_days: None
+) -> None:
     client.force_login(finance_user)
     _budget(team, "Vision tight", 2000)
     evaluate_budgets_for_month("2025-09")

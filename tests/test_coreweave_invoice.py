@@ -14,6 +14,7 @@ from django.db.models import Sum
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers import billing_parser
+from billing_ingest.parsers.rows import LineItemRow
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +26,7 @@ def write(path: Path, *lines: str, header: str = HEADER) -> Path:
     return path
 
 
-def parse(path: Path) -> list[dict]:
+def parse(path: Path) -> list[LineItemRow]:
     parser = billing_parser("coreweave-invoice")
     return [item for chunk in parser(path, file_label=path.name) for item in chunk]
 

@@ -20,6 +20,7 @@ from django.db.models import Sum
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM, CoreWeaveRate, CostLineItem, ImportBatch
 from billing_ingest.parsers import billing_parser
+from billing_ingest.parsers.rows import LineItemRow
 
 pytestmark = pytest.mark.django_db
 
@@ -104,7 +105,7 @@ def rate(
     )
 
 
-def parse(path: Path) -> list[dict]:
+def parse(path: Path) -> list[LineItemRow]:
     parser = billing_parser("coreweave")
     return [item for chunk in parser(path, file_label=path.name) for item in chunk]
 

@@ -26,6 +26,7 @@ from django.db.models import QuerySet
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.kubernetes import parse_pods
+from billing_ingest.parsers.rows import JobRow
 from finops.attribution.models import AllocatedCost, SharedCostRule
 from finops.demo.dataset import (
     DemoDataset,
@@ -233,13 +234,20 @@ def test_azure_amortised_export_has_reservations_spot_and_unused(
 # --- Kubernetes pods and counters --------------------------------------------------------------
 
 
+def _pod_gpus(row: JobRow) -> Fraction:
+    """A pod's GPUs as the exact fraction the parser writes (a pod row always has one)."""
+    numerator = row["gpu_numerator"]
+    assert numerator is not None
+    return Fraction(numerator, row["gpu_denominator"])
+
+
 def test_pod_list_parses_with_mig_slices_states_and_endpoints(written: list[DemoFile]) -> None:
     path = _file(written, Format.KUBERNETES).path
     document = json.loads(path.read_text())
     assert document["kind"] == "List"
     records = [r for chunk in parse_pods(path, file_label="pods") for r in chunk]
     assert len(records) == sum(1 for p in document["items"] if p["spec"].get("nodeName"))
-    fractions = {Fraction(r["gpu_numerator"], r["gpu_denominator"]) for r in records}
+    fractions = {_pod_gpus(r) for r in records}
     assert {Fraction(3, 7), Fraction(1, 7), Fraction(8)} <= fractions
     limits = {
         k for p in document["items"] for k in p["spec"]["containers"][0]["resources"]["limits"]

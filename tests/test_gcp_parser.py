@@ -19,6 +19,7 @@ import pytest
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.gcp_billing import parse_gcp_billing
+from billing_ingest.parsers.rows import LineItemRow
 from tests.builders import A3_SPEC, nested_record
 
 CSV_COLUMNS = [
@@ -91,7 +92,7 @@ def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     return path
 
 
-def parse(path: Path, **kwargs: Any) -> list[dict[str, Any]]:
+def parse(path: Path, **kwargs: Any) -> list[LineItemRow]:
     return [
         item for chunk in parse_gcp_billing(path, file_label=path.name, **kwargs) for item in chunk
     ]
@@ -103,7 +104,7 @@ def errors_of(path: Path) -> ImportFormatError:
     return caught.value
 
 
-def assert_a3_line(item: dict[str, Any]) -> None:
+def assert_a3_line(item: LineItemRow) -> None:
     assert item["billing_period"] == date(2024, 9, 1)
     assert item["billing_period_start"] == datetime(2024, 9, 1, tzinfo=UTC)
     assert item["billing_period_end"] == datetime(2024, 10, 1, tzinfo=UTC)

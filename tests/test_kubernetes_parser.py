@@ -15,6 +15,7 @@ import pytest
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.kubernetes import gpu_fraction, parse_pods
+from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
 from tests.builders import container, pod, pod_list
 
@@ -25,17 +26,20 @@ def write(tmp_path: Path, document: Any, name: str = "pods.json") -> Path:
     return path
 
 
-def parse(path: Path, **kwargs: Any) -> list[dict[str, Any]]:
+def parse(path: Path, **kwargs: Any) -> list[JobRow]:
     return [row for chunk in parse_pods(path, file_label=path.name, **kwargs) for row in chunk]
 
 
-def one(tmp_path: Path, item: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+def one(tmp_path: Path, item: dict[str, Any], **kwargs: Any) -> JobRow:
     (row,) = parse(write(tmp_path, pod_list(item)), **kwargs)
     return row
 
 
-def exact(row: dict[str, Any]) -> Fraction:
-    return Fraction(row["gpu_numerator"], row["gpu_denominator"])
+def exact(row: JobRow) -> Fraction:
+    numerator, denominator = row["gpu_numerator"], row["gpu_denominator"]
+    assert numerator is not None
+    assert denominator is not None
+    return Fraction(numerator, denominator)
 
 
 # --- GPUs -------------------------------------------------------------------------------------

@@ -8,20 +8,24 @@ from __future__ import annotations
 import datetime as dt
 import io
 import re
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
+from pytest_django import Settings
+from pytest_django.live_server_helper import LiveServer
 from rest_framework.test import APIClient
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.anomalies.emails import digests_send
 from finops.anomalies.services import anomalies_detect
 from finops.budgets.models import Budget
 from finops.notifications.models import NotificationPreference
 from finops.notifications.services import notification_enqueue
-from finops.org.models import Profile
+from finops.org.models import Profile, Team
 from tests import anomaly_ledger as ledger
 from tests.builders import focus_row, write_focus_csv
 from tests.conftest import CapturedMail
@@ -34,14 +38,14 @@ Mode = NotificationPreference.AnomalyMode
 
 
 @pytest.fixture
-def lead(lead_user) -> User:
+def lead(lead_user: User) -> User:
     lead_user.email = LEAD
     lead_user.save()
     return lead_user
 
 
 @pytest.fixture
-def finance(finance_user) -> User:
+def finance(finance_user: User) -> User:
     finance_user.email = FIN
     finance_user.save()
     return finance_user
@@ -56,7 +60,7 @@ def _preference(user: User) -> tuple[str, bool]:
 
 
 @pytest.mark.django_db
-def test_page_needs_login_and_is_linked_from_the_nav(client, lead) -> None:
+def test_page_needs_login_and_is_linked_from_the_nav(client: Client, lead: User) -> None:
     assert client.get(URL).status_code == 302
     client.force_login(lead)
     page = client.get("/anomalies/").content.decode()
@@ -69,7 +73,7 @@ def test_page_needs_login_and_is_linked_from_the_nav(client, lead) -> None:
 
 
 @pytest.mark.django_db
-def test_post_without_csrf_token_is_refused(lead) -> None:
+def test_post_without_csrf_token_is_refused(lead: User) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(lead)
     response = client.post(URL, {"anomaly_mode": "digest"})
@@ -78,7 +82,7 @@ def test_post_without_csrf_token_is_refused(lead) -> None:
 
 
 @pytest.mark.django_db
-def test_lead_saves_digest_and_no_budget_emails(lead) -> None:
+def test_lead_saves_digest_and_no_budget_emails(lead: User) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(lead)
     client.get(URL)
@@ -95,7 +99,7 @@ def test_lead_saves_digest_and_no_budget_emails(lead) -> None:
 
 
 @pytest.mark.django_db
-def test_viewer_sees_the_page_but_cannot_change_it(client, viewer_user) -> None:
+def test_viewer_sees_the_page_but_cannot_change_it(client: Client, viewer_user: User) -> None:
     client.force_login(viewer_user)
     assert "receives no budget or anomaly emails" in client.get(URL).content.decode()
     assert client.post(URL, {"anomaly_mode": "off"}).status_code == 403
@@ -106,7 +110,7 @@ def test_viewer_sees_the_page_but_cannot_change_it(client, viewer_user) -> None:
 
 
 @pytest.mark.django_db
-def test_api_reads_and_changes_only_the_callers_own(lead, finance) -> None:
+def test_api_reads_and_changes_only_the_callers_own(lead: User, finance: User) -> None:
     assert APIClient().get(API).status_code == 401
     api = APIClient()
     api.force_authenticate(lead)
@@ -125,7 +129,7 @@ def test_api_reads_and_changes_only_the_callers_own(lead, finance) -> None:
 
 
 @pytest.mark.django_db
-def test_api_viewer_may_read_not_write(viewer_user) -> None:
+def test_api_viewer_may_read_not_write(viewer_user: User) -> None:
     api = APIClient()
     api.force_authenticate(viewer_user)
     assert api.get(API).status_code == 200
@@ -136,13 +140,15 @@ def test_api_viewer_may_read_not_write(viewer_user) -> None:
 
 
 @pytest.fixture
-def anomaly_people(team, lead, finance, settings):
+def anomaly_people(team: Team, lead: User, finance: User, settings: Settings) -> tuple[User, User]:
     settings.SITE_URL = "https://finops.example"
     return lead, finance
 
 
 @pytest.mark.django_db(transaction=True)
-def test_anomaly_emails_follow_each_users_choice(team, anomaly_people, smtp_server) -> None:
+def test_anomaly_emails_follow_each_users_choice(
+    team: Team, anomaly_people: tuple[User, User], smtp_server: CapturedMail
+) -> None:
     lead, finance = anomaly_people
     NotificationPreference.objects.create(user=lead, anomaly_mode=Mode.OFF)
     NotificationPreference.objects.create(user=finance, anomaly_mode=Mode.DIGEST)
@@ -157,7 +163,9 @@ def test_anomaly_emails_follow_each_users_choice(team, anomaly_people, smtp_serv
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_outbox_leaves_out_whoever_declined_the_kind(lead, finance, smtp_server) -> None:
+def test_the_outbox_leaves_out_whoever_declined_the_kind(
+    lead: User, finance: User, smtp_server: CapturedMail
+) -> None:
     NotificationPreference.objects.create(user=lead, budget_emails=False)
     listed = "someone@example.com"  # no user has it: kept
     sent = notification_enqueue(
@@ -173,7 +181,7 @@ def test_the_outbox_leaves_out_whoever_declined_the_kind(lead, finance, smtp_ser
                                 subject="Budget", text_body="x") is None  # fmt: skip
 
 
-def _september(tmp_path):
+def _september(tmp_path: Path) -> Path:
     rows = []
     for i in range(30):
         day = dt.date(2025, 9, 1) + dt.timedelta(days=i)
@@ -189,7 +197,7 @@ def _september(tmp_path):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_lead_who_declined_budget_emails_gets_no_budget_alert(
-    team, lead, tmp_path, smtp_server: CapturedMail
+    team: Team, lead: User, tmp_path: Path, smtp_server: CapturedMail
 ) -> None:
     other = User.objects.create_user("lead2", email="lead2@example.com", password="x-12345678")
     Profile.objects.create(user=other, role=Profile.Role.TEAM_LEAD).teams.add(team)
@@ -210,7 +218,9 @@ def test_a_lead_who_declined_budget_emails_gets_no_budget_alert(
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_browser_lead_chooses_the_digest(browser, live_server, lead) -> None:
+def test_browser_lead_chooses_the_digest(
+    browser: WebDriver, live_server: LiveServer, lead: User
+) -> None:
     from selenium.webdriver.common.by import By
 
     from tests.chromium import _login, _wait_for_text

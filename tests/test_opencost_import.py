@@ -15,12 +15,13 @@ from django.core.management import call_command
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
 from billing_ingest.parsers.opencost import parse_allocations
+from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
 
 SAMPLE = "kubernetes/opencost_allocation_example_output.json"
 
 
-def parse(path: Path, stats: SacctStats | None = None) -> list[dict[str, Any]]:
+def parse(path: Path, stats: SacctStats | None = None) -> list[JobRow]:
     chunks = parse_allocations(path, file_label=path.name, stats=stats)
     return [row for chunk in chunks for row in chunk]
 

@@ -162,7 +162,7 @@ def test_golden_run_priced_from_the_snapshot(real_snapshot: None, priced_month: 
     assert prices["interruption_band"] == "5-10%"
 
 
-def test_the_api_says_which_prices_are_not_published(priced_month):
+def test_the_api_says_which_prices_are_not_published(priced_month: None) -> None:
     """With no catalogue (this module's default), the body lists the type with no figure and
     every kind missing, said in words, beside the configured ratios that priced it."""
     cost = RunCost.objects.get(run_id="od-run")

@@ -13,7 +13,10 @@ from __future__ import annotations
 import io
 import json
 import re
+from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from django.core.management import call_command
@@ -21,6 +24,9 @@ from django.core.management.base import CommandError
 
 from finops.pricing import gcp_catalog, prices, snapshot
 from finops.pricing.models import InstancePrice, SkuPrice
+
+if TYPE_CHECKING:
+    from responses import RequestsMock
 
 billing_v1 = pytest.importorskip("google.cloud.billing_v1")
 responses = pytest.importorskip("responses")
@@ -129,7 +135,7 @@ G2_PAGE = {
 
 
 @pytest.fixture
-def g2_catalog(monkeypatch):
+def g2_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[RequestsMock]:
     """The real client on its REST transport, answering G2_PAGE."""
     with responses.RequestsMock() as mock:
         mock.add("GET", re.compile(re.escape(LIST_URL)), json=G2_PAGE)
@@ -145,7 +151,9 @@ def g2_catalog(monkeypatch):
         yield mock
 
 
-def test_a_machine_is_priced_per_gpu_plus_its_vcpus_and_memory_for_each_way_of_buying(g2_catalog):
+def test_a_machine_is_priced_per_gpu_plus_its_vcpus_and_memory_for_each_way_of_buying(
+    g2_catalog: RequestsMock,
+) -> None:
     output = refresh("--instance-type", "g2-standard-96")
 
     assert len(g2_catalog.calls) == 1
@@ -173,7 +181,7 @@ def test_a_machine_is_priced_per_gpu_plus_its_vcpus_and_memory_for_each_way_of_b
     assert str(row.effective_date) == "2025-10-01"
 
 
-def test_the_composed_price_is_what_the_comparison_quotes(g2_catalog):
+def test_the_composed_price_is_what_the_comparison_quotes(g2_catalog: RequestsMock) -> None:
     refresh("--instance-type", "g2-standard-96")
 
     quote = prices.quote("gcp", "g2-standard-96", "us-central1")
@@ -193,7 +201,9 @@ def test_the_composed_price_is_what_the_comparison_quotes(g2_catalog):
     assert (body["missing"], body["missing_note"]) == ([], None)
 
 
-def test_the_real_opencost_response_prices_a2_highgpu_8g_as_the_snapshot_does(samples_dir):
+def test_the_real_opencost_response_prices_a2_highgpu_8g_as_the_snapshot_does(
+    samples_dir: Path,
+) -> None:
     path = samples_dir / SAMPLE
     if not path.is_file():
         pytest.skip(f"{SAMPLE} is absent")
@@ -223,7 +233,7 @@ def test_the_real_opencost_response_prices_a2_highgpu_8g_as_the_snapshot_does(sa
     assert "no Commit1Yr price for a2-highgpu-8g in us-central1" in output
 
 
-def test_a100_80gb_sku_is_not_taken_for_a100_40gb(tmp_path):
+def test_a100_80gb_sku_is_not_taken_for_a100_40gb(tmp_path: Path) -> None:
     page = {
         "skus": [
             sku("A100-80", "Nvidia Tesla A100 80GB GPU running in Iowa", "GPU", "OnDemand",
@@ -245,7 +255,7 @@ def test_a100_80gb_sku_is_not_taken_for_a100_40gb(tmp_path):
     assert "no OnDemand price for a2-highgpu-8g in us-central1: no SKU for GPU A100" in output
 
 
-def test_a_machine_without_a_recorded_shape_is_refused_before_reading():
+def test_a_machine_without_a_recorded_shape_is_refused_before_reading() -> None:
     with responses.RequestsMock() as mock, pytest.raises(CommandError, match=r"n1-standard-8"):
         refresh("--instance-type", "n1-standard-8")
     assert len(mock.calls) == 0
@@ -253,12 +263,12 @@ def test_a_machine_without_a_recorded_shape_is_refused_before_reading():
     assert not InstancePrice.objects.exists()
 
 
-def test_load_gcp_prices_is_gone_refresh_prices_is_the_one_command():
+def test_load_gcp_prices_is_gone_refresh_prices_is_the_one_command() -> None:
     with pytest.raises(CommandError, match="Unknown command"):
         call_command("load_gcp_prices")
 
 
-def test_a_named_machine_is_read_in_its_snapshot_region(tmp_path):
+def test_a_named_machine_is_read_in_its_snapshot_region(tmp_path: Path) -> None:
     # a3-highgpu-8g is recorded in us-east4 (8 H100 80GB, 208 vCPUs, 1872 GiB); test values.
     page = {
         "skus": [

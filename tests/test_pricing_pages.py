@@ -139,7 +139,7 @@ def test_pricing_page_in_chromium(
     _assert_charts_boxed(browser)
 
 
-def _assert_charts_boxed(browser) -> None:
+def _assert_charts_boxed(browser: WebDriver) -> None:
     """Every chart sits in a sized .chart box and the page stays a page: a canvas without one
     (maintainAspectRatio off) made Chart.js grow the pricing page to 33 million pixels."""
     import time
@@ -180,7 +180,7 @@ def _short_history_team() -> Team:
     return team
 
 
-def test_recommendation_says_when_history_is_shorter_than_a_window(db) -> None:
+def test_recommendation_says_when_history_is_shorter_than_a_window(db: None) -> None:
     import datetime as dt
     from decimal import Decimal
 
@@ -207,7 +207,7 @@ def test_recommendation_says_when_history_is_shorter_than_a_window(db) -> None:
         assert not any(key.startswith(("savings", "payback")) for key in level)
 
 
-def test_pricing_page_says_only_n_days_of_history(client) -> None:
+def test_pricing_page_says_only_n_days_of_history(client: Client) -> None:
     _finance(client)
     _short_history_team()
     page = client.get("/pricing/?month=2025-06&team=new").content.decode()

@@ -38,7 +38,7 @@ def test_the_snapshot_covers_every_family_the_issue_names() -> None:
         assert families <= found, (provider, families - found)
 
 
-def test_every_family_the_issue_names_is_priced_except_p5e():
+def test_every_family_the_issue_names_is_priced_except_p5e() -> None:
     # Each family has at least one entry with an on-demand figure; p5e alone has none offline
     # (AWS sells it through Capacity Blocks; its entry's note says so).
     entries = snapshot.snapshot()["prices"]
@@ -151,7 +151,7 @@ def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue() -> None:
 
 
 @pytest.mark.django_db
-def test_a_type_without_any_figure_says_no_published_price_in_snapshot_and_why():
+def test_a_type_without_any_figure_says_no_published_price_in_snapshot_and_why() -> None:
     body = prices.price_body("aws", "p5e.48xlarge", "us-east-1")
     assert body is not None
     assert body["figures"] == []
@@ -161,7 +161,7 @@ def test_a_type_without_any_figure_says_no_published_price_in_snapshot_and_why()
 
 
 @pytest.mark.django_db
-def test_a_type_with_some_figures_lists_only_the_missing_kinds():
+def test_a_type_with_some_figures_lists_only_the_missing_kinds() -> None:
     # p5en.48xlarge: on demand and spot in the snapshot, no reserved rate in its source.
     body = prices.price_body("aws", "p5en.48xlarge", "us-east-1")
     assert body is not None
@@ -184,7 +184,7 @@ def test_a_type_with_some_figures_lists_only_the_missing_kinds():
 
 
 @pytest.mark.django_db
-def test_gcp_committed_use_is_the_sources_monthly_figure_over_730_hours():
+def test_gcp_committed_use_is_the_sources_monthly_figure_over_730_hours() -> None:
     # Cyclenerd/google-cloud-pricing-cost-calculator@fd66b26 pricing.yml,
     # compute.instance.g2-standard-96.cost.us-central1: hour 8.003330296, hour_spot 4.499264,
     # month_1y 3680.73156336, month_3y 2629.0938028 (per month of 730 hours, the file's month).
@@ -207,7 +207,7 @@ def test_gcp_committed_use_is_the_sources_monthly_figure_over_730_hours():
 
 
 @pytest.mark.django_db
-def test_azure_and_coreweave_list_prices_read_back_with_their_sources():
+def test_azure_and_coreweave_list_prices_read_back_with_their_sources() -> None:
     # coopslarhette/skypilot-catalog@20291d7 catalogs/v8/azure/vms.csv, eastus, Linux.
     h100 = prices.quote("azure", "Standard_ND96isr_H100_v5", "eastus")
     assert h100 is not None

@@ -12,6 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats, parse_sacct
 from billing_ingest.parsers.slurm_values import (
     clean_wckey,
@@ -68,7 +69,7 @@ def job(job_id: str, **values: str) -> str:
 
 def parse(
     tmp_path: Path, *lines: str, zone: ZoneInfo = UTC_ZONE, header: str = HEADER, **kwargs: Any
-) -> tuple[list[dict[str, Any]], SacctStats]:
+) -> tuple[list[JobRow], SacctStats]:
     path = tmp_path / "sacct.txt"
     path.write_text("\n".join([header, *lines]) + "\n")
     stats = SacctStats()
@@ -356,7 +357,10 @@ def test_spring_forward_shortens_the_elapsed_time(tmp_path: Path) -> None:
     rows, _ = parse(
         tmp_path, job("1", Start="2024-03-10T00:00:00", End="2024-03-10T04:00:00"), zone=LA
     )
-    assert rows[0]["end"] - rows[0]["start"] == timedelta(hours=3)
+    start, end = rows[0]["start"], rows[0]["end"]
+    assert start is not None
+    assert end is not None
+    assert end - start == timedelta(hours=3)
 
 
 def test_end_in_the_repeated_hour_is_read_as_its_second_occurrence(tmp_path: Path) -> None:
@@ -364,8 +368,10 @@ def test_end_in_the_repeated_hour_is_read_as_its_second_occurrence(tmp_path: Pat
     rows, _ = parse(
         tmp_path, job("1", Start="2024-11-03T01:30:00", End="2024-11-03T01:10:00"), zone=LA
     )
-    assert rows[0]["start"] == datetime(2024, 11, 3, 8, 30, tzinfo=UTC)
-    assert rows[0]["end"] - rows[0]["start"] == timedelta(minutes=40)
+    start, end = rows[0]["start"], rows[0]["end"]
+    assert start == datetime(2024, 11, 3, 8, 30, tzinfo=UTC)
+    assert end is not None
+    assert end - start == timedelta(minutes=40)
 
 
 def test_times_with_an_explicit_offset_keep_it() -> None:
