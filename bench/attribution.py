@@ -217,7 +217,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     ledger_selectors.month_conservation(month=MONTH)
     result["checks_s"] = time.perf_counter() - began
 
-    # Load and engine alone, under the same conditions as in attribution_run (GC paused).
+    # Load and engine alone, under the same conditions as in attribution_month_run (GC paused).
     with transaction.atomic(), services._gc_paused():
         began = time.perf_counter()
         inputs, _ = inputs_load(month=MONTH)
@@ -226,7 +226,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         tracemalloc.start()
     with services._gc_paused():
         began = time.perf_counter()
-        shares = engine.attribute(inputs.lines, inputs.jobs)
+        shares = engine.allocate_lines(inputs.lines, inputs.jobs, horizon=inputs.horizon)
         result["engine_s"] = time.perf_counter() - began
     if args.tracemalloc:
         result["engine_traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20

@@ -16,7 +16,7 @@ from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution import services
 from finops.attribution.ledger import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.org.models import MappingRule, Team
 from finops.pipeline.tasks import pipeline_open_months
 
@@ -172,10 +172,10 @@ def test_failed_run_leaves_the_previous_rows(gpu_hour, monkeypatch):
     # New data arrives, then attribution breaks half way.
     line(gpu_hour["line"].batch, "5", 0, 1, resource_name="disk")
 
-    def broken(lines, jobs):
+    def broken(lines, jobs, **kwargs):
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(services.engine, "attribute", broken)
+    monkeypatch.setattr(services.engine, "allocate_lines", broken)
     with pytest.raises(CommandError, match="engine exploded"):
         attribute()
     latest = AttributionRun.objects.order_by("-id").first()
@@ -258,12 +258,12 @@ def _scenario(lines: int) -> None:
 def test_query_count_does_not_grow_with_rows(django_assert_max_num_queries):
     _scenario(2)
     with CaptureQueriesContext(connection) as small:
-        attribution_run(month=MONTH)
+        attribution_month_run(month=MONTH)
     CostLineItem.objects.all().delete()
     JobRecord.objects.all().delete()
     _scenario(40)
     with django_assert_max_num_queries(len(small.captured_queries)):
-        attribution_run(month=MONTH)
+        attribution_month_run(month=MONTH)
     assert AllocatedCost.objects.filter(category="training").count() == 40
 
 
@@ -287,13 +287,13 @@ def test_open_months_attributes_months_with_line_items():
 
 
 def test_a_ledger_that_does_not_add_up_is_never_written(gpu_hour, monkeypatch):
-    real = services.engine.attribute
+    real = services.engine.allocate_lines
 
-    def loses_a_share(lines, jobs):
-        return real(lines, jobs)[1:]
+    def loses_a_share(lines, jobs, **kwargs):
+        return real(lines, jobs, **kwargs)[1:]
 
-    monkeypatch.setattr(services.engine, "attribute", loses_a_share)
+    monkeypatch.setattr(services.engine, "allocate_lines", loses_a_share)
     with pytest.raises(ConservationError):
-        attribution_run(month=MONTH)
+        attribution_month_run(month=MONTH)
     assert AllocatedCost.objects.count() == 0
     assert AttributionRun.objects.get().status == AttributionRun.Status.FAILED

@@ -28,7 +28,7 @@ from rest_framework.test import APIClient
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import RunCost
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.org.models import MappingRule, Profile, Team
 from finops.pricing import snapshot
 from finops.pricing.commitments import commitment_utilisation, coverage
@@ -106,7 +106,7 @@ def priced_month(db):
         effective_cost=Decimal("30"), commitment_discount_id="cud-2",
         commitment_discount_status="Unused",
     )  # fmt: skip
-    attribution_run(month=MONTH)
+    attribution_month_run(month=MONTH)
 
 
 def _api(user: User | None = None) -> APIClient:
