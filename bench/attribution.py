@@ -286,9 +286,9 @@ def _run_size(nodes: int, jobs: int, args: argparse.Namespace) -> dict[str, Any]
         result = _child_json(command)
         if args.workers:
             workers = [str(n) for n in args.workers]
-            result["workers"] = _child_json(
-                [*command, "--child-workers", "--workers", *workers]
-            )["workers"]
+            result["workers"] = _child_json([*command, "--child-workers", "--workers", *workers])[
+                "workers"
+            ]
     finally:
         drop()
     return result

@@ -306,9 +306,7 @@ def test_spread_idle_is_pooled_per_day_and_group_and_split_by_job_cost():
         LineItem(1, at(0), at(1), Decimal(80), "n1", 8, spread_pool="p", team_id=5),
         LineItem(2, at(0), at(1), Decimal(32), "n2", 8, spread_pool="p", team_id=5),
     ]
-    shares = allocate(
-        lines, [job(1, ["n1"], "4", 0, 1, team=1), job(2, ["n2"], "4", 0, 1, team=2)]
-    )
+    shares = allocate(lines, [job(1, ["n1"], "4", 0, 1, team=1), job(2, ["n2"], "4", 0, 1, team=2)])
     idle = {
         (s.job_id, s.team_id, s.node, s.line_id): s.amount for s in shares if s.category == IDLE
     }

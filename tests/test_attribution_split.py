@@ -148,7 +148,8 @@ def test_a_month_split_in_parts_writes_the_same_ledger(
 ):
     _month(job_specs, line_specs, spread_nodes, rule)
     event(f"parts planned: {_split_equals_whole(parts)}")
-    event(f"spread idle: {AllocatedCost.objects.filter(category='idle', job__isnull=False).exists()}")
+    spread = AllocatedCost.objects.filter(category="idle", job__isnull=False).exists()
+    event(f"spread idle: {spread}")
     event(f"shared: {AllocatedCost.objects.filter(category='shared').exists()}")
 
 

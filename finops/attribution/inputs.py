@@ -343,9 +343,7 @@ def inputs_load(*, month: dt.date, part: ResourceRange | None = None) -> tuple[I
     stager = _LineStager(
         resolver, engine.node_name_map(node for node, _ in job_nodes), SharedRules.from_db()
     )
-    staged = stager.stage_all(
-        _rows(lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED)
-    )
+    staged = stager.stage_all(_rows(lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED))
     inputs.dims = stager.dims()
     inputs.line_dims = stager.line_dims
     # Teams named by the month's rows but not created yet are created here, in one insert.

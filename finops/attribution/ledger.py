@@ -21,6 +21,7 @@ from finops.attribution import engine
 from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs, JobMeta
 from finops.attribution.list_cost import ESTIMATED_SOURCES, MIX_KINDS
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.attribution.partitions import ledger_month_clear
 from finops.attribution.waste import WASTE_STATES, ServingPod, pods_that_served
 
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
@@ -301,7 +302,7 @@ def write(month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
     """Replace the month's ledger and rollups (inside the caller's transaction)."""
     daily_rows = _team_daily_rows(month, inputs, ledger)
     run_rows = _run_rows(month, inputs, ledger)
-    AllocatedCost.objects.filter(billing_period=month).delete()
+    ledger_month_clear(month=month)
     TeamDailyCost.objects.filter(billing_period=month).delete()
     RunCost.objects.filter(billing_period=month).delete()
     _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))

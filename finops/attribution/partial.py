@@ -79,7 +79,7 @@ class PartResult:
 
     @classmethod
     def loads(cls, data: bytes) -> PartResult:
-        state: dict[str, Any] = marshal.loads(zlib.decompress(data))  # noqa: S302 (our own)
+        state: dict[str, Any] = marshal.loads(zlib.decompress(data))
         state["ledger"] = _ledger_in(state["ledger"])
         state["pending"] = {k: _ledger_in(v) for k, v in state["pending"].items()}
         state["job_meta"] = {
@@ -107,9 +107,7 @@ def part_result(inputs: Inputs, shares: list[engine.Share]) -> PartResult:
         if line.spread_pool is not None and (line.node is not None or line.category == engine.IDLE)
     }
     node_pool = {
-        line.node: line.spread_pool
-        for line in lines
-        if line.id in spread and line.node is not None
+        line.node: line.spread_pool for line in lines if line.id in spread and line.node is not None
     }
     shared_lines = {
         line.id: line

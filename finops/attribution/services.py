@@ -15,8 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import hashlib
-import logging
 import itertools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -29,8 +29,9 @@ from billing_ingest.heartbeat import dead_worker_message, heartbeat, heartbeat_d
 from billing_ingest.models import CostLineItem
 from finops.attribution import engine, ledger
 from finops.attribution.inputs import Inputs, ResourceRange, inputs_load
-from finops.attribution.partial import MonthLedger, PartResult, month_ledger_reduce, part_result
 from finops.attribution.models import AttributionRun
+from finops.attribution.partial import MonthLedger, PartResult, month_ledger_reduce, part_result
+from finops.attribution.partitions import ledger_partition_ensure
 
 logger = logging.getLogger(__name__)
 
@@ -161,6 +162,9 @@ def _recorded_run(month: dt.date, compute: Callable[[], MonthLedger]) -> Attribu
     (attribution_month_run's docstring)."""
     month = month_start(month)
     attribution_runs_fail_dead(month=month)
+    # Before the run's transaction: attaching a new month's partition locks the ledger's parent
+    # table (partitions.py); committed at once, it never waits for the run to finish.
+    ledger_partition_ensure(month=month)
     run = AttributionRun.objects.create(billing_period=month, heartbeat_at=timezone.now())
     try:
         with heartbeat(lambda: _touch(run.pk)), transaction.atomic():
