@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connections, models
 from django.db.models import F, Func, Max, Min, Q
@@ -73,6 +73,9 @@ class Inputs:
     horizon: int = 0
 
 
+_QuerySet = TypeVar("_QuerySet", bound=models.QuerySet[Any])
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceRange:
     """A part of a month's line items: those whose resource_id is in [first, stop) in the
@@ -81,7 +84,7 @@ class ResourceRange:
     first: str | None = None
     stop: str | None = None
 
-    def filter(self, queryset: models.QuerySet[Any]) -> models.QuerySet[Any]:
+    def filter(self, queryset: _QuerySet) -> _QuerySet:
         if self.first is not None:
             queryset = queryset.filter(resource_id__gte=self.first)
         if self.stop is not None:
