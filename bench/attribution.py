@@ -2,6 +2,7 @@
 
     python bench/attribution.py --nodes 1000 --jobs 300000     # the target size
     python bench/attribution.py --nodes 20 --jobs 3000         # a smoke run
+    python bench/attribution.py --no-double --workers 1 2 4    # the month in 1, 2, 4 parts
 
 Each size runs in a fresh child process with its own database (SQLite in a temp file, or a
 scratch PostgreSQL database next to DATABASE_URL's when that is set, dropped afterwards), so
@@ -48,10 +49,11 @@ def _maxrss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def _setup_django(database_url: str) -> None:
+def _setup_django(database_url: str, *, broker: bool = False) -> None:
     os.environ["DATABASE_URL"] = database_url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
-    os.environ.pop("CELERY_BROKER_URL", None)  # run the task in-process
+    if not broker:
+        os.environ.pop("CELERY_BROKER_URL", None)  # run the task in-process
     sys.path.insert(0, str(ROOT))
     import django
 
@@ -217,7 +219,10 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     ledger_selectors.month_conservation(month=MONTH)
     result["checks_s"] = time.perf_counter() - began
 
-    # Load and engine alone, under the same conditions as in attribution_run (GC paused).
+    if args.skip_whole:
+        result.update(load_s=float("nan"), engine_s=float("nan"), shares=0)
+        return result
+    # Load and engine alone, under the same conditions as in attribution_month_run (GC paused).
     with transaction.atomic(), services._gc_paused():
         began = time.perf_counter()
         inputs, _ = inputs_load(month=MONTH)
@@ -226,7 +231,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         tracemalloc.start()
     with services._gc_paused():
         began = time.perf_counter()
-        shares = engine.attribute(inputs.lines, inputs.jobs)
+        shares = engine.allocate_lines(inputs.lines, inputs.jobs, horizon=inputs.horizon)
         result["engine_s"] = time.perf_counter() - began
     if args.tracemalloc:
         result["engine_traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
@@ -275,13 +280,26 @@ def _run_size(nodes: int, jobs: int, args: argparse.Namespace) -> dict[str, Any]
     ]  # fmt: skip
     if args.tracemalloc:
         command.append("--tracemalloc")
+    if args.skip_whole:
+        command.append("--skip-whole")
+    try:
+        result = _child_json(command)
+        if args.workers:
+            workers = [str(n) for n in args.workers]
+            result["workers"] = _child_json([*command, "--child-workers", "--workers", *workers])[
+                "workers"
+            ]
+    finally:
+        drop()
+    return result
+
+
+def _child_json(command: list[str]) -> dict[str, Any]:
     try:
         done = subprocess.run(command, check=True, capture_output=True, text=True)
     except subprocess.CalledProcessError as exc:
         sys.stderr.write(exc.stderr)
         raise
-    finally:
-        drop()
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -310,6 +328,10 @@ def _print(result: dict[str, Any]) -> None:
     )
     if "engine_traced_peak_mb" in result:
         print(f"  engine traced peak       {result['engine_traced_peak_mb']:8.0f} MB")
+    if "workers" in result:
+        from attribution_parts import print_runs
+
+        print_runs(result["workers"])
 
 
 def main() -> None:
@@ -321,10 +343,25 @@ def main() -> None:
     parser.add_argument(
         "--tracemalloc", action="store_true", help="also trace the engine's Python allocations"
     )
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[],
+        help="also attribute the month in N parts (e.g. --workers 1 2 4): work per part, "
+        "critical path, and with CELERY_BROKER_URL and PostgreSQL a chord on N worker processes",
+    )  # fmt: skip
+    parser.add_argument(
+        "--skip-whole", action="store_true", help="skip timing load and engine alone (big months)"
+    )
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--child-workers", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    if args.child_workers:
+        _setup_django(args.database_url, broker=True)
+        from attribution_parts import measure
+
+        print(json.dumps({"workers": measure(MONTH, args.workers)}))
+        return
     if args.child:
         _setup_django(args.database_url)
         print(json.dumps(_child(args)))

@@ -336,6 +336,9 @@ CELERY_TIMEZONE = "UTC"
 # are started per queue (README, "Running at scale"). Eager runs (no broker) ignore routes.
 # A task not routed here goes to the default queue, attribution (compute work).
 FINOPS_TASK_QUEUES = ("ingest", "attribution", "notifications")
+# Parts a month's attribution is split into across workers (a chord; finops.attribution.tasks).
+# 1: one process computes the month. Eager runs (no broker) always use one process.
+FINOPS_ATTRIBUTION_PARTS = env.int("FINOPS_ATTRIBUTION_PARTS", default=1)
 CELERY_TASK_DEFAULT_QUEUE = "attribution"
 CELERY_TASK_ROUTES = {
     # Exact names first: Celery tries them before the patterns.

@@ -15,7 +15,7 @@ import datetime as dt
 from decimal import Decimal
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.org.models import MappingRule, Team
 from finops.pricing.models import PricingAssumptions
 
@@ -76,4 +76,4 @@ def golden_runs_create() -> None:
         effective_cost=Decimal("30"), commitment_discount_id="cud-2",
         commitment_discount_status="Unused",
     )  # fmt: skip
-    attribution_run(month=MONTH)
+    attribution_month_run(month=MONTH)

@@ -15,7 +15,7 @@ from pytest_django import DjangoCaptureOnCommitCallbacks, Settings
 from rest_framework.test import APIClient
 
 from finops.attribution.models import TeamDailyCost
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.budgets.services import budget_create
 from finops.currency.models import FxRate
 from finops.org.models import Team
@@ -101,7 +101,7 @@ def test_an_attribution_run_shows_in_the_next_response(
     # Stale on purpose: the rollups differ from what attribution would write.
     TeamDailyCost.objects.all().delete()
     with django_capture_on_commit_callbacks(execute=True):
-        attribution_run(month=scenario.month)
+        attribution_month_run(month=scenario.month)
     assert data_version_current() > before_version
     assert api.get(COSTS).json() == _fresh(settings, finance_user, COSTS)
     assert TeamDailyCost.objects.exists()

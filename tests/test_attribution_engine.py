@@ -19,7 +19,7 @@ from finops.attribution.engine import (
     Job,
     LineItem,
     Share,
-    attribute,
+    allocate,
     largest_remainder,
     match_node,
     node_name_map,
@@ -81,7 +81,7 @@ def test_two_jobs_share_an_8_gpu_node_for_one_hour() -> None:
     # Job 1: 4 GPUs x 3600 s -> 98.32 x 14400 / 28800 = 49.16
     # Job 2: 2 GPUs x 1800 s -> 98.32 x  3600 / 28800 = 12.29
     # Idle: 98.32 - 49.16 - 12.29 = 36.87
-    shares = attribute(
+    shares = allocate(
         [node_line(1, "n1", "98.32", 0, 1)],
         [job(10, ["n1"], "4", 0, 1), job(11, ["n1"], "2", 0.25, 0.75)],
     )
@@ -102,7 +102,7 @@ def test_mig_slices_are_exact_sevenths_of_a_gpu() -> None:
                   gpu_micros=3 * engine.GPU_SCALE, gpu_denominator=7)  # fmt: skip
     one_g = Job(id=11, nodes=("n1",), start=at(0), end=at(0.5), team_id=1,
                 gpu_micros=engine.GPU_SCALE, gpu_denominator=7)  # fmt: skip
-    shares = attribute([node_line(1, "n1", "56", 0, 1)], [three_g, one_g])
+    shares = allocate([node_line(1, "n1", "56", 0, 1)], [three_g, one_g])
     assert by_owner(shares) == {10: Decimal("3"), 11: Decimal("0.5"), IDLE: Decimal("52.5")}
 
 
@@ -115,7 +115,7 @@ def test_job_spanning_two_hours_and_two_nodes() -> None:
         node_line(3, "n2", "20", 0, 1),
         node_line(4, "n2", "20", 1, 2),
     ]
-    shares = attribute(lines, [job(7, ["n1", "n2"], "8", 0.5, 1.5)])
+    shares = allocate(lines, [job(7, ["n1", "n2"], "8", 0.5, 1.5)])
     job_per_line = {s.line_id: s.amount for s in shares if s.job_id == 7}
     assert job_per_line == {1: Decimal("2.5"), 2: Decimal("2.5"), 3: Decimal(5), 4: Decimal(5)}
     assert by_owner(shares) == {7: Decimal(15), IDLE: Decimal(45)}
@@ -126,18 +126,18 @@ def test_job_spanning_two_hours_and_two_nodes() -> None:
 
 def test_gpus_split_across_nodes_may_be_fractional() -> None:
     # 3 GPUs over 2 nodes = 1.5 per node; $16 for the hour of an 8-GPU node: 16 x 1.5 / 8 = 3.
-    shares = attribute([node_line(1, "n1", "16", 0, 1)], [job(1, ["n1", "n2"], "3", 0, 1)])
+    shares = allocate([node_line(1, "n1", "16", 0, 1)], [job(1, ["n1", "n2"], "3", 0, 1)])
     assert by_owner(shares) == {1: Decimal(3), IDLE: Decimal(13)}
     assert shares[0].gpu_seconds == Decimal("1.5") * 3600
 
 
 def test_node_without_jobs_is_all_idle() -> None:
-    shares = attribute([node_line(1, "n1", "50", 0, 1)], [job(1, ["other"], "8", 0, 1)])
+    shares = allocate([node_line(1, "n1", "50", 0, 1)], [job(1, ["other"], "8", 0, 1)])
     assert by_owner(shares) == {IDLE: Decimal(50)}
 
 
 def test_job_on_a_node_without_a_bill_costs_nothing() -> None:
-    shares = attribute([node_line(1, "n1", "50", 0, 1)], [job(1, ["n9"], "8", 0, 1)])
+    shares = allocate([node_line(1, "n1", "50", 0, 1)], [job(1, ["n9"], "8", 0, 1)])
     assert all(s.job_id is None for s in shares)
     assert line_sums(shares) == {1: Decimal(50)}
 
@@ -147,7 +147,7 @@ def test_daily_line_item_is_spread_over_its_24_hourly_buckets() -> None:
     # Job 1: 4 GPUs from 06:00 to 12:00 -> 240 x (4 x 6h) / (8 x 24h) = 30
     # Job 2: 2 GPUs all day             -> 240 x (2 x 24h) / (8 x 24h) = 60
     # Idle: 240 - 90 = 150
-    shares = attribute(
+    shares = allocate(
         [node_line(1, "n1", "240", 0, 24)],
         [job(1, ["n1"], "4", 6, 12), job(2, ["n1"], "2", -5, 30)],
     )
@@ -158,21 +158,21 @@ def test_daily_line_item_is_spread_over_its_24_hourly_buckets() -> None:
 
 def test_line_spanning_midnight_lands_on_both_days() -> None:
     # $48 from 12:00 on day 1 to 12:00 on day 2, one 8-GPU job all along: $24 on each day.
-    shares = attribute([node_line(1, "n1", "48", 12, 36)], [job(1, ["n1"], "8", 0, 48)])
+    shares = allocate([node_line(1, "n1", "48", 12, 36)], [job(1, ["n1"], "8", 0, 48)])
     per_day = {s.day: s.amount for s in shares}
     assert per_day == {DAY1: Decimal(24), DAY1 + 1: Decimal(24)}
 
 
 def test_running_job_is_charged_to_the_end_of_the_charge_period() -> None:
     # Running since 00:15: 8 GPUs x 2700 s of an $80 8-GPU hour = 60; idle 20.
-    shares = attribute([node_line(1, "n1", "80", 0, 1)], [job(1, ["n1"], "8", 0.25, None)])
+    shares = allocate([node_line(1, "n1", "80", 0, 1)], [job(1, ["n1"], "8", 0.25, None)])
     assert by_owner(shares) == {1: Decimal(60), IDLE: Decimal(20)}
 
 
 def test_oversubscribed_bucket_is_split_pro_rata_without_idle() -> None:
     # Jobs hold 8 x 3600 + 4 x 1800 = 36000 GPU-seconds of a 28800 capacity:
     # job 1 gets 80 x 28800 / 36000 = 64, job 2 gets 80 x 7200 / 36000 = 16.
-    shares = attribute(
+    shares = allocate(
         [node_line(1, "n1", "80", 0, 1)],
         [job(1, ["n1"], "8", 0, 1), job(2, ["n1"], "4", 0, 0.5)],
     )
@@ -183,7 +183,7 @@ def test_oversubscription_is_decided_per_bucket() -> None:
     # $100 over two hours = $50 an hour. Hour 0: jobs 1 and 2 both hold 8 GPUs all hour
     # (oversubscribed) -> 25 each. Hour 1: job 1 alone, 8 GPUs for 30 min -> 50 x 1/2 = 25,
     # idle 25. Job 1 = 50, job 2 = 25, idle = 25.
-    shares = attribute(
+    shares = allocate(
         [node_line(1, "n1", "100", 0, 2)],
         [job(1, ["n1"], "8", 0, 1.5), job(2, ["n1"], "8", 0, 1)],
     )
@@ -191,7 +191,7 @@ def test_oversubscription_is_decided_per_bucket() -> None:
 
 
 def test_credit_line_is_split_with_its_sign() -> None:
-    shares = attribute(
+    shares = allocate(
         [node_line(1, "n1", "-98.32", 0, 1)],
         [job(10, ["n1"], "4", 0, 1), job(11, ["n1"], "2", 0.25, 0.75)],
     )
@@ -203,7 +203,7 @@ def test_credit_line_is_split_with_its_sign() -> None:
 
 
 def test_zero_cost_line_still_records_gpu_seconds() -> None:
-    shares = attribute([node_line(1, "n1", "0", 0, 1)], [job(1, ["n1"], "8", 0, 1)])
+    shares = allocate([node_line(1, "n1", "0", 0, 1)], [job(1, ["n1"], "8", 0, 1)])
     assert line_sums(shares) == {1: Decimal(0)}
     assert next(s.gpu_seconds for s in shares if s.job_id == 1) == 8 * 3600
 
@@ -213,12 +213,12 @@ def test_largest_remainder_on_three_equal_shares() -> None:
     # Floors 3 + 3 + 3 = 9; the missing unit goes to the first of the tied parts (job 1).
     quantum = Decimal(1).scaleb(-MONEY_PLACES)
     jobs = [job(pk, ["n1"], "1", 0, 1) for pk in (1, 2, 3)]
-    shares = attribute([node_line(1, "n1", str(10 * quantum), 0, 1, gpus=3)], jobs)
+    shares = allocate([node_line(1, "n1", str(10 * quantum), 0, 1, gpus=3)], jobs)
     assert by_owner(shares) == {1: 4 * quantum, 2: 3 * quantum, 3: 3 * quantum}
-    credit = attribute([node_line(1, "n1", str(-10 * quantum), 0, 1, gpus=3)], jobs)
+    credit = allocate([node_line(1, "n1", str(-10 * quantum), 0, 1, gpus=3)], jobs)
     assert by_owner(credit) == {1: -4 * quantum, 2: -3 * quantum, 3: -3 * quantum}
     # Same input, same output: ties are broken deterministically.
-    assert attribute([node_line(1, "n1", str(10 * quantum), 0, 1, gpus=3)], jobs[::-1]) == shares
+    assert allocate([node_line(1, "n1", str(10 * quantum), 0, 1, gpus=3)], jobs[::-1]) == shares
 
 
 def test_largest_remainder_function() -> None:
@@ -234,7 +234,7 @@ def test_unknown_gpu_count_uses_the_peak_the_jobs_held() -> None:
     # Type unknown; jobs held 3 GPUs (00:00-01:00) and 2 more (00:30-01:00): peak 5 GPUs.
     # $10 hour, capacity 5 x 3600: job 1 = 10 x 3 x 3600 / 18000 = 6, job 2 = 10 x 2 x 1800 /
     # 18000 = 2, idle 2.
-    shares = attribute(
+    shares = allocate(
         [node_line(1, "n1", "10", 0, 1, gpus=None)],
         [job(1, ["n1"], "3", 0, 1), job(2, ["n1"], "2", 0.5, 1)],
     )
@@ -246,7 +246,7 @@ def test_non_gpu_line_goes_to_its_owner_spread_over_days() -> None:
     # day 2 = 3.333333333333|33; the one missing 10^-12 goes to the larger remainder (day 1).
     storage = LineItem(id=1, start=at(0), end=at(36), cost=Decimal(10), category=TAGGED, team_id=4)
     other = LineItem(id=2, start=at(0), end=at(1), cost=Decimal("1.5"))
-    shares = attribute([storage, other], [])
+    shares = allocate([storage, other], [])
     per_day = {(s.line_id, s.day): s.amount for s in shares}
     assert per_day == {
         (1, DAY1): Decimal("6.666666666667"),
@@ -261,7 +261,7 @@ def test_non_gpu_line_goes_to_its_owner_spread_over_days() -> None:
 
 def test_idle_belongs_to_the_owner_of_the_node_line() -> None:
     line = LineItem(id=1, start=at(0), end=at(1), cost=Decimal(8), node="n1", gpus=8, team_id=3)
-    shares = attribute([line], [job(1, ["n1"], "4", 0, 1, team=9)])
+    shares = allocate([line], [job(1, ["n1"], "4", 0, 1, team=9)])
     assert {(s.category, s.team_id, s.amount) for s in shares} == {
         (TRAINING, 9, Decimal(4)),
         (IDLE, 3, Decimal(4)),
@@ -271,7 +271,7 @@ def test_idle_belongs_to_the_owner_of_the_node_line() -> None:
 def test_two_lines_for_one_node_hour_count_gpu_seconds_once() -> None:
     # A usage line and a credit for the same node-hour: both are split, the GPU-seconds of the
     # job are recorded once (on the first line) so run GPU-hours are not doubled.
-    shares = attribute(
+    shares = allocate(
         [node_line(1, "n1", "8", 0, 1), node_line(2, "n1", "-2", 0, 1)],
         [job(1, ["n1"], "8", 0, 1)],
     )
@@ -281,7 +281,7 @@ def test_two_lines_for_one_node_hour_count_gpu_seconds_once() -> None:
 
 def test_more_decimals_than_stored_are_refused() -> None:
     with pytest.raises(ValueError, match=f"more than {MONEY_PLACES} decimal places"):
-        attribute([node_line(1, "n1", "0.0000000000001", 0, 1)], [])
+        allocate([node_line(1, "n1", "0.0000000000001", 0, 1)], [])
 
 
 def test_match_node_exact_first_then_path_suffix_then_case() -> None:
@@ -310,9 +310,7 @@ def test_spread_idle_is_pooled_per_day_and_group_and_split_by_job_cost() -> None
         LineItem(1, at(0), at(1), Decimal(80), "n1", 8, spread_pool="p", team_id=5),
         LineItem(2, at(0), at(1), Decimal(32), "n2", 8, spread_pool="p", team_id=5),
     ]
-    shares = attribute(
-        lines, [job(1, ["n1"], "4", 0, 1, team=1), job(2, ["n2"], "4", 0, 1, team=2)]
-    )
+    shares = allocate(lines, [job(1, ["n1"], "4", 0, 1, team=1), job(2, ["n2"], "4", 0, 1, team=2)])
     idle = {
         (s.job_id, s.team_id, s.node, s.line_id): s.amount for s in shares if s.category == IDLE
     }
@@ -322,7 +320,7 @@ def test_spread_idle_is_pooled_per_day_and_group_and_split_by_job_cost() -> None
 
 def test_spread_without_jobs_that_day_keeps_the_idle_with_the_line_owner() -> None:
     lines = [LineItem(1, at(24), at(25), Decimal(10), "n1", 8, spread_pool="p", team_id=5)]
-    shares = attribute(lines, [job(1, ["n1"], "8", 0, 1)])
+    shares = allocate(lines, [job(1, ["n1"], "8", 0, 1)])
     assert [(s.category, s.team_id, s.node, s.amount) for s in shares] == [
         (IDLE, 5, "n1", Decimal(10))
     ]
@@ -343,7 +341,7 @@ def test_shared_methods_in_the_engine() -> None:
     ]  # fmt: skip
     jobs = [job(1, ["n1"], "6", 0, 1, team=1), job(2, ["n1"], "2", 0, 1, team=2)]
     shared = {
-        (s.line_id, s.team_id): s.amount for s in attribute(lines, jobs) if s.category == "shared"
+        (s.line_id, s.team_id): s.amount for s in allocate(lines, jobs) if s.category == "shared"
     }
     assert shared == {
         (3, 1): 3, (3, 2): 3, (3, 3): 3,  # even among the 3 teams with spend

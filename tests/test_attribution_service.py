@@ -18,7 +18,7 @@ from finops.attribution import services
 from finops.attribution.engine import Job, LineItem, Share
 from finops.attribution.ledger import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.org.models import MappingRule, Team
 from finops.pipeline.tasks import pipeline_open_months
 from tests.attribution_rows import MONTH, at, attribute, billing_batch, job, line
@@ -119,10 +119,10 @@ def test_failed_run_leaves_the_previous_rows(
     # New data arrives, then attribution breaks half way.
     line(gpu_hour["line"].batch, "5", 0, 1, resource_name="disk")
 
-    def broken(lines: list[LineItem], jobs: list[Job]) -> NoReturn:
+    def broken(lines: list[LineItem], jobs: list[Job], *, horizon: int | None = None) -> NoReturn:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(services.engine, "attribute", broken)
+    monkeypatch.setattr(services.engine, "allocate_lines", broken)
     with pytest.raises(CommandError, match="engine exploded"):
         attribute()
     latest = AttributionRun.objects.order_by("-id").first()
@@ -208,12 +208,12 @@ def test_query_count_does_not_grow_with_rows(
 ) -> None:
     _scenario(2)
     with CaptureQueriesContext(connection) as small:
-        attribution_run(month=MONTH)
+        attribution_month_run(month=MONTH)
     CostLineItem.objects.all().delete()
     JobRecord.objects.all().delete()
     _scenario(40)
     with django_assert_max_num_queries(len(small.captured_queries)):
-        attribution_run(month=MONTH)
+        attribution_month_run(month=MONTH)
     assert AllocatedCost.objects.filter(category="training").count() == 40
 
 
@@ -239,13 +239,15 @@ def test_open_months_attributes_months_with_line_items() -> None:
 def test_a_ledger_that_does_not_add_up_is_never_written(
     gpu_hour: GpuHour, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = services.engine.attribute
+    real = services.engine.allocate_lines
 
-    def loses_a_share(lines: list[LineItem], jobs: list[Job]) -> list[Share]:
-        return real(lines, jobs)[1:]
+    def loses_a_share(
+        lines: list[LineItem], jobs: list[Job], *, horizon: int | None = None
+    ) -> list[Share]:
+        return real(lines, jobs, horizon=horizon)[1:]
 
-    monkeypatch.setattr(services.engine, "attribute", loses_a_share)
+    monkeypatch.setattr(services.engine, "allocate_lines", loses_a_share)
     with pytest.raises(ConservationError):
-        attribution_run(month=MONTH)
+        attribution_month_run(month=MONTH)
     assert AllocatedCost.objects.count() == 0
     assert AttributionRun.objects.get().status == AttributionRun.Status.FAILED

@@ -13,7 +13,7 @@ import pytest
 from pytest_django import Settings
 
 from billing_ingest.models import CostLineItem, ImportBatch
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.budgets.models import Budget
 from finops.budgets.selectors import budget_status
 from finops.org.models import Team
@@ -44,7 +44,7 @@ def vision_with_fee(team: Team) -> Team:
         _line(batch, SEPTEMBER + timedelta(days=i), "100", {"team": "vision"})
     # A support fee charged on the 1st for the month: a Purchase, booked on its one day.
     _line(batch, SEPTEMBER, "600", {"team": "vision"}, category="Purchase")
-    attribution_run(month=SEPTEMBER)
+    attribution_month_run(month=SEPTEMBER)
     return team
 
 
@@ -80,7 +80,7 @@ def test_a_tag_filter_counts_only_the_tagged_line_items(team: Team) -> None:
     for i in range(5):
         _line(batch, SEPTEMBER + timedelta(days=i), "100", {"team": "vision"})
         _line(batch, SEPTEMBER + timedelta(days=i), "7", {"team": "vision", "project": "seg"})
-    attribution_run(month=SEPTEMBER)
+    attribution_month_run(month=SEPTEMBER)
     tagged = _budget(team, tag_key="project", tag_value="seg")
     whole = _budget(team)
     assert budget_status(budget=tagged, as_of=date(2025, 9, 5)).actual == Decimal(35)

@@ -229,6 +229,6 @@ def test_unknown_node_type_is_sized_by_requested_gpus() -> None:
         id=1, nodes=("n1",), start=0, end=3600, gpu_micros=4 * engine.GPU_SCALE,
         gpu_denominator=2, requested_gpus=Fraction(4),
     )  # fmt: skip
-    shares = engine.attribute([line], [used])
+    shares = engine.allocate([line], [used])
     totals = {s.category: s.amount for s in shares}
     assert totals == {"training": Decimal(20), "idle": Decimal(20)}

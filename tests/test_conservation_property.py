@@ -21,11 +21,11 @@ from finops.attribution.engine import (
     UNALLOCATED,
     Job,
     LineItem,
-    attribute,
+    allocate,
 )
 from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.org.models import Team
 from tests.strategies import BASE, DIMS, JobSpec, LineSpec, jobs, line_items, pools
 
@@ -63,7 +63,7 @@ def test_engine_conserves_every_line_item(
             )
         )  # fmt: skip
 
-    shares = attribute(lines, job_inputs)
+    shares = allocate(lines, job_inputs)
 
     per_line: dict[int, Decimal] = defaultdict(Decimal)
     per_group: dict[tuple[str, str, str], Decimal] = defaultdict(Decimal)
@@ -106,7 +106,7 @@ def test_engine_conserves_every_line_item(
         billed_group[spec[6]] += line.cost
     assert {k: v for k, v in per_group.items() if v} == {k: v for k, v in billed_group.items() if v}
     # Deterministic: the same inputs give the same shares.
-    assert attribute(lines, job_inputs) == shares
+    assert allocate(lines, job_inputs) == shares
 
 
 MONTH = dt.date(2025, 6, 1)
@@ -194,7 +194,7 @@ def test_attribution_run_conserves_per_provider_account_currency(
         for start, end, cost, node, gpu_count, kind, (provider, account, currency), _ in line_specs
     )  # fmt: skip
 
-    attribution_run(month=MONTH)
+    attribution_month_run(month=MONTH)
 
     checks = month_conservation(month=MONTH)
     assert checks

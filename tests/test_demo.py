@@ -536,9 +536,7 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
     assert sent > 0
     # Django's file backend names a file by second and connection, so two connections in one
     # second can share a file: count the messages (each ends with a line of 79 dashes).
-    written = sum(
-        f.read_bytes().count(b"-" * 79 + b"\n") for f in (tmp_path / "emails").iterdir()
-    )
+    written = sum(f.read_bytes().count(b"-" * 79 + b"\n") for f in (tmp_path / "emails").iterdir())
     assert written == sent
     assert f"{emails} alert emails queued (budgets, anomalies), written to {tmp_path}" in (
         out.getvalue()

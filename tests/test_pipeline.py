@@ -171,7 +171,7 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     from finops.attribution import ledger
 
-    def broken(inputs: Any, rows: Any) -> None:
+    def broken(*args: Any) -> None:
         raise ledger.ConservationError("ledger 1 != bill 2")
 
     monkeypatch.setattr(ledger, "check_conservation", broken)

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from billing_ingest.models import MONEY_PLACES, CostLineItem, ImportBatch, JobRecord
 from billing_ingest.money import MoneySum
 from finops.attribution import list_cost
-from finops.attribution.engine import TAGGED, UNALLOCATED, Job, LineItem, attribute
+from finops.attribution.engine import TAGGED, UNALLOCATED, Job, LineItem, allocate
 from finops.attribution.models import AllocatedCost, RunCost, TeamDailyCost
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from tests.strategies import BASE, DIMS, JobSpec, LineSpec, jobs, line_items, pools
 
 units = st.one_of(
@@ -65,7 +65,7 @@ def test_every_column_conserves_and_list_never_drops_below_cost(
             )
         )  # fmt: skip
 
-    shares = attribute(lines, job_inputs)
+    shares = allocate(lines, job_inputs)
 
     per_line: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
     per_group: dict[int, list[int]] = defaultdict(lambda: [0, 0, 0])
@@ -95,7 +95,7 @@ def test_equal_columns_split_identically() -> None:
                     contracted_cost=Decimal("10"))  # fmt: skip
     jobs_ = [Job(id=j, nodes=("n0",), start=BASE, end=BASE + 1000 * j, gpu_micros=10**6)
              for j in (1, 2, 3)]  # fmt: skip
-    shares = attribute([line], jobs_)
+    shares = allocate([line], jobs_)
     assert all(s.units == s.list_units == s.contracted_units for s in shares)
 
 
@@ -147,7 +147,7 @@ def test_ledger_and_rollups_sum_each_column_to_the_bill(
     # gpu-1: reserved hour, $60 paid, $98.32 on demand; gpu-2: spot, $30 paid, $98.32 on demand.
     month_data("60", list_cost="98.32", contracted="90", pricing="Committed")
     month_data("30", node="gpu-2", list_cost="98.32", pricing="Dynamic")
-    attribution_run(month=MONTH)
+    attribution_month_run(month=MONTH)
 
     ledger = AllocatedCost.objects.filter(billing_period=MONTH)
     assert ledger.aggregate(s=MoneySum("list_cost"))["s"] == Decimal("196.64")
@@ -179,7 +179,7 @@ def test_missing_list_cost_uses_the_catalogue_price_and_says_so(
     month_data("7", node="cpu-1", instance="m5.large")
     # A purchase carries no on-demand equivalent (its usage rows do).
     month_data("0", node="", instance="", charge="Purchase", list_cost="1000")
-    attribution_run(month=MONTH)
+    attribution_month_run(month=MONTH)
 
     by_source = dict(
         AllocatedCost.objects.values_list("list_cost_source")
@@ -243,7 +243,7 @@ def test_actual_never_above_on_demand_where_list_cost_covers_it(
         )
         for (start, end, cost, node, gpu_count, kind, dims, _), extra in line_specs
     )  # fmt: skip
-    attribution_run(month=MONTH)
+    attribution_month_run(month=MONTH)
     for run in RunCost.objects.all():
         assert run.list_cost >= run.cost
     for daily in TeamDailyCost.objects.all():

@@ -12,7 +12,7 @@ import pytest
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost
-from finops.attribution.services import attribution_run
+from finops.attribution.services import attribution_month_run
 from finops.pricing import prices, snapshot
 from finops.pricing.models import InstancePrice
 
@@ -143,7 +143,7 @@ def test_a_usage_line_without_list_cost_is_priced_from_the_catalogue() -> None:
         x_instance_type="g6e.48xlarge", region_id="us-east-1", billed_cost=Decimal(60),
         effective_cost=Decimal(60), consumed_quantity=Decimal(2), consumed_unit="Hrs",
     )  # fmt: skip
-    attribution_run(month=dt.date(2025, 6, 1))
+    attribution_month_run(month=dt.date(2025, 6, 1))
     ledger = AllocatedCost.objects.all()
     # 2 instance-hours x 30.13118 (snapshot, g6e.48xlarge us-east-1) = 60.26236, an estimate.
     assert ledger.aggregate(s=MoneySum("list_cost"))["s"] == Decimal("60.26236")

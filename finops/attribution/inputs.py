@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import connections, models
 from django.db.models import F, Func, Max, Min, Q
@@ -68,6 +68,28 @@ class Inputs:
     job_meta: dict[int, JobMeta] = field(default_factory=dict)
     # Jobs charged for less than they requested (charge basis `used`): job id -> requested GPUs.
     requested_gpus: dict[int, Fraction] = field(default_factory=dict)
+    # Where running jobs end: the month's latest charge period end (epoch seconds), whatever
+    # part of the month's lines was loaded.
+    horizon: int = 0
+
+
+_QuerySet = TypeVar("_QuerySet", bound=models.QuerySet[Any])
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRange:
+    """A part of a month's line items: those whose resource_id is in [first, stop) in the
+    database's order (None: unbounded). Every line of a billed resource is in one part."""
+
+    first: str | None = None
+    stop: str | None = None
+
+    def filter(self, queryset: _QuerySet) -> _QuerySet:
+        if self.first is not None:
+            queryset = queryset.filter(resource_id__gte=self.first)
+        if self.stop is not None:
+            queryset = queryset.filter(resource_id__lt=self.stop)
+        return queryset
 
 
 def _epoch(value: dt.datetime) -> int:
@@ -80,13 +102,17 @@ def _to_epoch(value: dt.datetime | Decimal) -> int:
     return _epoch(value) if isinstance(value, dt.datetime) else int(value)
 
 
-def lines_queryset(month: dt.date, *, epochs: bool = False) -> models.QuerySet[Any]:
+def lines_queryset(
+    month: dt.date, *, epochs: bool = False, part: ResourceRange | None = None
+) -> models.QuerySet[Any]:
     """The month's line items as value tuples (unevaluated; _rows reads it).
 
     epochs: on PostgreSQL, read the charge period as epoch seconds computed by the server.
     Django's timestamptz loader is Python code run for every cell, before any memoisation can
     help; SQLite hands out text, which _rows converts once per distinct hour."""
     queryset = CostLineItem.objects.settled().filter(billing_period=month).order_by("id")
+    if part is not None:
+        queryset = part.filter(queryset)
     if not (epochs and connections[queryset.db].vendor == "postgresql"):
         return queryset.values_list(*_LINE_FIELDS)
     fields = list(_LINE_FIELDS)
@@ -318,20 +344,22 @@ class _NodeOfLine:
         return node, (spec.count if spec is not None else None)
 
 
-def inputs_load(*, month: dt.date) -> tuple[Inputs, int]:
-    """The month's engine inputs and the number of line items read (month: its first day)."""
+def inputs_load(*, month: dt.date, part: ResourceRange | None = None) -> tuple[Inputs, int]:
+    """The month's engine inputs (month: its first day), or those of a part of its line items
+    with all the jobs, and the number of line items read."""
     inputs = Inputs()
     resolver = TeamResolver.from_db()
     bounds = _charge_bounds(month)
     if bounds is None:
         return inputs, 0
+    inputs.horizon = _epoch(bounds[1])
     staged_jobs = _load_jobs(inputs, resolver, *bounds)
     job_nodes = [(node, inputs.job_meta[job[0]].cluster) for job in staged_jobs for node in job[1]]
     idle_policies = IdlePolicies.from_db(node_clusters(job_nodes))
     stager = _LineStager(
         resolver, engine.node_name_map(node for node, _ in job_nodes), SharedRules.from_db()
     )
-    staged = stager.stage_all(_rows(lines_queryset(month, epochs=True), _LINE_MEMOISED))
+    staged = stager.stage_all(_rows(lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED))
     inputs.dims = stager.dims()
     inputs.line_dims = stager.line_dims
     # Teams named by the month's rows but not created yet are created here, in one insert.

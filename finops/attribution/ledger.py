@@ -21,6 +21,7 @@ from finops.attribution import engine
 from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs, JobMeta
 from finops.attribution.list_cost import ESTIMATED_SOURCES, MIX_KINDS
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.attribution.partitions import ledger_month_clear
 from finops.attribution.waste import WASTE_STATES, ServingPod, pods_that_served
 
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
@@ -39,33 +40,12 @@ def _day(day: int, cache: dict[int, dt.date]) -> dt.date:
 
 # Ledger key: (dims index, day, category, team id, job id, node).
 LedgerKey = tuple[int, int, str, int | None, int | None, str]
-# Ledger value: [units of 10^-12, GPU-seconds, list units, contracted units]; after aggregate the
+# Ledger value: [units of 10^-12, GPU-seconds, list units, contracted units]; after finish the
 # GPU-seconds are quantised.
 Ledger = dict[LedgerKey, list[Any]]
 
 
-def aggregate(inputs: Inputs, shares: list[engine.Share]) -> Ledger:
-    """The engine's shares summed per ledger row, rows worth nothing dropped."""
-    ledger: Ledger = {}
-    line_dims = inputs.line_dims
-    for share in shares:
-        key = (
-            line_dims[share.line_id], share.day, share.category, share.team_id, share.job_id,
-            share.node,
-        )  # fmt: skip
-        acc = ledger.get(key)
-        if acc is None:
-            ledger[key] = [share.units, share.gpu_seconds, share.list_units, share.contracted_units]
-        else:
-            acc[0] += share.units
-            if share.gpu_seconds:
-                acc[1] += share.gpu_seconds
-            acc[2] += share.list_units
-            acc[3] += share.contracted_units
-    return _finish(ledger)
-
-
-def _finish(ledger: Ledger) -> Ledger:
+def finish(ledger: Ledger) -> Ledger:
     """Drop rows worth nothing (zero-cost lines, zero idle) and quantise GPU-seconds as stored,
     so the rollups sum exactly what the ledger rows hold."""
     finished: Ledger = {}
@@ -291,20 +271,15 @@ class ConservationError(RuntimeError):
     """The ledger about to be written does not add up to the bill (a bug, never data)."""
 
 
-def check_conservation(inputs: Inputs, ledger: Ledger) -> None:
+# (provider, account, currency, column) -> units; columns: cost, on-demand equivalent, contracted.
+Bill = dict[tuple[str, str, str, int], int]
+
+
+def check_conservation(bill: Bill, dims: list[Dims], ledger: Ledger) -> None:
     """Exact check in memory before writing: per provider, account and currency, the ledger's
     sum of each column (EffectiveCost, on-demand equivalent, ContractedCost) equals the line
-    items'. A failure is a bug; the run fails and the month keeps its previous rows rather
-    than get a ledger that does not add up."""
-    columns = range(3)
-    billed: dict[tuple[str, str, str, int], int] = {}
-    to_units = engine.decimal_to_units
-    for line in inputs.lines:
-        dims = inputs.dims[inputs.line_dims[line.id]]
-        amounts = (line.cost, line.list_cost, line.contracted_cost)
-        for column in columns:
-            key = (dims[0], dims[1], dims[5], column)
-            billed[key] = billed.get(key, 0) + to_units(amounts[column])
+    items' (bill). A failure is a bug; the run fails and the month keeps its previous rows
+    rather than get a ledger that does not add up."""
     by_dims: dict[int, list[int]] = {}
     for ledger_key, values in ledger.items():
         acc = by_dims.setdefault(ledger_key[0], [0, 0, 0])
@@ -313,11 +288,11 @@ def check_conservation(inputs: Inputs, ledger: Ledger) -> None:
         acc[2] += values[3]
     allocated: dict[tuple[str, str, str, int], int] = {}
     for dims_i, sums in by_dims.items():
-        dims = inputs.dims[dims_i]
-        for column in columns:
-            key = (dims[0], dims[1], dims[5], column)
+        row_dims = dims[dims_i]
+        for column in range(3):
+            key = (row_dims[0], row_dims[1], row_dims[5], column)
             allocated[key] = allocated.get(key, 0) + sums[column]
-    billed = {k: v for k, v in billed.items() if v}
+    billed = {k: v for k, v in bill.items() if v}
     allocated = {k: v for k, v in allocated.items() if v}
     if billed != allocated:
         raise ConservationError(f"ledger {allocated} != bill {billed} (in 10^-12 units)")
@@ -327,7 +302,7 @@ def write(month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
     """Replace the month's ledger and rollups (inside the caller's transaction)."""
     daily_rows = _team_daily_rows(month, inputs, ledger)
     run_rows = _run_rows(month, inputs, ledger)
-    AllocatedCost.objects.filter(billing_period=month).delete()
+    ledger_month_clear(month=month)
     TeamDailyCost.objects.filter(billing_period=month).delete()
     RunCost.objects.filter(billing_period=month).delete()
     _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))

@@ -1,7 +1,7 @@
 """The attribution engine (DESIGN section 5): pure Python, no ORM, exact to the last stored decimal.
 
 Dataclasses in, shares out. The service loads LineItem / Job values from the database
-(attribution/inputs.py), runs `attribute`, and aggregates the shares into the ledger
+(attribution/inputs.py), runs `allocate_lines`, and aggregates the shares into the ledger
 (attribution/ledger.py). The package, by stage: values.py (what goes in and out), units.py
 (exact money and largest remainder), nodes.py (resources to nodes, jobs by node and hour),
 node_lines.py (a GPU node line into job shares and idle), redistribute.py (spread idle, shared
@@ -100,16 +100,33 @@ from finops.attribution.engine.values import (
 __all__ = [
     "DAY", "EVEN", "FIXED", "GPU_SCALE", "GPU_SPEND", "HOUR", "IDLE", "INFERENCE",
     "MONEY_PLACES", "NODE_TAG_KEYS", "SHARED", "TAGGED", "TRAINING", "UNALLOCATED", "Job",
-    "JobIndex", "LineItem", "Share", "SharedRule", "attribute", "decimal_to_units", "gpu_micros",
-    "largest_remainder", "match_node", "node_name_map", "units_to_decimal",
+    "JobIndex", "LineItem", "Share", "SharedRule", "allocate", "allocate_lines", "decimal_to_units",
+    "gpu_micros", "largest_remainder", "match_node", "node_name_map", "units_to_decimal",
 ]  # fmt: skip
 
 
-def attribute(lines: Iterable[LineItem], jobs: Iterable[Job]) -> list[Share]:
-    """Split every line item into shares that sum exactly to its cost."""
+def allocate(lines: Iterable[LineItem], jobs: Iterable[Job]) -> list[Share]:
+    """Split every line item into shares that sum exactly to its cost: the first pass
+    (allocate_lines), then idle of `spread` pools and shared-cost lines redistributed."""
+    ordered = sorted(lines, key=lambda line: line.id)
+    shares = allocate_lines(ordered, jobs)
+    shares = spread_idle(ordered, shares)
+    return split_shared(ordered, shares)
+
+
+def allocate_lines(
+    lines: Iterable[LineItem], jobs: Iterable[Job], *, horizon: int | None = None
+) -> list[Share]:
+    """The first pass alone: each line item into job shares, idle and its owner's shares, per
+    line and independent of every other line except those of the same node (which share the
+    node's GPU-second buckets). So a month's lines can be split into parts by node, each part
+    allocated on its own, and the redistribution done once over the parts' sums
+    (attribution/partial.py). horizon: where running jobs end (the month's latest charge
+    period end; by default that of these lines)."""
     ordered = sorted(lines, key=lambda line: line.id)
     nodes = {line.node for line in ordered if line.node is not None}
-    horizon = max((line.end for line in ordered), default=0)
+    if horizon is None:
+        horizon = max((line.end for line in ordered), default=0)
     index = JobIndex(jobs, nodes=nodes, horizon=horizon)
     counted: set[tuple[str, int, int]] = set()
     seconds = GpuSeconds()
@@ -119,5 +136,4 @@ def attribute(lines: Iterable[LineItem], jobs: Iterable[Job]) -> list[Share]:
             spread_by_day(line, line.category, line.team_id, "", shares)
         else:
             split_node_line(line, index, counted, seconds, shares)
-    shares = spread_idle(ordered, shares)
-    return split_shared(ordered, shares)
+    return shares

@@ -109,7 +109,7 @@ def split_shared(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share
         assert line.shared is not None
         memo_key = (line.shared, line.provider, line.currency)
         if memo_key not in memo:
-            memo[memo_key] = _shared_weights(line, spend, gpu)
+            memo[memo_key] = shared_weights(line, spend, gpu)
         teams, weights = memo[memo_key]
         if not teams:
             result.append(share)  # nobody to share with: stays unallocated
@@ -157,7 +157,7 @@ def _team_spend(
     return spend, gpu
 
 
-def _shared_weights(
+def shared_weights(
     line: LineItem, spend: dict[int, int], gpu: _GpuSpend
 ) -> tuple[list[int], list[int]]:
     """Teams (sorted by id, for deterministic ties) and integer weights; ([], []) for none."""

@@ -1,0 +1,90 @@
+"""PostgreSQL: the ledger is partitioned by billing month; re-attributing a month truncates its
+partition and leaves the other months' rows alone. (SQLite has one plain table: the migration
+is a no-op there, and the month's rows are deleted as before.)"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+
+from billing_ingest.models import CostLineItem, ImportBatch
+from finops.attribution.models import AllocatedCost
+from finops.attribution.partitions import partition_name
+from finops.attribution.services import attribution_month_run
+
+pytestmark = pytest.mark.django_db
+
+MAY, JUNE = dt.date(2025, 5, 1), dt.date(2025, 6, 1)
+
+
+@pytest.fixture(autouse=True)
+def _postgres_only() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("declarative partitioning is PostgreSQL's")
+
+
+def _bill(month: dt.date, cost: str) -> None:
+    batch = ImportBatch.objects.create(
+        kind="billing", format="focus", source=f"s{month:%m}", file_name="f", status="succeeded"
+    )
+    start = dt.datetime(month.year, month.month, 2, tzinfo=dt.UTC)
+    CostLineItem.objects.create(
+        batch=batch, source=batch.source, billing_period=month, billing_period_start=start,
+        provider_name="AWS", billing_account_id="1", billing_currency="USD",
+        charge_period_start=start, charge_period_end=start + dt.timedelta(hours=1),
+        billed_cost=Decimal(cost), effective_cost=Decimal(cost), tags={"team": "ml"},
+    )  # fmt: skip
+
+
+def _rows_in(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT count(*) FROM "{table}"')
+        (count,) = cursor.fetchone()
+    return int(count)
+
+
+def _partitions() -> set[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = %s::regclass",
+            [AllocatedCost._meta.db_table],
+        )
+        return {name for (name,) in cursor.fetchall()}
+
+
+def test_each_month_has_its_partition_and_reattribution_replaces_only_it() -> None:
+    _bill(MAY, "10")
+    _bill(JUNE, "20")
+    attribution_month_run(month=MAY)
+    attribution_month_run(month=JUNE)
+    assert {partition_name(MAY), partition_name(JUNE)} <= _partitions()
+    assert _rows_in(partition_name(MAY)) == AllocatedCost.objects.filter(billing_period=MAY).count()
+    june_ids = set(AllocatedCost.objects.filter(billing_period=JUNE).values_list("id", flat=True))
+
+    _bill(MAY, "5")  # a late line: May is attributed again
+    attribution_month_run(month=MAY)
+
+    may = AllocatedCost.objects.filter(billing_period=MAY)
+    assert sum(may.values_list("amount", flat=True), Decimal(0)) == Decimal(15)
+    assert _rows_in(partition_name(MAY)) == may.count()
+    # June's rows were not touched (same ids), and every id is still unique across months.
+    assert set(AllocatedCost.objects.filter(billing_period=JUNE).values_list("id", flat=True)) == (
+        june_ids
+    )
+    ids = list(AllocatedCost.objects.values_list("id", flat=True))
+    assert len(ids) == len(set(ids))
+    assert AllocatedCost.objects.get(pk=ids[0]).pk == ids[0]  # the ORM's primary key still works
+
+
+def test_the_primary_key_includes_the_billing_month() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = %s::regclass AND contype = 'p'",
+            [AllocatedCost._meta.db_table],
+        )
+        (definition,) = cursor.fetchone()
+    assert definition == "PRIMARY KEY (id, billing_period)"
