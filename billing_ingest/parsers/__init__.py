@@ -46,9 +46,20 @@ BILLING_FORMAT_MODULES = (
 )
 
 
-def billing_parser(name: str) -> BillingParser:
+def _billing_modules_load() -> None:
     for module in BILLING_FORMAT_MODULES:
         importlib.import_module(f"billing_ingest.parsers.{module}")
+
+
+def billing_formats() -> list[str]:
+    """Every billing format's name, sorted (the registry filled first: it fills lazily, so
+    reading BILLING_PARSERS directly sees only the formats something happened to import)."""
+    _billing_modules_load()
+    return sorted(BILLING_PARSERS)
+
+
+def billing_parser(name: str) -> BillingParser:
+    _billing_modules_load()
     try:
         return BILLING_PARSERS[name]
     except KeyError:

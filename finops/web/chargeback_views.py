@@ -20,8 +20,9 @@ from finops.chargeback import documents
 from finops.chargeback.period_selectors import period_list
 from finops.chargeback.selectors import statement_get
 from finops.chargeback.services import PeriodError, period_close, period_reopen
-from finops.org.permissions import user_is_finance, user_may_edit
+from finops.org.permissions import user_may_edit
 from finops.org.selectors import team_list_visible
+from finops.web.access import require_finance
 
 
 def _month(text: str) -> date:
@@ -49,15 +50,10 @@ def statement_file(request: HttpRequest, slug: str, month: str, extension: str) 
     return documents.statement_response(data, extension=extension)
 
 
-def _require_finance(request: HttpRequest) -> None:
-    if not user_is_finance(request.user):
-        raise PermissionDenied("Finance only.")
-
-
 @login_required
 def close_periods(request: HttpRequest) -> HttpResponse:
     """Months with their status; finance closes and reopens them here (viewers only look)."""
-    _require_finance(request)
+    require_finance(request)
     context = {
         "periods": period_list(),
         "may_edit": user_may_edit(request.user),
@@ -90,7 +86,7 @@ def close_action(request: HttpRequest, month: str, action: str) -> HttpResponse:
 
 @login_required
 def audit_log(request: HttpRequest) -> HttpResponse:
-    _require_finance(request)
+    require_finance(request)
     prefix = request.GET.get("action", "").strip()
     paginator = Paginator(audit_event_list(action_prefix=prefix), 50)
     page = paginator.get_page(request.GET.get("page"))

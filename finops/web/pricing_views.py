@@ -19,7 +19,8 @@ from finops.org.selectors import team_list_visible
 from finops.pricing.commitments import commitment_utilisation, coverage, recommendation
 from finops.pricing.comparisons import assumptions_current, team_month_pricing
 from finops.pricing.models import PricingAssumptions
-from finops.web.views import _require_finance, _resolve_month
+from finops.web.access import require_finance
+from finops.web.views import _resolve_month
 
 # How the page names each alternative (the API keeps its keys).
 ALTERNATIVE_LABELS = {
@@ -110,7 +111,7 @@ class PricingAssumptionsForm(forms.ModelForm):  # type: ignore[type-arg]
 
 @login_required
 def pricing_settings(request: HttpRequest) -> HttpResponse:
-    _require_finance(request)
+    require_finance(request)
     instance = PricingAssumptions.current()
     form = PricingAssumptionsForm(request.POST or None, instance=instance)
     if request.method == "POST" and form.is_valid():

@@ -9,6 +9,7 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template.defaultfilters import filesizeformat
@@ -16,7 +17,8 @@ from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
-from billing_ingest.parsers import BILLING_PARSERS
+from billing_ingest.models import ImportBatch
+from billing_ingest.parsers import billing_formats
 from billing_ingest.selectors import batch_progress
 from billing_ingest.services.uploads import (
     JOB_FORMATS,
@@ -25,7 +27,7 @@ from billing_ingest.services.uploads import (
     upload_store,
 )
 from finops.org.permissions import user_is_finance
-from finops.web.views import _require_finance
+from finops.web.access import require_finance
 
 # Multipart framing around the file: a little over the file limit is still the same file.
 _MULTIPART_ALLOWANCE = 64 * 1024
@@ -33,7 +35,7 @@ _MULTIPART_ALLOWANCE = 64 * 1024
 
 def format_choices() -> list[tuple[str, list[tuple[str, str]]]]:
     return [
-        ("Billing export", [(f"billing:{name}", name) for name in sorted(BILLING_PARSERS)]),
+        ("Billing export", [(f"billing:{name}", name) for name in billing_formats()]),
         ("Job log", [(f"jobs:{name}", name) for name in JOB_FORMATS]),
     ]
 
@@ -73,7 +75,7 @@ def imports_context(form: UploadForm | None = None) -> dict[str, Any]:
 @login_required
 @require_POST
 def upload(request: HttpRequest) -> HttpResponse:
-    _require_finance(request)
+    require_finance(request)
     declared = int(request.META.get("CONTENT_LENGTH") or 0)
     if declared > settings.FINOPS_UPLOAD_MAX_BYTES + _MULTIPART_ALLOWANCE:
         error = (
@@ -106,7 +108,6 @@ def _upload_checked(request: HttpRequest) -> HttpResponse:
 def _imports_with_form(
     request: HttpRequest, form: UploadForm, *, status: int, error: str = ""
 ) -> HttpResponse:
-    from finops.web.views import import_batches_page
 
     context = {"page": import_batches_page(request), "upload_error": error, **imports_context(form)}
     return render(request, "web/imports.html", context, status=status)
@@ -122,3 +123,19 @@ def progress(request: HttpRequest, batch_id: int) -> JsonResponse:
     if found is None:
         return JsonResponse({"detail": "No such import batch."}, status=404)
     return JsonResponse(found.as_json())
+
+
+@login_required
+def import_batches(request: HttpRequest) -> HttpResponse:
+    require_finance(request)
+    context = {"page": import_batches_page(request), **imports_context()}
+    uploaded = request.GET.get("uploaded", "")
+    if uploaded.isdigit():
+        # The batch just uploaded: the page polls its progress (static/finops-imports.js).
+        context["uploaded"] = ImportBatch.objects.filter(id=int(uploaded)).first()
+    return render(request, "web/imports.html", context)
+
+
+def import_batches_page(request: HttpRequest) -> Any:
+    paginator = Paginator(ImportBatch.objects.order_by("-created_at", "-id"), 50)
+    return paginator.get_page(request.GET.get("page"))

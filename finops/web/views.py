@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 from datetime import date
-from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import BadRequest, PermissionDenied
-from django.core.paginator import Paginator
+from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing_ingest.models import ImportBatch
 from billing_ingest.months import month_format, month_parse
 from finops.anomalies.selectors import open_anomaly_counts
-from finops.api.filters import RunCostFilterSet
 from finops.attribution import (
     overview_selectors,
     reconciliation_selectors,
@@ -31,6 +27,7 @@ from finops.attribution.dashboard import (
     overview_dashboard,
     team_daily_by_category,
 )
+from finops.attribution.filters import RunCostFilterSet
 from finops.attribution.models import RunCost
 from finops.attribution.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
@@ -41,6 +38,7 @@ from finops.org.selectors import team_list_visible
 from finops.pipeline.selectors import pipeline_last_runs
 from finops.pipeline.tasks import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
+from finops.web.access import require_finance
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -81,11 +79,6 @@ def several_currencies(totals: list[CategoryRow], reporting: Reporting | None) -
 
 
 TEAM_TOP_RUNS = 20
-
-
-def _require_finance(request: HttpRequest) -> None:
-    if not user_is_finance(request.user):
-        raise PermissionDenied("Finance only.")
 
 
 @login_required
@@ -182,7 +175,7 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
 
 @login_required
 def reconciliation(request: HttpRequest) -> HttpResponse:
-    _require_finance(request)
+    require_finance(request)
     month, months = _resolve_month(request)
     context = {
         "month": month,
@@ -194,27 +187,9 @@ def reconciliation(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def import_batches(request: HttpRequest) -> HttpResponse:
-    _require_finance(request)
-    from finops.web.upload_views import imports_context
-
-    context = {"page": import_batches_page(request), **imports_context()}
-    uploaded = request.GET.get("uploaded", "")
-    if uploaded.isdigit():
-        # The batch just uploaded: the page polls its progress (static/finops-imports.js).
-        context["uploaded"] = ImportBatch.objects.filter(id=int(uploaded)).first()
-    return render(request, "web/imports.html", context)
-
-
-def import_batches_page(request: HttpRequest) -> Any:
-    paginator = Paginator(ImportBatch.objects.order_by("-created_at", "-id"), 50)
-    return paginator.get_page(request.GET.get("page"))
-
-
-@login_required
 def pipeline(request: HttpRequest) -> HttpResponse:
     """Each month's last pipeline run, step by step (finance only)."""
-    _require_finance(request)
+    require_finance(request)
     return render(request, "web/pipeline.html", {"runs": pipeline_last_runs()})
 
 
@@ -222,7 +197,7 @@ def pipeline(request: HttpRequest) -> HttpResponse:
 @login_required
 def pipeline_run_again(request: HttpRequest) -> HttpResponse:
     """Queue a new run of a month's pipeline; an unreachable broker is said, not a 500."""
-    _require_finance(request)
+    require_finance(request)
     try:
         month = month_parse(request.POST.get("month", ""))
     except ValueError as exc:
