@@ -19,7 +19,6 @@ from rest_framework.views import APIView
 from billing_ingest.models import ImportBatch
 from billing_ingest.months import month_format, month_parse
 from finops.api.cache import cached_read
-from finops.api.filters import RunCostFilterSet
 from finops.api.rows import RUN_VALUES, cost_point_bodies, run_cost_bodies
 from finops.api.schema import month_parameter
 from finops.api.serializers import (
@@ -35,6 +34,7 @@ from finops.api.serializers import (
     RunCostSerializer,
     TeamSerializer,
 )
+from finops.attribution.filters import RunCostFilterSet
 from finops.attribution.models import RunCost
 from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from finops.attribution.reporting import SECONDS_PER_HOUR

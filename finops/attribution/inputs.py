@@ -16,7 +16,7 @@ one insert and the staged values become engine values.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
@@ -24,13 +24,13 @@ from typing import Any, TypeVar
 
 from django.db import connections, models
 from django.db.models import F, Func, Max, Min, Q
-from django.db.models.sql.constants import MULTI
 
 from billing_ingest.models import CostLineItem, JobRecord, job_gpus_exact
 from finops.attribution import engine
 from finops.attribution.catalogue import line_gpu_spec
 from finops.attribution.charge_basis import charged_gpus, used_basis_utilisations
 from finops.attribution.list_cost import ListCostResolver, ListLine, pricing_mix
+from finops.attribution.orm_rows import values_rows
 from finops.attribution.policies import (
     CommitmentPools,
     IdlePolicies,
@@ -137,78 +137,6 @@ _LINE_FIELDS = (
 )  # fmt: skip
 
 
-_Plain = list[tuple[int, list[Any], Any]]
-_Cached = list[tuple[int, list[Any], Any, dict[Any, Any]]]
-
-
-def _selected_names(queryset: models.QuerySet[Any], compiler: Any) -> list[str]:
-    """Column names in the compiler's order (the aliases it selects them as)."""
-    names = [alias for _, _, alias in compiler.select[: compiler.col_count]]
-    if None in names:
-        query = queryset.query
-        names = [*query.extra_select, *query.values_select, *query.annotation_select]
-    return names
-
-
-def _converters(compiler: Any, names: list[str], memoised: Iterable[str]) -> tuple[_Plain, _Cached]:
-    """The ORM's converters by column position: plain ones, and memoised ones with a memo."""
-    fields = [expression for expression, _, _ in compiler.select[: compiler.col_count]]
-    memo_at = {names.index(name) for name in memoised if name in names}
-    plain: _Plain = []
-    cached: _Cached = []
-    for pos, (convs, expression) in compiler.get_converters(fields).items():
-        if pos in memo_at:
-            cached.append((pos, convs, expression, {}))
-        else:
-            plain.append((pos, convs, expression))
-    return plain, cached
-
-
-def _rows(queryset: models.QuerySet[Any], memoised: Iterable[str]) -> Iterator[tuple[Any, ...]]:
-    """The value tuples of a values_list queryset, as the ORM would convert them, read in
-    chunks; the columns named in memoised are converted once per distinct database value.
-
-    Charge periods repeat (744 hours a month over hundreds of thousands of lines) and so do
-    tags, while the ORM converts every cell (on SQLite: parse the datetime text, make it aware,
-    json.loads the tags): for a month's line items that alone cost more than reading them."""
-    compiler = queryset.query.get_compiler(using=queryset.db)
-    # As QuerySet.iterator(): a server-side cursor on PostgreSQL unless settings disable them.
-    chunked = not compiler.connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS")
-    results = compiler.execute_sql(MULTI, chunked_fetch=chunked, chunk_size=BATCH_SIZE)
-    assert results is not None
-    names = _selected_names(queryset, compiler)
-    wanted = list(queryset._fields or names)  # type: ignore[attr-defined]
-    order = [names.index(name) for name in wanted]
-    reorder = order != list(range(len(order)))
-    plain, cached = _converters(compiler, names, memoised)
-    connection = compiler.connection
-    # The per-row loop stays inline: it runs for every cell of a month's line items.
-    for chunk in results:
-        for raw in chunk:
-            row = list(raw)
-            for pos, convs, expression in plain:
-                value = row[pos]
-                for convert in convs:
-                    value = convert(value, expression, connection)
-                row[pos] = value
-            for pos, convs, expression, memo in cached:
-                value = row[pos]
-                try:
-                    row[pos] = memo[value]
-                    continue
-                except KeyError:
-                    keep = True
-                except TypeError:  # an unhashable raw value (a driver that decodes JSON)
-                    keep = False
-                converted = value
-                for convert in convs:
-                    converted = convert(converted, expression, connection)
-                row[pos] = converted
-                if keep:
-                    memo[value] = converted
-            yield tuple([row[i] for i in order]) if reorder else tuple(row)
-
-
 # A job between reading and team creation:
 # (id, node names, start, end, GPU micros, GPU denominator, owner).
 _StagedJob = tuple[int, tuple[str, ...], int, int | None, int, int, TeamRef | None]
@@ -245,7 +173,7 @@ def _load_jobs(
     utilisations = used_basis_utilisations()
     # Node lists and labels repeat (most jobs run on one node; pods share labels).
     node_tuples: dict[int, tuple[str, ...]] = {}
-    rows = _rows(queryset, ("nodes", "labels"))
+    rows = values_rows(queryset, ("nodes", "labels"), chunk_size=BATCH_SIZE)
     for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
          numerator, denominator, namespace, labels, endpoint) in rows:  # fmt: skip
         assert start is not None  # filtered above
@@ -359,7 +287,11 @@ def inputs_load(*, month: dt.date, part: ResourceRange | None = None) -> tuple[I
     stager = _LineStager(
         resolver, engine.node_name_map(node for node, _ in job_nodes), SharedRules.from_db()
     )
-    staged = stager.stage_all(_rows(lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED))
+    staged = stager.stage_all(
+        values_rows(
+            lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED, chunk_size=BATCH_SIZE
+        )
+    )
     inputs.dims = stager.dims()
     inputs.line_dims = stager.line_dims
     # Teams named by the month's rows but not created yet are created here, in one insert.
