@@ -31,7 +31,7 @@ from decimal import Decimal
 from typing import Any
 
 from finops.attribution import engine
-from finops.attribution.engine.redistribute import shared_weights
+from finops.attribution.engine.redistribute import pool_idle_split, shared_weights
 from finops.attribution.engine.units import ZERO, split_units
 from finops.attribution.engine.values import GPU_CATEGORIES
 from finops.attribution.inputs import Dims, Inputs, JobMeta
@@ -268,17 +268,7 @@ def _spread(
     for (pool, day, group), (units, list_units, contracted_units) in pooled.items():
         if (pool, day) not in live:
             continue
-        per_job = weights[(pool, day)]
-        job_ids = sorted(per_job)
-        job_weights = [per_job[j] for j in job_ids]
-        cost_parts = split_units(units, job_weights)
-        columns = zip(
-            job_ids,
-            cost_parts,
-            split_units(list_units - units, job_weights, cost_parts),
-            split_units(contracted_units - units, job_weights, cost_parts),
-            strict=True,
-        )
+        columns = pool_idle_split(units, list_units, contracted_units, weights[(pool, day)])
         for job_id, part, list_part, contracted_part in columns:
             key = (group, day, engine.IDLE, job_team[job_id], job_id, "")
             _add_values(ledger, key, [part, ZERO, list_part, contracted_part])

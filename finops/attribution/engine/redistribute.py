@@ -67,17 +67,7 @@ def spread_idle(ordered: Sequence[LineItem], shares: list[Share]) -> list[Share]
                 continue
         kept.append(share)
     for (pool, day, _), (units, list_units, contracted_units, line_id) in pooled.items():
-        per_job = weights[(pool, day)]
-        job_ids = sorted(per_job)
-        job_weights = [per_job[j] for j in job_ids]
-        cost_parts = split_units(units, job_weights)
-        columns = zip(
-            job_ids,
-            cost_parts,
-            split_units(list_units - units, job_weights, cost_parts),
-            split_units(contracted_units - units, job_weights, cost_parts),
-            strict=True,
-        )
+        columns = pool_idle_split(units, list_units, contracted_units, weights[(pool, day)])
         for job_id, part, list_part, contracted_part in columns:
             if part or list_part or contracted_part:
                 kept.append(
@@ -180,3 +170,24 @@ def shared_weights(
         raise ValueError(f"unknown shared-cost method {rule.method!r}")
     teams = sorted(chosen)
     return teams, [chosen[t] for t in teams]
+
+
+def pool_idle_split(
+    units: int, list_units: int, contracted_units: int, per_job: dict[int, int]
+) -> list[tuple[int, int, int, int]]:
+    """A pool-day's idle (cost, on-demand and contracted units) split over its jobs by their
+    weights, in job id order: (job id, cost, list, contracted). The list and contracted parts
+    are split as their excess over cost, so each job's parts keep the line's own proportions
+    (shared by the one-process path and the reduce of a month split in parts)."""
+    job_ids = sorted(per_job)
+    job_weights = [per_job[j] for j in job_ids]
+    cost_parts = split_units(units, job_weights)
+    return list(
+        zip(
+            job_ids,
+            cost_parts,
+            split_units(list_units - units, job_weights, cost_parts),
+            split_units(contracted_units - units, job_weights, cost_parts),
+            strict=True,
+        )
+    )
