@@ -21,7 +21,9 @@ class NotificationPreferenceSerializer(serializers.Serializer[Any]):
         help_text="immediate: one email per new anomaly; digest: one a day; off: none.",
     )
     budget_emails = serializers.BooleanField(help_text="Whether budget alerts are emailed.")
-    email = serializers.EmailField(
+    # A plain string, not format "email": a user without an address has "" here, which an
+    # email-format schema would call invalid (schemathesis found it).
+    email = serializers.CharField(
         source="user.email", read_only=True, help_text="Where the emails go (may be empty)."
     )
 
