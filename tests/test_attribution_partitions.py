@@ -12,8 +12,9 @@ from django.db import connection
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from finops.attribution.models import AllocatedCost
-from finops.attribution.partitions import partition_name
+from finops.attribution.partitions import DEFAULT, ledger_partition_ensure, partition_name
 from finops.attribution.services import attribution_month_run
+from tests.factories import AllocatedCostFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -88,3 +89,18 @@ def test_the_primary_key_includes_the_billing_month() -> None:
         )
         (definition,) = cursor.fetchone()
     assert definition == "PRIMARY KEY (id, billing_period)"
+
+
+def test_a_row_of_a_month_without_its_partition_waits_in_the_default_one() -> None:
+    """Rows written before their month has a partition (here by the ORM, as fixtures and admin
+    tools do) are kept in the DEFAULT partition, then moved when the month's is created."""
+    row = AllocatedCostFactory.create(billing_period=MAY, day=MAY, amount=Decimal("7.5"))
+    assert partition_name(MAY) not in _partitions()
+    assert _rows_in(DEFAULT) == 1
+
+    assert ledger_partition_ensure(month=MAY)
+
+    assert partition_name(MAY) in _partitions()
+    assert _rows_in(DEFAULT) == 0
+    assert _rows_in(partition_name(MAY)) == 1
+    assert AllocatedCost.objects.get(pk=row.pk).amount == Decimal("7.5")

@@ -7,18 +7,22 @@ other months never wait for, where CREATE TABLE ... PARTITION OF would lock it e
 Re-attributing the month truncates its partition (one statement, no per-row delete and no dead
 rows to vacuum) inside the run's transaction: rolled back with it on failure, and readers of that
 month wait for the commit rather than see it empty. On SQLite, or a PostgreSQL ledger that is not
-partitioned, the month's rows are deleted as before.
+partitioned, the month's rows are deleted as before. Rows written for a month that has no
+partition yet (outside an attribution run) go to the DEFAULT partition and move into the month's
+partition when it is created.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from django.db import connection, transaction
 
 from finops.attribution.models import AllocatedCost
 
 TABLE = AllocatedCost._meta.db_table
+DEFAULT = f"{TABLE}_default"
 
 
 def partition_name(month: dt.date) -> str:
@@ -58,11 +62,26 @@ def ledger_partition_ensure(*, month: dt.date) -> bool:
         # then sees the partition attached.
         cursor.execute(f'LOCK TABLE "{TABLE}" IN SHARE UPDATE EXCLUSIVE MODE')
         if not _attached(name):
+            _default_rows_move(cursor, name, month, stop)
             cursor.execute(
                 f'ALTER TABLE "{TABLE}" ATTACH PARTITION "{name}" '
                 f"FOR VALUES FROM ('{month:%Y-%m-%d}') TO ('{stop:%Y-%m-%d}')"
             )
     return True
+
+
+def _default_rows_move(cursor: Any, name: str, month: dt.date, stop: dt.date) -> None:
+    """Move the month's rows out of the DEFAULT partition into its new partition (ATTACH
+    refuses while the default holds rows of the new range). Rows land in the default only when
+    written before the month had a partition (not by attribution, which creates it first)."""
+    cursor.execute("SELECT to_regclass(%s)", [DEFAULT])
+    if cursor.fetchone()[0] is None:
+        return
+    cursor.execute(
+        f'WITH moved AS (DELETE FROM "{DEFAULT}" WHERE billing_period >= %s '
+        f'AND billing_period < %s RETURNING *) INSERT INTO "{name}" SELECT * FROM moved',
+        [month, stop],
+    )
 
 
 def ledger_month_clear(*, month: dt.date) -> None:

@@ -1,7 +1,8 @@
 """On PostgreSQL, the ledger (attribution_allocatedcost) becomes a table partitioned by billing
 month (declarative RANGE partitioning on billing_period, one partition per month), so that
 re-attributing a month truncates that month's partition instead of deleting its rows one by
-one (finops.attribution.partitions). A no-op on SQLite, and no change to Django's model state:
+one (finops.attribution.partitions). A DEFAULT partition holds rows of a month that has no
+partition yet; creating the month's partition moves them into it. A no-op on SQLite, and no change to Django's model state:
 
 - PostgreSQL wants the partition key in every unique constraint, so the primary key becomes
   (id, billing_period). Django keeps `id` as the model's primary key: ids still come from one
@@ -62,6 +63,10 @@ def _rebuild(schema_editor, *, partitioned):
         )
         if partitioned:
             _month_partitions(cursor, TABLE)
+            # Rows of a month without its partition yet (written outside an attribution run,
+            # which creates the month's partition first) land here rather than fail; creating
+            # the month's partition moves them (finops.attribution.partitions).
+            cursor.execute(f'CREATE TABLE "{TABLE}_default" PARTITION OF "{TABLE}" DEFAULT')
         cursor.execute(f'INSERT INTO "{TABLE}" OVERRIDING SYSTEM VALUE SELECT * FROM "{OLD}"')
         cursor.execute(f'DROP TABLE "{OLD}" CASCADE')
         key = "id, billing_period" if partitioned else "id"
