@@ -210,9 +210,14 @@ def _recurring_spans(budgets: Sequence[Budget], window: _Window) -> list[_Span]:
         qs = qs.filter(provider_name__in={b.provider_name for b in budgets})
     values = qs.order_by().values_list(*_SPAN_VALUES, "tags", "sub_account_id")
     return [
-        _Span(*row[:6], tags=row[6] if isinstance(row[6], dict) else {}, sub_account=row[7])
+        _span(row, tags=row[6] if isinstance(row[6], dict) else {}, sub_account=row[7])
         for row in values
     ]
+
+
+def _span(row: tuple[Any, ...], **extra: Any) -> _Span:
+    month, start, end, provider, currency, amount = row[:6]
+    return _Span(month, start, end, provider, currency, amount, **extra)
 
 
 def _tag_spans(budgets: Sequence[Budget], window: _Window) -> list[_Span]:
@@ -224,7 +229,7 @@ def _tag_spans(budgets: Sequence[Budget], window: _Window) -> list[_Span]:
         wanted |= Q(tag_key=key, tag_value=value)
     qs = TagCharge.objects.filter(_span_filter(window)).filter(wanted)
     values = qs.order_by().values_list(*_SPAN_VALUES, "tag_key", "tag_value")
-    return [_Span(*row[:6], tags={}, tag=(row[6], row[7])) for row in values]
+    return [_span(row, tags={}, tag=(row[6], row[7])) for row in values]
 
 
 def _spread(spans: Iterable[_Span], window: _Window) -> Iterator[Row]:
