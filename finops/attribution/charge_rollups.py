@@ -15,6 +15,7 @@ from decimal import Decimal, localcontext
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 
 from billing_ingest.models import MONEY_PLACES, CostLineItem
 from finops.attribution.models import RecurringCharge, TagCharge
@@ -40,8 +41,15 @@ def tag_span(start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.date
     return start, end
 
 
-def _lines(month: dt.date) -> Iterator[tuple[Any, ...]]:
-    rows = CostLineItem.objects.settled().filter(billing_period=month).order_by()
+def _lines(month: dt.date, recurring_categories: set[str]) -> Iterator[tuple[Any, ...]]:
+    """The month's settled lines that can feed either rollup: a recurring category, or tags
+    (most GPU node lines have none, and reading a row costs more than skipping it in SQL)."""
+    rows = (
+        CostLineItem.objects.settled()
+        .filter(billing_period=month)
+        .filter(Q(charge_category__in=recurring_categories) | ~Q(tags={}))
+        .order_by()
+    )
     yield from rows.values_list(*_LINE_VALUES).iterator(chunk_size=5000)
 
 
@@ -52,7 +60,9 @@ def charge_rollups(month: dt.date) -> tuple[list[RecurringCharge], list[TagCharg
     tagged: dict[tuple[Any, ...], Decimal] = {}
     with localcontext() as context:
         context.prec = 60  # sums of money stay exact
-        for start, end, provider, currency, cost, category, sub, tags in _lines(month):
+        for start, end, provider, currency, cost, category, sub, tags in _lines(
+            month, recurring_categories
+        ):
             tags = tags if isinstance(tags, dict) else {}
             if category in recurring_categories and end - start >= _DAY and cost:
                 key = (provider, sub, json.dumps(tags, sort_keys=True), currency, start, end)
