@@ -10,10 +10,12 @@ from decimal import Decimal
 import pytest
 from django.contrib.auth.models import User
 from django.core.cache import cache
+from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from pytest_django import DjangoAssertNumQueries, Settings
 from rest_framework.test import APIClient
 
+from finops.budgets.services import budget_create
 from finops.currency.models import FxRate
 from finops.org.models import Team
 from finops.tokens.services import api_token_create
@@ -80,25 +82,50 @@ def test_reports_read_rollups_in_flat_queries(
     assert not any(table in _sql(queries) for table in RAW)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="budget series read settled line items for recurring charges (and tag scopes): "
-    "needs a recurring-charge rollup written by attribution",
-)
 def test_budgets_list_reads_no_raw_line_items(
     month: None,
     finance_user: User,
     team: Team,
     django_assert_max_num_queries: DjangoAssertNumQueries,
 ) -> None:
-    from finops.budgets.services import budget_create
-
     budget_create(user=finance_user, data={"name": "GPU", "team": team.slug, "amount": "9"})
+    budget_create(
+        user=finance_user,
+        data={"name": "Seg", "team": team.slug, "tag": "project=seg", "amount": "9"},
+    )
     client = _token_client(finance_user)
     client.get(BUDGETS)
     with django_assert_max_num_queries(50) as queries:
         assert client.get(BUDGETS).status_code == 200
     assert not any(table in _sql(queries) for table in RAW)
+
+
+def _budgets_list_queries(client: APIClient) -> int:
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(BUDGETS)
+    assert response.status_code == 200
+    return len(queries)
+
+
+def test_budgets_list_queries_do_not_grow_with_budgets(
+    month: None, finance_user: User, team: Team, other_team: Team
+) -> None:
+    client = _token_client(finance_user)
+    client.get(BUDGETS)  # token's last_used_at stamped once, before
+    scopes: list[dict[str, str]] = [
+        {"team": team.slug},
+        {"team": other_team.slug, "tag": "project=seg"},
+        {"provider": "AWS"},
+        {},
+    ]
+    for i, scope in enumerate(scopes):
+        budget_create(user=finance_user, data={"name": f"b{i}", "amount": "9", **scope})
+    few = _budgets_list_queries(client)
+    for i in range(12):
+        scope = {**scopes[i % 4], "tag": f"project=p{i}"} if i % 4 == 1 else scopes[i % 4]
+        budget_create(user=finance_user, data={"name": f"more{i}", "amount": "9", **scope})
+    assert len(client.get(BUDGETS).json()["results"]) == 16
+    assert _budgets_list_queries(client) == few
 
 
 @pytest.mark.parametrize("url", [SUMMARY, RUNS, SERIES, BUDGETS])

@@ -22,7 +22,14 @@ from rest_framework.response import Response
 
 from finops.api.cache import cached_read
 from finops.budgets.models import Budget, BudgetAlert
-from finops.budgets.selectors import budget_alerts_of_period, budget_list_visible, budget_status
+from finops.budgets.selectors import (
+    BudgetStatus,
+    budget_alerts_of_period,
+    budget_alerts_of_periods,
+    budget_list_visible,
+    budget_status,
+    budget_statuses,
+)
 from finops.budgets.services import budget_create, budget_delete, budget_update
 
 
@@ -66,7 +73,18 @@ class BudgetSerializer(BudgetWriteSerializer):
 
 def _row(budget: Budget, as_of: date) -> dict[str, Any]:
     s = budget_status(budget=budget, as_of=as_of)
-    alerts = budget_alerts_of_period(budget=budget, period_start=s.period.start)
+    return _status_row(s, budget_alerts_of_period(budget=budget, period_start=s.period.start))
+
+
+def _rows(budgets: list[Budget], as_of: date) -> list[dict[str, Any]]:
+    """The list's rows from one read of the rollups and one of the alerts, however many."""
+    statuses = budget_statuses(budgets=budgets, as_of=as_of)
+    alerts = budget_alerts_of_periods(statuses=statuses)
+    return [_status_row(s, alerts[s.budget.pk]) for s in statuses]
+
+
+def _status_row(s: BudgetStatus, alerts: list[BudgetAlert]) -> dict[str, Any]:
+    budget = s.budget
     return {
         "id": budget.pk,
         "name": budget.name,
@@ -81,7 +99,7 @@ def _row(budget: Budget, as_of: date) -> dict[str, Any]:
         "recipients": budget.recipients,
         "active": budget.active,
         "owner": budget.owner.get_username() if budget.owner else None,
-        "as_of": as_of,
+        "as_of": s.as_of,
         "period_start": s.period.start,
         "period_end": s.period.end,
         "actual": s.actual,
@@ -142,7 +160,7 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
         as_of = self._as_of()
         page = self.paginate_queryset(self.get_queryset())
         budgets = page if page is not None else list(self.get_queryset())
-        rows: Any = [_row(b, as_of) for b in budgets]
+        rows: Any = _rows(list(budgets), as_of)
         data = BudgetSerializer(rows, many=True).data
         return self.get_paginated_response(data) if page is not None else Response(data)
 

@@ -18,9 +18,17 @@ from django.db import models, transaction
 
 from billing_ingest.money import MoneyField
 from finops.attribution import engine
+from finops.attribution.charge_rollups import charge_rollups
 from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs, JobMeta
 from finops.attribution.list_cost import ESTIMATED_SOURCES, MIX_KINDS
-from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.attribution.models import (
+    AllocatedCost,
+    Category,
+    RecurringCharge,
+    RunCost,
+    TagCharge,
+    TeamDailyCost,
+)
 from finops.attribution.partitions import ledger_month_clear
 from finops.attribution.waste import WASTE_STATES, ServingPod, pods_that_served
 
@@ -299,12 +307,16 @@ def check_conservation(bill: Bill, dims: list[Dims], ledger: Ledger) -> None:
 
 
 def write(month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
-    """Replace the month's ledger and rollups (inside the caller's transaction)."""
+    """Replace the month's ledger and rollups (inside the caller's transaction), the budgets'
+    rollups of its line items (charge_rollups) included."""
     daily_rows = _team_daily_rows(month, inputs, ledger)
     run_rows = _run_rows(month, inputs, ledger)
+    recurring_rows, tag_rows = charge_rollups(month)
     ledger_month_clear(month=month)
-    TeamDailyCost.objects.filter(billing_period=month).delete()
-    RunCost.objects.filter(billing_period=month).delete()
+    for rollup in (TeamDailyCost, RunCost, RecurringCharge, TagCharge):
+        rollup.objects.filter(billing_period=month).delete()
     _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_instances(RunCost, run_rows)
+    _insert_instances(RecurringCharge, recurring_rows)
+    _insert_instances(TagCharge, tag_rows)

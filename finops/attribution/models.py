@@ -158,6 +158,48 @@ class TeamDailyCost(models.Model):
         return f"{self.day} {self.category} {self.amount} {self.billing_currency}"
 
 
+class RecurringCharge(models.Model):
+    """Budget rollup: the month's settled line items whose ChargeCategory is one of
+    FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES and whose charge period lasts a day or more, summed
+    per charge period, owner inputs (sub-account, tags) and currency. Budgets spread each row
+    over its days as they would its line items (exact: the spread is linear in the amount) and
+    resolve its owner with the mapping rules of the day, so they never read line items."""
+
+    billing_period = models.DateField(db_index=True)
+    provider_name = models.CharField(max_length=100, blank=True)
+    sub_account_id = models.CharField(max_length=200, blank=True)
+    tags = models.JSONField(default=dict, blank=True)
+    billing_currency = models.CharField(max_length=3)
+    charge_period_start = models.DateTimeField()
+    charge_period_end = models.DateTimeField()
+    amount = money_field()
+
+    def __str__(self) -> str:
+        return f"{self.charge_period_start:%Y-%m-%d} {self.amount} {self.billing_currency}"
+
+
+class TagCharge(models.Model):
+    """Budget rollup: the month's settled EffectiveCost per tag (key, value as text), provider,
+    currency and charge period, for tag-filter budgets. A line item within one UTC day is
+    counted on a period of that whole day (spread by seconds, it lands there alone); a longer
+    one keeps its own period, so the budget's spread over days stays exact."""
+
+    billing_period = models.DateField()
+    tag_key = models.TextField()
+    tag_value = models.TextField()
+    provider_name = models.CharField(max_length=100, blank=True)
+    billing_currency = models.CharField(max_length=3)
+    charge_period_start = models.DateTimeField()
+    charge_period_end = models.DateTimeField()
+    amount = money_field()
+
+    class Meta:
+        indexes = [models.Index(fields=["billing_period", "tag_key", "tag_value"])]
+
+    def __str__(self) -> str:
+        return f"{self.tag_key}={self.tag_value} {self.amount} {self.billing_currency}"
+
+
 class AttributionRun(models.Model):
     """One execution of `attribute --month`: its status is the progress watermark."""
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
@@ -20,7 +21,7 @@ from finops.attribution.models import AllocatedCost, TeamDailyCost
 from finops.budgets.forecast import WINDOW_DAYS, Forecast, ForecastInput, forecast_rest
 from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation
 from finops.budgets.periods import Period, period_containing
-from finops.budgets.series import ScopeSeries, scope_series
+from finops.budgets.series import ScopeSeries, SeriesRollups, scope_series
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.notifications.models import NotificationPreference
 from finops.notifications.selectors import addresses_not_wanting
@@ -155,15 +156,36 @@ def _dec(value: Fraction) -> Decimal:
     return money_round(value)
 
 
-def budget_status(*, budget: Budget, as_of: date) -> BudgetStatus:
-    """Actual and forecast of the period containing as_of, using ledger days <= as_of."""
+def _history_first(as_of: date) -> date:
+    max_lag = max([bill_lag_days(p) for p in settings.FINOPS_BILL_LAG_DAYS] + [1])
+    return as_of - timedelta(days=WINDOW_DAYS + max_lag)
+
+
+def budget_statuses(*, budgets: Sequence[Budget], as_of: date) -> list[BudgetStatus]:
+    """budget_status of each budget, in order, from one read of the rollups they need (the
+    budgets list): the number of queries does not grow with the number of budgets."""
+    if not budgets:
+        return []
+    periods = [budget_period(budget=b, day=as_of) for b in budgets]
+    first = min(min(p.start for p in periods), _history_first(as_of))
+    last = max(p.end for p in periods)
+    rollups = SeriesRollups.load(budgets=budgets, first=first, last=last)
+    return [budget_status(budget=b, as_of=as_of, rollups=rollups) for b in budgets]
+
+
+def budget_status(
+    *, budget: Budget, as_of: date, rollups: SeriesRollups | None = None
+) -> BudgetStatus:
+    """Actual and forecast of the period containing as_of, using ledger days <= as_of (from
+    `rollups` when given: loaded by budget_statuses over every budget's days)."""
     period = budget_period(budget=budget, day=as_of)
     status = BudgetStatus(budget=budget, period=period, as_of=as_of, currency=budget.currency)
-    max_lag = max([bill_lag_days(p) for p in settings.FINOPS_BILL_LAG_DAYS] + [1])
-    history_first = as_of - timedelta(days=WINDOW_DAYS + max_lag)
+    history_first = _history_first(as_of)
     first = min(period.start, history_first)
     try:
-        series = scope_series(budget=budget, first=first, last=period.end, currency=budget.currency)
+        series = scope_series(
+            budget=budget, first=first, last=period.end, currency=budget.currency, rollups=rollups
+        )
     except FxRateMissing as exc:
         status.error = str(exc)
         return status
@@ -230,6 +252,27 @@ def budget_alerts_of_period(*, budget: Budget, period_start: date) -> list[Budge
         .select_related("notification")
         .order_by("kind", "threshold")
     )
+
+
+def budget_alerts_of_periods(*, statuses: Sequence[BudgetStatus]) -> dict[int, list[BudgetAlert]]:
+    """Per budget id, the alerts of the status's period (budget_alerts_of_period of each), in
+    one query."""
+    wanted = {(s.budget.pk, s.period.start) for s in statuses}
+    out: dict[int, list[BudgetAlert]] = {pk: [] for pk, _ in wanted}
+    if not wanted:
+        return out
+    rows = (
+        BudgetAlert.objects.filter(
+            budget_id__in={pk for pk, _ in wanted},
+            period_start__in={start for _, start in wanted},
+        )
+        .select_related("notification")
+        .order_by("kind", "threshold")
+    )
+    for alert in rows:
+        if (alert.budget_id, alert.period_start) in wanted:
+            out[alert.budget_id].append(alert)
+    return out
 
 
 def budget_alert_history(*, budget: Budget) -> list[BudgetAlert]:

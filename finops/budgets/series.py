@@ -3,12 +3,15 @@ and recurring charges.
 
 - Team, provider and organisation scopes read the ledger rollup TeamDailyCost (by `day`, so a
   late charge on the next invoice counts on the day it was incurred).
-- A tag scope reads the settled line items carrying the tag and spreads each one's
-  EffectiveCost over its charge period by seconds, as attribution does.
-- Recurring charges: settled line items whose ChargeCategory is one of
-  FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES (monthly commitment fees, support) and whose charge
-  period lasts a day or more, owned by the scope (a team: by its mapping rules and team tags, as
-  attribution maps a non-GPU line). Hourly fees recur every hour: they are usage to the forecast.
+- A tag scope reads the rollup TagCharge (the settled EffectiveCost carrying the tag, per
+  charge period) and spreads each amount over its charge period by seconds, as attribution does.
+- Recurring charges: the rollup RecurringCharge (settled line items whose ChargeCategory is one
+  of FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES, monthly commitment fees and support, and whose
+  charge period lasts a day or more), owned by the scope (a team: by its mapping rules and team
+  tags, as attribution maps a non-GPU line). Hourly fees recur every hour: they are usage to
+  the forecast.
+- Never the line items: both rollups are written with the ledger. Many budgets share one read
+  of the rollups (SeriesRollups.load): the budgets list costs the same queries for 1 or 100.
 - Every amount is converted at its day's FX rate (finops.currency), exactly, as the overview.
 """
 
@@ -16,22 +19,21 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q
 
-from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
 from billing_ingest.months import month_add
-from finops.attribution.models import TeamDailyCost
+from finops.attribution.models import RecurringCharge, TagCharge, TeamDailyCost
 from finops.attribution.team_mapping import TeamResolver
 from finops.budgets.models import Budget
-from finops.currency.selectors import converter_for
+from finops.currency.selectors import RateTable
 
 DAY_SECONDS = 86400
 Daily = dict[date, Fraction]
@@ -52,36 +54,9 @@ class ScopeSeries:
         return sorted(set(self.total) | set(self.recurring))
 
 
-def _month_bounds(first: date, last: date) -> tuple[date, date]:
+def month_bounds(first: date, last: date) -> tuple[date, date]:
     """Billing months that can hold days first..last (a day may sit on the next invoice)."""
     return month_add(first.replace(day=1), -1), month_add(last.replace(day=1), 1)
-
-
-def _ledger_rows(budget: Budget, first: date, last: date) -> Iterator[Any]:
-    low, high = _month_bounds(first, last)
-    qs: QuerySet[TeamDailyCost] = TeamDailyCost.objects.filter(
-        billing_period__gte=low, billing_period__lte=high, day__gte=first, day__lte=last
-    )
-    if budget.team_id:
-        qs = qs.filter(team_id=budget.team_id)
-    elif budget.provider_name:
-        qs = qs.filter(provider_name=budget.provider_name)
-    yield from (
-        qs.order_by()
-        .values("day", "provider_name", "billing_currency")
-        .annotate(amount=MoneySum("amount"))
-    )
-
-
-def _tagged_lines(budget: Budget, first: date, last: date) -> QuerySet[CostLineItem]:
-    low, high = _month_bounds(first, last)
-    return (
-        CostLineItem.objects.settled()
-        .filter(billing_period__gte=low, billing_period__lte=high)
-        .filter(charge_period_start__lt=_midnight(last + timedelta(days=1)))
-        .filter(charge_period_end__gt=_midnight(first))
-        .filter(tags__has_key=budget.tag_key)
-    )
 
 
 def _midnight(day: date) -> dt.datetime:
@@ -106,94 +81,235 @@ def spread_by_day(
         day += timedelta(days=1)
 
 
-def _line_rows(
-    lines: Iterable[tuple[Any, ...]], first: date, last: date
-) -> Iterator[tuple[date, str, str, Fraction]]:
-    for start, end, provider, currency, cost in lines:
-        for day, part in spread_by_day(
-            start=start, end=end, amount=Fraction(cost), first=first, last=last
-        ):
-            yield day, provider, currency, part
+Row = tuple[date, str, str, Fraction]
 
 
-_LINE_VALUES = (
+@dataclass(frozen=True)
+class _Window:
+    """A budget's days first..last, and what of a rollup row falls in them."""
+
+    first: date
+    last: date
+
+    def holds_month(self, month: date) -> bool:
+        low, high = month_bounds(self.first, self.last)
+        return low <= month <= high
+
+    def overlaps(self, start: dt.datetime, end: dt.datetime) -> bool:
+        return start < _midnight(self.last + timedelta(days=1)) and end > _midnight(self.first)
+
+
+@dataclass(frozen=True)
+class _Span:
+    """A rollup row with a charge period (RecurringCharge, TagCharge)."""
+
+    month: date
+    start: dt.datetime
+    end: dt.datetime
+    provider: str
+    currency: str
+    amount: Decimal
+    tags: dict[str, Any]
+    sub_account: str = ""
+    tag: tuple[str, str] = ("", "")
+
+
+@dataclass
+class SeriesRollups:
+    """The rollups a set of budgets' series need over days first..last, read once: TeamDailyCost
+    per (billing month, day, team, provider, currency), the RecurringCharge and TagCharge rows
+    (tag rows of the budgets' tags only), the mapping rules, and the FX rates. A constant number
+    of queries, whatever the number of budgets."""
+
+    daily: list[tuple[date, date, int | None, str, str, Decimal]]
+    recurring: list[_Span]
+    tagged: list[_Span]
+    resolver: TeamResolver | None
+    rates: RateTable
+
+    @classmethod
+    def load(cls, *, budgets: Sequence[Budget], first: date, last: date) -> SeriesRollups:
+        window = _Window(first, last)
+        daily = _daily_rows(budgets, window)
+        recurring = _recurring_spans(budgets, window)
+        tagged = _tag_spans(budgets, window)
+        owned = any(b.team_id and not b.tag_key for b in budgets)
+        days = [r[1] for r in daily] + [s.start.date() for s in recurring + tagged]
+        currencies = {b.currency for b in budgets} | {r[4] for r in daily}
+        currencies |= {s.currency for s in recurring + tagged}
+        rates = (
+            RateTable.load(currencies=currencies, first_day=min(days), last_day=last)
+            if days
+            else RateTable()
+        )
+        resolver = TeamResolver.from_db() if owned else None
+        return cls(daily=daily, recurring=recurring, tagged=tagged, resolver=resolver, rates=rates)
+
+
+def _daily_rows(
+    budgets: Sequence[Budget], window: _Window
+) -> list[tuple[date, date, int | None, str, str, Decimal]]:
+    untagged = [b for b in budgets if not b.tag_key]
+    if not untagged:
+        return []
+    low, high = month_bounds(window.first, window.last)
+    qs = TeamDailyCost.objects.filter(
+        billing_period__gte=low,
+        billing_period__lte=high,
+        day__gte=window.first,
+        day__lte=window.last,
+    )
+    if all(b.team_id or b.provider_name for b in untagged):
+        qs = qs.filter(
+            Q(team_id__in={b.team_id for b in untagged if b.team_id})
+            | Q(provider_name__in={b.provider_name for b in untagged if b.provider_name})
+        )
+    rows = (
+        qs.order_by()
+        .values("billing_period", "day", "team_id", "provider_name", "billing_currency")
+        .annotate(amount=MoneySum("amount"))
+    )
+    return [
+        (
+            r["billing_period"],
+            r["day"],
+            r["team_id"],
+            r["provider_name"],
+            r["billing_currency"],
+            r["amount"],
+        )
+        for r in rows
+    ]
+
+
+def _span_filter(window: _Window) -> Q:
+    low, high = month_bounds(window.first, window.last)
+    return Q(
+        billing_period__gte=low,
+        billing_period__lte=high,
+        charge_period_start__lt=_midnight(window.last + timedelta(days=1)),
+        charge_period_end__gt=_midnight(window.first),
+    )
+
+
+_SPAN_VALUES = (
+    "billing_period",
     "charge_period_start",
     "charge_period_end",
     "provider_name",
     "billing_currency",
-    "effective_cost",
+    "amount",
 )
 
 
-def _tag_scope_rows(
-    budget: Budget, first: date, last: date
-) -> Iterator[tuple[date, str, str, Fraction]]:
-    wanted = budget.tag_value
-    rows = _tagged_lines(budget, first, last).values_list("tags", *_LINE_VALUES)
-    matching = (r[1:] for r in rows.iterator(chunk_size=5000) if _tag_is(r[0], budget, wanted))
-    yield from _line_rows(matching, first, last)
+def _recurring_spans(budgets: Sequence[Budget], window: _Window) -> list[_Span]:
+    if not budgets:
+        return []
+    qs = RecurringCharge.objects.filter(_span_filter(window))
+    if all(b.provider_name for b in budgets):
+        qs = qs.filter(provider_name__in={b.provider_name for b in budgets})
+    values = qs.order_by().values_list(*_SPAN_VALUES, "tags", "sub_account_id")
+    return [
+        _span(row, tags=row[6] if isinstance(row[6], dict) else {}, sub_account=row[7])
+        for row in values
+    ]
 
 
-def _tag_is(tags: object, budget: Budget, wanted: str) -> bool:
-    return isinstance(tags, dict) and str(tags.get(budget.tag_key, "")) == wanted
+def _span(row: tuple[Any, ...], **extra: Any) -> _Span:
+    month, start, end, provider, currency, amount = row[:6]
+    return _Span(month, start, end, provider, currency, amount, **extra)
 
 
-def _recurring_rows(
-    budget: Budget, first: date, last: date
-) -> Iterator[tuple[date, str, str, Fraction]]:
-    low, high = _month_bounds(first, last)
-    qs = (
-        CostLineItem.objects.settled()
-        .filter(billing_period__gte=low, billing_period__lte=high)
-        .filter(charge_category__in=settings.FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES)
-        .filter(charge_period_start__lt=_midnight(last + timedelta(days=1)))
-        .filter(charge_period_end__gt=_midnight(first))
-    )
-    if budget.provider_name:
-        qs = qs.filter(provider_name=budget.provider_name)
-    resolver = TeamResolver.from_db() if budget.team_id and not budget.tag_key else None
-    team = budget.team
-    kept = []
-    for tags, sub_account, *values in qs.values_list("tags", "sub_account_id", *_LINE_VALUES):
-        start, end = values[0], values[1]
-        if end - start < timedelta(days=1) or not values[4]:
-            continue
-        tags = tags if isinstance(tags, dict) else {}
-        if budget.tag_key and not _tag_is(tags, budget, budget.tag_value):
-            continue
-        if resolver is not None and team is not None:
-            owner = resolver.line_team(tags=tags, sub_account=sub_account)
-            if owner not in (team.pk, team.slug):
-                continue
-        kept.append(tuple(values))
-    yield from _line_rows(kept, first, last)
+def _tag_spans(budgets: Sequence[Budget], window: _Window) -> list[_Span]:
+    tags = {(b.tag_key, b.tag_value) for b in budgets if b.tag_key}
+    if not tags:
+        return []
+    wanted = Q()
+    for key, value in sorted(tags):
+        wanted |= Q(tag_key=key, tag_value=value)
+    qs = TagCharge.objects.filter(_span_filter(window)).filter(wanted)
+    values = qs.order_by().values_list(*_SPAN_VALUES, "tag_key", "tag_value")
+    return [_span(row, tags={}, tag=(row[6], row[7])) for row in values]
 
 
-def scope_series(*, budget: Budget, first: date, last: date, currency: str) -> ScopeSeries:
-    """The scope's cost per provider and day in first..last, converted to `currency`.
-    FxRateMissing when a day's rate is missing."""
+def _spread(spans: Iterable[_Span], window: _Window) -> Iterator[Row]:
+    for span in spans:
+        for day, part in spread_by_day(
+            start=span.start,
+            end=span.end,
+            amount=Fraction(span.amount),
+            first=window.first,
+            last=window.last,
+        ):
+            yield day, span.provider, span.currency, part
+
+
+def _in_window(span: _Span, window: _Window) -> bool:
+    return window.holds_month(span.month) and window.overlaps(span.start, span.end)
+
+
+def _tag_is(tags: object, budget: Budget) -> bool:
+    return isinstance(tags, dict) and str(tags.get(budget.tag_key, "")) == budget.tag_value
+
+
+def _owned_by(span: _Span, budget: Budget, resolver: TeamResolver | None) -> bool:
+    if budget.provider_name and span.provider != budget.provider_name:
+        return False
     if budget.tag_key:
-        total_rows = list(_tag_scope_rows(budget, first, last))
-    else:
-        total_rows = [
-            (r["day"], r["provider_name"], r["billing_currency"], Fraction(r["amount"]))
-            for r in _ledger_rows(budget, first, last)
-        ]
-    recurring_rows = list(_recurring_rows(budget, first, last))
-    everything = total_rows + recurring_rows
-    series = ScopeSeries()
-    if not everything:
-        return series
-    converter = converter_for(
-        to_currency=currency,
-        currencies={r[2] for r in everything},
-        first_day=min(r[0] for r in everything),
-        last_day=max(r[0] for r in everything),
+        return _tag_is(span.tags, budget)
+    team = budget.team
+    if not budget.team_id or team is None or resolver is None:
+        return True
+    return resolver.line_team(tags=span.tags, sub_account=span.sub_account) in (team.pk, team.slug)
+
+
+def _total_rows(budget: Budget, window: _Window, rollups: SeriesRollups) -> list[Row]:
+    if budget.tag_key:
+        tag = (budget.tag_key, budget.tag_value)
+        spans = (s for s in rollups.tagged if s.tag == tag and _in_window(s, window))
+        return list(_spread(spans, window))
+    sums: dict[tuple[date, str, str], Fraction] = defaultdict(Fraction)
+    for month, day, team_id, provider, currency, amount in rollups.daily:
+        if not (window.holds_month(month) and window.first <= day <= window.last):
+            continue
+        if budget.team_id and team_id != budget.team_id:
+            continue
+        if budget.provider_name and provider != budget.provider_name:
+            continue
+        sums[(day, provider, currency)] += Fraction(amount)
+    return [(day, provider, currency, amount) for (day, provider, currency), amount in sums.items()]
+
+
+def _recurring_rows(budget: Budget, window: _Window, rollups: SeriesRollups) -> list[Row]:
+    spans = (
+        s
+        for s in rollups.recurring
+        if _in_window(s, window) and _owned_by(s, budget, rollups.resolver)
     )
+    return list(_spread(spans, window))
+
+
+def scope_series(
+    *,
+    budget: Budget,
+    first: date,
+    last: date,
+    currency: str,
+    rollups: SeriesRollups | None = None,
+) -> ScopeSeries:
+    """The scope's cost per provider and day in first..last, converted to `currency`, from
+    `rollups` (loaded over at least first..last; read for this budget alone when None).
+    FxRateMissing when a day's rate is missing."""
+    if rollups is None:
+        rollups = SeriesRollups.load(budgets=[budget], first=first, last=last)
+    window = _Window(first, last)
+    total_rows = _total_rows(budget, window, rollups)
+    recurring_rows = _recurring_rows(budget, window, rollups)
+    series = ScopeSeries()
     for target, rows in ((series.total, total_rows), (series.recurring, recurring_rows)):
         # Earliest day first, so a missing rate names the first day that lacks one.
         for day, provider, code, amount in sorted(rows, key=lambda r: (r[0], r[2])):
-            rate = converter.table.rate(day=day, from_currency=code, to_currency=currency)
+            rate = rollups.rates.rate(day=day, from_currency=code, to_currency=currency)
             target[provider][day] += amount * rate
     return series
 

@@ -24,6 +24,7 @@ from finops.budgets.selectors import (
     budget_list_visible,
     budget_recipient_list,
     budget_status,
+    budget_statuses,
 )
 from finops.budgets.series import last_ledger_day
 from finops.budgets.services import budget_create, budget_delete, budget_opt_out_set, budget_update
@@ -75,9 +76,7 @@ def sorted_statuses(statuses: list[BudgetStatus], sort: str) -> list[BudgetStatu
 def budget_list(request: HttpRequest) -> HttpResponse:
     as_of = _as_of(request)
     sort = request.GET.get("sort", "")
-    statuses = [
-        budget_status(budget=b, as_of=as_of) for b in budget_list_visible(user=request.user)
-    ]
+    statuses = budget_statuses(budgets=list(budget_list_visible(user=request.user)), as_of=as_of)
     context = {
         "as_of": as_of,
         "sort": sort,
