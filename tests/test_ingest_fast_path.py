@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from billing_ingest.parsers import aws_cur, focus
+from billing_ingest.parsers import aws_cur, columnar, focus
 from billing_ingest.parsers.columnar import FallBack, LineItemTable
 
 # A parser chunk: a list of row dicts, or a LineItemTable on the columnar path.
@@ -41,14 +41,14 @@ def _no_columnar(*args: object, **kwargs: object) -> Iterator[object]:
 
 def both_paths(
     monkeypatch: pytest.MonkeyPatch,
-    module: ModuleType,
     parse: Callable[..., Iterator[Chunk]],
     path: Path,
     chunk_size: int,
 ) -> tuple[list[Chunk], list[Chunk]]:
     fast = list(parse(path, file_label=path.name, chunk_size=chunk_size))
     with monkeypatch.context() as patch:
-        patch.setattr(module, "arrow_csv_batches", _no_columnar)
+        # Every CSV parser's fast path reads through columnar.arrow_csv_tables.
+        patch.setattr(columnar, "arrow_csv_batches", _no_columnar)
         slow = list(parse(path, file_label=path.name, chunk_size=chunk_size))
     return fast, slow
 
@@ -71,14 +71,13 @@ def test_generated_files_take_the_columnar_path_and_match(
 ) -> None:
     bench = _bench()
     path = tmp_path / f"{kind}.csv"
-    module: ModuleType
     if kind == "aws-cur":
         bench.write_csv(path, bench.CUR_COLUMNS, bench.cur_rows(700, 7), 700)
-        module, parse = aws_cur, aws_cur.parse_aws_cur
+        parse = aws_cur.parse_aws_cur
     else:
         bench.write_csv(path, bench.FOCUS_COLUMNS, bench.focus_rows(700, 7), 700)
-        module, parse = focus, focus.parse_focus
-    fast, slow = both_paths(monkeypatch, module, parse, path, 300)
+        parse = focus.parse_focus
+    fast, slow = both_paths(monkeypatch, parse, path, 300)
     assert all(isinstance(chunk, LineItemTable) for chunk in fast)
     assert not any(isinstance(chunk, LineItemTable) for chunk in slow)
     assert_same(fast, slow)
@@ -98,9 +97,9 @@ def test_shared_samples_match(
 ) -> None:
     path = samples_dir / name
     if name.startswith("aws/"):
-        fast, slow = both_paths(monkeypatch, aws_cur, aws_cur.parse_aws_cur, path, 400)
+        fast, slow = both_paths(monkeypatch, aws_cur.parse_aws_cur, path, 400)
     else:
-        fast, slow = both_paths(monkeypatch, focus, focus.parse_focus, path, 400)
+        fast, slow = both_paths(monkeypatch, focus.parse_focus, path, 400)
     assert_same(fast, slow)
 
 
@@ -113,6 +112,6 @@ def test_a_value_only_the_per_row_path_reads_falls_back_mid_file(
     rows[37]["BilledCost"] = "1.0000000000005"  # 13 places: rounded half-even, not cast
     rows[41]["ListCost"] = "NULL"
     bench.write_csv(path, bench.FOCUS_COLUMNS, iter(rows), 50)
-    fast, slow = both_paths(monkeypatch, focus, focus.parse_focus, path, 20)
+    fast, slow = both_paths(monkeypatch, focus.parse_focus, path, 20)
     assert_same(fast, slow)
     assert fast[1][17]["billed_cost"] == slow[1][17]["billed_cost"]

@@ -8,7 +8,7 @@ does not pay for importing it.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from datetime import UTC
 from pathlib import Path
 from typing import Any, Protocol, cast
@@ -313,3 +313,27 @@ def arrow_chunks(batches: Iterator[Any], chunk_size: int) -> Iterator[list[Any]]
     if held:
         table = pa.Table.from_batches(pending)
         yield [column.combine_chunks() for column in table.columns]
+
+
+def arrow_csv_tables(
+    path: Path,
+    header: Sequence[str],
+    build: Callable[[list[Any]], Sequence[LineItemRow]],
+    *,
+    compressed: bool,
+    chunk_size: int,
+) -> Generator[list[LineItemRow], None, tuple[int, bool]]:
+    """The columnar fast path of a CSV parser: its chunks, each built by `build` from the
+    columns. Returns (rows delivered, finished): finished is False where it fell back, and the
+    parser's per-row path then carries on after the rows already delivered."""
+    delivered = 0
+    try:
+        batches = arrow_csv_batches(path, header, compressed=compressed)
+        for columns in arrow_chunks(batches, chunk_size):
+            table = build(columns)
+            delivered += len(table)
+            # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
+            yield cast(list[LineItemRow], table)
+    except FallBack:
+        return delivered, False
+    return delivered, True

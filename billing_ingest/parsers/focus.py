@@ -27,8 +27,7 @@ from billing_ingest.parsers.checks import check_cells, check_unique_columns
 from billing_ingest.parsers.columnar import (
     FallBack,
     LineItemTable,
-    arrow_chunks,
-    arrow_csv_batches,
+    arrow_csv_tables,
     arrow_type,
     constant_column,
     decimal_column,
@@ -425,18 +424,11 @@ def _parse_csv(
             raise exc.with_row(1) from None  # the header is row 1 of a CSV
         delivered = 0
         if builder.columnar():
-            try:
-                for columns in arrow_chunks(
-                    arrow_csv_batches(path, header, compressed=compressed), chunk_size
-                ):
-                    table = builder.build_table(columns)
-                    delivered += len(table)
-                    # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
-                    yield cast(list[LineItemRow], table)
-                if delivered:
-                    return
-            except FallBack:
-                pass  # the per-row path below takes over after the rows already delivered
+            delivered, finished = yield from arrow_csv_tables(
+                path, header, builder.build_table, compressed=compressed, chunk_size=chunk_size
+            )
+            if finished and delivered:
+                return
         rows = skip_rows(csv_rows(reader, file_label=file_label, header=header), delivered)
         seen = delivered > 0
         for chunk in _chunked(rows, builder, chunk_size):

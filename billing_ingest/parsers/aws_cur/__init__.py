@@ -39,7 +39,6 @@ import io
 import zipfile
 import zlib
 from pathlib import Path
-from typing import cast
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
@@ -47,13 +46,10 @@ from billing_ingest.parsers.aws_cur.row import CurRowBuilder
 from billing_ingest.parsers.aws_cur.table import CurTableBuilder
 from billing_ingest.parsers.checks import check_cells
 from billing_ingest.parsers.columnar import (
-    FallBack,
-    arrow_chunks,
-    arrow_csv_batches,
+    arrow_csv_tables,
     parquet_chunks,
 )
 from billing_ingest.parsers.lines import CappedText
-from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
@@ -107,17 +103,12 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
             raise exc.with_row(1) from None  # the header is row 1 of a CSV
         delivered = 0
         if kind != "zip":
-            try:
-                batches = arrow_csv_batches(path, header, compressed=kind == "gzip")
-                for columns in arrow_chunks(batches, chunk_size):
-                    table = CurTableBuilder(builder).build(columns)
-                    delivered += len(table)
-                    # A Sequence of the same dicts (see LineItemTable); the service COPYs it whole.
-                    yield cast(list[LineItemRow], table)
-                if delivered:
-                    return
-            except FallBack:
-                pass  # the per-row path below takes over after the rows already delivered
+            build = CurTableBuilder(builder).build
+            delivered, finished = yield from arrow_csv_tables(
+                path, header, build, compressed=kind == "gzip", chunk_size=chunk_size
+            )
+            if finished and delivered:
+                return
         rows = skip_rows(csv_rows(reader, file_label=file_label, header=header), delivered)
         seen = delivered > 0
         for chunk in built_chunks(rows, builder.build, chunk_size=chunk_size):
