@@ -2,7 +2,7 @@
 
 For each day t of a series, the expected value comes from the series' own history only:
 
-- History: the last `window` (28) days before t that are not part of an unaccepted event, from
+- History: the last `window` (42) days before t that are not part of an unaccepted event, from
   the series' first day, or from the first day of the newest level shift someone marked
   `expected` (a new normal starts there). Month-start style recurring excess (below) is taken
   out of a history day before it is used.
