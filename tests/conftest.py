@@ -23,8 +23,10 @@ from rest_framework.test import APIClient
 
 from finops.celery import app as celery_app
 from finops.org.models import Profile, Team
-from tests.builders import GCS_BUCKET, S3_BUCKET, Clock
+from tests.clock import Clock
+from tests.cur_s3_deliveries import S3_BUCKET
 from tests.factories import Scenario, build_month_scenario
+from tests.gcs_exports import GCS_BUCKET
 from tests.smtp import CapturedMail
 
 if TYPE_CHECKING:
@@ -316,8 +318,8 @@ def s3_clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def s3(
     s3_endpoint: str, s3_clock: Clock, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> Iterator[Any]:
-    """A bucket (tests.builders.S3_BUCKET) on the moto server; the command builds its own client
-    from the standard AWS environment variables, which point at moto."""
+    """A bucket (tests.cur_s3_deliveries.S3_BUCKET) on the moto server; the command builds its own
+    client from the standard AWS environment variables, which point at moto."""
     import boto3
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

@@ -16,9 +16,9 @@ from finops.anomalies.detector import (
     Accepted,
     DetectorSettings,
     detect,
-    new_sources,
 )
 from finops.anomalies.findings import allocate, split_drivers
+from finops.anomalies.new_sources import new_sources
 
 START = dt.date(2025, 9, 1)  # a Monday
 D = Decimal

@@ -15,7 +15,7 @@ import pytest
 
 from billing_ingest.parsers.aws_cur import parse_aws_cur
 from billing_ingest.sources.aws_s3 import ExportFetchError, aws_export_download
-from tests.builders import Clock
+from tests.clock import Clock
 
 moto_server = pytest.importorskip("moto.server")
 

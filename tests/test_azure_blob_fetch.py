@@ -30,7 +30,7 @@ from django.core.management.base import CommandError
 from billing_ingest.models import BillingSource, CostLineItem, ImportBatch
 from billing_ingest.sources import azure_blob
 from billing_ingest.tasks.sources import fetch_billing_source
-from tests.builders import Clock
+from tests.clock import Clock
 
 if TYPE_CHECKING:  # the module itself is imported or skipped below
     from azure.storage.blob import ContainerClient

@@ -28,12 +28,14 @@ from billing_ingest.services.billing import (
 )
 from billing_ingest.tasks import billing as billing_tasks
 from finops.attribution.reconciliation_selectors import reconciliation_for_month
-from tests.builders import CUR_HEADER as HEADER
-from tests.builders import S3_BUCKET as BUCKET
-from tests.builders import S3_SOURCE as SOURCE
-from tests.builders import Clock, costs_sum, deliver, focus_row, ledger, month_total
-from tests.builders import ingest_s3 as ingest
+from tests.builders import focus_row
 from tests.builders import write_focus_csv as write_csv
+from tests.clock import Clock
+from tests.cur_s3_deliveries import CUR_HEADER as HEADER
+from tests.cur_s3_deliveries import S3_BUCKET as BUCKET
+from tests.cur_s3_deliveries import S3_SOURCE as SOURCE
+from tests.cur_s3_deliveries import costs_sum, deliver, ledger, month_total
+from tests.cur_s3_deliveries import ingest_s3 as ingest
 
 pytestmark = pytest.mark.django_db
 

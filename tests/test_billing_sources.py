@@ -45,40 +45,37 @@ from billing_ingest.sources.aws_data_exports import aws_export_discover, export_
 from billing_ingest.sources.transient import source_error_transient
 from billing_ingest.tasks.sources import fetch_billing_source, fetch_billing_sources_all
 from finops.attribution.models import AttributionRun
-from tests.builders import (
-    BQ_SOURCE,
-    BQ_URI,
+from tests.builders import csv_text, focus_row
+from tests.clock import Clock
+from tests.cur_s3_deliveries import CUR_EXPORT as EXPORT
+from tests.cur_s3_deliveries import S3_BUCKET as BUCKET
+from tests.cur_s3_deliveries import S3_SOURCE as SOURCE
+from tests.cur_s3_deliveries import S3_URI as URI
+from tests.cur_s3_deliveries import costs_sum, cur_part, deliver, ledger, month_total
+from tests.gcs_exports import (
     GCS_OCTOBER,
     GCS_ROOT,
     GCS_SEPTEMBER,
     GCS_SOURCE,
     GCS_URI,
-    ROWS_SQL,
-    Clock,
-    RecordedBigQuery,
-    cells,
-    cost_of,
-    costs_sum,
-    csv_text,
-    cur_part,
-    deliver,
     export_month,
-    export_row,
-    field,
-    focus_row,
     gcs_totals,
     gcs_upload,
     jsonl,
-    ledger,
     ledger_totals,
-    micros,
     month_records,
-    month_total,
 )
-from tests.builders import CUR_EXPORT as EXPORT
-from tests.builders import S3_BUCKET as BUCKET
-from tests.builders import S3_SOURCE as SOURCE
-from tests.builders import S3_URI as URI
+from tests.recorded_bigquery import (
+    BQ_SOURCE,
+    BQ_URI,
+    ROWS_SQL,
+    RecordedBigQuery,
+    cells,
+    cost_of,
+    export_row,
+    field,
+    micros,
+)
 
 pytestmark = pytest.mark.django_db
 

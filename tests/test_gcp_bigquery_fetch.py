@@ -21,17 +21,12 @@ from google.cloud import bigquery
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.sources import SourceFetchError, gcp_bigquery
 from billing_ingest.sources.gcp_bigquery import bigquery_export_parse
-from tests.builders import BQ_DATASET as DATASET
-from tests.builders import BQ_PROJECT as PROJECT
-from tests.builders import BQ_SOURCE as SOURCE
-from tests.builders import BQ_TABLE as TABLE
-from tests.builders import BQ_URI as URI
-from tests.builders import (
-    ROWS_SQL,
-    RecordedBigQuery,
-    cost_of,
-    export_row,
-)
+from tests.recorded_bigquery import BQ_DATASET as DATASET
+from tests.recorded_bigquery import BQ_PROJECT as PROJECT
+from tests.recorded_bigquery import BQ_SOURCE as SOURCE
+from tests.recorded_bigquery import BQ_TABLE as TABLE
+from tests.recorded_bigquery import BQ_URI as URI
+from tests.recorded_bigquery import ROWS_SQL, RecordedBigQuery, cost_of, export_row
 
 pytestmark = pytest.mark.django_db
 

@@ -20,23 +20,16 @@ from django.core.management.base import CommandError
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.sources.uris import uri_scheme
-from tests.builders import GCS_BUCKET as BUCKET
-from tests.builders import GCS_OCTOBER as OCTOBER
-from tests.builders import GCS_ROOT as ROOT
-from tests.builders import GCS_SEPTEMBER as SEPTEMBER
-from tests.builders import GCS_SOURCE as SOURCE
-from tests.builders import GCS_URI as URI
-from tests.builders import (
-    csv_text,
-    export_month,
-    focus_row,
-    jsonl,
-    ledger_totals,
-    month_records,
-    uploaded,
-)
-from tests.builders import gcs_totals as totals
-from tests.builders import gcs_upload as upload
+from tests.builders import csv_text, focus_row
+from tests.gcs_exports import GCS_BUCKET as BUCKET
+from tests.gcs_exports import GCS_OCTOBER as OCTOBER
+from tests.gcs_exports import GCS_ROOT as ROOT
+from tests.gcs_exports import GCS_SEPTEMBER as SEPTEMBER
+from tests.gcs_exports import GCS_SOURCE as SOURCE
+from tests.gcs_exports import GCS_URI as URI
+from tests.gcs_exports import export_month, jsonl, ledger_totals, month_records, uploaded
+from tests.gcs_exports import gcs_totals as totals
+from tests.gcs_exports import gcs_upload as upload
 
 pytestmark = pytest.mark.django_db
 

@@ -16,14 +16,14 @@ from django.core.management.base import CommandError
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.sources.uris import uri_scheme
-from tests.builders import CUR_EXPORT as EXPORT
-from tests.builders import CUR_HEADER as HEADER
-from tests.builders import S3_BUCKET as BUCKET
-from tests.builders import S3_ROOT as ROOT
-from tests.builders import S3_SOURCE as SOURCE
-from tests.builders import S3_URI as URI
-from tests.builders import (
-    Clock,
+from tests.clock import Clock
+from tests.cur_s3_deliveries import CUR_EXPORT as EXPORT
+from tests.cur_s3_deliveries import CUR_HEADER as HEADER
+from tests.cur_s3_deliveries import S3_BUCKET as BUCKET
+from tests.cur_s3_deliveries import S3_ROOT as ROOT
+from tests.cur_s3_deliveries import S3_SOURCE as SOURCE
+from tests.cur_s3_deliveries import S3_URI as URI
+from tests.cur_s3_deliveries import (
     costs_sum,
     cur_parquet_part,
     cur_part,
@@ -31,7 +31,7 @@ from tests.builders import (
     ledger,
     month_total,
 )
-from tests.builders import ingest_s3 as ingest
+from tests.cur_s3_deliveries import ingest_s3 as ingest
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,7 @@ replaced.)"""
 
 from __future__ import annotations
 
-import io
 import json
-import re
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -17,79 +15,46 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from django.core.management import call_command
 from django.core.management.base import CommandError
 from requests import PreparedRequest
 
-from finops.pricing import gcp_catalog
 from finops.pricing.models import SkuPrice
 from finops.pricing.selectors import gpu_hour_price
+from tests.recorded_gcp_catalog import (
+    LIST_URL_PATTERN,
+    SERVICE,
+    catalog_sku,
+    opencost_sample,
+    real_catalog_client,
+    refresh_gcp_prices,
+    sku_price,
+)
 
-billing_v1 = pytest.importorskip("google.cloud.billing_v1")
+pytest.importorskip("google.cloud.billing_v1")
 responses = pytest.importorskip("responses")
-from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 pytestmark = pytest.mark.django_db
 
-SAMPLE = "gcp/cloud_catalog_skus_a100_opencost.json"
-SERVICE = "6F81-5844-456A"
-LIST_URL = f"https://cloudbilling.googleapis.com/v1/services/{SERVICE}/skus"
 
-
-def recorded_sku(sku_id: str, description: str, usage_type: str, units: str, nanos: int) -> dict:
-    """A skus.list entry in the API's JSON shape."""
-    return {
-        "name": f"services/{SERVICE}/skus/{sku_id}",
-        "skuId": sku_id,
-        "description": description,
-        "category": {
-            "serviceDisplayName": "Compute Engine",
-            "resourceFamily": "Compute",
-            "resourceGroup": "GPU",
-            "usageType": usage_type,
-        },
-        "serviceRegions": ["us-central1"],
-        "pricingInfo": [
-            {
-                "summary": "",
-                "pricingExpression": {
-                    "usageUnit": "h",
-                    "displayQuantity": 1,
-                    "tieredRates": [
-                        {
-                            "startUsageAmount": 0,
-                            "unitPrice": {"currencyCode": "USD", "units": units, "nanos": nanos},
-                        }
-                    ],
-                    "usageUnitDescription": "hour",
-                    "baseUnit": "s",
-                    "baseUnitDescription": "second",
-                    "baseUnitConversionFactor": 3600,
-                },
-                "currencyConversionRate": 1,
-                "effectiveTime": "2024-09-01T08:00:00.123456Z",
-            }
-        ],
-        "serviceProviderName": "Google",
-        "geoTaxonomy": {"type": "REGIONAL", "regions": ["us-central1"]},
-    }
-
-
+# Page 2 of the listing: test values.
+EFFECTIVE = "2024-09-01T08:00:00.123456Z"
 PAGE_2 = {
     "skus": [
-        recorded_sku(
+        catalog_sku(
             "A1B2-PREE-0001",
             "Nvidia Tesla A100 GPU attached to Spot Preemptible VMs running in Iowa",
+            "GPU",
             "Preemptible",
-            "1",
-            100_000_001,
+            ("1", 100_000_001),
+            effective=EFFECTIVE,
         ),
-        recorded_sku(
+        catalog_sku(
             "A1B2-CUD1-0001",
             "Commitment v1: Nvidia Tesla A100 80GB GPU in Iowa for 1 Year",
+            "GPU",
             "Commit1Yr",
-            "2",
-            999_999_999,
+            ("2", 999_999_999),
+            effective=EFFECTIVE,
         ),
     ],
     "nextPageToken": "",
@@ -98,23 +63,12 @@ PAGE_2 = {
 
 @pytest.fixture
 def sample(samples_dir: Path) -> Path:
-    path = samples_dir / SAMPLE
-    if not path.is_file():
-        pytest.skip(f"{SAMPLE} is absent")
-    return path
+    return opencost_sample(samples_dir)
 
 
 def expected_prices(documents: list[dict]) -> dict[str, tuple[Decimal, str]]:
     """sku id -> (units + nanos / 10^9, currency), computed from the recorded JSON."""
-    out = {}
-    for document in documents:
-        for sku in document["skus"]:
-            (info,) = sku["pricingInfo"]
-            (rate,) = info["pricingExpression"]["tieredRates"]
-            price = rate["unitPrice"]
-            exact = Decimal(price["units"]) + Decimal(price["nanos"]) / Decimal(10**9)
-            out[sku["skuId"]] = (exact, price["currencyCode"])
-    return out
+    return {sku["skuId"]: sku_price(sku) for document in documents for sku in document["skus"]}
 
 
 @pytest.fixture
@@ -134,24 +88,9 @@ def catalog(
         assert token == page_1["nextPageToken"]
         return 200, {}, json.dumps(PAGE_2)
 
-    with responses.RequestsMock() as mock:
-        mock.add_callback("GET", re.compile(re.escape(LIST_URL)), callback=list_skus)
-        monkeypatch.setattr(
-            gcp_catalog,
-            "catalog_client",
-            lambda: billing_v1.CloudCatalogClient(
-                transport="rest",
-                credentials=AnonymousCredentials(),
-                client_options={"api_endpoint": "https://cloudbilling.googleapis.com"},
-            ),
-        )
+    with real_catalog_client(monkeypatch) as mock:
+        mock.add_callback("GET", LIST_URL_PATTERN, callback=list_skus)
         yield page_1, requests_seen
-
-
-def load(*args: str) -> str:
-    out = io.StringIO()
-    call_command("refresh_prices", "--provider", "gcp", *args, stdout=out)
-    return out.getvalue()
 
 
 def stored() -> dict[str, tuple[Decimal, str]]:
@@ -163,7 +102,7 @@ def test_api_prices_are_units_plus_nanos_exactly_across_pages(
 ) -> None:
     page_1, requests_seen = catalog
 
-    load()
+    refresh_gcp_prices()
 
     assert [q.get("pageToken") for q in requests_seen] == [None, [page_1["nextPageToken"]]]
     assert stored() == expected_prices([page_1, PAGE_2])
@@ -181,15 +120,15 @@ def test_api_prices_are_units_plus_nanos_exactly_across_pages(
 
 def test_a_saved_response_loads_offline_with_the_same_prices(sample: Path) -> None:
     with responses.RequestsMock():  # any network call would fail the test
-        load("--from-file", str(sample))
+        refresh_gcp_prices("--from-file", str(sample))
 
     assert stored() == expected_prices([json.loads(sample.read_text())])
 
 
 def test_loading_again_updates_in_place(sample: Path) -> None:
-    load("--from-file", str(sample))
+    refresh_gcp_prices("--from-file", str(sample))
     first = {p.sku_id: p.fetched_at for p in SkuPrice.objects.all()}
-    load("--from-file", str(sample))
+    refresh_gcp_prices("--from-file", str(sample))
 
     again = {p.sku_id: p.fetched_at for p in SkuPrice.objects.all()}
     assert again.keys() == first.keys()
@@ -199,7 +138,7 @@ def test_loading_again_updates_in_place(sample: Path) -> None:
 def test_gpu_hour_price_by_model_sku_usage_type_and_region(
     catalog: tuple[dict[str, Any], list[dict[str, list[str]]]],
 ) -> None:
-    load()
+    refresh_gcp_prices()
 
     on_demand = gpu_hour_price(
         provider="gcp", gpu_model="a100", usage_type="OnDemand", region="us-east1"
@@ -237,17 +176,10 @@ def test_a_refused_catalogue_is_a_clear_error_and_stores_nothing(
             "status": "PERMISSION_DENIED",
         }
     }
-    with responses.RequestsMock() as mock:
-        mock.add("GET", re.compile(re.escape(LIST_URL)), json=denied, status=403)
-        monkeypatch.setattr(
-            gcp_catalog,
-            "catalog_client",
-            lambda: billing_v1.CloudCatalogClient(
-                transport="rest", credentials=AnonymousCredentials()
-            ),
-        )
+    with real_catalog_client(monkeypatch) as mock:
+        mock.add("GET", LIST_URL_PATTERN, json=denied, status=403)
         with pytest.raises(CommandError, match=r"403 .*Cloud Billing API has not been used"):
-            load()
+            refresh_gcp_prices()
     assert not SkuPrice.objects.exists()
 
 
@@ -255,4 +187,4 @@ def test_an_unreadable_file_is_a_clear_error(tmp_path: Path) -> None:
     path = tmp_path / "skus.json"
     path.write_text("{not json")
     with pytest.raises(CommandError, match=r"not a Cloud Catalog skus\.list response"):
-        load("--from-file", str(path))
+        refresh_gcp_prices("--from-file", str(path))

@@ -10,9 +10,7 @@ worked by hand from the recorded units + nanos."""
 
 from __future__ import annotations
 
-import io
 import json
-import re
 from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
@@ -22,73 +20,29 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from finops.pricing import gcp_catalog, prices, snapshot
+from finops.pricing import prices, snapshot
 from finops.pricing.models import InstancePrice, SkuPrice
+from tests.recorded_gcp_catalog import (
+    LIST_URL_PATTERN,
+    opencost_sample,
+    real_catalog_client,
+    refresh_gcp_prices,
+    sku_price,
+)
+from tests.recorded_gcp_catalog import catalog_sku as sku
 
 if TYPE_CHECKING:
     from responses import RequestsMock
 
-billing_v1 = pytest.importorskip("google.cloud.billing_v1")
+pytest.importorskip("google.cloud.billing_v1")
 responses = pytest.importorskip("responses")
-from google.auth.credentials import AnonymousCredentials  # noqa: E402
 
 pytestmark = pytest.mark.django_db
-
-SAMPLE = "gcp/cloud_catalog_skus_a100_opencost.json"
-SERVICE = "6F81-5844-456A"
-LIST_URL = f"https://cloudbilling.googleapis.com/v1/services/{SERVICE}/skus"
-
-
-def refresh(*args: str) -> str:
-    out = io.StringIO()
-    call_command("refresh_prices", "--provider", "gcp", *args, stdout=out)
-    return out.getvalue()
 
 
 def figures(instance_type: str) -> dict[str, Decimal]:
     rows = InstancePrice.objects.filter(provider="gcp", instance_type=instance_type)
     return {row.kind: row.hourly for row in rows}
-
-
-def sku(
-    sku_id: str,
-    description: str,
-    group: str,
-    usage_type: str,
-    price: tuple[str, int],
-    *,
-    regions: tuple[str, ...] = ("us-central1",),
-    unit: str = "h",
-    effective: str = "2025-10-01T00:00:00Z",
-) -> dict:
-    """One skus.list entry in the API's JSON shape (units as a string, nanos as a number)."""
-    units, nanos = price
-    return {
-        "name": f"services/{SERVICE}/skus/{sku_id}",
-        "skuId": sku_id,
-        "description": description,
-        "category": {
-            "serviceDisplayName": "Compute Engine",
-            "resourceFamily": "Compute",
-            "resourceGroup": group,
-            "usageType": usage_type,
-        },
-        "serviceRegions": list(regions),
-        "pricingInfo": [
-            {
-                "pricingExpression": {
-                    "usageUnit": unit,
-                    "tieredRates": [
-                        {
-                            "startUsageAmount": 0,
-                            "unitPrice": {"currencyCode": "USD", "units": units, "nanos": nanos},
-                        }
-                    ],
-                },
-                "effectiveTime": effective,
-            }
-        ],
-    }
 
 
 # g2-standard-96 (8 L4, 96 vCPUs, 384 GiB) in us-central1. Test values, not Google's prices.
@@ -137,24 +91,15 @@ G2_PAGE = {
 @pytest.fixture
 def g2_catalog(monkeypatch: pytest.MonkeyPatch) -> Iterator[RequestsMock]:
     """The real client on its REST transport, answering G2_PAGE."""
-    with responses.RequestsMock() as mock:
-        mock.add("GET", re.compile(re.escape(LIST_URL)), json=G2_PAGE)
-        monkeypatch.setattr(
-            gcp_catalog,
-            "catalog_client",
-            lambda: billing_v1.CloudCatalogClient(
-                transport="rest",
-                credentials=AnonymousCredentials(),
-                client_options={"api_endpoint": "https://cloudbilling.googleapis.com"},
-            ),
-        )
+    with real_catalog_client(monkeypatch) as mock:
+        mock.add("GET", LIST_URL_PATTERN, json=G2_PAGE)
         yield mock
 
 
 def test_a_machine_is_priced_per_gpu_plus_its_vcpus_and_memory_for_each_way_of_buying(
     g2_catalog: RequestsMock,
 ) -> None:
-    output = refresh("--instance-type", "g2-standard-96")
+    output = refresh_gcp_prices("--instance-type", "g2-standard-96")
 
     assert len(g2_catalog.calls) == 1
     # On demand: 8 x 0.50 (regional L4) + 96 x 0.020 (newest core price) + 384 x 0.003
@@ -182,7 +127,7 @@ def test_a_machine_is_priced_per_gpu_plus_its_vcpus_and_memory_for_each_way_of_b
 
 
 def test_the_composed_price_is_what_the_comparison_quotes(g2_catalog: RequestsMock) -> None:
-    refresh("--instance-type", "g2-standard-96")
+    refresh_gcp_prices("--instance-type", "g2-standard-96")
 
     quote = prices.quote("gcp", "g2-standard-96", "us-central1")
     assert quote is not None
@@ -204,19 +149,14 @@ def test_the_composed_price_is_what_the_comparison_quotes(g2_catalog: RequestsMo
 def test_the_real_opencost_response_prices_a2_highgpu_8g_as_the_snapshot_does(
     samples_dir: Path,
 ) -> None:
-    path = samples_dir / SAMPLE
-    if not path.is_file():
-        pytest.skip(f"{SAMPLE} is absent")
+    path = opencost_sample(samples_dir)
     recorded = {s["description"]: s for s in json.loads(path.read_text())["skus"]}
 
     def hourly(description: str) -> Decimal:
-        (info,) = recorded[description]["pricingInfo"]
-        (rate,) = info["pricingExpression"]["tieredRates"]
-        money = rate["unitPrice"]
-        return Decimal(money["units"]) + Decimal(money["nanos"]) / Decimal(10**9)
+        return sku_price(recorded[description])[0]
 
     with responses.RequestsMock():  # any network call fails the test
-        output = refresh("--from-file", str(path), "--instance-type", "a2-highgpu-8g")
+        output = refresh_gcp_prices("--from-file", str(path), "--instance-type", "a2-highgpu-8g")
 
     # a2-highgpu-8g: 8 A100 40GB, 96 vCPUs, 680 GiB.
     expected = (
@@ -247,7 +187,7 @@ def test_a100_80gb_sku_is_not_taken_for_a100_40gb(tmp_path: Path) -> None:
     path.write_text(json.dumps(page))
 
     with responses.RequestsMock():  # any network call fails the test
-        output = refresh("--from-file", str(path))
+        output = refresh_gcp_prices("--from-file", str(path))
 
     # a2-ultragpu-8g (A100 80GB) is priced: 8 x 4 + 0 + 0 = 32; a2-highgpu-8g (A100) is not.
     assert figures("a2-ultragpu-8g")["on_demand"] == Decimal("32")
@@ -257,7 +197,7 @@ def test_a100_80gb_sku_is_not_taken_for_a100_40gb(tmp_path: Path) -> None:
 
 def test_a_machine_without_a_recorded_shape_is_refused_before_reading() -> None:
     with responses.RequestsMock() as mock, pytest.raises(CommandError, match=r"n1-standard-8"):
-        refresh("--instance-type", "n1-standard-8")
+        refresh_gcp_prices("--instance-type", "n1-standard-8")
     assert len(mock.calls) == 0
     assert not SkuPrice.objects.exists()
     assert not InstancePrice.objects.exists()
@@ -284,7 +224,7 @@ def test_a_named_machine_is_read_in_its_snapshot_region(tmp_path: Path) -> None:
     path.write_text(json.dumps(page))
 
     with responses.RequestsMock():  # any network call fails the test
-        refresh("--from-file", str(path), "--instance-type", "a3-highgpu-8g")
+        refresh_gcp_prices("--from-file", str(path), "--instance-type", "a3-highgpu-8g")
 
     # 8 x 10 + 208 x 0.025 + 1872 x 0.0025 = 80 + 5.2 + 4.68 = 89.88, in us-east4.
     row = InstancePrice.objects.get(instance_type="a3-highgpu-8g", kind="on_demand")

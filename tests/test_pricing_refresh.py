@@ -20,6 +20,7 @@ from moto import mock_aws
 
 from finops.pricing import prices
 from finops.pricing.models import InstancePrice, SkuPrice
+from tests.recorded_gcp_catalog import catalog_sku
 
 pytestmark = pytest.mark.django_db
 RECORDED = Path(__file__).parent / "recorded"
@@ -155,16 +156,14 @@ def test_a_failed_page_stores_nothing() -> None:
 
 
 def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path: Path) -> None:
-    sku = {
-        "name": "services/6F81-5844-456A/skus/0000-AAAA-1111", "skuId": "0000-AAAA-1111",
-        "description": "Nvidia Tesla A100 GPU running in Americas",
-        "category": {"serviceDisplayName": "Compute Engine", "resourceFamily": "Compute",
-                     "resourceGroup": "GPU", "usageType": "OnDemand"},
-        "serviceRegions": ["us-central1"],
-        "pricingInfo": [{"effectiveTime": "2025-11-01T00:00:00Z", "pricingExpression": {
-            "usageUnit": "h", "tieredRates": [{"startUsageAmount": 0, "unitPrice": {
-                "currencyCode": "USD", "units": "2", "nanos": 933908000}}]}}],
-    }  # fmt: skip
+    sku = catalog_sku(
+        "0000-AAAA-1111",
+        "Nvidia Tesla A100 GPU running in Americas",
+        "GPU",
+        "OnDemand",
+        ("2", 933908000),
+        effective="2025-11-01T00:00:00Z",
+    )
     path = tmp_path / "skus.json"
     path.write_text(json.dumps({"skus": [sku]}))
     output = refresh("--provider", "gcp", "--from-file", str(path))

@@ -2,7 +2,7 @@
 
 For each day t of a series, the expected value comes from the series' own history only:
 
-- History: the last `window` (28) days before t that are not part of an unaccepted event, from
+- History: the last `window` (42) days before t that are not part of an unaccepted event, from
   the series' first day, or from the first day of the newest level shift someone marked
   `expected` (a new normal starts there). Month-start style recurring excess (below) is taken
   out of a history day before it is used.
@@ -29,31 +29,24 @@ Events (upward only: a cost drop pages nobody):
   is one event extended day by day until it ends, or until it is marked expected.
 - Nothing is evaluated before `min_history` (14) days of the series exist.
 
-New cost sources (`new_sources`) are a separate pure function below.
+The fit of a day (seasonality, trend, spread) is expected_value.py; new cost sources are
+new_sources.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
+
+from finops.anomalies.expected_value import ONE, ZERO, Fit, fit_day
 
 SPIKE = "spike"
 LEVEL_SHIFT = "level_shift"
 NEW_SOURCE = "new_source"
 
-ZERO = Decimal(0)
-ONE = Decimal(1)
 _HUNDRED = Decimal(100)
-_MAD_TO_SIGMA = Decimal("1.4826")
-_MIN_RELATIVE_SIGMA = Decimal("0.01")
-# Pairs closer than this do not vote for the trend: adjacent days differ by noise mostly.
-_TREND_MIN_SPAN = 7
-# The smallest history to compute any expected value from (after an accepted level shift).
-_MIN_FIT_DAYS = 3
-# Weight of the weekday group's median in a weekday's factor, in samples.
-_SHRINK = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,13 +107,6 @@ class Detection:
     fits: list[DayFit] = field(default_factory=list)
 
 
-def median(values: Sequence[Decimal]) -> Decimal:
-    ordered = sorted(values)
-    n = len(ordered)
-    middle = n // 2
-    return ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def _percent(deviation: Decimal, expected: Decimal) -> Decimal | None:
     """deviation as a percent of expected; None when nothing was expected (infinitely more)."""
     return deviation * _HUNDRED / expected if expected > 0 else None
@@ -129,104 +115,6 @@ def _percent(deviation: Decimal, expected: Decimal) -> Decimal | None:
 def _clears_percent(deviation: Decimal, expected: Decimal, floor: Decimal) -> bool:
     pct = _percent(deviation, expected)
     return deviation > 0 if pct is None else pct >= floor
-
-
-@dataclass(slots=True)
-class _Fit:
-    expected: Decimal
-    sigma: Decimal
-    # The model, to evaluate another day d: (level - slope x (t - d)) x season[weekday(d)].
-    t: int = 0
-    level: Decimal = ZERO
-    slope: Decimal = ZERO
-    relative_sigma: Decimal = ZERO
-    season: dict[int, Decimal] | None = None
-
-    def at(self, position: int, weekday: int) -> tuple[Decimal, Decimal]:
-        """Expected value and sigma of another day under this fit."""
-        factor = self.season.get(weekday, ONE) if self.season else ONE
-        expected = max(ZERO, (self.level - self.slope * (self.t - position)) * factor)
-        return expected, self.relative_sigma * expected
-
-
-def _group(weekday: int) -> int:
-    return 1 if weekday >= 5 else 0
-
-
-def _shrunk(own: list[Decimal], group: list[Decimal], overall: Decimal) -> Decimal:
-    """A weekday's factor: its median, shrunk toward the median of its group (workdays or the
-    weekend) as if _SHRINK more samples said the group's value; with 2-6 samples a weekday's
-    own median is mostly noise, the group's is not."""
-    n = len(own)
-    return (n * median(own) + _SHRINK * median(group)) / ((n + _SHRINK) * overall)
-
-
-def _seasonal_factors(
-    values: list[Decimal], weekdays: list[int]
-) -> tuple[dict[int, Decimal], list[Decimal]] | None:
-    """Weekday factors, and for each history day its factor computed without that day.
-
-    The leave-one-out factors give honest residuals: a weekday median of 4 samples sits right
-    between its middle samples, so in-sample residuals would understate the noise."""
-    by_day: dict[int, list[Decimal]] = {}
-    by_group: dict[int, list[Decimal]] = {}
-    for value, weekday in zip(values, weekdays, strict=True):
-        by_day.setdefault(weekday, []).append(value)
-        by_group.setdefault(_group(weekday), []).append(value)
-    if len(by_day) < 7 or min(len(v) for v in by_day.values()) < 2:
-        return None
-    overall = median(values)
-    if overall <= 0:
-        return None
-    factors = {w: _shrunk(v, by_group[_group(w)], overall) for w, v in by_day.items()}
-    loo: list[Decimal] = []
-    for value, weekday in zip(values, weekdays, strict=True):
-        own = list(by_day[weekday])
-        own.remove(value)
-        group = list(by_group[_group(weekday)])
-        group.remove(value)
-        loo.append(_shrunk(own, group, overall))
-    return factors, loo
-
-
-def _theil_sen(points: list[tuple[int, Decimal]]) -> Decimal:
-    slopes = [
-        (dj - di) / (j - i)
-        for a, (i, di) in enumerate(points)
-        for j, dj in points[a + 1 :]
-        if j - i >= _TREND_MIN_SPAN
-    ]
-    return median(slopes) if slopes else ZERO
-
-
-def fit_day(
-    positions: list[int], values: list[Decimal], weekdays: list[int], t: int, weekday: int
-) -> _Fit | None:
-    """Expected value and sigma at position t from history (positions are day numbers)."""
-    if len(values) < _MIN_FIT_DAYS:
-        return None
-    seasonal = _seasonal_factors(values, weekdays) if len(values) >= 14 else None
-    season = seasonal[0] if seasonal else None
-    factors = [season[w] if season else ONE for w in weekdays]
-    held_out = seasonal[1] if seasonal else factors
-    points = [(p, v / f) for p, v, f in zip(positions, values, factors, strict=True) if f > 0]
-    if not points:
-        return _Fit(ZERO, ZERO)
-    slope = _theil_sen(points) if len(values) >= 14 else ZERO
-    level = median([d + slope * (t - p) for p, d in points])
-    factor_t = season.get(weekday, ONE) if season else ONE
-    expected = max(ZERO, level * factor_t)
-    relative: list[Decimal] = []
-    for p, v, f in zip(positions, values, held_out, strict=True):
-        fitted = (level - slope * (t - p)) * f
-        if fitted > 0:
-            relative.append(v / fitted - 1)
-    relative_sigma = ZERO
-    if relative:
-        centre = median(relative)
-        mad = median([abs(r - centre) for r in relative])
-        relative_sigma = max(_MAD_TO_SIGMA * mad, _MIN_RELATIVE_SIGMA)
-    return _Fit(expected, relative_sigma * expected, t, level, slope, relative_sigma, season)
 
 
 def _same_day_previous_month(day: dt.date) -> dt.date | None:
@@ -297,7 +185,7 @@ class _Run:
             j -= 1
         return positions, values, weekdays
 
-    def _recurring_excess(self, t: int, fit: _Fit) -> Decimal:
+    def _recurring_excess(self, t: int, fit: Fit) -> Decimal:
         """The excess of the same day last month, when that day was above the band's inner
         edge (continue_threshold) under today's fit, which has its weekday factors and trend,
         yet no anomaly: a recurring charge."""
@@ -430,71 +318,3 @@ def detect(
         raise ValueError("days and values differ in length")
     weights = weights if weights is not None else [ONE] * len(values)
     return _Run(days, values, weights, settings or DetectorSettings(), accepted).run()
-
-
-# --- New cost sources -------------------------------------------------------------------------
-
-Source = tuple[str, str]  # (dimension, key): ("service", "Amazon S3"), ("sku", ...), ...
-
-
-@dataclass(frozen=True, slots=True)
-class NewSourceEvent:
-    first: dt.date
-    last: dt.date
-    # Each new source with its cost over [first, last]; every one >= min_impact.
-    sources: dict[Source, Decimal]
-
-    @property
-    def actual(self) -> Decimal:
-        return sum(self.sources.values(), ZERO)
-
-
-def new_sources(
-    cells: Mapping[dt.date, Mapping[tuple[str, str, str], Decimal]],
-    *,
-    series_start: dt.date,
-    settings: DetectorSettings | None = None,
-) -> list[NewSourceEvent]:
-    """New services, SKUs and resources of one team, grouped per first day.
-
-    cells: per day, cost per (service, sku, resource) ("" where unknown). A source is new when
-    it first costs something at least min_history days after series_start. A cell's cost goes
-    to its coarsest new source (a new service's new SKU is the service), so the sources of an
-    event never count a cent twice. A source counts when its cost over its first
-    new_source_days days reaches min_impact (money only: a new source is 100 % new).
-    """
-    s = settings or DetectorSettings()
-    first_seen: dict[Source, dt.date] = {}
-    for day in sorted(cells):
-        for (service, sku, resource), amount in cells[day].items():
-            if amount <= 0:
-                continue
-            for source in (("service", service), ("sku", sku), ("resource", resource)):
-                if source[1] and source not in first_seen:
-                    first_seen[source] = day
-    warm_up_end = series_start + dt.timedelta(days=s.min_history)
-    new = {src: d for src, d in first_seen.items() if d >= warm_up_end}
-    costs: dict[Source, Decimal] = {}
-    last_day: dict[Source, dt.date] = {}
-    for day in sorted(cells):
-        for (service, sku, resource), amount in cells[day].items():
-            label = next(
-                (
-                    src
-                    for src in (("service", service), ("sku", sku), ("resource", resource))
-                    if src in new
-                    and new[src] <= day < new[src] + dt.timedelta(days=s.new_source_days)
-                ),
-                None,
-            )
-            if label is not None and amount:
-                costs[label] = costs.get(label, ZERO) + amount
-                last_day[label] = max(last_day.get(label, day), day)
-    grouped: dict[dt.date, dict[Source, Decimal]] = {}
-    for src, cost in costs.items():
-        if cost >= s.min_impact:
-            grouped.setdefault(new[src], {})[src] = cost
-    return [
-        NewSourceEvent(first=day, last=max(last_day[src] for src in sources), sources=sources)
-        for day, sources in sorted(grouped.items())
-    ]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from billing_ingest.models import MONEY_PLACES
-from finops.anomalies import detector
+from finops.anomalies import detector, new_sources
 from finops.anomalies.series import THOUSAND, ZERO, Cell, EndpointDay, LedgerCell, LedgerData
 
 QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
@@ -234,7 +234,7 @@ class FindingsBuilder:
             )
             if start is None:
                 continue
-            for event in detector.new_sources(cells, series_start=start, settings=self.settings):
+            for event in new_sources.new_sources(cells, series_start=start, settings=self.settings):
                 if not self._wanted(event.first, event.last):
                     continue
                 drivers = sorted(

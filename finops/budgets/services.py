@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from finops.audit.services import audit_record
 from finops.budgets.emails import alert_email
+from finops.budgets.enqueue import budget_evaluation_refresh_enqueue
 from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation, BudgetOptOut
 from finops.budgets.selectors import (
     BudgetStatus,
@@ -255,9 +256,7 @@ def _audit_values(values: Mapping[str, Any]) -> dict[str, str]:
 def _refresh_after_commit(budget_id: int) -> None:
     """Store the budget's status once the save is committed, so the overview and team pages
     (which read stored evaluations) show it before the next import or beat evaluates it."""
-    from finops.budgets.tasks import refresh_budget_evaluation
-
-    transaction.on_commit(lambda: refresh_budget_evaluation.delay(budget_id))
+    transaction.on_commit(lambda: budget_evaluation_refresh_enqueue(budget_id=budget_id))
 
 
 def budget_create(*, user: AnyUser, data: Mapping[str, Any]) -> Budget:

@@ -9,6 +9,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from billing_ingest.months import month_add
+from finops.budgets.enqueue import REFRESH_BUDGET_EVALUATION_TASK
 from finops.budgets.models import Budget
 from finops.budgets.selectors import budget_period
 from finops.budgets.series import last_ledger_day
@@ -68,6 +69,7 @@ def check_budgets(as_of: str | None = None) -> dict[str, object]:
 
 
 @shared_task(
+    name=REFRESH_BUDGET_EVALUATION_TASK,
     autoretry_for=(OperationalError,),
     retry_backoff=30,
     max_retries=5,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,11 +11,10 @@ from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from finops.notifications.enqueue import notification_sending_enqueue
 from finops.notifications.models import EmailNotification, NotificationPreference
 from finops.notifications.selectors import addresses_not_wanting
 from finops.org.services import data_version_bump
-
-logger = logging.getLogger(__name__)
 
 # A claim older than this belongs to a worker that died mid-send: another may take it over.
 STALE_CLAIM = dt.timedelta(minutes=10)
@@ -54,22 +52,8 @@ def notification_enqueue(
             )
     except IntegrityError:
         return None
-    transaction.on_commit(lambda: _queue_sending(notification.pk))
+    transaction.on_commit(lambda: notification_sending_enqueue(notification_id=notification.pk))
     return notification
-
-
-def _queue_sending(notification_id: int) -> None:
-    """Hand the email to a worker. A broker that is down, or an eager run whose SMTP server is
-    down, must not fail the evaluation that found the email due: the row stays unsent and the
-    beat task `resend_unsent_notifications` queues it again."""
-    from finops.notifications.tasks import send_notification
-
-    try:
-        send_notification.delay(notification_id)
-    except Exception:
-        logger.warning(
-            "email %s not sent now; it stays queued for a retry", notification_id, exc_info=True
-        )
 
 
 def notification_claim(*, notification_id: int) -> bool:

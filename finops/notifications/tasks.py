@@ -6,6 +6,7 @@ import smtplib
 
 from celery import shared_task
 
+from finops.notifications.enqueue import SEND_NOTIFICATION_TASK
 from finops.notifications.models import EmailNotification
 from finops.notifications.services import notification_send
 
@@ -15,6 +16,7 @@ TRANSIENT_SMTP_ERRORS = (smtplib.SMTPException, OSError)
 
 
 @shared_task(
+    name=SEND_NOTIFICATION_TASK,
     autoretry_for=TRANSIENT_SMTP_ERRORS,
     retry_backoff=30,
     retry_backoff_max=30 * 60,

@@ -1,0 +1,128 @@
+"""The expected value of one day of a cost series and its spread, fitted to the history that
+detector.py chooses for that day: weekday seasonality, a Theil-Sen trend and a robust (MAD)
+spread, as the detector's docstring describes. Pure Python and Decimal, no ORM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+
+ZERO = Decimal(0)
+ONE = Decimal(1)
+_MAD_TO_SIGMA = Decimal("1.4826")
+_MIN_RELATIVE_SIGMA = Decimal("0.01")
+# Pairs closer than this do not vote for the trend: adjacent days differ by noise mostly.
+_TREND_MIN_SPAN = 7
+# The smallest history to compute any expected value from (after an accepted level shift).
+_MIN_FIT_DAYS = 3
+# Weight of the weekday group's median in a weekday's factor, in samples.
+_SHRINK = 3
+
+
+def median(values: Sequence[Decimal]) -> Decimal:
+    ordered = sorted(values)
+    n = len(ordered)
+    middle = n // 2
+    return ordered[middle] if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+@dataclass(slots=True)
+class Fit:
+    """The expected value and sigma of day t, and the model that gave them."""
+
+    expected: Decimal
+    sigma: Decimal
+    # The model, to evaluate another day d: (level - slope x (t - d)) x season[weekday(d)].
+    t: int = 0
+    level: Decimal = ZERO
+    slope: Decimal = ZERO
+    relative_sigma: Decimal = ZERO
+    season: dict[int, Decimal] | None = None
+
+    def at(self, position: int, weekday: int) -> tuple[Decimal, Decimal]:
+        """Expected value and sigma of another day under this fit."""
+        factor = self.season.get(weekday, ONE) if self.season else ONE
+        expected = max(ZERO, (self.level - self.slope * (self.t - position)) * factor)
+        return expected, self.relative_sigma * expected
+
+
+def _group(weekday: int) -> int:
+    return 1 if weekday >= 5 else 0
+
+
+def _shrunk(own: list[Decimal], group: list[Decimal], overall: Decimal) -> Decimal:
+    """A weekday's factor: its median, shrunk toward the median of its group (workdays or the
+    weekend) as if _SHRINK more samples said the group's value; with 2-6 samples a weekday's
+    own median is mostly noise, the group's is not."""
+    n = len(own)
+    return (n * median(own) + _SHRINK * median(group)) / ((n + _SHRINK) * overall)
+
+
+def _seasonal_factors(
+    values: list[Decimal], weekdays: list[int]
+) -> tuple[dict[int, Decimal], list[Decimal]] | None:
+    """Weekday factors, and for each history day its factor computed without that day.
+
+    The leave-one-out factors give honest residuals: a weekday median of 4 samples sits right
+    between its middle samples, so in-sample residuals would understate the noise."""
+    by_day: dict[int, list[Decimal]] = {}
+    by_group: dict[int, list[Decimal]] = {}
+    for value, weekday in zip(values, weekdays, strict=True):
+        by_day.setdefault(weekday, []).append(value)
+        by_group.setdefault(_group(weekday), []).append(value)
+    if len(by_day) < 7 or min(len(v) for v in by_day.values()) < 2:
+        return None
+    overall = median(values)
+    if overall <= 0:
+        return None
+    factors = {w: _shrunk(v, by_group[_group(w)], overall) for w, v in by_day.items()}
+    loo: list[Decimal] = []
+    for value, weekday in zip(values, weekdays, strict=True):
+        own = list(by_day[weekday])
+        own.remove(value)
+        group = list(by_group[_group(weekday)])
+        group.remove(value)
+        loo.append(_shrunk(own, group, overall))
+    return factors, loo
+
+
+def _theil_sen(points: list[tuple[int, Decimal]]) -> Decimal:
+    slopes = [
+        (dj - di) / (j - i)
+        for a, (i, di) in enumerate(points)
+        for j, dj in points[a + 1 :]
+        if j - i >= _TREND_MIN_SPAN
+    ]
+    return median(slopes) if slopes else ZERO
+
+
+def fit_day(
+    positions: list[int], values: list[Decimal], weekdays: list[int], t: int, weekday: int
+) -> Fit | None:
+    """Expected value and sigma at position t from history (positions are day numbers)."""
+    if len(values) < _MIN_FIT_DAYS:
+        return None
+    seasonal = _seasonal_factors(values, weekdays) if len(values) >= 14 else None
+    season = seasonal[0] if seasonal else None
+    factors = [season[w] if season else ONE for w in weekdays]
+    held_out = seasonal[1] if seasonal else factors
+    points = [(p, v / f) for p, v, f in zip(positions, values, factors, strict=True) if f > 0]
+    if not points:
+        return Fit(ZERO, ZERO)
+    slope = _theil_sen(points) if len(values) >= 14 else ZERO
+    level = median([d + slope * (t - p) for p, d in points])
+    factor_t = season.get(weekday, ONE) if season else ONE
+    expected = max(ZERO, level * factor_t)
+    relative: list[Decimal] = []
+    for p, v, f in zip(positions, values, held_out, strict=True):
+        fitted = (level - slope * (t - p)) * f
+        if fitted > 0:
+            relative.append(v / fitted - 1)
+    relative_sigma = ZERO
+    if relative:
+        centre = median(relative)
+        mad = median([abs(r - centre) for r in relative])
+        relative_sigma = max(_MAD_TO_SIGMA * mad, _MIN_RELATIVE_SIGMA)
+    return Fit(expected, relative_sigma * expected, t, level, slope, relative_sigma, season)
