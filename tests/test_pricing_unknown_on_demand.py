@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import re
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
@@ -23,6 +22,7 @@ from finops.attribution.models import AllocatedCost, RunCost
 from finops.attribution.services import attribution_month_run
 from finops.org.models import MappingRule, Profile, Team
 from tests.chromium import _body, _login, _wait_for_text
+from tests.ui_screens import screenshot_dir
 
 # An empty price catalogue (conftest): nothing stands in for the missing ListCost.
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_catalogue")]
@@ -130,6 +130,4 @@ def test_team_page_in_chromium(browser: WebDriver, live_server: LiveServer) -> N
     browser.execute_script(
         "document.querySelector('[data-testid=\"on-demand-unknown\"]').scrollIntoView()"
     )
-    screenshots = Path("var/screenshots")
-    screenshots.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(screenshots / "team-on-demand-unknown.png"))
+    browser.save_screenshot(str(screenshot_dir() / "team-on-demand-unknown.png"))
