@@ -136,6 +136,7 @@ def _fields(finding: Finding) -> dict[str, Any]:
         "unexplained": finding.unexplained,
         "unexplained_sku": finding.unexplained_sku,
         "unexplained_resource": finding.unexplained_resource,
+        "share_base": finding.share_base,
         "severity": severity_for(impact=finding.impact, expected=finding.expected),
         "chart": finding.chart,
         "unit": finding.unit,
