@@ -44,8 +44,8 @@ def _with_best(body: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
 def _recommendation(team: Team, month: dt.date, p: dict[str, Any] | None) -> dict[str, Any]:
     until = dt.datetime.combine(month_next(month), dt.time(), dt.UTC)
     hours = Decimal(p["gpu_hours"]) if p else Decimal(0)
-    known = p is not None and p["on_demand"]["cost"] is not None
-    od_hour = Decimal(p["on_demand"]["cost"]) / hours if p and known and hours else None
+    od_known = p is not None and p["on_demand"]["cost"] is not None
+    od_hour = Decimal(p["on_demand"]["cost"]) / hours if p and od_known and hours else None
     rec = recommendation(
         team_id=team.pk, until=until, on_demand_gpu_hour=od_hour, assumptions=assumptions_current()
     )
