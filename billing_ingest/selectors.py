@@ -64,6 +64,6 @@ def batch_progress(*, batch_id: int) -> BatchProgress | None:
         parts_done=done,
         parts_total=total,
         rows=batch.row_count if finished else parts["rows"] or 0,
-        error=batch.error,
+        error=batch.public_error,
         billing_periods=list(batch.billing_periods or []),
     )

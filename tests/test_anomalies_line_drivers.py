@@ -252,3 +252,47 @@ def test_the_page_and_email_show_each_breakdown_with_its_rest(
     assert "SKU-B" in by_sku
     assert "i-b" not in by_sku
     assert "Unexplained" in by_sku
+
+
+def test_a_new_sku_on_a_teams_own_node_is_a_new_cost_source(team: Team) -> None:
+    """New cost sources trace a team's own node to its line items' SKUs per day (review
+    defect 4), as the SKU drivers do: a second SKU billed on the node from day 30 is a new
+    source with its own part of the node's cost. (Taking one SKU of the node's lines for the
+    whole window saw no new SKU at all.)"""
+    from billing_ingest.models import CostLineItem, ImportBatch
+    from finops.anomalies.services import anomalies_detect
+    from finops.attribution.models import AllocatedCost, Category
+
+    start = dt.date(2025, 8, 1)
+    batch = ImportBatch.objects.create(
+        kind="billing", format="focus", source="s", file_name="f", status="succeeded"
+    )
+    dims = dict(provider_name="AWS", billing_account_id="1", sub_account_id="",
+                service_name="Amazon EC2", pricing_category="Standard",
+                billing_currency="USD")  # fmt: skip
+    for i in range(40):
+        day = start + dt.timedelta(days=i)
+        begin = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+        skus = [("BoxUsage:p5.48xlarge", D(1000))]
+        if i >= 30:
+            skus.append(("EBS:VolumeUsage.gp3", D(50)))
+        for sku, cost in skus:
+            CostLineItem.objects.create(
+                batch=batch, source="s", billing_period=day.replace(day=1),
+                billing_period_start=begin, charge_period_start=begin,
+                charge_period_end=begin + dt.timedelta(days=1), charge_category="Usage",
+                resource_name="gpu-n9", sku_id=sku, billed_cost=cost, effective_cost=cost,
+                **dims,
+            )  # fmt: skip
+        # The team keeps the node's idle capacity (no jobs): the ledger row of the whole node.
+        AllocatedCost.objects.create(
+            billing_period=day.replace(day=1), day=day, category=Category.IDLE, team=team,
+            node="gpu-n9", source_batch=batch, amount=sum((c for _, c in skus), D(0)), **dims,
+        )  # fmt: skip
+    anomalies_detect(since=start + dt.timedelta(days=20))
+    anomaly = Anomaly.objects.get(kind="new_source")
+    assert anomaly.first_day == start + dt.timedelta(days=30)
+    [driver] = anomaly.drivers.all()
+    assert (driver.dimension, driver.key) == ("sku", "EBS:VolumeUsage.gp3")
+    # Its part of the node's rows over its first 7 days: 50 a day.
+    assert driver.actual == D(50) * 7 == anomaly.impact

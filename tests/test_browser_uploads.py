@@ -283,3 +283,61 @@ def test_upload_progress_updates_without_reloading(
     assert rows.text == "3,000 rows"
     assert browser.execute_script("return window.__samePage === true;")
     screenshot(browser, "upload-progress-done")
+
+
+@pytest.mark.browser
+def test_the_batch_table_follows_the_progress_without_reloading(
+    browser: WebDriver, live_server: LiveServer, finance_user: User
+) -> None:
+    """The table drawn at page load said `running` after the card said `succeeded` (review
+    defect 2): its row follows the progress, and once the import has finished the table shows
+    what a reload would, the earlier batch it superseded included."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.chromium import _login
+
+    earlier = ImportBatch.objects.create(
+        kind="billing", format="focus", source="s", file_name="f", status="succeeded"
+    )
+    batch = _running_batch(2)
+    _login(browser, live_server.url, "fin", "fin-password-123")
+    browser.get(f"{live_server.url}/imports/?uploaded={batch.pk}")
+    browser.execute_script("window.__samePage = true;")
+
+    def cell(batch_id: int, name: str) -> str:
+        selector = f"tr[data-batch-id='{batch_id}'] [data-cell={name}]"
+        return str(browser.find_element(By.CSS_SELECTOR, selector).text)
+
+    assert cell(batch.pk, "status") == "running"
+    _finish_part(batch, 0, 1500)
+    WebDriverWait(browser, 10).until(lambda d: cell(batch.pk, "rows") == "1,500")
+    assert cell(batch.pk, "status") == "running"
+    _finish_part(batch, 1, 500)
+    ImportBatch.objects.filter(id=earlier.pk).update(status="superseded")
+    ImportBatch.objects.filter(id=batch.pk).update(
+        status="succeeded", row_count=2000, billing_periods=["2025-09"]
+    )
+    WebDriverWait(browser, 10).until(lambda d: cell(batch.pk, "status") == "succeeded")
+    WebDriverWait(browser, 10).until(lambda d: cell(earlier.pk, "status") == "superseded")
+    status = browser.find_element(By.CSS_SELECTOR, "[data-testid=progress-status]")
+    assert status.text == "succeeded"
+    assert cell(batch.pk, "rows") == "2,000"
+    assert cell(batch.pk, "periods") == "2025-09"
+    badge = f"tr[data-batch-id='{batch.pk}'] .status-succeeded"
+    assert browser.find_elements(By.CSS_SELECTOR, badge)
+    assert browser.execute_script("return window.__samePage === true;")
+    screenshot(browser, "imports-table-follows-progress")
+
+
+def test_progress_error_names_the_file_without_server_folders(db: None) -> None:
+    """The progress card shows the error as the batches table does (public_error)."""
+    batch = ImportBatch.objects.create(
+        kind="billing", format="focus", source="s", file_name="f", status="failed",
+        error="/srv/finops/data/uploads/ab12/september.csv: row 3: bad EffectiveCost",
+    )  # fmt: skip
+    progress = batch_progress(batch_id=batch.pk)
+    assert progress is not None
+    assert progress.error == batch.public_error
+    assert "september.csv: row 3" in progress.error
+    assert "/srv/finops" not in progress.error

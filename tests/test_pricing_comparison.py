@@ -69,7 +69,10 @@ def test_golden_runs(
     cost = RunCost.objects.get(run_id=run)
     body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
     assert body["actual"] == actual
-    assert body["on_demand"] == {"cost": "80.00", "savings": savings, "estimated": "0.00"}
+    assert body["on_demand"] == {
+        "cost": "80.00", "savings": savings, "estimated": "0.00", "unpriced_cost": "0.00",
+        "unknown_reason": None,
+    }  # fmt: skip
     assert body["spot"]["cost"] == "32.00"
     assert body["spot"]["expected_interruptions"] == 0.0001
     assert body["spot"]["rework_hours"] == 0.0003

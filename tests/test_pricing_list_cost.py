@@ -187,7 +187,7 @@ def test_missing_list_cost_uses_the_catalogue_price_and_says_so(
         .order_by()
     )
     # The purchase (cost 0, on-demand equivalent 0) leaves no ledger row at all.
-    assert by_source == {"catalogue": Decimal("101"), "actual": Decimal("7")}
+    assert by_source == {"catalogue": Decimal("101"), "unpriced": Decimal("7")}
     # The run's quarter of the first hour: 50.5 / 4, all of it an estimate.
     run = RunCost.objects.get(run_id="run-a")
     assert run.list_cost == run.list_cost_estimated == Decimal("12.625")

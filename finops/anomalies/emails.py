@@ -19,6 +19,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from finops.anomalies.models import Anomaly
+from finops.anomalies.selectors import anomaly_rate_figures, anomaly_share_figures
 from finops.notifications.models import NotificationPreference
 from finops.notifications.services import notification_enqueue
 from finops.org.models import Profile
@@ -69,8 +70,11 @@ def subject_for(anomaly: Anomaly) -> str:
 
 def anomaly_notify(*, anomaly: Anomaly) -> int:
     """Enqueue the per-anomaly emails (idempotent by key); returns how many were new."""
+    # The figures in the series' unit, as the anomaly's page gives them: an endpoint's per
+    # 1,000 requests, a cluster's idle share (each with its money impact labelled apart).
     context = {"anomaly": anomaly, "breakdowns": anomaly.driver_breakdowns(),
-               "url": anomaly_url(anomaly)}  # fmt: skip
+               "url": anomaly_url(anomaly), "rates": anomaly_rate_figures(anomaly=anomaly),
+               "shares": anomaly_share_figures(anomaly=anomaly)}  # fmt: skip
     text = render_to_string("anomalies/email.txt", context)
     html = render_to_string("anomalies/email.html", context)
     sent = 0

@@ -70,6 +70,9 @@ class Finding:
     # has none (endpoints, clusters, new sources).
     unexplained_sku: Decimal | None = None
     unexplained_resource: Decimal | None = None
+    # A cluster's idle share: the GPU node cost over the event's days the share is of (actual
+    # and expected are idle cost, so actual / share_base is the event's share). None elsewhere.
+    share_base: Decimal | None = None
 
     @property
     def impact(self) -> Decimal:
@@ -320,6 +323,7 @@ class FindingsBuilder:
     ) -> None:
         actual: dict[Cell, Decimal] = {}
         weight: dict[Cell, Decimal] = {}
+        base = ZERO
         for d, nodes in per_day.items():
             if not event.first <= d <= event.last:
                 continue
@@ -328,6 +332,7 @@ class FindingsBuilder:
                 cell = ("resource", node)
                 actual[cell] = actual.get(cell, ZERO) + idle
                 weight[cell] = weight.get(cell, ZERO) + share * total
+                base += total
         expected = money(event.expected)
         drivers, unexplained = split_drivers(actual, weight, expected)
         self.findings.append(
@@ -335,6 +340,7 @@ class FindingsBuilder:
                 None, CLUSTER_IDLE, cluster, event.kind, event.first, event.last,
                 event.reported_on, event.ongoing, sum(actual.values(), ZERO), expected, drivers,
                 unexplained, _chart(all_fits, event.first, event.last, 6), "idle share",
+                share_base=money(base),
             )
         )  # fmt: skip
 

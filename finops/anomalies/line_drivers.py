@@ -140,18 +140,20 @@ class _UtcDay(Func):
 
 
 def _line_rows(
-    ids: Sequence[int], first_day: dt.date, last_day: dt.date
+    ids: Sequence[int], first_day: dt.date, last_day: dt.date, nodes: frozenset[str] | None = None
 ) -> Iterable[tuple[Any, ...]]:
     """(fields..., day, charge start, charge end, cost) of the settled line items of these
     batches charged on [first_day, last_day], in one grouped query. Lines of one UTC day
     (hourly and daily usage: nearly all rows) are summed per day (start and end None); longer
-    ones keep their charge period (day None), to be spread over it."""
+    ones keep their charge period (day None), to be spread over it. `nodes`: only the lines
+    named so (ResourceName or ResourceId)."""
     start = dt.datetime.combine(first_day, dt.time(), tzinfo=dt.UTC)
     end = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
     one_day = Q(first=F("last"))
+    named = Q() if nodes is None else Q(resource_name__in=nodes) | Q(resource_id__in=nodes)
     rows = (
         CostLineItem.objects.settled()
-        .filter(batch_id__in=ids, charge_period_start__lt=end, charge_period_end__gt=start)
+        .filter(named, batch_id__in=ids, charge_period_start__lt=end, charge_period_end__gt=start)
         .annotate(first=_UtcDay("charge_period_start"))
         .annotate(last=_UtcDay("charge_period_end", before_end=True))
         .annotate(
@@ -175,17 +177,22 @@ def _line_rows(
 
 
 def lines_load(
-    *, batch_ids: Iterable[int], first_day: dt.date, last_day: dt.date
+    *,
+    batch_ids: Iterable[int],
+    first_day: dt.date,
+    last_day: dt.date,
+    nodes: frozenset[str] | None = None,
 ) -> dict[tuple[LineDims, dt.date], list[Line]]:
     """What a row is traced to: the line items of these batches on [first_day, last_day], per
-    (ledger dimensions, day), merged by SKU, resource, node names and owner."""
+    (ledger dimensions, day), merged by SKU, resource, node names and owner. `nodes`: only
+    the line items of these nodes (by ResourceName or ResourceId)."""
     ids = sorted({b for b in batch_ids if b is not None})
     if not ids:
         return {}
     resolver = TeamResolver.from_db()
     slugs = dict(Team.objects.values_list("slug", "id"))
     merged: dict[tuple[LineDims, dt.date, str, str, frozenset[str], int | None], Decimal] = {}
-    for row in _line_rows(ids, first_day, last_day):
+    for row in _line_rows(ids, first_day, last_day, nodes):
         batch, prov, acct, sub, svc, pricing, cur, sku, rid, rname, tags = row[:11]
         day, c_start, c_end, total = row[11:]
         ref = resolver.line_team(tags=tags if isinstance(tags, dict) else {}, sub_account=sub)
@@ -250,6 +257,31 @@ def trace(data: LedgerData, *, team_ids: set[int], first_day: dt.date, last_day:
             key = (row.dims[1], row.dims[4], sku, resource)
             acc[key] = acc.get(key, ZERO) + amount
     return out
+
+
+def sources_trace(data: LedgerData) -> None:
+    """Add the teams' own nodes (data.owned_node_rows) to the new-cost-source cells, each row's
+    amount split over the SKUs of the node's line items that day as row_pieces splits it (a
+    node billed under two SKUs is two sources, each with its part). A row no line item matches
+    keeps its service and resource, with no SKU."""
+    rows = data.owned_node_rows
+    lines = (
+        lines_load(
+            batch_ids={r.dims[0] for r in rows if r.dims[0] is not None},
+            first_day=data.first_day,
+            last_day=data.last_day,
+            nodes=frozenset(r.node for r in rows),
+        )
+        if rows
+        else {}
+    )
+    for row in rows:
+        nodes = data.ledger_nodes.get((row.dims, row.day), set())
+        pieces = row_pieces(row, lines.get((row.dims, row.day), []), nodes)
+        per_day = data.sources.setdefault(row.team_id, {}).setdefault(row.day, {})
+        for (sku, _), amount in pieces.items():
+            source = (row.dims[4], "" if sku in (UNTRACED, NO_SKU) else sku, row.node)
+            per_day[source] = per_day.get(source, ZERO) + amount
 
 
 def _breakdown(

@@ -71,6 +71,10 @@ class Anomaly(models.Model):
     # breakdown of the whole impact (finops.anomalies.line_drivers); null for other series.
     unexplained_sku = money_field(null=True, blank=True)
     unexplained_resource = money_field(null=True, blank=True)
+    # A cluster's idle share: the cluster's GPU node cost over the event's days, which the share
+    # is of (actual / share_base is the event's idle share; actual and expected are idle cost,
+    # so impact is the idle cost above the expected share). Null for other series.
+    share_base = money_field(null=True, blank=True)
     severity = models.CharField(max_length=8, choices=Severity.choices)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.NEW)
     # The series around the event for the chart: [{day, actual, expected, low, high}] as strings,

@@ -92,3 +92,29 @@ def anomaly_rate_figures(*, anomaly: Anomaly) -> RateFigures | None:
         return None
     thousands = Decimal(requests) / 1000
     return RateFigures(requests, anomaly.actual / thousands, anomaly.expected / thousands)
+
+
+@dataclass(frozen=True, slots=True)
+class ShareFigures:
+    """A cluster idle-share anomaly in its series' unit: the event's idle share of the
+    cluster's GPU node cost, actual and expected (0..1), and their difference; the idle cost
+    above expected (the anomaly's impact, money) is shown beside it, labelled as money."""
+
+    actual: Decimal
+    expected: Decimal
+    base: Decimal
+
+    @property
+    def points(self) -> Decimal:
+        """Percentage points above the expected share."""
+        return (self.actual - self.expected) * 100
+
+
+def anomaly_share_figures(*, anomaly: Anomaly) -> ShareFigures | None:
+    """For a cluster idle-share anomaly, its idle cost totals over the GPU node cost they are
+    a share of (the detector weighs each day by that cost, so these are the cost-weighted
+    means of the series). None for other series, or a row stored before share_base was."""
+    if anomaly.series_kind != Anomaly.Series.CLUSTER_IDLE or not anomaly.share_base:
+        return None
+    base = anomaly.share_base
+    return ShareFigures(anomaly.actual / base, anomaly.expected / base, base)

@@ -22,7 +22,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Q
 
-from billing_ingest.models import CostLineItem, JobRecord
+from billing_ingest.models import JobRecord
 from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost, Category
 from finops.attribution.policies import node_clusters
@@ -81,6 +81,9 @@ class LedgerData:
     # Every team's ledger rows as converted and rounded into `cells`, with what identifies
     # their line items (line_drivers.py): their amounts sum to the team's cells exactly.
     team_rows: list[TeamRow] = field(default_factory=list)
+    # The teams' rows of the nodes they pay themselves (idle they own), whose SKUs are traced
+    # into `sources` by line_drivers.sources_trace.
+    owned_node_rows: list[TeamRow] = field(default_factory=list)
     # Per (ledger dimensions, day): the nodes the ledger has rows of (of any team or none), so
     # a tagged row is never traced to a node's line item.
     ledger_nodes: dict[tuple[LineDims, dt.date], set[str]] = field(default_factory=dict)
@@ -106,26 +109,6 @@ def ledger_span() -> tuple[dt.date, dt.date] | None:
     first = days.first()
     last = AllocatedCost.objects.order_by("-day").values_list("day", flat=True).first()
     return (first, last) if first is not None and last is not None else None
-
-
-def _node_skus(nodes: Iterable[str], first_day: dt.date, last_day: dt.date) -> dict[str, str]:
-    """The SKU billed for each GPU node (its line items' SkuId, by resource name or id)."""
-    names = set(nodes)
-    if not names:
-        return {}
-    rows = (
-        CostLineItem.objects.settled()
-        .filter(Q(resource_name__in=names) | Q(resource_id__in=names))
-        .filter(charge_period_start__date__lte=last_day, charge_period_end__date__gte=first_day)
-        .exclude(sku_id="")
-        .values_list("resource_name", "resource_id", "sku_id")
-        .distinct()
-    )
-    skus: dict[str, str] = {}
-    for name, resource_id, sku in rows:
-        node = name if name in names else resource_id
-        skus.setdefault(node, sku)
-    return skus
 
 
 def _clusters(nodes: Iterable[str], first_day: dt.date, last_day: dt.date) -> dict[str, str]:
@@ -164,7 +147,7 @@ def ledger_load(*, first_day: dt.date, last_day: dt.date) -> LedgerData:
     data = LedgerData(first_day=first_day, last_day=last_day, currency=currency)
     missing: set[tuple[str, dt.date]] = set()
     node_rows: list[tuple[dt.date, str, bool, Decimal]] = []
-    owned_nodes: list[tuple[int, dt.date, str, str, Decimal]] = []
+    owned_nodes: list[TeamRow] = []
     for (
         day,
         team_id,
@@ -200,14 +183,18 @@ def ledger_load(*, first_day: dt.date, last_day: dt.date) -> LedgerData:
             # A node is the team's own resource only where it pays the node itself (idle it
             # owns); a job's share of a shared node is not "a resource the team has".
             resource = node if node and job_id is None else ""
-            owned_nodes.append((team_id, day, service, resource, amount))
+            owned_nodes.append(TeamRow(team_id, day, resource, category, dims, amount))
     if missing:
         logger.warning("anomalies: no FX rate to %s for %d currency-days", currency, len(missing))
-    skus = _node_skus({r for *_, r, _ in owned_nodes if r}, first_day, last_day)
-    for team_id, day, service, resource, amount in owned_nodes:
-        per_day = data.sources.setdefault(team_id, {}).setdefault(day, {})
-        source = (service, skus.get(resource, ""), resource)
-        per_day[source] = per_day.get(source, ZERO) + amount
+    # The SKUs of the teams' own nodes are traced to their line items (line_drivers.py,
+    # sources_trace); the rest of a team's cost is a source by its service alone.
+    for row in owned_nodes:
+        if row.node:
+            data.owned_node_rows.append(row)
+            continue
+        per_day = data.sources.setdefault(row.team_id, {}).setdefault(row.day, {})
+        source = (row.dims[4], "", "")
+        per_day[source] = per_day.get(source, ZERO) + row.amount
     clusters = _clusters({n for _, n, _, _ in node_rows}, first_day, last_day)
     for day, node, idle, amount in node_rows:
         cluster = clusters.get(node)

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from finops.anomalies import detector, emails
 from finops.anomalies.findings import DriverValue, Finding, build_findings
-from finops.anomalies.line_drivers import line_drivers_attach
+from finops.anomalies.line_drivers import line_drivers_attach, sources_trace
 from finops.anomalies.models import Anomaly, AnomalyDriver, AnomalyStatusChange
 from finops.anomalies.series import endpoint_days, ledger_load
 from finops.attribution.models import AllocatedCost
@@ -103,6 +103,7 @@ def anomalies_detect(
         return summary
     first = since - dt.timedelta(days=LOOKBACK_DAYS)
     data = ledger_load(first_day=first, last_day=newest)
+    sources_trace(data)
     findings = build_findings(
         data=data,
         endpoints=endpoint_days(first_day=first, last_day=newest),
@@ -136,6 +137,7 @@ def _fields(finding: Finding) -> dict[str, Any]:
         "unexplained": finding.unexplained,
         "unexplained_sku": finding.unexplained_sku,
         "unexplained_resource": finding.unexplained_resource,
+        "share_base": finding.share_base,
         "severity": severity_for(impact=finding.impact, expected=finding.expected),
         "chart": finding.chart,
         "unit": finding.unit,

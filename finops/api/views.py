@@ -64,7 +64,11 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
 
 class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
     """Training-run cost rollups: filter with ?month=YYYY-MM, &team=slug, &cluster=, &currency=.
-    `{id}/pricing/`: the run's pricing comparison (actual vs on demand, spot, reserved, on-prem)."""
+    `{id}/pricing/`: the run's pricing comparison (actual vs on demand, spot, reserved, on-prem).
+    Where part of the run's usage has no list price (no ListCost in the bill, none in the price
+    catalogue), `on_demand.cost`, `on_demand.savings` and the spot and reserved costs (priced
+    from it) are null, with `unknown_reason` and `on_demand.unpriced_cost` saying why and how
+    much."""
 
     serializer_class = RunCostSerializer
     filterset_class = RunCostFilterSet
@@ -96,7 +100,9 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
 
 class PricingComparisonView(APIView):
     """Per team (and billing currency) of a month: actual, on-demand equivalent, spot, reserved
-    1y / 3y, on-prem, the mix and the assumptions. Teams the caller may see; `team` narrows."""
+    1y / 3y, on-prem, the mix and the assumptions. Teams the caller may see; `team` narrows.
+    An on-demand figure that is unknown (usage with no list price in the bill or the catalogue)
+    is null, as are the savings, spot and reserved costs priced from it, with `unknown_reason`."""
 
     @extend_schema(
         parameters=[

@@ -30,6 +30,7 @@ from finops.attribution.models import (
     TeamDailyCost,
 )
 from finops.attribution.partitions import ledger_month_clear
+from finops.attribution.run_ids import RunIdCollisionError, run_cost_id
 from finops.attribution.waste import WASTE_STATES, ServingPod, pods_that_served
 
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
@@ -128,11 +129,14 @@ def _insert(
             cursor.execute(f"PRAGMA cache_size = {int(cache_size)}")
 
 
-def _insert_instances(model: type[models.Model], instances: list[Any]) -> None:
+def _insert_instances(
+    model: type[models.Model], instances: list[Any], *, with_pk: bool = False
+) -> None:
     """Unsaved model instances through _insert: each field's own database value (text money
-    and naive UTC datetimes on SQLite), at a fraction of bulk_create's cost per row."""
+    and naive UTC datetimes on SQLite), at a fraction of bulk_create's cost per row.
+    `with_pk`: the instances carry their ids (RunCost's stable ids), else the database's."""
     connection = transaction.get_connection()
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    fields = [f for f in model._meta.concrete_fields if with_pk or not f.primary_key]
     columns = tuple(f.attname for f in fields)
     # Money values here come from units_to_decimal (exact, 12 places), which both drivers take
     # as they are (the ledger's amounts go the same way); DecimalField's own preparation
@@ -235,11 +239,13 @@ def _run_rows(month: dt.date, inputs: Inputs, ledger: Ledger) -> list[RunCost]:
             acc.wasted += values[0]
         acc.jobs.add(job_id)
     result = []
+    ids: dict[int, tuple[int | None, str, str, str]] = {}
     for (team_id, run_id, cluster, currency), acc in runs.items():
         metas = [inputs.job_meta[j] for j in sorted(acc.jobs)]
         ends = [m.end for m in metas if m.end is not None]
         result.append(
             RunCost(
+                id=_run_id(ids, month, (team_id, run_id, cluster, currency)),
                 billing_period=month,
                 team_id=team_id,
                 run_id=run_id,
@@ -257,6 +263,22 @@ def _run_rows(month: dt.date, inputs: Inputs, ledger: Ledger) -> list[RunCost]:
             )
         )
     return result
+
+
+def _run_id(
+    ids: dict[int, tuple[int | None, str, str, str]],
+    month: dt.date,
+    key: tuple[int | None, str, str, str],
+) -> int:
+    """The run's stable id (run_ids.py); two runs of the month with one id are refused."""
+    team_id, run_id, cluster, currency = key
+    pk = run_cost_id(
+        month=month, team_id=team_id, cluster=cluster, currency=currency, run_id=run_id
+    )
+    other = ids.setdefault(pk, key)
+    if other != key:
+        raise RunIdCollisionError(f"runs {other} and {key} of {month:%Y-%m} share the id {pk}")
+    return pk
 
 
 def _run_category(metas: list[JobMeta]) -> str:
@@ -317,6 +339,6 @@ def write(month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
         rollup.objects.filter(billing_period=month).delete()
     _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))
     _insert_instances(TeamDailyCost, daily_rows)
-    _insert_instances(RunCost, run_rows)
+    _insert_instances(RunCost, run_rows, with_pk=True)
     _insert_instances(RecurringCharge, recurring_rows)
     _insert_instances(TagCharge, tag_rows)

@@ -8,8 +8,12 @@ equivalent it carries and where it came from, and how the line was bought:
 - `catalogue`: no ListCost on a usage line; the on-demand catalogue price of its instance type
   x its hours (a registered ListPriceSource, see finops.pricing), rounded to the stored money
   places. Shown as an estimate.
-- `actual`: no ListCost and no catalogue price (or not usage: tax, credit, adjustment): the
-  line's EffectiveCost, so it claims no savings.
+- `unpriced`: a usage line with no ListCost (or a ListCost of 0 on a line that cost something:
+  exports leave it 0 when they do not know it) and no catalogue price. It carries its
+  EffectiveCost, so the columns still add up to the bill and it claims no savings, but its
+  on-demand figure is unknown: the pricing comparison says so rather than compute from it.
+- `actual`: not usage (tax, credit, adjustment) and no ListCost: the line's EffectiveCost, so
+  it claims no savings.
 - `purchase`: a commitment purchase carries 0. Its cost reaches usage through amortisation
   (EffectiveCost), and its on-demand equivalent is the ListCost of the usage it covers;
   counting the purchase too would price the same hours twice.
@@ -29,8 +33,9 @@ from billing_ingest.models import MONEY_QUANTUM
 BILL = "bill"
 CATALOGUE = "catalogue"
 ACTUAL = "actual"
+UNPRICED = "unpriced"
 PURCHASE = "purchase"
-ESTIMATED_SOURCES = frozenset({CATALOGUE, ACTUAL})
+ESTIMATED_SOURCES = frozenset({CATALOGUE, ACTUAL, UNPRICED})
 
 # The pricing mix (issue 13): how a line's actual cost was bought.
 ON_DEMAND = "on_demand"
@@ -103,15 +108,19 @@ class ListCostResolver:
         charge = line.charge_category.strip().lower()
         if charge == "purchase":
             return Decimal(0), PURCHASE
-        if line.list_cost is not None:
+        usage = charge == "usage"
+        unlisted = line.list_cost is None or (
+            usage and line.list_cost == 0 and line.effective_cost > 0
+        )
+        if line.list_cost is not None and not unlisted:
             return line.list_cost, BILL
-        if charge == "usage" and line.instance_type:
+        if usage and line.instance_type:
             price = self._price(line.provider, line.instance_type, line.region)
             hours = _hours(line)
             if price is not None and hours is not None:
                 estimate = (price * hours).quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN)
                 return estimate, CATALOGUE
-        return line.effective_cost, ACTUAL
+        return line.effective_cost, UNPRICED if usage else ACTUAL
 
     def _price(self, provider: str, instance_type: str, region: str) -> Decimal | None:
         key = (provider.lower(), instance_type, region)

@@ -9,11 +9,13 @@ so sums stay exact.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.db import models
 from django.db.models.functions import Cast
 
 from billing_ingest.models import ImportBatch, JobRecord, money_field
+from finops.attribution.run_ids import run_cost_id
 from finops.org.models import Team
 
 
@@ -121,6 +123,19 @@ class RunCost(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.billing_period:%Y-%m} {self.cost} {self.billing_currency}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Rows made one by one (admin, fixtures, factories) get the id attribution gives them.
+        if self.pk is None:
+            self.pk = self.stable_id()
+        super().save(*args, **kwargs)
+
+    def stable_id(self) -> int:
+        """The id this run keeps across re-attributions (run_ids.run_cost_id)."""
+        return run_cost_id(
+            month=self.billing_period, team_id=self.team_id, cluster=self.cluster,
+            currency=self.billing_currency, run_id=self.run_id,
+        )  # fmt: skip
 
     @property
     def gpu_hours(self) -> Decimal:

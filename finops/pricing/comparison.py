@@ -17,6 +17,11 @@ in the scope's currency, each beside the assumptions that produced it.
   amortisation months + watts x GPUs x PUE x 730 h / 1000 x $/kWh + rack + network + staff.
   Break-even utilisation = TCO per GPU-hour / what a used GPU-hour cost (actual / H): above it,
   owning is cheaper than what was paid.
+
+When some of the scope's usage has no list price (no ListCost in the bill and no catalogue
+price: `unpriced_cost`), L is unknown, so on demand, its savings, spot and reserved (all priced
+from L) are null with `unknown_reason` rather than figures computed from a stand-in; on
+premises is priced from GPU-hours and stays.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ class TypeUsage:
     on_demand: Decimal
     gpu_hours: Decimal
     gpus_per_node: int
+    # Cost of the type's usage with no list price in the bill or the catalogue (list_cost
+    # `unpriced`): its on-demand equivalent is unknown.
+    unpriced: Decimal = Decimal(0)
     # From the price catalogue (refreshed, else the snapshot): spot / on-demand, reserved term
     # key -> committed / on-demand, the published interruption band, and the figures with
     # their sources (PriceQuote.body) to show beside the comparison.
@@ -116,8 +124,18 @@ class Assumptions:
         return self.node_month_tco / (self.gpus_per_node * HOURS_PER_MONTH)
 
 
+UNKNOWN_ON_DEMAND = (
+    "no list price in the bill (ListCost) or the price catalogue for part of this usage, "
+    "so its on-demand cost, and the spot and reserved prices derived from it, are unknown"
+)
+
+
 def money(value: Decimal) -> str:
     return str(value.quantize(CENT, rounding=ROUND_HALF_EVEN))
+
+
+def known_money(value: Decimal, known: bool) -> str | None:
+    return money(value) if known else None
 
 
 def ratio(value: Decimal | None) -> str | None:
@@ -137,6 +155,8 @@ def compare(
 ) -> dict[str, Any]:
     """The pricing body of DESIGN section 7 (money as decimal strings, to the cent)."""
     on_demand = sum((u.on_demand for u in usage), ZERO)
+    unpriced = sum((u.unpriced for u in usage), ZERO)
+    known = unpriced == 0
     gpu_hours = sum((u.gpu_hours for u in usage), ZERO)
     spot_cost, interruptions, rework = ZERO, ZERO, ZERO
     spot_rows = []
@@ -168,10 +188,11 @@ def compare(
                 total += u.on_demand * Decimal(r)
             costs[option] = total / u_team
         reserved[f"reserved_{term}"] = {
-            "cost": money(costs["no_upfront"]),
-            "no_upfront": money(costs["no_upfront"]),
-            "all_upfront": money(costs["all_upfront"]),
+            "cost": known_money(costs["no_upfront"], known),
+            "no_upfront": known_money(costs["no_upfront"], known),
+            "all_upfront": known_money(costs["all_upfront"], known),
             "utilisation": ratio(u_team),
+            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
         }
     # A team lead is not shown the whole cluster's utilisation (it moves with other teams' use):
     # without it, on premises is priced at the team's own utilisation.
@@ -180,25 +201,31 @@ def compare(
     tco = assumptions.gpu_hour_tco
     on_prem_cost = gpu_hours / u_cluster * tco
     break_even = (tco * gpu_hours / actual) if actual > 0 and gpu_hours > 0 else None
-    alternatives = {
-        "on_demand": on_demand,
-        "spot": spot_cost,
-        "reserved_1y": Decimal(reserved["reserved_1y"]["cost"]),
-        "reserved_3y": Decimal(reserved["reserved_3y"]["cost"]),
-        "on_prem": on_prem_cost,
-    }
-    best = min(alternatives, key=lambda k: (alternatives[k], k)) if gpu_hours else "on_demand"
+    alternatives = {"on_prem": on_prem_cost}
+    if known:
+        alternatives |= {
+            "on_demand": on_demand,
+            "spot": spot_cost,
+            "reserved_1y": Decimal(reserved["reserved_1y"]["cost"]),
+            "reserved_3y": Decimal(reserved["reserved_3y"]["cost"]),
+        }
+    best: str | None = "on_demand" if known else None
+    if gpu_hours:
+        best = min(alternatives, key=lambda k: (alternatives[k], k))
     return {
         "currency": currency,
         "actual": money(actual),
         "gpu_hours": str(gpu_hours.quantize(Decimal("0.000001"))),
         "on_demand": {
-            "cost": money(on_demand),
-            "savings": money(on_demand - actual),
+            "cost": known_money(on_demand, known),
+            "savings": known_money(on_demand - actual, known),
             "estimated": money(on_demand_estimated),
+            "unpriced_cost": money(unpriced),
+            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
         },
         "spot": {
-            "cost": money(spot_cost),
+            "cost": known_money(spot_cost, known),
+            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
             "expected_interruptions": float(interruptions.quantize(Decimal("0.0001"))),
             "rework_hours": float(rework.quantize(Decimal("0.0001"))),
         },

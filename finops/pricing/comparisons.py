@@ -18,7 +18,7 @@ from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
 from billing_ingest.months import month_next
 from finops.attribution.catalogue import gpu_spec
-from finops.attribution.list_cost import MIX_KINDS
+from finops.attribution.list_cost import MIX_KINDS, UNPRICED
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
 from finops.org.models import Team
 from finops.pricing import prices
@@ -77,19 +77,23 @@ def _node_types(month: dt.date) -> dict[str, tuple[str, str]]:
 def _usage(month: dt.date, rows: QuerySet[AllocatedCost]) -> list[TypeUsage]:
     """The scope's on-demand equivalent and GPU-hours per (provider, instance type, region)."""
     types = _node_types(month)
-    grouped: dict[tuple[str, str, str], list[Decimal]] = defaultdict(lambda: [_ZERO, _ZERO])
+    grouped: dict[tuple[str, str, str], list[Decimal]] = defaultdict(lambda: [_ZERO] * 3)
     sums = (
-        rows.values_list("provider_name", "node")
-        .annotate(listed=MoneySum("list_cost"), seconds=Sum("gpu_seconds"))
+        rows.values_list("provider_name", "node", "list_cost_source")
+        .annotate(listed=MoneySum("list_cost"), cost=MoneySum("amount"), seconds=Sum("gpu_seconds"))
         .order_by()
     )
-    for provider, node, listed, seconds in sums:
+    for provider, node, source, listed, cost, seconds in sums:
         instance_type, region = types.get(node, ("", ""))
         acc = grouped[(provider, instance_type, region)]
         acc[0] += listed or _ZERO
         acc[1] += (seconds or _ZERO) / _SECONDS_PER_HOUR
+        # Usage with no list price anywhere (or rows written before the source was kept):
+        # its on-demand figure is unknown (list_cost).
+        if source in (UNPRICED, ""):
+            acc[2] += cost or _ZERO
     usage = []
-    for (provider, instance_type, region), (listed, hours) in sorted(grouped.items()):
+    for (provider, instance_type, region), (listed, hours, unpriced) in sorted(grouped.items()):
         spec = gpu_spec(instance_type) if instance_type else None
         found = prices.quote(provider, instance_type, region)
         reserved = {} if found is None else {k: found.ratio(k) for k in prices.RESERVED_KINDS}
@@ -100,6 +104,7 @@ def _usage(month: dt.date, rows: QuerySet[AllocatedCost]) -> list[TypeUsage]:
                 region=region,
                 on_demand=listed,
                 gpu_hours=hours,
+                unpriced=unpriced,
                 gpus_per_node=spec.count if spec else 8,
                 spot_ratio=None if found is None else found.ratio("spot"),
                 reserved_ratios={k: r for k, r in reserved.items() if r is not None},

@@ -18,6 +18,7 @@ from finops.anomalies.selectors import (
     anomaly_list_filtered,
     anomaly_list_visible,
     anomaly_rate_figures,
+    anomaly_share_figures,
 )
 from finops.anomalies.services import TRANSITIONS, AnomalyTransitionError, anomaly_status_change
 from finops.org.selectors import team_list_visible
@@ -88,8 +89,11 @@ def anomaly_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "breakdowns": anomaly.driver_breakdowns(),
         "changes": list(anomaly.status_changes.select_related("user")),
         "chart": [_chart_row(row, anomaly) for row in anomaly.chart],
+        "chart_unit": _chart_unit(anomaly),
         # An endpoint's series is cost per 1,000 requests: its cards say the same.
         "rates": anomaly_rate_figures(anomaly=anomaly),
+        # A cluster's series is its idle share: the cards give the share, the money apart.
+        "shares": anomaly_share_figures(anomaly=anomaly),
         "form": form,
     }
     return render(request, "anomalies/detail.html", context)
@@ -99,13 +103,28 @@ def _chart_row(row: dict[str, str], anomaly: Anomaly) -> dict[str, Any]:
     day = dt.date.fromisoformat(row["day"])
     in_event = anomaly.first_day <= day <= anomaly.last_day
 
-    def number(key: str) -> Decimal | None:
+    def raw(key: str) -> Decimal | None:
         try:
             return Decimal(row[key]) if row.get(key) else None
         except InvalidOperation:
             return None
 
+    # A share (0..1) is charted in percent, as its cards give it.
+    scale = Decimal(100) if anomaly.series_kind == Anomaly.Series.CLUSTER_IDLE else Decimal(1)
+
+    def number(key: str) -> Decimal | None:
+        value = raw(key)
+        if value is None or scale == 1:
+            return value
+        return (value * scale).quantize(Decimal("0.01"))
+
     actual = number("actual")
     return {"day": day, "actual": actual, "expected": number("expected"),
             "low": number("low"), "high": number("high"),
             "event": actual if in_event else None, "in_event": in_event}  # fmt: skip
+
+
+def _chart_unit(anomaly: Anomaly) -> str:
+    if anomaly.series_kind == Anomaly.Series.CLUSTER_IDLE:
+        return "idle share, % of the cluster's GPU node cost"
+    return anomaly.unit

@@ -34,8 +34,9 @@ ALTERNATIVE_LABELS = {
 
 def _with_best(body: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     best = body["best_alternative"]
-    body["best_cost"] = body[best]["cost"]
-    body["best_label"] = ALTERNATIVE_LABELS.get(best, best)
+    # None: no alternative could be priced (the on-demand figure is unknown, no GPU-hours).
+    body["best_cost"] = body[best]["cost"] if best else None
+    body["best_label"] = ALTERNATIVE_LABELS.get(best, best) if best else "unknown"
     body["team_name"] = names.get(body["team"], body["team"])
     return body
 
@@ -43,7 +44,8 @@ def _with_best(body: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
 def _recommendation(team: Team, month: dt.date, p: dict[str, Any] | None) -> dict[str, Any]:
     until = dt.datetime.combine(month_next(month), dt.time(), dt.UTC)
     hours = Decimal(p["gpu_hours"]) if p else Decimal(0)
-    od_hour = Decimal(p["on_demand"]["cost"]) / hours if p and hours else None
+    od_known = p is not None and p["on_demand"]["cost"] is not None
+    od_hour = Decimal(p["on_demand"]["cost"]) / hours if p and od_known and hours else None
     rec = recommendation(
         team_id=team.pk, until=until, on_demand_gpu_hour=od_hour, assumptions=assumptions_current()
     )
