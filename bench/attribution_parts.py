@@ -106,7 +106,7 @@ def _chord(month: dt.date, n: int) -> float:
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start:\n{log.read_text()}")
         began = time.perf_counter()
-        summary = attribution_month_split(month.strftime("%Y-%m"), n)
+        summary = attribution_month_split(month.strftime("%Y-%m"), n).get(timeout=3600)
         elapsed = time.perf_counter() - began
         if summary["status"] != "succeeded":
             raise RuntimeError(f"chord run failed: {summary}")

@@ -101,7 +101,19 @@ def attribution_month_part(*, month: dt.date, part: ResourceRange) -> bytes:
     the teams the part's rows name (created once, whoever comes first)."""
     with transaction.atomic(), _gc_paused():
         inputs, _ = inputs_load(month=month_start(month), part=part)
+        fault_point("attribution_part")
         return _part_allocate(inputs).dumps()
+
+
+def attribution_month_parts_failed(*, month: dt.date, errors: Sequence[str]) -> AttributionRun:
+    """Record a run of the month FAILED because parts of it failed (their errors), as a failed
+    attribution_month_run is recorded: the month keeps its previous ledger. Raises
+    PartsFailedError."""
+
+    def failed() -> MonthLedger:
+        raise PartsFailedError("; ".join(errors))
+
+    return _recorded_run(month, failed)
 
 
 def attribution_month_reduce(*, month: dt.date, parts: Sequence[bytes]) -> AttributionRun:
@@ -140,6 +152,10 @@ def attribution_month_run_split(*, month: dt.date, parts: int) -> AttributionRun
 
 class PartsOutdatedError(RuntimeError):
     """The month's line items changed between reading the parts and merging them."""
+
+
+class PartsFailedError(RuntimeError):
+    """A part of the month failed (its error, as the part task reported it)."""
 
 
 def _part_allocate(inputs: Inputs) -> PartResult:
