@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from billing_ingest.models import CostLineItem
+from finops.attribution.inputs import inputs_load
 from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.services import (
     attribution_month_plan,
@@ -33,7 +34,7 @@ from tests.split_months import (
 
 def _split_equals_whole(parts: int) -> int:
     """Attribute the month whole, then in parts; the same rows. Returns the parts planned."""
-    attribution_month_run(month=MONTH)
+    whole_run = attribution_month_run(month=MONTH)
     whole = snapshot()
     plan = attribution_month_plan(month=MONTH, parts=parts)
     attribution_month_run_split(month=MONTH, parts=parts)
@@ -42,6 +43,7 @@ def _split_equals_whole(parts: int) -> int:
     assert run is not None
     assert run.status == AttributionRun.Status.SUCCEEDED
     assert run.line_items == CostLineItem.objects.count()
+    assert run.jobs == whole_run.jobs  # the month's jobs, though each part loads only its own
     return len(plan)
 
 
@@ -143,3 +145,21 @@ def test_the_chord_on_real_workers_writes_the_same_ledger(celery_worker_process:
     log = celery_worker_process.read_text()
     assert log.count("attribution_month_part") >= 3
     assert "attribution_month_reduce" in log
+
+
+@pytest.mark.django_db
+def test_a_part_loads_only_the_jobs_that_ran_on_its_nodes() -> None:
+    scenario_build()
+    whole, _ = inputs_load(month=MONTH)
+    plan = attribution_month_plan(month=MONTH, parts=5)
+    assert len(plan) == 5
+    loaded: set[int] = set()
+    for part in plan:
+        inputs, _ = inputs_load(month=MONTH, part=part)
+        nodes = {line.node for line in inputs.lines if line.node is not None}
+        assert all(nodes.intersection(job.nodes) for job in inputs.jobs)
+        assert inputs.month_jobs == len(whole.jobs)
+        loaded |= {job.id for job in inputs.jobs}
+    billed = {line.node for line in whole.lines if line.node is not None}
+    assert loaded == {job.id for job in whole.jobs if billed.intersection(job.nodes)}
+    assert any(len(inputs_load(month=MONTH, part=p)[0].jobs) < len(whole.jobs) for p in plan)
