@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import marshal
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
@@ -201,8 +202,9 @@ class MonthLedger:
     batches: dict[int, int]
 
 
-def month_ledger_reduce(parts: list[PartResult]) -> MonthLedger:
-    """Merge the parts, then spread pooled idle and split shared-cost lines (module docstring)."""
+def month_ledger_reduce(parts: Iterable[PartResult]) -> MonthLedger:
+    """Merge the parts, then spread pooled idle and split shared-cost lines (module docstring).
+    The parts are read one at a time: given a generator, each is freed once merged."""
     dims_index: dict[Dims, int] = {}
     ledger: Ledger = {}
     weights: dict[PoolDay, dict[int, int]] = {}

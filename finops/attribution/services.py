@@ -17,7 +17,7 @@ import gc
 import hashlib
 import itertools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -116,7 +116,7 @@ def attribution_month_parts_failed(*, month: dt.date, errors: Sequence[str]) -> 
     return _recorded_run(month, failed)
 
 
-def attribution_month_reduce(*, month: dt.date, parts: Sequence[bytes]) -> AttributionRun:
+def attribution_month_reduce(*, month: dt.date, parts: Iterable[bytes]) -> AttributionRun:
     """Merge the parts of a month (attribution_month_part), check and write its ledger and
     rollups, as attribution_month_run does. The parts must cover the month's settled line
     items as they are now: a batch settled since they were read fails the run."""
@@ -124,7 +124,8 @@ def attribution_month_reduce(*, month: dt.date, parts: Sequence[bytes]) -> Attri
 
     def merged() -> MonthLedger:
         with _gc_paused():
-            reduced = month_ledger_reduce([PartResult.loads(data) for data in parts])
+            # One part decompressed at a time: each is freed once merged.
+            reduced = month_ledger_reduce(PartResult.loads(data) for data in parts)
         settled = dict(
             CostLineItem.objects.settled()
             .filter(billing_period=month)

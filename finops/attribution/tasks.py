@@ -125,7 +125,7 @@ def attribution_month_reduce_task(
     try:
         if errors:
             attribution_month_parts_failed(month=month_parse(month), errors=errors)
-        data = [base64.b64decode(part) for part in parts if isinstance(part, str)]
+        data = (base64.b64decode(part) for part in parts if isinstance(part, str))
         run = attribution_month_reduce(month=month_parse(month), parts=data)
     except (OperationalError, InterfaceError) as exc:
         connection.close()
