@@ -170,6 +170,65 @@ def _build_month(nodes: int, jobs: int, seed: int) -> dict[str, float]:
     return {"build_s": time.perf_counter() - began}
 
 
+def _build_month_copy(nodes: int, jobs: int, seed: int) -> dict[str, float]:
+    """_build_month loading its rows with COPY (bench/api_load.py's _copy_bulk_create) rather
+    than INSERTs, which take far too long at 10,000 nodes (PostgreSQL only)."""
+    from unittest import mock
+
+    from api_load import _copy_bulk_create
+
+    from billing_ingest.models import CostLineItem, JobRecord
+
+    with (
+        mock.patch.object(CostLineItem.objects, "bulk_create", _copy_bulk_create(CostLineItem)),
+        mock.patch.object(JobRecord.objects, "bulk_create", _copy_bulk_create(JobRecord)),
+    ):
+        built = _build_month(nodes, jobs, seed)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    return built
+
+
+def _tile_month(copies: int) -> dict[str, float]:
+    """Make the month built `copies` times as big on the server (PostgreSQL): every node line
+    and job copied copies - 1 times with the node renamed (gpu-a00012 -> gpu-a300012 in copy 3,
+    pools and idle policy kept; resource ids, job and run ids suffixed). For a 10,000-node month
+    where building every row in Python would take hours on this machine."""
+    from django.db import connection
+
+    from billing_ingest.models import CostLineItem, JobRecord
+
+    began = time.perf_counter()
+    node = "regexp_replace({col}, 'gpu-([abc])', 'gpu-\\1' || k, 'g')"
+    renamed = {
+        CostLineItem: {
+            "resource_id": "resource_id || '-' || k",
+            "resource_name": node.format(col="resource_name"),
+        },
+        JobRecord: {
+            "nodes": node.format(col="nodes::text") + "::jsonb",
+            "job_id": "job_id || '-' || k",
+            "name": "name || '-' || k",
+            "run_id": "run_id || '-' || k",
+        },
+    }
+    where = {CostLineItem: "WHERE service_category = 'Compute'", JobRecord: ""}
+    with connection.cursor() as cursor:
+        for model, exprs in renamed.items():
+            columns = [str(f.column) for f in model._meta.concrete_fields if not f.primary_key]
+            names = ", ".join(connection.ops.quote_name(c) for c in columns)
+            values = ", ".join(exprs.get(c, connection.ops.quote_name(c)) for c in columns)
+            cursor.execute(
+                f"INSERT INTO {model._meta.db_table} ({names}) SELECT {values} FROM "
+                f"{model._meta.db_table} CROSS JOIN generate_series(1, %s) AS k {where[model]}",
+                [copies - 1],
+            )
+        cursor.execute("ANALYZE")
+    return {"tile_s": time.perf_counter() - began}
+
+
 def _time_baseline() -> float:
     """Reading the rows attribution reads (line items and jobs), through the ORM, and nothing
     else: the floor any attribution of this month pays."""
@@ -189,8 +248,18 @@ def _time_baseline() -> float:
 
 def _child(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"nodes": args.nodes, "jobs": args.jobs}
-    result.update(_build_month(args.nodes, args.jobs, args.seed))
+    build = _build_month_copy if args.copy else _build_month
+    if args.tile > 1:
+        result.update(build(args.nodes // args.tile, args.jobs // args.tile, args.seed))
+        result.update(_tile_month(args.tile))
+    else:
+        result.update(build(args.nodes, args.jobs, args.seed))
     result["rss_after_build_mb"] = _maxrss_mb()
+    if args.split_only:
+        from billing_ingest.models import CostLineItem
+
+        result["line_items"] = CostLineItem.objects.count()
+        return result
 
     from io import StringIO
 
@@ -280,8 +349,10 @@ def _run_size(nodes: int, jobs: int, args: argparse.Namespace) -> dict[str, Any]
     ]  # fmt: skip
     if args.tracemalloc:
         command.append("--tracemalloc")
-    if args.skip_whole:
-        command.append("--skip-whole")
+    for flag in ("skip_whole", "copy", "split_only"):
+        if getattr(args, flag):
+            command.append(f"--{flag.replace('_', '-')}")
+    command += ["--tile", str(args.tile)]
     try:
         result = _child_json(command)
         if args.workers:
@@ -304,6 +375,17 @@ def _child_json(command: list[str]) -> dict[str, Any]:
 
 
 def _print(result: dict[str, Any]) -> None:
+    if "attribute_s" not in result:  # --split-only
+        print(
+            f"nodes {result['nodes']}, jobs {result['jobs']}: {result['line_items']} line items, "
+            f"built in {result['build_s']:.1f} s"
+            + (f", tiled in {result['tile_s']:.1f} s" if "tile_s" in result else "")
+        )
+        if "workers" in result:
+            from attribution_parts import print_runs
+
+            print_runs(result["workers"])
+        return
     print(
         f"nodes {result['nodes']}, jobs {result['jobs']}: {result['line_items']} line items, "
         f"{result['shares']} shares, {result['ledger_rows']} ledger rows, "
@@ -351,6 +433,17 @@ def main() -> None:
     parser.add_argument(
         "--skip-whole", action="store_true", help="skip timing load and engine alone (big months)"
     )
+    parser.add_argument(
+        "--copy", action="store_true", help="load the month with COPY (PostgreSQL; big months)"
+    )
+    parser.add_argument(
+        "--split-only", action="store_true",
+        help="with --workers: only the month in parts (no attribute command, no whole month)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tile", type=int, default=1,
+        help="build nodes/TILE and jobs/TILE, then copy them TILE times on the server",
+    )  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-workers", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
@@ -360,7 +453,7 @@ def main() -> None:
         _setup_django(args.database_url, broker=True)
         from attribution_parts import measure
 
-        print(json.dumps({"workers": measure(MONTH, args.workers)}))
+        print(json.dumps({"workers": measure(MONTH, args.workers, whole=not args.split_only)}))
         return
     if args.child:
         _setup_django(args.database_url)
@@ -371,7 +464,7 @@ def main() -> None:
     print(f"attribution benchmark on {backend}, month {MONTH:%Y-%m} ({HOURS} hours)")
     base = _run_size(args.nodes, args.jobs, args)
     _print(base)
-    if args.no_double:
+    if args.no_double or args.split_only:
         return
     double = _run_size(2 * args.nodes, 2 * args.jobs, args)
     _print(double)

@@ -1,19 +1,22 @@
 """`bench/attribution.py --workers N ...`: the month attributed in N parts.
 
 Run by bench/attribution.py in a child process on the month it built (same scratch database).
-For each N it measures, in this process and one after another (so each figure is the work
-itself, not the 2-core machine's contention): the plan, each part (attribution_month_part: load
-its line items and all the jobs, first pass, sums), and the reduce (merge, spread idle, shared
-costs, conservation check, write the ledger and rollups). The critical path is plan + the longest
-part + reduce: what N workers on N free cores would take. With CELERY_BROKER_URL and PostgreSQL
-it then starts a real Celery worker with N processes on the attribution queue and times the
-chord end to end (tasks.attribution_month_split) on this machine.
+For each N it measures, one after another (so each figure is the work itself, not the 2-core
+machine's contention), each in a fresh process of its own as on a worker: the plan, each part
+(attribution_month_part: load its line items and the jobs on its nodes, first pass, sums), and
+the reduce (merge, spread idle, shared costs, conservation check, write the ledger and
+rollups): wall, CPU and peak RSS of each. The critical path is plan + the longest part + reduce:
+what N workers would take on N free cores. With CELERY_BROKER_URL and PostgreSQL it then starts
+a real Celery worker with N processes on the attribution queue and times the chord end to end
+(tasks.attribution_month_split) on this machine.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -31,14 +34,17 @@ class _PurgeableChannel(Protocol):
     def queue_purge(self, queue: str) -> int | None: ...
 
 
-def measure(month: dt.date, workers: list[int]) -> dict[str, Any]:
+def measure(month: dt.date, workers: list[int], *, whole: bool = True) -> dict[str, Any]:
+    """whole: first attribute the month in one process (the baseline of the speed-up)."""
     from django.db import connection
 
     from finops.attribution import services
 
-    began = time.perf_counter()
-    services.attribution_month_run(month=month)
-    result: dict[str, Any] = {"whole_s": time.perf_counter() - began, "runs": []}
+    result: dict[str, Any] = {"whole_s": float("nan"), "runs": []}
+    if whole:
+        began = time.perf_counter()
+        services.attribution_month_run(month=month)
+        result["whole_s"] = time.perf_counter() - began
     real = bool(os.environ.get("CELERY_BROKER_URL")) and connection.vendor == "postgresql"
     for n in workers:
         run = _in_process(month, n)
@@ -49,32 +55,78 @@ def measure(month: dt.date, workers: list[int]) -> dict[str, Any]:
 
 
 def _in_process(month: dt.date, n: int) -> dict[str, Any]:
+    """The plan here, then each part and the reduce in a fresh child process of its own, one
+    after another (_step): wall, CPU and peak RSS of each, as a worker process would have."""
     from finops.attribution import services
 
     began = time.perf_counter()
     plan = services.attribution_month_plan(month=month, parts=n)
     plan_s = time.perf_counter() - began
-    part_s: list[float] = []
-    # CPU seconds of this process: less sensitive than wall time to a shared machine, but
-    # blind to the database server's share (the reduce's COPY).
-    part_cpu: list[float] = []
-    sizes: list[int] = []
-    payloads: list[bytes] = []
-    for part in plan:
-        began, cpu = time.perf_counter(), time.process_time()
-        payloads.append(services.attribution_month_part(month=month, part=part))
-        part_s.append(time.perf_counter() - began)
-        part_cpu.append(time.process_time() - cpu)
-        sizes.append(len(payloads[-1]))
-    began, cpu = time.perf_counter(), time.process_time()
-    services.attribution_month_reduce(month=month, parts=payloads)
-    reduce_s = time.perf_counter() - began
+    load: list[float] = [os.getloadavg()[0]]
+    folder = Path(tempfile.mkdtemp(prefix="bench-parts-"))
+    try:
+        parts = []
+        for index, part in enumerate(plan):
+            out = folder / f"part-{index}"
+            step = ["part", month.isoformat(), part.first or "", part.stop or "", str(out)]
+            parts.append({**_step(step), "payload_mb": out.stat().st_size / 2**20})
+        load.append(os.getloadavg()[0])
+        reduce = _step(["reduce", month.isoformat(), *(str(folder / f"part-{i}") for i in
+                                                        range(len(plan)))])  # fmt: skip
+        load.append(os.getloadavg()[0])
+    finally:
+        for file in folder.iterdir():
+            file.unlink()
+        folder.rmdir()
+    part_s = [p["wall_s"] for p in parts]
     return {
         "workers": n, "parts": len(plan), "plan_s": plan_s, "part_s": part_s,
-        "part_cpu_s": part_cpu, "reduce_cpu_s": time.process_time() - cpu,
-        "payload_mb": [size / 2**20 for size in sizes], "reduce_s": reduce_s,
-        "critical_s": plan_s + max(part_s) + reduce_s, "work_s": plan_s + sum(part_s) + reduce_s,
+        "part_cpu_s": [p["cpu_s"] for p in parts], "part_rss_mb": [p["rss_mb"] for p in parts],
+        "part_jobs": [p["jobs"] for p in parts], "payload_mb": [p["payload_mb"] for p in parts],
+        "reduce_s": reduce["wall_s"], "reduce_cpu_s": reduce["cpu_s"],
+        "reduce_rss_mb": reduce["rss_mb"], "critical_s": plan_s + max(part_s) + reduce["wall_s"],
+        "work_s": plan_s + sum(part_s) + reduce["wall_s"], "load_avg": load,
     }  # fmt: skip
+
+
+def _step(argv: list[str]) -> dict[str, Any]:
+    """One part or the reduce in a child process (this file's main); its figures."""
+    done = subprocess.run(
+        [sys.executable, __file__, *argv], check=True, capture_output=True, text=True, cwd=ROOT
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _step_main(argv: list[str]) -> None:
+    """Child: `part MONTH FIRST STOP OUT` or `reduce MONTH PART...` (DATABASE_URL inherited).
+    Prints wall and CPU seconds of the work and the process's peak RSS (ru_maxrss: Django and
+    all), as one worker process would show."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
+    os.environ.pop("CELERY_BROKER_URL", None)
+    sys.path.insert(0, str(ROOT))
+    import django
+
+    django.setup()
+    from finops.attribution import services
+    from finops.attribution.inputs import ResourceRange
+    from finops.attribution.partial import PartResult
+
+    kind, month = argv[0], dt.date.fromisoformat(argv[1])
+    began, cpu = time.perf_counter(), time.process_time()
+    figures: dict[str, Any] = {}
+    if kind == "part":
+        first, stop, out = argv[2] or None, argv[3] or None, Path(argv[4])
+        data = services.attribution_month_part(month=month, part=ResourceRange(first, stop))
+        out.write_bytes(data)
+        figures["jobs"] = len(PartResult.loads(data).job_meta)
+    else:
+        services.attribution_month_reduce(
+            month=month, parts=(Path(name).read_bytes() for name in argv[2:])
+        )
+    figures["wall_s"] = time.perf_counter() - began
+    figures["cpu_s"] = time.process_time() - cpu
+    figures["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(figures))
 
 
 def _chord(month: dt.date, n: int) -> float:
@@ -106,7 +158,7 @@ def _chord(month: dt.date, n: int) -> float:
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start:\n{log.read_text()}")
         began = time.perf_counter()
-        summary = attribution_month_split(month.strftime("%Y-%m"), n)
+        summary = attribution_month_split(month.strftime("%Y-%m"), n).get(timeout=3600)
         elapsed = time.perf_counter() - began
         if summary["status"] != "succeeded":
             raise RuntimeError(f"chord run failed: {summary}")
@@ -127,10 +179,20 @@ def print_runs(result: dict[str, Any]) -> None:
             "chord_s" in run
         ) else ""  # fmt: skip
         cpu = ", ".join(f"{s:.1f}" for s in run["part_cpu_s"])
+        rss = ", ".join(f"{s:.0f}" for s in run["part_rss_mb"])
+        jobs = ", ".join(f"{s:,}" for s in run["part_jobs"])
+        load = ", ".join(f"{s:.1f}" for s in run["load_avg"])
         print(
             f"    {run['workers']} workers: plan {run['plan_s']:.1f} s, parts [{parts}] s "
             f"({mb:.0f} MB of results), reduce {run['reduce_s']:.1f} s; critical path "
             f"{run['critical_s']:.1f} s (projected speed-up {whole / run['critical_s']:.2f}x on "
             f">= {run['parts']} free cores), total work {run['work_s']:.1f} s{chord}; "
-            f"CPU of this process: parts [{cpu}] s, reduce {run['reduce_cpu_s']:.1f} s"
+            f"CPU of this process: parts [{cpu}] s, reduce {run['reduce_cpu_s']:.1f} s; "
+            f"peak RSS per process: parts [{rss}] MB, reduce {run['reduce_rss_mb']:.0f} MB; "
+            f"jobs in each part's results [{jobs}]; load average "
+            f"(start, after the parts, after the reduce) {load}"
         )
+
+
+if __name__ == "__main__":
+    _step_main(sys.argv[1:])

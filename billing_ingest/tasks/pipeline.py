@@ -35,3 +35,17 @@ def pipeline_kick(*, wait: float | None = None) -> dict[str, dict[str, Any]] | N
     except Exception:
         logger.warning("could not queue %s; the watchdog will", PIPELINE_START_TASK, exc_info=True)
         return None
+
+
+# finops.pipeline.tasks.pipeline_resume: a step whose task handed its work to other tasks (its
+# result carries STEP_WAITING: True, e.g. attribution split into a chord) is left WAITING; the
+# last of those tasks sends this, by name, once its work has committed (or failed: `error`).
+PIPELINE_RESUME_TASK = "finops.pipeline.resume"
+STEP_WAITING = "pipeline_step_waiting"
+
+
+def pipeline_resume_send(*, run_id: int, error: str = "") -> None:
+    """Ask the pipeline to carry run_id on after its WAITING step (or to fail it with error).
+    Raises when the broker is unreachable: the caller's task fails and is logged, and the
+    watchdog fails the run after FINOPS_PIPELINE_QUEUED_TIMEOUT (then runs it again)."""
+    signature(PIPELINE_RESUME_TASK, args=(run_id,), kwargs={"error": error}).apply_async()

@@ -71,6 +71,8 @@ class Inputs:
     # Where running jobs end: the month's latest charge period end (epoch seconds), whatever
     # part of the month's lines was loaded.
     horizon: int = 0
+    # The month's jobs (a part loads only those on its nodes: len(jobs) is the part's).
+    month_jobs: int = 0
 
 
 _QuerySet = TypeVar("_QuerySet", bound=models.QuerySet[Any])
@@ -142,37 +144,69 @@ _LINE_FIELDS = (
 _StagedJob = tuple[int, tuple[str, ...], int, int | None, int, int, TeamRef | None]
 
 
+def _jobs_queryset(first: dt.datetime, last: dt.datetime) -> models.QuerySet[JobRecord]:
+    """The jobs that take part: started, holding GPUs, overlapping [first, last)."""
+    return JobRecord.objects.filter(start__isnull=False, start__lt=last, gpus__gt=0).filter(
+        Q(end__isnull=True) | Q(end__gt=first)
+    )
+
+
+def _job_node_names(first: dt.datetime, last: dt.datetime) -> tuple[set[str], int]:
+    """Every node name the jobs ran on, and how many jobs, without loading the jobs: a part
+    matches its line items against all of them (as the whole month does), then loads only
+    the jobs that ran on its own nodes (inputs_load)."""
+    names: set[str] = set()
+    # The distinct JSON values (values_rows hands out one list each), kept alive so that their
+    # ids are not reused.
+    seen: dict[int, object] = {}
+    count = 0
+    queryset = _jobs_queryset(first, last).order_by().values_list("nodes")
+    for (nodes,) in values_rows(queryset, ("nodes",), chunk_size=BATCH_SIZE):
+        count += 1
+        if id(nodes) not in seen:
+            seen[id(nodes)] = nodes
+            if isinstance(nodes, list):
+                names.update(str(n) for n in nodes)
+    return names, count
+
+
 def _load_jobs(
-    inputs: Inputs, resolver: TeamResolver, first: dt.datetime, last: dt.datetime
+    inputs: Inputs,
+    resolver: TeamResolver,
+    first: dt.datetime,
+    last: dt.datetime,
+    nodes: set[str] | None = None,
 ) -> list[_StagedJob]:
-    queryset = (
-        JobRecord.objects.filter(start__isnull=False, start__lt=last, gpus__gt=0)
-        .filter(Q(end__isnull=True) | Q(end__gt=first))
-        .order_by("id")
-        .values_list(
-            "id",
-            "cluster",
-            "job_id",
-            "name",
-            "account",
-            "state",
-            "start",
-            "end",
-            "gpus",
-            "nodes",
-            "run_id",
-            "gpu_numerator",
-            "gpu_denominator",
-            "namespace",
-            "labels",
-            "endpoint",
-        )
+    """The jobs (nodes: only those that ran on one of these nodes), staged."""
+    jobs = _jobs_queryset(first, last)
+    if nodes is not None and connections[jobs.db].vendor == "postgresql":
+        # jsonb ?| : any of the names is an element of the job's node list (checked again
+        # below, where other databases filter alone).
+        jobs = jobs.filter(nodes__has_any_keys=sorted(nodes))
+    queryset = jobs.order_by("id").values_list(
+        "id",
+        "cluster",
+        "job_id",
+        "name",
+        "account",
+        "state",
+        "start",
+        "end",
+        "gpus",
+        "nodes",
+        "run_id",
+        "gpu_numerator",
+        "gpu_denominator",
+        "namespace",
+        "labels",
+        "endpoint",
     )
     staged: list[_StagedJob] = []
     # Charge basis `used`: jobs with a measured utilisation count GPUs x utilisation.
     utilisations = used_basis_utilisations()
     # Node lists and labels repeat (most jobs run on one node; pods share labels).
     node_tuples: dict[int, tuple[str, ...]] = {}
+    wanted = nodes
     rows = values_rows(queryset, ("nodes", "labels"), chunk_size=BATCH_SIZE)
     for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
          numerator, denominator, namespace, labels, endpoint) in rows:  # fmt: skip
@@ -182,6 +216,8 @@ def _load_jobs(
         if node_names is None:
             node_names = tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
             node_tuples[id(nodes)] = node_names
+        if wanted is not None and wanted.isdisjoint(node_names):
+            continue
         # MIG slices and time-sliced replicas are exact fractions (1/7 has no decimal form).
         exact = job_gpus_exact(gpus=gpus, numerator=numerator, denominator=denominator)
         # A run is the parser's run id; failing that the job name, failing that the job itself.
@@ -274,24 +310,34 @@ class _NodeOfLine:
 
 def inputs_load(*, month: dt.date, part: ResourceRange | None = None) -> tuple[Inputs, int]:
     """The month's engine inputs (month: its first day), or those of a part of its line items
-    with all the jobs, and the number of line items read."""
+    with the jobs that ran on the part's nodes (no other job can change the part's shares:
+    engine.allocate_lines), and the number of line items read."""
     inputs = Inputs()
     resolver = TeamResolver.from_db()
     bounds = _charge_bounds(month)
     if bounds is None:
         return inputs, 0
     inputs.horizon = _epoch(bounds[1])
-    staged_jobs = _load_jobs(inputs, resolver, *bounds)
-    job_nodes = [(node, inputs.job_meta[job[0]].cluster) for job in staged_jobs for node in job[1]]
-    idle_policies = IdlePolicies.from_db(node_clusters(job_nodes))
-    stager = _LineStager(
-        resolver, engine.node_name_map(node for node, _ in job_nodes), SharedRules.from_db()
-    )
+    whole = part is None or (part.first is None and part.stop is None)
+    staged_jobs: list[_StagedJob] = []
+    if whole:
+        staged_jobs = _load_jobs(inputs, resolver, *bounds)
+        names: Iterable[str] = (node for job in staged_jobs for node in job[1])
+        inputs.month_jobs = len(staged_jobs)
+    else:
+        names, inputs.month_jobs = _job_node_names(*bounds)
+    stager = _LineStager(resolver, engine.node_name_map(names), SharedRules.from_db())
     staged = stager.stage_all(
         values_rows(
             lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED, chunk_size=BATCH_SIZE
         )
     )
+    if not whole:
+        part_nodes = {line[4] for line in staged if line[4] is not None}
+        staged_jobs = _load_jobs(inputs, resolver, *bounds, nodes=part_nodes)
+    # Node -> cluster is decided per node from all the jobs on it: a part has all of its nodes'.
+    job_nodes = [(node, inputs.job_meta[job[0]].cluster) for job in staged_jobs for node in job[1]]
+    idle_policies = IdlePolicies.from_db(node_clusters(job_nodes))
     inputs.dims = stager.dims()
     inputs.line_dims = stager.line_dims
     # Teams named by the month's rows but not created yet are created here, in one insert.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import marshal
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
@@ -62,7 +63,8 @@ class PartResult:
     job_meta: dict[int, JobMeta] = field(default_factory=dict)
     nodes: set[str] = field(default_factory=set)
     line_items: int = 0
-    # Line items read per import batch, and jobs loaded (every part loads the month's jobs).
+    # Line items read per import batch, and the month's jobs (a part loads only those that ran
+    # on its nodes: Inputs.month_jobs).
     batches: dict[int, int] = field(default_factory=dict)
     jobs: int = 0
 
@@ -115,7 +117,7 @@ def part_result(inputs: Inputs, shares: list[engine.Share]) -> PartResult:
         if line.shared is not None and line.node is None and line.category == engine.UNALLOCATED
     }
     part = PartResult(dims=inputs.dims, line_items=len(lines), bill=_bill(inputs))
-    part.jobs = len(inputs.jobs)
+    part.jobs = inputs.month_jobs
     for line in lines:
         batch_id = int(inputs.dims[inputs.line_dims[line.id]][6])
         part.batches[batch_id] = part.batches.get(batch_id, 0) + 1
@@ -200,8 +202,9 @@ class MonthLedger:
     batches: dict[int, int]
 
 
-def month_ledger_reduce(parts: list[PartResult]) -> MonthLedger:
-    """Merge the parts, then spread pooled idle and split shared-cost lines (module docstring)."""
+def month_ledger_reduce(parts: Iterable[PartResult]) -> MonthLedger:
+    """Merge the parts, then spread pooled idle and split shared-cost lines (module docstring).
+    The parts are read one at a time: given a generator, each is freed once merged."""
     dims_index: dict[Dims, int] = {}
     ledger: Ledger = {}
     weights: dict[PoolDay, dict[int, int]] = {}

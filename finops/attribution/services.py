@@ -17,7 +17,7 @@ import gc
 import hashlib
 import itertools
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -101,10 +101,22 @@ def attribution_month_part(*, month: dt.date, part: ResourceRange) -> bytes:
     the teams the part's rows name (created once, whoever comes first)."""
     with transaction.atomic(), _gc_paused():
         inputs, _ = inputs_load(month=month_start(month), part=part)
+        fault_point("attribution_part")
         return _part_allocate(inputs).dumps()
 
 
-def attribution_month_reduce(*, month: dt.date, parts: Sequence[bytes]) -> AttributionRun:
+def attribution_month_parts_failed(*, month: dt.date, errors: Sequence[str]) -> AttributionRun:
+    """Record a run of the month FAILED because parts of it failed (their errors), as a failed
+    attribution_month_run is recorded: the month keeps its previous ledger. Raises
+    PartsFailedError."""
+
+    def failed() -> MonthLedger:
+        raise PartsFailedError("; ".join(errors))
+
+    return _recorded_run(month, failed)
+
+
+def attribution_month_reduce(*, month: dt.date, parts: Iterable[bytes]) -> AttributionRun:
     """Merge the parts of a month (attribution_month_part), check and write its ledger and
     rollups, as attribution_month_run does. The parts must cover the month's settled line
     items as they are now: a batch settled since they were read fails the run."""
@@ -112,7 +124,8 @@ def attribution_month_reduce(*, month: dt.date, parts: Sequence[bytes]) -> Attri
 
     def merged() -> MonthLedger:
         with _gc_paused():
-            reduced = month_ledger_reduce([PartResult.loads(data) for data in parts])
+            # One part decompressed at a time: each is freed once merged.
+            reduced = month_ledger_reduce(PartResult.loads(data) for data in parts)
         settled = dict(
             CostLineItem.objects.settled()
             .filter(billing_period=month)
@@ -140,6 +153,10 @@ def attribution_month_run_split(*, month: dt.date, parts: int) -> AttributionRun
 
 class PartsOutdatedError(RuntimeError):
     """The month's line items changed between reading the parts and merging them."""
+
+
+class PartsFailedError(RuntimeError):
+    """A part of the month failed (its error, as the part task reported it)."""
 
 
 def _part_allocate(inputs: Inputs) -> PartResult:

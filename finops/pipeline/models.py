@@ -37,6 +37,9 @@ class PipelineStep(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
         RUNNING = "running"
+        # Its task handed the work to other tasks (a split attribution's chord): the run carries
+        # on when the last of them sends finops.pipeline.resume (pipeline_step_resume).
+        WAITING = "waiting"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         SKIPPED = "skipped"  # an earlier step failed

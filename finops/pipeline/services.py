@@ -1,10 +1,12 @@
 """Writes of the pipeline: runs and their steps, claims of month changes, dead workers.
 
 A run moves PENDING -> RUNNING (its first step began) -> SUCCEEDED (its last step ended) or
-FAILED (a step failed, its worker died, or it could not be queued). Its steps are copied from
-finops.pipeline.steps.STEPS when it is created. Every transition is a conditional UPDATE or a
-locked row, so a step the broker delivers twice (acks_late after a worker died) runs again
-harmlessly and never moves a finished run back.
+FAILED (a step failed, its worker died, or it could not be queued). A step RUNNING may become
+WAITING (its task queued its work as other tasks and returned, freeing its worker); the last of
+those tasks resumes the run (pipeline_step_resume), which queues the following steps. Its steps
+are copied from finops.pipeline.steps.STEPS when it is created. Every transition is a
+conditional UPDATE or a locked row, so a step the broker delivers twice (acks_late after a
+worker died) runs again harmlessly and never moves a finished run back.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import datetime as dt
 import logging
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
@@ -120,16 +123,19 @@ def _reason(changes: Iterable[MonthChange]) -> str:
 
 def pipeline_step_begin(*, run_id: int, index: int) -> PipelineStep | None:
     """Mark a step RUNNING (and its run, if this is the first); None when it must not run: the
-    run already ended (failed, found dead, or done) or the step already finished. A step found
-    RUNNING is a redelivery after its worker died: it runs again (steps are idempotent)."""
+    run already ended (failed, found dead, or done), the step already finished or is WAITING,
+    or an earlier step has not finished. A step found RUNNING is a redelivery after its worker
+    died: it runs again (steps are idempotent)."""
     now = timezone.now()
     with transaction.atomic():
         run = PipelineRun.objects.select_for_update().get(pk=run_id)
         if run.status in _DONE:
             return None
         step = run.steps.get(index=index)
-        if step.status in (*_STEP_DONE, PipelineStep.Status.FAILED):
-            return None
+        if step.status in (*_STEP_DONE, PipelineStep.Status.FAILED, PipelineStep.Status.WAITING):
+            return None  # a WAITING step's work is under way in other tasks
+        if run.steps.filter(index__lt=index).exclude(status__in=_STEP_DONE).exists():
+            return None  # an earlier step has not ended: pipeline_step_resume queues this one
         step.status = PipelineStep.Status.RUNNING
         step.attempts += 1
         step.started_at = step.started_at or now
@@ -171,14 +177,75 @@ def pipeline_step_succeed(*, step_id: int) -> None:
         PipelineStep.objects.filter(pk=step_id).update(
             status=PipelineStep.Status.SUCCEEDED, error="", finished_at=now, heartbeat_at=now
         )
-        last = not run.steps.filter(index__gt=step.index).exists()
-        run.heartbeat_at = now
-        if last:
-            run.status = PipelineRun.Status.SUCCEEDED
-            run.finished_at = now
-        run.save(update_fields=["status", "finished_at", "heartbeat_at"])
-        # The step's work (budgets evaluated, endpoint costs, anomalies...) has committed.
-        data_version_bump()
+        _run_step_ended(run, step.index, now)
+
+
+def _run_step_ended(run: PipelineRun, index: int, now: dt.datetime) -> bool:
+    """Step `index` of the (locked) run succeeded: the run too if it was the last (True)."""
+    last = not run.steps.filter(index__gt=index).exists()
+    run.heartbeat_at = now
+    if last:
+        run.status = PipelineRun.Status.SUCCEEDED
+        run.finished_at = now
+    run.save(update_fields=["status", "finished_at", "heartbeat_at"])
+    # The step's work (ledger, budgets evaluated, endpoint costs, anomalies...) has committed.
+    data_version_bump()
+    return last
+
+
+def pipeline_step_wait(*, step_id: int, run_id: int) -> bool:
+    """The step's task handed its work to other tasks (a split attribution's chord): RUNNING
+    -> WAITING, so its worker is free. False when the step is no longer RUNNING: they already
+    ended and failed the run (pipeline_step_resume)."""
+    now = timezone.now()
+    waiting = PipelineStep.objects.filter(pk=step_id, status=PipelineStep.Status.RUNNING).update(
+        status=PipelineStep.Status.WAITING, heartbeat_at=now
+    )
+    PipelineRun.objects.filter(pk=run_id, status=PipelineRun.Status.RUNNING).update(
+        heartbeat_at=now
+    )
+    return waiting == 1
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What pipeline_step_resume did. outcome: "continue" (queue the steps from next_index),
+    "succeeded" (that was the last step), "failed" (the run is FAILED with the error),
+    "not yet" (the step has not been marked WAITING yet: ask again shortly), "nothing" (no
+    step waits: the run ended, or a redelivered message already resumed it)."""
+
+    outcome: str
+    next_index: int | None = None
+
+
+def pipeline_step_resume(*, run_id: int, error: str = "") -> Resumed:
+    """The work a WAITING step handed off has committed (or failed: error): claim the step,
+    exactly once, and say what follows. The claim is a conditional UPDATE (WAITING ->
+    SUCCEEDED) under the run's row lock whose row count decides: a second message (a
+    redelivered or duplicated reduce) finds nothing to claim and queues nothing."""
+    now = timezone.now()
+    with transaction.atomic():
+        run = PipelineRun.objects.select_for_update().get(pk=run_id)
+        if run.status in _DONE:
+            return Resumed("nothing")
+        open_statuses = [PipelineStep.Status.WAITING, PipelineStep.Status.RUNNING]
+        step = run.steps.filter(status__in=open_statuses).order_by("index").first()
+        if step is None:
+            return Resumed("nothing")
+        if error:
+            pipeline_run_fail(run_id=run_id, error=error)
+            return Resumed("failed")
+        if step.status == PipelineStep.Status.RUNNING:
+            # Its task queued the work and returns next: it marks the step WAITING then.
+            return Resumed("not yet")
+        claimed = PipelineStep.objects.filter(
+            pk=step.pk, status=PipelineStep.Status.WAITING
+        ).update(status=PipelineStep.Status.SUCCEEDED, error="", finished_at=now, heartbeat_at=now)
+        if claimed != 1:
+            return Resumed("nothing")
+        if _run_step_ended(run, step.index, now):
+            return Resumed("succeeded")
+    return Resumed("continue", step.index + 1)
 
 
 def pipeline_step_fail(*, step_id: int, error: str) -> None:
@@ -191,8 +258,9 @@ def pipeline_runs_fail_dead(*, run_id: int | None = None) -> list[PipelineRun]:
 
     Dead: a step RUNNING whose heartbeat is older than FINOPS_WORKER_HEARTBEAT_TIMEOUT (its
     worker was killed mid-step). A run with no step running (PENDING, or between two steps)
-    is only waiting in the queue, maybe behind a long backlog: it is dead only when nothing was
-    heard for FINOPS_PIPELINE_QUEUED_TIMEOUT (its message was lost)."""
+    is only waiting in the queue, maybe behind a long backlog, and so is a run whose step is
+    WAITING for the tasks it queued (a split attribution's parts): it is dead only when nothing
+    was heard for FINOPS_PIPELINE_QUEUED_TIMEOUT (its message was lost)."""
     queued_deadline = timezone.now() - dt.timedelta(seconds=settings.FINOPS_PIPELINE_QUEUED_TIMEOUT)
     running_dead = Q(
         steps__status=PipelineStep.Status.RUNNING, steps__heartbeat_at__lt=heartbeat_deadline()
@@ -209,7 +277,13 @@ def pipeline_runs_fail_dead(*, run_id: int | None = None) -> list[PipelineRun]:
     for run in runs.distinct():
         running = run.steps.filter(status=PipelineStep.Status.RUNNING).first()
         last = running.heartbeat_at if running is not None else run.heartbeat_at
-        if running is None:
+        waiting = run.steps.filter(status=PipelineStep.Status.WAITING).first()
+        if waiting is not None:
+            message = (
+                f"step {waiting.key} handed its work to other tasks and nothing came back "
+                f"since {last:%Y-%m-%d %H:%M:%S} UTC"
+            )
+        elif running is None:
             message = f"no worker took it: nothing heard since {last:%Y-%m-%d %H:%M:%S} UTC"
         else:
             message = dead_worker_message(last)

@@ -2,9 +2,13 @@
 
 A run is ``chain(run_step(run, 0), run_step(run, 1), ...)`` over finops.pipeline.steps.STEPS.
 run_step records the step, calls the step's own task in-process with (month, run id), and
-retries it on transient errors only; a step that fails ends the run and the steps after it
-see that and do nothing. All are acks_late with reject_on_worker_lost: a worker killed mid-step
-leaves the message to be delivered again, and the step runs again (each step is idempotent).
+retries it on transient errors only; a step that fails ends the run and the steps after it see
+that and do nothing. A step whose task hands its work to other tasks (it returns STEP_WAITING,
+e.g. the attribution split into a chord of parts and a reduce) is left WAITING and the chain
+stops there, so no worker sleeps waiting for the work; the last of those tasks sends
+pipeline_resume, which claims the step once and queues the rest of the chain. All are acks_late
+with reject_on_worker_lost: a worker killed mid-step leaves the message to be delivered again,
+and the step runs again (each step is idempotent).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from billing_ingest.heartbeat import heartbeat
 from billing_ingest.models import CostLineItem
 from billing_ingest.months import month_previous
 from billing_ingest.services.batches import import_batches_fail_dead
+from billing_ingest.tasks.pipeline import PIPELINE_RESUME_TASK, STEP_WAITING
 from finops.attribution.services import attribution_runs_fail_dead
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import (
@@ -35,9 +40,11 @@ from finops.pipeline.services import (
     pipeline_runs_fail_dead,
     pipeline_step_begin,
     pipeline_step_fail,
+    pipeline_step_resume,
     pipeline_step_retrying,
     pipeline_step_succeed,
     pipeline_step_touch,
+    pipeline_step_wait,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,7 +79,7 @@ def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
     while True:
         try:
             with heartbeat(lambda: pipeline_step_touch(step_id=step.pk, run_id=pipeline_run_id)):
-                import_string(step.task)(month.strftime("%Y-%m"), pipeline_run_id)
+                result = import_string(step.task)(month.strftime("%Y-%m"), pipeline_run_id)
         except TRANSIENT_ERRORS as exc:
             if isinstance(exc, OperationalError | InterfaceError):
                 _close_broken_connection()
@@ -90,8 +97,38 @@ def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
         except Exception as exc:
             logger.exception("pipeline run %s step %s failed", pipeline_run_id, step.key)
             return _failed(step, f"{type(exc).__name__}: {exc}")
+        if isinstance(result, dict) and result.get(STEP_WAITING):
+            pipeline_step_wait(step_id=step.pk, run_id=pipeline_run_id)
+            # The rest of the chain is queued by pipeline_resume when the handed-off work ends.
+            self.request.chain = None
+            return {"run": pipeline_run_id, "index": index, "status": "waiting"}
         pipeline_step_succeed(step_id=step.pk)
         return {"run": pipeline_run_id, "index": index, "status": "succeeded"}
+
+
+# The step is marked WAITING as soon as its task returns: a resume that comes first asks again.
+RESUME_RETRY_SECONDS = 2
+RESUME_RETRIES = 150
+
+
+@shared_task(
+    bind=True, name=PIPELINE_RESUME_TASK, max_retries=RESUME_RETRIES, soft_time_limit=60,
+    time_limit=90, **_ACKS,
+)  # fmt: skip
+def pipeline_resume(self: Task, pipeline_run_id: int, error: str = "") -> dict[str, Any]:
+    """The work a WAITING step handed off has committed (or failed: error): claim the step
+    (exactly once, pipeline_step_resume) and queue the steps after it."""
+    resumed = pipeline_step_resume(run_id=pipeline_run_id, error=error)
+    if resumed.outcome == "not yet":
+        raise self.retry(countdown=RESUME_RETRY_SECONDS)
+    if resumed.next_index is not None:
+        run = PipelineRun.objects.get(pk=pipeline_run_id)
+        try:
+            pipeline_canvas(run, start=resumed.next_index).apply_async()
+        except BrokerError as exc:
+            pipeline_run_fail(run_id=run.pk, error=f"could not queue the next steps: {exc}")
+            raise
+    return {"run": pipeline_run_id, "outcome": resumed.outcome, "next": resumed.next_index}
 
 
 def _close_broken_connection() -> None:
@@ -105,10 +142,11 @@ def _failed(step: PipelineStep, error: str) -> dict[str, Any]:
     return {"run": step.run_id, "index": step.index, "status": "failed", "error": error}
 
 
-def pipeline_canvas(run: PipelineRun) -> chain:
-    """The run's steps as one Celery chain, each with its own task's time limits."""
+def pipeline_canvas(run: PipelineRun, *, start: int = 0) -> chain:
+    """The run's steps (from index start) as one Celery chain, each with its own task's time
+    limits."""
     signatures = []
-    for step in run.steps.order_by("index"):
+    for step in run.steps.filter(index__gte=start).order_by("index"):
         task = import_string(step.task)
         signatures.append(
             run_step.si(run.pk, step.index).set(
