@@ -45,12 +45,21 @@ from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.columnar import LineItemTable
 from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
 from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
+from billing_ingest.partitions import (
+    batch_partition_attach,
+    line_items_partitioned,
+    month_batch_partitions,
+    months_ensure,
+    part_table_create,
+    partitions_drop,
+)
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import (
     file_sha256,
     import_batch_claim,
     import_batch_record,
     import_batch_touch,
+    line_items_batch_delete,
 )
 from billing_ingest.services.months import month_changes_record
 
@@ -260,7 +269,7 @@ def _batch_abandon(*, batch_id: int, by: ImportBatch) -> None:
             finished_at=timezone.now(),
         )
         if updated:
-            CostLineItem.objects.filter(batch_id=batch_id).delete()
+            line_items_batch_delete(batch_id=batch_id)
 
 
 def billing_batch_start(*, batch_id: int) -> list[int]:
@@ -319,7 +328,9 @@ def _part_load(part_id: int) -> None:
             part.finished_at = timezone.now()
             part.save(update_fields=["status", "error", "finished_at"])
             return
-        totals = _load_rows(batch, Path(part.file_name), label=part.label or part.file_name)
+        totals = _load_rows(
+            batch, Path(part.file_name), label=part.label or part.file_name, index=part.index
+        )
         _record_success(part, totals, status=ImportBatchPart.Status.SUCCEEDED)
 
 
@@ -339,18 +350,23 @@ def _part_fail(part: ImportBatchPart, *, error: str) -> None:
         )
 
 
-def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
+def _load_rows(batch: ImportBatch, path: Path, *, label: str, index: int) -> _Totals:
     parse = billing_parser(batch.format)
     totals = _Totals()
     chunks = parse(path, file_label=label)
-    if connection.vendor == "postgresql" and batch.format in DATABASE_FREE_PARSERS:
+    postgresql = connection.vendor == "postgresql"
+    if postgresql and batch.format in DATABASE_FREE_PARSERS:
         # Parse the next chunk while PostgreSQL ingests this one's COPY.
         chunks = prefetched(chunks)
+    # Partitioned: each month's rows go to the part's own table for the month, made before its
+    # first COPY and attached by the finish step (billing_ingest.partitions).
+    tables = _PartTables(batch.pk, index) if line_items_partitioned() else None
     for chunk in chunks:
-        if isinstance(chunk, LineItemTable) and connection.vendor == "postgresql":
+        if isinstance(chunk, LineItemTable) and postgresql:
             # Columnar chunk: one COPY and pyarrow sums, no Python work per row.
             constants = {"batch_id": batch.pk, "source": batch.source}
-            bulk_load_table(CostLineItem, chunk.table, constants=constants)
+            for into, rows in _table_by_month(chunk.table, tables):
+                bulk_load_table(CostLineItem, rows, constants=constants, into=into)
             totals.add_table(chunk.table)
             fault_point("copy")
             continue
@@ -358,10 +374,55 @@ def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
         for item in chunk:
             item["batch_id"] = batch.pk
             item["source"] = batch.source
-        bulk_load(CostLineItem, chunk)
+        for into, items in _rows_by_month(chunk, tables):
+            bulk_load(CostLineItem, items, into=into)
         totals.add(chunk)
         fault_point("copy")
     return totals
+
+
+class _PartTables:
+    """A part's table per month (partitions.part_table_create), created on first use."""
+
+    def __init__(self, batch_id: int, index: int) -> None:
+        self.batch_id = batch_id
+        self.index = index
+        self.names: dict[date, str] = {}
+
+    def get(self, month: date) -> str:
+        if month not in self.names:
+            self.names[month] = part_table_create(
+                month=month, batch_id=self.batch_id, index=self.index
+            )
+        return self.names[month]
+
+
+def _table_by_month(table: Any, tables: _PartTables | None) -> Iterable[tuple[str | None, Any]]:
+    if tables is None:
+        yield None, table
+        return
+    import pyarrow.compute as pc
+
+    column = table.column("billing_period")
+    months = pc.unique(column).to_pylist()
+    if len(months) == 1:  # the usual case: a file holds one billing month
+        yield tables.get(months[0]), table
+        return
+    for month in months:
+        yield tables.get(month), table.filter(pc.equal(column, month))
+
+
+def _rows_by_month(
+    chunk: list[LineItemRow], tables: _PartTables | None
+) -> Iterable[tuple[str | None, list[LineItemRow]]]:
+    if tables is None:
+        yield None, chunk
+        return
+    by_month: dict[date, list[LineItemRow]] = {}
+    for item in chunk:
+        by_month.setdefault(item["billing_period"], []).append(item)
+    for month, items in by_month.items():
+        yield tables.get(month), items
 
 
 def billing_batch_finish(*, batch_id: int) -> ImportBatch:
@@ -378,7 +439,7 @@ def billing_batch_finish(*, batch_id: int) -> ImportBatch:
         batch = ImportBatch.objects.get(id=batch_id)
         if batch.status != ImportBatch.Status.RUNNING:
             if batch.status in (ImportBatch.Status.FAILED, ImportBatch.Status.SUPERSEDED):
-                CostLineItem.objects.filter(batch_id=batch_id).delete()
+                line_items_batch_delete(batch_id=batch_id)
             return batch
         unfinished = [p for p in parts if p.status != ImportBatchPart.Status.SUCCEEDED]
         if unfinished or not parts:
@@ -403,7 +464,7 @@ def billing_batch_finish(*, batch_id: int) -> ImportBatch:
 
 def _batch_fail(batch: ImportBatch, unfinished: list[ImportBatchPart], *, total: int) -> None:
     """Inside the finish transaction: drop the rows the good parts loaded, keep the reason."""
-    CostLineItem.objects.filter(batch_id=batch.pk).delete()
+    line_items_batch_delete(batch_id=batch.pk)
     if not unfinished:
         error = "batch has no parts"
     else:
@@ -449,12 +510,27 @@ def _lock_source(source: str) -> None:
 
 
 def _supersede(batch: ImportBatch, *, periods: set[date]) -> None:
-    """Delete the source's other rows for the file's billing periods; a batch left with no rows
-    is marked SUPERSEDED by this one. Periods the file does not hold are left alone."""
+    """Replace the source's other rows for the file's billing periods by the file's; a batch
+    left with no rows is marked SUPERSEDED by this one. Periods the file does not hold are left
+    alone. Partitioned (PostgreSQL): per month, the batch's loaded tables are attached as its
+    partition and the source's other batches' partitions of the month dropped; rows outside
+    batch partitions (DEFAULT partitions, an unpartitioned table) are deleted."""
+    touched: set[int] = set()
+    if line_items_partitioned():
+        months_ensure(months=periods)
+        for month in sorted(periods):  # one order for every swap: no deadlock between two
+            batch_partition_attach(month=month, batch_id=batch.pk)
+            partitions = month_batch_partitions(month=month)
+            others = ImportBatch.objects.filter(id__in=partitions, source=batch.source).exclude(
+                id=batch.pk
+            )
+            dropped = sorted(others.values_list("id", flat=True))
+            partitions_drop(partitions[batch_id] for batch_id in dropped)
+            touched.update(dropped)
     replaced = CostLineItem.objects.filter(source=batch.source, billing_period__in=periods).exclude(
         batch_id=batch.pk
     )
-    touched = set(replaced.values_list("batch_id", flat=True).distinct())
+    touched.update(replaced.values_list("batch_id", flat=True).distinct())
     if not touched:
         return
     replaced.delete()
