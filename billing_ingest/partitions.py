@@ -81,7 +81,7 @@ def part_table_create(*, month: dt.date, batch_id: int, index: int) -> str:
     with connection.cursor() as cursor:
         if _exists(cursor, name):
             return name
-        cursor.execute(f'CREATE TABLE "{name}" (LIKE "{TABLE}")')
+        cursor.execute(f'CREATE TABLE "{name}" (LIKE "{TABLE}" INCLUDING CONSTRAINTS)')
         # Ids from the parent's sequence, as rows inserted through the parent get theirs.
         cursor.execute(
             f'ALTER TABLE "{name}" ALTER COLUMN id SET DEFAULT '
@@ -114,7 +114,9 @@ def months_ensure(*, months: Iterable[dt.date]) -> None:
 def _month_create(cursor: Any, month: dt.date) -> None:
     name = month_table(month)
     stop = _next_month(month)
-    cursor.execute(f'CREATE TABLE "{name}" (LIKE "{TABLE}") PARTITION BY LIST (batch_id)')
+    cursor.execute(
+        f'CREATE TABLE "{name}" (LIKE "{TABLE}" INCLUDING CONSTRAINTS) PARTITION BY LIST (batch_id)'
+    )
     cursor.execute(f'CREATE TABLE "{name}_default" PARTITION OF "{name}" DEFAULT')
     # ATTACH refuses while the root's DEFAULT holds rows of the month: they move in first.
     cursor.execute(
