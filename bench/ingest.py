@@ -363,20 +363,29 @@ class Result:
         return self.rows / self.seconds if self.seconds else 0.0
 
 
+def _cpu_seconds() -> float:
+    """This process's user + system CPU time (the server's is not in it: the machine is shared,
+    so wall time alone says little)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def timed(label: str, rows: int, run: Callable[[], int]) -> Result:
     import gc
 
     gc.collect()
     reset_peak_rss()
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), _cpu_seconds()
     done = run()
     seconds = time.perf_counter() - started
+    cpu = _cpu_seconds() - cpu_started
     if done != rows:
         sys.exit(f"{label}: expected {rows} rows, got {done}")
     result = Result(label, rows, seconds, peak_rss_mib())
     print(
         f"  {label:<14} {rows:>10,} rows {seconds:8.2f} s {result.rate:>11,.0f} rows/s"
-        f"  peak RSS {result.peak_mib:7.0f} MiB",
+        f"  peak RSS {result.peak_mib:7.0f} MiB  client CPU {cpu:6.2f} s"
+        f"  load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
     return result
@@ -442,12 +451,50 @@ def plain_copy(csv_path: Path, columns: list[str]) -> int:
     return count
 
 
+def partition_count() -> tuple[int, int]:
+    """(month tables, batch partitions) of the line items: (0, 0) where not partitioned."""
+    from django.db import connection
+
+    from billing_ingest.partitions import TABLE, line_items_partitioned
+
+    if not line_items_partitioned():
+        return 0, 0
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE m.relkind = 'p'), count(b.inhrelid) "
+            "FROM pg_inherits i JOIN pg_class m ON m.oid = i.inhrelid "
+            "LEFT JOIN pg_inherits b ON b.inhparent = m.oid "
+            "AND b.inhrelid::regclass::text NOT LIKE '%%_default' "
+            "WHERE i.inhparent = %s::regclass",
+            [TABLE],
+        )
+        months, batches = cursor.fetchone()
+    return int(months), int(batches)
+
+
 def reset_ledger() -> None:
+    """Empty the line items; partitioned, drop every month's table too, so that each ingest
+    creates the partitions it loads into, as a new month's first import does."""
     from django.db import connection
 
     from billing_ingest.models import CostLineItem, ImportBatch
+    from billing_ingest.partitions import DEFAULT, TABLE, line_items_partitioned
 
     with connection.cursor() as cursor:
+        if line_items_partitioned():
+            cursor.execute(
+                "SELECT inhrelid::regclass::text FROM pg_inherits WHERE inhparent = %s::regclass "
+                "AND inhrelid <> %s::regclass",
+                [TABLE, DEFAULT],
+            )
+            for (name,) in cursor.fetchall():
+                cursor.execute(f"DROP TABLE {name}")
+            cursor.execute(
+                "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname ~ %s",
+                [f"^{TABLE}_m[0-9]{{6}}_b[0-9]+_p[0-9]+$"],
+            )
+            for (name,) in cursor.fetchall():
+                cursor.execute(f'DROP TABLE "{name}"')
         cursor.execute(f"TRUNCATE {CostLineItem._meta.db_table}")
     ImportBatch.objects.all().delete()
     with connection.cursor() as cursor:
@@ -489,7 +536,14 @@ def main() -> None:
         results: dict[str, Result] = {}
         for fmt in formats:
             path = files[fmt][0]
+            before = partition_count()
             results[fmt] = timed(f"ingest {fmt}", args.rows, partial(ingest, path, fmt))
+            months, batches = partition_count()
+            print(
+                f"  partitions added by the ingest: {months - before[0]} month table(s), "
+                f"{batches - before[1]} batch partition(s)",
+                flush=True,
+            )
         # The COPY baseline loads the normalised rows of the last format ingested.
         last = formats[-1]
         normalised = work / "normalised.csv"

@@ -187,6 +187,24 @@ def month_batch_partitions(*, month: dt.date) -> dict[int, str]:
     }
 
 
+def month_loading_tables(*, month: dt.date) -> dict[int, list[str]]:
+    """Batch id -> the month's loading tables of parts of that batch that no finish step has
+    attached (committed ones only: a part still loading holds its table uncommitted)."""
+    prefix = f"{month_table(month)}_b"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = "
+            "current_schema()::regnamespace AND relname ~ %s ORDER BY relname",
+            [f"^{prefix}[0-9]+_p[0-9]+$"],
+        )
+        names = [name for (name,) in cursor.fetchall()]
+    tables: dict[int, list[str]] = {}
+    for name in names:
+        batch_id = int(name[len(prefix) :].split("_p")[0])
+        tables.setdefault(batch_id, []).append(name)
+    return tables
+
+
 def partitions_drop(names: Iterable[str]) -> None:
     """DROP the tables (inside the caller's transaction). Locks each one's parent exclusively
     until the commit: readers of that month wait for the swap rather than see it half done."""

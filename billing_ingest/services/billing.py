@@ -47,8 +47,10 @@ from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
 from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
 from billing_ingest.partitions import (
     batch_partition_attach,
+    batch_tables,
     line_items_partitioned,
     month_batch_partitions,
+    month_loading_tables,
     months_ensure,
     part_table_create,
     partitions_drop,
@@ -512,21 +514,10 @@ def _lock_source(source: str) -> None:
 def _supersede(batch: ImportBatch, *, periods: set[date]) -> None:
     """Replace the source's other rows for the file's billing periods by the file's; a batch
     left with no rows is marked SUPERSEDED by this one. Periods the file does not hold are left
-    alone. Partitioned (PostgreSQL): per month, the batch's loaded tables are attached as its
-    partition and the source's other batches' partitions of the month dropped; rows outside
-    batch partitions (DEFAULT partitions, an unpartitioned table) are deleted."""
-    touched: set[int] = set()
-    if line_items_partitioned():
-        months_ensure(months=periods)
-        for month in sorted(periods):  # one order for every swap: no deadlock between two
-            batch_partition_attach(month=month, batch_id=batch.pk)
-            partitions = month_batch_partitions(month=month)
-            others = ImportBatch.objects.filter(id__in=partitions, source=batch.source).exclude(
-                id=batch.pk
-            )
-            dropped = sorted(others.values_list("id", flat=True))
-            partitions_drop(partitions[batch_id] for batch_id in dropped)
-            touched.update(dropped)
+    alone. Partitioned (PostgreSQL): _partitions_swap; rows outside batch partitions (DEFAULT
+    partitions, an unpartitioned table) are deleted."""
+    partitioned = line_items_partitioned()
+    touched = _partitions_swap(batch, periods=periods) if partitioned else set()
     replaced = CostLineItem.objects.filter(source=batch.source, billing_period__in=periods).exclude(
         batch_id=batch.pk
     )
@@ -537,7 +528,32 @@ def _supersede(batch: ImportBatch, *, periods: set[date]) -> None:
     emptied = ImportBatch.objects.filter(id__in=touched).exclude(
         id__in=CostLineItem.objects.filter(batch_id__in=touched).values("batch_id")
     )
+    if partitioned:  # a batch still loading may hold rows of other months in its own tables
+        emptied = emptied.filter(id__in=[i for i in touched if not batch_tables(batch_id=i)])
     emptied.update(status=ImportBatch.Status.SUPERSEDED, superseded_by=batch)
+
+
+def _partitions_swap(batch: ImportBatch, *, periods: set[date]) -> set[int]:
+    """Per month, in month order (one order for every swap: no deadlock between two): attach
+    the batch's loaded tables as its partition, then drop the month's partitions of the
+    source's other batches, and the tables their unfinished imports loaded (a batch left
+    running: its rows were never the bill). Returns the other batches touched."""
+    months_ensure(months=periods)
+    touched: set[int] = set()
+    for month in sorted(periods):
+        batch_partition_attach(month=month, batch_id=batch.pk)
+        partitions = month_batch_partitions(month=month)
+        loading = month_loading_tables(month=month)
+        others = ImportBatch.objects.filter(
+            id__in=set(partitions) | set(loading), source=batch.source
+        ).exclude(id=batch.pk)
+        for batch_id in sorted(others.values_list("id", flat=True)):
+            names = loading.get(batch_id, [])
+            if batch_id in partitions:
+                names = [partitions[batch_id], *names]
+            partitions_drop(names)
+            touched.add(batch_id)
+    return touched
 
 
 def _record_success(record: ImportBatch | ImportBatchPart, totals: _Totals, *, status: str) -> None:
