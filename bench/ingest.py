@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATABASE = "postgres://postgres@127.0.0.1:5432/finops_ingestbench"
 _WRITE_BLOCK = 1 << 20
+PLAIN_MIGRATION = "0011_batch_heartbeat_month_changes"
 
 # ------------------------------------------------------------------------------ memory
 
@@ -340,7 +341,7 @@ def ensure_database(url: str) -> None:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
 
-def setup_django(url: str) -> None:
+def setup_django(url: str, *, plain_line_items: bool = False) -> None:
     os.environ["DATABASE_URL"] = url
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
     sys.path.insert(0, str(ROOT))
@@ -349,6 +350,10 @@ def setup_django(url: str) -> None:
 
     django.setup()
     call_command("migrate", verbosity=0, interactive=False)
+    if plain_line_items:
+        # The line items as they were before migration 0012: one plain table (for comparison;
+        # the next run without the flag partitions them again).
+        call_command("migrate", "billing_ingest", PLAIN_MIGRATION, verbosity=0, interactive=False)
 
 
 @dataclass
@@ -370,21 +375,44 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _server_cpu_seconds() -> float | None:
+    """User + system CPU time of this connection's PostgreSQL backend (same machine: read from
+    /proc; None where it cannot be read). Parallel index-build workers are not in it."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    # Fields 14 and 15 of stat (utime, stime), counted after the ")" that ends the name.
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def timed(label: str, rows: int, run: Callable[[], int]) -> Result:
     import gc
 
     gc.collect()
     reset_peak_rss()
+    server_started = _server_cpu_seconds()
     started, cpu_started = time.perf_counter(), _cpu_seconds()
     done = run()
     seconds = time.perf_counter() - started
     cpu = _cpu_seconds() - cpu_started
+    server_ended = _server_cpu_seconds()
+    server = (
+        f"  server CPU {server_ended - server_started:6.2f} s"
+        if server_started is not None and server_ended is not None
+        else ""
+    )
     if done != rows:
         sys.exit(f"{label}: expected {rows} rows, got {done}")
     result = Result(label, rows, seconds, peak_rss_mib())
     print(
         f"  {label:<14} {rows:>10,} rows {seconds:8.2f} s {result.rate:>11,.0f} rows/s"
-        f"  peak RSS {result.peak_mib:7.0f} MiB  client CPU {cpu:6.2f} s"
+        f"  peak RSS {result.peak_mib:7.0f} MiB  client CPU {cpu:6.2f} s{server}"
         f"  load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
@@ -513,11 +541,16 @@ def main() -> None:
     parser.add_argument(
         "--formats", default="aws-cur,focus", help="comma-separated: aws-cur, focus (both)"
     )
+    parser.add_argument(
+        "--plain-line-items",
+        action="store_true",
+        help="unapply the line items' partitioning (migration 0012) first, to compare",
+    )
     args = parser.parse_args()
     formats = [name.strip() for name in args.formats.split(",") if name.strip()]
 
     ensure_database(args.database)
-    setup_django(args.database)
+    setup_django(args.database, plain_line_items=args.plain_line_items)
     reset_ledger()
 
     with tempfile.TemporaryDirectory(dir=args.workdir, prefix="finops-ingest-bench-") as tmp:
