@@ -8,6 +8,9 @@ finish step (billing_batch_finish, the chord callback) then, in ONE transaction,
 batch in (deletes the source's other rows for the batch's billing periods, supersedes emptied
 batches, marks it SUCCEEDED with the parts' summed totals) or, if any part failed, deletes the
 batch's own rows and marks it FAILED with that part's error: the previous data is untouched.
+On PostgreSQL those are partition operations (billing_ingest.partitions): a part COPYs into
+loading tables of its own, the swap attaches them as the batch's partitions and drops the
+superseded batches' partitions, and deleting a batch's rows drops its tables.
 
 Interrupted imports: a worker killed mid-part rolls its transaction back (the part stays
 PENDING; acks_late redelivers it). While a part loads, a heartbeat thread touches the batch; a
@@ -45,16 +48,7 @@ from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.columnar import LineItemTable
 from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
 from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
-from billing_ingest.partitions import (
-    batch_partition_attach,
-    batch_tables,
-    line_items_partitioned,
-    month_batch_partitions,
-    month_loading_tables,
-    months_ensure,
-    part_table_create,
-    partitions_drop,
-)
+from billing_ingest.partitions import batch_tables, line_items_partitioned
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import (
     file_sha256,
@@ -62,6 +56,12 @@ from billing_ingest.services.batches import (
     import_batch_record,
     import_batch_touch,
     line_items_batch_delete,
+)
+from billing_ingest.services.line_item_tables import (
+    PartTables,
+    partitions_swap,
+    rows_by_month,
+    table_by_month,
 )
 from billing_ingest.services.months import month_changes_record
 
@@ -362,12 +362,12 @@ def _load_rows(batch: ImportBatch, path: Path, *, label: str, index: int) -> _To
         chunks = prefetched(chunks)
     # Partitioned: each month's rows go to the part's own table for the month, made before its
     # first COPY and attached by the finish step (billing_ingest.partitions).
-    tables = _PartTables(batch.pk, index) if line_items_partitioned() else None
+    tables = PartTables(batch.pk, index) if line_items_partitioned() else None
     for chunk in chunks:
         if isinstance(chunk, LineItemTable) and postgresql:
             # Columnar chunk: one COPY and pyarrow sums, no Python work per row.
             constants = {"batch_id": batch.pk, "source": batch.source}
-            for into, rows in _table_by_month(chunk.table, tables):
+            for into, rows in table_by_month(chunk.table, tables):
                 bulk_load_table(CostLineItem, rows, constants=constants, into=into)
             totals.add_table(chunk.table)
             fault_point("copy")
@@ -376,55 +376,11 @@ def _load_rows(batch: ImportBatch, path: Path, *, label: str, index: int) -> _To
         for item in chunk:
             item["batch_id"] = batch.pk
             item["source"] = batch.source
-        for into, items in _rows_by_month(chunk, tables):
+        for into, items in rows_by_month(chunk, tables):
             bulk_load(CostLineItem, items, into=into)
         totals.add(chunk)
         fault_point("copy")
     return totals
-
-
-class _PartTables:
-    """A part's table per month (partitions.part_table_create), created on first use."""
-
-    def __init__(self, batch_id: int, index: int) -> None:
-        self.batch_id = batch_id
-        self.index = index
-        self.names: dict[date, str] = {}
-
-    def get(self, month: date) -> str:
-        if month not in self.names:
-            self.names[month] = part_table_create(
-                month=month, batch_id=self.batch_id, index=self.index
-            )
-        return self.names[month]
-
-
-def _table_by_month(table: Any, tables: _PartTables | None) -> Iterable[tuple[str | None, Any]]:
-    if tables is None:
-        yield None, table
-        return
-    import pyarrow.compute as pc
-
-    column = table.column("billing_period")
-    months = pc.unique(column).to_pylist()
-    if len(months) == 1:  # the usual case: a file holds one billing month
-        yield tables.get(months[0]), table
-        return
-    for month in months:
-        yield tables.get(month), table.filter(pc.equal(column, month))
-
-
-def _rows_by_month(
-    chunk: list[LineItemRow], tables: _PartTables | None
-) -> Iterable[tuple[str | None, list[LineItemRow]]]:
-    if tables is None:
-        yield None, chunk
-        return
-    by_month: dict[date, list[LineItemRow]] = {}
-    for item in chunk:
-        by_month.setdefault(item["billing_period"], []).append(item)
-    for month, items in by_month.items():
-        yield tables.get(month), items
 
 
 def billing_batch_finish(*, batch_id: int) -> ImportBatch:
@@ -514,10 +470,10 @@ def _lock_source(source: str) -> None:
 def _supersede(batch: ImportBatch, *, periods: set[date]) -> None:
     """Replace the source's other rows for the file's billing periods by the file's; a batch
     left with no rows is marked SUPERSEDED by this one. Periods the file does not hold are left
-    alone. Partitioned (PostgreSQL): _partitions_swap; rows outside batch partitions (DEFAULT
+    alone. Partitioned (PostgreSQL): partitions_swap; rows outside batch partitions (DEFAULT
     partitions, an unpartitioned table) are deleted."""
     partitioned = line_items_partitioned()
-    touched = _partitions_swap(batch, periods=periods) if partitioned else set()
+    touched = partitions_swap(batch, periods=periods) if partitioned else set()
     replaced = CostLineItem.objects.filter(source=batch.source, billing_period__in=periods).exclude(
         batch_id=batch.pk
     )
@@ -531,29 +487,6 @@ def _supersede(batch: ImportBatch, *, periods: set[date]) -> None:
     if partitioned:  # a batch still loading may hold rows of other months in its own tables
         emptied = emptied.filter(id__in=[i for i in touched if not batch_tables(batch_id=i)])
     emptied.update(status=ImportBatch.Status.SUPERSEDED, superseded_by=batch)
-
-
-def _partitions_swap(batch: ImportBatch, *, periods: set[date]) -> set[int]:
-    """Per month, in month order (one order for every swap: no deadlock between two): attach
-    the batch's loaded tables as its partition, then drop the month's partitions of the
-    source's other batches, and the tables their unfinished imports loaded (a batch left
-    running: its rows were never the bill). Returns the other batches touched."""
-    months_ensure(months=periods)
-    touched: set[int] = set()
-    for month in sorted(periods):
-        batch_partition_attach(month=month, batch_id=batch.pk)
-        partitions = month_batch_partitions(month=month)
-        loading = month_loading_tables(month=month)
-        others = ImportBatch.objects.filter(
-            id__in=set(partitions) | set(loading), source=batch.source
-        ).exclude(id=batch.pk)
-        for batch_id in sorted(others.values_list("id", flat=True)):
-            names = loading.get(batch_id, [])
-            if batch_id in partitions:
-                names = [partitions[batch_id], *names]
-            partitions_drop(names)
-            touched.add(batch_id)
-    return touched
 
 
 def _record_success(record: ImportBatch | ImportBatchPart, totals: _Totals, *, status: str) -> None:
