@@ -34,15 +34,22 @@ def _copy_value(field: models.Field[Any, Any], value: object) -> object:
 
 
 def bulk_load(
-    model: type[models.Model], rows: Sequence[Mapping[str, Any]], *, using: str = "default"
+    model: type[models.Model],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    using: str = "default",
+    into: str | None = None,
 ) -> int:
-    """Insert rows into model's table; returns the number inserted."""
+    """Insert rows into model's table (or into ``into``, shaped like it: PostgreSQL only);
+    returns the number inserted."""
     if not rows:
         return 0
     connection = connections[using]
     fields = _load_fields(model)
     if connection.vendor == "postgresql":
-        return _copy_rows(model, fields, rows, using=using)
+        return _copy_rows(model, fields, rows, using=using, into=into)
+    if into is not None:
+        raise ValueError("loading into another table is PostgreSQL's")
     objects = [
         model(**{field.attname: row.get(field.attname, field.get_default()) for field in fields})
         for row in rows
@@ -57,11 +64,12 @@ def _copy_rows(
     rows: Sequence[Mapping[str, Any]],
     *,
     using: str,
+    into: str | None,
 ) -> int:
     connection = connections[using]
     quote = connection.ops.quote_name
     columns = ", ".join(quote(str(field.column)) for field in fields)
-    statement = f"COPY {quote(model._meta.db_table)} ({columns}) FROM STDIN"
+    statement = f"COPY {quote(into or model._meta.db_table)} ({columns}) FROM STDIN"
     defaults = {field.attname: field.get_default() for field in fields}
     with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
         for row in rows:
@@ -80,10 +88,12 @@ def bulk_load_table(
     *,
     constants: Mapping[str, Any],
     using: str = "default",
+    into: str | None = None,
 ) -> int:
     """Insert a pyarrow Table of rows (columns named by attname, JSON fields as JSON text,
     every other column taking constants[attname] or the field default) with one COPY in CSV
-    form written by pyarrow: no Python work per row. PostgreSQL only (see bulk_load)."""
+    form written by pyarrow: no Python work per row. Into model's table, or ``into`` (a table
+    shaped like it). PostgreSQL only (see bulk_load)."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
@@ -109,7 +119,7 @@ def bulk_load_table(
     names = ", ".join(quote(str(field.column)) for field in fields)
     # CSV as pyarrow writes it: every string quoted (so "" stays an empty string), nulls as
     # an unquoted empty field (NULL to COPY), decimals in full, timestamps with a Z.
-    statement = f"COPY {quote(model._meta.db_table)} ({names}) FROM STDIN (FORMAT csv)"
+    statement = f"COPY {quote(into or model._meta.db_table)} ({names}) FROM STDIN (FORMAT csv)"
     options = pa_csv.WriteOptions(include_header=False, quoting_style="needed")
     with connection.cursor() as cursor, cursor.cursor.copy(statement) as copy:
         for start in range(0, length, _COPY_SLICE_ROWS):

@@ -7,14 +7,17 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from django.core.management import call_command
+from django.db import connection
 
 from billing_ingest.models import CostLineItem
+from billing_ingest.partitions import batch_tables, line_items_partitioned
 
 S3_BUCKET = "billing-exports"
 
@@ -92,6 +95,20 @@ def ingest_s3(uri: str = S3_URI, *args: str) -> str:
 def month_total(month: str) -> Decimal:
     rows = CostLineItem.objects.filter(source=S3_SOURCE, billing_period=f"{month}-01")
     return sum((row.effective_cost for row in rows), Decimal(0))
+
+
+def loaded_rows(batch_id: int) -> int:
+    """The batch's line items, and the rows its parts loaded that no finish step attached yet
+    (on PostgreSQL they wait in loading tables of their own: billing_ingest.partitions)."""
+    count = CostLineItem.objects.filter(batch_id=batch_id).count()
+    if not line_items_partitioned():
+        return count
+    with connection.cursor() as cursor:
+        for name in batch_tables(batch_id=batch_id):
+            if re.search(r"_p[0-9]+$", name):
+                cursor.execute(f'SELECT count(*) FROM "{name}"')
+                count += int(cursor.fetchone()[0])
+    return count
 
 
 def ledger() -> list[tuple[int, str, str, str]]:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from billing_ingest.heartbeat import dead_worker_message, heartbeat_deadline
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
+from billing_ingest.partitions import batch_tables, line_items_partitioned, partitions_drop
 
 logger = logging.getLogger("finops.billing_ingest")
 
@@ -119,7 +120,7 @@ def _fail_dead(where: Q) -> list[int]:
                 finished_at=timezone.now(),
             )
             if updated:
-                CostLineItem.objects.filter(batch_id=batch_id).delete()
+                line_items_batch_delete(batch_id=batch_id)
                 failed.append(batch_id)
     return failed
 
@@ -150,3 +151,12 @@ def import_batch_record_failure(
         started_at=now,
         finished_at=now,
     )
+
+
+def line_items_batch_delete(*, batch_id: int) -> None:
+    """Delete a batch's line items inside the caller's transaction. Partitioned (PostgreSQL):
+    DROP the batch's partitions and its parts' unattached tables, then delete what rows of it
+    are left elsewhere (DEFAULT partitions). Otherwise delete its rows."""
+    if line_items_partitioned():
+        partitions_drop(batch_tables(batch_id=batch_id))
+    CostLineItem.objects.filter(batch_id=batch_id).delete()

@@ -8,6 +8,9 @@ finish step (billing_batch_finish, the chord callback) then, in ONE transaction,
 batch in (deletes the source's other rows for the batch's billing periods, supersedes emptied
 batches, marks it SUCCEEDED with the parts' summed totals) or, if any part failed, deletes the
 batch's own rows and marks it FAILED with that part's error: the previous data is untouched.
+On PostgreSQL those are partition operations (billing_ingest.partitions): a part COPYs into
+loading tables of its own, the swap attaches them as the batch's partitions and drops the
+superseded batches' partitions, and deleting a batch's rows drops its tables.
 
 Interrupted imports: a worker killed mid-part rolls its transaction back (the part stays
 PENDING; acks_late redelivers it). While a part loads, a heartbeat thread touches the batch; a
@@ -45,12 +48,20 @@ from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.columnar import LineItemTable
 from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
 from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
+from billing_ingest.partitions import batch_tables, line_items_partitioned
 from billing_ingest.prefetch import prefetched
 from billing_ingest.services.batches import (
     file_sha256,
     import_batch_claim,
     import_batch_record,
     import_batch_touch,
+    line_items_batch_delete,
+)
+from billing_ingest.services.line_item_tables import (
+    PartTables,
+    partitions_swap,
+    rows_by_month,
+    table_by_month,
 )
 from billing_ingest.services.months import month_changes_record
 
@@ -260,7 +271,7 @@ def _batch_abandon(*, batch_id: int, by: ImportBatch) -> None:
             finished_at=timezone.now(),
         )
         if updated:
-            CostLineItem.objects.filter(batch_id=batch_id).delete()
+            line_items_batch_delete(batch_id=batch_id)
 
 
 def billing_batch_start(*, batch_id: int) -> list[int]:
@@ -319,7 +330,9 @@ def _part_load(part_id: int) -> None:
             part.finished_at = timezone.now()
             part.save(update_fields=["status", "error", "finished_at"])
             return
-        totals = _load_rows(batch, Path(part.file_name), label=part.label or part.file_name)
+        totals = _load_rows(
+            batch, Path(part.file_name), label=part.label or part.file_name, index=part.index
+        )
         _record_success(part, totals, status=ImportBatchPart.Status.SUCCEEDED)
 
 
@@ -339,18 +352,23 @@ def _part_fail(part: ImportBatchPart, *, error: str) -> None:
         )
 
 
-def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
+def _load_rows(batch: ImportBatch, path: Path, *, label: str, index: int) -> _Totals:
     parse = billing_parser(batch.format)
     totals = _Totals()
     chunks = parse(path, file_label=label)
-    if connection.vendor == "postgresql" and batch.format in DATABASE_FREE_PARSERS:
+    postgresql = connection.vendor == "postgresql"
+    if postgresql and batch.format in DATABASE_FREE_PARSERS:
         # Parse the next chunk while PostgreSQL ingests this one's COPY.
         chunks = prefetched(chunks)
+    # Partitioned: each month's rows go to the part's own table for the month, made before its
+    # first COPY and attached by the finish step (billing_ingest.partitions).
+    tables = PartTables(batch.pk, index) if line_items_partitioned() else None
     for chunk in chunks:
-        if isinstance(chunk, LineItemTable) and connection.vendor == "postgresql":
+        if isinstance(chunk, LineItemTable) and postgresql:
             # Columnar chunk: one COPY and pyarrow sums, no Python work per row.
             constants = {"batch_id": batch.pk, "source": batch.source}
-            bulk_load_table(CostLineItem, chunk.table, constants=constants)
+            for into, rows in table_by_month(chunk.table, tables):
+                bulk_load_table(CostLineItem, rows, constants=constants, into=into)
             totals.add_table(chunk.table)
             fault_point("copy")
             continue
@@ -358,7 +376,8 @@ def _load_rows(batch: ImportBatch, path: Path, *, label: str) -> _Totals:
         for item in chunk:
             item["batch_id"] = batch.pk
             item["source"] = batch.source
-        bulk_load(CostLineItem, chunk)
+        for into, items in rows_by_month(chunk, tables):
+            bulk_load(CostLineItem, items, into=into)
         totals.add(chunk)
         fault_point("copy")
     return totals
@@ -378,7 +397,7 @@ def billing_batch_finish(*, batch_id: int) -> ImportBatch:
         batch = ImportBatch.objects.get(id=batch_id)
         if batch.status != ImportBatch.Status.RUNNING:
             if batch.status in (ImportBatch.Status.FAILED, ImportBatch.Status.SUPERSEDED):
-                CostLineItem.objects.filter(batch_id=batch_id).delete()
+                line_items_batch_delete(batch_id=batch_id)
             return batch
         unfinished = [p for p in parts if p.status != ImportBatchPart.Status.SUCCEEDED]
         if unfinished or not parts:
@@ -403,7 +422,7 @@ def billing_batch_finish(*, batch_id: int) -> ImportBatch:
 
 def _batch_fail(batch: ImportBatch, unfinished: list[ImportBatchPart], *, total: int) -> None:
     """Inside the finish transaction: drop the rows the good parts loaded, keep the reason."""
-    CostLineItem.objects.filter(batch_id=batch.pk).delete()
+    line_items_batch_delete(batch_id=batch.pk)
     if not unfinished:
         error = "batch has no parts"
     else:
@@ -449,18 +468,24 @@ def _lock_source(source: str) -> None:
 
 
 def _supersede(batch: ImportBatch, *, periods: set[date]) -> None:
-    """Delete the source's other rows for the file's billing periods; a batch left with no rows
-    is marked SUPERSEDED by this one. Periods the file does not hold are left alone."""
+    """Replace the source's other rows for the file's billing periods by the file's; a batch
+    left with no rows is marked SUPERSEDED by this one. Periods the file does not hold are left
+    alone. Partitioned (PostgreSQL): partitions_swap; rows outside batch partitions (DEFAULT
+    partitions, an unpartitioned table) are deleted."""
+    partitioned = line_items_partitioned()
+    touched = partitions_swap(batch, periods=periods) if partitioned else set()
     replaced = CostLineItem.objects.filter(source=batch.source, billing_period__in=periods).exclude(
         batch_id=batch.pk
     )
-    touched = set(replaced.values_list("batch_id", flat=True).distinct())
+    touched.update(replaced.values_list("batch_id", flat=True).distinct())
     if not touched:
         return
     replaced.delete()
     emptied = ImportBatch.objects.filter(id__in=touched).exclude(
         id__in=CostLineItem.objects.filter(batch_id__in=touched).values("batch_id")
     )
+    if partitioned:  # a batch still loading may hold rows of other months in its own tables
+        emptied = emptied.filter(id__in=[i for i in touched if not batch_tables(batch_id=i)])
     emptied.update(status=ImportBatch.Status.SUPERSEDED, superseded_by=batch)
 
 
