@@ -29,6 +29,7 @@ from billing_ingest.models import CostLineItem, JobRecord, job_gpus_exact
 from finops.attribution import engine
 from finops.attribution.catalogue import line_gpu_spec
 from finops.attribution.charge_basis import charged_gpus, used_basis_utilisations
+from finops.attribution.charge_rollups import ChargeSums
 from finops.attribution.list_cost import ListCostResolver, ListLine, pricing_mix
 from finops.attribution.orm_rows import values_rows
 from finops.attribution.policies import (
@@ -96,6 +97,17 @@ class ResourceRange:
 
 def _epoch(value: dt.datetime) -> int:
     return int(value.timestamp())
+
+
+_EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _to_datetime(value: dt.datetime | Decimal) -> dt.datetime:
+    """A datetime, or epoch seconds as read by lines_queryset(epochs=True) (PostgreSQL gives
+    them with the timestamp's microseconds, exactly), as the datetime the ORM would give."""
+    if isinstance(value, dt.datetime):
+        return value
+    return _EPOCH_START + dt.timedelta(microseconds=int(value.scaleb(6)))
 
 
 def _to_epoch(value: dt.datetime | Decimal) -> int:
@@ -308,10 +320,13 @@ class _NodeOfLine:
         return node, (spec.count if spec is not None else None)
 
 
-def inputs_load(*, month: dt.date, part: ResourceRange | None = None) -> tuple[Inputs, int]:
+def inputs_load(
+    *, month: dt.date, part: ResourceRange | None = None, charges: ChargeSums | None = None
+) -> tuple[Inputs, int]:
     """The month's engine inputs (month: its first day), or those of a part of its line items
     with the jobs that ran on the part's nodes (no other job can change the part's shares:
-    engine.allocate_lines), and the number of line items read."""
+    engine.allocate_lines), and the number of line items read. charges: also sum the budget
+    rollups of the line items read there (one read of the month instead of two)."""
     inputs = Inputs()
     resolver = TeamResolver.from_db()
     bounds = _charge_bounds(month)
@@ -326,7 +341,9 @@ def inputs_load(*, month: dt.date, part: ResourceRange | None = None) -> tuple[I
         inputs.month_jobs = len(staged_jobs)
     else:
         names, inputs.month_jobs = _job_node_names(*bounds)
-    stager = _LineStager(resolver, engine.node_name_map(names), SharedRules.from_db())
+    stager = _LineStager(
+        resolver, engine.node_name_map(names), SharedRules.from_db(), charges
+    )
     staged = stager.stage_all(
         values_rows(
             lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED, chunk_size=BATCH_SIZE
@@ -369,17 +386,22 @@ class _LineStager:
     dimensions, owner reference, unused commitment and shared-cost rule of each line."""
 
     def __init__(
-        self, resolver: TeamResolver, node_names: dict[str, str], shared_rules: SharedRules
-    ) -> None:
+        self, resolver: TeamResolver, node_names: dict[str, str], shared_rules: SharedRules,
+        charges: ChargeSums | None = None,
+    ) -> None:  # fmt: skip
         self.resolver = resolver
+        self.charges = charges
+        self._recurring = charges.recurring_categories if charges is not None else frozenset()
         self.shared_rules = shared_rules
         self.node_of_line = _NodeOfLine(node_names)
         self.commitment_pools = CommitmentPools()
         self.list_of_line = ListCostResolver()
         self.line_dims: dict[int, int] = {}
         self._dims_index: dict[Dims, int] = {}
-        # Database value of a charge period bound -> epoch seconds (bounds repeat every hour).
+        # Database value of a charge period bound -> epoch seconds (bounds repeat every hour),
+        # and -> datetime for the budget rollups.
         self._epochs: dict[Any, int] = {}
+        self._datetimes: dict[Any, dt.datetime] = {}
 
     def dims(self) -> list[Dims]:
         """The distinct ledger dimensions, in the order of the indexes in line_dims."""
@@ -393,6 +415,11 @@ class _LineStager:
          charge_category, service_category, list_cost, contracted_cost, quantity, unit,
          commitment_id, commitment_status, region, *dim_values) = row  # fmt: skip
         tags = tags if isinstance(tags, dict) else {}
+        if self.charges is not None and (tags or charge_category in self._recurring):
+            self.charges.add(
+                self._datetime(start), self._datetime(end), dim_values[0], dim_values[5], cost,
+                charge_category, dim_values[2], tags,
+            )  # fmt: skip
         node, gpus = self.node_of_line(
             res_id, res_name, res_type, sku, tags, x_type, x_count, x_model
         )
@@ -432,6 +459,12 @@ class _LineStager:
         if seconds is None:
             seconds = self._epochs[value] = _to_epoch(value)
         return seconds
+
+    def _datetime(self, value: dt.datetime | Decimal) -> dt.datetime:
+        found = self._datetimes.get(value)
+        if found is None:
+            found = self._datetimes[value] = _to_datetime(value)
+        return found
 
 
 def _engine_lines(

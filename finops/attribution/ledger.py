@@ -18,7 +18,7 @@ from django.db import models, transaction
 
 from billing_ingest.money import MoneyField
 from finops.attribution import engine
-from finops.attribution.charge_rollups import charge_rollups
+from finops.attribution.charge_rollups import ChargeSums, charge_rollups
 from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs, JobMeta
 from finops.attribution.list_cost import ESTIMATED_SOURCES, MIX_KINDS
 from finops.attribution.models import (
@@ -328,12 +328,15 @@ def check_conservation(bill: Bill, dims: list[Dims], ledger: Ledger) -> None:
         raise ConservationError(f"ledger {allocated} != bill {billed} (in 10^-12 units)")
 
 
-def write(month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
+def write(
+    month: dt.date, inputs: Inputs, ledger: Ledger, *, charges: ChargeSums | None = None
+) -> None:
     """Replace the month's ledger and rollups (inside the caller's transaction), the budgets'
-    rollups of its line items (charge_rollups) included."""
+    rollups of its line items included: charges, summed while the month's line items were
+    read, else read now (charge_rollups)."""
     daily_rows = _team_daily_rows(month, inputs, ledger)
     run_rows = _run_rows(month, inputs, ledger)
-    recurring_rows, tag_rows = charge_rollups(month)
+    recurring_rows, tag_rows = charges.rows(month) if charges is not None else charge_rollups(month)
     ledger_month_clear(month=month)
     for rollup in (TeamDailyCost, RunCost, RecurringCharge, TagCharge):
         rollup.objects.filter(billing_period=month).delete()

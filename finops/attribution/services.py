@@ -29,6 +29,7 @@ from billing_ingest.heartbeat import dead_worker_message, heartbeat, heartbeat_d
 from billing_ingest.models import CostLineItem
 from billing_ingest.months import month_start
 from finops.attribution import engine, ledger
+from finops.attribution.charge_rollups import ChargeSums
 from finops.attribution.inputs import Inputs, ResourceRange, inputs_load
 from finops.attribution.models import AttributionRun
 from finops.attribution.partial import MonthLedger, PartResult, month_ledger_reduce, part_result
@@ -62,12 +63,15 @@ def attribution_month_run(*, month: dt.date) -> AttributionRun:
     left RUNNING by a dead worker (no heartbeat) are marked FAILED first.
     """
 
+    # The budget rollups, summed as the month's line items are read (no second read).
+    charges = ChargeSums()
+
     def whole_month() -> MonthLedger:
-        inputs, _ = inputs_load(month=month_start(month))
+        inputs, _ = inputs_load(month=month_start(month), charges=charges)
         fault_point("attribute")
         return month_ledger_reduce([_part_allocate(inputs)])
 
-    return _recorded_run(month, whole_month)
+    return _recorded_run(month, whole_month, charges=charges)
 
 
 def attribution_month_plan(*, month: dt.date, parts: int) -> list[ResourceRange]:
@@ -164,9 +168,12 @@ def _part_allocate(inputs: Inputs) -> PartResult:
     return part_result(inputs, shares)
 
 
-def _recorded_run(month: dt.date, compute: Callable[[], MonthLedger]) -> AttributionRun:
+def _recorded_run(
+    month: dt.date, compute: Callable[[], MonthLedger], *, charges: ChargeSums | None = None
+) -> AttributionRun:
     """Run compute and write its ledger in one transaction, recorded as an AttributionRun
-    (attribution_month_run's docstring)."""
+    (attribution_month_run's docstring). charges: the budget rollups compute summed, if it
+    did (else ledger.write reads them)."""
     month = month_start(month)
     attribution_runs_fail_dead(month=month)
     # Before the run's transaction: attaching a new month's partition locks the ledger's parent
@@ -181,7 +188,7 @@ def _recorded_run(month: dt.date, compute: Callable[[], MonthLedger]) -> Attribu
                 reduced = compute()
                 ledger.check_conservation(reduced.bill, reduced.dims, reduced.ledger)
                 rows = Inputs(dims=reduced.dims, job_meta=reduced.job_meta)
-                ledger.write(month, rows, reduced.ledger)
+                ledger.write(month, rows, reduced.ledger, charges=charges)
             run.status = AttributionRun.Status.SUCCEEDED
             run.line_items = reduced.line_items
             run.jobs = reduced.jobs

@@ -84,12 +84,12 @@ def _bucket_hits(line: LineItem, hours: dict[int, list[Entry]]) -> tuple[list[_B
     for hour in range(line.start // HOUR, (line.end - 1) // HOUR + 1):
         b_start = max(line.start, hour * HOUR)
         b_end = min(line.end, (hour + 1) * HOUR)
-        hits: list[tuple[Entry, int]] = []
-        for entry in hours.get(hour, ()):
-            overlap = min(entry[1], b_end) - max(entry[0], b_start)
-            if overlap > 0:
-                hits.append((entry, overlap))
-                node_counts.add(entry[3])
+        hits = [
+            (entry, overlap)
+            for entry in hours.get(hour, ())
+            if (overlap := min(entry[1], b_end) - max(entry[0], b_start)) > 0
+        ]
+        node_counts.update([entry[3] for entry, _ in hits])
         buckets.append((b_start, b_end, hits))
     return buckets, node_counts
 
@@ -224,43 +224,24 @@ def _split_one_bucket(
     counted.add(bucket_key)
     gpu_unit = k * GPU_SCALE
     line_id = line.id
-    append = out.append
-    for (entry, _), weight, units, list_units, contracted_units in zip(
-        hits, weights, parts, listed, contracted, strict=False
-    ):
-        seconds = seconds_of[(weight, gpu_unit)] if count_gpu else ZERO
-        append(
-            new_share(
-                Share,
-                (
-                    line_id,
-                    day,
-                    entry[6],
-                    entry[5],
-                    entry[4],
-                    node,
-                    units,
-                    seconds,
-                    list_units,
-                    contracted_units,
-                ),
-            )
+    # One comprehension builds the job shares (hits, weights and parts are in the same order;
+    # the parts have one more item, the idle part, when there is idle).
+    out.extend([
+        new_share(Share, (
+            line_id, day, entry[6], entry[5], entry[4], node, units,
+            seconds_of[(weight, gpu_unit)] if count_gpu else ZERO, list_units, contracted_units,
+        ))
+        for (entry, _), weight, units, list_units, contracted_units in zip(
+            hits, weights, parts, listed, contracted, strict=False
         )
+    ])  # fmt: skip
     if capacity > held:
-        append(
+        out.append(
             new_share(
                 Share,
                 (
-                    line_id,
-                    day,
-                    IDLE,
-                    line.team_id,
-                    None,
-                    node,
-                    parts[-1],
-                    ZERO,
-                    listed[-1],
+                    line_id, day, IDLE, line.team_id, None, node, parts[-1], ZERO, listed[-1],
                     contracted[-1],
                 ),
             )
-        )
+        )  # fmt: skip

@@ -105,9 +105,11 @@ class JobIndex:
                 if node not in nodes:
                     continue  # no bill for this node: nothing to charge
                 self.by_node[node].append(entry)
-                hours = self.by_hour.setdefault(node, {})
+                hours = self.by_hour.get(node)
+                if hours is None:
+                    hours = self.by_hour[node] = defaultdict(list)
                 for hour in range(first_hour, last_hour + 1):
-                    hours.setdefault(hour, []).append(entry)
+                    hours[hour].append(entry)
 
     def fallback_capacity(self, node: str) -> int:
         """GPUs of a node whose type the catalogue does not know: the most GPUs its jobs ever

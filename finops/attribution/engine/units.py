@@ -62,15 +62,15 @@ def largest_remainder(total: int, weights: Sequence[int]) -> list[int]:
         if total:
             raise ValueError("cannot split a non-zero total over zero weights")
         return [0] * len(weights)
-    parts: list[int] = []
-    remainders: list[int] = []
-    for weight in weights:
-        quotient, remainder = divmod(total * weight, denominator)
-        parts.append(quotient)
-        remainders.append(remainder)
+    if len(weights) == 1:
+        return [total]  # floor(total x w / w), nothing missing
+    # Comprehensions rather than a loop of appends: this runs once per line item and column.
+    parts = [total * weight // denominator for weight in weights]
     missing = total - sum(parts)
     if missing:
-        order = sorted(range(len(parts)), key=lambda i: (-remainders[i], i))
+        remainders = [total * weight % denominator for weight in weights]
+        # Largest remainder first; the sort is stable, reversed too, so ties keep index order.
+        order = sorted(range(len(parts)), key=remainders.__getitem__, reverse=True)
         for i in order[:missing]:
             parts[i] += 1
     return parts
