@@ -341,9 +341,7 @@ def inputs_load(
         inputs.month_jobs = len(staged_jobs)
     else:
         names, inputs.month_jobs = _job_node_names(*bounds)
-    stager = _LineStager(
-        resolver, engine.node_name_map(names), SharedRules.from_db(), charges
-    )
+    stager = _LineStager(resolver, engine.node_name_map(names), SharedRules.from_db(), charges)
     staged = stager.stage_all(
         values_rows(
             lines_queryset(month, epochs=True, part=part), _LINE_MEMOISED, chunk_size=BATCH_SIZE
