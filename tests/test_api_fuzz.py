@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import subprocess
 import sys
 from decimal import Decimal
@@ -90,8 +91,23 @@ def test_fuzz_every_operation(
 ) -> None:
     user = finance_user if who == "finance" else lead_user
     key = api_token_create(user=user, name=f"fuzz {who}").key
-    result = _fuzz(_schema_file(tmp_path), live_server.url, key, tmp_path)
+    schema = _schema_file(tmp_path)
+    result = _fuzz(schema, live_server.url, key, tmp_path)
     output = result.stdout + result.stderr
+    if result.returncode != 0 and _only_network_errors(output):
+        # Django's live server is the development server: once in CI (PATCH /budgets/0/) a
+        # kept-alive connection got Python's HTTP/0.9 error page instead of a status line
+        # ("Connection aborted. <!DOCTYPE HTML>"), and the same seed passed on a re-run. One
+        # re-run, only when nothing but such errors was found: a failed check (a 5xx, a schema
+        # violation) is never retried, and a second network error still fails.
+        result = _fuzz(schema, live_server.url, key, tmp_path)
+        output = result.stdout + result.stderr
     (Path(os.environ.get("FINOPS_FUZZ_LOG_DIR", tmp_path)) / f"fuzz-{who}.log").write_text(output)
     assert result.returncode == 0, output
     assert "No issues found" in output or "passed" in output, output
+
+
+def _only_network_errors(output: str) -> bool:
+    """Schemathesis reported network errors and no failed check."""
+    failed = "Failures:" in output or re.search(r"\b\d+ failed\b", output) is not None
+    return "Network Error" in output and not failed
