@@ -53,12 +53,17 @@ JOBS_PER_NODE = 200  # as the 100-node, 20,000-job month measured before
 OTHER_LINES = 31 * 11  # storage (10 teams) and support lines per day of the month
 
 
-def _attribution_bench() -> Any:
-    spec = import_util.spec_from_file_location("bench_attribution", ROOT / "bench/attribution.py")
+def _bench_module(name: str) -> Any:
+    """bench/<name>.py (bench/ is scripts, not a package)."""
+    spec = import_util.spec_from_file_location(f"bench_{name}", ROOT / f"bench/{name}.py")
     assert spec and spec.loader
     module = import_util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _attribution_bench() -> Any:
+    return _bench_module("attribution")
 
 
 def _ensure_database(url: str) -> None:
@@ -110,11 +115,7 @@ def _copy_bulk_create(model: Any) -> Any:
 
 
 def _month_sql() -> Any:
-    spec = import_util.spec_from_file_location("bench_month_sql", ROOT / "bench/month_sql.py")
-    assert spec and spec.loader
-    module = import_util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _bench_module("month_sql")
 
 
 def _build(
