@@ -7,6 +7,8 @@ import datetime as dt
 from decimal import ROUND_HALF_EVEN, Decimal
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from billing_ingest.models import ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost, Category
@@ -196,6 +198,15 @@ def test_empty_month_writes_nothing() -> None:
     assert endpoint_costs_rebuild(month=dt.date(2024, 1, 15)) == 0
     assert not EndpointCost.objects.exists()
     assert not ImportBatch.objects.exists()
+
+
+def test_a_month_with_no_endpoint_job_does_not_read_the_ledger(team: Team) -> None:
+    trainer = pod("trainer", "node-a")
+    AllocatedCostFactory.create(team=team, day=DAY, job=trainer, node="node-a",
+                                run_id="trainer", amount=Decimal("40.00"))  # fmt: skip
+    with CaptureQueriesContext(connection) as queries:
+        assert endpoint_costs_rebuild(month=MONTH) == 0
+    assert not [q for q in queries.captured_queries if "attribution_allocatedcost" in q["sql"]]
 
 
 def test_unit_cost_rounds_half_even() -> None:

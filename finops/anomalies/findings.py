@@ -37,6 +37,9 @@ TEAM, PROVIDER, SERVICE, SOURCES = "team", "provider", "service", "sources"
 ENDPOINT, CLUSTER_IDLE = "endpoint", "cluster_idle"
 _COARSENESS = {TEAM: 0, PROVIDER: 1, SERVICE: 2, SOURCES: 3}
 
+# (team id, first day, last day) -> per day, cost per ledger cell of the team.
+CellsReader = Callable[[int, dt.date, dt.date], Mapping[dt.date, Mapping[LedgerCell, Decimal]]]
+
 
 @dataclass(frozen=True, slots=True)
 class DriverValue:
@@ -168,6 +171,8 @@ class FindingsBuilder:
     accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]]
     since: dt.date
     until: dt.date
+    # A team's cells per day over [first, last] (series.team_cells): read per event.
+    cells: CellsReader
     findings: list[Finding] = field(default_factory=list)
 
     def _wanted(self, first: dt.date, last: dt.date) -> bool:
@@ -178,30 +183,26 @@ class FindingsBuilder:
         team_id: int,
         kind: str,
         key: str,
-        team_cells: Mapping[dt.date, Mapping[LedgerCell, Decimal]],
-        match: Callable[[LedgerCell], bool],
+        team_days: Mapping[dt.date, Mapping[tuple[str, str], Decimal]],
+        match: Callable[[str, str], bool],
     ) -> None:
         days = self.data.days()
-        # Cells of a day are distinct per LedgerCell, not per Cell: add the duplicates up.
-        per_day: list[dict[Cell, Decimal]] = []
-        for d in days:
-            acc: dict[Cell, Decimal] = {}
-            for lc, v in team_cells.get(d, {}).items():
-                if match(lc):
-                    acc[lc.cell] = acc.get(lc.cell, ZERO) + v
-            per_day.append(acc)
-        values: list[Decimal | None] = [sum(c.values(), ZERO) for c in per_day]
+        values: list[Decimal | None] = [
+            sum((v for (p, s), v in team_days.get(d, {}).items() if match(p, s)), ZERO)
+            for d in days
+        ]
         series = (team_id, kind, key)
         result = detector.detect(
             days, values, settings=self.settings, accepted=_accepted_for(self.accepted, series)
         )
-        index = {d: i for i, d in enumerate(days)}
         for event in result.events:
             if not self._wanted(event.first, event.last):
                 continue
-            i, j = index[event.first], index[event.last]
-            actual = _sum_cells(per_day[i : j + 1])
-            baseline = _sum_cells(per_day[max(0, i - BASELINE_DAYS) : i])
+            # The cells of the event's days and of its baseline, read for this event only.
+            start = max(self.data.first_day, event.first - dt.timedelta(days=BASELINE_DAYS))
+            cells = self.cells(team_id, start, event.last)
+            actual = _match_cells(cells, match, event.first, event.last)
+            baseline = _match_cells(cells, match, start, event.first - dt.timedelta(days=1))
             expected = money(event.expected)
             drivers, unexplained = split_drivers(actual, baseline, expected)
             self.findings.append(
@@ -214,21 +215,16 @@ class FindingsBuilder:
 
     def team_series(self) -> None:
         """A team's daily cost, and its daily cost per provider and per service."""
-        per_team: dict[int, dict[dt.date, dict[LedgerCell, Decimal]]] = {}
-        for day, cells in self.data.cells.items():
-            for lc, value in cells.items():
-                if lc.team_id is not None:
-                    per_team.setdefault(lc.team_id, {}).setdefault(day, {})[lc] = value
-        for team_id, team_cells in sorted(per_team.items()):
-            providers = sorted({lc.provider for c in team_cells.values() for lc in c})
-            services = sorted({lc.service for c in team_cells.values() for lc in c})
-            self._money_series(team_id, TEAM, "", team_cells, lambda lc: True)
+        for team_id, team_days in sorted(self.data.teams.items()):
+            providers = sorted({p for c in team_days.values() for p, _ in c})
+            services = sorted({s for c in team_days.values() for _, s in c})
+            self._money_series(team_id, TEAM, "", team_days, lambda p, s: True)
             for provider in providers:
-                self._money_series(team_id, PROVIDER, provider, team_cells,
-                                   _field_is("provider", provider))  # fmt: skip
+                self._money_series(team_id, PROVIDER, provider, team_days,
+                                   _provider_is(provider))  # fmt: skip
             for service in services:
-                self._money_series(team_id, SERVICE, service, team_cells,
-                                   _field_is("service", service))  # fmt: skip
+                self._money_series(team_id, SERVICE, service, team_days,
+                                   _service_is(service))  # fmt: skip
 
     def new_sources(self) -> None:
         for team_id, cells in sorted(self.data.sources.items()):
@@ -256,7 +252,7 @@ class FindingsBuilder:
                 )  # fmt: skip
 
     def endpoint_series(self) -> None:
-        owners = _endpoint_owners(self.data)
+        owners = self.data.endpoint_owners
         days = self.data.days()
         for endpoint, per_day in sorted(self.endpoints.items()):
             team_id = owners.get(endpoint)
@@ -345,33 +341,30 @@ class FindingsBuilder:
         )  # fmt: skip
 
 
-def _field_is(name: str, value: str) -> Callable[[LedgerCell], bool]:
-    def match(lc: LedgerCell) -> bool:
-        return bool(getattr(lc, name) == value)
-
-    return match
+def _provider_is(provider: str) -> Callable[[str, str], bool]:
+    return lambda p, s: p == provider
 
 
-def _sum_cells(days: Iterable[Mapping[Cell, Decimal]]) -> dict[Cell, Decimal]:
+def _service_is(service: str) -> Callable[[str, str], bool]:
+    return lambda p, s: s == service
+
+
+def _match_cells(
+    cells: Mapping[dt.date, Mapping[LedgerCell, Decimal]],
+    match: Callable[[str, str], bool],
+    first: dt.date,
+    last: dt.date,
+) -> dict[Cell, Decimal]:
+    """The series' cost per cell over [first, last] (cells of one day are distinct per
+    LedgerCell, not per Cell: the duplicates are added up)."""
     out: dict[Cell, Decimal] = {}
-    for cells in days:
-        for cell, value in cells.items():
-            out[cell] = out.get(cell, ZERO) + value
+    for day, day_cells in cells.items():
+        if not first <= day <= last:
+            continue
+        for lc, value in day_cells.items():
+            if match(lc.provider, lc.service):
+                out[lc.cell] = out.get(lc.cell, ZERO) + value
     return out
-
-
-def _endpoint_owners(data: LedgerData) -> dict[str, int | None]:
-    """An endpoint belongs to the team with the largest cost of its cells (ties: lower id)."""
-    totals: dict[str, dict[int | None, Decimal]] = {}
-    for cells in data.cells.values():
-        for lc, value in cells.items():
-            if lc.cell[0] == "endpoint":
-                per_team = totals.setdefault(lc.cell[1], {})
-                per_team[lc.team_id] = per_team.get(lc.team_id, ZERO) + value
-    return {
-        endpoint: min(per_team.items(), key=lambda kv: (-kv[1], kv[0] or 0))[0]
-        for endpoint, per_team in totals.items()
-    }
 
 
 def deduplicate(findings: Iterable[Finding]) -> list[Finding]:
@@ -404,8 +397,9 @@ def build_findings(
     accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]],
     since: dt.date,
     until: dt.date,
+    cells: CellsReader,
 ) -> list[Finding]:
-    builder = FindingsBuilder(data, endpoints, settings, accepted, since, until)
+    builder = FindingsBuilder(data, endpoints, settings, accepted, since, until, cells)
     builder.team_series()
     builder.new_sources()
     builder.endpoint_series()

@@ -41,7 +41,15 @@ from finops.anomalies.findings import (
     money,
     split_drivers,
 )
-from finops.anomalies.series import ZERO, Cell, LedgerData, LineDims, TeamRow
+from finops.anomalies.series import (
+    ZERO,
+    Cell,
+    LedgerData,
+    LineDims,
+    TeamRow,
+    ledger_nodes,
+    team_rows,
+)
 from finops.attribution.engine import NODE_TAG_KEYS
 from finops.attribution.models import Category
 from finops.attribution.team_mapping import TeamResolver
@@ -242,7 +250,8 @@ def row_pieces(row: TeamRow, lines: Sequence[Line], ledger_nodes: set[str]) -> P
 
 def trace(data: LedgerData, *, team_ids: set[int], first_day: dt.date, last_day: dt.date) -> Traced:
     """The teams' ledger rows of [first_day, last_day] per (provider, service, sku, resource)."""
-    rows = [r for r in data.team_rows if r.team_id in team_ids and first_day <= r.day <= last_day]
+    rows = team_rows(data, team_ids, first_day, last_day)
+    on_nodes = ledger_nodes(data, first_day, last_day)
     lines = lines_load(
         batch_ids={r.dims[0] for r in rows if r.dims[0] is not None},
         first_day=first_day,
@@ -250,7 +259,7 @@ def trace(data: LedgerData, *, team_ids: set[int], first_day: dt.date, last_day:
     )
     out: Traced = {}
     for row in rows:
-        nodes = data.ledger_nodes.get((row.dims, row.day), set())
+        nodes = on_nodes.get((row.dims, row.day), set())
         pieces = row_pieces(row, lines.get((row.dims, row.day), []), nodes)
         acc = out.setdefault(row.team_id, {}).setdefault(row.day, {})
         for (sku, resource), amount in pieces.items():
@@ -276,8 +285,8 @@ def sources_trace(data: LedgerData) -> None:
         else {}
     )
     for row in rows:
-        nodes = data.ledger_nodes.get((row.dims, row.day), set())
-        pieces = row_pieces(row, lines.get((row.dims, row.day), []), nodes)
+        # A node's row is traced to that node's line items: the other nodes do not matter.
+        pieces = row_pieces(row, lines.get((row.dims, row.day), []), set())
         per_day = data.sources.setdefault(row.team_id, {}).setdefault(row.day, {})
         for (sku, _), amount in pieces.items():
             source = (row.dims[4], "" if sku in (UNTRACED, NO_SKU) else sku, row.node)

@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -29,7 +30,7 @@ from finops.anomalies import detector, emails
 from finops.anomalies.findings import DriverValue, Finding, build_findings
 from finops.anomalies.line_drivers import line_drivers_attach, sources_trace
 from finops.anomalies.models import Anomaly, AnomalyDriver, AnomalyStatusChange
-from finops.anomalies.series import endpoint_days, ledger_load
+from finops.anomalies.series import endpoint_days, ledger_load, team_cells
 from finops.attribution.models import AllocatedCost
 
 logger = logging.getLogger(__name__)
@@ -111,6 +112,7 @@ def anomalies_detect(
         accepted=_accepted(),
         since=since,
         until=until or newest,
+        cells=partial(team_cells, data),
     )
     line_drivers_attach(findings, data)
     _store(findings, since=since, until=until or newest, summary=summary)

@@ -16,7 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import MONEY_QUANTUM, ImportBatch
+from billing_ingest.models import MONEY_QUANTUM, ImportBatch, JobRecord
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
     file_sha256,
@@ -155,7 +155,13 @@ def _chunks(values: Iterable[Any]) -> Iterator[list[Any]]:
 
 def _endpoint_ledger(month: dt.date) -> _Ledger:
     """The month's ledger rows of jobs (pods) with an endpoint, per endpoint, team, day and
-    currency. Sums in Python: exact Decimal on both databases."""
+    currency. Sums in Python: exact Decimal on both databases.
+
+    No job serving an endpoint, no rows: the ledger is not read at all. (A Slurm-only month
+    would otherwise join every ledger row to its job to find none: 3-4 s at 700k rows when the
+    month's new partition has no planner statistics yet, as right after attribution.)"""
+    if not JobRecord.objects.filter(endpoint__gt="").exists():
+        return _Ledger()
     rows = (
         AllocatedCost.objects.filter(billing_period=month, job__endpoint__gt="")
         .values_list("day", "job__endpoint", "team_id", "billing_currency", "amount",
