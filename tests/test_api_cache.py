@@ -4,7 +4,7 @@ caller's scope is part of the key, so a lead never gets finance's body."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -21,6 +21,7 @@ from finops.currency.models import FxRate
 from finops.org.models import Team
 from finops.org.selectors import data_version_current
 from finops.org.services import data_version_bump
+from finops.tokens.services import api_token_create
 from tests.factories import Scenario, build_month_scenario
 
 COSTS = "/api/v1/costs/?month=2025-09&interval=month&group_by=team"
@@ -49,6 +50,14 @@ def _api(user: User) -> APIClient:
     return client
 
 
+def _token_api(user: User) -> APIClient:
+    """A client with an API token: its request reads the data version in the token's query."""
+    client = APIClient()
+    key = api_token_create(user=user, name="dashboard", read_only=True).key
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
+    return client
+
+
 def _fresh(settings: Settings, user: User, url: str) -> Any:
     """The answer computed now, bypassing the cache."""
     settings.FINOPS_API_CACHE_SECONDS = 0
@@ -67,14 +76,16 @@ def _team_totals(body: list[dict[str, Any]]) -> dict[str | None, Decimal]:
     return totals
 
 
+@pytest.mark.parametrize("make_client", [_api, _token_api], ids=["session", "token"])
 def test_answer_is_served_from_the_cache_until_the_data_version_moves(
     cache_on: None,
     settings: Settings,
     finance_user: User,
     scenario: Scenario,
     django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+    make_client: Callable[[User], APIClient],
 ) -> None:
-    api = _api(finance_user)
+    api = make_client(finance_user)
     first = api.get(COSTS).json()
     # A write that bypasses every service (no bump): the cached body is still served, which
     # shows the cache is really in use.

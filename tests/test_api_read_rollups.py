@@ -142,9 +142,9 @@ def test_a_cached_answer_reads_no_report_table(
     client = _token_client(lead_user if url == SUMMARY else finance_user)
     first = client.get(url)
     assert first.status_code == 200
-    # The token (with its user, profile and whether it is limited to teams), the data version,
-    # and for a lead the visible teams (the scope).
-    with django_assert_max_num_queries(3 if url == SUMMARY else 2) as queries:
+    # One query: the token with its user, profile, whether it is limited to teams, and the
+    # data version the answer is keyed by; for a lead also the visible teams (the scope).
+    with django_assert_max_num_queries(2 if url == SUMMARY else 1) as queries:
         again = client.get(url)
     assert again.content == first.content
     assert not any(table in _sql(queries) for table in REPORT_TABLES)

@@ -2,7 +2,8 @@
 process's locmem cache).
 
 The key holds everything the body depends on:
-- the data version (finops.org.DataVersion, read from the database on every request), bumped
+- the data version (finops.org.DataVersion, read from the database on every request, in the
+  token's own query for a token request), bumped
   after every commit that changes what a report shows: a new version makes every older answer
   unreachable, so new data shows in the very next response;
 - the caller's scope: "all" for finance (and viewers), else the ids of the teams they may see
@@ -33,7 +34,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 
 from finops.org.permissions import AnyUser, user_is_finance
-from finops.org.selectors import data_version_current, team_list_visible
+from finops.org.selectors import data_version_of_request, team_list_visible
 from finops.org.services import data_version_bump
 
 KEY_PREFIX = "finops:api:v1"
@@ -62,7 +63,7 @@ def response_cache_key(request: Request) -> str | None:
     if not isinstance(renderer, JSONRenderer) or not request.user.is_authenticated:
         return None
     parts = [
-        str(data_version_current()),
+        str(data_version_of_request(request)),
         timezone.now().date().isoformat(),
         user_scope(request.user),
         str(getattr(request, "accepted_media_type", "")),

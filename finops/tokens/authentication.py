@@ -43,14 +43,16 @@ class ApiTokenAuthentication(BaseAuthentication):
         # Imported here: DRF loads this class while rest_framework.views is being imported,
         # and finops.org.permissions (imported by the services too) imports that module.
         from finops.org.permissions import TOKEN_TEAM_LIMIT_ATTR
+        from finops.org.selectors import REQUEST_DATA_VERSION_ATTR, data_version_expression
         from finops.tokens.services import api_token_mark_used
 
         # One query for most requests: the user and profile joined (the role decides every
-        # request's scope), and whether the token is limited to teams; their ids only then.
+        # request's scope), whether the token is limited to teams (their ids only then), and
+        # the data version a cached answer is keyed by (finops.api.cache).
         limited = ApiToken.teams.through.objects.filter(apitoken_id=OuterRef("pk"))
         token = (
             ApiToken.objects.select_related("user", "user__finops_profile")
-            .annotate(limited=Exists(limited))
+            .annotate(limited=Exists(limited), data_version=data_version_expression())
             .filter(key_hash=key_hash(key))
             .first()
         )
@@ -61,6 +63,7 @@ class ApiTokenAuthentication(BaseAuthentication):
         if token.read_only and request.method not in SAFE_METHODS:
             raise exceptions.PermissionDenied("This token is read-only.")
         api_token_mark_used(token=token, now=now)
+        setattr(request, REQUEST_DATA_VERSION_ATTR, token.data_version)  # type: ignore[attr-defined]
         user = token.user
         limit = token.limited  # type: ignore[attr-defined]
         team_ids = frozenset(token.teams.values_list("pk", flat=True)) if limit else frozenset()
