@@ -13,9 +13,11 @@ from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import (
     AllocatedCost,
     IdlePolicy,
+    RecurringCharge,
     RunCost,
     SharedCostRule,
     SharedCostSplit,
+    TagCharge,
     TeamDailyCost,
 )
 from finops.org.models import Team
@@ -34,7 +36,7 @@ def at(offset: int) -> dt.datetime:
 def snapshot() -> dict[str, list[tuple[Any, ...]]]:
     """Every ledger and rollup row, without ids, as a sorted list per table."""
     tables: dict[str, list[tuple[Any, ...]]] = {}
-    for model in (AllocatedCost, TeamDailyCost, RunCost):
+    for model in (AllocatedCost, TeamDailyCost, RunCost, RecurringCharge, TagCharge):
         names = [f.attname for f in model._meta.concrete_fields if not f.primary_key]
         tables[model.__name__] = sorted(model.objects.values_list(*names), key=repr)
     return tables

@@ -6,12 +6,23 @@ from __future__ import annotations
 
 import calendar
 import datetime as dt
+from collections.abc import Callable
 from decimal import Decimal
 
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from billing_ingest.models import MONEY_PLACES
-from finops.attribution.engine import EVEN, FIXED, GPU_SPEND, SharedRule
+from finops.attribution.engine import (
+    EVEN,
+    FIXED,
+    GPU_SPEND,
+    TAGGED,
+    UNALLOCATED,
+    Job,
+    LineItem,
+    SharedRule,
+)
 
 # (start, end or None while running, GPUs, nodes), seconds from BASE.
 JobSpec = tuple[int, int | None, Decimal, list[str]]
@@ -86,3 +97,45 @@ def line_items(draw: st.DrawFn) -> LineSpec:
     dims = draw(st.sampled_from(DIMS))
     shared = draw(shared_rules) if kind == "untagged" else None
     return start, end, cost, node, gpu_count, kind, dims, shared
+
+
+def engine_examples(test: Callable[..., None]) -> Callable[..., None]:
+    """An engine property over 300 drawn months: the test takes job_specs, line_specs and spread
+    (what engine_inputs turns into the engine's values)."""
+    drawn = given(
+        job_specs=st.lists(jobs(), max_size=12),
+        line_specs=st.lists(line_items(), min_size=1, max_size=12),
+        spread=pools,
+    )
+    return settings(max_examples=300, deadline=None)(drawn(test))
+
+
+def engine_inputs(
+    job_specs: list[JobSpec], line_specs: list[LineSpec], spread: dict[str, str]
+) -> tuple[list[LineItem], list[Job]]:
+    """The engine's values of drawn specs: line i has id i + 1, job i id i + 1 (team 1-3);
+    tagged lines belong to team 7; spread: the idle pool of each node."""
+    job_inputs = [
+        Job(
+            id=i + 1,
+            nodes=tuple(nodes),
+            start=BASE + start,
+            end=None if end is None else BASE + end,
+            gpu_micros=int(g * 10**6),
+            team_id=(i % 3) + 1,
+        )
+        for i, (start, end, g, nodes) in enumerate(job_specs)
+    ]
+    lines = []
+    for i, (start, end, cost, node, gpu_count, kind, dims, shared) in enumerate(line_specs):
+        category = TAGGED if kind == "tagged" else UNALLOCATED
+        team = 7 if kind == "tagged" else None
+        provider, _, currency = dims
+        lines.append(
+            LineItem(
+                i + 1, BASE + start, BASE + end, cost, node, gpu_count, category, team,
+                group=DIMS.index(dims), provider=provider, currency=currency,
+                spread_pool=spread.get(node) if node else None, shared=shared,
+            )
+        )  # fmt: skip
+    return lines, job_inputs

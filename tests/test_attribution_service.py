@@ -14,8 +14,8 @@ from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from finops.attribution import services
-from finops.attribution.engine import Job, LineItem, Share
+from finops.attribution import engine
+from finops.attribution.engine import Job, LineItem, Share, ShareFold, fold_shares
 from finops.attribution.ledger import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_month_run
@@ -119,10 +119,12 @@ def test_failed_run_leaves_the_previous_rows(
     # New data arrives, then attribution breaks half way.
     line(gpu_hour["line"].batch, "5", 0, 1, resource_name="disk")
 
-    def broken(lines: list[LineItem], jobs: list[Job], *, horizon: int | None = None) -> NoReturn:
+    def broken(
+        lines: list[LineItem], jobs: list[Job], out: ShareFold, *, horizon: int | None = None
+    ) -> NoReturn:
         raise RuntimeError("engine exploded")
 
-    monkeypatch.setattr(services.engine, "allocate_lines", broken)
+    monkeypatch.setattr(engine, "allocate_lines_into", broken)
     with pytest.raises(CommandError, match="engine exploded"):
         attribute()
     latest = AttributionRun.objects.order_by("-id").first()
@@ -239,14 +241,16 @@ def test_open_months_attributes_months_with_line_items() -> None:
 def test_a_ledger_that_does_not_add_up_is_never_written(
     gpu_hour: GpuHour, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = services.engine.allocate_lines
+    real = engine.allocate_lines_into
 
     def loses_a_share(
-        lines: list[LineItem], jobs: list[Job], *, horizon: int | None = None
-    ) -> list[Share]:
-        return real(lines, jobs, horizon=horizon)[1:]
+        lines: list[LineItem], jobs: list[Job], out: ShareFold, *, horizon: int | None = None
+    ) -> None:
+        shares: list[Share] = []
+        real(lines, jobs, shares, horizon=horizon)
+        fold_shares(lines, shares[1:], out)
 
-    monkeypatch.setattr(services.engine, "allocate_lines", loses_a_share)
+    monkeypatch.setattr(engine, "allocate_lines_into", loses_a_share)
     with pytest.raises(ConservationError):
         attribution_month_run(month=MONTH)
     assert AllocatedCost.objects.count() == 0

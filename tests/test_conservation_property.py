@@ -16,52 +16,29 @@ from billing_ingest.models import MONEY_PLACES, CostLineItem, ImportBatch, JobRe
 from finops.attribution.engine import (
     IDLE,
     SHARED,
-    TAGGED,
     TRAINING,
-    UNALLOCATED,
-    Job,
-    LineItem,
     allocate,
 )
 from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
 from finops.attribution.services import attribution_month_run
 from finops.org.models import Team
-from tests.strategies import BASE, DIMS, JobSpec, LineSpec, jobs, line_items, pools
-
-
-@settings(max_examples=300, deadline=None)
-@given(
-    job_specs=st.lists(jobs(), max_size=12),
-    line_specs=st.lists(line_items(), min_size=1, max_size=12),
-    spread=pools,
+from tests.strategies import (
+    BASE,
+    JobSpec,
+    LineSpec,
+    engine_examples,
+    engine_inputs,
+    jobs,
+    line_items,
 )
+
+
+@engine_examples
 def test_engine_conserves_every_line_item(
     job_specs: list[JobSpec], line_specs: list[LineSpec], spread: dict[str, str]
 ) -> None:
-    job_inputs = [
-        Job(
-            id=i + 1,
-            nodes=tuple(nodes),
-            start=BASE + start,
-            end=None if end is None else BASE + end,
-            gpu_micros=int(g * 10**6),
-            team_id=(i % 3) + 1,
-        )
-        for i, (start, end, g, nodes) in enumerate(job_specs)
-    ]
-    lines = []
-    for i, (start, end, cost, node, gpu_count, kind, dims, shared) in enumerate(line_specs):
-        category = TAGGED if kind == "tagged" else UNALLOCATED
-        team = 7 if kind == "tagged" else None
-        provider, _, currency = dims
-        lines.append(
-            LineItem(
-                i + 1, BASE + start, BASE + end, cost, node, gpu_count, category, team,
-                group=DIMS.index(dims), provider=provider, currency=currency,
-                spread_pool=spread.get(node) if node else None, shared=shared,
-            )
-        )  # fmt: skip
+    lines, job_inputs = engine_inputs(job_specs, line_specs, spread)
 
     shares = allocate(lines, job_inputs)
 

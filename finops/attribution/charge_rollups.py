@@ -87,6 +87,20 @@ class ChargeSums:
                 key = (tag_key, str(value), provider, currency, *span)
                 self._tagged[key] = add(self._tagged.get(key, _ZERO), cost)
 
+    def sums(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The recurring and tag sums as (key, amount) pairs (a part of a month sends them)."""
+        return list(self._recurring.items()), list(self._tagged.items())
+
+    def sums_add(
+        self,
+        recurring: list[tuple[tuple[Any, ...], Decimal]],
+        tagged: list[tuple[tuple[Any, ...], Decimal]],
+    ) -> None:
+        """Add sums of other line items (another part's: sums()); exact, as add is."""
+        for into, pairs in ((self._recurring, recurring), (self._tagged, tagged)):
+            for key, amount in pairs:
+                into[key] = _SUMS.add(into.get(key, _ZERO), amount)
+
     def rows(self, month: dt.date) -> tuple[list[RecurringCharge], list[TagCharge]]:
         """The month's RecurringCharge and TagCharge rows (unsaved)."""
         return _recurring_rows(month, self._recurring), _tag_rows(month, self._tagged)

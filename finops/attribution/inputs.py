@@ -22,14 +22,25 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, TypeVar
 
-from django.db import connections, models
-from django.db.models import F, Func, Max, Min, Q
+from django.db import models
+from django.db.models import Max, Min
 
-from billing_ingest.models import CostLineItem, JobRecord, job_gpus_exact
+from billing_ingest.models import CostLineItem
 from finops.attribution import engine
 from finops.attribution.catalogue import line_gpu_spec
-from finops.attribution.charge_basis import charged_gpus, used_basis_utilisations
 from finops.attribution.charge_rollups import ChargeSums
+from finops.attribution.job_inputs import (
+    BATCH_SIZE,
+    JobMeta,
+    StagedJob,
+    engine_jobs,
+    epoch,
+    job_node_names,
+    jobs_load,
+    to_datetime,
+    to_epoch,
+    values_with_epochs,
+)
 from finops.attribution.list_cost import ListCostResolver, ListLine, pricing_mix
 from finops.attribution.orm_rows import values_rows
 from finops.attribution.policies import (
@@ -41,23 +52,9 @@ from finops.attribution.policies import (
 )
 from finops.attribution.team_mapping import TeamRef, TeamResolver
 
-BATCH_SIZE = 5000
-
 # Dimensions of a line item copied onto its ledger rows. (provider, account, sub-account,
 # service, pricing category, currency, batch id, pricing mix, on-demand equivalent's source)
 Dims = tuple[str, str, str, str, str, str, int, str, str]
-
-
-@dataclass(slots=True)
-class JobMeta:
-    cluster: str
-    run_id: str
-    state: str
-    start: dt.datetime
-    end: dt.datetime | None
-    # The inference endpoint a pod serves (its GPU cost is `inference`), else "".
-    endpoint: str = ""
-    job_id: str = ""
 
 
 @dataclass(slots=True)
@@ -95,27 +92,6 @@ class ResourceRange:
         return queryset
 
 
-def _epoch(value: dt.datetime) -> int:
-    return int(value.timestamp())
-
-
-_EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-
-
-def _to_datetime(value: dt.datetime | Decimal) -> dt.datetime:
-    """A datetime, or epoch seconds as read by lines_queryset(epochs=True) (PostgreSQL gives
-    them with the timestamp's microseconds, exactly), as the datetime the ORM would give."""
-    if isinstance(value, dt.datetime):
-        return value
-    return _EPOCH_START + dt.timedelta(microseconds=int(value.scaleb(6)))
-
-
-def _to_epoch(value: dt.datetime | Decimal) -> int:
-    """A datetime, or epoch seconds as read by lines_queryset(epochs=True), as _epoch gives
-    it (int() truncates toward zero, as int(timestamp()) does)."""
-    return _epoch(value) if isinstance(value, dt.datetime) else int(value)
-
-
 def lines_queryset(
     month: dt.date, *, epochs: bool = False, part: ResourceRange | None = None
 ) -> models.QuerySet[Any]:
@@ -127,17 +103,9 @@ def lines_queryset(
     queryset = CostLineItem.objects.settled().filter(billing_period=month).order_by("id")
     if part is not None:
         queryset = part.filter(queryset)
-    if not (epochs and connections[queryset.db].vendor == "postgresql"):
+    if not epochs:
         return queryset.values_list(*_LINE_FIELDS)
-    fields = list(_LINE_FIELDS)
-    for name in ("charge_period_start", "charge_period_end"):
-        alias = f"{name}_epoch"
-        queryset = queryset.annotate(
-            **{alias: Func(F(name), template="EXTRACT(EPOCH FROM %(expressions)s)",
-                           output_field=models.DecimalField())}
-        )  # fmt: skip
-        fields[fields.index(name)] = alias
-    return queryset.values_list(*fields)
+    return values_with_epochs(queryset, _LINE_FIELDS, ("charge_period_start", "charge_period_end"))
 
 
 _LINE_FIELDS = (
@@ -149,106 +117,6 @@ _LINE_FIELDS = (
     "provider_name", "billing_account_id",
     "sub_account_id", "service_name", "pricing_category", "billing_currency", "batch_id",
 )  # fmt: skip
-
-
-# A job between reading and team creation:
-# (id, node names, start, end, GPU micros, GPU denominator, owner).
-_StagedJob = tuple[int, tuple[str, ...], int, int | None, int, int, TeamRef | None]
-
-
-def _jobs_queryset(first: dt.datetime, last: dt.datetime) -> models.QuerySet[JobRecord]:
-    """The jobs that take part: started, holding GPUs, overlapping [first, last)."""
-    return JobRecord.objects.filter(start__isnull=False, start__lt=last, gpus__gt=0).filter(
-        Q(end__isnull=True) | Q(end__gt=first)
-    )
-
-
-def _job_node_names(first: dt.datetime, last: dt.datetime) -> tuple[set[str], int]:
-    """Every node name the jobs ran on, and how many jobs, without loading the jobs: a part
-    matches its line items against all of them (as the whole month does), then loads only
-    the jobs that ran on its own nodes (inputs_load)."""
-    names: set[str] = set()
-    # The distinct JSON values (values_rows hands out one list each), kept alive so that their
-    # ids are not reused.
-    seen: dict[int, object] = {}
-    count = 0
-    queryset = _jobs_queryset(first, last).order_by().values_list("nodes")
-    for (nodes,) in values_rows(queryset, ("nodes",), chunk_size=BATCH_SIZE):
-        count += 1
-        if id(nodes) not in seen:
-            seen[id(nodes)] = nodes
-            if isinstance(nodes, list):
-                names.update(str(n) for n in nodes)
-    return names, count
-
-
-def _load_jobs(
-    inputs: Inputs,
-    resolver: TeamResolver,
-    first: dt.datetime,
-    last: dt.datetime,
-    nodes: set[str] | None = None,
-) -> list[_StagedJob]:
-    """The jobs (nodes: only those that ran on one of these nodes), staged."""
-    jobs = _jobs_queryset(first, last)
-    if nodes is not None and connections[jobs.db].vendor == "postgresql":
-        # jsonb ?| : any of the names is an element of the job's node list (checked again
-        # below, where other databases filter alone).
-        jobs = jobs.filter(nodes__has_any_keys=sorted(nodes))
-    queryset = jobs.order_by("id").values_list(
-        "id",
-        "cluster",
-        "job_id",
-        "name",
-        "account",
-        "state",
-        "start",
-        "end",
-        "gpus",
-        "nodes",
-        "run_id",
-        "gpu_numerator",
-        "gpu_denominator",
-        "namespace",
-        "labels",
-        "endpoint",
-    )
-    staged: list[_StagedJob] = []
-    # Charge basis `used`: jobs with a measured utilisation count GPUs x utilisation.
-    utilisations = used_basis_utilisations()
-    # Node lists and labels repeat (most jobs run on one node; pods share labels).
-    node_tuples: dict[int, tuple[str, ...]] = {}
-    wanted = nodes
-    rows = values_rows(queryset, ("nodes", "labels"), chunk_size=BATCH_SIZE)
-    for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
-         numerator, denominator, namespace, labels, endpoint) in rows:  # fmt: skip
-        assert start is not None  # filtered above
-        # _rows hands out one list per distinct JSON value: convert it once.
-        node_names = node_tuples.get(id(nodes))
-        if node_names is None:
-            node_names = tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
-            node_tuples[id(nodes)] = node_names
-        if wanted is not None and wanted.isdisjoint(node_names):
-            continue
-        # MIG slices and time-sliced replicas are exact fractions (1/7 has no decimal form).
-        exact = job_gpus_exact(gpus=gpus, numerator=numerator, denominator=denominator)
-        # A run is the parser's run id; failing that the job name, failing that the job itself.
-        inputs.job_meta[pk] = JobMeta(
-            cluster, run_id or name or job_id, state, start, end, endpoint, job_id
-        )
-        labels = labels if isinstance(labels, dict) else {}
-        ref = resolver.job_team(account=account, namespace=namespace, labels=labels)
-        micros, gpu_denominator = exact.numerator * engine.GPU_SCALE, exact.denominator
-        if utilisations:
-            used = utilisations.get((cluster, job_id))
-            if used is not None:
-                inputs.requested_gpus[pk] = Fraction(micros, gpu_denominator * engine.GPU_SCALE)
-                micros, gpu_denominator = charged_gpus(micros, gpu_denominator, used)
-        staged.append((
-            pk, node_names, _epoch(start), None if end is None else _epoch(end),
-            micros, gpu_denominator, ref,
-        ))  # fmt: skip
-    return staged
 
 
 def _node_name_of_gpu_line(resource_name: str, resource_id: str, tags: dict[str, object]) -> str:
@@ -277,6 +145,13 @@ _Staged = tuple[
     tuple[str, str, str] | None,
 ]
 _ZERO = Decimal(0)
+# Tags of a line without tags (one object: _LineStager keys its memo by the tags' identity).
+_NO_TAGS: dict[str, object] = {}
+# (node, GPUs, pricing mix, owner, unused commitment, shared-cost rule) of a line's resource.
+_ResourceOfLine = tuple[
+    str | None, int | None, str, TeamRef | None, tuple[str, str, str] | None,
+    engine.SharedRule | None,
+]  # fmt: skip
 
 
 class _NodeOfLine:
@@ -332,15 +207,15 @@ def inputs_load(
     bounds = _charge_bounds(month)
     if bounds is None:
         return inputs, 0
-    inputs.horizon = _epoch(bounds[1])
+    inputs.horizon = epoch(bounds[1])
     whole = part is None or (part.first is None and part.stop is None)
-    staged_jobs: list[_StagedJob] = []
+    staged_jobs: list[StagedJob] = []
     if whole:
-        staged_jobs = _load_jobs(inputs, resolver, *bounds)
+        staged_jobs = jobs_load(inputs, resolver, *bounds)
         names: Iterable[str] = (node for job in staged_jobs for node in job[1])
         inputs.month_jobs = len(staged_jobs)
     else:
-        names, inputs.month_jobs = _job_node_names(*bounds)
+        names, inputs.month_jobs = job_node_names(*bounds)
     stager = _LineStager(resolver, engine.node_name_map(names), SharedRules.from_db(), charges)
     staged = stager.stage_all(
         values_rows(
@@ -349,7 +224,7 @@ def inputs_load(
     )
     if not whole:
         part_nodes = {line[4] for line in staged if line[4] is not None}
-        staged_jobs = _load_jobs(inputs, resolver, *bounds, nodes=part_nodes)
+        staged_jobs = jobs_load(inputs, resolver, *bounds, nodes=part_nodes)
     # Node -> cluster is decided per node from all the jobs on it: a part has all of its nodes'.
     job_nodes = [(node, inputs.job_meta[job[0]].cluster) for job in staged_jobs for node in job[1]]
     idle_policies = IdlePolicies.from_db(node_clusters(job_nodes))
@@ -358,7 +233,7 @@ def inputs_load(
     # Teams named by the month's rows but not created yet are created here, in one insert.
     resolver.materialise()
     inputs.lines = _engine_lines(inputs, staged, resolver, idle_policies, stager.commitment_pools)
-    inputs.jobs = _engine_jobs(inputs, staged_jobs, resolver)
+    inputs.jobs = engine_jobs(inputs, staged_jobs, resolver)
     return inputs, len(staged)
 
 
@@ -400,6 +275,7 @@ class _LineStager:
         # and -> datetime for the budget rollups.
         self._epochs: dict[Any, int] = {}
         self._datetimes: dict[Any, dt.datetime] = {}
+        self._resources: dict[tuple[Any, ...], tuple[dict[str, object], *_ResourceOfLine]] = {}
 
     def dims(self) -> list[Dims]:
         """The distinct ledger dimensions, in the order of the indexes in line_dims."""
@@ -412,15 +288,23 @@ class _LineStager:
         (pk, start, end, cost, res_id, res_name, res_type, sku, tags, x_type, x_count, x_model,
          charge_category, service_category, list_cost, contracted_cost, quantity, unit,
          commitment_id, commitment_status, region, *dim_values) = row  # fmt: skip
-        tags = tags if isinstance(tags, dict) else {}
+        tags = tags if isinstance(tags, dict) else _NO_TAGS
         if self.charges is not None and (tags or charge_category in self._recurring):
             self.charges.add(
                 self._datetime(start), self._datetime(end), dim_values[0], dim_values[5], cost,
                 charge_category, dim_values[2], tags,
             )  # fmt: skip
-        node, gpus = self.node_of_line(
-            res_id, res_name, res_type, sku, tags, x_type, x_count, x_model
-        )
+        # Everything but the amounts and the period is the billed resource's (a node bills 744
+        # lines a month alike): resolved once per distinct resource. Tags are keyed by identity
+        # (values_rows hands out one dict per distinct JSON value), kept alive in the memo.
+        key = (
+            res_id, res_name, res_type, sku, id(tags), x_type, x_count, x_model, charge_category,
+            service_category, commitment_id, commitment_status, *dim_values,
+        )  # fmt: skip
+        found = self._resources.get(key)
+        if found is None or found[0] is not tags:
+            found = self._resources[key] = (tags, *self._resource(row, tags))
+        _, node, gpus, mix, owner, unused, shared = found
         start_s, end_s = self._epoch(start), self._epoch(end)
         list_value, list_source = self.list_of_line(
             ListLine(
@@ -428,12 +312,24 @@ class _LineStager:
                 end_s - start_s,
             )
         )  # fmt: skip
+        dims: Dims = (*dim_values, mix, list_source)  # type: ignore[assignment]
+        self.line_dims[pk] = self._dims_index.setdefault(dims, len(self._dims_index))
+        columns = (cost, list_value, contracted_cost or _ZERO)
+        return (pk, start_s, end_s, columns, node, gpus, owner, shared, unused)
+
+    def _resource(self, row: tuple[Any, ...], tags: dict[str, object]) -> _ResourceOfLine:
+        """What stage takes from a line's resource columns (not its amounts or period): node,
+        GPUs, pricing mix, owner, unused commitment, shared-cost rule."""
+        (_, _, _, _, res_id, res_name, res_type, sku, _, x_type, x_count, x_model,
+         charge_category, service_category, _, _, _, _, commitment_id, commitment_status, _,
+         *dim_values) = row  # fmt: skip
+        node, gpus = self.node_of_line(
+            res_id, res_name, res_type, sku, tags, x_type, x_count, x_model
+        )
         mix = pricing_mix(
             pricing_category=dim_values[4], sku_id=sku, commitment_discount_id=commitment_id
         )
-        dims: Dims = (*dim_values, mix, list_source)  # type: ignore[assignment]
-        self.line_dims[pk] = self._dims_index.setdefault(dims, len(self._dims_index))
-        owner = self.resolver.line_team(tags=tags, sub_account=str(dims[2]))
+        owner = self.resolver.line_team(tags=tags, sub_account=str(dim_values[2]))
         unused = None
         if is_unused_commitment(commitment_status):
             # Capacity bought and not used is no node's usage, even when it names a GPU type.
@@ -444,24 +340,23 @@ class _LineStager:
             )
         shared = None
         if node is None and unused is None and owner is None and self.shared_rules:
-            provider, _, sub, service = dims[:4]
+            provider, _, sub, service = dim_values[:4]
             shared = self.shared_rules.match(
                 provider=provider, sub_account=sub, service_category=service_category,
                 service_name=service, charge_category=charge_category,
             )  # fmt: skip
-        columns = (cost, list_value, contracted_cost or _ZERO)
-        return (pk, start_s, end_s, columns, node, gpus, owner, shared, unused)
+        return node, gpus, mix, owner, unused, shared
 
     def _epoch(self, value: dt.datetime | Decimal) -> int:
         seconds = self._epochs.get(value)
         if seconds is None:
-            seconds = self._epochs[value] = _to_epoch(value)
+            seconds = self._epochs[value] = to_epoch(value)
         return seconds
 
     def _datetime(self, value: dt.datetime | Decimal) -> dt.datetime:
         found = self._datetimes.get(value)
         if found is None:
-            found = self._datetimes[value] = _to_datetime(value)
+            found = self._datetimes[value] = to_datetime(value)
         return found
 
 
@@ -516,23 +411,3 @@ def _engine_lines(
             )
         )
     return lines
-
-
-def _engine_jobs(
-    inputs: Inputs, staged_jobs: list[_StagedJob], resolver: TeamResolver
-) -> list[engine.Job]:
-    return [
-        engine.Job(
-            id=pk,
-            nodes=nodes,
-            start=start_s,
-            end=end_s,
-            gpu_micros=micros,
-            team_id=resolver.team_id(ref),
-            gpu_denominator=denominator,
-            requested_gpus=inputs.requested_gpus.get(pk),
-            # A pod serving an inference endpoint is inference spend, any other job training.
-            category=engine.INFERENCE if inputs.job_meta[pk].endpoint else engine.TRAINING,
-        )
-        for pk, nodes, start_s, end_s, micros, denominator, ref in staged_jobs
-    ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -19,8 +18,8 @@ from django.db import models, transaction
 from billing_ingest.money import MoneyField
 from finops.attribution import engine
 from finops.attribution.charge_rollups import ChargeSums, charge_rollups
-from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs, JobMeta
-from finops.attribution.list_cost import ESTIMATED_SOURCES, MIX_KINDS
+from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs
+from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import (
     AllocatedCost,
     Category,
@@ -29,8 +28,22 @@ from finops.attribution.models import (
     TagCharge,
     TeamDailyCost,
 )
-from finops.attribution.partitions import ledger_month_clear
+from finops.attribution.partitions import ledger_month_analyze, ledger_month_clear
+from finops.attribution.rollup_sums import (
+    MIX_AT,
+    Bill,
+    DailyKey,
+    Ledger,
+    RunAcc,
+    RunKey,
+    daily_merge,
+    daily_sums,
+    run_sums,
+    runs_merge,
+)
 from finops.attribution.run_ids import RunIdCollisionError, run_cost_id
+from finops.attribution.staged import Staged
+from finops.attribution.staging import stage_create, stages_insert
 from finops.attribution.waste import WASTE_STATES, ServingPod, pods_that_served
 
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
@@ -45,13 +58,6 @@ def _day(day: int, cache: dict[int, dt.date]) -> dt.date:
     if day not in cache:
         cache[day] = _EPOCH + dt.timedelta(days=day)
     return cache[day]
-
-
-# Ledger key: (dims index, day, category, team id, job id, node).
-LedgerKey = tuple[int, int, str, int | None, int | None, str]
-# Ledger value: [units of 10^-12, GPU-seconds, list units, contracted units]; after finish the
-# GPU-seconds are quantised.
-Ledger = dict[LedgerKey, list[Any]]
 
 
 def finish(ledger: Ledger) -> Ledger:
@@ -138,37 +144,30 @@ def _insert_instances(
     connection = transaction.get_connection()
     fields = [f for f in model._meta.concrete_fields if with_pk or not f.primary_key]
     columns = tuple(f.attname for f in fields)
-    # Money values here come from units_to_decimal (exact, 12 places), which both drivers take
-    # as they are (the ledger's amounts go the same way); DecimalField's own preparation
-    # re-quantises each in a fresh context, and the rollups have a dozen money columns.
-    plain = [isinstance(f, MoneyField) for f in fields]
+    # Values both drivers take as they are: what each field's preparation would give back
+    # unchanged (a third of the reduce's rollup writing, RunCost's dozen columns a run).
+    # Money values come from units_to_decimal (exact, 12 places), which both drivers take as
+    # they are (the ledger's amounts go the same way); DecimalField's own preparation
+    # re-quantises each in a fresh context. On PostgreSQL, psycopg adapts dates, aware
+    # datetimes and every Decimal itself (SQLite wants Django's text for them).
+    plain_types: tuple[type, ...] = (int, str)
+    if connection.vendor == "postgresql":
+        plain_types = (int, str, Decimal, dt.date, dt.datetime)
+    plain = [
+        (Decimal,) if isinstance(f, MoneyField) else plain_types
+        if not isinstance(f, models.JSONField | models.BooleanField) else ()
+        for f in fields
+    ]  # fmt: skip
     rows = (
         tuple(
             value
-            if is_plain and isinstance(value := getattr(instance, f.attname), Decimal)
-            else f.get_db_prep_save(getattr(instance, f.attname), connection)
-            for f, is_plain in zip(fields, plain, strict=True)
+            if isinstance(value := getattr(instance, f.attname), types) or (value is None and types)
+            else f.get_db_prep_save(value, connection)
+            for f, types in zip(fields, plain, strict=True)
         )
         for instance in instances
     )
     _insert(model, columns, rows)
-
-
-# Rollup columns accumulated from ledger rows, in 10^-12 units (GPU-seconds as Decimal):
-# [cost, GPU-seconds, on-demand equivalent, contracted, estimated on-demand, mix by MIX_KINDS...]
-_MIX_AT = {kind: 5 + i for i, kind in enumerate(MIX_KINDS)}
-
-
-def _rollup_add(acc: list[Any], dims: Dims, values: list[Any]) -> None:
-    units, seconds, list_units, contracted_units = values
-    acc[0] += units
-    if seconds:
-        acc[1] += seconds
-    acc[2] += list_units
-    acc[3] += contracted_units
-    if dims[8] in ESTIMATED_SOURCES:
-        acc[4] += list_units
-    acc[_MIX_AT[dims[7]]] += units
 
 
 def _rollup_fields(acc: list[Any]) -> dict[str, Any]:
@@ -178,24 +177,11 @@ def _rollup_fields(acc: list[Any]) -> dict[str, Any]:
         "list_cost": to_decimal(acc[2]),
         "contracted_cost": to_decimal(acc[3]),
         "list_cost_estimated": to_decimal(acc[4]),
-        **{f"cost_{kind}": to_decimal(acc[_MIX_AT[kind]]) for kind in MIX_KINDS},
+        **{f"cost_{kind}": to_decimal(acc[MIX_AT[kind]]) for kind in MIX_KINDS},
     }
 
 
-def _new_rollup() -> list[Any]:
-    return [0, _ZERO, 0, 0, 0, *([0] * len(MIX_KINDS))]
-
-
-def _team_daily_rows(month: dt.date, inputs: Inputs, ledger: Ledger) -> list[TeamDailyCost]:
-    sums: dict[tuple[Any, ...], list[Any]] = {}
-    dims = inputs.dims
-    for (dims_i, day, category, team_id, _, _), values in ledger.items():
-        row_dims = dims[dims_i]
-        key = (day, team_id, category, row_dims[0], row_dims[5])
-        acc = sums.get(key)
-        if acc is None:
-            acc = sums[key] = _new_rollup()
-        _rollup_add(acc, row_dims, values)
+def _team_daily_rows(month: dt.date, sums: dict[DailyKey, list[Any]]) -> list[TeamDailyCost]:
     days: dict[int, dt.date] = {}
     return [
         TeamDailyCost(
@@ -212,37 +198,20 @@ def _team_daily_rows(month: dt.date, inputs: Inputs, ledger: Ledger) -> list[Tea
     ]
 
 
-@dataclass(slots=True)
-class _RunAcc:
-    columns: list[Any] = field(default_factory=_new_rollup)
-    wasted: int = 0
-    jobs: set[int] = field(default_factory=set)
+def ledger_run_sums(inputs: Inputs, ledger: Ledger) -> dict[RunKey, RunAcc]:
+    """The runs' sums over the job rows of the ledger (_run_rows)."""
+    wasted = _wasted_jobs(inputs, {key[4] for key in ledger if key[4] is not None})
+    return run_sums(inputs.dims, inputs.job_meta, ledger, wasted)
 
 
-def _run_rows(month: dt.date, inputs: Inputs, ledger: Ledger) -> list[RunCost]:
+def _run_rows(month: dt.date, runs: dict[RunKey, RunAcc]) -> list[RunCost]:
     """RunCost per (team, run, cluster, currency) from the job rows of the ledger: a run's jobs,
     counts and times are those that have billed GPU time in the month. Cost includes idle spread
     onto the run's jobs (the `spread` idle policy): the run's fully loaded cost."""
-    runs: dict[tuple[int | None, str, str, str], _RunAcc] = {}
-    wasted_jobs = _wasted_jobs(inputs, {key[4] for key in ledger if key[4] is not None})
-    for (dims_i, _, _, team_id, job_id, _), values in ledger.items():
-        if job_id is None:
-            continue
-        meta = inputs.job_meta[job_id]
-        row_dims = inputs.dims[dims_i]
-        key = (team_id, meta.run_id, meta.cluster, row_dims[5])
-        acc = runs.get(key)
-        if acc is None:
-            acc = runs[key] = _RunAcc()
-        _rollup_add(acc.columns, row_dims, values)
-        if job_id in wasted_jobs:
-            acc.wasted += values[0]
-        acc.jobs.add(job_id)
     result = []
-    ids: dict[int, tuple[int | None, str, str, str]] = {}
+    ids: dict[int, RunKey] = {}
     for (team_id, run_id, cluster, currency), acc in runs.items():
-        metas = [inputs.job_meta[j] for j in sorted(acc.jobs)]
-        ends = [m.end for m in metas if m.end is not None]
+        category = Category.INFERENCE if acc.endpoint else Category.TRAINING
         result.append(
             RunCost(
                 id=_run_id(ids, month, (team_id, run_id, cluster, currency)),
@@ -250,15 +219,16 @@ def _run_rows(month: dt.date, inputs: Inputs, ledger: Ledger) -> list[RunCost]:
                 team_id=team_id,
                 run_id=run_id,
                 cluster=cluster,
-                category=_run_category(metas),
+                # A run whose pods serve an endpoint is inference, not a training run.
+                category=category,
                 billing_currency=currency,
                 cost=engine.units_to_decimal(acc.columns[0]),
                 wasted_cost=engine.units_to_decimal(acc.wasted),
-                jobs=len(metas),
-                failed_jobs=sum(1 for m in metas if m.state in WASTE_STATES),
-                running_jobs=sum(1 for m in metas if m.end is None or m.state == "RUNNING"),
-                first_start=min(m.start for m in metas),
-                last_end=max(ends) if ends else None,
+                jobs=len(acc.jobs),
+                failed_jobs=len(acc.failed),
+                running_jobs=len(acc.running),
+                first_start=acc.first_start,
+                last_end=acc.last_end,
                 **_rollup_fields(acc.columns),
             )
         )
@@ -281,11 +251,6 @@ def _run_id(
     return pk
 
 
-def _run_category(metas: list[JobMeta]) -> str:
-    """A run whose pods serve an endpoint is inference, not a training run."""
-    return Category.INFERENCE if any(m.endpoint for m in metas) else Category.TRAINING
-
-
 def _wasted_jobs(inputs: Inputs, job_ids: set[int]) -> set[int]:
     """Jobs in a waste state, less the serving pods that answered requests before they ended."""
     failed = {j for j in job_ids if inputs.job_meta[j].state in WASTE_STATES}
@@ -301,15 +266,8 @@ class ConservationError(RuntimeError):
     """The ledger about to be written does not add up to the bill (a bug, never data)."""
 
 
-# (provider, account, currency, column) -> units; columns: cost, on-demand equivalent, contracted.
-Bill = dict[tuple[str, str, str, int], int]
-
-
-def check_conservation(bill: Bill, dims: list[Dims], ledger: Ledger) -> None:
-    """Exact check in memory before writing: per provider, account and currency, the ledger's
-    sum of each column (EffectiveCost, on-demand equivalent, ContractedCost) equals the line
-    items' (bill). A failure is a bug; the run fails and the month keeps its previous rows
-    rather than get a ledger that does not add up."""
+def allocated_sums(dims: list[Dims], ledger: Ledger) -> Bill:
+    """The ledger's sums in the bill's shape: per provider, account, currency and column."""
     by_dims: dict[int, list[int]] = {}
     for ledger_key, values in ledger.items():
         acc = by_dims.setdefault(ledger_key[0], [0, 0, 0])
@@ -322,6 +280,20 @@ def check_conservation(bill: Bill, dims: list[Dims], ledger: Ledger) -> None:
         for column in range(3):
             key = (row_dims[0], row_dims[1], row_dims[5], column)
             allocated[key] = allocated.get(key, 0) + sums[column]
+    return allocated
+
+
+def check_conservation(
+    bill: Bill, dims: list[Dims], ledger: Ledger, staged: Bill | None = None
+) -> None:
+    """Exact check in memory before writing: per provider, account and currency, the ledger's
+    sum of each column (EffectiveCost, on-demand equivalent, ContractedCost) equals the line
+    items' (bill). staged: the same sums of the rows the month's parts wrote themselves. A
+    failure is a bug; the run fails and the month keeps its previous rows rather than get a
+    ledger that does not add up."""
+    allocated = allocated_sums(dims, ledger)
+    for key, units in (staged or {}).items():
+        allocated[key] = allocated.get(key, 0) + units
     billed = {k: v for k, v in bill.items() if v}
     allocated = {k: v for k, v in allocated.items() if v}
     if billed != allocated:
@@ -329,19 +301,51 @@ def check_conservation(bill: Bill, dims: list[Dims], ledger: Ledger) -> None:
 
 
 def write(
-    month: dt.date, inputs: Inputs, ledger: Ledger, *, charges: ChargeSums | None = None
+    month: dt.date,
+    inputs: Inputs,
+    ledger: Ledger,
+    *,
+    charges: ChargeSums | None = None,
+    staged: Staged | None = None,
 ) -> None:
     """Replace the month's ledger and rollups (inside the caller's transaction), the budgets'
     rollups of its line items included: charges, summed while the month's line items were
-    read, else read now (charge_rollups)."""
-    daily_rows = _team_daily_rows(month, inputs, ledger)
-    run_rows = _run_rows(month, inputs, ledger)
+    read, else read now (charge_rollups). staged: the rows the month's parts wrote themselves
+    (staging tables, copied on the server) and their rollups' sums."""
+    daily = daily_sums(inputs.dims, ledger)
+    runs = ledger_run_sums(inputs, ledger)
+    if staged is not None:
+        daily_merge(daily, staged.daily)
+        runs_merge(runs, staged.runs)
+    daily_rows = _team_daily_rows(month, daily)
+    run_rows = _run_rows(month, runs)
+    del daily, runs
     recurring_rows, tag_rows = charges.rows(month) if charges is not None else charge_rollups(month)
     ledger_month_clear(month=month)
     for rollup in (TeamDailyCost, RunCost, RecurringCharge, TagCharge):
         rollup.objects.filter(billing_period=month).delete()
+    if staged is not None and staged.tables:
+        stages_insert(staged.tables, _ledger_names())
     _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_instances(RunCost, run_rows, with_pk=True)
     _insert_instances(RecurringCharge, recurring_rows)
     _insert_instances(TagCharge, tag_rows)
+    rollups = [model._meta.db_table for model in (TeamDailyCost, RunCost)]
+    ledger_month_analyze(month=month, rollups=rollups)
+
+
+def _ledger_names() -> list[str]:
+    fields = {f.attname: str(f.column) for f in AllocatedCost._meta.concrete_fields}
+    return [fields[c] for c in _LEDGER_COLUMNS]
+
+
+def stage_write(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
+    """Write ledger rows into a part's staging table (staging.py), replacing what it held."""
+    names = _ledger_names()
+    stage_create(table, names)
+    with transaction.get_connection().cursor() as cursor:
+        quoted = ", ".join(f'"{name}"' for name in names)
+        with cursor.cursor.copy(f'COPY "{table}" ({quoted}) FROM STDIN') as copy:
+            for row in _ledger_values(month, inputs, ledger):
+                copy.write_row(row)

@@ -17,6 +17,10 @@ Every sum is of integers (money in 10^-12 units) or of GPU-seconds of one node (
 merged ledger equals the unsplit one to the last stored decimal, whatever the number of parts
 (tests/test_attribution_split.py). No ORM here: the services load and write.
 
+On PostgreSQL a part also writes the rows nothing else can change (stage_pick: those of its own
+nodes) into a staging table and sends only their sums (PartResult.staged, staged.py), so the
+reduction merges and holds the remaining rows alone (spread idle, rows without a node).
+
 PartResult.dumps / loads carry a part between processes (a Celery result): marshal (plain
 ints, strings, tuples, dicts, no code), compressed.
 """
@@ -32,11 +36,13 @@ from decimal import Decimal
 from typing import Any
 
 from finops.attribution import engine
+from finops.attribution.charge_rollups import ChargeSums
 from finops.attribution.engine.redistribute import pool_idle_split, shared_weights
 from finops.attribution.engine.units import ZERO, split_units
-from finops.attribution.engine.values import GPU_CATEGORIES
 from finops.attribution.inputs import Dims, Inputs, JobMeta
-from finops.attribution.ledger import Bill, Ledger, LedgerKey, finish
+from finops.attribution.ledger import finish
+from finops.attribution.rollup_sums import Bill, Ledger, LedgerKey
+from finops.attribution.staged import GpuSpend, Staged
 
 # (pool, day)
 PoolDay = tuple[str, int]
@@ -67,6 +73,8 @@ class PartResult:
     # on its nodes: Inputs.month_jobs).
     batches: dict[int, int] = field(default_factory=dict)
     jobs: int = 0
+    # The rows the part wrote itself and their sums (staged.py); None: it wrote nothing.
+    staged: Staged | None = None
 
     def dumps(self) -> bytes:
         state = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -77,6 +85,7 @@ class PartResult:
                 None if m.end is None else m.end.isoformat(), m.endpoint, m.job_id)
             for k, m in self.job_meta.items()
         }  # fmt: skip
+        state["staged"] = None if self.staged is None else self.staged.state()
         return zlib.compress(marshal.dumps(state), 1)
 
     @classmethod
@@ -89,6 +98,8 @@ class PartResult:
                        None if b is None else dt.datetime.fromisoformat(b), e, j)
             for k, (c, r, s, a, b, e, j) in state["job_meta"].items()
         }  # fmt: skip
+        if state["staged"] is not None:
+            state["staged"] = Staged.from_state(state["staged"])
         return cls(**state)
 
 
@@ -100,88 +111,49 @@ def _ledger_in(ledger: dict[LedgerKey, list[Any]]) -> Ledger:
     return {k: [v[0], Decimal(v[1]), v[2], v[3]] for k, v in ledger.items()}
 
 
-def part_result(inputs: Inputs, shares: list[engine.Share]) -> PartResult:
-    """A part's first-pass shares summed: ledger rows, and what the redistribution needs."""
-    lines = inputs.lines
-    spread = {
-        line.id: (line.spread_pool, line.group)
-        for line in lines
-        if line.spread_pool is not None and (line.node is not None or line.category == engine.IDLE)
-    }
-    node_pool = {
-        line.node: line.spread_pool for line in lines if line.id in spread and line.node is not None
-    }
-    shared_lines = {
-        line.id: line
-        for line in lines
-        if line.shared is not None and line.node is None and line.category == engine.UNALLOCATED
-    }
-    part = PartResult(dims=inputs.dims, line_items=len(lines), bill=_bill(inputs))
+def part_first_pass(inputs: Inputs) -> PartResult:
+    """A part's first pass (engine.allocate_lines_into), its shares summed as they are made."""
+    fold = engine.ShareFold(inputs.lines)
+    engine.allocate_lines_into(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
+    return _part_of_fold(inputs, fold)
+
+
+def _part_of_fold(inputs: Inputs, fold: engine.ShareFold) -> PartResult:
+    part = PartResult(dims=inputs.dims, line_items=len(inputs.lines))
     part.jobs = inputs.month_jobs
-    for line in lines:
-        batch_id = int(inputs.dims[inputs.line_dims[line.id]][6])
-        part.batches[batch_id] = part.batches.get(batch_id, 0) + 1
-    part.nodes = {line.node for line in lines if line.node is not None}
-    line_dims = inputs.line_dims
-    ledger = part.ledger
-    for share in shares:
-        key = (
-            line_dims[share.line_id], share.day, share.category, share.team_id, share.job_id,
-            share.node,
-        )  # fmt: skip
-        category = share.category
-        if share.job_id is not None and category in GPU_CATEGORIES:
-            pool = node_pool.get(share.node)
-            if pool is not None:
-                per_job = part.spread_weights.setdefault((pool, share.day), {})
-                per_job[share.job_id] = per_job.get(share.job_id, 0) + abs(share.units)
-                part.job_team[share.job_id] = share.team_id
-        elif category == engine.IDLE and share.job_id is None and share.line_id in spread:
-            pool, group = spread[share.line_id]
-            assert pool is not None
-            acc = part.pooled.setdefault((pool, share.day, group), [0, 0, 0])
-            acc[0] += share.units
-            acc[1] += share.list_units
-            acc[2] += share.contracted_units
-            _add(part.pending.setdefault((pool, share.day), {}), key, share)
-            continue
-        elif category == engine.UNALLOCATED and share.line_id in shared_lines:
-            line = shared_lines[share.line_id]
-            assert line.shared is not None
-            rule = (line.shared.method, line.shared.fixed)
-            values = [share.units, share.list_units, share.contracted_units]
-            part.shared.append((key, values, rule, line.provider, line.currency))
-            continue
-        _add(ledger, key, share)
-    part.ledger = finish(ledger)
-    part.pending = {k: finish(v) for k, v in part.pending.items()}
+    _line_sums(inputs, part)
+    part.spread_weights, part.job_team, part.pooled = (
+        fold.spread_weights,
+        fold.job_team,
+        fold.pooled,
+    )
+    part.shared = fold.shared
+    part.ledger = finish(fold.ledger)
+    part.pending = {k: finish(v) for k, v in fold.pending.items()}
     jobs = {key[4] for key in part.ledger if key[4] is not None} | set(part.job_team)
     part.job_meta = {j: inputs.job_meta[j] for j in jobs}
     return part
 
 
-def _add(ledger: Ledger, key: LedgerKey, share: engine.Share) -> None:
-    acc = ledger.get(key)
-    if acc is None:
-        ledger[key] = [share.units, share.gpu_seconds, share.list_units, share.contracted_units]
-        return
-    acc[0] += share.units
-    if share.gpu_seconds:
-        acc[1] += share.gpu_seconds
-    acc[2] += share.list_units
-    acc[3] += share.contracted_units
-
-
-def _bill(inputs: Inputs) -> Bill:
-    """The part's line items summed per provider, account, currency and column."""
-    bill: Bill = {}
+def _line_sums(inputs: Inputs, part: PartResult) -> None:
+    """The part's line items summed per provider, account, currency and column (its bill),
+    counted per import batch, and its nodes."""
+    bill = part.bill
+    units: dict[Decimal, int] = {}  # amounts repeat hour after hour: converted once each
     to_units = engine.decimal_to_units
+    line_dims, batches = inputs.line_dims, part.batches
+    # Per ledger group: its batch and its bill keys, one per column.
+    groups = [(int(d[6]), [(d[0], d[1], d[5], column) for column in range(3)]) for d in inputs.dims]
     for line in inputs.lines:
-        dims = inputs.dims[inputs.line_dims[line.id]]
-        for column, amount in enumerate((line.cost, line.list_cost, line.contracted_cost)):
-            key = (dims[0], dims[1], dims[5], column)
-            bill[key] = bill.get(key, 0) + to_units(amount)
-    return bill
+        batch_id, keys = groups[line_dims[line.id]]
+        batches[batch_id] = batches.get(batch_id, 0) + 1
+        amounts = (line.cost, line.list_cost, line.contracted_cost)
+        for key, amount in zip(keys, amounts, strict=True):
+            value = units.get(amount)
+            if value is None:
+                value = units[amount] = to_units(amount)
+            bill[key] = bill.get(key, 0) + value
+    part.nodes = {line.node for line in inputs.lines if line.node is not None}
 
 
 class PartOverlapError(RuntimeError):
@@ -189,9 +161,46 @@ class PartOverlapError(RuntimeError):
     plan): the split would count its GPU-seconds twice. Attribute the month in one part."""
 
 
+def stage_pick(part: PartResult) -> Ledger:
+    """Take out of the part's ledger the rows that nothing else can change, for the part to
+    write itself (staged.py): rows of one of its nodes (a node's lines are all in one part,
+    PartOverlapError), unless the same key is among its pending idle (the reduction adds those
+    back when their pool-day has no job to spread onto). The reduction's own rows (spread idle,
+    shared costs) and rows of lines without a node (their keys may meet another part's) have
+    node "" and stay. The part keeps only the job meta the remaining rows and the spread need."""
+    pending = {key for rows in part.pending.values() for key in rows}
+    staged: Ledger = {}
+    kept: Ledger = {}
+    for key, values in part.ledger.items():
+        if key[5] and key not in pending:
+            staged[key] = values
+        else:
+            kept[key] = values
+    part.ledger = kept
+    jobs = {key[4] for key in kept if key[4] is not None} | set(part.job_team)
+    part.job_meta = {j: meta for j, meta in part.job_meta.items() if j in jobs}
+    return staged
+
+
+def direct_spend(ledger: Ledger, dims: list[Dims], spend: dict[int, int], gpu: GpuSpend) -> None:
+    """Add each team's direct spend (training, inference, tagged) and its GPU spend per
+    (provider, currency) and ("", currency) in the ledger: what shared costs are split by."""
+    direct = (engine.TRAINING, engine.INFERENCE, engine.TAGGED)
+    for (group, _, category, team_id, _, _), values in ledger.items():
+        if team_id is None or category not in direct:
+            continue
+        spend[team_id] = spend.get(team_id, 0) + values[0]
+        if category != engine.TAGGED:
+            provider, currency = dims[group][0], dims[group][5]
+            for scope in ((provider, currency), ("", currency)):
+                per_team = gpu.setdefault(scope, {})
+                per_team[team_id] = per_team.get(team_id, 0) + values[0]
+
+
 @dataclass(slots=True)
 class MonthLedger:
-    """The reduction's result: the month's ledger, its dims and job meta, and its bill."""
+    """The reduction's result: the month's ledger (less the rows the parts staged), its dims
+    and job meta, its bill, and the parts' staged rows' sums."""
 
     dims: list[Dims]
     ledger: Ledger
@@ -200,6 +209,7 @@ class MonthLedger:
     line_items: int
     jobs: int
     batches: dict[int, int]
+    staged: Staged = field(default_factory=Staged)
 
 
 def month_ledger_reduce(parts: Iterable[PartResult]) -> MonthLedger:
@@ -212,7 +222,7 @@ def month_ledger_reduce(parts: Iterable[PartResult]) -> MonthLedger:
     pooled: dict[tuple[str, int, int], list[int]] = {}
     pending: dict[PoolDay, Ledger] = {}
     shared: list[SharedPending] = []
-    result = MonthLedger([], ledger, {}, {}, 0, 0, {})
+    result = MonthLedger([], ledger, {}, {}, 0, 0, {}, Staged(charges=ChargeSums()))
     seen_nodes: set[str] = set()
     for part in parts:
         if seen_nodes & part.nodes:
@@ -239,9 +249,10 @@ def month_ledger_reduce(parts: Iterable[PartResult]) -> MonthLedger:
         result.jobs = max(result.jobs, part.jobs)
         for batch_id, n in part.batches.items():
             result.batches[batch_id] = result.batches.get(batch_id, 0) + n
+        result.staged.merge(part.staged)
     result.dims = list(dims_index)
     _spread(ledger, weights, job_team, pooled, pending)
-    _split_shared(ledger, shared, result.dims)
+    _split_shared(ledger, shared, result.dims, result.staged)
     result.ledger = finish(ledger)
     return result
 
@@ -289,22 +300,16 @@ def _add_values(ledger: Ledger, key: LedgerKey, values: list[Any]) -> None:
             acc[i] += values[i]
 
 
-def _split_shared(ledger: Ledger, shared: list[SharedPending], dims: list[Dims]) -> None:
-    """Shared-cost day shares to teams (engine.redistribute.split_shared, on sums)."""
+def _split_shared(
+    ledger: Ledger, shared: list[SharedPending], dims: list[Dims], staged: Staged
+) -> None:
+    """Shared-cost day shares to teams (engine.redistribute.split_shared, on sums): the teams'
+    spend is that of the ledger's rows and of the rows the parts staged."""
     if not shared:
         return
-    spend: dict[int, int] = {}
-    gpu: dict[tuple[str, str], dict[int, int]] = {}
-    direct = (engine.TRAINING, engine.INFERENCE, engine.TAGGED)
-    for (group, _, category, team_id, _, _), values in ledger.items():
-        if team_id is None or category not in direct:
-            continue
-        spend[team_id] = spend.get(team_id, 0) + values[0]
-        if category != engine.TAGGED:
-            provider, currency = dims[group][0], dims[group][5]
-            for scope in ((provider, currency), ("", currency)):
-                per_team = gpu.setdefault(scope, {})
-                per_team[team_id] = per_team.get(team_id, 0) + values[0]
+    spend = dict(staged.spend)
+    gpu = {scope: dict(per_team) for scope, per_team in staged.gpu.items()}
+    direct_spend(ledger, dims, spend, gpu)
     memo: dict[tuple[Any, ...], tuple[list[int], list[int]]] = {}
     for key, (units, list_units, contracted_units), (method, fixed), provider, currency in shared:
         memo_key = (method, fixed, provider, currency)

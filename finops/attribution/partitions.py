@@ -96,3 +96,18 @@ def ledger_month_clear(*, month: dt.date) -> None:
             cursor.execute("SET CONSTRAINTS ALL DEFERRED")
         return
     AllocatedCost.objects.filter(billing_period=month).delete()
+
+
+def ledger_month_analyze(*, month: dt.date, rollups: list[str]) -> None:
+    """Fresh planner statistics for the month's rewritten ledger partition and the rollup
+    tables (inside the caller's transaction; PostgreSQL only). The pipeline's next steps read
+    them seconds later, before autovacuum would (and never where it is off): without them
+    PostgreSQL guessed 163 rows for a 686k-row partition and joined it to its jobs one lookup
+    at a time (endpoint costs: 3-4 s instead of 0.1 s). ANALYZE samples a fixed number of rows,
+    so it costs about the same for any month."""
+    if connection.vendor != "postgresql":
+        return
+    tables = [partition_name(month)] if _partitioned() else [TABLE]
+    with connection.cursor() as cursor:
+        for table in [*tables, *rollups]:
+            cursor.execute(f'ANALYZE "{table}"')

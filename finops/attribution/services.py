@@ -28,12 +28,21 @@ from billing_ingest.faults import fault_point
 from billing_ingest.heartbeat import dead_worker_message, heartbeat, heartbeat_deadline
 from billing_ingest.models import CostLineItem
 from billing_ingest.months import month_start
-from finops.attribution import engine, ledger
+from finops.attribution import ledger, staging
 from finops.attribution.charge_rollups import ChargeSums
 from finops.attribution.inputs import Inputs, ResourceRange, inputs_load
 from finops.attribution.models import AttributionRun
-from finops.attribution.partial import MonthLedger, PartResult, month_ledger_reduce, part_result
+from finops.attribution.partial import (
+    MonthLedger,
+    PartResult,
+    direct_spend,
+    month_ledger_reduce,
+    part_first_pass,
+    stage_pick,
+)
 from finops.attribution.partitions import ledger_partition_ensure
+from finops.attribution.rollup_sums import daily_sums
+from finops.attribution.staged import Staged
 from finops.org.services import data_version_bump
 
 logger = logging.getLogger(__name__)
@@ -69,7 +78,7 @@ def attribution_month_run(*, month: dt.date) -> AttributionRun:
     def whole_month() -> MonthLedger:
         inputs, _ = inputs_load(month=month_start(month), charges=charges)
         fault_point("attribute")
-        return month_ledger_reduce([_part_allocate(inputs)])
+        return month_ledger_reduce([part_first_pass(inputs)])
 
     return _recorded_run(month, whole_month, charges=charges)
 
@@ -100,31 +109,94 @@ def attribution_month_plan(*, month: dt.date, parts: int) -> list[ResourceRange]
     return [ResourceRange(a, b) for a, b in itertools.pairwise(edges)]
 
 
-def attribution_month_part(*, month: dt.date, part: ResourceRange) -> bytes:
-    """One part of a month's attribution (partial.PartResult, serialised). Writes nothing but
-    the teams the part's rows name (created once, whoever comes first)."""
+def attribution_month_part(
+    *, month: dt.date, part: ResourceRange, stage: str | None = None
+) -> bytes:
+    """One part of a month's attribution (partial.PartResult, serialised), with the budgets'
+    charge sums of its line items. With a stage id (staging.stage_new) on PostgreSQL, the part
+    writes the ledger rows that are its alone into its staging table (replacing what a
+    previous delivery wrote there) and sends only their sums (staged.py); else it writes
+    nothing but the teams the part's rows name (created once, whoever comes first)."""
+    month = month_start(month)
+    charges = ChargeSums()
     with transaction.atomic(), _gc_paused():
-        inputs, _ = inputs_load(month=month_start(month), part=part)
+        inputs, _ = inputs_load(month=month, part=part, charges=charges)
         fault_point("attribution_part")
-        return _part_allocate(inputs).dumps()
+        result = part_first_pass(inputs)
+        result.staged = Staged(charges=charges)
+        if stage is not None and staging.available():
+            table = staging.stage_table(stage, part)
+            _part_stage(month, inputs, result, table)
+        return result.dumps()
 
 
-def attribution_month_parts_failed(*, month: dt.date, errors: Sequence[str]) -> AttributionRun:
+def _part_stage(month: dt.date, inputs: Inputs, result: PartResult, table: str) -> None:
+    """Write the part's own rows (partial.stage_pick) into its staging table; keep their sums."""
+    rows = stage_pick(result)
+    staged = result.staged
+    assert staged is not None
+    staged.tables = [(table, len(rows))]
+    staged.allocated = ledger.allocated_sums(inputs.dims, rows)
+    staged.daily = daily_sums(inputs.dims, rows)
+    staged.runs = ledger.ledger_run_sums(inputs, rows)
+    direct_spend(rows, inputs.dims, staged.spend, staged.gpu)
+    ledger.stage_write(table, month, inputs, rows)
+
+
+def attribution_month_parts_failed(
+    *, month: dt.date, errors: Sequence[str], stage: str | None = None
+) -> AttributionRun:
     """Record a run of the month FAILED because parts of it failed (their errors), as a failed
-    attribution_month_run is recorded: the month keeps its previous ledger. Raises
-    PartsFailedError."""
+    attribution_month_run is recorded: the month keeps its previous ledger, and the staging
+    tables of the run's other parts are dropped. Raises PartsFailedError."""
 
     def failed() -> MonthLedger:
         raise PartsFailedError("; ".join(errors))
 
-    return _recorded_run(month, failed)
+    with _stages_dropped(stage):
+        return _recorded_run(month, failed)
 
 
-def attribution_month_reduce(*, month: dt.date, parts: Iterable[bytes]) -> AttributionRun:
+@contextmanager
+def _stages_dropped(stage: str | None) -> Iterator[None]:
+    """Drop a split run's staging tables when its reduce ends, committed or failed (outside
+    its transaction: a failed one has rolled back), and any a killed reduce left behind. Not
+    after a dropped database connection: the reduce task retries with the same tables (and
+    drops them when it gives up: attribution_month_stages_drop)."""
+    try:
+        yield
+    except (OperationalError, InterfaceError):
+        raise
+    except BaseException:
+        attribution_month_stages_drop(stage=stage)
+        raise
+    attribution_month_stages_drop(stage=stage)
+
+
+def attribution_month_stages_drop(*, stage: str | None) -> None:
+    """Drop a split run's staging tables (staging.py), and any older than staging.STALE. A
+    failure to drop them is logged, not raised: a later reduce drops them once stale."""
+    try:
+        if stage is not None:
+            staging.stages_drop(stage)
+        staging.stages_drop_stale()
+    except (OperationalError, InterfaceError):
+        logger.warning("staging tables of %s not dropped", stage, exc_info=True)
+        connection.close()
+
+
+def attribution_month_reduce(
+    *, month: dt.date, parts: Iterable[bytes], stage: str | None = None
+) -> AttributionRun:
     """Merge the parts of a month (attribution_month_part), check and write its ledger and
-    rollups, as attribution_month_run does. The parts must cover the month's settled line
-    items as they are now: a batch settled since they were read fails the run."""
+    rollups, as attribution_month_run does; the rows the parts staged are copied into the
+    ledger on the server, in the same transaction, and their tables dropped at the end. The
+    parts must cover the month's settled line items as they are now: a batch settled since
+    they were read fails the run."""
     month = month_start(month)
+    done = _reduced_already(month, stage)
+    if done is not None:
+        return done
 
     def merged() -> MonthLedger:
         with _gc_paused():
@@ -144,15 +216,35 @@ def attribution_month_reduce(*, month: dt.date, parts: Iterable[bytes]) -> Attri
             )
         return reduced
 
-    return _recorded_run(month, merged)
+    with _stages_dropped(stage):
+        return _recorded_run(month, merged)
+
+
+def _reduced_already(month: dt.date, stage: str | None) -> AttributionRun | None:
+    """A reduce delivered again after its first delivery committed and dropped the staging
+    tables (its worker died before the broker had its answer): the run of the month that
+    succeeded since the parts were planned, rather than a run recorded FAILED for tables that
+    are gone. None when any of the tables is left (the reduce runs) or no such run exists."""
+    if stage is None or not staging.available() or staging.stage_tables(stage):
+        return None
+    return (
+        AttributionRun.objects.filter(
+            billing_period=month,
+            status=AttributionRun.Status.SUCCEEDED,
+            started_at__gte=staging.stage_began(stage),
+        )
+        .order_by("-id")
+        .first()
+    )
 
 
 def attribution_month_run_split(*, month: dt.date, parts: int) -> AttributionRun:
     """attribution_month_run computed part by part in this process (what the chord of
     tasks.attribute_month does on workers): the same ledger, to the last decimal."""
     plan = attribution_month_plan(month=month, parts=parts)
-    results = [attribution_month_part(month=month, part=part) for part in plan]
-    return attribution_month_reduce(month=month, parts=results)
+    stage = staging.stage_new(month_start(month))
+    results = [attribution_month_part(month=month, part=part, stage=stage) for part in plan]
+    return attribution_month_reduce(month=month, parts=results, stage=stage)
 
 
 class PartsOutdatedError(RuntimeError):
@@ -161,11 +253,6 @@ class PartsOutdatedError(RuntimeError):
 
 class PartsFailedError(RuntimeError):
     """A part of the month failed (its error, as the part task reported it)."""
-
-
-def _part_allocate(inputs: Inputs) -> PartResult:
-    shares = engine.allocate_lines(inputs.lines, inputs.jobs, horizon=inputs.horizon)
-    return part_result(inputs, shares)
 
 
 def _recorded_run(
@@ -186,9 +273,13 @@ def _recorded_run(
             AttributionRun.objects.filter(pk=run.pk).update(inputs_at=timezone.now())
             with _gc_paused():
                 reduced = compute()
-                ledger.check_conservation(reduced.bill, reduced.dims, reduced.ledger)
+                staged = reduced.staged
+                ledger.check_conservation(
+                    reduced.bill, reduced.dims, reduced.ledger, staged.allocated
+                )
                 rows = Inputs(dims=reduced.dims, job_meta=reduced.job_meta)
-                ledger.write(month, rows, reduced.ledger, charges=charges)
+                charges = charges or staged.charges
+                ledger.write(month, rows, reduced.ledger, charges=charges, staged=staged)
             run.status = AttributionRun.Status.SUCCEEDED
             run.line_items = reduced.line_items
             run.jobs = reduced.jobs

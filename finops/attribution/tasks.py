@@ -23,6 +23,7 @@ from django.db import InterfaceError, OperationalError, connection
 
 from billing_ingest.months import month_parse
 from billing_ingest.tasks.pipeline import STEP_WAITING, pipeline_resume_send
+from finops.attribution import staging
 from finops.attribution.inputs import ResourceRange
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import (
@@ -31,6 +32,7 @@ from finops.attribution.services import (
     attribution_month_plan,
     attribution_month_reduce,
     attribution_month_run,
+    attribution_month_stages_drop,
 )
 
 logger = logging.getLogger(__name__)
@@ -69,8 +71,10 @@ def attribution_month_split(
     """Queue the month as a chord on the workers and return its reduce's result, not waiting
     for it. With a pipeline run, the reduce resumes that run when it ends."""
     plan = attribution_month_plan(month=month_parse(month), parts=parts)
-    header = [attribution_month_part_task.s(month, part.first, part.stop) for part in plan]
-    body = attribution_month_reduce_task.s(month, pipeline_run_id)
+    # Names the parts' staging tables (PostgreSQL: staging.py), which the reduce drops.
+    stage = staging.stage_new(month_parse(month))
+    header = [attribution_month_part_task.s(month, part.first, part.stop, stage) for part in plan]
+    body = attribution_month_reduce_task.s(month, pipeline_run_id, stage)
     result: AsyncResult[dict[str, object]] = chord(header)(body)
     return result
 
@@ -84,14 +88,16 @@ def attribution_month_split(
     **_ACKS,
 )
 def attribution_month_part_task(
-    self: Task, month: str, first: str | None, stop: str | None
+    self: Task, month: str, first: str | None, stop: str | None, stage: str | None = None
 ) -> str | dict[str, str]:
     """One part of a month (services.attribution_month_part), as text for the result backend.
     A part that fails returns {"error": ...} rather than raising, so the chord still reaches
     its reduce, which records the run FAILED (the month keeps its previous ledger) and tells
     the pipeline; a transient database error is retried first."""
     try:
-        data = attribution_month_part(month=month_parse(month), part=ResourceRange(first, stop))
+        data = attribution_month_part(
+            month=month_parse(month), part=ResourceRange(first, stop), stage=stage
+        )
     except (OperationalError, InterfaceError) as exc:
         connection.close()
         if self.request.retries < TRANSIENT_RETRIES:
@@ -116,7 +122,11 @@ def _part_error(month: str, first: str | None, exc: Exception) -> dict[str, str]
     **_ACKS,
 )
 def attribution_month_reduce_task(
-    self: Task, parts: list[str | dict[str, str]], month: str, pipeline_run_id: int | None = None
+    self: Task,
+    parts: list[str | dict[str, str]],
+    month: str,
+    pipeline_run_id: int | None = None,
+    stage: str | None = None,
 ) -> dict[str, object]:
     """The chord's body: merge the parts, check conservation, write the ledger and rollups;
     then resume the pipeline run (once the ledger has committed), or fail it with the error.
@@ -124,13 +134,14 @@ def attribution_month_reduce_task(
     errors = [part["error"] for part in parts if isinstance(part, dict)]
     try:
         if errors:
-            attribution_month_parts_failed(month=month_parse(month), errors=errors)
+            attribution_month_parts_failed(month=month_parse(month), errors=errors, stage=stage)
         data = (base64.b64decode(part) for part in parts if isinstance(part, str))
-        run = attribution_month_reduce(month=month_parse(month), parts=data)
+        run = attribution_month_reduce(month=month_parse(month), parts=data, stage=stage)
     except (OperationalError, InterfaceError) as exc:
         connection.close()
         if self.request.retries < TRANSIENT_RETRIES:
             raise self.retry(exc=exc, countdown=TRANSIENT_BACKOFF) from None
+        attribution_month_stages_drop(stage=stage)  # kept for the retries: none left
         _resume(pipeline_run_id, f"{type(exc).__name__}: {exc}")
         raise
     except Exception as exc:

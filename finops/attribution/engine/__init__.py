@@ -66,6 +66,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from finops.attribution.engine.fold import ShareFold, fold_shares
 from finops.attribution.engine.node_lines import split_node_line, spread_by_day
 from finops.attribution.engine.nodes import JobIndex, match_node, node_name_map
 from finops.attribution.engine.redistribute import split_shared, spread_idle
@@ -100,8 +101,9 @@ from finops.attribution.engine.values import (
 __all__ = [
     "DAY", "EVEN", "FIXED", "GPU_SCALE", "GPU_SPEND", "HOUR", "IDLE", "INFERENCE",
     "MONEY_PLACES", "NODE_TAG_KEYS", "SHARED", "TAGGED", "TRAINING", "UNALLOCATED", "Job",
-    "JobIndex", "LineItem", "Share", "SharedRule", "allocate", "allocate_lines", "decimal_to_units",
-    "gpu_micros", "largest_remainder", "match_node", "node_name_map", "units_to_decimal",
+    "JobIndex", "LineItem", "Share", "ShareFold", "SharedRule", "allocate", "allocate_lines",
+    "allocate_lines_into", "decimal_to_units", "fold_shares", "gpu_micros", "largest_remainder",
+    "match_node", "node_name_map", "units_to_decimal",
 ]  # fmt: skip
 
 
@@ -123,6 +125,20 @@ def allocate_lines(
     allocated on its own, and the redistribution done once over the parts' sums
     (attribution/partial.py). horizon: where running jobs end (the month's latest charge
     period end; by default that of these lines)."""
+    shares: list[Share] = []
+    allocate_lines_into(lines, jobs, shares, horizon=horizon)
+    return shares
+
+
+def allocate_lines_into(
+    lines: Iterable[LineItem],
+    jobs: Iterable[Job],
+    out: list[Share] | ShareFold,
+    *,
+    horizon: int | None = None,
+) -> None:
+    """allocate_lines, its shares appended to out: a list, or a ShareFold that sums them into
+    ledger rows as they are made (what a month's attribution keeps of them)."""
     ordered = sorted(lines, key=lambda line: line.id)
     nodes = {line.node for line in ordered if line.node is not None}
     if horizon is None:
@@ -130,10 +146,11 @@ def allocate_lines(
     index = JobIndex(jobs, nodes=nodes, horizon=horizon)
     counted: set[tuple[str, int, int]] = set()
     seconds = GpuSeconds()
-    shares: list[Share] = []
+    fold = out if isinstance(out, ShareFold) else None
     for line in ordered:
+        if fold is not None:
+            fold.begin(line)
         if line.node is None:
-            spread_by_day(line, line.category, line.team_id, "", shares)
+            spread_by_day(line, line.category, line.team_id, "", out)
         else:
-            split_node_line(line, index, counted, seconds, shares)
-    return shares
+            split_node_line(line, index, counted, seconds, out)

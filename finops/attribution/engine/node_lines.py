@@ -13,6 +13,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from finops.attribution.engine.fold import ShareFold
 from finops.attribution.engine.nodes import Entry, JobIndex
 from finops.attribution.engine.units import GPU_SCALE, ZERO, GpuSeconds, split_columns
 from finops.attribution.engine.values import DAY, HOUR, IDLE, LineItem, Share, new_share
@@ -21,11 +22,11 @@ from finops.attribution.engine.values import DAY, HOUR, IDLE, LineItem, Share, n
 _Bucket = tuple[int, int, list[tuple[Entry, int]]]
 # Per (UTC day, job id; None: idle) of a node line.
 _ByDayJob = dict[tuple[int, int | None], int]
+# Where shares go: a list, or summed into ledger rows as they are made (fold.py).
+Out = list[Share] | ShareFold
 
 
-def spread_by_day(
-    line: LineItem, category: str, team_id: int | None, node: str, out: list[Share]
-) -> None:
+def spread_by_day(line: LineItem, category: str, team_id: int | None, node: str, out: Out) -> None:
     """The whole line to one owner, spread over the UTC days of its charge period by seconds."""
     if line.end <= line.start:
         # No duration to spread over: all of it on the day the charge period starts.
@@ -51,7 +52,7 @@ def split_node_line(
     index: JobIndex,
     counted: set[tuple[str, int, int]],
     seconds_of: GpuSeconds,
-    out: list[Share],
+    out: Out,
 ) -> None:
     """Shares of a GPU node line: its jobs' GPU-seconds per hour bucket, the rest idle.
 
@@ -81,13 +82,26 @@ def _bucket_hits(line: LineItem, hours: dict[int, list[Entry]]) -> tuple[list[_B
     node counts of those jobs (Entry[3])."""
     buckets: list[_Bucket] = []
     node_counts: set[int] = set()
-    for hour in range(line.start // HOUR, (line.end - 1) // HOUR + 1):
-        b_start = max(line.start, hour * HOUR)
-        b_end = min(line.end, (hour + 1) * HOUR)
+    start, end = line.start, line.end
+    # Conditional expressions rather than min() / max(): this runs for every job of every
+    # node hour of the month, where a builtin call costs more than the comparison.
+    for hour in range(start // HOUR, (end - 1) // HOUR + 1):
+        h_start = hour * HOUR
+        h_end = h_start + HOUR
+        b_start = start if start > h_start else h_start
+        b_end = end if end < h_end else h_end
+        entries = hours.get(hour)
+        if not entries:
+            buckets.append((b_start, b_end, []))
+            continue
         hits = [
             (entry, overlap)
-            for entry in hours.get(hour, ())
-            if (overlap := min(entry[1], b_end) - max(entry[0], b_start)) > 0
+            for entry in entries
+            if (
+                overlap := (entry[1] if entry[1] < b_end else b_end)
+                - (entry[0] if entry[0] > b_start else b_start)
+            )
+            > 0
         ]
         node_counts.update([entry[3] for entry, _ in hits])
         buckets.append((b_start, b_end, hits))
@@ -171,7 +185,7 @@ def _node_shares(
     owners: dict[int, tuple[int | None, str]],
     gpu_unit: int,
     seconds_of: GpuSeconds,
-    out: list[Share],
+    out: Out,
 ) -> None:
     """One largest-remainder split of each column over the numerators, as shares."""
     keys = list(numerators)
@@ -206,7 +220,7 @@ def _split_one_bucket(
     node_counts: set[int],
     counted: set[tuple[str, int, int]],
     seconds_of: GpuSeconds,
-    out: list[Share],
+    out: Out,
 ) -> None:
     """The common case (an hourly line item): the same split as split_node_line with a single
     bucket, where the denominator is simply the capacity, or what the jobs hold when more."""
@@ -224,6 +238,21 @@ def _split_one_bucket(
     counted.add(bucket_key)
     gpu_unit = k * GPU_SCALE
     line_id = line.id
+    if isinstance(out, ShareFold):
+        # The month's first pass: no Share tuples for the job shares, straight into rows.
+        unit = gpu_unit if count_gpu else None
+        out.job_hits(day, node, hits, weights, (parts, listed, contracted), unit, seconds_of)
+        if capacity > held:
+            out.append(
+                new_share(
+                    Share,
+                    (
+                        line_id, day, IDLE, line.team_id, None, node, parts[-1], ZERO,
+                        listed[-1], contracted[-1],
+                    ),
+                )
+            )  # fmt: skip
+        return
     # One comprehension builds the job shares (hits, weights and parts are in the same order;
     # the parts have one more item, the idle part, when there is idle).
     out.extend([
