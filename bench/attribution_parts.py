@@ -64,15 +64,17 @@ def _in_process(month: dt.date, n: int) -> dict[str, Any]:
     plan_s = time.perf_counter() - began
     load: list[float] = [os.getloadavg()[0]]
     folder = Path(tempfile.mkdtemp(prefix="bench-parts-"))
+    # The split run's stage id: on PostgreSQL the parts stage their own rows (staging.py).
+    stage = services.staging.stage_new(month)
     try:
         parts = []
         for index, part in enumerate(plan):
             out = folder / f"part-{index}"
-            step = ["part", month.isoformat(), part.first or "", part.stop or "", str(out)]
+            step = ["part", month.isoformat(), part.first or "", part.stop or "", str(out), stage]
             parts.append({**_step(step), "payload_mb": out.stat().st_size / 2**20})
         load.append(os.getloadavg()[0])
-        reduce = _step(["reduce", month.isoformat(), *(str(folder / f"part-{i}") for i in
-                                                        range(len(plan)))])  # fmt: skip
+        reduce = _step(["reduce", month.isoformat(), stage, *(str(folder / f"part-{i}") for i in
+                                                               range(len(plan)))])  # fmt: skip
         load.append(os.getloadavg()[0])
     finally:
         for file in folder.iterdir():
@@ -84,7 +86,10 @@ def _in_process(month: dt.date, n: int) -> dict[str, Any]:
         "part_cpu_s": [p["cpu_s"] for p in parts], "part_rss_mb": [p["rss_mb"] for p in parts],
         "part_jobs": [p["jobs"] for p in parts], "payload_mb": [p["payload_mb"] for p in parts],
         "reduce_s": reduce["wall_s"], "reduce_cpu_s": reduce["cpu_s"],
-        "reduce_rss_mb": reduce["rss_mb"], "critical_s": plan_s + max(part_s) + reduce["wall_s"],
+        "reduce_rss_mb": reduce["rss_mb"], "part_server_cpu_s": [p["server_cpu_s"] for p in parts],
+        "reduce_server_cpu_s": reduce["server_cpu_s"], "reduce_rows": reduce["rows"],
+        "part_rows": [(p["staged_rows"], p["sent_rows"]) for p in parts],
+        "critical_s": plan_s + max(part_s) + reduce["wall_s"],
         "work_s": plan_s + sum(part_s) + reduce["wall_s"], "load_avg": load,
     }  # fmt: skip
 
@@ -98,8 +103,9 @@ def _step(argv: list[str]) -> dict[str, Any]:
 
 
 def _step_main(argv: list[str]) -> None:
-    """Child: `part MONTH FIRST STOP OUT` or `reduce MONTH PART...` (DATABASE_URL inherited).
-    Prints wall and CPU seconds of the work and the process's peak RSS (ru_maxrss: Django and
+    """Child: `part MONTH FIRST STOP OUT STAGE` or `reduce MONTH STAGE PART...` (DATABASE_URL
+    inherited). Prints wall and CPU seconds of the work, the CPU seconds of its database server
+    process (PostgreSQL on this machine), and the process's peak RSS (ru_maxrss: Django and
     all), as one worker process would show."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
     os.environ.pop("CELERY_BROKER_URL", None)
@@ -112,21 +118,58 @@ def _step_main(argv: list[str]) -> None:
     from finops.attribution.partial import PartResult
 
     kind, month = argv[0], dt.date.fromisoformat(argv[1])
+    server_cpu = _server_cpu()
+    server_began = server_cpu()
     began, cpu = time.perf_counter(), time.process_time()
     figures: dict[str, Any] = {}
     if kind == "part":
-        first, stop, out = argv[2] or None, argv[3] or None, Path(argv[4])
-        data = services.attribution_month_part(month=month, part=ResourceRange(first, stop))
-        out.write_bytes(data)
-        figures["jobs"] = len(PartResult.loads(data).job_meta)
-    else:
-        services.attribution_month_reduce(
-            month=month, parts=(Path(name).read_bytes() for name in argv[2:])
+        first, stop, out, stage = argv[2] or None, argv[3] or None, Path(argv[4]), argv[5]
+        data = services.attribution_month_part(
+            month=month, part=ResourceRange(first, stop), stage=stage
         )
+        out.write_bytes(data)
+        result = PartResult.loads(data)
+        figures["jobs"] = len(result.job_meta)
+        figures["staged_rows"] = result.staged.rows if result.staged is not None else 0
+        figures["sent_rows"] = len(result.ledger)
+    else:
+        seen: list[int] = []
+        reduce = services.month_ledger_reduce
+
+        def counted(parts: Any) -> Any:  # the rows the reduce merged and wrote itself
+            reduced = reduce(parts)
+            seen.append(len(reduced.ledger))
+            return reduced
+
+        services.month_ledger_reduce = counted  # type: ignore[assignment]
+        services.attribution_month_reduce(
+            month=month, parts=(Path(name).read_bytes() for name in argv[3:]), stage=argv[2]
+        )
+        figures["rows"] = seen[0]
     figures["wall_s"] = time.perf_counter() - began
     figures["cpu_s"] = time.process_time() - cpu
+    figures["server_cpu_s"] = server_cpu() - server_began
     figures["rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps(figures))
+
+
+def _server_cpu() -> Any:
+    """A reader of the CPU seconds (user + system) of this connection's PostgreSQL backend
+    (/proc of the same machine); 0.0 when there is none (SQLite)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return lambda: 0.0
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (pid,) = cursor.fetchone()
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def read() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+
+    return read
 
 
 def _chord(month: dt.date, n: int) -> float:
@@ -181,6 +224,9 @@ def print_runs(result: dict[str, Any]) -> None:
         cpu = ", ".join(f"{s:.1f}" for s in run["part_cpu_s"])
         rss = ", ".join(f"{s:.0f}" for s in run["part_rss_mb"])
         jobs = ", ".join(f"{s:,}" for s in run["part_jobs"])
+        server = ", ".join(f"{s:.1f}" for s in run["part_server_cpu_s"])
+        rows = ", ".join(f"{a:,}/{b:,}" for a, b in run["part_rows"])
+        each_mb = ", ".join(f"{s:.1f}" for s in run["payload_mb"])
         load = ", ".join(f"{s:.1f}" for s in run["load_avg"])
         print(
             f"    {run['workers']} workers: plan {run['plan_s']:.1f} s, parts [{parts}] s "
@@ -189,7 +235,10 @@ def print_runs(result: dict[str, Any]) -> None:
             f">= {run['parts']} free cores), total work {run['work_s']:.1f} s{chord}; "
             f"CPU of this process: parts [{cpu}] s, reduce {run['reduce_cpu_s']:.1f} s; "
             f"peak RSS per process: parts [{rss}] MB, reduce {run['reduce_rss_mb']:.0f} MB; "
-            f"jobs in each part's results [{jobs}]; load average "
+            f"jobs in each part's results [{jobs}]; CPU of the database server process: parts "
+            f"[{server}] s, reduce {run['reduce_server_cpu_s']:.1f} s; ledger rows staged/sent "
+            f"by each part [{rows}], merged and written by the reduce {run['reduce_rows']:,}; "
+            f"each part's result [{each_mb}] MB; load average "
             f"(start, after the parts, after the reduce) {load}"
         )
 
