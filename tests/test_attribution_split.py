@@ -10,14 +10,16 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from billing_ingest.models import CostLineItem
-from finops.attribution.inputs import inputs_load
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from finops.attribution.inputs import Inputs, inputs_load
+from finops.attribution.job_inputs import job_node_names, jobs_load
 from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.services import (
     attribution_month_plan,
     attribution_month_run,
     attribution_month_run_split,
 )
+from finops.attribution.team_mapping import TeamResolver
 from tests.split_months import (
     ACCOUNTS,
     HORIZON,
@@ -163,3 +165,27 @@ def test_a_part_loads_only_the_jobs_that_ran_on_its_nodes() -> None:
     billed = {line.node for line in whole.lines if line.node is not None}
     assert loaded == {job.id for job in whole.jobs if billed.intersection(job.nodes)}
     assert any(len(inputs_load(month=MONTH, part=p)[0].jobs) < len(whole.jobs) for p in plan)
+
+
+@pytest.mark.django_db
+def test_a_part_finds_its_jobs_whatever_shape_their_node_list_has() -> None:
+    """The database's pre-filter of a part's jobs (on PostgreSQL `= ANY` over the node list's
+    elements) keeps the jobs the Python check keeps: a list holding one of the part's nodes,
+    and not an object or a bare string naming it. job_node_names counts every job once though
+    it reads each distinct node list once."""
+    batch = ImportBatch.objects.create(
+        kind="jobs", format="slurm", source="c", file_name="j", status="succeeded"
+    )
+    shapes: list[object] = [["n1"], ["n0", "n1"], ["n1"], ["n2"], {"n1": 1}, "n1", [], ["N1"]]
+    created = JobRecord.objects.bulk_create(
+        JobRecord(
+            batch=batch, cluster="c", job_id=str(i), start=at(0), end=at(3600), gpus=1,
+            nodes=nodes,
+        )
+        for i, nodes in enumerate(shapes)
+    )  # fmt: skip
+    bounds = (at(0), at(HORIZON))
+    staged = jobs_load(Inputs(), TeamResolver.from_db(), *bounds, nodes={"n1", "n3"})
+    assert sorted(job[0] for job in staged) == [created[i].pk for i in (0, 1, 2)]
+    names, count = job_node_names(*bounds)
+    assert (names, count) == ({"n0", "n1", "n2", "N1"}, len(shapes))

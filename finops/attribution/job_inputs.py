@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from django.db import connections, models
-from django.db.models import F, Func, Q
+from django.db.models import Count, F, Func, Q
 
 from billing_ingest.models import JobRecord, job_gpus_exact
 from finops.attribution import engine
@@ -98,20 +98,42 @@ def jobs_queryset(first: dt.datetime, last: dt.datetime) -> models.QuerySet[JobR
 def job_node_names(first: dt.datetime, last: dt.datetime) -> tuple[set[str], int]:
     """Every node name the jobs ran on, and how many jobs, without loading the jobs: a part
     matches its line items against all of them (as the whole month does), then loads only
-    the jobs that ran on its own nodes (inputs_load)."""
+    the jobs that ran on its own nodes (inputs_load).
+
+    The database groups the jobs by node list and this reads each distinct list once: every
+    part of a split month asks, and reading 3M jobs' lists row by row cost each part 5 s."""
     names: set[str] = set()
-    # The distinct JSON values (values_rows hands out one list each), kept alive so that their
-    # ids are not reused.
-    seen: dict[int, object] = {}
     count = 0
-    queryset = jobs_queryset(first, last).order_by().values_list("nodes")
-    for (nodes,) in values_rows(queryset, ("nodes",), chunk_size=BATCH_SIZE):
-        count += 1
-        if id(nodes) not in seen:
-            seen[id(nodes)] = nodes
-            if isinstance(nodes, list):
-                names.update(str(n) for n in nodes)
+    queryset = jobs_queryset(first, last).order_by().values_list("nodes").annotate(jobs=Count("id"))
+    for nodes, jobs in queryset.values_list("nodes", "jobs"):
+        count += jobs
+        if isinstance(nodes, list):
+            names.update(str(n) for n in nodes)
     return names, count
+
+
+class _RanOnAnyOf(Func):
+    """PostgreSQL: the job's node list (JSON) holds one of these names. The same test as
+    jsonb `?|`, which compares every name with every element (at 10,000 nodes a part's 1,250
+    names over 3M jobs took 45 s of the server's CPU), while `= ANY` of a constant array is a
+    hash lookup (2 s). A node list that is not an array holds no name."""
+
+    output_field = models.BooleanField()
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(F("nodes"))
+        self.names = names
+
+    def as_sql(
+        self, compiler: Any, connection: Any, **extra_context: Any
+    ) -> tuple[str, tuple[Any, ...]]:
+        nodes, params = compiler.compile(self.source_expressions[0])
+        sql = (
+            f"EXISTS (SELECT 1 FROM jsonb_array_elements_text(CASE WHEN jsonb_typeof({nodes}) = "
+            f"'array' THEN {nodes} ELSE '[]'::jsonb END) AS node(name) "
+            "WHERE node.name = ANY(%s::text[]))"
+        )
+        return sql, (*params, *params, self.names)
 
 
 def jobs_load(
@@ -124,9 +146,9 @@ def jobs_load(
     """The jobs (nodes: only those that ran on one of these nodes), staged."""
     jobs = jobs_queryset(first, last)
     if nodes is not None and connections[jobs.db].vendor == "postgresql":
-        # jsonb ?| : any of the names is an element of the job's node list (checked again
-        # below, where other databases filter alone).
-        jobs = jobs.filter(nodes__has_any_keys=sorted(nodes))
+        # Any of the names is an element of the job's node list (checked again below, where
+        # other databases filter alone).
+        jobs = jobs.filter(_RanOnAnyOf(sorted(nodes)))
     queryset = values_with_epochs(jobs.order_by("id"), _JOB_FIELDS, ("start", "end"))
     staged: list[StagedJob] = []
     # Charge basis `used`: jobs with a measured utilisation count GPUs x utilisation.
