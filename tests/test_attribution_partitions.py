@@ -1,6 +1,7 @@
-"""PostgreSQL: the ledger is partitioned by billing month; re-attributing a month truncates its
-partition and leaves the other months' rows alone. (SQLite has one plain table: the migration
-is a no-op there, and the month's rows are deleted as before.)"""
+"""PostgreSQL: the ledger is partitioned by billing month; re-attributing a month loads a fresh
+table and swaps it in for the month's partition, and leaves the other months' rows alone.
+(SQLite has one plain table: the migration is a no-op there, and the month's rows are deleted
+as before.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from django.db import connection
 
 from billing_ingest.models import CostLineItem, ImportBatch
+from finops.attribution import partitions
 from finops.attribution.models import AllocatedCost
 from finops.attribution.partitions import DEFAULT, ledger_partition_ensure, partition_name
 from finops.attribution.services import attribution_month_run
@@ -121,3 +123,95 @@ def test_an_attribution_leaves_planner_statistics_of_the_month_it_wrote() -> Non
     rows = AllocatedCost.objects.filter(billing_period=MAY).count()
     assert rows > 0
     assert _estimated_rows(partition_name(MAY)) == rows
+
+
+def _index_columns(table: str) -> list[str]:
+    """The ledger's or a partition's indexes, as their definitions after the name and table."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = %s::regclass",
+            [table],
+        )
+        return sorted(d.rsplit(" USING ", 1)[1] for (d,) in cursor.fetchall())
+
+
+def _attached_indexes(table: str) -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_index i JOIN pg_inherits h ON h.inhrelid = i.indexrelid "
+            "WHERE i.indrelid = %s::regclass",
+            [table],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def _constraints(table: str, kind: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = %s::regclass AND contype = %s",
+            [table, kind],
+        )
+        return sorted(d for (d,) in cursor.fetchall())
+
+
+def test_the_swapped_in_partition_is_indexed_and_constrained_as_the_ledger() -> None:
+    """The fresh table of a re-attributed month becomes the partition with every index of the
+    ledger (attached to the ledger's, so the primary key holds across months), the team
+    foreign key, no leftover CHECK, and ids that go on from the ledger's own sequence."""
+    _bill(MAY, "10")
+    attribution_month_run(month=MAY)
+    first_ids = set(AllocatedCost.objects.values_list("id", flat=True))
+    attribution_month_run(month=MAY)
+    attribution_month_run(month=MAY)  # a swapped-in partition swapped out again
+    name, ledger = partition_name(MAY), AllocatedCost._meta.db_table
+    assert _index_columns(name) == _index_columns(ledger)
+    assert _attached_indexes(name) == len(_index_columns(ledger))
+    assert _constraints(name, "f") == _constraints(ledger, "f") != []
+    assert _constraints(name, "c") == []
+    assert _constraints(name, "p") == ["PRIMARY KEY (id, billing_period)"]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [f"{name}_pkey"])
+        assert cursor.fetchone()[0] == f"{name}_pkey"
+    new_ids = set(AllocatedCost.objects.values_list("id", flat=True))
+    assert new_ids
+    assert min(new_ids) > max(first_ids)
+    assert f"{name}_next" not in _partitions()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s)", [f"{name}_next"])
+        assert cursor.fetchone()[0] is None
+
+
+def test_a_run_that_fails_at_the_swap_keeps_the_month_as_it_was(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _bill(MAY, "10")
+    attribution_month_run(month=MAY)
+    before = sorted(AllocatedCost.objects.values_list("id", "amount"))
+    _bill(MAY, "5")
+
+    def fail(**kwargs: object) -> None:
+        raise RuntimeError("the worker dies at the swap")
+
+    monkeypatch.setattr("finops.attribution.ledger.ledger_month_swap", fail)
+    with pytest.raises(RuntimeError, match="dies at the swap"):
+        attribution_month_run(month=MAY)
+    assert sorted(AllocatedCost.objects.values_list("id", "amount")) == before
+    assert partition_name(MAY) in _partitions()
+
+
+def test_a_team_missing_from_the_fresh_rows_fails_the_attach(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ATTACH checks the team foreign key of every row (in one query, not row by row)."""
+    _bill(MAY, "10")
+    real_swap = partitions.ledger_month_swap
+
+    def swap_with_a_stray_team(*, month: dt.date, fresh: str) -> None:
+        with connection.cursor() as cursor:
+            cursor.execute(f'UPDATE "{fresh}" SET team_id = 987654 WHERE team_id IS NOT NULL')
+        real_swap(month=month, fresh=fresh)
+
+    monkeypatch.setattr("finops.attribution.ledger.ledger_month_swap", swap_with_a_stray_team)
+    with pytest.raises(Exception, match="foreign key"):
+        attribution_month_run(month=MAY)

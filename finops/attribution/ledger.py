@@ -28,7 +28,12 @@ from finops.attribution.models import (
     TagCharge,
     TeamDailyCost,
 )
-from finops.attribution.partitions import ledger_month_analyze, ledger_month_clear
+from finops.attribution.partitions import (
+    ledger_month_analyze,
+    ledger_month_clear,
+    ledger_month_fresh,
+    ledger_month_swap,
+)
 from finops.attribution.rollup_sums import (
     MIX_AT,
     Bill,
@@ -99,17 +104,22 @@ def _ledger_values(month: dt.date, inputs: Inputs, ledger: Ledger) -> Iterator[t
 
 
 def _insert(
-    model: type[models.Model], columns: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
+    model: type[models.Model],
+    columns: tuple[str, ...],
+    rows: Iterable[tuple[Any, ...]],
+    *,
+    into: str | None = None,
 ) -> None:
     """Insert plain value tuples: COPY on PostgreSQL, executemany on SQLite. Model instances and
     bulk_create cost ten times more per row, and the ledger has a row per job, node and day.
     The values are what the fields would send (Decimal, date, int, str, None); both drivers
-    adapt them as Django does."""
+    adapt them as Django does. into: another table with the model's columns (the ledger's
+    fresh month, partitions.ledger_month_fresh)."""
     connection = transaction.get_connection()
     quote = connection.ops.quote_name
     fields = {f.attname: f.column for f in model._meta.concrete_fields}
     names = ", ".join(quote(fields[c]) for c in columns)
-    table = quote(model._meta.db_table)
+    table = quote(into or model._meta.db_table)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
@@ -321,18 +331,23 @@ def write(
     run_rows = _run_rows(month, runs)
     del daily, runs
     recurring_rows, tag_rows = charges.rows(month) if charges is not None else charge_rollups(month)
-    ledger_month_clear(month=month)
+    # PostgreSQL: the month's rows go into a fresh table, swapped in at the end (partitions.py).
+    fresh = ledger_month_fresh(month=month)
+    if fresh is None:
+        ledger_month_clear(month=month)
     for rollup in (TeamDailyCost, RunCost, RecurringCharge, TagCharge):
         rollup.objects.filter(billing_period=month).delete()
     if staged is not None and staged.tables:
-        stages_insert(staged.tables, _ledger_names())
-    _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger))
+        stages_insert(staged.tables, _ledger_names(), into=fresh or AllocatedCost._meta.db_table)
+    _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger), into=fresh)
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_instances(RunCost, run_rows, with_pk=True)
     _insert_instances(RecurringCharge, recurring_rows)
     _insert_instances(TagCharge, tag_rows)
+    if fresh is not None:
+        ledger_month_swap(month=month, fresh=fresh)
     rollups = [model._meta.db_table for model in (TeamDailyCost, RunCost)]
-    ledger_month_analyze(month=month, rollups=rollups)
+    ledger_month_analyze(month=month, rollups=rollups, swapped=fresh is not None)
 
 
 def _ledger_names() -> list[str]:

@@ -69,8 +69,9 @@ def stage_create(table: str, columns: list[str]) -> None:
         )
 
 
-def stages_insert(tables: list[tuple[str, int]], columns: list[str]) -> None:
-    """Copy the staging tables into the ledger, on the server (the caller's transaction)."""
+def stages_insert(tables: list[tuple[str, int]], columns: list[str], *, into: str) -> None:
+    """Copy the staging tables into the ledger (into: the ledger's table, or the month's fresh
+    one: partitions.ledger_month_fresh), on the server (the caller's transaction)."""
     quoted = ", ".join(f'"{c}"' for c in columns)
     with connection.cursor() as cursor:
         for table, rows in tables:
@@ -79,7 +80,7 @@ def stages_insert(tables: list[tuple[str, int]], columns: list[str]) -> None:
             cursor.execute("SELECT to_regclass(%s)", [f'"{table}"'])
             if cursor.fetchone()[0] is None:
                 raise StageMissingError(f"{table} is gone")
-            cursor.execute(f'INSERT INTO "{TABLE}" ({quoted}) SELECT {quoted} FROM "{table}"')
+            cursor.execute(f'INSERT INTO "{into}" ({quoted}) SELECT {quoted} FROM "{table}"')
             if cursor.rowcount != rows:
                 raise StageMissingError(f"{table} holds {cursor.rowcount} rows, not {rows}")
 
