@@ -270,7 +270,11 @@ def _recorded_run(
     try:
         with heartbeat(lambda: _touch(run.pk)), transaction.atomic():
             _lock_month(month)
-            AttributionRun.objects.filter(pk=run.pk).update(inputs_at=timezone.now())
+            # When the inputs were read, saved with the result: updating the run's row now
+            # would lock it to the commit, and the heartbeat thread's updates of it would wait
+            # there (a run longer than the heartbeat timeout then looked dead to the watchdog,
+            # whose own update waited on the same lock).
+            run.inputs_at = timezone.now()
             with _gc_paused():
                 reduced = compute()
                 staged = reduced.staged
@@ -284,7 +288,7 @@ def _recorded_run(
             run.line_items = reduced.line_items
             run.jobs = reduced.jobs
             run.finished_at = timezone.now()
-            run.save(update_fields=["status", "line_items", "jobs", "finished_at"])
+            run.save(update_fields=["status", "line_items", "jobs", "finished_at", "inputs_at"])
             data_version_bump()  # the new ledger and rollups: cached answers are stale
     except Exception as exc:
         logger.exception("attribution of %s failed", month)
