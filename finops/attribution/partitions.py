@@ -104,8 +104,7 @@ def ledger_month_clear(*, month: dt.date) -> None:
             # the same transaction): run them now, then defer again as Django's FKs are.
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             cursor.execute(f'TRUNCATE "{partition_name(month)}"')
-            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
-        return
+            return
     AllocatedCost.objects.filter(billing_period=month).delete()
 
 
@@ -114,11 +113,14 @@ def ledger_month_fresh(*, month: dt.date) -> str | None:
     ledger_month_swap puts it in place of the month's partition: like the ledger, its ids from
     the ledger's own identity sequence, and no index or foreign key to maintain row by row.
     None where the ledger is not partitioned: ledger_month_clear, then rows into the ledger."""
-    if not _partitioned():
+    if not ledger_partition_ensure(month=month):  # made before the run's transaction
         return None
     fresh = f"{partition_name(month)}_next"
     with connection.cursor() as cursor:
-        cursor.execute(f'CREATE TABLE "{fresh}" (LIKE "{TABLE}" INCLUDING DEFAULTS)')
+        # LIKE the month's partition (created before the run's transaction), not the ledger:
+        # LIKE holds a lock on its model to the commit, and two months' runs each holding one
+        # on the ledger would deadlock when each detaches its partition.
+        cursor.execute(f'CREATE TABLE "{fresh}" (LIKE "{partition_name(month)}")')
         cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [TABLE])
         (sequence,) = cursor.fetchone()
         cursor.execute(f"ALTER TABLE \"{fresh}\" ALTER COLUMN id SET DEFAULT nextval('{sequence}')")
@@ -133,8 +135,10 @@ def ledger_month_swap(*, month: dt.date, fresh: str) -> None:
     """Index the fresh table as the ledger is indexed, gather its planner statistics, and put it
     in place of the month's partition (inside the run's transaction, as late as possible:
     detaching the old partition locks the whole ledger until the commit). The indexes are
-    built before that lock; ATTACH then adopts them, proves the month by the CHECK constraint
-    instead of a scan, and checks the team foreign key in one query rather than row by row."""
+    built before that lock; ATTACH then adopts them and proves the month by the CHECK
+    constraint instead of a scan. The ledger has no foreign key (models.AllocatedCost): with
+    one, dropping and attaching would lock the referenced table too, and two months' runs
+    swapping at once would deadlock on it."""
     name = partition_name(month)
     with connection.cursor() as cursor:
         cursor.execute(f'ALTER TABLE "{fresh}" ALTER COLUMN id DROP DEFAULT')
@@ -145,9 +149,6 @@ def ledger_month_swap(*, month: dt.date, fresh: str) -> None:
         )
         _indexes_repeat(cursor, fresh)
         cursor.execute(f'ANALYZE "{fresh}"')
-        # DROP refuses a table with deferred FK checks pending (rows inserted into the old
-        # partition earlier in the same transaction): run them now, then defer again.
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
         cursor.execute(f'ALTER TABLE "{TABLE}" DETACH PARTITION "{name}"')
         cursor.execute(f'DROP TABLE "{name}"')
         cursor.execute(f'ALTER TABLE "{fresh}" RENAME TO "{name}"')
@@ -156,7 +157,6 @@ def ledger_month_swap(*, month: dt.date, fresh: str) -> None:
         )
         cursor.execute(f'ALTER TABLE "{name}" DROP CONSTRAINT "{check}"')
         cursor.execute(f'ALTER TABLE "{name}" RENAME CONSTRAINT "{fresh}_pkey" TO "{name}_pkey"')
-        cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
 def _indexes_repeat(cursor: Any, fresh: str) -> None:
