@@ -14,25 +14,12 @@ import pytest
 from django.db import connection, connections
 from pytest_django import Settings
 
-from billing_ingest.models import CostLineItem, ImportBatch
 from finops.attribution import ledger
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import attribution_month_run
+from tests.factories import CostLineItemFactory
 
 MAY = dt.date(2025, 5, 1)
-
-
-def _bill() -> None:
-    batch = ImportBatch.objects.create(
-        kind="billing", format="focus", source="s", file_name="f", status="succeeded"
-    )
-    start = dt.datetime(2025, 5, 2, tzinfo=dt.UTC)
-    CostLineItem.objects.create(
-        batch=batch, source="s", billing_period=MAY, billing_period_start=start,
-        provider_name="AWS", billing_account_id="1", billing_currency="USD",
-        charge_period_start=start, charge_period_end=start + dt.timedelta(hours=1),
-        billed_cost=Decimal(3), effective_cost=Decimal(3),
-    )  # fmt: skip
 
 
 def _committed_heartbeat(run_id: int) -> dt.datetime | None:
@@ -58,7 +45,7 @@ def test_the_heartbeat_lands_while_the_run_computes(
     if connection.vendor != "postgresql":
         pytest.skip("the heartbeat thread runs on PostgreSQL only")
     settings.FINOPS_WORKER_HEARTBEAT_SECONDS = 0.1
-    _bill()
+    CostLineItemFactory(billing_period=MAY, billed_cost=Decimal(3), effective_cost=Decimal(3))
     real_write = ledger.write
     beats: list[tuple[dt.datetime | None, dt.datetime | None]] = []
 

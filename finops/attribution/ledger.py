@@ -347,7 +347,7 @@ def write(
     if fresh is not None:
         ledger_month_swap(month=month, fresh=fresh)
     rollups = [model._meta.db_table for model in (TeamDailyCost, RunCost)]
-    ledger_month_analyze(month=month, rollups=rollups, swapped=fresh is not None)
+    ledger_month_analyze(rollups=rollups, swapped=fresh is not None)
 
 
 def _ledger_names() -> list[str]:

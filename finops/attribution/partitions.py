@@ -96,15 +96,8 @@ def _default_rows_move(cursor: Any, name: str, month: dt.date, stop: dt.date) ->
 
 
 def ledger_month_clear(*, month: dt.date) -> None:
-    """Empty the month's ledger (inside the caller's transaction): TRUNCATE its partition on a
-    partitioned ledger, else delete its rows."""
-    if ledger_partition_ensure(month=month):
-        with connection.cursor() as cursor:
-            # TRUNCATE refuses a table with deferred FK checks pending (rows inserted earlier in
-            # the same transaction): run them now, then defer again as Django's FKs are.
-            cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-            cursor.execute(f'TRUNCATE "{partition_name(month)}"')
-            return
+    """Delete the month's ledger rows (inside the caller's transaction) where the ledger is not
+    partitioned (SQLite); a partitioned ledger's month is replaced whole (ledger_month_swap)."""
     AllocatedCost.objects.filter(billing_period=month).delete()
 
 
@@ -182,17 +175,17 @@ def _indexes_repeat(cursor: Any, fresh: str) -> None:
             cursor.execute(f'CREATE {found[1] or ""}INDEX ON "{fresh}" {found[2]}')
 
 
-def ledger_month_analyze(*, month: dt.date, rollups: list[str], swapped: bool = False) -> None:
+def ledger_month_analyze(*, rollups: list[str], swapped: bool = False) -> None:
     """Fresh planner statistics for the month's rewritten ledger partition and the rollup
     tables (inside the caller's transaction; PostgreSQL only). The pipeline's next steps read
     them seconds later, before autovacuum would (and never where it is off): without them
     PostgreSQL guessed 163 rows for a 686k-row partition and joined it to its jobs one lookup
     at a time (endpoint costs: 3-4 s instead of 0.1 s). ANALYZE samples a fixed number of rows,
     so it costs about the same for any month. swapped: ledger_month_swap analysed the
-    partition already."""
+    partition already; else the ledger is one plain table."""
     if connection.vendor != "postgresql":
         return
-    tables = [] if swapped else [partition_name(month)] if _partitioned() else [TABLE]
+    tables = [] if swapped else [TABLE]
     with connection.cursor() as cursor:
         for table in [*tables, *rollups]:
             cursor.execute(f'ANALYZE "{table}"')
