@@ -9,10 +9,11 @@ import time
 from typing import Any
 
 import pytest
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 
 from finops.attribution import ledger, services, staging
-from finops.attribution.models import AttributionRun
+from finops.attribution.inputs import ResourceRange
+from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.partial import MonthLedger, PartResult
 from finops.attribution.services import (
     attribution_month_part,
@@ -172,3 +173,26 @@ def test_staging_tables_a_killed_reduce_left_are_dropped_once_stale() -> None:
     later = staging.STALE.total_seconds() + 60
     assert len(staging.stages_drop_stale(time.time() + later)) == 2
     assert _staging_tables() == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_part_leaves_the_ledger_unlocked_while_it_runs() -> None:
+    """A part's transaction holds no lock on the ledger or its partitions after creating its
+    staging table: another month's reduce detaches its partition then, and would otherwise
+    wait for the part, with every reader of the ledger queued behind it."""
+    scenario_build()
+    attribution_month_run(month=MONTH)  # the month's partition exists
+    table = staging.stage_table(staging.stage_new(MONTH), ResourceRange())
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            staging.stage_create(table, ledger._ledger_names())
+            cursor.execute(
+                "SELECT relation::regclass::text FROM pg_locks WHERE pid = pg_backend_pid() "
+                "AND relation::regclass::text LIKE %s",
+                [f"{AllocatedCost._meta.db_table}%"],
+            )
+            assert cursor.fetchall() == []
+            cursor.execute(f'SELECT count(*) FROM "{table}"')
+            assert cursor.fetchone()[0] == 0
+    finally:
+        staging.stages_drop_stale(now=time.time() + 10 * staging.STALE.total_seconds())

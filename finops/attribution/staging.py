@@ -60,13 +60,21 @@ def stage_table(stage: str, part: ResourceRange) -> str:
 
 
 def stage_create(table: str, columns: list[str]) -> None:
-    """An empty staging table with the ledger's columns (replacing one of the same name)."""
-    quoted = ", ".join(f'"{c}"' for c in columns)
+    """An empty staging table with the ledger's columns (replacing one of the same name). The
+    column types are read from the catalog, not by selecting from the ledger: that would hold
+    a lock on the ledger and every partition for the part's whole transaction, and another
+    month's reduce, swapping its partition in (partitions.ledger_month_swap), would wait for
+    the part with every reader of the ledger queued behind it."""
     with connection.cursor() as cursor:
-        cursor.execute(f'DROP TABLE IF EXISTS "{table}"')
         cursor.execute(
-            f'CREATE UNLOGGED TABLE "{table}" AS SELECT {quoted} FROM "{TABLE}" WITH NO DATA'
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped",
+            [TABLE],
         )
+        types = dict(cursor.fetchall())
+        definition = ", ".join(f'"{c}" {types[c]}' for c in columns)
+        cursor.execute(f'DROP TABLE IF EXISTS "{table}"')
+        cursor.execute(f'CREATE UNLOGGED TABLE "{table}" ({definition})')
 
 
 def stages_insert(tables: list[tuple[str, int]], columns: list[str], *, into: str) -> None:
