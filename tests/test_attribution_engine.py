@@ -124,6 +124,25 @@ def test_job_spanning_two_hours_and_two_nodes() -> None:
     assert {s.node for s in shares if s.job_id == 7} == {"n1", "n2"}
 
 
+def test_whole_hour_lines_and_part_hour_lines_see_the_same_overlaps() -> None:
+    # 8 GPUs from 00:15 to 03:45 on an 8-GPU node at $36 an hour. Hourly lines take each
+    # job's overlap of the whole hour from the index (2700, 3600, 3600, 2700 s); half-hour
+    # lines cut it themselves (900 + 1800, 1800 + 1800, ..., 1800 + 900).
+    run = [job(1, ["n1"], "8", 0.25, 3.75)]
+    hourly = allocate([node_line(h + 1, "n1", "36", h, h + 1) for h in range(4)], run)
+    assert {s.line_id: s.amount for s in hourly if s.job_id == 1} == {
+        1: Decimal(27), 2: Decimal(36), 3: Decimal(36), 4: Decimal(27),
+    }  # fmt: skip
+    halves = [node_line(h + 1, "n1", "18", h / 2, h / 2 + 0.5) for h in range(8)]
+    half_hourly = allocate(halves, run)
+    assert [s.amount for s in half_hourly if s.job_id == 1] == [
+        Decimal(9), *[Decimal(18)] * 6, Decimal(9),
+    ]  # fmt: skip
+    for shares in (hourly, half_hourly):
+        assert by_owner(shares) == {1: Decimal(126), IDLE: Decimal(18)}
+        assert sum(s.gpu_seconds for s in shares if s.job_id == 1) == 8 * 3.5 * 3600
+
+
 def test_gpus_split_across_nodes_may_be_fractional() -> None:
     # 3 GPUs over 2 nodes = 1.5 per node; $16 for the hour of an 8-GPU node: 16 x 1.5 / 8 = 3.
     shares = allocate([node_line(1, "n1", "16", 0, 1)], [job(1, ["n1", "n2"], "3", 0, 1)])
