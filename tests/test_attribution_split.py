@@ -3,15 +3,18 @@ and rollups as the month attributed in one process, to the last stored decimal."
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from finops.attribution.inputs import Inputs, inputs_load
+from finops.attribution.inputs import Inputs, MonthScope, inputs_load, month_scope_load
 from finops.attribution.job_inputs import job_node_names, jobs_load
 from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.services import (
@@ -165,6 +168,28 @@ def test_a_part_loads_only_the_jobs_that_ran_on_its_nodes() -> None:
     billed = {line.node for line in whole.lines if line.node is not None}
     assert loaded == {job.id for job in whole.jobs if billed.intersection(job.nodes)}
     assert any(len(inputs_load(month=MONTH, part=p)[0].jobs) < len(whole.jobs) for p in plan)
+
+
+@pytest.mark.django_db
+def test_parts_given_the_months_scope_read_it_no_more_and_load_the_same() -> None:
+    """The plan reads the month's charge bounds and job node names once (MonthScope) and hands
+    them to every part: a part given them asks the database for neither, and loads what a part
+    that reads them itself loads. The scope survives its trip through a task's arguments."""
+    scenario_build()
+    plan = attribution_month_plan(month=MONTH, parts=3)
+    scope = month_scope_load(month=MONTH)
+    assert scope is not None
+    assert MonthScope.from_state(json.loads(json.dumps(scope.state()))) == scope
+    for part in plan:
+        alone, _ = inputs_load(month=MONTH, part=part)
+        with CaptureQueriesContext(connection) as queries:
+            given, _ = inputs_load(month=MONTH, part=part, scope=scope)
+        sql = " ".join(q["sql"] for q in queries.captured_queries)
+        assert "MIN(" not in sql  # the charge bounds
+        assert "COUNT(" not in sql  # the jobs grouped by node list
+        assert (given.lines, given.jobs, given.month_jobs) == (
+            alone.lines, alone.jobs, alone.month_jobs,
+        )  # fmt: skip
 
 
 @pytest.mark.django_db

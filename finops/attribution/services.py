@@ -30,7 +30,13 @@ from billing_ingest.models import CostLineItem
 from billing_ingest.months import month_start
 from finops.attribution import ledger, staging
 from finops.attribution.charge_rollups import ChargeSums
-from finops.attribution.inputs import Inputs, ResourceRange, inputs_load
+from finops.attribution.inputs import (
+    Inputs,
+    MonthScope,
+    ResourceRange,
+    inputs_load,
+    month_scope_load,
+)
 from finops.attribution.models import AttributionRun
 from finops.attribution.partial import (
     MonthLedger,
@@ -110,17 +116,22 @@ def attribution_month_plan(*, month: dt.date, parts: int) -> list[ResourceRange]
 
 
 def attribution_month_part(
-    *, month: dt.date, part: ResourceRange, stage: str | None = None
+    *,
+    month: dt.date,
+    part: ResourceRange,
+    stage: str | None = None,
+    scope: MonthScope | None = None,
 ) -> bytes:
     """One part of a month's attribution (partial.PartResult, serialised), with the budgets'
     charge sums of its line items. With a stage id (staging.stage_new) on PostgreSQL, the part
     writes the ledger rows that are its alone into its staging table (replacing what a
     previous delivery wrote there) and sends only their sums (staged.py); else it writes
-    nothing but the teams the part's rows name (created once, whoever comes first)."""
+    nothing but the teams the part's rows name (created once, whoever comes first). scope:
+    the month's (inputs.MonthScope) as the plan read it, else read by the part."""
     month = month_start(month)
     charges = ChargeSums()
     with transaction.atomic(), _gc_paused():
-        inputs, _ = inputs_load(month=month, part=part, charges=charges)
+        inputs, _ = inputs_load(month=month, part=part, charges=charges, scope=scope)
         fault_point("attribution_part")
         result = part_first_pass(inputs)
         result.staged = Staged(charges=charges)
@@ -243,7 +254,10 @@ def attribution_month_run_split(*, month: dt.date, parts: int) -> AttributionRun
     tasks.attribute_month does on workers): the same ledger, to the last decimal."""
     plan = attribution_month_plan(month=month, parts=parts)
     stage = staging.stage_new(month_start(month))
-    results = [attribution_month_part(month=month, part=part, stage=stage) for part in plan]
+    scope = month_scope_load(month=month_start(month)) if len(plan) > 1 else None
+    results = [
+        attribution_month_part(month=month, part=part, stage=stage, scope=scope) for part in plan
+    ]
     return attribution_month_reduce(month=month, parts=results, stage=stage)
 
 

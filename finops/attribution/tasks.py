@@ -24,7 +24,7 @@ from django.db import InterfaceError, OperationalError, connection
 from billing_ingest.months import month_parse
 from billing_ingest.tasks.pipeline import STEP_WAITING, pipeline_resume_send
 from finops.attribution import staging
-from finops.attribution.inputs import ResourceRange
+from finops.attribution.inputs import MonthScope, ResourceRange, month_scope_load
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import (
     attribution_month_part,
@@ -73,7 +73,12 @@ def attribution_month_split(
     plan = attribution_month_plan(month=month_parse(month), parts=parts)
     # Names the parts' staging tables (PostgreSQL: staging.py), which the reduce drops.
     stage = staging.stage_new(month_parse(month))
-    header = [attribution_month_part_task.s(month, part.first, part.stop, stage) for part in plan]
+    # Read once here rather than by every part (inputs.MonthScope); a whole month reads its own.
+    scope = month_scope_load(month=month_parse(month)) if len(plan) > 1 else None
+    state = None if scope is None else scope.state()
+    header = [
+        attribution_month_part_task.s(month, part.first, part.stop, stage, state) for part in plan
+    ]
     body = attribution_month_reduce_task.s(month, pipeline_run_id, stage)
     result: AsyncResult[dict[str, object]] = chord(header)(body)
     return result
@@ -88,7 +93,12 @@ def attribution_month_split(
     **_ACKS,
 )
 def attribution_month_part_task(
-    self: Task, month: str, first: str | None, stop: str | None, stage: str | None = None
+    self: Task,
+    month: str,
+    first: str | None,
+    stop: str | None,
+    stage: str | None = None,
+    scope: list[Any] | None = None,
 ) -> str | dict[str, str]:
     """One part of a month (services.attribution_month_part), as text for the result backend.
     A part that fails returns {"error": ...} rather than raising, so the chord still reaches
@@ -96,7 +106,10 @@ def attribution_month_part_task(
     the pipeline; a transient database error is retried first."""
     try:
         data = attribution_month_part(
-            month=month_parse(month), part=ResourceRange(first, stop), stage=stage
+            month=month_parse(month),
+            part=ResourceRange(first, stop),
+            stage=stage,
+            scope=None if scope is None else MonthScope.from_state(scope),
         )
     except (OperationalError, InterfaceError) as exc:
         connection.close()
