@@ -162,9 +162,7 @@ def run_sums(
 ) -> dict[RunKey, RunAcc]:
     """RunAcc per run from the job rows of the ledger (ledger._run_rows says what a run is)."""
     runs: dict[RunKey, RunAcc] = {}
-    for (dims_i, _, _, team_id, job_id, _), values in ledger.items():
-        if job_id is None:
-            continue
+    for (dims_i, team_id, job_id), values in _per_job(ledger).items():
         meta = job_meta[job_id]
         row_dims = dims[dims_i]
         key = (team_id, meta.run_id, meta.cluster, row_dims[5])
@@ -176,6 +174,27 @@ def run_sums(
             acc.wasted += values[0]
         acc.job_add(job_id, meta)
     return runs
+
+
+def _per_job(ledger: Ledger) -> dict[tuple[int, int | None, int], list[Any]]:
+    """The job rows summed per (dims index, team id, job id), over their days and nodes: what
+    run_sums adds to a run is the same (exact sums), for a few times fewer RunAcc updates (a
+    job has a row per node and day)."""
+    per_job: dict[tuple[int, int | None, int], list[Any]] = {}
+    for (dims_i, _, _, team_id, job_id, _), values in ledger.items():
+        if job_id is None:
+            continue
+        key = (dims_i, team_id, job_id)
+        acc = per_job.get(key)
+        if acc is None:
+            per_job[key] = list(values)
+            continue
+        acc[0] += values[0]
+        if values[1]:
+            acc[1] += values[1]
+        acc[2] += values[2]
+        acc[3] += values[3]
+    return per_job
 
 
 def runs_merge(into: dict[RunKey, RunAcc], runs: dict[RunKey, RunAcc]) -> None:
