@@ -61,7 +61,10 @@ def _in_process(month: dt.date, n: int) -> dict[str, Any]:
 
     began = time.perf_counter()
     plan = services.attribution_month_plan(month=month, parts=n)
+    # As tasks.attribution_month_split: the month's scope read once, handed to every part.
+    scope = services.month_scope_load(month=month) if len(plan) > 1 else None
     plan_s = time.perf_counter() - began
+    scope_json = "" if scope is None else json.dumps(scope.state())
     load: list[float] = [os.getloadavg()[0]]
     folder = Path(tempfile.mkdtemp(prefix="bench-parts-"))
     # The split run's stage id: on PostgreSQL the parts stage their own rows (staging.py).
@@ -70,7 +73,8 @@ def _in_process(month: dt.date, n: int) -> dict[str, Any]:
         parts = []
         for index, part in enumerate(plan):
             out = folder / f"part-{index}"
-            step = ["part", month.isoformat(), part.first or "", part.stop or "", str(out), stage]
+            step = ["part", month.isoformat(), part.first or "", part.stop or "", str(out), stage,
+                    scope_json]  # fmt: skip
             parts.append({**_step(step), "payload_mb": out.stat().st_size / 2**20})
         load.append(os.getloadavg()[0])
         reduce = _step(["reduce", month.isoformat(), stage, *(str(folder / f"part-{i}") for i in
@@ -114,7 +118,7 @@ def _step_main(argv: list[str]) -> None:
 
     django.setup()
     from finops.attribution import services
-    from finops.attribution.inputs import ResourceRange
+    from finops.attribution.inputs import MonthScope, ResourceRange
     from finops.attribution.partial import PartResult
 
     kind, month = argv[0], dt.date.fromisoformat(argv[1])
@@ -124,8 +128,9 @@ def _step_main(argv: list[str]) -> None:
     figures: dict[str, Any] = {}
     if kind == "part":
         first, stop, out, stage = argv[2] or None, argv[3] or None, Path(argv[4]), argv[5]
+        scope = MonthScope.from_state(json.loads(argv[6])) if argv[6] else None
         data = services.attribution_month_part(
-            month=month, part=ResourceRange(first, stop), stage=stage
+            month=month, part=ResourceRange(first, stop), stage=stage, scope=scope
         )
         out.write_bytes(data)
         result = PartResult.loads(data)
