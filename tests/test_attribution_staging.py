@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from django.db import OperationalError, connection, transaction
+from psycopg import pq
 
 from finops.attribution import ledger, services, staging
 from finops.attribution.inputs import ResourceRange
@@ -165,6 +166,62 @@ def test_a_missing_staging_table_fails_the_run_and_the_month_keeps_its_ledger() 
     assert _staging_tables() == []
 
 
+def test_the_server_copies_the_staged_rows_while_the_reduce_merges(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The copy into the month's fresh table is sent before the merge and collected after it
+    (stage_copy.py): while the merge runs, the connection has a command in progress."""
+    whole, stage, results = _month_in_staged_parts()
+    during: list[pq.TransactionStatus] = []
+    real = services.month_ledger_reduce
+
+    def merge(parts: Any) -> MonthLedger:
+        during.append(connection.connection.pgconn.transaction_status)
+        return real(parts)
+
+    monkeypatch.setattr(services, "month_ledger_reduce", merge)
+    attribution_month_reduce(month=MONTH, parts=results, stage=stage)
+    assert during == [pq.TransactionStatus.ACTIVE]
+    assert snapshot() == whole
+    assert _staging_tables() == []
+
+
+def test_a_merge_that_fails_while_the_copy_runs_keeps_the_month(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    whole, stage, results = _month_in_staged_parts()
+
+    def merge_fails(parts: Any) -> MonthLedger:
+        raise RuntimeError("the merge dies")
+
+    monkeypatch.setattr(services, "month_ledger_reduce", merge_fails)
+    with pytest.raises(RuntimeError, match="the merge dies"):
+        attribution_month_reduce(month=MONTH, parts=results, stage=stage)
+    # The copy's results were collected: the connection rolled back and recorded the failure.
+    newest = AttributionRun.objects.order_by("-id").first()
+    assert newest is not None
+    assert newest.status == AttributionRun.Status.FAILED
+    assert snapshot() == whole
+    assert _staging_tables() == []
+    assert not _fresh_tables()
+
+
+def test_a_staging_table_no_part_reported_fails_the_run() -> None:
+    whole, stage, results = _month_in_staged_parts()
+    stray = staging.stage_table(stage, ResourceRange("zz-not-in-the-plan", None))
+    staging.stage_create(stray, ledger.ledger_names())
+    with pytest.raises(staging.StageMissingError, match="no part reported"):
+        attribution_month_reduce(month=MONTH, parts=results, stage=stage)
+    assert snapshot() == whole
+    assert _staging_tables() == []
+
+
+def _fresh_tables() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname FROM pg_class WHERE relname LIKE '%%\\_next'")
+        return [name for (name,) in cursor.fetchall()]
+
+
 def test_staging_tables_a_killed_reduce_left_are_dropped_once_stale() -> None:
     scenario_build()
     stage = staging.stage_new(MONTH)
@@ -185,7 +242,7 @@ def test_a_part_leaves_the_ledger_unlocked_while_it_runs() -> None:
     table = staging.stage_table(staging.stage_new(MONTH), ResourceRange())
     try:
         with transaction.atomic(), connection.cursor() as cursor:
-            staging.stage_create(table, ledger._ledger_names())
+            staging.stage_create(table, ledger.ledger_names())
             cursor.execute(
                 "SELECT relation::regclass::text FROM pg_locks WHERE pid = pg_backend_pid() "
                 "AND relation::regclass::text LIKE %s",

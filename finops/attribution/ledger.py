@@ -342,11 +342,13 @@ def write(
     *,
     charges: ChargeSums | None = None,
     staged: Staged | None = None,
+    fresh: str | None = None,
 ) -> None:
     """Replace the month's ledger and rollups (inside the caller's transaction), the budgets'
     rollups of its line items included: charges, summed while the month's line items were
     read, else read now (charge_rollups). staged: the rows the month's parts wrote themselves
-    (staging tables, copied on the server) and their rollups' sums."""
+    (staging tables, copied on the server) and their rollups' sums. fresh: the month's fresh
+    table, made and holding the staged rows already (stage_copy.py)."""
     daily = daily_sums(inputs.dims, ledger)
     runs = ledger_run_sums(inputs, ledger)
     if staged is not None:
@@ -357,13 +359,15 @@ def write(
     del daily, runs
     recurring_rows, tag_rows = charges.rows(month) if charges is not None else charge_rollups(month)
     # PostgreSQL: the month's rows go into a fresh table, swapped in at the end (partitions.py).
-    fresh = ledger_month_fresh(month=month)
+    copied = fresh is not None
+    if fresh is None:
+        fresh = ledger_month_fresh(month=month)
     if fresh is None:
         ledger_month_clear(month=month)
     for rollup in (TeamDailyCost, RunCost, RecurringCharge, TagCharge):
         rollup.objects.filter(billing_period=month).delete()
-    if staged is not None and staged.tables:
-        stages_insert(staged.tables, _ledger_names(), into=fresh or AllocatedCost._meta.db_table)
+    if staged is not None and staged.tables and not copied:
+        stages_insert(staged.tables, ledger_names(), into=fresh or AllocatedCost._meta.db_table)
     _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger), into=fresh)
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_records(RunCost, run_rows, with_pk=True)
@@ -375,14 +379,14 @@ def write(
     ledger_month_analyze(rollups=rollups, swapped=fresh is not None)
 
 
-def _ledger_names() -> list[str]:
+def ledger_names() -> list[str]:
     fields = {f.attname: str(f.column) for f in AllocatedCost._meta.concrete_fields}
     return [fields[c] for c in _LEDGER_COLUMNS]
 
 
 def stage_write(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
     """Write ledger rows into a part's staging table (staging.py), replacing what it held."""
-    names = _ledger_names()
+    names = ledger_names()
     stage_create(table, names)
     with transaction.get_connection().cursor() as cursor:
         quoted = ", ".join(f'"{name}"' for name in names)

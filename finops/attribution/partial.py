@@ -210,6 +210,9 @@ class MonthLedger:
     jobs: int
     batches: dict[int, int]
     staged: Staged = field(default_factory=Staged)
+    # The month's fresh table, holding the staged rows already (stage_copy.py); None: the
+    # write makes it and copies them.
+    fresh: str | None = None
 
 
 def month_ledger_reduce(parts: Iterable[PartResult]) -> MonthLedger:

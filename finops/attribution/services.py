@@ -48,6 +48,7 @@ from finops.attribution.partial import (
 )
 from finops.attribution.partitions import ledger_partition_ensure
 from finops.attribution.rollup_sums import daily_sums
+from finops.attribution.stage_copy import staged_rows_meanwhile
 from finops.attribution.staged import Staged
 from finops.org.services import data_version_bump
 
@@ -210,9 +211,13 @@ def attribution_month_reduce(
         return done
 
     def merged() -> MonthLedger:
-        with _gc_paused():
+        # The server copies the staged rows into the month's fresh table meanwhile.
+        copying = staged_rows_meanwhile(month=month, stage=stage, columns=ledger.ledger_names())
+        with copying as copy, _gc_paused():
             # One part decompressed at a time: each is freed once merged.
             reduced = month_ledger_reduce(PartResult.loads(data) for data in parts)
+            if copy is not None:
+                reduced.fresh = copy.collect(reduced.staged.tables)
         settled = dict(
             CostLineItem.objects.settled()
             .filter(billing_period=month)
@@ -297,7 +302,10 @@ def _recorded_run(
                 )
                 rows = Inputs(dims=reduced.dims, job_meta=reduced.job_meta)
                 charges = charges or staged.charges
-                ledger.write(month, rows, reduced.ledger, charges=charges, staged=staged)
+                ledger.write(
+                    month, rows, reduced.ledger, charges=charges, staged=staged,
+                    fresh=reduced.fresh,
+                )  # fmt: skip
             run.status = AttributionRun.Status.SUCCEEDED
             run.line_items = reduced.line_items
             run.jobs = reduced.jobs
