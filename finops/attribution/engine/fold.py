@@ -15,9 +15,10 @@ sums) is exactly what summing the list of shares in that order gives (fold_share
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
-from finops.attribution.engine.units import ZERO, UnitSeconds
+from finops.attribution.engine.units import ZERO, GpuSeconds
 from finops.attribution.engine.values import GPU_CATEGORIES, IDLE, UNALLOCATED, LineItem, Share
 
 # (ledger group, day, category, team id, job id, node)
@@ -42,10 +43,8 @@ class ShareFold:
         "_group",
         "_line",
         "_node_pool",
-        "_rows",
         "_shared",
         "_spread",
-        "_unit_seconds",
         "job_team",
         "ledger",
         "pending",
@@ -74,9 +73,6 @@ class ShareFold:
         self._spread: str | None = None
         self._shared: tuple[str, tuple[tuple[int, int], ...]] | None = None
         self._line: LineItem | None = None
-        # job_hits' index of ledger rows per (group, day, node), and GPU-seconds per unit.
-        self._rows: dict[tuple[int, int, str], dict[int, list[Any]]] = {}
-        self._unit_seconds: dict[int, UnitSeconds] = {}
 
     def begin(self, line: LineItem) -> None:
         """The shares that follow are this line's."""
@@ -125,20 +121,12 @@ class ShareFold:
     def job_hits(
         self, day: int, node: str, hits: Hits, weights: list[int],
         columns: tuple[list[int], list[int], list[int]], gpu_unit: int | None,
+        seconds_of: GpuSeconds,
     ) -> None:  # fmt: skip
         """The job shares of one bucket of a node line (node_lines._split_one_bucket), folded
         as append would fold them one by one. gpu_unit None: the bucket's GPU-seconds were
         counted by an earlier line of the node (0 here)."""
-        group = self._group
-        # The rows of this (group, day, node) by job id: a job's row key is the same for every
-        # hour of the day (its team and category are the job's), so most hits find their row
-        # here by an int instead of making and hashing a 6-tuple to look it up in the ledger.
-        # The lists are the ledger's own, summed in the same order as append would.
-        here = (group, day, node)
-        rows = self._rows.get(here)
-        if rows is None:
-            rows = self._rows[here] = {}
-        seconds_of = None if gpu_unit is None else self._seconds_of(gpu_unit)
+        ledger, group = self.ledger, self._group
         pool = self._node_pool.get(node)
         # The bucket's (pool, day) weights, made at its first GPU job share (as _weigh would).
         per_job: dict[int, int] | None = None
@@ -146,37 +134,25 @@ class ShareFold:
         for (entry, _), weight, units, list_units, contracted_units in zip(
             hits, weights, parts, listed, contracted, strict=False
         ):
-            job_id = entry[4]
-            if pool is not None and entry[6] in GPU_CATEGORIES:
+            job_id, team_id, category = entry[4], entry[5], entry[6]
+            if pool is not None and category in GPU_CATEGORIES:
                 if per_job is None:
                     per_job = self.spread_weights.get((pool, day))
                     if per_job is None:
                         per_job = self.spread_weights[(pool, day)] = {}
                 per_job[job_id] = per_job.get(job_id, 0) + abs(units)
-                self.job_team[job_id] = entry[5]
-            acc = rows.get(job_id)
+                self.job_team[job_id] = team_id
+            seconds: Decimal = ZERO if gpu_unit is None else seconds_of[(weight, gpu_unit)]
+            key = (group, day, category, team_id, job_id, node)
+            acc = ledger.get(key)
             if acc is None:
-                key = (group, day, entry[6], entry[5], job_id, node)
-                acc = self.ledger.get(key)
-                if acc is None:
-                    seconds = ZERO if seconds_of is None else seconds_of[weight]
-                    acc = self.ledger[key] = [units, seconds, list_units, contracted_units]
-                    rows[job_id] = acc
-                    continue
-                rows[job_id] = acc
+                ledger[key] = [units, seconds, list_units, contracted_units]
+                continue
             acc[0] += units
-            if seconds_of is not None:
-                seconds = seconds_of[weight]
-                if seconds:
-                    acc[1] += seconds
+            if seconds:
+                acc[1] += seconds
             acc[2] += list_units
             acc[3] += contracted_units
-
-    def _seconds_of(self, gpu_unit: int) -> UnitSeconds:
-        memo = self._unit_seconds.get(gpu_unit)
-        if memo is None:
-            memo = self._unit_seconds[gpu_unit] = UnitSeconds(gpu_unit)
-        return memo
 
 
 def _add(rows: Rows, key: FoldKey, share: Share) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from finops.attribution.engine.fold import ShareFold
-from finops.attribution.engine.nodes import Entry, HourHit, JobIndex
+from finops.attribution.engine.nodes import Entry, JobIndex
 from finops.attribution.engine.units import GPU_SCALE, ZERO, GpuSeconds, split_columns
 from finops.attribution.engine.values import DAY, HOUR, IDLE, LineItem, Share, new_share
 
@@ -77,7 +77,7 @@ def split_node_line(
     _node_shares(line, node, numerators, gpu_weight, owners, weighed.k * GPU_SCALE, seconds_of, out)
 
 
-def _bucket_hits(line: LineItem, hours: dict[int, list[HourHit]]) -> tuple[list[_Bucket], set[int]]:
+def _bucket_hits(line: LineItem, hours: dict[int, list[Entry]]) -> tuple[list[_Bucket], set[int]]:
     """The line's hour buckets with the jobs overlapping each and by how many seconds, and the
     node counts of those jobs (Entry[3])."""
     buckets: list[_Bucket] = []
@@ -90,22 +90,19 @@ def _bucket_hits(line: LineItem, hours: dict[int, list[HourHit]]) -> tuple[list[
         h_end = h_start + HOUR
         b_start = start if start > h_start else h_start
         b_end = end if end < h_end else h_end
-        held = hours.get(hour)
-        if not held:
+        entries = hours.get(hour)
+        if not entries:
             buckets.append((b_start, b_end, []))
             continue
-        if b_start == h_start and b_end == h_end:
-            hits = held  # the whole hour: the index has each job's overlap of it
-        else:
-            hits = [
-                (entry, overlap)
-                for entry, _ in held
-                if (
-                    overlap := (entry[1] if entry[1] < b_end else b_end)
-                    - (entry[0] if entry[0] > b_start else b_start)
-                )
-                > 0
-            ]
+        hits = [
+            (entry, overlap)
+            for entry in entries
+            if (
+                overlap := (entry[1] if entry[1] < b_end else b_end)
+                - (entry[0] if entry[0] > b_start else b_start)
+            )
+            > 0
+        ]
         node_counts.update([entry[3] for entry, _ in hits])
         buckets.append((b_start, b_end, hits))
     return buckets, node_counts
@@ -244,7 +241,7 @@ def _split_one_bucket(
     if isinstance(out, ShareFold):
         # The month's first pass: no Share tuples for the job shares, straight into rows.
         unit = gpu_unit if count_gpu else None
-        out.job_hits(day, node, hits, weights, (parts, listed, contracted), unit)
+        out.job_hits(day, node, hits, weights, (parts, listed, contracted), unit, seconds_of)
         if capacity > held:
             out.append(
                 new_share(

@@ -75,17 +75,13 @@ def node_name_map(names: Iterable[str]) -> dict[str, str]:
 
 # A job as stored in the index: (start, end, gpu_micros, node_count, job_id, team_id, category).
 Entry = tuple[int, int, int, int, int, "int | None", str]
-# A job in one hour of a node: its entry and the seconds it overlaps the whole hour.
-HourHit = tuple[Entry, int]
 
 
 class JobIndex:
     """Jobs by node and UTC hour, so a line item finds its jobs without scanning."""
 
     def __init__(self, jobs: Iterable[Job], *, nodes: set[str], horizon: int) -> None:
-        # node -> hour -> the jobs in it, each with its overlap of the whole hour: an hourly
-        # line item (the common case) takes the list as it is (node_lines._bucket_hits).
-        self.by_hour: dict[str, dict[int, list[HourHit]]] = {}
+        self.by_hour: dict[str, dict[int, list[Entry]]] = {}
         self.by_node: dict[str, list[Entry]] = defaultdict(list)
         self._capacity: dict[str, int] = {}
         # Job id -> requested GPUs per node, for jobs charged for fewer (Job.requested_gpus).
@@ -104,7 +100,7 @@ class JobIndex:
             )  # fmt: skip
             if job.requested_gpus is not None:
                 self._requested[job.id] = job.requested_gpus / len(job_nodes)
-            per_hour = _hour_hits(entry)
+            first_hour, last_hour = job.start // HOUR, (end - 1) // HOUR
             for node in job_nodes:
                 if node not in nodes:
                     continue  # no bill for this node: nothing to charge
@@ -112,8 +108,8 @@ class JobIndex:
                 hours = self.by_hour.get(node)
                 if hours is None:
                     hours = self.by_hour[node] = defaultdict(list)
-                for hour, hit in per_hour:
-                    hours[hour].append(hit)
+                for hour in range(first_hour, last_hour + 1):
+                    hours[hour].append(entry)
 
     def fallback_capacity(self, node: str) -> int:
         """GPUs of a node whose type the catalogue does not know: the most GPUs its jobs ever
@@ -136,19 +132,3 @@ class JobIndex:
                 peak = max(peak, level)
             self._capacity[node] = max(1, math.ceil(peak))
         return self._capacity[node]
-
-
-def _hour_hits(entry: Entry) -> list[tuple[int, HourHit]]:
-    """The hours a job overlaps, each with (entry, seconds of the hour it overlaps). The hours
-    between its first and last share one tuple: a long job costs one per hour of the list,
-    not one each."""
-    start, end = entry[0], entry[1]
-    first_hour, last_hour = start // HOUR, (end - 1) // HOUR
-    if first_hour == last_hour:
-        return [(first_hour, (entry, end - start))]
-    whole = (entry, HOUR)
-    return [
-        (first_hour, (entry, (first_hour + 1) * HOUR - start)),
-        *((hour, whole) for hour in range(first_hour + 1, last_hour)),
-        (last_hour, (entry, end - last_hour * HOUR)),
-    ]

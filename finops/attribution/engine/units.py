@@ -33,22 +33,6 @@ class GpuSeconds(dict[tuple[int, int], Decimal]):
         return value
 
 
-class UnitSeconds(dict[int, Decimal]):
-    """GPU-seconds of one unit (GpuSeconds' values for that unit), memoised per weight alone:
-    the fold looks one up per job of every node hour, and an int key costs less than a
-    (weight, unit) tuple made for each lookup."""
-
-    __slots__ = ("unit",)
-
-    def __init__(self, unit: int) -> None:
-        super().__init__()
-        self.unit = unit
-
-    def __missing__(self, weight: int) -> Decimal:
-        value = self[weight] = CTX.divide(Decimal(weight), Decimal(self.unit))
-        return value
-
-
 def units_to_decimal(units: int) -> Decimal:
     return Decimal(units).scaleb(-MONEY_PLACES, CTX)
 
