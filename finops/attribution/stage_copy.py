@@ -60,8 +60,7 @@ class StagedCopy:
         for table, rows in expected:
             if table not in copied:
                 raise staging.StageMissingError(f"{table} is gone")
-            if copied[table] != rows:
-                raise staging.StageMissingError(f"{table} holds {copied[table]} rows, not {rows}")
+            staging.stage_rows_check(table, copied=copied[table], reported=rows)
         unreported = sorted(set(copied) - {table for table, _ in expected})
         if unreported:
             raise staging.StageMissingError(f"no part reported {', '.join(unreported)}")
@@ -83,8 +82,7 @@ def staged_rows_meanwhile(
         yield None
         return
     tables = staging.stage_tables(stage)
-    quoted = ", ".join(f'"{c}"' for c in columns)
-    statements = [f'INSERT INTO "{fresh}" ({quoted}) SELECT {quoted} FROM "{t}"' for t in tables]
+    statements = [staging.stage_insert_sql(table, columns, into=fresh) for table in tables]
     pgconn = connection.connection.pgconn  # type: ignore[union-attr]
     if statements:
         with connection.wrap_database_errors:

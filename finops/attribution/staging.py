@@ -80,7 +80,6 @@ def stage_create(table: str, columns: list[str]) -> None:
 def stages_insert(tables: list[tuple[str, int]], columns: list[str], *, into: str) -> None:
     """Copy the staging tables into the ledger (into: the ledger's table, or the month's fresh
     one: partitions.ledger_month_fresh), on the server (the caller's transaction)."""
-    quoted = ", ".join(f'"{c}"' for c in columns)
     with connection.cursor() as cursor:
         for table, rows in tables:
             if not _TABLE.match(table):  # a name from a part's result, put into SQL
@@ -88,9 +87,20 @@ def stages_insert(tables: list[tuple[str, int]], columns: list[str], *, into: st
             cursor.execute("SELECT to_regclass(%s)", [f'"{table}"'])
             if cursor.fetchone()[0] is None:
                 raise StageMissingError(f"{table} is gone")
-            cursor.execute(f'INSERT INTO "{into}" ({quoted}) SELECT {quoted} FROM "{table}"')
-            if cursor.rowcount != rows:
-                raise StageMissingError(f"{table} holds {cursor.rowcount} rows, not {rows}")
+            cursor.execute(stage_insert_sql(table, columns, into=into))
+            stage_rows_check(table, copied=cursor.rowcount, reported=rows)
+
+
+def stage_insert_sql(table: str, columns: list[str], *, into: str) -> str:
+    """The statement that copies a staging table's rows into the ledger (or a fresh month)."""
+    quoted = ", ".join(f'"{c}"' for c in columns)
+    return f'INSERT INTO "{into}" ({quoted}) SELECT {quoted} FROM "{table}"'
+
+
+def stage_rows_check(table: str, *, copied: int, reported: int) -> None:
+    """A staging table must hold the rows its part reported (a crash can empty it)."""
+    if copied != reported:
+        raise StageMissingError(f"{table} holds {copied} rows, not {reported}")
 
 
 def _tables(prefix: str) -> list[str]:
