@@ -62,7 +62,7 @@ def _in_process(month: dt.date, n: int) -> dict[str, Any]:
     began = time.perf_counter()
     plan = services.attribution_month_plan(month=month, parts=n)
     # As tasks.attribution_month_split: the month's scope read once, handed to every part.
-    scope = services.month_scope_load(month=month) if len(plan) > 1 else None
+    scope = services.attribution_month_scope(month=month, plan=plan)
     plan_s = time.perf_counter() - began
     scope_json = "" if scope is None else json.dumps(scope.state())
     load: list[float] = [os.getloadavg()[0]]

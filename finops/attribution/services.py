@@ -116,6 +116,12 @@ def attribution_month_plan(*, month: dt.date, parts: int) -> list[ResourceRange]
     return [ResourceRange(a, b) for a, b in itertools.pairwise(edges)]
 
 
+def attribution_month_scope(*, month: dt.date, plan: list[ResourceRange]) -> MonthScope | None:
+    """What the plan's parts read alike (inputs.MonthScope), read once to hand to each; None
+    for a month in one part, which reads its own."""
+    return month_scope_load(month=month_start(month)) if len(plan) > 1 else None
+
+
 def attribution_month_part(
     *,
     month: dt.date,
@@ -259,7 +265,7 @@ def attribution_month_run_split(*, month: dt.date, parts: int) -> AttributionRun
     tasks.attribute_month does on workers): the same ledger, to the last decimal."""
     plan = attribution_month_plan(month=month, parts=parts)
     stage = staging.stage_new(month_start(month))
-    scope = month_scope_load(month=month_start(month)) if len(plan) > 1 else None
+    scope = attribution_month_scope(month=month, plan=plan)
     results = [
         attribution_month_part(month=month, part=part, stage=stage, scope=scope) for part in plan
     ]

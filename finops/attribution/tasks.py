@@ -24,7 +24,7 @@ from django.db import InterfaceError, OperationalError, connection
 from billing_ingest.months import month_parse
 from billing_ingest.tasks.pipeline import STEP_WAITING, pipeline_resume_send
 from finops.attribution import staging
-from finops.attribution.inputs import MonthScope, ResourceRange, month_scope_load
+from finops.attribution.inputs import MonthScope, ResourceRange
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import (
     attribution_month_part,
@@ -32,6 +32,7 @@ from finops.attribution.services import (
     attribution_month_plan,
     attribution_month_reduce,
     attribution_month_run,
+    attribution_month_scope,
     attribution_month_stages_drop,
 )
 
@@ -73,8 +74,8 @@ def attribution_month_split(
     plan = attribution_month_plan(month=month_parse(month), parts=parts)
     # Names the parts' staging tables (PostgreSQL: staging.py), which the reduce drops.
     stage = staging.stage_new(month_parse(month))
-    # Read once here rather than by every part (inputs.MonthScope); a whole month reads its own.
-    scope = month_scope_load(month=month_parse(month)) if len(plan) > 1 else None
+    # Read once here rather than by every part.
+    scope = attribution_month_scope(month=month_parse(month), plan=plan)
     state = None if scope is None else scope.state()
     header = [
         attribution_month_part_task.s(month, part.first, part.stop, stage, state) for part in plan
