@@ -9,7 +9,7 @@ already rounded per line item, so every sum over it is exact.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -19,6 +19,13 @@ from billing_ingest.money import MoneyField
 from finops.attribution import engine
 from finops.attribution.charge_rollups import ChargeSums, charge_rollups
 from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs
+from finops.attribution.ledger_rows import (
+    LEDGER_COLUMNS,
+    day_date,
+    ledger_copy,
+    ledger_names,
+    ledger_values,
+)
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import (
     AllocatedCost,
@@ -55,14 +62,7 @@ _GPU_SECONDS_QUANTUM = Decimal("0.000001")
 # Page cache while inserting the ledger on SQLite, in the negative-KiB form of the pragma
 # (256 MiB at most; SQLite allocates it only as pages are used).
 _SQLITE_INSERT_CACHE_KIB = -256 * 1024
-_EPOCH = dt.date(1970, 1, 1)
 _ZERO = Decimal(0)
-
-
-def _day(day: int, cache: dict[int, dt.date]) -> dt.date:
-    if day not in cache:
-        cache[day] = _EPOCH + dt.timedelta(days=day)
-    return cache[day]
 
 
 def finish(ledger: Ledger) -> Ledger:
@@ -76,31 +76,6 @@ def finish(ledger: Ledger) -> Ledger:
         quantised = Decimal(seconds).quantize(quantum) if seconds else _ZERO
         finished[key] = [units, quantised, list_units, contracted_units]
     return finished
-
-
-# Columns of AllocatedCost written by _insert, in the order _ledger_values yields them.
-_LEDGER_COLUMNS = (
-    "billing_period", "day", "category", "team_id", "job_id", "run_id", "node", "provider_name",
-    "billing_account_id", "sub_account_id", "service_name", "pricing_category",
-    "billing_currency", "amount", "gpu_seconds", "source_batch_id", "pricing_mix",
-    "list_cost_source", "list_cost", "contracted_cost",
-)  # fmt: skip
-
-
-def _ledger_values(month: dt.date, inputs: Inputs, ledger: Ledger) -> Iterator[tuple[Any, ...]]:
-    days: dict[int, dt.date] = {}
-    job_meta = inputs.job_meta
-    dims = inputs.dims
-    to_decimal = engine.units_to_decimal
-    for (dims_i, day, category, team_id, job_id, node), values in ledger.items():
-        units, seconds, list_units, contracted_units = values
-        provider, account, sub, service, pricing, currency, batch_id, mix, source = dims[dims_i]
-        yield (
-            month, _day(day, days), category, team_id, job_id,
-            job_meta[job_id].run_id if job_id is not None else "", node, provider, account, sub,
-            service, pricing, currency, to_decimal(units), seconds, batch_id, mix, source,
-            to_decimal(list_units), to_decimal(contracted_units),
-        )  # fmt: skip
 
 
 def _insert(
@@ -216,7 +191,7 @@ def _team_daily_rows(month: dt.date, sums: dict[DailyKey, list[Any]]) -> list[Te
     return [
         TeamDailyCost(
             billing_period=month,
-            day=_day(day, days),
+            day=day_date(day, days),
             team_id=team_id,
             category=category,
             provider_name=provider,
@@ -363,7 +338,7 @@ def write(
         rollup.objects.filter(billing_period=month).delete()
     if staged is not None and staged.tables and not copied:
         stages_insert(staged.tables, ledger_names(), into=fresh or AllocatedCost._meta.db_table)
-    _insert(AllocatedCost, _LEDGER_COLUMNS, _ledger_values(month, inputs, ledger), into=fresh)
+    _ledger_insert(month, inputs, ledger, into=fresh)
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_records(RunCost, run_rows, with_pk=True)
     _insert_instances(RecurringCharge, recurring_rows)
@@ -374,17 +349,22 @@ def write(
     ledger_month_analyze(rollups=rollups, swapped=fresh is not None)
 
 
-def ledger_names() -> list[str]:
-    fields = {f.attname: str(f.column) for f in AllocatedCost._meta.concrete_fields}
-    return [fields[c] for c in _LEDGER_COLUMNS]
+def _ledger_insert(month: dt.date, inputs: Inputs, ledger: Ledger, *, into: str | None) -> None:
+    """The ledger's rows into the ledger, or into another table with its columns (into)."""
+    if transaction.get_connection().vendor != "postgresql":
+        _insert(AllocatedCost, LEDGER_COLUMNS, ledger_values(month, inputs, ledger), into=into)
+        return
+    _ledger_copy(into or AllocatedCost._meta.db_table, month, inputs, ledger)
+
+
+def _ledger_copy(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
+    quoted = ", ".join(f'"{name}"' for name in ledger_names())
+    statement = f'COPY "{table}" ({quoted}) FROM STDIN'
+    with transaction.get_connection().cursor() as cursor, cursor.cursor.copy(statement) as copy:
+        ledger_copy(copy, month, inputs, ledger)
 
 
 def stage_write(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
     """Write ledger rows into a part's staging table (staging.py), replacing what it held."""
-    names = ledger_names()
-    stage_create(table, names)
-    with transaction.get_connection().cursor() as cursor:
-        quoted = ", ".join(f'"{name}"' for name in names)
-        with cursor.cursor.copy(f'COPY "{table}" ({quoted}) FROM STDIN') as copy:
-            for row in _ledger_values(month, inputs, ledger):
-                copy.write_row(row)
+    stage_create(table, ledger_names())
+    _ledger_copy(table, month, inputs, ledger)

@@ -1,0 +1,96 @@
+"""The ledger's rows as COPY text (ledger_rows.ledger_copy) hold exactly the values the value
+tuples do (ledger_rows.ledger_values): whatever the names, amounts and GPU-seconds."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db import connection
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from billing_ingest.models import MONEY_DIGITS
+from finops.attribution import engine, ledger, staging
+from finops.attribution.inputs import Dims, Inputs
+from finops.attribution.job_inputs import JobMeta
+from finops.attribution.ledger_rows import ledger_names, ledger_values, money_text
+from finops.attribution.models import Category
+from finops.attribution.rollup_sums import Ledger
+
+MONTH = dt.date(2025, 1, 1)
+# The largest amount the ledger's money columns hold, in units.
+MAX_UNITS = 10**MONEY_DIGITS - 1
+# Text as bills and logs bring it: COPY's own delimiters and escapes included.
+NAMES = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), max_size=8
+) | st.sampled_from(["a\tb", "c\nd", "e\\f", "g\rh", "\\N", ""])
+UNITS = st.integers(min_value=-MAX_UNITS, max_value=MAX_UNITS)
+
+
+@given(UNITS)
+def test_money_text_reads_as_the_decimal_of_its_units(units: int) -> None:
+    text = money_text(units)
+    assert Decimal(text) == engine.units_to_decimal(units)
+    _whole, fraction = text.split(".")
+    assert fraction.isdigit()
+    assert len(fraction) == engine.MONEY_PLACES
+
+
+@st.composite
+def ledgers(draw: st.DrawFn) -> tuple[Inputs, Ledger]:
+    dims: list[Dims] = [
+        (draw(NAMES), draw(NAMES), draw(NAMES), draw(NAMES), draw(NAMES), "USD",
+         draw(st.integers(1, 10**6)), draw(NAMES), draw(NAMES))
+        for _ in range(draw(st.integers(1, 3)))
+    ]  # fmt: skip
+    jobs = {
+        job_id: JobMeta("c", draw(NAMES), "COMPLETED", dt.datetime(2025, 1, 1, tzinfo=dt.UTC), None)
+        for job_id in draw(st.lists(st.integers(1, 10**9), max_size=4, unique=True))
+    }
+    rows: Ledger = {}
+    for _ in range(draw(st.integers(1, 12))):
+        job_id = draw(st.sampled_from([None, *jobs]))
+        key = (
+            draw(st.integers(0, len(dims) - 1)), draw(st.integers(20089, 20119)),
+            draw(st.sampled_from(Category.values)), draw(st.none() | st.integers(1, 10**6)),
+            job_id, draw(NAMES),
+        )  # fmt: skip
+        seconds = draw(st.decimals(min_value=0, max_value=10**12, places=6))
+        rows[key] = [draw(UNITS), seconds, draw(UNITS), draw(UNITS)]
+    return Inputs(dims=dims, job_meta=jobs), rows
+
+
+def _read(table: str) -> list[tuple[Any, ...]]:
+    columns = ", ".join(f'"{name}"' for name in ledger_names())
+    with connection.cursor() as cursor:
+        cursor.execute(f'SELECT {columns} FROM "{table}"')
+        return _canonical(cursor.fetchall())
+
+
+def _canonical(rows: Any) -> list[tuple[Any, ...]]:
+    """The rows in one order, Decimals by value (one read back carries its column's scale)."""
+    return sorted(
+        (tuple(v.normalize() if isinstance(v, Decimal) else v for v in row) for row in rows),
+        key=repr,
+    )
+
+
+@pytest.mark.django_db
+def test_copy_text_writes_the_values_of_the_value_tuples() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("COPY text is PostgreSQL's (SQLite takes the value tuples)")
+    table = f"{staging.PREFIX}test_rows"
+
+    @settings(
+        max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
+    @given(ledgers())
+    def written_as_given(month_rows: tuple[Inputs, Ledger]) -> None:
+        inputs, rows = month_rows
+        ledger.stage_write(table, MONTH, inputs, rows)
+        assert _read(table) == _canonical(ledger_values(MONTH, inputs, rows))
+
+    written_as_given()
