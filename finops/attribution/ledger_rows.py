@@ -5,7 +5,8 @@ A month's ledger has millions of rows (8.2M at 10,000 nodes), written by each pa
 staging table and by the reduce into the month's table. psycopg's write_row adapts every cell of
 every row on its own (a Decimal made from integer units, then its text); most of a row repeats
 from row to row (its dims, day, node, run), so ledger_copy formats each distinct one once and
-the money from the integer units directly: half the time per row.
+the money from the integer units directly. Measured on one part at 10,000 nodes (820k rows):
+3.1 s -> 2.9 s to format and send, a small gain.
 """
 
 from __future__ import annotations
@@ -42,8 +43,12 @@ def ledger_names() -> list[str]:
 def day_date(day: int, cache: dict[int, dt.date]) -> dt.date:
     """The date of a ledger day (days since the epoch), made once per day."""
     if day not in cache:
-        cache[day] = _EPOCH + dt.timedelta(days=day)
+        cache[day] = _day_of(day)
     return cache[day]
+
+
+def _day_of(day: int) -> dt.date:
+    return _EPOCH + dt.timedelta(days=day)
 
 
 def ledger_values(month: dt.date, inputs: Inputs, ledger: Ledger) -> Iterator[tuple[Any, ...]]:
@@ -75,7 +80,7 @@ def ledger_copy(copy: Any, month: dt.date, inputs: Inputs, ledger: Ledger) -> No
     for (dims_i, day, category, team_id, job_id, node), values in ledger.items():
         day_text = days.get(day)
         if day_text is None:
-            day_text = days[day] = f"{month.isoformat()}\t{day_date(day, {}).isoformat()}"
+            day_text = days[day] = f"{month.isoformat()}\t{_day_of(day).isoformat()}"
         run = runs.get(job_id)
         if run is None:
             run = runs[job_id] = _escape(job_meta[job_id].run_id, texts)  # type: ignore[index]
