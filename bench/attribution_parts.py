@@ -40,7 +40,7 @@ def measure(month: dt.date, workers: list[int], *, whole: bool = True) -> dict[s
 
     from finops.attribution import services
 
-    result: dict[str, Any] = {"whole_s": float("nan"), "runs": []}
+    result: dict[str, Any] = {"whole_s": None, "runs": []}
     if whole:
         began = time.perf_counter()
         services.attribution_month_run(month=month)
@@ -217,9 +217,24 @@ def _chord(month: dt.date, n: int) -> float:
         log.unlink()
 
 
+def _speed_up_baseline(result: dict[str, Any]) -> tuple[float | None, str]:
+    """The whole month in one process, or, when that was skipped (--split-only), the 1-part run:
+    the same work without the split, so the speed-up is still printed rather than 'nan'."""
+    if result["whole_s"] is not None:
+        return result["whole_s"], f"whole {result['whole_s']:.1f} s"
+    one = [run["critical_s"] for run in result["runs"] if run["parts"] == 1]
+    if one:
+        return one[0], f"whole not run; speed-up against the 1-part critical path {one[0]:.1f} s"
+    return None, "whole not run; no 1-part run, so no speed-up"
+
+
+def _ratio(whole: float | None, critical: float) -> str:
+    return "not known" if whole is None else f"{whole / critical:.2f}x"
+
+
 def print_runs(result: dict[str, Any]) -> None:
-    whole = result["whole_s"]
-    print(f"  in parts (service calls; one process, one step after another; whole {whole:.1f} s)")
+    whole, label = _speed_up_baseline(result)
+    print(f"  in parts (service calls; one process, one step after another; {label})")
     for run in result["runs"]:
         parts = ", ".join(f"{s:.1f}" for s in run["part_s"])
         mb = sum(run["payload_mb"])
@@ -236,7 +251,7 @@ def print_runs(result: dict[str, Any]) -> None:
         print(
             f"    {run['workers']} workers: plan {run['plan_s']:.1f} s, parts [{parts}] s "
             f"({mb:.0f} MB of results), reduce {run['reduce_s']:.1f} s; critical path "
-            f"{run['critical_s']:.1f} s (projected speed-up {whole / run['critical_s']:.2f}x on "
+            f"{run['critical_s']:.1f} s (projected speed-up {_ratio(whole, run['critical_s'])} on "
             f">= {run['parts']} free cores), total work {run['work_s']:.1f} s{chord}; "
             f"CPU of this process: parts [{cpu}] s, reduce {run['reduce_cpu_s']:.1f} s; "
             f"peak RSS per process: parts [{rss}] MB, reduce {run['reduce_rss_mb']:.0f} MB; "
