@@ -9,6 +9,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from finops.secret_key import secret_key_load
 
@@ -21,6 +22,15 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 def _env_bool(name: str, default: bool) -> bool:
     """DJANGO_<name>, else <name> (Django's own setting name), else default."""
     return env.bool(f"DJANGO_{name}", default=env.bool(name, default=default))
+
+
+def _attribution_parts(value: str) -> int | None:
+    """FINOPS_ATTRIBUTION_PARTS: "auto" (None) or a count of at least 1."""
+    if value.strip().lower() == "auto":
+        return None
+    if not value.strip().isdigit() or int(value) < 1:
+        raise ImproperlyConfigured(f"FINOPS_ATTRIBUTION_PARTS={value!r}: 'auto' or a number >= 1")
+    return int(value)
 
 
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
@@ -337,8 +347,12 @@ CELERY_TIMEZONE = "UTC"
 # A task not routed here goes to the default queue, attribution (compute work).
 FINOPS_TASK_QUEUES = ("ingest", "attribution", "notifications")
 # Parts a month's attribution is split into across workers (a chord; finops.attribution.tasks).
-# 1: one process computes the month. Eager runs (no broker) always use one process.
-FINOPS_ATTRIBUTION_PARTS = env.int("FINOPS_ATTRIBUTION_PARTS", default=1)
+# "auto" (None here): one part per FINOPS_ATTRIBUTION_PART_LINE_ITEMS of the month's line items,
+# so a month that grows is split before one process needs more memory than a worker has
+# (10,000 nodes, 7.4M line items: 13 GB in one process; 3.8 GB per part of 930k: bench/README).
+# A number fixes the count (1: one process). Eager runs (no broker) always use one process.
+FINOPS_ATTRIBUTION_PARTS = _attribution_parts(env.str("FINOPS_ATTRIBUTION_PARTS", default="auto"))
+FINOPS_ATTRIBUTION_PART_LINE_ITEMS = env.int("FINOPS_ATTRIBUTION_PART_LINE_ITEMS", default=10**6)
 CELERY_TASK_DEFAULT_QUEUE = "attribution"
 CELERY_TASK_ROUTES = {
     # Exact names first: Celery tries them before the patterns.

@@ -17,6 +17,7 @@ import gc
 import hashlib
 import itertools
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -118,6 +119,13 @@ def attribution_month_plan(*, month: dt.date, parts: int) -> list[ResourceRange]
         seen += n
     edges: list[str | None] = [None, *bounds, None]
     return [ResourceRange(a, b) for a, b in itertools.pairwise(edges)]
+
+
+def attribution_month_parts_count(*, month: dt.date, line_items_per_part: int) -> int:
+    """How many parts the month needs so that none holds more than `line_items_per_part` of its
+    settled line items (a part's memory grows with its line items: bench/README)."""
+    lines = CostLineItem.objects.settled().filter(billing_period=month_start(month)).count()
+    return max(1, math.ceil(lines / max(1, line_items_per_part)))
 
 
 def attribution_month_scope(*, month: dt.date, plan: list[ResourceRange]) -> MonthScope | None:

@@ -2,7 +2,8 @@
 
 attribute_month is the pipeline's first step (finops.pipeline.steps): the pipeline runs it, then
 the steps that read the new ledger. Called on its own it rebuilds the ledger and nothing else.
-With settings.FINOPS_ATTRIBUTION_PARTS > 1 and a broker (not eager), it splits the month across
+With more than one part wanted (settings.FINOPS_ATTRIBUTION_PARTS, or "auto": one per
+FINOPS_ATTRIBUTION_PART_LINE_ITEMS line items) and a broker (not eager), it splits the month across
 workers: a chord of attribution_month_part tasks, then attribution_month_reduce (the one
 conservation check and the rollups), and returns at once without waiting (STEP_WAITING): no
 worker sleeps on the chord. When the reduce has committed (or failed), it sends
@@ -28,6 +29,7 @@ from finops.attribution.inputs import MonthScope, ResourceRange
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import (
     attribution_month_part,
+    attribution_month_parts_count,
     attribution_month_parts_failed,
     attribution_month_plan,
     attribution_month_reduce,
@@ -59,11 +61,21 @@ def attribute_month(month: str, pipeline_run_id: int | None = None) -> dict[str,
     A failed run raises (the run is recorded FAILED, the month keeps its previous ledger).
     Split in parts (module docstring), it returns once the chord is queued: the summary says
     STEP_WAITING and names the reduce task; the ledger is written when the reduce ends."""
-    parts = settings.FINOPS_ATTRIBUTION_PARTS
-    if parts <= 1 or current_app.conf.task_always_eager:
+    parts = 1 if current_app.conf.task_always_eager else _parts_wanted(month)
+    if parts <= 1:
         return _summary(attribution_month_run(month=month_parse(month)), month)
     reduce = attribution_month_split(month, parts, pipeline_run_id)
     return {"month": month, "parts": parts, "reduce": reduce.id, STEP_WAITING: True}
+
+
+def _parts_wanted(month: str) -> int:
+    """settings.FINOPS_ATTRIBUTION_PARTS, or with "auto" (None) as many as the month's line
+    items need at FINOPS_ATTRIBUTION_PART_LINE_ITEMS each."""
+    if settings.FINOPS_ATTRIBUTION_PARTS is not None:
+        return settings.FINOPS_ATTRIBUTION_PARTS
+    return attribution_month_parts_count(
+        month=month_parse(month), line_items_per_part=settings.FINOPS_ATTRIBUTION_PART_LINE_ITEMS
+    )
 
 
 def attribution_month_split(
