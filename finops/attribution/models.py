@@ -123,7 +123,18 @@ class RunCost(models.Model):
                 name="unique_run_cost",
             )
         ]
-        indexes = [models.Index(fields=["billing_period", "category", "team"])]
+        indexes = [
+            models.Index(fields=["billing_period", "category", "team"]),
+            # The runs list's order (run_selectors.run_cost_list_visible): a page of a month's
+            # runs is read off this index instead of sorting all of them (300,000 runs at
+            # 10,000 nodes: 110-150 ms a page, on both cores, before it).
+            models.Index(
+                models.F("billing_period").desc(),
+                Cast("cost", output_field=models.FloatField()).desc(),
+                "run_id",
+                name="runcost_list_order",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.billing_period:%Y-%m} {self.cost} {self.billing_currency}"
