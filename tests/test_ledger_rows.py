@@ -1,4 +1,4 @@
-"""The ledger's rows sent down COPY (ledger_rows.ledger_copy, as a part stages them) read back
+"""The ledger's rows sent down COPY (ledger.stage_write, as a part stages them) read back
 as exactly the values of their tuples (ledger_rows.ledger_values): whatever the names (COPY's
 own delimiters and escapes included), amounts and GPU-seconds."""
 
@@ -71,9 +71,9 @@ def _canonical(rows: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.django_db
-def test_copy_text_writes_the_values_of_the_value_tuples() -> None:
+def test_rows_copied_read_back_as_their_value_tuples() -> None:
     if connection.vendor != "postgresql":
-        pytest.skip("COPY text is PostgreSQL's (SQLite takes the value tuples)")
+        pytest.skip("staging tables are PostgreSQL's (SQLite takes the value tuples)")
     table = f"{staging.PREFIX}test_rows"
 
     @settings(

@@ -19,13 +19,7 @@ from billing_ingest.money import MoneyField
 from finops.attribution import engine
 from finops.attribution.charge_rollups import ChargeSums, charge_rollups
 from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs
-from finops.attribution.ledger_rows import (
-    LEDGER_COLUMNS,
-    day_date,
-    ledger_copy,
-    ledger_names,
-    ledger_values,
-)
+from finops.attribution.ledger_rows import LEDGER_COLUMNS, day_date, ledger_names, ledger_values
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import (
     AllocatedCost,
@@ -338,7 +332,7 @@ def write(
         rollup.objects.filter(billing_period=month).delete()
     if staged is not None and staged.tables and not copied:
         stages_insert(staged.tables, ledger_names(), into=fresh or AllocatedCost._meta.db_table)
-    _ledger_insert(month, inputs, ledger, into=fresh)
+    _insert(AllocatedCost, LEDGER_COLUMNS, ledger_values(month, inputs, ledger), into=fresh)
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_records(RunCost, run_rows, with_pk=True)
     _insert_instances(RecurringCharge, recurring_rows)
@@ -349,22 +343,7 @@ def write(
     ledger_month_analyze(rollups=rollups, swapped=fresh is not None)
 
 
-def _ledger_insert(month: dt.date, inputs: Inputs, ledger: Ledger, *, into: str | None) -> None:
-    """The ledger's rows into the ledger, or into another table with its columns (into)."""
-    if transaction.get_connection().vendor != "postgresql":
-        _insert(AllocatedCost, LEDGER_COLUMNS, ledger_values(month, inputs, ledger), into=into)
-        return
-    _ledger_copy(into or AllocatedCost._meta.db_table, month, inputs, ledger)
-
-
-def _ledger_copy(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
-    quoted = ", ".join(f'"{name}"' for name in ledger_names())
-    statement = f'COPY "{table}" ({quoted}) FROM STDIN'
-    with transaction.get_connection().cursor() as cursor, cursor.cursor.copy(statement) as copy:
-        ledger_copy(copy, month, inputs, ledger)
-
-
 def stage_write(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
     """Write ledger rows into a part's staging table (staging.py), replacing what it held."""
     stage_create(table, ledger_names())
-    _ledger_copy(table, month, inputs, ledger)
+    _insert(AllocatedCost, LEDGER_COLUMNS, ledger_values(month, inputs, ledger), into=table)

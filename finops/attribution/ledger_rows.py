@@ -1,7 +1,11 @@
 """The ledger's rows as the database takes them: value tuples in LEDGER_COLUMNS order
-(ledger_values), inserted by SQLite's executemany or sent down PostgreSQL's COPY (ledger_copy).
+(ledger_values), which ledger._insert sends down PostgreSQL's COPY or SQLite's executemany.
 A month's ledger has millions of rows (8.2M at 10,000 nodes), written by each part into its
 staging table and by the reduce into the month's table.
+
+COPY text formatted here, each distinct value once, was measured and dropped: 10,000 nodes,
+8 parts, attribute step 310 s against 313 s with psycopg adapting the tuples, inside the
+run-to-run noise, for a hundred lines of escaping on the money path.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from finops.attribution.inputs import Inputs
 from finops.attribution.models import AllocatedCost
 from finops.attribution.rollup_sums import Ledger
 
-# Columns of AllocatedCost written, in the order ledger_values and ledger_copy give them.
+# Columns of AllocatedCost written, in the order ledger_values gives them.
 LEDGER_COLUMNS = (
     "billing_period", "day", "category", "team_id", "job_id", "run_id", "node", "provider_name",
     "billing_account_id", "sub_account_id", "service_name", "pricing_category",
@@ -35,12 +39,8 @@ def ledger_names() -> list[str]:
 def day_date(day: int, cache: dict[int, dt.date]) -> dt.date:
     """The date of a ledger day (days since the epoch), made once per day."""
     if day not in cache:
-        cache[day] = _day_of(day)
+        cache[day] = _EPOCH + dt.timedelta(days=day)
     return cache[day]
-
-
-def _day_of(day: int) -> dt.date:
-    return _EPOCH + dt.timedelta(days=day)
 
 
 def ledger_values(month: dt.date, inputs: Inputs, ledger: Ledger) -> Iterator[tuple[Any, ...]]:
@@ -56,12 +56,3 @@ def ledger_values(month: dt.date, inputs: Inputs, ledger: Ledger) -> Iterator[tu
             month, day_date(day, days), category, team_id, job_id, run_id, node, *dims[dims_i],
             to_decimal(units), seconds, to_decimal(list_units), to_decimal(contracted_units),
         )  # fmt: skip
-
-
-def ledger_copy(copy: Any, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
-    """Write the rows into an open `COPY ... (ledger_names()) FROM STDIN`: psycopg adapts
-    ledger_values' tuples. (COPY text formatted here, each distinct value once, was measured
-    and dropped: 10,000 nodes, 8 parts, attribute step 310 s against 313 s, inside the run-to-run
-    noise, for a hundred lines of escaping on the money path.)"""
-    for row in ledger_values(month, inputs, ledger):
-        copy.write_row(row)
