@@ -15,13 +15,13 @@ from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.parsers.kubernetes import parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import JobRow
-from billing_ingest.parsers.slurm import SacctStats, parse_sacct
+from billing_ingest.parsers.slurm import DEFAULT_DELIMITER, SacctStats, parse_sacct
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
 
 JobChunks = Iterator[list[JobRow]]
-# (path, *, file_label, cluster, stats, columns) -> chunks of JobRecord field dicts. The cluster
-# (saved, or unsaved defaults when the batch names no stored cluster) carries how to read its
-# logs; columns name the columns of a headerless sacct file.
+# (path, *, file_label, cluster, stats, columns, delimiter) -> chunks of JobRecord field dicts.
+# The cluster (saved, or unsaved defaults when the batch names no stored cluster) carries how to
+# read its logs; columns name the columns of a headerless sacct file, delimiter its `--delimiter`.
 JobParser = Callable[..., JobChunks]
 
 
@@ -32,9 +32,17 @@ def _parse_slurm(
     cluster: Cluster,
     stats: SacctStats,
     columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> JobChunks:
     zone = _cluster_zone(cluster)
-    return parse_sacct(path, file_label=file_label, time_zone=zone, stats=stats, columns=columns)
+    return parse_sacct(
+        path,
+        file_label=file_label,
+        time_zone=zone,
+        stats=stats,
+        columns=columns,
+        delimiter=delimiter or DEFAULT_DELIMITER,
+    )
 
 
 def _parse_kubernetes(
@@ -44,6 +52,7 @@ def _parse_kubernetes(
     cluster: Cluster,
     stats: SacctStats,
     columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> JobChunks:
     return parse_pods(
         path,
@@ -60,6 +69,7 @@ def _parse_opencost(
     cluster: Cluster,
     stats: SacctStats,
     columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> JobChunks:
     return parse_allocations(path, file_label=file_label, stats=stats)
 
@@ -133,7 +143,11 @@ def cluster_get_or_create(
 
 
 def jobs_batch_ingest(
-    *, batch_id: int, stats: SacctStats | None = None, columns: Sequence[str] | None = None
+    *,
+    batch_id: int,
+    stats: SacctStats | None = None,
+    columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> ImportBatch:
     """Import one pending jobs batch. A batch another worker claimed, or one already done or a
     duplicate, is returned unchanged.
@@ -142,7 +156,8 @@ def jobs_batch_ingest(
     later dump carries the final state of a job that was running); other jobs stay. On a format
     error nothing is written and the batch is marked failed with the message. `stats`, when
     given, is filled in with what the parser saw (steps and unstarted jobs skipped).
-    `columns` names the columns of a Slurm file without a header (`sacct --noheader`).
+    `columns` names the columns of a Slurm file without a header (`sacct --noheader`),
+    `delimiter` its `sacct --delimiter` (default `|`).
     """
     if not import_batch_claim(batch_id=batch_id):
         return ImportBatch.objects.get(id=batch_id)
@@ -158,6 +173,7 @@ def jobs_batch_ingest(
                 cluster=cluster,
                 stats=stats,
                 columns=columns,
+                delimiter=delimiter,
             )
             for chunk in chunks:
                 _jobs_upsert(batch=batch, rows=chunk)
