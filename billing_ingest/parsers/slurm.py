@@ -103,6 +103,11 @@ class SacctStats:
     skipped_not_started: int = 0
     # Finished jobs (not RUNNING/SUSPENDED/REQUEUED) with End=Unknown, ended at Start + Elapsed.
     finished_without_end: int = 0
+    # Filled in by the loader (services/job_attempts.py): attempts beyond the first of a JobID
+    # in this file (`sacct -D`), and open attempts that a later attempt of their job followed,
+    # ended at that attempt's start (an estimate, until `-D` output gives their real end).
+    requeued_attempts: int = 0
+    superseded_open_attempts: int = 0
 
 
 @dataclass

@@ -181,8 +181,17 @@ class Command(BaseCommand):
             return f"{read}, {stored}, {skipped} unscheduled or not-started pods skipped, 0 errors"
         if fmt == "opencost":
             return f"{read}, {stored}, {skipped} without pod, node or GPU hours skipped, 0 errors"
+        attempts = ""
+        if summary.get("requeued_attempts"):
+            attempts += f", {summary['requeued_attempts']} more attempts of requeued jobs"
+        if summary.get("superseded_open_attempts"):
+            attempts += (
+                f", {summary['superseded_open_attempts']} open attempts of requeued jobs ended "
+                "at their next attempt's start (an estimate: export with `sacct -D` for their "
+                "real end)"
+            )
         return (
             f"{read}, {stored}, {summary['skipped_steps']} job steps skipped, "
             f"{skipped} not-started jobs skipped, {summary['finished_without_end']} finished "
-            "jobs without End ended at Start + Elapsed, 0 errors"
+            f"jobs without End ended at Start + Elapsed{attempts}, 0 errors"
         )
