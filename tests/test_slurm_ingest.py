@@ -404,7 +404,7 @@ def test_delimiter_is_refused_for_other_formats(tmp_path: Path) -> None:
         )  # fmt: skip
 
 
-def test_jobs_without_jobidraw_and_account_are_imported_and_unallocated(
+def test_jobs_without_jobidraw_and_account_are_imported(
     tmp_path: Path,
 ) -> None:
     ingest(SACCT_FIXTURES / "no-jobidraw-no-account.txt", "--cluster", "hpc1")

@@ -6,13 +6,16 @@ that a later one followed."""
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from decimal import Decimal
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
 
 from billing_ingest.models import JobRecord
+from finops.org.models import Team
 from tests.builders import SACCT_HEADER, TRES_8
 
 pytestmark = pytest.mark.django_db
@@ -143,3 +146,29 @@ def test_an_older_dump_does_not_reopen_an_attempt(tmp_path: Path) -> None:
         (1, "REQUEUED", at(10), at(11), ["n1"]),
         (2, "COMPLETED", at(11), at(12), ["n2"]),
     ]
+
+
+def test_run_page_lists_each_attempt_with_its_cost(finance_client: Client, team: Team) -> None:
+    from django.urls import reverse
+
+    from finops.attribution.models import AllocatedCost
+    from finops.org.models import MappingRule
+
+    MappingRule.objects.create(kind=MappingRule.Kind.SLURM_ACCOUNT, value="cv", team=team)
+    scenario = REQUEUE_FILE.parent
+    call_command(
+        "ingest_billing", "--format", "focus", str(scenario / "focus-2025-06.csv"),
+        "--no-attribute", stdout=StringIO(),
+    )  # fmt: skip
+    ingest(REQUEUE_FILE)
+    call_command("attribute", "--month", "2025-06", stdout=StringIO())
+    first, second = JobRecord.objects.filter(job_id="301").order_by("attempt")
+    # 8 GPUs for one hour of a $160, two-hour, 8-GPU node: $80 each.
+    for job in (first, second):
+        cost = sum(a.amount for a in AllocatedCost.objects.filter(job=job))
+        assert cost == Decimal(80)
+    url = reverse("web:run", args=["vision", "pretrain"])
+    html = finance_client.get(url, {"month": "2025-06"}).content.decode()
+    assert "<td>301</td>" in html
+    assert "<td>301 (attempt 2)</td>" in html
+    assert html.index("<td>301</td>") < html.index("<td>301 (attempt 2)</td>")
