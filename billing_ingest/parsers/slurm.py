@@ -4,7 +4,7 @@ every line) is read too, with or without its header, and so is a `--delimiter` o
 when the caller names it.
 
 JobIDRaw and Account may be missing from the columns: JobIDRaw is then the JobID, and a job
-without an account gets its team from the other mapping rules (or stays unallocated).
+without an account gets its team from the other mapping rules, or has none.
 
 `sacct --duplicates` (`-D`) prints every attempt of a requeued job under the same JobID; each
 is its own record (the loader tells the attempts apart by their start).

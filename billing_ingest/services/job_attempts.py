@@ -15,7 +15,7 @@ real end, and counted for the import summary.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from billing_ingest.models import JobRecord
@@ -47,45 +47,59 @@ def slurm_attempts(*, cluster: str, rows: list[JobRow], stats: SacctStats) -> li
         assert start is not None  # the Slurm parser skips jobs that never started
         incoming[row["job_id"]][start] = row
     stored = _stored_attempts(cluster, list(incoming))
-    renumber: dict[int, int] = {}
-    superseded: list[tuple[int, datetime]] = []
-    result: list[JobRow] = []
+    plan = _Plan()
     for job_id, attempts in incoming.items():
-        if len(attempts) > 1:
-            stats.requeued_attempts += len(attempts) - 1
-        known = {attempt.start: attempt for attempt in stored.get(job_id, [])}
-        starts = sorted(set(known) | set(attempts))
-        for number, start in enumerate(starts, start=1):
-            following = starts[number] if number < len(starts) else None
-            old = known.get(start)
-            if old is not None and old.attempt != number:
-                renumber[old.id] = number
-            row = attempts.get(start)
-            if row is None:
-                assert old is not None
-                if old.end is None and following is not None:
-                    superseded.append((old.id, following))
-                continue
-            if row.get("end") is None and old is not None and old.end is not None:
-                # Jobs never un-finish: an older dump imported after a newer one.
-                continue
-            if row.get("end") is None and following is not None:
-                row["end"], row["state"] = following, SUPERSEDED_STATE
-                stats.superseded_open_attempts += 1
-            row["attempt"] = number
-            result.append(row)
-    stats.superseded_open_attempts += len(superseded)
-    _renumber(renumber)
-    _end_superseded(superseded)
-    return result
+        stats.requeued_attempts += len(attempts) - 1
+        _number_attempts(attempts, stored.get(job_id, []), plan)
+    stats.superseded_open_attempts += plan.superseded_rows + len(plan.superseded)
+    _renumber(plan.renumber)
+    _end_superseded(plan.superseded)
+    return plan.rows
+
+
+@dataclass
+class _Plan:
+    """What the loader writes: the rows to upsert, stored rows to renumber (id -> attempt) and
+    stored open attempts to end (id, end)."""
+
+    rows: list[JobRow] = field(default_factory=list)
+    renumber: dict[int, int] = field(default_factory=dict)
+    superseded: list[tuple[int, datetime]] = field(default_factory=list)
+    superseded_rows: int = 0  # incoming open rows ended at their next attempt's start
+
+
+def _number_attempts(attempts: dict[datetime, JobRow], stored: list[_Stored], plan: _Plan) -> None:
+    """Number one job's attempts, stored and incoming, by start."""
+    known = {attempt.start: attempt for attempt in stored}
+    starts = sorted(set(known) | set(attempts))
+    for number, start in enumerate(starts, start=1):
+        following = starts[number] if number < len(starts) else None
+        old = known.get(start)
+        if old is not None and old.attempt != number:
+            plan.renumber[old.id] = number
+        new = attempts.get(start)
+        if new is None:
+            assert old is not None
+            if old.end is None and following is not None:
+                plan.superseded.append((old.id, following))
+            continue
+        if new.get("end") is None and old is not None and old.end is not None:
+            # Jobs never un-finish: an older dump imported after a newer one.
+            continue
+        if new.get("end") is None and following is not None:
+            new["end"], new["state"] = following, SUPERSEDED_STATE
+            plan.superseded_rows += 1
+        new["attempt"] = number
+        plan.rows.append(new)
 
 
 def _stored_attempts(cluster: str, job_ids: list[str]) -> dict[str, list[_Stored]]:
     found: dict[str, list[_Stored]] = defaultdict(list)
-    query = JobRecord.objects.filter(cluster=cluster, job_id__in=job_ids).values_list(
-        "id", "job_id", "start", "end", "attempt"
-    )
+    query = JobRecord.objects.filter(
+        cluster=cluster, job_id__in=job_ids, start__isnull=False
+    ).values_list("id", "job_id", "start", "end", "attempt")
     for pk, job_id, start, end, attempt in query:
+        assert start is not None
         found[job_id].append(_Stored(pk, start, end, attempt))
     return found
 
