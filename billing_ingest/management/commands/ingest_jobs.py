@@ -183,10 +183,13 @@ class Command(BaseCommand):
             return f"{read}, {stored}, {skipped} without pod, node or GPU hours skipped, 0 errors"
         attempts = ""
         if summary.get("requeued_attempts"):
-            attempts += f", {summary['requeued_attempts']} more attempts of requeued jobs"
+            attempts += (
+                f", {summary['requeued_attempts']} later attempt(s) of requeued jobs, each "
+                "its own job"
+            )
         if summary.get("superseded_open_attempts"):
             attempts += (
-                f", {summary['superseded_open_attempts']} open attempts of requeued jobs ended "
+                f", {summary['superseded_open_attempts']} open attempt(s) of requeued jobs ended "
                 "at their next attempt's start (an estimate: export with `sacct -D` for their "
                 "real end)"
             )
