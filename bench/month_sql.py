@@ -60,9 +60,9 @@ FROM generate_series(TIMESTAMPTZ '2025-01-01 00:00+00', TIMESTAMPTZ '2025-01-31 
 # the month at the Python generator's 70 % utilisation.
 JOBS = """
 INSERT INTO billing_ingest_jobrecord (
-    batch_id, cluster, job_id, job_id_raw, name, account, "user", partition, state, start, "end",
-    gpus, nodes, run_id, wckey, comment, endpoint, labels, namespace)
-SELECT %(batch)s, 'c1', j::text, '', 'job-' || j, 'team-' || ((j / 10) %% 20), '', '',
+    batch_id, cluster, job_id, attempt, job_id_raw, name, account, "user", partition, state,
+    start, "end", gpus, nodes, run_id, wckey, comment, endpoint, labels, namespace)
+SELECT %(batch)s, 'c1', j::text, 1, '', 'job-' || j, 'team-' || ((j / 10) %% 20), '', '',
     CASE WHEN j %% 17 = 0 THEN 'FAILED' ELSE 'COMPLETED' END, begin_at,
     begin_at + make_interval(secs => seconds), per_node * node_count,
     (SELECT jsonb_agg('gpu-' || substr('abc', n %% 3 + 1, 1)

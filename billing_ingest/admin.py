@@ -68,6 +68,7 @@ class JobRecordAdmin(admin.ModelAdmin):
     list_display = [
         "cluster",
         "job_id",
+        "attempt",
         "run_id",
         "user",
         "account",

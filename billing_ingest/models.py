@@ -250,12 +250,17 @@ class CostLineItem(models.Model):
 
 
 class JobRecord(models.Model):
-    """One scheduler allocation (a Slurm job or array task, a Kubernetes pod)."""
+    """One scheduler allocation (a Slurm job or array task, a Kubernetes pod), or one attempt of
+    a requeued Slurm job: `sacct --duplicates` prints each attempt under the same JobID, and each
+    is charged for its own time."""
 
     batch = models.ForeignKey(ImportBatch, on_delete=models.CASCADE, related_name="jobs")
     cluster = models.CharField(max_length=100)
     # Slurm job id, or `<namespace>/<pod name>` (63 + 1 + 253 characters at most).
     job_id = models.CharField(max_length=320)
+    # 1, 2, ...: the attempts of a requeued Slurm job in the order they started (an attempt is
+    # known by its start); always 1 for pods and OpenCost allocations.
+    attempt = models.PositiveIntegerField(default=1)
     job_id_raw = models.CharField(max_length=64, blank=True)
     name = models.CharField(max_length=500, blank=True)
     account = models.CharField(max_length=200, blank=True)
@@ -284,7 +289,9 @@ class JobRecord(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["cluster", "job_id"], name="unique_job_per_cluster"),
+            models.UniqueConstraint(
+                fields=["cluster", "job_id", "attempt"], name="unique_job_attempt_per_cluster"
+            ),
             models.CheckConstraint(
                 condition=(
                     models.Q(gpu_numerator__isnull=True, gpu_denominator__isnull=True)
@@ -296,7 +303,8 @@ class JobRecord(models.Model):
         indexes = [models.Index(fields=["start", "end"]), models.Index(fields=["run_id"])]
 
     def __str__(self) -> str:
-        return f"{self.cluster}:{self.job_id}"
+        attempt = f" (attempt {self.attempt})" if self.attempt > 1 else ""
+        return f"{self.cluster}:{self.job_id}{attempt}"
 
     def exact_gpus(self) -> Fraction:
         return job_gpus_exact(

@@ -501,3 +501,66 @@ def test_import_summary_counts_the_rows_whose_period_was_inferred(tmp_path: Path
     note = "billingPeriodStartDate empty: billing period taken from the month of the usage date"
     assert batch.notes == {note: 2}
     assert f"note: 2 row(s): {note}" in out.getvalue()
+
+
+# --- legacy usage exports: UsageDateTime, PreTaxCost, SubscriptionGuid, no billing period -----
+
+AZURE_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "azure"
+LEGACY_FILES = ["legacy-usage-2025-06.csv", "legacy-usage-camelcase-2025-06.csv"]
+
+
+def column_sum(path: Path, name: str) -> Decimal:
+    """The column's sum, each cell at the stored money precision (12 places, half-even)."""
+    with path.open(newline="", encoding="utf-8-sig") as handle:
+        rows = list(csv.DictReader(handle))
+    cells = (Decimal(row[name]).quantize(Decimal("1E-12")) for row in rows)
+    return sum(cells, Decimal(0))
+
+
+@pytest.mark.parametrize("name", LEGACY_FILES)
+def test_legacy_usage_export_is_read(name: str) -> None:
+    path = AZURE_FIXTURES / name
+    items = parse(path)
+    cost_column = "PreTaxCost" if "camel" not in name else "preTaxCost"
+    assert sum((item["billed_cost"] for item in items), Decimal(0)) == column_sum(path, cost_column)
+    assert all(item["billed_cost"] == item["effective_cost"] for item in items)
+    # The billing period follows each row's usage date: no BillingPeriodStartDate in the file.
+    assert [item["charge_period_start"].date() for item in items] == [
+        date(2025, 6, 29),
+        date(2025, 6, 30),
+        date(2025, 6, 30),
+        date(2025, 7, 1),
+    ]
+    assert [item["billing_period"] for item in items] == [date(2025, 6, 1)] * 3 + [date(2025, 7, 1)]
+    assert items[3]["billing_period_start"] == datetime(2025, 7, 1, tzinfo=UTC)
+    gpu = items[0]
+    assert gpu["sub_account_id"] == "3f1c2b7e-8d4a-4f0e-9b6a-1c2d3e4f5a6b"
+    assert gpu["resource_id"].endswith("/virtualMachines/gpu-node-1")
+    assert gpu["resource_name"] == "gpu-node-1"
+    assert gpu["x_instance_type"] == "Standard_ND96asr_v4"
+    assert gpu["consumed_quantity"] == Decimal(24)
+    assert gpu["tags"] == {"team": "vision"}
+    assert (gpu["billing_currency"], gpu["region_id"]) == ("USD", "eastus")
+    assert items[2]["billed_cost"] == Decimal("0.000006649635")
+    assert {item.get("_import_note") for item in items} == {
+        "no BillingPeriodStartDate column (legacy usage export): billing period taken from the "
+        "month of the usage date"
+    }
+
+
+@pytest.mark.django_db
+def test_legacy_usage_export_imports_and_reconciles() -> None:
+    from django.core.management import call_command
+
+    from billing_ingest.models import CostLineItem, ImportBatch
+    from billing_ingest.money import MoneySum
+
+    path = AZURE_FIXTURES / "legacy-usage-2025-06.csv"
+    out = io.StringIO()
+    call_command("ingest_billing", "--format", "azure", str(path), "--no-attribute", stdout=out)
+    batch = ImportBatch.objects.get()
+    assert batch.status == ImportBatch.Status.SUCCEEDED, batch.error
+    assert batch.billing_periods == ["2025-06", "2025-07"]
+    total = CostLineItem.objects.aggregate(total=MoneySum("billed_cost"))["total"]
+    assert total == column_sum(path, "PreTaxCost")
+    assert "note: 4 row(s): no BillingPeriodStartDate column" in out.getvalue()

@@ -363,3 +363,53 @@ def test_columns_is_refused_for_other_formats(tmp_path: Path) -> None:
             "ingest_jobs", "--format", "kubernetes", str(path), "--columns", "JobID",
             stdout=StringIO(),
         )  # fmt: skip
+
+
+SACCT_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
+ELEVEN_COLUMNS = "JobID,JobIDRaw,JobName,Account,User,Partition,State,Start,End,AllocTRES,NodeList"
+
+
+def test_parsable_output_without_header_is_imported() -> None:
+    output = ingest(
+        SACCT_FIXTURES / "parsable-noheader.txt", "--cluster", "hpc1", "--columns", ELEVEN_COLUMNS
+    )
+    assert ImportBatch.objects.get().status == ImportBatch.Status.SUCCEEDED
+    jobs = {job.job_id: job for job in JobRecord.objects.all()}
+    assert sorted(jobs) == ["7001", "7002_3", "7003"]
+    assert jobs["7001"].nodes == ["n1"]
+    assert "5 rows read, 3 jobs stored, 2 job steps skipped" in output
+
+
+def test_delimiter_option_reads_sacct_delimiter_output() -> None:
+    path = SACCT_FIXTURES / "delimiter-semicolon-noheader.txt"
+    ingest(path, "--cluster", "hpc1", "--columns", ELEVEN_COLUMNS, "--delimiter", ";")
+    assert sorted(JobRecord.objects.values_list("job_id", flat=True)) == ["7001", "7003"]
+    assert JobRecord.objects.get(job_id="7001").nodes == ["n1", "n2"]
+
+
+def test_without_the_delimiter_option_the_error_names_it() -> None:
+    path = SACCT_FIXTURES / "delimiter-semicolon-noheader.txt"
+    with pytest.raises(CommandError, match="1 of 1 file"):
+        ingest(path, "--cluster", "hpc1", "--columns", ELEVEN_COLUMNS)
+    assert "ingest_jobs --delimiter" in ImportBatch.objects.get().error
+    assert not JobRecord.objects.exists()
+
+
+def test_delimiter_is_refused_for_other_formats(tmp_path: Path) -> None:
+    path = write(tmp_path / "pods.json", ["{}"])
+    with pytest.raises(CommandError, match="--delimiter applies to --format slurm only"):
+        call_command(
+            "ingest_jobs", "--format", "kubernetes", str(path), "--delimiter", ";",
+            stdout=StringIO(),
+        )  # fmt: skip
+
+
+def test_jobs_without_jobidraw_and_account_are_imported(
+    tmp_path: Path,
+) -> None:
+    ingest(SACCT_FIXTURES / "no-jobidraw-no-account.txt", "--cluster", "hpc1")
+    jobs = {job.job_id: job for job in JobRecord.objects.all()}
+    assert {job_id: (job.job_id_raw, job.account) for job_id, job in jobs.items()} == {
+        "8001": ("8001", ""),
+        "8002_1": ("8002_1", ""),
+    }

@@ -591,3 +591,119 @@ def test_overlong_line_is_refused_before_it_is_read_whole(tmp_path: Path, settin
         for row in chunk
     ]
     assert rows[1]["comment"] == long_comment
+
+
+# --- sacct as clusters print it: --parsable, --delimiter, short column lists (issue 24) -------
+
+SACCT_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sacct"
+ELEVEN = [*COLUMNS[:11]]  # JobID ... NodeList, the columns of the fixtures without a header
+
+
+def parse_fixture(name: str, **kwargs: Any) -> tuple[list[JobRow], SacctStats]:
+    stats = SacctStats()
+    chunks = parse_sacct(
+        SACCT_FIXTURES / name, file_label=name, time_zone=UTC_ZONE, stats=stats, **kwargs
+    )
+    return [row for chunk in chunks for row in chunk], stats
+
+
+def test_parsable_output_without_header_is_read_with_the_given_columns() -> None:
+    # `sacct --parsable --noheader --format=JobID,...,NodeList`: every line ends with `|`.
+    rows, stats = parse_fixture("parsable-noheader.txt", columns=ELEVEN)
+    assert [(row["job_id"], row["state"], row["gpus"]) for row in rows] == [
+        ("7001", "COMPLETED", Decimal(8)),
+        ("7002_3", "FAILED", Decimal(1)),
+        ("7003", "RUNNING", Decimal(4)),
+    ]
+    assert rows[0]["nodes"] == ["n1"]  # the last column, without the trailing delimiter
+    assert rows[2]["end"] is None
+    assert (stats.data_rows, stats.skipped_steps) == (5, 2)
+
+
+def test_a_delimiter_given_to_sacct_is_read_when_named() -> None:
+    # `sacct --parsable2 --noheader --delimiter=';' --format=...`
+    rows, stats = parse_fixture("delimiter-semicolon-noheader.txt", columns=ELEVEN, delimiter=";")
+    assert [(row["job_id"], row["nodes"]) for row in rows] == [
+        ("7001", ["n1", "n2"]),
+        ("7003", ["n3"]),
+    ]
+    assert rows[0]["gpus"] == Decimal(8)  # AllocTRES's commas are not delimiters
+    assert stats.skipped_steps == 1
+
+
+def test_an_unnamed_delimiter_is_named_in_the_error() -> None:
+    with pytest.raises(ImportFormatError) as caught:
+        parse_fixture("delimiter-semicolon-noheader.txt", columns=ELEVEN)
+    assert (caught.value.row, caught.value.column) == (1, "JobIDRaw")
+    assert "found 1" in str(caught.value)
+    assert "--delimiter=;" in str(caught.value)
+
+
+def test_parsable_header_with_a_delimiter(tmp_path: Path) -> None:
+    header = ";".join(COLUMNS) + ";"
+    path = tmp_path / "sacct.txt"
+    path.write_text(header + "\n" + job("1").replace("|", ";") + ";\n")
+    rows = [
+        r for c in parse_sacct(path, file_label="s", time_zone=UTC_ZONE, delimiter=";") for r in c
+    ]
+    assert [row["job_id"] for row in rows] == ["1"]
+    with pytest.raises(ImportFormatError, match=r"--delimiter ';'"):
+        list(parse_sacct(path, file_label="s", time_zone=UTC_ZONE))
+
+
+def test_one_field_too_many_with_a_trailing_delimiter_names_parsable(tmp_path: Path) -> None:
+    # The first line set the layout (--parsable2); a later line ends with `|` (--parsable).
+    first, second = ("|".join(job(n).split("|")[:11]) for n in ("1", "2"))
+    path = tmp_path / "mixed.txt"
+    path.write_text(first + "\n" + second + "|\n")
+    with pytest.raises(ImportFormatError) as caught:
+        list(parse_sacct(path, file_label="mixed.txt", time_zone=UTC_ZONE, columns=ELEVEN))
+    message = str(caught.value)
+    assert caught.value.row == 2
+    assert "found 12" in message
+    assert "`sacct --parsable` output" in message
+
+
+def test_one_field_too_few_names_the_likely_cause(tmp_path: Path) -> None:
+    path = tmp_path / "short.txt"
+    path.write_text(job("1") + "\n")
+    with pytest.raises(ImportFormatError) as caught:
+        list(parse_sacct(path, file_label="short.txt", time_zone=UTC_ZONE, columns=[*COLUMNS, "X"]))
+    assert "found 13" in str(caught.value)
+    assert "--columns names a column the file does not have" in str(caught.value)
+
+
+def test_jobidraw_and_account_may_be_missing() -> None:
+    rows, stats = parse_fixture("no-jobidraw-no-account.txt")
+    assert [(row["job_id"], row["job_id_raw"], row["account"]) for row in rows] == [
+        ("8001", "8001", ""),
+        ("8002_1", "8002_1", ""),
+    ]
+    assert rows[0]["run_id"] == "llama"
+    assert stats.skipped_steps == 1
+
+
+def test_given_columns_without_jobidraw_and_account(tmp_path: Path) -> None:
+    path = tmp_path / "noheader.txt"
+    path.write_text(
+        "9|train|ann|gpu|COMPLETED|2024-09-03T10:00:00|2024-09-03T11:00:00|gres/gpu=2|g1\n"
+    )
+    given = [
+        "JobID",
+        "JobName",
+        "User",
+        "Partition",
+        "State",
+        "Start",
+        "End",
+        "AllocTRES",
+        "NodeList",
+    ]
+    rows = [
+        row
+        for chunk in parse_sacct(path, file_label="n", time_zone=UTC_ZONE, columns=given)
+        for row in chunk
+    ]
+    assert [(row["job_id_raw"], row["account"], row["gpus"]) for row in rows] == [
+        ("9", "", Decimal(2))
+    ]

@@ -14,6 +14,11 @@ attribution should be fed the amortised export; an actual-cost export still impo
 reservation purchases as Purchase rows at their cash cost (they cannot be amortised without the
 amortised file) and reservation-covered usage at 0.
 
+Legacy usage exports (the first Cost Management exports: UsageDateTime, PreTaxCost,
+SubscriptionGuid, UsageQuantity, InstanceId, in PascalCase or camelCase headers) have no billing
+period column: each row's billing period is then its usage date's month, and the import summary
+says how many rows were read so.
+
 Rows are daily: the charge period is [Date 00:00, next day 00:00) UTC. EA exports write dates as
 MM/DD/YYYY (Azure's US format, never DD/MM), MCA and newer exports ISO 8601; each cell is read by
 its own shape.
@@ -67,7 +72,7 @@ _FOCUS_MARKERS = ("billedcost", "effectivecost", "chargeperiodstart")
 
 # Logical column -> header names in order of preference (compared lower-cased).
 _COLUMNS: dict[str, tuple[str, ...]] = {
-    "date": ("Date", "UsageDate"),
+    "date": ("Date", "UsageDate", "UsageDateTime"),
     "cost": ("CostInBillingCurrency", "Cost", "PreTaxCost"),
     "currency": ("BillingCurrency", "BillingCurrencyCode", "Currency"),
     "billing_period_start": ("BillingPeriodStartDate",),
@@ -81,7 +86,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "consumed_service": ("ConsumedService",),
     "meter_id": ("MeterId",),
     "part_number": ("PartNumber",),
-    "resource_id": ("ResourceId", "InstanceName"),
+    "resource_id": ("ResourceId", "InstanceName", "InstanceId"),
     "resource_name": ("ResourceName",),
     "location": ("ResourceLocation", "Location"),
     "charge_type": ("ChargeType",),
@@ -90,11 +95,14 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "benefit_id": ("BenefitId",),
     "tags": ("Tags",),
     "additional_info": ("AdditionalInfo",),
-    "quantity": ("Quantity",),
+    "quantity": ("Quantity", "UsageQuantity"),
     "unit": ("UnitOfMeasure",),
     "payg_cost": ("PaygCostInBillingCurrency",),
 }
-_REQUIRED = ("date", "cost", "currency", "billing_period_start")
+# Without BillingPeriodStartDate (legacy usage exports) the period follows the usage date.
+_REQUIRED = ("date", "cost", "currency")
+# The usage date columns: a header with one of them is a cost details export, never FOCUS.
+_DATE_NAMES = frozenset(name.lower() for name in _COLUMNS["date"])
 # Text fields with a length limit -> the logical column an overlong value comes from.
 _FIELD_SOURCE = {
     "billing_account_id": "billing_account_id",
@@ -136,7 +144,7 @@ def _is_focus(header: Sequence[str]) -> bool:
     # Any FOCUS cost or charge period column and no cost details Date: a FocusCost export, even
     # one missing a column (the FOCUS parser then names it, rather than asking for Date).
     names = {name.strip().lower() for name in header}
-    return any(marker in names for marker in _FOCUS_MARKERS) and not names & {"date", "usagedate"}
+    return any(marker in names for marker in _FOCUS_MARKERS) and not names & _DATE_NAMES
 
 
 class _AzureRow:
@@ -191,7 +199,14 @@ class _AzureRow:
         """The billing period's first day and (exclusive) end, and a note when the period was
         taken from the usage date."""
         note = None
-        if is_null(self._raw(cells, "billing_period_start")):
+        if "billing_period_start" not in self.columns:
+            # A legacy usage export: no billing period column at all.
+            period_day = day.replace(day=1)
+            note = (
+                "no BillingPeriodStartDate column (legacy usage export): billing period taken "
+                "from the month of the usage date"
+            )
+        elif is_null(self._raw(cells, "billing_period_start")):
             # Some exports leave it empty (seen on real MCA files); the invoice a daily row
             # lands on is its usage month's, and the import summary says how many were read so.
             period_day = day.replace(day=1)

@@ -69,6 +69,8 @@ class JobRow(TypedDict, total=False):
     (services/jobs.py), which adds batch and cluster."""
 
     job_id: str
+    # Set by the loader: the attempt of a requeued Slurm job (1 for everything else).
+    attempt: int
     job_id_raw: str
     name: str
     account: str

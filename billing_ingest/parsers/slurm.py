@@ -1,5 +1,13 @@
 """Slurm accounting: `sacct --parsable2` output with its header line (or, for `--noheader`
-output, the column names given by the caller).
+output, the column names given by the caller). `sacct --parsable` output (a delimiter ending
+every line) is read too, with or without its header, and so is a `--delimiter` other than `|`
+when the caller names it.
+
+JobIDRaw and Account may be missing from the columns: JobIDRaw is then the JobID, and a job
+without an account gets its team from the other mapping rules, or has none.
+
+`sacct --duplicates` (`-D`) prints every attempt of a requeued job under the same JobID; each
+is its own record (the loader tells the attempts apart by their start).
 
 One JobRecord per allocation: a job, an array task (`123_4`) or a heterogeneous component
 (`123+0`). Steps (`123.batch`, `123.extern`, `123.0`) run inside their job's allocation, so their
@@ -44,9 +52,7 @@ from billing_ingest.parsers.slurm_values import (
 
 REQUIRED_COLUMNS = (
     "JobID",
-    "JobIDRaw",
     "JobName",
-    "Account",
     "User",
     "Partition",
     "State",
@@ -55,12 +61,17 @@ REQUIRED_COLUMNS = (
     "AllocTRES",
     "NodeList",
 )
-OPTIONAL_COLUMNS = ("WCKey", "Comment", "Elapsed")
+# JobIDRaw defaults to JobID; without Account, the team comes from the other mapping rules.
+OPTIONAL_COLUMNS = ("JobIDRaw", "Account", "WCKey", "Comment", "Elapsed")
+DEFAULT_DELIMITER = "|"
 # States in which End=Unknown means the job is still open; in any other it ended unrecorded.
 OPEN_STATES = frozenset({"RUNNING", "SUSPENDED", "REQUEUED"})
+_SUGGESTED_COLUMNS = (
+    "JobID,JobIDRaw,JobName,Account,User,Partition,State,Start,End,AllocTRES,NodeList"
+)
 _HOW_TO_GET_THE_HEADER = (
     "run `sacct --parsable2` without `--noheader`, or give the columns in the file's order "
-    "(ingest_jobs --columns " + ",".join(REQUIRED_COLUMNS) + ",...)"
+    f"(ingest_jobs --columns {_SUGGESTED_COLUMNS},...)"
 )
 # Free text that may itself contain the `|` separator (sacct does not escape it). When such a
 # column is the last one, surplus fields can only belong to it and are joined back.
@@ -92,6 +103,34 @@ class SacctStats:
     skipped_not_started: int = 0
     # Finished jobs (not RUNNING/SUSPENDED/REQUEUED) with End=Unknown, ended at Start + Elapsed.
     finished_without_end: int = 0
+    # Filled in by the loader (services/job_attempts.py): attempts beyond the first of a JobID
+    # in this file (`sacct -D`), and open attempts that a later attempt of their job followed,
+    # ended at that attempt's start (an estimate, until `-D` output gives their real end).
+    requeued_attempts: int = 0
+    superseded_open_attempts: int = 0
+
+
+@dataclass
+class _Layout:
+    """How the file's lines are split: the delimiter, the columns, and whether every line ends
+    with the delimiter (`sacct --parsable`, not `--parsable2`)."""
+
+    delimiter: str
+    file_label: str
+    columns: list[str] | None = None
+    headerless: bool = False  # the columns came from the caller (--columns)
+    trailing: bool | None = None  # None until the header or the first data line says
+
+    def strip(self, line: str) -> str:
+        if self.trailing is None:
+            # `--noheader --parsable`: the first data line says, by ending with the delimiter
+            # one field past the columns.
+            assert self.columns is not None
+            fields = line.count(self.delimiter) + 1
+            self.trailing = line.endswith(self.delimiter) and fields == len(self.columns) + 1
+        if self.trailing and line.endswith(self.delimiter):
+            return line[: -len(self.delimiter)]
+        return line
 
 
 class _FieldError(ValueError):
@@ -113,17 +152,22 @@ def parse_sacct(
     stats: SacctStats | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     columns: Sequence[str] | None = None,
+    delimiter: str = DEFAULT_DELIMITER,
 ) -> Iterator[list[JobRow]]:
     """Yield chunks of dicts keyed by JobRecord field names (without batch and cluster).
 
     `columns`, for `sacct --noheader` output, names the file's columns in order; every line is
-    then data. Raises ImportFormatError naming the file, the 1-based line (a header is line 1)
-    and the column. `stats`, when given, is filled in as the file is read.
+    then data. `delimiter` is sacct's `--delimiter` (default `|`). Raises ImportFormatError
+    naming the file, the 1-based line (a header is line 1) and the column. `stats`, when given,
+    is filled in as the file is read.
     """
+    if not delimiter or delimiter.strip(" ") != delimiter:
+        raise ValueError(f"bad sacct delimiter {delimiter!r}: not empty, no spaces around it")
     stats = stats if stats is not None else SacctStats()
     with path.open("rb") as handle:
         lines = _raw_lines(handle, file_label)
-        yield from _parse_lines(lines, file_label, time_zone, stats, chunk_size, columns)
+        layout = _Layout(delimiter=delimiter, file_label=file_label)
+        yield from _parse_lines(lines, layout, time_zone, stats, chunk_size, columns)
 
 
 def _raw_lines(handle: Any, file_label: str) -> Iterator[tuple[int, bytes]]:
@@ -135,29 +179,26 @@ def _raw_lines(handle: Any, file_label: str) -> Iterator[tuple[int, bytes]]:
         yield number, raw.rstrip(b"\r\n")
 
 
-def _decode(raw: bytes, file_label: str, number: int, columns: Sequence[str] | None) -> str:
+def _decode(raw: bytes, layout: _Layout, number: int) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _not_utf8(raw, exc, file_label, number, columns) from None
+        raise _not_utf8(raw, exc, layout, number) from None
 
 
 def _not_utf8(
-    raw: bytes,
-    exc: UnicodeDecodeError,
-    file_label: str,
-    number: int,
-    columns: Sequence[str] | None,
+    raw: bytes, exc: UnicodeDecodeError, layout: _Layout, number: int
 ) -> ImportFormatError:
     # The field the bad byte is in: count the separators before it.
-    position = raw.count(b"|", 0, exc.start)
+    position = raw.count(layout.delimiter.encode(), 0, exc.start)
+    columns = layout.columns
     if columns is not None and position < len(columns):
         column = columns[position]
     else:
         column = str(position + 1)
     return ImportFormatError(
         f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x}); the file must be UTF-8",
-        file=file_label,
+        file=layout.file_label,
         row=number,
         column=column,
     )
@@ -165,29 +206,30 @@ def _not_utf8(
 
 def _parse_lines(
     lines: Iterator[tuple[int, bytes]],
-    file_label: str,
+    layout: _Layout,
     zone: tzinfo,
     stats: SacctStats,
     chunk_size: int,
     given_columns: Sequence[str] | None,
 ) -> Iterator[list[JobRow]]:
+    file_label = layout.file_label
+    header_line = None
     if given_columns is None:
-        header_line, columns, trailing_bar = _read_header(lines, file_label)
+        header_line = _read_header(lines, layout)
     else:
-        header_line, trailing_bar = None, False
-        columns = _canonical_columns(list(given_columns), file_label, None)
+        layout.columns = _canonical_columns(list(given_columns), file_label, None)
+        layout.headerless = True
     chunk: list[JobRow] = []
     for number, raw in lines:
-        line = _decode(raw, file_label, number, columns)
+        line = _decode(raw, layout, number)
         if not line.strip():
             continue
         if line == header_line:
             # Dumps concatenated with `cat` repeat the header.
             continue
-        if trailing_bar:
-            line = line.removesuffix("|")
+        line = layout.strip(line)
         stats.data_rows += 1
-        fields = _split_fields(line, columns, file_label, number)
+        fields = _split_fields(line, layout, number)
         try:
             record = _record(fields, zone, stats)
         except _FieldError as exc:
@@ -205,25 +247,39 @@ def _parse_lines(
         yield chunk
 
 
-def _read_header(
-    lines: Iterator[tuple[int, bytes]], file_label: str
-) -> tuple[str, list[str], bool]:
+def _read_header(lines: Iterator[tuple[int, bytes]], layout: _Layout) -> str:
+    """The header line, as written; sets the layout's columns and trailing delimiter."""
+    delimiter = layout.delimiter
     for number, raw in lines:
-        header_line = _decode(raw, file_label, number, None)
+        header_line = _decode(raw, layout, number)
         if not header_line.strip():
             continue
-        # `sacct --parsable` (not 2) ends every line with `|`.
-        trailing_bar = header_line.endswith("|")
-        names = [name.strip() for name in header_line.removesuffix("|").split("|")]
-        return header_line, _canonical_columns(names, file_label, number), trailing_bar
-    raise ImportFormatError("empty file: no sacct header line", file=file_label, row=1)
+        # `sacct --parsable` (not 2) ends every line with the delimiter.
+        layout.trailing = header_line.endswith(delimiter)
+        text = header_line[: -len(delimiter)] if layout.trailing else header_line
+        names = [name.strip() for name in text.split(delimiter)]
+        layout.columns = _canonical_columns(names, layout.file_label, number, layout)
+        return header_line
+    raise ImportFormatError("empty file: no sacct header line", file=layout.file_label, row=1)
 
 
-def _canonical_columns(names: list[str], file_label: str, number: int | None) -> list[str]:
+def _canonical_columns(
+    names: list[str], file_label: str, number: int | None, layout: _Layout | None = None
+) -> list[str]:
     """The columns under their canonical names. `number` is the header's line, or None for
     columns the caller gave (--columns)."""
     known = {name.lower(): name for name in (*REQUIRED_COLUMNS, *OPTIONAL_COLUMNS)}
     origin = "the header" if number is not None else "--columns"
+    if layout is not None and len(names) == 1:
+        other = _other_delimiter(names[0], layout.delimiter)
+        if other is not None:
+            raise ImportFormatError(
+                f"the header has no {layout.delimiter!r} between its columns but {other!r}: "
+                f"exported with `sacct --delimiter={other}`? Give the same to ingest_jobs "
+                f"(--delimiter {other!r})",
+                file=file_label,
+                row=number,
+            )
     if number is not None and not any(name.lower() in known for name in names):
         # `sacct --noheader` output: the first line is a job, not column names.
         raise ImportFormatError(
@@ -253,20 +309,80 @@ def _canonical_columns(names: list[str], file_label: str, number: int | None) ->
     return columns
 
 
-def _split_fields(line: str, columns: list[str], file_label: str, number: int) -> dict[str, str]:
-    values = line.split("|")
+# Delimiters people pass to `sacct --delimiter`, to name the likely one in an error.
+# `:` and `,` are in every line (times, AllocTRES), so a comma is the last guess.
+_LIKELY_DELIMITERS = ("|", ";", "\t", "^", "#", "~", ",")
+
+
+def _other_delimiter(text: str, delimiter: str) -> str | None:
+    """The delimiter a line seems to use when it holds none of the expected one."""
+    if delimiter in text:
+        return None
+    for other in _LIKELY_DELIMITERS:
+        if other != delimiter and other in text:
+            return other
+    return None
+
+
+def _split_fields(line: str, layout: _Layout, number: int) -> dict[str, str]:
+    columns = layout.columns
+    assert columns is not None
+    delimiter = layout.delimiter
+    values = line.split(delimiter)
     expected = len(columns)
     if len(values) > expected and columns[-1] in _FREE_TEXT_COLUMNS:
-        values = [*values[: expected - 1], "|".join(values[expected - 1 :])]
+        values = [*values[: expected - 1], delimiter.join(values[expected - 1 :])]
     if len(values) != expected:
         column = columns[len(values)] if len(values) < expected else columns[-1]
+        origin = "--columns" if layout.headerless else "the header"
         raise ImportFormatError(
-            f"expected {expected} '|'-separated fields as in the header, found {len(values)}",
-            file=file_label,
+            f"expected {expected} {delimiter!r}-separated fields as in {origin}, "
+            f"found {len(values)}" + _field_count_hint(line, layout, len(values)),
+            file=layout.file_label,
             row=number,
             column=column,
         )
     return dict(zip(columns, values, strict=True))
+
+
+def _field_count_hint(line: str, layout: _Layout, found: int) -> str:
+    """Which sacct flag likely made a line's field count differ from the columns'."""
+    assert layout.columns is not None
+    expected, delimiter = len(layout.columns), layout.delimiter
+    other = _other_delimiter(line, delimiter) if found == 1 else None
+    if other is not None:
+        return (
+            f" (no {delimiter!r} in the line but {other!r}: exported with "
+            f"`sacct --delimiter={other}`? Give the same to ingest_jobs --delimiter)"
+        )
+    if found == expected + 1 and line.endswith(delimiter):
+        return (
+            f" (one more, and the line ends with {delimiter!r}: `sacct --parsable` output, "
+            "which ends every line with the delimiter, mixed with lines that do not?)"
+        )
+    if found == expected + 1:
+        return (
+            " (one more: a column missing from "
+            + ("--columns" if layout.headerless else "the header")
+            + f", or a value holding {delimiter!r}?)"
+        )
+    if found == expected - 1 and layout.trailing:
+        return (
+            f" (one fewer: the first line ended with {delimiter!r} as `sacct --parsable` "
+            "output does, this one does not: lines of `--parsable2` output mixed in?)"
+        )
+    if found == expected - 1:
+        return (
+            " (one fewer: "
+            + (
+                "--columns names a column the file does not have"
+                if layout.headerless
+                else "a field missing"
+            )
+            + f", or `sacct --parsable2` lines where `--parsable` ones ending with "
+            f"{delimiter!r} were expected?)"
+        )
+    return ""
 
 
 def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> JobRow | None:
@@ -288,9 +404,9 @@ def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> JobRow |
     name = fields["JobName"].strip()
     record: JobRow = {
         "job_id": job_id,
-        "job_id_raw": fields["JobIDRaw"].strip(),
+        "job_id_raw": fields.get("JobIDRaw", "").strip() or job_id,
         "name": name,
-        "account": fields["Account"].strip(),
+        "account": fields.get("Account", "").strip(),
         "user": fields["User"].strip(),
         "partition": fields["Partition"].strip(),
         "state": state,

@@ -15,13 +15,14 @@ from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.parsers.kubernetes import parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import JobRow
-from billing_ingest.parsers.slurm import SacctStats, parse_sacct
+from billing_ingest.parsers.slurm import DEFAULT_DELIMITER, SacctStats, parse_sacct
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
+from billing_ingest.services.job_attempts import slurm_attempts
 
 JobChunks = Iterator[list[JobRow]]
-# (path, *, file_label, cluster, stats, columns) -> chunks of JobRecord field dicts. The cluster
-# (saved, or unsaved defaults when the batch names no stored cluster) carries how to read its
-# logs; columns name the columns of a headerless sacct file.
+# (path, *, file_label, cluster, stats, columns, delimiter) -> chunks of JobRecord field dicts.
+# The cluster (saved, or unsaved defaults when the batch names no stored cluster) carries how to
+# read its logs; columns name the columns of a headerless sacct file, delimiter its `--delimiter`.
 JobParser = Callable[..., JobChunks]
 
 
@@ -32,9 +33,17 @@ def _parse_slurm(
     cluster: Cluster,
     stats: SacctStats,
     columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> JobChunks:
     zone = _cluster_zone(cluster)
-    return parse_sacct(path, file_label=file_label, time_zone=zone, stats=stats, columns=columns)
+    return parse_sacct(
+        path,
+        file_label=file_label,
+        time_zone=zone,
+        stats=stats,
+        columns=columns,
+        delimiter=delimiter or DEFAULT_DELIMITER,
+    )
 
 
 def _parse_kubernetes(
@@ -44,6 +53,7 @@ def _parse_kubernetes(
     cluster: Cluster,
     stats: SacctStats,
     columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> JobChunks:
     return parse_pods(
         path,
@@ -60,6 +70,7 @@ def _parse_opencost(
     cluster: Cluster,
     stats: SacctStats,
     columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> JobChunks:
     return parse_allocations(path, file_label=file_label, stats=stats)
 
@@ -133,16 +144,23 @@ def cluster_get_or_create(
 
 
 def jobs_batch_ingest(
-    *, batch_id: int, stats: SacctStats | None = None, columns: Sequence[str] | None = None
+    *,
+    batch_id: int,
+    stats: SacctStats | None = None,
+    columns: Sequence[str] | None = None,
+    delimiter: str | None = None,
 ) -> ImportBatch:
     """Import one pending jobs batch. A batch another worker claimed, or one already done or a
     duplicate, is returned unchanged.
 
-    All or nothing: a job already stored for the cluster under the same job id is replaced (a
-    later dump carries the final state of a job that was running); other jobs stay. On a format
+    All or nothing: a job already stored for the cluster under the same job id (for Slurm, the
+    same attempt: the same job id and start) is replaced (a later dump carries the final state of
+    a job that was running); other jobs stay. Each attempt of a requeued Slurm job is its own
+    record (job_attempts.py). On a format
     error nothing is written and the batch is marked failed with the message. `stats`, when
     given, is filled in with what the parser saw (steps and unstarted jobs skipped).
-    `columns` names the columns of a Slurm file without a header (`sacct --noheader`).
+    `columns` names the columns of a Slurm file without a header (`sacct --noheader`),
+    `delimiter` its `sacct --delimiter` (default `|`).
     """
     if not import_batch_claim(batch_id=batch_id):
         return ImportBatch.objects.get(id=batch_id)
@@ -158,9 +176,10 @@ def jobs_batch_ingest(
                 cluster=cluster,
                 stats=stats,
                 columns=columns,
+                delimiter=delimiter,
             )
             for chunk in chunks:
-                _jobs_upsert(batch=batch, rows=chunk)
+                _jobs_upsert(batch=batch, rows=chunk, stats=stats)
             row_count = JobRecord.objects.filter(batch_id=batch_id).count()
             ImportBatch.objects.filter(id=batch_id).update(
                 status=ImportBatch.Status.SUCCEEDED,
@@ -194,7 +213,23 @@ def _cluster_zone(cluster: Cluster) -> tzinfo:
         raise ValueError(f"cluster {cluster.name!r}: {exc}") from None
 
 
-def _jobs_upsert(*, batch: ImportBatch, rows: list[JobRow]) -> None:
+def _jobs_upsert(*, batch: ImportBatch, rows: list[JobRow], stats: SacctStats) -> None:
+    if batch.format == "slurm":
+        # Every attempt of a requeued job is its own record (job_attempts.py).
+        records = slurm_attempts(cluster=batch.source, rows=rows, stats=stats)
+    else:
+        records = _latest_unfinished_kept(batch=batch, rows=rows)
+    JobRecord.objects.bulk_create(
+        [JobRecord(batch=batch, cluster=batch.source, **row) for row in records],
+        batch_size=BULK_SIZE,
+        update_conflicts=True,
+        unique_fields=["cluster", "job_id", "attempt"],
+        update_fields=_UPSERT_FIELDS,
+    )
+
+
+def _latest_unfinished_kept(*, batch: ImportBatch, rows: list[JobRow]) -> list[JobRow]:
+    """Pods and allocations: one record per job id."""
     # One INSERT may not touch a row twice (PostgreSQL ON CONFLICT), so within a chunk the last
     # line for a job id wins, as a later line would when written afterwards.
     latest = {row["job_id"]: row for row in rows}
@@ -208,11 +243,4 @@ def _jobs_upsert(*, batch: ImportBatch, rows: list[JobRow]) -> None:
         ).values_list("job_id", flat=True)
         for job_id in finished:
             del latest[job_id]
-    records = [JobRecord(batch=batch, cluster=batch.source, **row) for row in latest.values()]
-    JobRecord.objects.bulk_create(
-        records,
-        batch_size=BULK_SIZE,
-        update_conflicts=True,
-        unique_fields=["cluster", "job_id"],
-        update_fields=_UPSERT_FIELDS,
-    )
+    return list(latest.values())

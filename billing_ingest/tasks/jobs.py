@@ -22,14 +22,17 @@ TIME_LIMIT = 55 * 60
     soft_time_limit=SOFT_TIME_LIMIT,
     time_limit=TIME_LIMIT,
 )
-def ingest_jobs_batch(batch_id: int, columns: list[str] | None = None) -> dict[str, Any]:
+def ingest_jobs_batch(
+    batch_id: int, columns: list[str] | None = None, delimiter: str | None = None
+) -> dict[str, Any]:
     """Import one jobs batch; safe to re-run (a batch that is not pending is left alone).
-    `columns`: the column names of a Slurm file without a header line.
+    `columns`: the column names of a Slurm file without a header line; `delimiter`: its
+    `sacct --delimiter` (default `|`).
 
     Returns a JSON-safe summary for the caller: batch status, rows stored, what was skipped.
     """
     stats = SacctStats()
-    batch = jobs_batch_ingest(batch_id=batch_id, stats=stats, columns=columns)
+    batch = jobs_batch_ingest(batch_id=batch_id, stats=stats, columns=columns, delimiter=delimiter)
     return {
         "batch_id": batch.pk,
         "status": batch.status,

@@ -87,6 +87,7 @@ def run_detail(*, team: Team, run_id: str, month: date) -> RunDetail | None:
             r.job is None,
             (r.job.start.date() if r.job and r.job.start else far_future),
             r.job.job_id if r.job else "",
+            r.job.attempt if r.job else 0,
         )
     )
     return RunDetail(team=team, run_id=run_id, month=month, rollups=rollups, jobs=rows)

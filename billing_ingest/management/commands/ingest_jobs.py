@@ -1,8 +1,10 @@
 """`manage.py ingest_jobs --format {slurm,kubernetes,opencost} PATH [--cluster NAME]
 [--time-zone TZ] [--gpu-sharing-replicas N]`.
 
-slurm: `sacct --parsable2` output with its header (or `--columns JobID,JobIDRaw,...` naming
-the columns of `sacct --noheader` output); kubernetes: `kubectl get pods -A -o json`;
+slurm: `sacct --parsable2` or `--parsable` output with its header (or `--columns JobID,...`
+naming the columns of `sacct --noheader` output; `--delimiter` when sacct was given one); with
+preemption, export with `sacct --duplicates` (`-D`) so that every attempt of a requeued job is
+charged; kubernetes: `kubectl get pods -A -o json`;
 opencost: an OpenCost `/allocation` response (aggregate=pod).
 
 One import batch per file, each run by the Celery task (eagerly in-process without a broker,
@@ -61,6 +63,11 @@ class Command(BaseCommand):
             "(`sacct --noheader --parsable2 --format=...`), in the file's order",
         )
         parser.add_argument(
+            "--delimiter",
+            default=None,
+            help="slurm only: the field delimiter given to `sacct --delimiter` (default: |)",
+        )
+        parser.add_argument(
             "--no-attribute",
             action="store_true",
             help="do not re-attribute the billing months the new jobs overlap (default: do)",
@@ -77,6 +84,7 @@ class Command(BaseCommand):
         if not root.exists():
             raise CommandError(f"{root}: no such file or folder")
         columns = self._columns(options["columns"], options["format"])
+        delimiter = self._delimiter(options["delimiter"], options["format"])
         paths = billing_paths(root)
         if not paths:
             raise CommandError(f"{root}: no files to import")
@@ -99,7 +107,12 @@ class Command(BaseCommand):
             path
             for path in paths
             if not self._ingest_file(
-                path, cluster, options["format"], options["timeout"], batch_ids, columns
+                path,
+                cluster,
+                options["format"],
+                options["timeout"],
+                batch_ids,
+                (columns, delimiter),
             )
         ]
         if not options["no_attribute"]:
@@ -119,6 +132,17 @@ class Command(BaseCommand):
             raise CommandError(f"--columns {text!r}: empty column name")
         return columns
 
+    @staticmethod
+    def _delimiter(text: str | None, fmt: str) -> str | None:
+        if text is None:
+            return None
+        if fmt != "slurm":
+            raise CommandError("--delimiter applies to --format slurm only")
+        text = {"\\t": "\t", "tab": "\t"}.get(text, text)
+        if not text or text.strip(" ") != text:
+            raise CommandError(f"--delimiter {text!r}: empty, or spaces around it")
+        return text
+
     def _ingest_file(
         self,
         path: Path,
@@ -126,7 +150,7 @@ class Command(BaseCommand):
         fmt: str,
         timeout: float,
         batch_ids: list[int],
-        columns: list[str] | None,
+        layout: tuple[list[str] | None, str | None],
     ) -> bool:
         batch = import_batch_create(
             kind=ImportBatch.Kind.JOBS, format=fmt, source=cluster.name, path=path.resolve()
@@ -136,7 +160,8 @@ class Command(BaseCommand):
             self.stdout.write(f"{path}: skipped, {batch.error}")
             return True
         try:
-            summary = ingest_jobs_batch.delay(batch.pk, columns).get(timeout=timeout)
+            columns, delimiter = layout
+            summary = ingest_jobs_batch.delay(batch.pk, columns, delimiter).get(timeout=timeout)
         except CeleryTimeoutError:
             self.stderr.write(f"{path}: batch {batch.pk} still running after {timeout:g}s")
             return False
@@ -156,8 +181,20 @@ class Command(BaseCommand):
             return f"{read}, {stored}, {skipped} unscheduled or not-started pods skipped, 0 errors"
         if fmt == "opencost":
             return f"{read}, {stored}, {skipped} without pod, node or GPU hours skipped, 0 errors"
+        attempts = ""
+        if summary.get("requeued_attempts"):
+            attempts += (
+                f", {summary['requeued_attempts']} later attempt(s) of requeued jobs, each "
+                "its own job"
+            )
+        if summary.get("superseded_open_attempts"):
+            attempts += (
+                f", {summary['superseded_open_attempts']} open attempt(s) of requeued jobs ended "
+                "at their next attempt's start (an estimate: export with `sacct -D` for their "
+                "real end)"
+            )
         return (
             f"{read}, {stored}, {summary['skipped_steps']} job steps skipped, "
             f"{skipped} not-started jobs skipped, {summary['finished_without_end']} finished "
-            "jobs without End ended at Start + Elapsed, 0 errors"
+            f"jobs without End ended at Start + Elapsed{attempts}, 0 errors"
         )
