@@ -105,11 +105,11 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("FINOPS_LOGIN_LOCKOUT_MINUTES", de
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-# Behind N reverse proxies, the client address is the N-th from the right of X-Forwarded-For.
+# Behind N reverse proxies, the client address is the N-th from the right of X-Forwarded-For;
+# with 0 (the default) X-Forwarded-For is ignored: anyone can write it. One definition
+# (finops.client_address) for the login lockout and the API token throttle.
 FINOPS_PROXY_COUNT = env.int("FINOPS_PROXY_COUNT", default=0)
-if FINOPS_PROXY_COUNT:
-    AXES_IPWARE_PROXY_COUNT = FINOPS_PROXY_COUNT
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+AXES_CLIENT_IP_CALLABLE = "finops.client_address.client_address"
 
 # Failed-token counts (finops.api.authentication) live here; several web processes need a
 # shared cache (CACHE_URL=redis://...) for one count, else each process counts its own.
@@ -280,7 +280,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "token_failure": env.str("FINOPS_TOKEN_FAILURE_RATE", default="20/hour"),
     },
-    "NUM_PROXIES": FINOPS_PROXY_COUNT or None,
+    # 0, not None: DRF trusts the whole X-Forwarded-For when NUM_PROXIES is None.
+    "NUM_PROXIES": FINOPS_PROXY_COUNT,
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         "finops.org.permissions.ViewerReadOnly",
