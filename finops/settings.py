@@ -186,6 +186,15 @@ FINOPS_UPLOAD_MAX_BYTES = env.int("FINOPS_UPLOAD_MAX_BYTES", default=200 * 1024 
 # Longest line a line-oriented reader (CSV, sacct, Prometheus text, JSON lines) reads before
 # failing with the file and line: a line is read whole, so this bounds a worker's memory.
 FINOPS_MAX_LINE_BYTES = env.int("FINOPS_MAX_LINE_BYTES", default=4 * 1024 * 1024)
+# What one input file may make a reader do (billing_ingest/parsers/bounds.py): bytes out of a
+# gzip or zip, and its compression ratio (judged past 64 MiB out); blank lines in a row and in
+# all; CSV columns; JSON nesting (files, and API bodies: deeper is a 400).
+FINOPS_MAX_DECOMPRESSED_BYTES = env.int("FINOPS_MAX_DECOMPRESSED_BYTES", default=32 * 1024**3)
+FINOPS_MAX_COMPRESSION_RATIO = env.int("FINOPS_MAX_COMPRESSION_RATIO", default=200)
+FINOPS_MAX_EMPTY_LINES_IN_A_ROW = env.int("FINOPS_MAX_EMPTY_LINES_IN_A_ROW", default=1_000)
+FINOPS_MAX_EMPTY_LINES = env.int("FINOPS_MAX_EMPTY_LINES", default=100_000)
+FINOPS_MAX_COLUMNS = env.int("FINOPS_MAX_COLUMNS", default=5_000)
+FINOPS_MAX_JSON_DEPTH = env.int("FINOPS_MAX_JSON_DEPTH", default=64)
 
 # Currency used where a file carries none (the FOCUS spec examples omit BillingCurrency).
 # Days Kubernetes API snapshot files are kept after import (each cluster's newest always is).
@@ -287,6 +296,13 @@ REST_FRAMEWORK = {
         "finops.org.permissions.ViewerReadOnly",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # JSON nested deeper than FINOPS_MAX_JSON_DEPTH is a 400 (finops/api/parsers.py); forms
+    # and multipart as DRF's defaults.
+    "DEFAULT_PARSER_CLASSES": [
+        "finops.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "finops.api.schema.FinopsAutoSchema",
     # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
     "DEFAULT_RENDERER_CLASSES": [

@@ -30,6 +30,7 @@ from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
+from billing_ingest.parsers.bounds import check_header_text
 from billing_ingest.parsers.lines import capped_binary_lines
 from billing_ingest.parsers.rows import JobRow, row_text
 from billing_ingest.parsers.slurm_values import (
@@ -132,6 +133,7 @@ def _raw_lines(handle: Any, file_label: str) -> Iterator[tuple[int, bytes]]:
     for number, raw in capped_binary_lines(handle, file_label=file_label):
         if number == 1:
             raw = raw.removeprefix(codecs.BOM_UTF8)
+            check_header_text(raw, delimiter="|", file_label=file_label)  # FINOPS_MAX_COLUMNS
         yield number, raw.rstrip(b"\r\n")
 
 
