@@ -4,8 +4,9 @@ The line cap (lines.py) bounds one line; these bound the rest of what a small fi
 reader do:
 
 - decompressed bytes (FINOPS_MAX_DECOMPRESSED_BYTES) and the compression ratio
-  (FINOPS_MAX_COMPRESSION_RATIO, judged once more than _RATIO_FLOOR bytes came out): a 4 MB
-  gzip of 4 GiB of newlines is a "bomb", not a bill;
+  (FINOPS_MAX_COMPRESSION_RATIO: bytes out over the compressed bytes read so far, judged once
+  more than _RATIO_FLOOR bytes came out): a 4 MB gzip of 4 GiB of newlines is a "bomb", not a
+  bill, and is told from one after its first 64 MiB, within a second;
 - blank lines, in a row (FINOPS_MAX_EMPTY_LINES_IN_A_ROW) and in all (FINOPS_MAX_EMPTY_LINES):
   each costs a Python iteration but yields no row, so a file of them reads for an hour;
 - CSV columns (FINOPS_MAX_COLUMNS), checked on each row as the csv module yields it, before a
@@ -21,11 +22,13 @@ export.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator
-from typing import IO, Any
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, cast
 
 from django.conf import settings
 
@@ -61,17 +64,26 @@ def max_json_depth() -> int:
 
 class DecompressedBudget(io.RawIOBase):
     """A decompressing binary stream that fails once it has given more bytes than
-    FINOPS_MAX_DECOMPRESSED_BYTES, or more than FINOPS_MAX_COMPRESSION_RATIO times the
-    compressed size (`packed_bytes`, the file's size on disk)."""
+    FINOPS_MAX_DECOMPRESSED_BYTES, or (past _RATIO_FLOOR) more than FINOPS_MAX_COMPRESSION_RATIO
+    times the compressed bytes read so far (`packed_read()`), else times the whole compressed
+    size (`packed_bytes`)."""
 
-    def __init__(self, inner: Any, *, packed_bytes: int, file_label: str) -> None:
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        packed_bytes: int,
+        file_label: str,
+        packed_read: Callable[[], int] | None = None,
+    ) -> None:
         super().__init__()
         self._inner = inner
         self._label = file_label
         self._out = 0
         self._limit = _setting("FINOPS_MAX_DECOMPRESSED_BYTES", DEFAULT_MAX_DECOMPRESSED_BYTES)
-        ratio = _setting("FINOPS_MAX_COMPRESSION_RATIO", DEFAULT_MAX_COMPRESSION_RATIO)
-        self._ratio_limit = max(_RATIO_FLOOR, ratio * max(packed_bytes, 1))
+        self._ratio = _setting("FINOPS_MAX_COMPRESSION_RATIO", DEFAULT_MAX_COMPRESSION_RATIO)
+        self._packed_bytes = packed_bytes
+        self._packed_read = packed_read
 
     def readable(self) -> bool:
         return True
@@ -101,10 +113,12 @@ class DecompressedBudget(io.RawIOBase):
                 "(FINOPS_MAX_DECOMPRESSED_BYTES); not read further",
                 file=self._label,
             )
-        if self._out > self._ratio_limit:
-            ratio = _setting("FINOPS_MAX_COMPRESSION_RATIO", DEFAULT_MAX_COMPRESSION_RATIO)
+        if self._out <= _RATIO_FLOOR:
+            return
+        packed = self._packed_read() if self._packed_read is not None else self._packed_bytes
+        if self._out > self._ratio * max(packed, 1):
             raise ImportFormatError(
-                f"decompresses to more than {ratio:,} times its size "
+                f"decompresses to more than {self._ratio:,} times its size "
                 "(FINOPS_MAX_COMPRESSION_RATIO): a compression bomb, not an export; "
                 "not read further",
                 file=self._label,
@@ -118,10 +132,24 @@ class DecompressedBudget(io.RawIOBase):
 
 
 def bounded_binary(inner: Any, *, packed_bytes: int, file_label: str) -> IO[bytes]:
-    """A decompressed stream (gzip, zip member, pyarrow input stream) with the budget above,
-    buffered for readline."""
+    """A decompressed stream (a zip member) with the budget above, buffered for readline."""
     raw = DecompressedBudget(inner, packed_bytes=packed_bytes, file_label=file_label)
     return io.BufferedReader(raw, buffer_size=1 << 16)
+
+
+def gzip_budget(path: Path, *, file_label: str) -> DecompressedBudget:
+    """A gzip file's decompressed bytes with the budget above, its ratio judged on the
+    compressed bytes read so far (a bomb is told from a bill after its first 64 MiB out)."""
+    packed = gzip.GzipFile(path, "rb")
+    raw_file = cast(IO[bytes], packed.fileobj)  # the file GzipFile opened: bytes read so far
+    return DecompressedBudget(
+        packed, packed_bytes=path.stat().st_size, file_label=file_label, packed_read=raw_file.tell
+    )
+
+
+def open_gzip(path: Path, *, file_label: str) -> IO[bytes]:
+    """gzip_budget, buffered for readline."""
+    return io.BufferedReader(gzip_budget(path, file_label=file_label), buffer_size=1 << 16)
 
 
 # --------------------------------------------------------------------------- blank lines

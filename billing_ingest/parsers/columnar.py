@@ -18,7 +18,7 @@ from django.db import models
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem
 from billing_ingest.parsers import LineItemChunks
-from billing_ingest.parsers.bounds import DecompressedBudget
+from billing_ingest.parsers.bounds import gzip_budget
 from billing_ingest.parsers.checks import check_record_batch
 from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import BadValue
@@ -273,13 +273,13 @@ def arrow_csv_batches(
     import pyarrow.csv as pa_csv
 
     try:
-        stream: Any = pa.input_stream(str(path), compression="gzip" if compressed else None)
-        if compressed:
-            # pyarrow decompresses; what it may take out is bounded (bounds.py) like the
-            # per-row path's, and the ImportFormatError passes through pyarrow unchanged.
-            stream = DecompressedBudget(
-                stream, packed_bytes=path.stat().st_size, file_label=file_label or path.name
-            )
+        # A gzip is decompressed by Python's zlib, bounded (bounds.py) as the per-row path's
+        # is; the ImportFormatError passes through pyarrow unchanged.
+        stream: Any = (
+            gzip_budget(path, file_label=file_label or path.name)
+            if compressed
+            else pa.input_stream(str(path))
+        )
         reader = pa_csv.open_csv(
             stream,
             read_options=pa_csv.ReadOptions(block_size=ARROW_BLOCK_BYTES, use_threads=False),

@@ -30,7 +30,7 @@ from django.db import models
 from billing_ingest.currencies import ISO_4217_CODES
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, CostLineItem
-from billing_ingest.parsers.bounds import bounded_binary, json_depth_exceeds, max_json_depth
+from billing_ingest.parsers.bounds import json_depth_exceeds, max_json_depth, open_gzip
 from billing_ingest.parsers.checks import check_cells
 from billing_ingest.parsers.lines import CappedText
 
@@ -228,9 +228,7 @@ def open_text(path: Path, *, compressed: bool, file_label: str | None = None) ->
     if compressed:
         # Closed by the CappedText, which callers use as a context manager. What comes out of
         # the gzip is bounded (bounds.DecompressedBudget): a bomb fails within seconds.
-        binary = bounded_binary(
-            gzip.GzipFile(path, "rb"), packed_bytes=path.stat().st_size, file_label=label
-        )
+        binary = open_gzip(path, file_label=label)
         handle = io.TextIOWrapper(
             binary, encoding="utf-8-sig", errors="surrogateescape", newline=""
         )
