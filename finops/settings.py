@@ -105,11 +105,11 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("FINOPS_LOGIN_LOCKOUT_MINUTES", de
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-# Behind N reverse proxies, the client address is the N-th from the right of X-Forwarded-For.
+# Behind N reverse proxies, the client address is the N-th from the right of X-Forwarded-For;
+# with 0 (the default) X-Forwarded-For is ignored: anyone can write it. One definition
+# (finops.client_address) for the login lockout and the API token throttle.
 FINOPS_PROXY_COUNT = env.int("FINOPS_PROXY_COUNT", default=0)
-if FINOPS_PROXY_COUNT:
-    AXES_IPWARE_PROXY_COUNT = FINOPS_PROXY_COUNT
-    AXES_IPWARE_META_PRECEDENCE_ORDER = ["HTTP_X_FORWARDED_FOR", "REMOTE_ADDR"]
+AXES_CLIENT_IP_CALLABLE = "finops.client_address.client_address"
 
 # Failed-token counts (finops.api.authentication) live here; several web processes need a
 # shared cache (CACHE_URL=redis://...) for one count, else each process counts its own.
@@ -186,6 +186,15 @@ FINOPS_UPLOAD_MAX_BYTES = env.int("FINOPS_UPLOAD_MAX_BYTES", default=200 * 1024 
 # Longest line a line-oriented reader (CSV, sacct, Prometheus text, JSON lines) reads before
 # failing with the file and line: a line is read whole, so this bounds a worker's memory.
 FINOPS_MAX_LINE_BYTES = env.int("FINOPS_MAX_LINE_BYTES", default=4 * 1024 * 1024)
+# What one input file may make a reader do (billing_ingest/parsers/bounds.py): bytes out of a
+# gzip or zip, and its compression ratio (judged past 64 MiB out); blank lines in a row and in
+# all; CSV columns; JSON nesting (files, and API bodies: deeper is a 400).
+FINOPS_MAX_DECOMPRESSED_BYTES = env.int("FINOPS_MAX_DECOMPRESSED_BYTES", default=32 * 1024**3)
+FINOPS_MAX_COMPRESSION_RATIO = env.int("FINOPS_MAX_COMPRESSION_RATIO", default=200)
+FINOPS_MAX_EMPTY_LINES_IN_A_ROW = env.int("FINOPS_MAX_EMPTY_LINES_IN_A_ROW", default=1_000)
+FINOPS_MAX_EMPTY_LINES = env.int("FINOPS_MAX_EMPTY_LINES", default=100_000)
+FINOPS_MAX_COLUMNS = env.int("FINOPS_MAX_COLUMNS", default=5_000)
+FINOPS_MAX_JSON_DEPTH = env.int("FINOPS_MAX_JSON_DEPTH", default=64)
 
 # Currency used where a file carries none (the FOCUS spec examples omit BillingCurrency).
 # Days Kubernetes API snapshot files are kept after import (each cluster's newest always is).
@@ -280,12 +289,20 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {
         "token_failure": env.str("FINOPS_TOKEN_FAILURE_RATE", default="20/hour"),
     },
-    "NUM_PROXIES": FINOPS_PROXY_COUNT or None,
+    # 0, not None: DRF trusts the whole X-Forwarded-For when NUM_PROXIES is None.
+    "NUM_PROXIES": FINOPS_PROXY_COUNT,
     "DEFAULT_PERMISSION_CLASSES": [
         "rest_framework.permissions.IsAuthenticated",
         "finops.org.permissions.ViewerReadOnly",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    # JSON nested deeper than FINOPS_MAX_JSON_DEPTH is a 400 (finops/api/parsers.py); forms
+    # and multipart as DRF's defaults.
+    "DEFAULT_PARSER_CLASSES": [
+        "finops.api.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_SCHEMA_CLASS": "finops.api.schema.FinopsAutoSchema",
     # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
     "DEFAULT_RENDERER_CLASSES": [

@@ -19,6 +19,7 @@ from django.contrib.auth.models import User
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
+from pytest_django import Settings
 from pytest_django.live_server_helper import LiveServer
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -111,21 +112,99 @@ def _token_rate() -> int:
     return int(rates["token_failure"].split("/")[0])
 
 
-def test_wrong_tokens_are_throttled_then_even_a_good_token_waits(finance_user: User) -> None:
+def test_wrong_tokens_are_throttled_but_a_good_token_still_works(finance_user: User) -> None:
+    # Issue 25 item 2: once an address was throttled, a valid token from it got 429 too.
     good = Token.objects.create(user=finance_user).key
     api = APIClient(REMOTE_ADDR="203.0.113.9")
     for i in range(_token_rate()):
         response = api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token wrong{i:036d}")
         assert response.status_code in (401, 403), i
 
-    blocked = api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {good}")
+    blocked = api.get("/api/v1/teams/", HTTP_AUTHORIZATION="Token wrong-once-more")
 
     assert blocked.status_code == 429
     assert "Too many failed token attempts" in blocked.json()["detail"]
     assert int(blocked["Retry-After"]) > 0
+    # A valid token from the same address is not throttled.
+    assert api.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {good}").status_code == 200
     # Another address is not affected.
     other = APIClient(REMOTE_ADDR="198.51.100.7")
-    assert other.get("/api/v1/teams/", HTTP_AUTHORIZATION=f"Token {good}").status_code == 200
+    assert other.get("/api/v1/teams/", HTTP_AUTHORIZATION="Token wrong").status_code == 401
+
+
+def test_forwarded_for_is_ignored_without_proxies(finance_user: User) -> None:
+    # Issue 25 item 2: with FINOPS_PROXY_COUNT=0, 40 bad tokens each with another
+    # X-Forwarded-For all got 401, none 429.
+    assert settings.FINOPS_PROXY_COUNT == 0
+    api = APIClient(REMOTE_ADDR="203.0.113.9")
+    codes = [
+        api.get(
+            "/api/v1/teams/",
+            HTTP_AUTHORIZATION=f"Token wrong{i:036d}",
+            HTTP_X_FORWARDED_FOR=f"10.0.{i // 256}.{i % 256}",
+        ).status_code
+        for i in range(2 * _token_rate())
+    ]
+
+    assert codes[: _token_rate()] == [401] * _token_rate()
+    assert codes[_token_rate() :] == [429] * _token_rate()
+
+
+def test_behind_proxies_the_forwarded_address_is_the_clients(
+    finance_user: User, settings: Settings
+) -> None:
+    settings.FINOPS_PROXY_COUNT = 1
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
+    proxy = APIClient(REMOTE_ADDR="10.0.0.1")  # every request comes through our one proxy
+    for i in range(_token_rate()):
+        # The forged left-hand entry changes; the one our proxy appended does not.
+        xff = f"192.0.2.{i}, 203.0.113.9"
+        response = proxy.get(
+            "/api/v1/teams/", HTTP_AUTHORIZATION="Token wrong", HTTP_X_FORWARDED_FOR=xff
+        )
+        assert response.status_code == 401, i
+    blocked = proxy.get(
+        "/api/v1/teams/", HTTP_AUTHORIZATION="Token wrong", HTTP_X_FORWARDED_FOR="203.0.113.9"
+    )
+    assert blocked.status_code == 429
+    # Another client through the same proxy is not blocked.
+    other = proxy.get(
+        "/api/v1/teams/", HTTP_AUTHORIZATION="Token wrong", HTTP_X_FORWARDED_FOR="198.51.100.7"
+    )
+    assert other.status_code == 401
+
+
+def test_login_lockout_ignores_forwarded_for_without_proxies(finance_user: User) -> None:
+    client = Client(REMOTE_ADDR="198.51.100.7")
+    for i in range(LIMIT):
+        client.post(
+            reverse("login"),
+            {"username": "fin", "password": "wrong-guess"},
+            HTTP_X_FORWARDED_FOR=f"10.1.0.{i}",
+        )
+    response = client.post(
+        reverse("login"), {"username": "fin", "password": RIGHT}, HTTP_X_FORWARDED_FOR="10.9.9.9"
+    )
+    assert response.status_code == 429
+
+
+def test_login_lockout_behind_proxies_is_per_client(finance_user: User, settings: Settings) -> None:
+    # Behind a proxy every login comes from its address: the lock must be the client's, so one
+    # client's wrong passwords do not lock out everyone else behind the proxy.
+    settings.FINOPS_PROXY_COUNT = 1
+    proxy = Client(REMOTE_ADDR="10.0.0.1")
+    for _ in range(LIMIT):
+        _login_from(proxy, "wrong-guess", "203.0.113.9")
+    assert _login_from(proxy, RIGHT, "203.0.113.9").status_code == 429
+    assert _login_from(proxy, RIGHT, "198.51.100.7").status_code == 302
+
+
+def _login_from(client: Client, password: str, forwarded_for: str) -> Response:
+    return client.post(
+        reverse("login"),
+        {"username": "fin", "password": password},
+        HTTP_X_FORWARDED_FOR=f"192.0.2.1, {forwarded_for}",
+    )
 
 
 def test_good_tokens_are_never_counted(finance_user: User) -> None:

@@ -45,6 +45,7 @@ from billing_ingest.parsers.azure_values import (
     vm_resource_name,
     vm_size,
 )
+from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
 from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
 from billing_ingest.parsers.rows import LineItemRow, row_text
@@ -334,7 +335,7 @@ def _no_data(file_label: str) -> ImportFormatError:
 def _csv_header(path: Path, *, file_label: str, compressed: bool) -> list[str]:
     with open_text(path, compressed=compressed, file_label=file_label) as handle:
         try:
-            return next(csv.reader(handle))
+            return next(csv_reader(handle, file_label=file_label))
         except StopIteration:
             raise ImportFormatError("file is empty (no header row)", file=file_label) from None
         except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as exc:
@@ -352,7 +353,7 @@ def _parse_csv(
     except ImportFormatError as exc:
         raise exc.with_row(1) from None  # the header is row 1 of a CSV
     with open_text(path, compressed=compressed, file_label=file_label) as handle:
-        reader = csv.reader(handle)
+        reader = csv_reader(handle, file_label=file_label)
         next(reader)  # the header, already read
         rows: Iterator[tuple[int, Sequence[object]]] = csv_rows(
             reader, file_label=file_label, header=header

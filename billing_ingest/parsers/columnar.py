@@ -18,6 +18,7 @@ from django.db import models
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem
 from billing_ingest.parsers import LineItemChunks
+from billing_ingest.parsers.bounds import gzip_budget
 from billing_ingest.parsers.checks import check_record_batch
 from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import BadValue
@@ -263,14 +264,22 @@ class LineItemTable(Sequence[LineItemRow]):
         return self._rows
 
 
-def arrow_csv_batches(path: Path, header: Sequence[str], *, compressed: bool) -> Iterator[Any]:
+def arrow_csv_batches(
+    path: Path, header: Sequence[str], *, compressed: bool, file_label: str | None = None
+) -> Iterator[Any]:
     """Record batches of a CSV (plain or gzip), every column as text, cells as the csv module
     reads them. FallBack when pyarrow reads the header differently or cannot read on."""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
     try:
-        stream = pa.input_stream(str(path), compression="gzip" if compressed else None)
+        # A gzip is decompressed by Python's zlib, bounded (bounds.py) as the per-row path's
+        # is; the ImportFormatError passes through pyarrow unchanged.
+        stream: Any = (
+            gzip_budget(path, file_label=file_label or path.name)
+            if compressed
+            else pa.input_stream(str(path))
+        )
         reader = pa_csv.open_csv(
             stream,
             read_options=pa_csv.ReadOptions(block_size=ARROW_BLOCK_BYTES, use_threads=False),
@@ -322,13 +331,14 @@ def arrow_csv_tables(
     *,
     compressed: bool,
     chunk_size: int,
+    file_label: str | None = None,
 ) -> Generator[list[LineItemRow], None, tuple[int, bool]]:
     """The columnar fast path of a CSV parser: its chunks, each built by `build` from the
     columns. Returns (rows delivered, finished): finished is False where it fell back, and the
     parser's per-row path then carries on after the rows already delivered."""
     delivered = 0
     try:
-        batches = arrow_csv_batches(path, header, compressed=compressed)
+        batches = arrow_csv_batches(path, header, compressed=compressed, file_label=file_label)
         for columns in arrow_chunks(batches, chunk_size):
             table = build(columns)
             delivered += len(table)

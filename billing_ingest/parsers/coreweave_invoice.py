@@ -34,6 +34,7 @@ from typing import Any
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.checks import check_cells, check_unique_columns
 from billing_ingest.parsers.coreweave import DEFAULT_PRICING_CATEGORY, PROVIDER_NAME, price
 from billing_ingest.parsers.rows import LineItemRow, row_text
@@ -186,7 +187,7 @@ def parse_coreweave_invoice(
     """Chunks of CostLineItem field dicts from a CoreWeave per-namespace invoice CSV."""
     compressed = read_magic(path)[:2] == GZIP_MAGIC or path.suffix.lower() == ".gz"
     with open_text(path, compressed=compressed, file_label=file_label) as handle:
-        reader = csv.reader(handle)
+        reader = csv_reader(handle, file_label=file_label)
         try:
             header = next(reader)
         except StopIteration:

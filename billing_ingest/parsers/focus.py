@@ -23,6 +23,7 @@ from django.conf import settings
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.checks import check_cells, check_unique_columns
 from billing_ingest.parsers.columnar import (
     FallBack,
@@ -408,7 +409,7 @@ def _parse_csv(
     path: Path, *, file_label: str, compressed: bool, chunk_size: int, make_builder: MakeBuilder
 ) -> LineItemChunks:
     with open_text(path, compressed=compressed, file_label=file_label) as handle:
-        reader = csv.reader(handle)
+        reader = csv_reader(handle, file_label=file_label)
         try:
             header = next(reader)
         except StopIteration:
@@ -425,7 +426,12 @@ def _parse_csv(
         delivered = 0
         if builder.columnar():
             delivered, finished = yield from arrow_csv_tables(
-                path, header, builder.build_table, compressed=compressed, chunk_size=chunk_size
+                path,
+                header,
+                builder.build_table,
+                compressed=compressed,
+                chunk_size=chunk_size,
+                file_label=file_label,
             )
             if finished and delivered:
                 return

@@ -30,6 +30,12 @@ from typing import Any
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.bounds import (
+    csv_reader,
+    json_depth_exceeds,
+    json_loads,
+    max_json_depth,
+)
 from billing_ingest.parsers.checks import (
     check_cells,
     check_record_batch,
@@ -126,6 +132,8 @@ def _repeated(value: object) -> list[Any]:
     if not isinstance(value, str):
         raise BadValue(f"{value!r} is not a list")
     text = value.strip()
+    if json_depth_exceeds(text, max_json_depth()):
+        raise BadValue(f"JSON nests deeper than {max_json_depth()} levels (FINOPS_MAX_JSON_DEPTH)")
     try:
         parsed = json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError:
@@ -306,7 +314,7 @@ class _GcpRow:
 
 
 def _csv_records(handle: CappedText, *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    reader = csv.reader(handle)
+    reader = csv_reader(handle, file_label=file_label)
     try:
         header = [name.strip() for name in next(reader)]
     except StopIteration:
@@ -358,7 +366,9 @@ def _jsonl_records(handle: CappedText, *, file_label: str) -> Iterator[tuple[int
         if not line.strip():
             continue
         try:
-            record = json.loads(line, parse_float=Decimal)
+            record = json_loads(line, file_label=file_label, parse_float=Decimal)
+        except ImportFormatError as exc:  # nested too deep
+            raise exc.with_row(line_number) from None
         except json.JSONDecodeError as exc:
             raise ImportFormatError(
                 f"is not valid JSON ({exc.msg})", file=file_label, row=line_number

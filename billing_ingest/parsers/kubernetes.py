@@ -43,6 +43,7 @@ from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
+from billing_ingest.parsers.bounds import json_loads
 from billing_ingest.parsers.rows import JobRow, row_text
 from billing_ingest.parsers.slurm import SacctStats
 
@@ -408,7 +409,8 @@ def load_json(path: Path, file_label: str) -> Any:
     line and column."""
     try:
         with path.open(encoding="utf-8-sig") as handle:
-            return json.load(handle, parse_float=Decimal)
+            # Nesting bounded (FINOPS_MAX_JSON_DEPTH) before json.loads recurses through it.
+            return json_loads(handle.read(), file_label=file_label, parse_float=Decimal)
     except json.JSONDecodeError as exc:
         raise ImportFormatError(
             f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",

@@ -15,6 +15,7 @@ from typing import IO, AnyStr
 from django.conf import settings
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.bounds import BlankLineCount
 
 # A few MB: far above any real billing or sacct row (CSV fields are capped at 128 KB by the csv
 # module anyway), far below what would strain a worker's memory.
@@ -46,8 +47,9 @@ def capped_binary_lines(
     handle: IO[bytes], *, file_label: str, limit: int | None = None
 ) -> Iterator[tuple[int, bytes]]:
     """(1-based line number, raw line with its ending) of a binary stream, each at most `limit`
-    bytes before its newline."""
+    bytes before its newline; too many blank lines fail (bounds.BlankLineCount)."""
     limit = max_line_bytes() if limit is None else limit
+    blanks = BlankLineCount(file_label)
     number = 0
     while True:
         raw = handle.readline(limit + 1)
@@ -56,6 +58,7 @@ def capped_binary_lines(
         number += 1
         if not _is_complete(raw, limit):
             raise line_too_long(file_label=file_label, row=number, limit=limit)
+        blanks.see(raw, number)
         yield number, raw
 
 
@@ -63,13 +66,15 @@ class CappedText:
     """A text stream read line by line with the cap: iterate it (csv.reader does) or call
     readline. Lines are counted in characters, at least one byte each, so the cap in bytes
     bounds the characters held too. The error names the physical line, which is the CSV row
-    unless a quoted cell earlier in the file spans lines."""
+    unless a quoted cell earlier in the file spans lines. Too many blank lines fail too
+    (bounds.BlankLineCount)."""
 
     def __init__(self, handle: IO[str], *, file_label: str, limit: int | None = None) -> None:
         self._handle = handle
         self._file_label = file_label
         self._limit = max_line_bytes() if limit is None else limit
         self._line = 0
+        self._blanks = BlankLineCount(file_label)
 
     def readline(self) -> str:
         text = self._handle.readline(self._limit + 1)
@@ -77,6 +82,7 @@ class CappedText:
             self._line += 1
             if not _is_complete(text, self._limit):
                 raise line_too_long(file_label=self._file_label, row=self._line, limit=self._limit)
+            self._blanks.see(text, self._line)
         return text
 
     def __iter__(self) -> Iterator[str]:

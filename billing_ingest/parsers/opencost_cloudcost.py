@@ -20,6 +20,7 @@ from django.conf import settings
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
+from billing_ingest.parsers.bounds import json_loads
 from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
@@ -58,7 +59,7 @@ def parse_opencost_cloudcost(
 def _load(path: Path, *, file_label: str) -> dict[str, Any]:
     try:
         with path.open(encoding="utf-8-sig") as handle:
-            document = json.load(handle, parse_float=Decimal)
+            document = json_loads(handle.read(), file_label=file_label, parse_float=Decimal)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ImportFormatError(f"not valid JSON ({exc})", file=file_label) from None
     if not isinstance(document, dict) or not isinstance(document.get("data"), dict):

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.bounds import json_loads
 from billing_ingest.parsers.lines import capped_binary_lines
 
 # Below this a timestamp is seconds (OpenMetrics), not milliseconds (module docstring).
@@ -195,7 +196,7 @@ def text_samples(
 def json_samples(text: str, *, file_label: str, wanted: Container[str]) -> Iterator[RawSample]:
     """Samples of the wanted metrics in a query_range (matrix) or query (vector) response."""
     try:
-        document = json.loads(text, parse_float=Decimal, parse_int=Decimal)
+        document = json_loads(text, file_label=file_label, parse_float=Decimal, parse_int=Decimal)
     except json.JSONDecodeError as exc:
         raise ImportFormatError(
             f"not valid JSON: {exc.msg} (column {exc.colno})", file=file_label, row=exc.lineno

@@ -38,6 +38,7 @@ from typing import Any
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
+from billing_ingest.parsers.bounds import check_header_text
 from billing_ingest.parsers.lines import capped_binary_lines
 from billing_ingest.parsers.rows import JobRow, row_text
 from billing_ingest.parsers.slurm_values import (
@@ -165,17 +166,18 @@ def parse_sacct(
         raise ValueError(f"bad sacct delimiter {delimiter!r}: not empty, no spaces around it")
     stats = stats if stats is not None else SacctStats()
     with path.open("rb") as handle:
-        lines = _raw_lines(handle, file_label)
+        lines = _raw_lines(handle, file_label, delimiter)
         layout = _Layout(delimiter=delimiter, file_label=file_label)
         yield from _parse_lines(lines, layout, time_zone, stats, chunk_size, columns)
 
 
-def _raw_lines(handle: Any, file_label: str) -> Iterator[tuple[int, bytes]]:
+def _raw_lines(handle: Any, file_label: str, delimiter: str) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes without the line ending) of each line; a BOM before the first
     is dropped."""
     for number, raw in capped_binary_lines(handle, file_label=file_label):
         if number == 1:
             raw = raw.removeprefix(codecs.BOM_UTF8)
+            check_header_text(raw, delimiter=delimiter, file_label=file_label)  # FINOPS_MAX_COLUMNS
         yield number, raw.rstrip(b"\r\n")
 
 

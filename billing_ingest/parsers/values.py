@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import re
 import zlib
@@ -29,6 +30,7 @@ from django.db import models
 from billing_ingest.currencies import ISO_4217_CODES
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, CostLineItem
+from billing_ingest.parsers.bounds import json_depth_exceeds, max_json_depth, open_gzip
 from billing_ingest.parsers.checks import check_cells
 from billing_ingest.parsers.lines import CappedText
 
@@ -187,6 +189,8 @@ def parse_json_object(value: object) -> dict[str, Any]:
     # Azure writes Tags as JSON without the outer braces.
     if not text.startswith("{"):
         text = "{" + text + "}"
+    if json_depth_exceeds(text, max_json_depth()):
+        raise BadValue(f"JSON nests deeper than {max_json_depth()} levels (FINOPS_MAX_JSON_DEPTH)")
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -222,9 +226,11 @@ def open_text(path: Path, *, compressed: bool, file_label: str | None = None) ->
     # row and column (the decoder itself reads ahead and cannot say which row it was on).
     handle: IO[str]
     if compressed:
-        # Closed by the CappedText, which callers use as a context manager.
-        handle = gzip.open(  # noqa: SIM115
-            path, "rt", encoding="utf-8-sig", errors="surrogateescape", newline=""
+        # Closed by the CappedText, which callers use as a context manager. What comes out of
+        # the gzip is bounded (bounds.DecompressedBudget): a bomb fails within seconds.
+        binary = open_gzip(path, file_label=label)
+        handle = io.TextIOWrapper(
+            binary, encoding="utf-8-sig", errors="surrogateescape", newline=""
         )
     else:
         handle = path.open("r", encoding="utf-8-sig", errors="surrogateescape", newline="")

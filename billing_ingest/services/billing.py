@@ -28,7 +28,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -50,6 +50,7 @@ from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
 from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
 from billing_ingest.partitions import batch_tables, line_items_partitioned
 from billing_ingest.prefetch import prefetched
+from billing_ingest.read_ahead import read_before_writing, writers_queue
 from billing_ingest.services.batches import (
     file_sha256,
     import_batch_claim,
@@ -317,6 +318,16 @@ def billing_part_ingest(*, part_id: int) -> ImportBatchPart:
 
 
 def _part_load(part_id: int) -> None:
+    chunks = None
+    if writers_queue():
+        # SQLite: the file is read before the transaction (billing_ingest/read_ahead.py), so
+        # no other writer waits while it is parsed; the transaction below only writes.
+        part = ImportBatchPart.objects.get(id=part_id)
+        batch = ImportBatch.objects.get(id=part.batch_id)
+        if part.status != ImportBatchPart.Status.PENDING:
+            return
+        if batch.status == ImportBatch.Status.RUNNING:
+            chunks = read_before_writing(_parsed(batch, part))
     with transaction.atomic():
         part = ImportBatchPart.objects.select_for_update().get(id=part_id)
         if part.status != ImportBatchPart.Status.PENDING:
@@ -330,10 +341,15 @@ def _part_load(part_id: int) -> None:
             part.finished_at = timezone.now()
             part.save(update_fields=["status", "error", "finished_at"])
             return
-        totals = _load_rows(
-            batch, Path(part.file_name), label=part.label or part.file_name, index=part.index
-        )
+        if chunks is None:
+            chunks = _parsed(batch, part)
+        totals = _load_rows(batch, chunks, index=part.index)
         _record_success(part, totals, status=ImportBatchPart.Status.SUCCEEDED)
+
+
+def _parsed(batch: ImportBatch, part: ImportBatchPart) -> Iterator[list[LineItemRow]]:
+    parse = billing_parser(batch.format)
+    return parse(Path(part.file_name), file_label=part.label or part.file_name)
 
 
 def _close_broken_connection() -> None:
@@ -352,10 +368,8 @@ def _part_fail(part: ImportBatchPart, *, error: str) -> None:
         )
 
 
-def _load_rows(batch: ImportBatch, path: Path, *, label: str, index: int) -> _Totals:
-    parse = billing_parser(batch.format)
+def _load_rows(batch: ImportBatch, chunks: Iterator[list[LineItemRow]], *, index: int) -> _Totals:
     totals = _Totals()
-    chunks = parse(path, file_label=label)
     postgresql = connection.vendor == "postgresql"
     if postgresql and batch.format in DATABASE_FREE_PARSERS:
         # Parse the next chunk while PostgreSQL ingests this one's COPY.

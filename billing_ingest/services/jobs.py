@@ -16,6 +16,7 @@ from billing_ingest.parsers.kubernetes import parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import DEFAULT_DELIMITER, SacctStats, parse_sacct
+from billing_ingest.read_ahead import read_before_writing
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
 from billing_ingest.services.job_attempts import slurm_attempts
 
@@ -169,15 +170,17 @@ def jobs_batch_ingest(
     try:
         parser = _parser_for(batch.format)
         cluster = Cluster.objects.filter(name=batch.source).first() or Cluster(name=batch.source)
+        chunks = parser(
+            Path(batch.file_name),
+            file_label=batch.file_name,
+            cluster=cluster,
+            stats=stats,
+            columns=columns,
+            delimiter=delimiter,
+        )
+        # On SQLite the file is read before the transaction: no writer waits on the parse.
+        chunks = read_before_writing(chunks)
         with transaction.atomic():
-            chunks = parser(
-                Path(batch.file_name),
-                file_label=batch.file_name,
-                cluster=cluster,
-                stats=stats,
-                columns=columns,
-                delimiter=delimiter,
-            )
             for chunk in chunks:
                 _jobs_upsert(batch=batch, rows=chunk, stats=stats)
             row_count = JobRecord.objects.filter(batch_id=batch_id).count()

@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch, JobGpuUtilisation, JobRecord
+from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.dcgm import SLURM, JobSamples, read_dcgm_utilisation
 from billing_ingest.parsers.values import csv_rows, open_text
 from billing_ingest.services.batches import import_batch_create, import_batch_fail
@@ -88,7 +89,7 @@ def read_utilisation_csv(path: Path, *, file_label: str) -> dict[str, Decimal]:
     result: dict[str, Decimal] = {}
     first_row: dict[str, int] = {}
     with open_text(path, compressed=path.suffix == ".gz", file_label=file_label) as handle:
-        reader = csv.reader(handle)
+        reader = csv_reader(handle, file_label=file_label)
         try:
             header_cells = next(reader, None)
         except (UnicodeDecodeError, csv.Error, EOFError, OSError) as exc:

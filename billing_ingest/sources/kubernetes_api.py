@@ -33,6 +33,7 @@ from kubernetes import config as k8s_config
 from kubernetes.config.config_exception import ConfigException
 
 from billing_ingest.models import KubernetesSource
+from billing_ingest.parsers.bounds import json_depth_exceeds, max_json_depth
 from billing_ingest.sources import SourceAccessError, SourceFetchError
 
 FORMAT = "kubernetes"
@@ -158,6 +159,8 @@ def _status_message(exc: k8s.ApiException) -> str:
     if isinstance(body, bytes):
         body = body.decode("utf-8", "replace")
     try:
+        if json_depth_exceeds(body or "", max_json_depth()):
+            raise ValueError("nested too deep")
         parsed = json.loads(body or "")
     except ValueError:
         return (str(body or exc.reason or "")).strip()[:500]

@@ -2,9 +2,13 @@
 one address, further token attempts from it are refused (429, Retry-After) for a while.
 
 DRF's throttles run after authentication, and a failed authentication ends the request first,
-so they never see failures: the count is kept here, in the cache, per client address (DRF's
-NUM_PROXIES decides which address that is). The rate is the "token_failure" entry of
-REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]. Logins to the pages are limited by django-axes.
+so they never see failures: the count is kept here, in the cache, per client address
+(finops.client_address: X-Forwarded-For only behind FINOPS_PROXY_COUNT proxies). The rate is
+the "token_failure" entry of REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]. A valid token is never
+refused: once an address is blocked its wrong tokens get 429 instead of 401 (and are no longer
+counted), while a colleague behind the same address with a good token gets through. Tokens are
+long random keys, so the limit is against noise and load, not a guess that could succeed.
+Logins to the pages are limited by django-axes, on the same address.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from rest_framework.exceptions import AuthenticationFailed, Throttled
 from rest_framework.request import Request
 from rest_framework.throttling import SimpleRateThrottle
 
+from finops.client_address import client_address
 from finops.tokens.authentication import ApiTokenAuthentication
 
 
@@ -27,6 +32,9 @@ class TokenFailureThrottle(SimpleRateThrottle):
     # Set by SimpleRateThrottle.__init__ from the rate (the stubs leave them out).
     num_requests: int | None
     duration: int | None
+
+    def get_ident(self, request: Request) -> str:
+        return client_address(request)
 
     def get_cache_key(self, request: Request, view: Any) -> str:
         return self.cache_format % {"scope": self.scope, "ident": self.get_ident(request)}
@@ -57,17 +65,18 @@ def _token_attempt(request: Request, keyword: str) -> bool:
 
 
 def _throttled(request: Request, authenticate: Callable[[], Any]) -> Any:
-    """Run one token authentication, refused while the address is blocked; a failure counts."""
-    throttle = TokenFailureThrottle()
-    wait = throttle.blocked_for(request)
-    if wait is not None:
-        raise Throttled(
-            wait=wait,
-            detail="Too many failed token attempts from this address. Try again later.",
-        )
+    """Run one token authentication: a valid token passes; a failure counts, and once the
+    address has failed too often it is answered 429 instead of 401."""
     try:
         return authenticate()
     except AuthenticationFailed:
+        throttle = TokenFailureThrottle()
+        wait = throttle.blocked_for(request)
+        if wait is not None:
+            raise Throttled(
+                wait=wait,
+                detail="Too many failed token attempts from this address. Try again later.",
+            ) from None
         throttle.record_failure(request)
         raise
 

@@ -44,6 +44,7 @@ from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.aws_cur.row import CurRowBuilder
 from billing_ingest.parsers.aws_cur.table import CurTableBuilder
+from billing_ingest.parsers.bounds import bounded_binary, csv_reader
 from billing_ingest.parsers.checks import check_cells
 from billing_ingest.parsers.columnar import (
     arrow_csv_tables,
@@ -76,7 +77,9 @@ def _open_zip_member(path: Path, *, file_label: str) -> CappedText:
         raise ImportFormatError(
             f"zip holds {len(members)} files; expected one CUR CSV", file=file_label
         )
-    binary = archive.open(members[0])
+    binary = bounded_binary(
+        archive.open(members[0]), packed_bytes=members[0].compress_size, file_label=file_label
+    )
     text = io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape", newline="")
     return CappedText(text, file_label=file_label)
 
@@ -87,7 +90,7 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
     else:
         handle = open_text(path, compressed=kind == "gzip", file_label=file_label)
     with handle:
-        reader = csv.reader(handle)
+        reader = csv_reader(handle, file_label=file_label)
         try:
             header = next(reader)
         except StopIteration:
@@ -105,7 +108,12 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
         if kind != "zip":
             build = CurTableBuilder(builder).build
             delivered, finished = yield from arrow_csv_tables(
-                path, header, build, compressed=kind == "gzip", chunk_size=chunk_size
+                path,
+                header,
+                build,
+                compressed=kind == "gzip",
+                chunk_size=chunk_size,
+                file_label=file_label,
             )
             if finished and delivered:
                 return

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.lines import CappedText
 from finops.inference.parsers.common import BadField, Counts, UsageKey, check_lengths, rows_of
 from finops.inference.parsers.common import whole_count as _whole
@@ -101,7 +102,7 @@ def _read(path: Path, totals: dict[UsageKey, Counts], seen: dict[_Ident, str]) -
         with CappedText(
             path.open(encoding="utf-8-sig", newline=""), file_label=file_label
         ) as handle:
-            reader = csv.reader(handle)
+            reader = csv_reader(handle, file_label=file_label)
             names = _header(reader, file_label)
             for cells in reader:
                 line = reader.line_num
