@@ -322,6 +322,11 @@ def test_budget_made_after_the_fact_is_alerted_once_naming_each_crossing_day(
         ("forecast", 100): ("2025-09-02", "2025-09-30"),
     }
     assert all(a["sent_at"] for a in body["alerts"])
+    client = Client()
+    client.force_login(finance_user)
+    page = client.get(f"/budgets/{created.json()['id']}/?as_of=2025-09-30").content.decode()
+    for day in ("2025-09-02", "2025-09-10", "2025-09-16", "2025-09-20"):
+        assert f'data-testid="crossed-on">{day}<' in page
 
 
 def test_budget_nobody_receives_says_so_in_the_api_and_on_its_pages(
