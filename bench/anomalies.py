@@ -41,27 +41,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from anomaly_series import KINDS, Label, Series, build_hard_corpus
+
 from finops.anomalies.detector import DetectorSettings, detect
 
 DAYS = 91
 WARM_UP = 14
 MIN_IMPACT = 100.0
 MIN_PERCENT = 0.20
-
-
-@dataclass
-class Label:
-    kind: str
-    start: int
-    end: int  # inclusive
-
-
-@dataclass
-class Series:
-    start: dt.date
-    values: list[float]
-    labels: list[Label] = field(default_factory=list)
-    traits: set[str] = field(default_factory=set)
 
 
 def _month_starts(start: dt.date) -> set[int]:
@@ -153,14 +140,24 @@ def build_series(rng: random.Random) -> Series:
 Events = list[tuple[int, int]]
 
 
-def ours(series: Series) -> Events:
-    days = [series.start + dt.timedelta(days=i) for i in range(DAYS)]
-    settings = DetectorSettings(
-        min_impact=Decimal(int(MIN_IMPACT)), min_percent=Decimal(int(MIN_PERCENT * 100))
-    )
-    detection = detect(days, [Decimal(str(v)) for v in series.values], settings=settings)
-    return [((e.first - series.start).days, (e.reported_on - series.start).days)
-            for e in detection.events]  # fmt: skip
+def _ours(**rules: bool) -> Callable[[Series], Events]:
+    """The detector with the bench's floors; `rules` switch DetectorSettings' rules."""
+
+    def run(series: Series) -> Events:
+        days = [series.start + dt.timedelta(days=i) for i in range(DAYS)]
+        settings = DetectorSettings(
+            min_impact=Decimal(int(MIN_IMPACT)),
+            min_percent=Decimal(int(MIN_PERCENT * 100)),
+            **rules,  # type: ignore[arg-type]
+        )
+        detection = detect(days, [Decimal(str(v)) for v in series.values], settings=settings)
+        return [((e.first - series.start).days, (e.reported_on - series.start).days)
+                for e in detection.events]  # fmt: skip
+
+    return run
+
+
+ours = _ours()
 
 
 def _rule(alert: Callable[[list[float], float], bool]) -> Callable[[Series], Events]:
@@ -199,8 +196,17 @@ def zscore(history: list[float], today: float) -> bool:
     return sd > 0 and (today - mean) / sd > 3 and _floors(today, mean)
 
 
+BEFORE = "ours, issue 28 rules off"
+HARD_METHODS: dict[str, Callable[[Series], Events]] = {
+    BEFORE: _ours(month_end=False, catch_up=False, adapt_level=False, sparse_rule=False),
+    "ours + month end": _ours(catch_up=False, adapt_level=False, sparse_rule=False),
+    "ours + catch-up": _ours(month_end=False, adapt_level=False, sparse_rule=False),
+    "ours + level adapt": _ours(month_end=False, catch_up=False, sparse_rule=False),
+    "ours + sparse rule": _ours(month_end=False, catch_up=False, adapt_level=False),
+}
 METHODS: dict[str, Callable[[Series], Events]] = {
     "ours (robust seasonal)": ours,
+    BEFORE: HARD_METHODS[BEFORE],
     "OptScale (mean 7d x 1.2)": _rule(optscale),
     "Kubecost (vs 30d mean, 20 %)": _rule(kubecost),
     "z-score (28d, z > 3)": _rule(zscore),
@@ -245,21 +251,18 @@ def score(series: Series, events: Events, into: Score) -> None:
     into.delays.extend(found.values())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--series", type=int, default=300)
-    parser.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
-    rng = random.Random(args.seed)
-    corpus = [build_series(rng) for _ in range(args.series)]
+def _table_head() -> None:
+    print(f"{'method':30} {'precision':>9} {'recall':>7} {'F1':>6} {'delay_d':>7} "
+          f"{'TP':>5} {'FP':>5} {'seconds':>7}")  # fmt: skip
+
+
+def _current_corpus(corpus: list[Series]) -> None:
     kinds: dict[str, int] = {}
     for s in corpus:
         for label in s.labels:
             kinds[label.kind] = kinds.get(label.kind, 0) + 1
     print(f"{len(corpus)} series x {DAYS} days, labelled events: {kinds}")
-    print(f"{'method':30} {'precision':>9} {'recall':>7} {'F1':>6} {'delay_d':>7} "
-          f"{'TP':>5} {'FP':>5} {'seconds':>7}")  # fmt: skip
+    _table_head()
     for name, method in METHODS.items():
         total = Score()
         started = time.perf_counter()
@@ -270,6 +273,82 @@ def main() -> None:
             print(
                 f"{'':30} false positives by series trait: {dict(sorted(total.fp_traits.items()))}"
             )
+
+
+@dataclass
+class KindScore:
+    """One method's figures on the series of one kind."""
+
+    score: Score = field(default_factory=Score)
+    series: int = 0
+    fp_per_series: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def add(self, series: Series, events: Events) -> None:
+        before = self.score.fp
+        score(series, events, self.score)
+        self.series += 1
+        self.fp_per_series.append(self.score.fp - before)
+
+    def figures(self) -> tuple[float, float, float]:
+        s = self.score
+        precision = s.tp / (s.tp + s.fp) if s.tp + s.fp else 0.0
+        recall = s.found / s.labels if s.labels else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return precision, recall, f1
+
+
+def _hard_corpus(corpus: list[Series]) -> None:
+    """Per kind and method: precision, recall, F1, false positives per series (the worst series
+    too), and F1 and FP as a ratio to the detector with this issue's rules off, same run."""
+    methods = {**HARD_METHODS, **{k: v for k, v in METHODS.items() if k != BEFORE}}
+    groups: dict[str, list[Series]] = {
+        kind: [s for s in corpus if s.kind == kind] for kind in KINDS
+    }
+    groups["regular (all but sparse)"] = [s for s in corpus if s.kind != "sparse"]
+    results: dict[tuple[str, str], KindScore] = {}
+    for name, method in methods.items():
+        for s in corpus:
+            started = time.perf_counter()
+            events = method(s)
+            elapsed = time.perf_counter() - started
+            for group, members in groups.items():
+                if s in members:
+                    result = results.setdefault((group, name), KindScore())
+                    result.add(s, events)
+                    result.seconds += elapsed
+    labels = {g: sum(len(s.labels) for s in members) for g, members in groups.items()}
+    print(f"\nHard series (bench/anomaly_series.py): {len(corpus)} series x {DAYS} days, "
+          f"labelled events per kind: {labels}")  # fmt: skip
+    print(f"{'kind':26} {'method':30} {'precision':>9} {'recall':>7} {'F1':>6} {'FP/series':>9} "
+          f"{'worst':>5} {'TP':>4} {'FP':>5} {'F1 x before':>11} {'FP x before':>11}")  # fmt: skip
+    for group in groups:
+        base = results[(group, BEFORE)]
+        _, _, base_f1 = base.figures()
+        for name in methods:
+            r = results[(group, name)]
+            precision, recall, f1 = r.figures()
+            per_series = r.score.fp / r.series if r.series else 0.0
+            f1_ratio = f1 / base_f1 if base_f1 else float("nan")
+            fp_ratio = r.score.fp / base.score.fp if base.score.fp else float("nan")
+            print(f"{group:26} {name:30} {precision:9.3f} {recall:7.3f} {f1:6.3f} "
+                  f"{per_series:9.2f} {max(r.fp_per_series, default=0):5} {r.score.tp:4} "
+                  f"{r.score.fp:5} {f1_ratio:11.2f} {fp_ratio:11.2f}")  # fmt: skip
+        print()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--series", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--hard-per-kind", type=int, default=40, help="hard series per kind")
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "finops.settings")
+    rng = random.Random(args.seed)
+    corpus = [build_series(rng) for _ in range(args.series)]
+    _current_corpus(corpus)
+    if args.hard_per_kind > 0:
+        _hard_corpus(build_hard_corpus(random.Random(args.seed + 1), args.hard_per_kind))
 
 
 if __name__ == "__main__":

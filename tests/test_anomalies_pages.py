@@ -204,7 +204,7 @@ def test_endpoint_anomaly_cards_are_per_1000_requests(team: Team, finance_user: 
     page = logged_in(finance_user).get(f"/anomalies/{anomaly.pk}/").content.decode()
     assert "Actual cost per 1,000 requests (USD)" in page
     assert "Expected cost per 1,000 requests (USD)" in page
-    assert "Impact over the event's 10,000 requests (USD)" in page
+    assert "Money at stake over the event's 10,000 requests" in page
     assert 'data-testid="anomaly-actual">5.0000<' in page  # 50 / 10
     assert 'data-testid="anomaly-expected">2.0000<' in page  # 20 / 10
     assert 'data-testid="anomaly-impact">30.00<' in page

@@ -4,7 +4,11 @@ impact labelled apart; an endpoint anomaly's email gives cost per 1,000 requests
 currency, as its cards do.
 
 Cluster data: node n1 of cluster hpc costs 1,000 USD a day for 40 days, 10 % of it idle
-(about: a small weekly wiggle), and 60 % idle on one day."""
+(about: a small weekly wiggle), and 60 % idle on one day.
+
+An endpoint's anomaly is a unit-cost event (issue 28): worded "Unit cost spike", valued by the
+money at stake (never more than its spend above its usual spend), so an endpoint whose cost is
+flat while its traffic dips on weekends is no anomaly."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from billing_ingest.models import ImportBatch, JobRecord
-from finops.anomalies.emails import anomaly_notify
+from finops.anomalies.emails import anomaly_notify, subject_for
 from finops.anomalies.models import Anomaly
 from finops.anomalies.services import anomalies_detect
 from finops.attribution.models import AllocatedCost, Category
@@ -133,8 +137,8 @@ def test_endpoint_email_is_per_1000_requests(team: Team, finance: User) -> None:
         assert "Actual cost per 1,000 requests" in body
         assert "5.0000 USD" in body  # 50 / 10
         assert "2.0000 USD" in body  # 20 / 10
-        assert "Impact over the event&#x27;s 10,000 requests" in body or (
-            "Impact over the event's 10,000 requests" in body
+        assert "Money at stake over the event&#x27;s 10,000 requests" in body or (
+            "Money at stake over the event's 10,000 requests" in body
         )
         assert "30.00 USD" in body
         assert "Actual: 50.00" not in body
@@ -159,3 +163,60 @@ def test_cluster_idle_page_in_chromium(
     )
     assert max(values) == 60
     screenshot(browser, "anomaly-cluster-idle-share")
+
+
+# --- endpoint unit cost (issue 28) ------------------------------------------------------------
+
+
+def _endpoint_days(team: Team, costs: list[Decimal], requests: list[int]) -> None:
+    """An endpoint's EndpointCost rows from START, and the team's flat ledger beside them (the
+    detection reads the ledger's span)."""
+    from tests.budget_data import ledger_days
+
+    ledger_days(team=team, first=START, amounts=[DAY_COST] * len(costs))
+    for i, (cost, count) in enumerate(zip(costs, requests, strict=True)):
+        day = START + dt.timedelta(days=i)
+        EndpointCost.objects.create(
+            billing_period=day.replace(day=1), day=day, endpoint="chat", team=team,
+            billing_currency="USD", cost=cost, requests=count,
+        )  # fmt: skip
+
+
+def _weekday_traffic(days: int, *, dips_from: int = 0) -> list[int]:
+    # 100,000 requests a day; from day `dips_from` on, 15,000 on weekends: the cost per 1,000
+    # requests is then 6.7x on weekends while the endpoint's cost (its GPUs, kept up) is flat.
+    return [
+        15_000 if i >= dips_from and (START + dt.timedelta(days=i)).weekday() >= 5 else 100_000
+        for i in range(days)
+    ]
+
+
+@pytest.mark.django_db
+def test_flat_cost_with_weekend_traffic_dips_is_no_anomaly(team: Team) -> None:
+    # The traffic starts dipping on weekends after four weeks (users went back to office
+    # hours): the unit cost jumps on those weekends, the spend does not move.
+    _endpoint_days(team, [Decimal(1000)] * 56, _weekday_traffic(56, dips_from=28))
+    anomalies_detect(since=START + dt.timedelta(days=14))
+    assert not Anomaly.objects.filter(series_kind=Anomaly.Series.ENDPOINT).exists()
+
+
+@pytest.mark.django_db
+def test_unit_cost_spike_is_worded_as_unit_cost_and_valued_by_the_money_at_stake(
+    team: Team, finance: User
+) -> None:
+    costs = [Decimal(1000)] * 56
+    spike = 49  # a Tuesday: 100,000 requests as usual, the cost 2,500
+    costs[spike] = Decimal(2500)
+    _endpoint_days(team, costs, _weekday_traffic(56))
+    anomalies_detect(since=START + dt.timedelta(days=14))
+
+    (anomaly,) = Anomaly.objects.filter(series_kind=Anomaly.Series.ENDPOINT)
+    assert anomaly.first_day == START + dt.timedelta(days=spike)
+    assert anomaly.kind_label == "Unit cost spike"
+    # At stake: the 1,500 above the usual spend (which is also the excess over 100,000
+    # requests at the usual 10 USD per 1,000), never more.
+    assert Decimal(1400) <= anomaly.impact <= Decimal(1500)
+    # No ledger row names the endpoint here, so no team owns it: the subject names it.
+    assert subject_for(anomaly).startswith("[GPU FinOps] Unit cost spike for chat: 1,500.00 USD")
+    assert "USD at stake from" in subject_for(anomaly)
+    assert finance.email

@@ -15,7 +15,23 @@ For each day t of a series, the expected value comes from the series' own histor
   times the expected value: noise is proportional to the level.
 - Recurring monthly excess: when the same day of the previous month was out of band but not an
   anomaly (seen during warm-up, itself recurring, or marked expected), its excess is expected
-  again: a support fee on the 1st of every month is learnt once, not alerted monthly.
+  again: a support fee on the 1st of every month is learnt once, not alerted monthly. So is the
+  day as far from the previous month's end (month-end load: the 30th of November's twin is the
+  31st of October), the larger of the two.
+- Level changes (price cuts, ramps): when the last 5 normal days all sit on one side of their
+  expected value by >= 5 % and 1.5 sigma, history before the first of them is rescaled by
+  their median ratio to expected, so the new level is the baseline within a week, weekday
+  shape kept (the old code took up to the 42-day window's half to follow a price cut).
+- Late bills and catch-up days: what the last 3 days fell short of their band's lower edge is
+  set against a day's excess before it is judged (a bill booked a day late, the work a holiday
+  deferred).
+- Sparse series (>= 30 % of the history's days at zero: a small team): the rule above would see
+  every active day as a spike; instead a day is a spike when it is >= 2x the history's largest
+  day, and 5 days in a row of cost, each at least the median active day, summing to >= 2x the
+  history's largest 5-day sum, are a level shift (extended while it goes on).
+
+Each of these four rules is a DetectorSettings switch; bench/anomalies.py measures the detector
+with them on and off on hard series (bench/anomaly_series.py).
 
 Events (upward only: a cost drop pages nobody):
 
@@ -40,7 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from finops.anomalies.expected_value import ONE, ZERO, Fit, fit_day
+from finops.anomalies.expected_value import ONE, ZERO, Fit, fit_day, median
 
 SPIKE = "spike"
 LEVEL_SHIFT = "level_shift"
@@ -62,6 +78,27 @@ class DetectorSettings:
     max_gap: int = 1
     # New sources: the days after first sight whose cost counts towards the floor.
     new_source_days: int = 7
+    # The rules of issue 28 (each can be switched off: bench/anomalies.py measures both).
+    # Month-end load: the excess of the day as far from the previous month's end is expected.
+    month_end: bool = True
+    # Late bills and catch-up days: a day's excess is first set against what the previous
+    # `catch_up_days` fell short of their band's lower edge (work booked, or done, late).
+    catch_up: bool = True
+    catch_up_days: int = 3
+    # Level changes (price cuts, ramps): when the last `adapt_days` normal days all sit on one
+    # side of expected, by at least max(adapt_percent, 1.5 sigma), history before them is
+    # rescaled to their level (the weekday shape is kept).
+    adapt_level: bool = True
+    adapt_days: int = 5
+    adapt_percent: Decimal = Decimal(5)
+    # Sparse series (>= sparse_zero_share of the history's days at zero): a day is a spike when
+    # it is >= sparse_factor x the largest day of the history; a burst (a level shift) when
+    # sparse_burst_days days in a row cost, each >= the history's median non-zero day, and
+    # their sum >= sparse_factor x the history's largest sum of as many days.
+    sparse_rule: bool = True
+    sparse_zero_share: Decimal = Decimal("0.3")
+    sparse_factor: Decimal = Decimal(2)
+    sparse_burst_days: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +162,16 @@ def _same_day_previous_month(day: dt.date) -> dt.date | None:
         return None
 
 
+def _same_distance_from_previous_month_end(day: dt.date) -> dt.date:
+    """The day as many days before the end of the previous month as `day` is before its own
+    month's end (the 30th of November -> the 31st of October; the 28th of February -> the 31st
+    of January)."""
+    first = day.replace(day=1)
+    next_first = (first + dt.timedelta(days=32)).replace(day=1)
+    to_end = (next_first - day).days
+    return first - dt.timedelta(days=to_end)
+
+
 @dataclass(slots=True)
 class _Candidate:
     first: int
@@ -162,6 +209,12 @@ class _Run:
         self.sigma: dict[int, Decimal] = {}
         self.events: list[Event] = []
         self.candidate: _Candidate | None = None
+        # Catch-up: what each recent day fell short of its band's lower edge, not yet set
+        # against a later day's excess.
+        self.shortfall: dict[int, Decimal] = {}
+        # Level changes: (first position of the new level, ratio new / old), oldest first.
+        self.breaks: list[tuple[int, Decimal]] = []
+        self.adapt_checked = -1
 
     def _history_start(self, t: int) -> int:
         start = self.start or 0
@@ -180,16 +233,62 @@ class _Run:
             value = self.values[j]
             if value is not None and j not in self.excluded:
                 positions.append(j)
-                values.append(value)
+                values.append(value * self._scale(j))
                 weekdays.append(self.days[j].weekday())
             j -= 1
         return positions, values, weekdays
 
+    def _scale(self, j: int) -> Decimal:
+        """The product of the level changes after position j (1 when none)."""
+        scale = ONE
+        for first, ratio in self.breaks:
+            if j < first:
+                scale *= ratio
+        return scale
+
+    def _adapt(self, t: int) -> None:
+        """Record a level change when the last adapt_days evaluated, normal days before t all
+        sit on one side of their expected value by adapt_percent and 1.5 sigma or more."""
+        s = self.settings
+        recent = [
+            j
+            for j in range(t - s.adapt_days, t)
+            if j >= 0 and j in self.expected and j not in self.excluded
+            and j not in self.accepted_at and self.values[j] is not None
+        ]  # fmt: skip
+        if len(recent) < s.adapt_days or recent[0] <= self.adapt_checked:
+            return
+        ratios = []
+        for j in recent:
+            expected, sigma, value = self.expected[j], self.sigma[j], self.values[j]
+            if expected <= 0 or value is None:
+                return
+            deviation = value - expected
+            floor = max(expected * s.adapt_percent / _HUNDRED, sigma * Decimal("1.5"))
+            if abs(deviation) < floor:
+                return
+            ratios.append(value / expected)
+        if not (all(r > ONE for r in ratios) or all(r < ONE for r in ratios)):
+            return
+        level = median(ratios)
+        # The new level starts on the first of these days nearer to it than to the old one.
+        nearer = (j for j, r in zip(recent, ratios, strict=True) if abs(r - level) < abs(r - ONE))
+        first = next(nearer, recent[0])
+        self.breaks.append((first, level))
+        self.adapt_checked = t - 1
+
     def _recurring_excess(self, t: int, fit: Fit) -> Decimal:
-        """The excess of the same day last month, when that day was above the band's inner
-        edge (continue_threshold) under today's fit, which has its weekday factors and trend,
-        yet no anomaly: a recurring charge."""
-        previous = _same_day_previous_month(self.days[t])
+        """The excess of the same day last month (and, with the month_end rule, of the day as
+        far from last month's end), the larger, when that day was above the band's inner edge
+        (continue_threshold) under today's fit, which has its weekday factors and trend, yet
+        no anomaly: a recurring charge, month-end load."""
+        excess = self._twin_excess(_same_day_previous_month(self.days[t]), fit)
+        if self.settings.month_end:
+            twin = _same_distance_from_previous_month_end(self.days[t])
+            excess = max(excess, self._twin_excess(twin, fit))
+        return excess
+
+    def _twin_excess(self, previous: dt.date | None, fit: Fit) -> Decimal:
         p = self.index.get(previous) if previous else None
         if p is None or self.start is None or p < self.start or p in self.excluded:
             return ZERO
@@ -197,7 +296,7 @@ class _Run:
         if value is None:
             return ZERO
         expected, sigma = fit.at(p, self.days[p].weekday())
-        excess = value - expected
+        excess = value * self._scale(p) - expected  # at today's level (after a price cut)
         return excess if self._z(excess, sigma) >= self.settings.continue_threshold else ZERO
 
     def run(self) -> Detection:
@@ -211,16 +310,124 @@ class _Run:
         value = self.values[t]
         if value is None or self.start is None or t < self.start:
             return
-        fit = fit_day(*self._history(t), t, self.days[t].weekday())
+        if self.settings.adapt_level:
+            self._adapt(t)
+        positions, history, weekdays = self._history(t)
+        if self.settings.sparse_rule and self._sparse(history):
+            self._sparse_step(t, value, history)
+            return
+        fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
         if fit is None:
             return
         expected = fit.expected + self._recurring_excess(t, fit)
         self.expected[t], self.sigma[t] = expected, fit.sigma
         if t in self.accepted_at or t - self.start < self.settings.min_history:
             return
+        if self.settings.catch_up:
+            expected = self._catch_up(t, value, expected, fit.sigma)
+            self.expected[t] = expected
         z = self._z(value - expected, fit.sigma)
         if z >= self.settings.threshold or self.candidate is not None:
             self._track(t, value, expected, z)
+
+    def _sparse(self, history: list[Decimal]) -> bool:
+        zeros = sum(1 for v in history if v <= 0)
+        return len(history) >= self.settings.min_history and (
+            zeros >= self.settings.sparse_zero_share * len(history)
+        )
+
+    def _sparse_step(self, t: int, value: Decimal, history: list[Decimal]) -> None:
+        """The sparse series' rule (DetectorSettings.sparse_rule), judged against every normal
+        day since the history starts (a sparse series has few active days in one window): a
+        spike is a day of at least sparse_factor x the largest of them (5 active days known at
+        least); a burst, sparse_burst_days days in a row each costing at least the median active
+        day and summing to sparse_factor x the largest sum of as many days (a level shift,
+        extended while its days keep costing that much; spikes inside it are part of it)."""
+        s = self.settings
+        b = s.sparse_burst_days
+        known = {
+            j: self.values[j] or ZERO
+            for j in range(self._history_start(t), t)
+            if j not in self.excluded and self.values[j] is not None
+        }
+        nonzero = [v for v in known.values() if v > 0]
+        if not nonzero:
+            return
+        typical, largest = median(nonzero), max(nonzero)
+        self.expected[t] = sum(history, ZERO) / len(history)
+        self.sigma[t] = max(ZERO, s.sparse_factor * largest - self.expected[t]) / s.threshold
+        if t in self.accepted_at or t - (self.start or 0) < s.min_history:
+            return
+        burst = self.events[-1] if self.events and self.events[-1].kind == LEVEL_SHIFT else None
+        if burst is not None and burst.last == self.days[t - 1] and value >= typical:
+            self.excluded.add(t)
+            self.events.pop()
+            self._sparse_event(LEVEL_SHIFT, self.index[burst.first], t, typical)
+            return
+        run = [self.values[j] or ZERO for j in range(t - b + 1, t + 1) if j >= 0]
+        before = [v for j, v in known.items() if j <= t - b]  # not the run's own days
+        sums = [sum(before[i : i + b], ZERO) for i in range(max(1, len(before) - b + 1))]
+        total = sum(run, ZERO)
+        if (
+            len(run) == b
+            and min(run) >= typical
+            and total >= s.sparse_factor * max(sums)
+            and total - b * typical >= s.min_impact
+        ):
+            first = self.days[t - b + 1]
+            while self.events and self.events[-1].kind == SPIKE and self.events[-1].first >= first:
+                self.events.pop()  # a spike of the burst's first days: the burst's start
+            self.excluded.update(range(t - b + 1, t + 1))
+            self._sparse_event(LEVEL_SHIFT, t - b + 1, t, typical)
+            return
+        if (
+            len(nonzero) >= 5
+            and value >= s.sparse_factor * largest
+            and value - typical >= s.min_impact
+        ):
+            self.excluded.add(t)
+            self._sparse_event(SPIKE, t, t, typical)
+
+    def _sparse_event(self, kind: str, first: int, last: int, typical: Decimal) -> None:
+        actual = expected = ZERO
+        for i in range(first, last + 1):
+            value = self.values[i]
+            if value is not None:
+                actual += value * self.weights[i]
+                expected += typical * self.weights[i]
+        self.events.append(
+            Event(
+                kind=kind,
+                first=self.days[first],
+                last=self.days[last],
+                actual=actual,
+                expected=expected,
+                reported_on=self.days[last],
+                ongoing=False,
+                peak_z=self.settings.threshold,
+            )
+        )
+
+    def _catch_up(self, t: int, value: Decimal, expected: Decimal, sigma: Decimal) -> Decimal:
+        """Record day t's shortfall below its band's lower edge, or set its excess against the
+        shortfall of the days before (late bills, work done after a holiday): the expected
+        value raised by what is credited."""
+        s = self.settings
+        for j in [j for j in self.shortfall if j < t - s.catch_up_days]:
+            del self.shortfall[j]
+        edge = expected - s.continue_threshold * sigma
+        if value < edge:
+            self.shortfall[t] = edge - value
+            return expected
+        excess = value - expected
+        credit = ZERO
+        for j in sorted(self.shortfall):
+            if excess <= credit:
+                break
+            used = min(self.shortfall[j], excess - credit)
+            credit += used
+            self.shortfall[j] -= used
+        return expected + credit
 
     @staticmethod
     def _z(deviation: Decimal, sigma: Decimal) -> Decimal:

@@ -62,8 +62,14 @@ def _wants_one_by_one(user: User) -> bool:
 
 def subject_for(anomaly: Anomaly) -> str:
     owner = anomaly.team.name if anomaly.team else anomaly.series_key
+    if anomaly.series_kind == Anomaly.Series.ENDPOINT:
+        owner = f"{owner}, endpoint {anomaly.series_key}" if anomaly.team else owner
+        return (
+            f"[GPU FinOps] {anomaly.kind_label} for {owner}: {anomaly.impact:,.2f} "
+            f"{anomaly.currency} at stake from {anomaly.first_day:%Y-%m-%d}"
+        )
     return (
-        f"[GPU FinOps] {anomaly.get_kind_display()} for {owner}: +{anomaly.impact:,.2f} "
+        f"[GPU FinOps] {anomaly.kind_label} for {owner}: +{anomaly.impact:,.2f} "
         f"{anomaly.currency} from {anomaly.first_day:%Y-%m-%d}"
     )
 

@@ -90,6 +90,33 @@ def money(value: Decimal) -> Decimal:
     return value.quantize(QUANTUM)
 
 
+def _expected_spend(
+    days: Sequence[dt.date],
+    per_day: Mapping[dt.date, EndpointDay],
+    settings: detector.DetectorSettings,
+) -> dict[dt.date, Decimal]:
+    """An endpoint's expected daily cost per day (the detector's fit of its spend, which has
+    its weekday pattern), for the days the fit covers."""
+    costs = [per_day[d].cost if d in per_day else None for d in days]
+    fits = detector.detect(days, costs, settings=settings).fits
+    return {f.day: f.expected for f in fits if f.expected is not None}
+
+
+def money_at_stake(days: Iterable[tuple[EndpointDay, Decimal | None, Decimal | None]]) -> Decimal:
+    """The money a unit-cost event puts at stake: per day, the cost above what the day's
+    requests cost at the expected unit cost, but no more than the cost above the endpoint's
+    expected daily spend (a cost per 1,000 requests that rises because the traffic fell, the
+    spend flat, puts nothing at stake). days: (the day, expected cost per 1,000 requests,
+    expected daily cost; None when not fitted yet)."""
+    total = ZERO
+    for row, unit, spend in days:
+        excess = row.cost - (unit * Decimal(row.requests) / THOUSAND if unit is not None else ZERO)
+        if spend is not None:
+            excess = min(excess, row.cost - spend)
+        total += max(ZERO, excess)
+    return money(total)
+
+
 def allocate(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal]:
     """total split pro rata to weights in QUANTUM units, largest remainder: sums to total
     exactly. Non-positive weights get 0; no positive weight: everything to nothing (all 0)."""
@@ -271,12 +298,19 @@ class FindingsBuilder:
                 days, values, weights=weights, settings=self.settings,
                 accepted=_accepted_for(self.accepted, series),
             )  # fmt: skip
+            if not result.events:
+                continue
+            spend = _expected_spend(days, per_day, self.settings)
+            unit = {f.day: f.expected for f in result.fits if f.expected is not None}
             for event in result.events:
                 if not self._wanted(event.first, event.last):
                     continue
-                span = [per_day[d] for d in days if event.first <= d <= event.last and d in per_day]
-                actual = sum((r.cost for r in span), ZERO)
-                expected = money(event.expected)
+                span = [d for d in days if event.first <= d <= event.last and d in per_day]
+                actual = sum((per_day[d].cost for d in span), ZERO)
+                at_stake = money_at_stake([(per_day[d], unit.get(d), spend.get(d)) for d in span])
+                if at_stake < self.settings.min_impact:
+                    continue  # the unit cost moved, the spend did not (e.g. a traffic dip)
+                expected = money(actual - at_stake)
                 driver = DriverValue("endpoint", endpoint, actual, expected)
                 self.findings.append(
                     Finding(

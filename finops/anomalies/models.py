@@ -100,6 +100,14 @@ class Anomaly(models.Model):
         )
 
     @property
+    def kind_label(self) -> str:
+        """The kind as people read it: an endpoint's series is its cost per 1,000 requests, a
+        unit cost, so its events are "Unit cost spike" / "Unit cost level shift", not spend."""
+        if self.series_kind == self.Series.ENDPOINT:
+            return f"Unit cost {self.get_kind_display().lower()}"
+        return str(self.get_kind_display())
+
+    @property
     def is_open(self) -> bool:
         return self.status in self.OPEN_STATUSES
 

@@ -27,6 +27,8 @@ from finops.budgets.selectors import (
     budget_alerts_of_period,
     budget_alerts_of_periods,
     budget_list_visible,
+    budget_no_recipient_warning,
+    budget_recipient_list,
     budget_status,
     budget_statuses,
 )
@@ -36,6 +38,12 @@ from finops.budgets.services import budget_create, budget_delete, budget_update
 class BudgetAlertSerializer(serializers.Serializer[dict[str, Any]]):
     threshold = serializers.IntegerField()
     kind = serializers.ChoiceField(choices=BudgetAlert.Kind.choices)
+    crossed_on = serializers.DateField(
+        allow_null=True,
+        help_text="the day the threshold was crossed: the first day whose cumulative actual (or "
+        "forecast) reached it; null only on alerts raised before this was recorded",
+    )
+    raised_as_of = serializers.DateField(help_text="the day evaluated when it was raised")
     sent_at = serializers.DateTimeField(allow_null=True, help_text="when SMTP accepted the email")
     error = serializers.CharField(help_text="the last SMTP error while not sent")
 
@@ -71,9 +79,25 @@ class BudgetSerializer(BudgetWriteSerializer):
     error = serializers.CharField(help_text="why actual/forecast could not be computed (FX)")
 
 
+class BudgetDetailSerializer(BudgetSerializer):
+    """One budget (read, create, update): the list's row plus who its alerts go to."""
+
+    receiving = serializers.ListField(
+        child=serializers.EmailField(),
+        help_text="who gets its alert emails now: the team's leads with an address and the "
+        "listed recipients, less those who opted out",
+    )
+    warnings = serializers.ListField(
+        child=serializers.CharField(), help_text="e.g. that nobody receives its alerts"
+    )
+
+
 def _row(budget: Budget, as_of: date) -> dict[str, Any]:
     s = budget_status(budget=budget, as_of=as_of)
-    return _status_row(s, budget_alerts_of_period(budget=budget, period_start=s.period.start))
+    row = _status_row(s, budget_alerts_of_period(budget=budget, period_start=s.period.start))
+    receiving = budget_recipient_list(budget=budget).receiving
+    warning = budget_no_recipient_warning(budget=budget, receiving=receiving)
+    return {**row, "receiving": receiving, "warnings": [warning] if warning else []}
 
 
 def _rows(budgets: list[Budget], as_of: date) -> list[dict[str, Any]]:
@@ -111,6 +135,8 @@ def _status_row(s: BudgetStatus, alerts: list[BudgetAlert]) -> dict[str, Any]:
             {
                 "threshold": a.threshold,
                 "kind": a.kind,
+                "crossed_on": a.crossed_on,
+                "raised_as_of": a.as_of,
                 "sent_at": a.sent_at,
                 "error": a.notification.last_error if a.notification and not a.sent_at else "",
             }
@@ -127,10 +153,10 @@ AS_OF = OpenApiParameter(
 
 @extend_schema_view(
     list=extend_schema(parameters=[AS_OF], responses=BudgetSerializer(many=True)),
-    retrieve=extend_schema(parameters=[AS_OF], responses=BudgetSerializer),
-    create=extend_schema(request=BudgetWriteSerializer, responses={201: BudgetSerializer}),
-    update=extend_schema(request=BudgetWriteSerializer, responses=BudgetSerializer),
-    partial_update=extend_schema(request=BudgetWriteSerializer, responses=BudgetSerializer),
+    retrieve=extend_schema(parameters=[AS_OF], responses=BudgetDetailSerializer),
+    create=extend_schema(request=BudgetWriteSerializer, responses={201: BudgetDetailSerializer}),
+    update=extend_schema(request=BudgetWriteSerializer, responses=BudgetDetailSerializer),
+    partial_update=extend_schema(request=BudgetWriteSerializer, responses=BudgetDetailSerializer),
 )
 class BudgetViewSet(viewsets.ModelViewSet[Budget]):
     """Budgets the caller may see, with actual, forecast (p10..p90), % used and the alerts of
@@ -165,14 +191,14 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
         return self.get_paginated_response(data) if page is not None else Response(data)
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        return Response(BudgetSerializer(_row(self.get_object(), self._as_of())).data)
+        return Response(BudgetDetailSerializer(_row(self.get_object(), self._as_of())).data)
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         try:
             budget = budget_create(user=request.user, data=self._body(request))
         except ValidationError as exc:
             raise ApiValidationError(exc.message_dict) from exc
-        data = BudgetSerializer(_row(budget, self._as_of())).data
+        data = BudgetDetailSerializer(_row(budget, self._as_of())).data
         return Response(data, status=status.HTTP_201_CREATED)
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -181,7 +207,7 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
             budget = budget_update(user=request.user, budget=budget, data=self._body(request))
         except ValidationError as exc:
             raise ApiValidationError(exc.message_dict) from exc
-        return Response(BudgetSerializer(_row(budget, self._as_of())).data)
+        return Response(BudgetDetailSerializer(_row(budget, self._as_of())).data)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         budget_delete(user=self.request.user, budget=self.get_object())

@@ -28,7 +28,10 @@ class BudgetForm(forms.Form):
     thresholds = forms.CharField(required=False, help_text="% of the amount on actual cost")
     forecast_thresholds = forms.CharField(required=False, help_text="% on the forecast")
     recipients = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 2}), help_text="beside the leads"
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="beside the team's leads with an email address: an organisation or provider "
+        "budget, or a team whose leads have none, emails nobody without addresses here",
     )
     active = forms.BooleanField(required=False, initial=True)
 

@@ -102,7 +102,8 @@ class Budget(models.Model):
 
 class BudgetAlert(models.Model):
     """One threshold reached in one period. The unique constraint is what makes the email
-    once-only: evaluations insert and only the one whose insert succeeded enqueues the email."""
+    once-only: evaluations insert and only the one whose insert succeeded names it in its email
+    (one email per budget and evaluation, naming every threshold it raised)."""
 
     class Kind(models.TextChoices):
         ACTUAL = "actual", "Actual"
@@ -114,6 +115,10 @@ class BudgetAlert(models.Model):
     threshold = models.PositiveIntegerField()
     # What the evaluation saw when it raised the alert (budget currency).
     as_of = models.DateField()
+    # The day the threshold was crossed: the first ledger day whose cumulative actual reached it
+    # (actual), or the first day whose forecast did (forecast); as_of or earlier (a budget made
+    # after the fact, a bill delivered late). Null only on alerts raised before it was recorded.
+    crossed_on = models.DateField(null=True, blank=True)
     actual = money_field()
     forecast = money_field()
     notification = models.ForeignKey(

@@ -313,6 +313,23 @@ def budget_recipient_list(*, budget: Budget) -> RecipientList:
     return RecipientList([a for a in addresses if a not in declined], sorted(declined))
 
 
+NO_RECIPIENT = (
+    "Nobody receives this budget's alert emails: {why}. Its alerts are still recorded and "
+    "shown on its page; add recipients to have them emailed."
+)
+
+
+def budget_no_recipient_warning(*, budget: Budget, receiving: Sequence[str]) -> str:
+    """What the pages and the API say of a budget whose alerts go to nobody ("" otherwise)."""
+    if receiving:
+        return ""
+    if budget.team_id:
+        why = "no recipient is listed and no lead of the team with an email address receives them"
+    else:
+        why = "no recipient is listed (an organisation or provider budget has no team leads)"
+    return NO_RECIPIENT.format(why=why)
+
+
 @dataclass
 class Driver:
     dimension: str

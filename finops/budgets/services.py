@@ -2,11 +2,12 @@
 and opt-outs.
 
 An alert is due the first time in a period that the actual cost (or the forecast) reaches a
-threshold. Exactly one email per (budget, period, kind, threshold), ever: the BudgetAlert
-insert is conditional on the unique constraint (the insert that loses a race, or comes after a
-re-ingest, fails and sends nothing), and the email goes through the outbox under the key
-`budget:<id>:<period start>:<kind>:<threshold>`, sent after commit and marked sent only once
-the SMTP server accepted it.
+threshold. Each (budget, period, kind, threshold) is alerted once, ever: the BudgetAlert insert
+is conditional on the unique constraint (the insert that loses a race, or comes after a
+re-ingest, fails and sends nothing). One evaluation sends at most one email per budget, naming
+every threshold it raised and the day each was crossed (finops/budgets/crossings.py), through
+the outbox under the key `budget:<id>:<period start>:<kind>:<threshold>,...`, sent after commit
+and marked sent only once the SMTP server accepted it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from finops.audit.services import audit_record
+from finops.budgets.crossings import Crossing, crossings_due
 from finops.budgets.emails import alert_email
 from finops.budgets.enqueue import budget_evaluation_refresh_enqueue
 from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation, BudgetOptOut
@@ -390,77 +392,105 @@ class Evaluation:
     sent: list[BudgetAlert] = field(default_factory=list)
 
 
-def _due(status: BudgetStatus) -> list[tuple[str, int]]:
-    budget = status.budget
-    due = []
-    for kind, value, levels in (
-        (BudgetAlert.Kind.ACTUAL, status.actual, budget.thresholds),
-        (BudgetAlert.Kind.FORECAST, status.forecast, budget.forecast_thresholds),
-    ):
-        for threshold in levels:
-            if value * 100 >= budget.amount * int(threshold):
-                due.append((str(kind), int(threshold)))
-    return due
-
-
 def alert_key(*, budget_id: int, period_start: date, kind: str, threshold: int) -> str:
     return f"budget:{budget_id}:{period_start:%Y-%m-%d}:{kind}:{threshold}"
 
 
-def _raise_alert(status: BudgetStatus, kind: str, threshold: int) -> BudgetAlert | None:
-    """Insert the alert and enqueue its email in one transaction, unless it exists."""
-    budget = status.budget
+def _email_key(status: BudgetStatus, raised: list[BudgetAlert]) -> str:
+    """The outbox key of one evaluation's email: the budget, the period and every alert it
+    names (unique, as each alert is raised once ever); the first alert's key when too long."""
+    parts = ",".join(f"{a.kind}:{a.threshold}" for a in raised)
+    key = f"budget:{status.budget.pk}:{status.period.start:%Y-%m-%d}:{parts}"
+    if len(key) <= 255:
+        return key
+    first = raised[0]
+    return alert_key(
+        budget_id=status.budget.pk,
+        period_start=status.period.start,
+        kind=first.kind,
+        threshold=first.threshold,
+    )
+
+
+def _insert_alert(status: BudgetStatus, crossing: Crossing) -> BudgetAlert | None:
+    """The alert of `crossing`, or None when another evaluation raised it first (a savepoint:
+    the unique constraint decides)."""
     try:
         with transaction.atomic():
-            alert = BudgetAlert.objects.create(
-                budget=budget,
+            return BudgetAlert.objects.create(
+                budget=status.budget,
                 period_start=status.period.start,
-                kind=kind,
-                threshold=threshold,
+                kind=crossing.kind,
+                threshold=crossing.threshold,
                 as_of=status.as_of,
+                crossed_on=crossing.crossed_on,
                 actual=status.actual,
                 forecast=status.forecast,
             )
-            key = alert_key(
-                budget_id=budget.pk,
-                period_start=status.period.start,
-                kind=kind,
-                threshold=threshold,
-            )
-            recipients = budget_recipients(budget=budget)
-            if recipients:
-                drivers = budget_drivers(budget=budget, period=status.period, as_of=status.as_of)
-                subject, text, html = alert_email(
-                    status=status, kind=kind, threshold=threshold, drivers=drivers
-                )
-                notification_enqueue(
-                    key=key,
-                    kind="budget",
-                    recipients=recipients,
-                    subject=subject,
-                    text_body=text,
-                    html_body=html,
-                )
-            alert.notification = EmailNotification.objects.filter(key=key).first()
-            alert.save(update_fields=["notification"])
     except IntegrityError:
         return None
-    return alert
+
+
+def _raise_alerts(status: BudgetStatus, crossings: list[Crossing]) -> list[BudgetAlert]:
+    """Insert the alerts of `crossings` and enqueue one email naming those this evaluation
+    raised, in one transaction. Inserted in a fixed order (actual then forecast, ascending), so
+    two concurrent evaluations never split a set between them: the second waits on the first's
+    first insert, then finds every alert raised."""
+    budget = status.budget
+    with transaction.atomic():
+        raised = [a for a in (_insert_alert(status, c) for c in crossings) if a is not None]
+        if not raised:
+            return []
+        recipients = budget_recipients(budget=budget)
+        if recipients:
+            named = [c for c in crossings if (c.kind, c.threshold) in
+                     {(a.kind, a.threshold) for a in raised}]  # fmt: skip
+            drivers = budget_drivers(budget=budget, period=status.period, as_of=status.as_of)
+            subject, text, html = alert_email(status=status, crossings=named, drivers=drivers)
+            key = _email_key(status, raised)
+            notification_enqueue(
+                key=key,
+                kind="budget",
+                recipients=recipients,
+                subject=subject,
+                text_body=text,
+                html_body=html,
+            )
+            notification = EmailNotification.objects.filter(key=key).first()
+            if notification is not None:
+                BudgetAlert.objects.filter(pk__in=[a.pk for a in raised]).update(
+                    notification=notification
+                )
+                for alert in raised:
+                    alert.notification = notification
+    return raised
 
 
 def budget_evaluate(*, budget_id: int, as_of: date) -> Evaluation:
     """Evaluate one budget on as_of, store the status the pages show, and raise (once ever) each
-    alert now due."""
+    alert now due, in one email naming every threshold raised and the day it was crossed."""
     budget = Budget.objects.select_related("team").get(pk=budget_id)
     status = budget_status(budget=budget, as_of=as_of)
+    previous = (
+        BudgetEvaluation.objects.filter(
+            budget=budget, period=budget.period, period_start=status.period.start
+        ).first()
+        if not status.error
+        else None
+    )
     budget_evaluation_store(status=status)
     evaluation = Evaluation(status=status)
     if status.error or not budget.active:
         return evaluation
-    for kind, threshold in _due(status):
-        alert = _raise_alert(status, kind, threshold)
-        if alert is not None:
-            evaluation.sent.append(alert)
+    alerted = {
+        (str(kind), int(threshold))
+        for kind, threshold in BudgetAlert.objects.filter(
+            budget=budget, period_start=status.period.start
+        ).values_list("kind", "threshold")
+    }
+    crossings = crossings_due(status=status, alerted=alerted, previous=previous)
+    if crossings:
+        evaluation.sent = _raise_alerts(status, crossings)
     return evaluation
 
 

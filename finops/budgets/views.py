@@ -22,6 +22,7 @@ from finops.budgets.selectors import (
     budget_alert_history,
     budget_drivers,
     budget_list_visible,
+    budget_no_recipient_warning,
     budget_recipient_list,
     budget_status,
     budget_statuses,
@@ -105,6 +106,7 @@ def budget_detail(request: HttpRequest, pk: int) -> HttpResponse:
     as_of = _as_of(request)
     status = budget_status(budget=budget, as_of=as_of)
     thresholds = [(t, budget.amount * t / 100) for t in budget.thresholds]
+    recipients = budget_recipient_list(budget=budget)
     context = {
         "budget": budget,
         "status": status,
@@ -112,7 +114,8 @@ def budget_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "thresholds": thresholds,
         "alerts": budget_alert_history(budget=budget),
         "drivers": budget_drivers(budget=budget, period=status.period, as_of=as_of),
-        "recipients": budget_recipient_list(budget=budget),
+        "recipients": recipients,
+        "no_recipient": budget_no_recipient_warning(budget=budget, receiving=recipients.receiving),
         "opted_out": BudgetOptOut.objects.filter(
             budget=budget, user_id=request.user.pk or 0
         ).exists(),
@@ -151,7 +154,12 @@ def _form_page(request: HttpRequest, budget: Budget | None) -> HttpResponse:
             }
         )
         form = BudgetForm(initial=initial, teams=teams, finance=finance)
-    return render(request, "budgets/form.html", {"form": form, "budget": budget})
+    no_recipient = ""
+    if budget is not None:
+        receiving = budget_recipient_list(budget=budget).receiving
+        no_recipient = budget_no_recipient_warning(budget=budget, receiving=receiving)
+    context = {"form": form, "budget": budget, "no_recipient": no_recipient}
+    return render(request, "budgets/form.html", context)
 
 
 @login_required

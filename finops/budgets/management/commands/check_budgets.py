@@ -43,6 +43,7 @@ class Command(BaseCommand):
                 f"of {b.amount:,.2f} {b.currency}"
             )
             for alert in e.sent:
-                self.stdout.write(f"  alert sent: {alert.kind} {alert.threshold} %")
+                crossed = f"crossed on {alert.crossed_on}"
+                self.stdout.write(f"  alert sent: {alert.kind} {alert.threshold} % ({crossed})")
         sent = sum(len(e.sent) for e in evaluations)
         self.stdout.write(f"{len(evaluations)} budgets, {sent} alerts sent")

@@ -1,0 +1,102 @@
+"""The detector on the shapes real teams have (issue 28): month-end load is learnt, a late bill
+or a catch-up day is set against the shortfall before it, a price cut becomes the new level, and
+a sparse team (cost on one day in four) gets a rule of its own. Each test also runs the detector
+with its rule off, to show the series is one the rule is needed for."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import Decimal
+
+from finops.anomalies.detector import LEVEL_SHIFT, SPIKE, DetectorSettings, Event, detect
+
+START = dt.date(2025, 9, 20)
+DAYS = 91
+
+
+def _days() -> list[dt.date]:
+    return [START + dt.timedelta(days=i) for i in range(DAYS)]
+
+
+def _flat(seed: int, level: float = 1000.0, noise: float = 0.04) -> list[float]:
+    rng = random.Random(seed)
+    return [level * (1 + rng.gauss(0, noise)) for _ in range(DAYS)]
+
+
+def _run(values: list[float], **rules: bool) -> list[Event]:
+    decimals: list[Decimal | None] = [Decimal(f"{v:.2f}") for v in values]
+    return detect(_days(), decimals, settings=DetectorSettings(**rules)).events  # type: ignore[arg-type]
+
+
+def _index(day: dt.date) -> int:
+    return (day - START).days
+
+
+def test_month_end_load_is_learnt_from_the_month_before() -> None:
+    values = _flat(1)
+    for i, day in enumerate(_days()):
+        if (day + dt.timedelta(days=2)).day <= 2:  # the last two days of each month
+            values[i] *= 2.5
+
+    assert _run(values) == []
+    # Without the rule the 30th and 31st of October (the 31st has no twin on 30 September,
+    # and the 30th's twin was a normal day) are alerted.
+    assert _run(values, month_end=False) != []
+
+
+def test_a_bill_booked_a_day_late_is_not_a_spike_but_a_spike_after_it_is() -> None:
+    values = _flat(2)
+    late = _index(dt.date(2025, 10, 29))
+    values[late + 1] += values[late] * 0.9
+    values[late] *= 0.1
+    spike = _index(dt.date(2025, 11, 20))
+    values[spike] *= 2
+
+    (event,) = _run(values)
+    assert (event.kind, event.first) == (SPIKE, dt.date(2025, 11, 20))
+    assert [e.first for e in _run(values, catch_up=False)] == [
+        dt.date(2025, 10, 30),
+        dt.date(2025, 11, 20),
+    ]
+
+
+def test_after_a_price_cut_the_new_level_is_the_baseline() -> None:
+    values = _flat(3, noise=0.03)
+    cut = _index(dt.date(2025, 10, 25))
+    values[cut:] = [v * 0.5 for v in values[cut:]]
+    # +40 % on the new level: 700 a day, below the old level of 1,000.
+    shift = _index(dt.date(2025, 11, 20))
+    values[shift : shift + 10] = [v * 1.4 for v in values[shift : shift + 10]]
+
+    (event,) = _run(values)
+    assert (event.kind, event.first) == (LEVEL_SHIFT, dt.date(2025, 11, 20))
+    assert _run(values, adapt_level=False) == []
+
+
+def _sparse(seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [1000 * (1 + rng.gauss(0, 0.3)) if rng.random() < 0.25 else 0.0 for _ in range(DAYS)]
+
+
+def test_a_sparse_team_is_quiet_on_its_ordinary_days_and_alerted_on_a_real_spike() -> None:
+    values = _sparse(4)
+    assert _run(values) == []
+    assert len(_run(values, sparse_rule=False)) > 3
+
+    day = _index(dt.date(2025, 11, 15))
+    values[day] = 8000.0
+    (event,) = _run(values)
+    assert (event.kind, event.first) == (SPIKE, dt.date(2025, 11, 15))
+    assert event.impact >= Decimal(6000)
+
+
+def test_a_sparse_team_suddenly_busy_every_day_is_a_level_shift() -> None:
+    values = _sparse(5)
+    first = _index(dt.date(2025, 11, 10))
+    values[first : first + 10] = [2000.0] * 10
+
+    events = _run(values)
+    assert [(e.kind, e.first, e.last) for e in events] == [
+        (LEVEL_SHIFT, dt.date(2025, 11, 10), dt.date(2025, 11, 19))
+    ]
