@@ -1,0 +1,28 @@
+"""Run-metrics parsers, one module per format behind a small registry.
+
+A parser reads one file into MetricRow values and per-run constants (parsers/common.py), and
+raises billing_ingest.errors.ImportFormatError naming file, row (line) and column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from finops.run_metrics.parsers.common import ParsedFile, RunOptions
+from finops.run_metrics.parsers.generic_csv import parse_generic_csv
+
+# (path, options from the command line, the file's name for messages) -> rows.
+MetricsParser = Callable[[Path, RunOptions, str], ParsedFile]
+
+RUN_METRICS_PARSERS: dict[str, MetricsParser] = {
+    "csv": parse_generic_csv,
+}
+
+
+def metrics_parser(name: str) -> MetricsParser:
+    try:
+        return RUN_METRICS_PARSERS[name]
+    except KeyError:
+        known = ", ".join(sorted(RUN_METRICS_PARSERS))
+        raise ValueError(f"unknown run metrics format {name!r}; known: {known}") from None
