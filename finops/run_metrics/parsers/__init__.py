@@ -11,12 +11,16 @@ from pathlib import Path
 
 from finops.run_metrics.parsers.common import ParsedFile, RunOptions
 from finops.run_metrics.parsers.generic_csv import parse_generic_csv
+from finops.run_metrics.parsers.megatron import parse_megatron
+from finops.run_metrics.parsers.torchtitan import parse_torchtitan
 
 # (path, options from the command line, the file's name for messages) -> rows.
 MetricsParser = Callable[[Path, RunOptions, str], ParsedFile]
 
 RUN_METRICS_PARSERS: dict[str, MetricsParser] = {
     "csv": parse_generic_csv,
+    "megatron": parse_megatron,
+    "torchtitan": parse_torchtitan,
 }
 
 
