@@ -12,8 +12,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
+from billing_ingest.models import ImportBatch
 from finops.attribution.models import RunCost
 from finops.org.models import Team
+from finops.run_metrics.models import RunMetricPoint
 from finops.run_metrics.parsers import metrics_parser
 from finops.run_metrics.parsers.common import MetricRow, RunOptions
 
@@ -112,3 +114,19 @@ def test_a_log_through_the_command_gives_the_scenario_efficiency(
     assert efficiency["cost_per_million_tokens"] == "0.305175781250"
     assert efficiency["mfu"] == "0.386545"
     assert efficiency["dtype"] == "bf16"
+
+
+@pytest.mark.django_db
+def test_a_folder_is_one_import_batch_and_task_per_file(tmp_path: Path) -> None:
+    for name in _ATTEMPTS:
+        (tmp_path / name).write_bytes((LOGS / name).read_bytes())
+    out = StringIO()
+    call_command(
+        "ingest_run_metrics", "--format", "torchtitan", str(tmp_path), "--run-id", "pretrain",
+        "--team", "vision", stdout=out,
+    )  # fmt: skip
+    batches = ImportBatch.objects.filter(kind="run_metrics").order_by("id")
+    assert [Path(b.file_name).name for b in batches] == list(_ATTEMPTS)
+    assert [b.row_count for b in batches] == [5, 4]
+    assert {b.status for b in batches} == {"succeeded"}
+    assert RunMetricPoint.objects.filter(run__run_id="pretrain").count() == 9

@@ -85,9 +85,14 @@ def _per(total: Decimal | None, count: int | None, unit: int) -> Decimal | None:
     return _round(_CTX.divide(total * unit, Decimal(count)), MONEY_QUANTUM)
 
 
+def _team(key: RunKey) -> Q:
+    """The run's team; a run no team owns (finance's view) is the rows without one."""
+    return Q(team__isnull=True) if key.team_id is None else Q(team_id=key.team_id)
+
+
 def _ledger_totals(key: RunKey) -> _LedgerTotals:
     rows = list(
-        RunCost.objects.filter(team_id=key.team_id, run_id=key.run_id)
+        RunCost.objects.filter(_team(key), run_id=key.run_id)
         .order_by()
         .values("billing_currency", "billing_period")
         .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
@@ -103,7 +108,7 @@ def _node_seconds(key: RunKey, months: list[date]) -> dict[str, Decimal]:
     """GPU-seconds of the run per node (the billed resource), over its months."""
     rows = (
         AllocatedCost.objects.filter(
-            billing_period__in=months, team_id=key.team_id, run_id=key.run_id, gpu_seconds__gt=0
+            _team(key), billing_period__in=months, run_id=key.run_id, gpu_seconds__gt=0
         )
         .exclude(node="")
         .order_by()

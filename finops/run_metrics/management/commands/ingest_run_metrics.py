@@ -3,7 +3,7 @@
 csv: the generic format (run_id, team, timestamp, step, tokens, samples, checkpoint,
 model_params, flops_per_token, dtype); log formats (torchtitan, megatron) do not name their run:
 give --run-id (and --team where run ids repeat across teams) and the constants the log does not
-print. PATH is a file or a folder; all its files are one import batch, run by one Celery task.
+print. PATH is a file or a folder; each file is its own import batch, run by its own Celery task.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing_ingest.models import ImportBatch
+from billing_ingest.parsers import billing_paths
 from finops.run_metrics.parsers import RUN_METRICS_PARSERS
 from finops.run_metrics.parsers.common import BadField, RunOptions, dtype_of
 from finops.run_metrics.services import metrics_batch_create
@@ -72,16 +73,29 @@ class Command(BaseCommand):
         )
         if options["format"] != "csv" and not run.run_id:
             raise CommandError(f"--format {options['format']} needs --run-id: its log names no run")
-        batch = metrics_batch_create(format=options["format"], path=path, options=run)
+        # One import batch and one task per file: a folder of logs (one per attempt) is several
+        # imports, each replaced on its own when its file is imported again.
+        failed = [
+            message
+            for file in billing_paths(path)
+            if (message := self._ingest(file, options["format"], run, options["timeout"]))
+        ]
+        if failed:
+            raise CommandError("; ".join(failed))
+
+    def _ingest(self, path: Path, format: str, run: RunOptions, timeout: float) -> str:
+        """Import one file; the error, or "" when it succeeded (or was already imported)."""
+        batch = metrics_batch_create(format=format, path=path, options=run)
         if batch.status == ImportBatch.Status.DUPLICATE:
             self.stdout.write(f"{path}: skipped, {batch.error}")
-            return
+            return ""
         try:
-            summary = ingest_run_metrics_batch.delay(batch.pk).get(timeout=options["timeout"])
+            summary = ingest_run_metrics_batch.delay(batch.pk).get(timeout=timeout)
         except CeleryTimeoutError:
-            raise CommandError(f"{path}: batch {batch.pk} still running") from None
+            return f"{path}: batch {batch.pk} still running"
         if summary["status"] != ImportBatch.Status.SUCCEEDED:
-            raise CommandError(f"{path}: batch {batch.pk} {summary['status']}: {summary['error']}")
+            return f"{path}: batch {batch.pk} {summary['status']}: {summary['error']}"
         self.stdout.write(
             f"{path}: batch {batch.pk} succeeded: {summary['row_count']} metric rows stored"
         )
+        return ""
