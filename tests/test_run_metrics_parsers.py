@@ -1,10 +1,11 @@
-"""Run-metrics log formats (issue 30): torchtitan and Megatron-LM logs of the run of
-fixtures/scenarios/focus-slurm-run-metrics (fixtures/run_metrics/, hand-made in each tool's real
-shape) read into the same rows as its generic CSV, and through the command to the same
-efficiency."""
+"""Run-metrics log formats (issue 30): torchtitan, Megatron-LM and Lightning CSVLogger output of
+the run of fixtures/scenarios/focus-slurm-run-metrics (fixtures/run_metrics/, hand-made in each
+tool's real shape) read into the same rows as its generic CSV, and through the command to the
+same efficiency."""
 
 from __future__ import annotations
 
+import datetime as dt
 from io import StringIO
 from pathlib import Path
 
@@ -130,3 +131,38 @@ def test_a_folder_is_one_import_batch_and_task_per_file(tmp_path: Path) -> None:
     assert [b.row_count for b in batches] == [5, 4]
     assert {b.status for b in batches} == {"succeeded"}
     assert RunMetricPoint.objects.filter(run__run_id="pretrain").count() == 9
+
+
+LIGHTNING = LOGS / "lightning-pretrain"
+
+
+def test_lightning_versions_of_both_attempts_are_the_csv_rows() -> None:
+    """version_0 logs a Unix `timestamp` and samples (tokens = samples x seq_len of
+    hparams.yaml); version_1 ThroughputMonitor's `time` from --started-at and `lengths`;
+    checkpoints from the ModelCheckpoint file names; the validation row is skipped."""
+    parse = metrics_parser("lightning")
+    first = parse(LIGHTNING / "version_0" / "metrics.csv", RUN, "v0")
+    started = RunOptions(
+        run_id="pretrain", team="vision", started_at=dt.datetime(2025, 6, 3, 11, tzinfo=dt.UTC)
+    )
+    second = parse(LIGHTNING / "version_1" / "metrics.csv", started, "v1")
+    assert _facts(first.rows + second.rows) == _facts(_csv_rows())
+    constants = first.constants[("vision", "pretrain")]
+    assert (constants.model_params, constants.dtype) == (7000000000, "bf16")
+
+
+def test_lightning_without_a_time_names_the_header(tmp_path: Path) -> None:
+    path = tmp_path / "metrics.csv"
+    path.write_text("epoch,step,train_loss,samples\n0,50,7.1,12800\n")
+    with pytest.raises(Exception, match="row 1, column timestamp: no wall-clock time"):
+        metrics_parser("lightning")(path, RUN, str(path))
+
+
+@pytest.mark.django_db
+def test_a_lightning_folder_imports_its_metrics_files_only() -> None:
+    call_command(
+        "ingest_run_metrics", "--format", "lightning", str(LIGHTNING / "version_0"),
+        "--run-id", "pretrain", "--team", "vision", stdout=StringIO(),
+    )  # fmt: skip
+    batch = ImportBatch.objects.get(kind="run_metrics")
+    assert (Path(batch.file_name).name, batch.row_count) == ("metrics.csv", 5)

@@ -107,6 +107,8 @@ class RunMetricsImport(models.Model):
     seq_length = models.PositiveIntegerField(null=True, blank=True)
     # Samples per step, where the log prints steps only (torchtitan: else from the log).
     global_batch_size = models.PositiveIntegerField(null=True, blank=True)
+    # When the attempt started, for logs that count seconds from their start (Lightning).
+    started_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"batch {self.batch_id}: {self.team_slug or '*'}/{self.run_id or '(file)'}"

@@ -65,6 +65,7 @@ def metrics_batch_create(*, format: str, path: Path, options: RunOptions) -> Imp
             dtype=options.dtype,
             seq_length=options.seq_length,
             global_batch_size=options.global_batch_size,
+            started_at=options.started_at,
         )
     return batch
 
@@ -81,6 +82,7 @@ def _options(batch: ImportBatch) -> RunOptions:
         dtype=stored.dtype,
         seq_length=stored.seq_length,
         global_batch_size=stored.global_batch_size,
+        started_at=stored.started_at,
     )
 
 

@@ -69,6 +69,8 @@ class RunOptions:
     dtype: str = ""
     seq_length: int | None = None
     global_batch_size: int | None = None
+    # When the attempt started, for logs that count seconds from their start (Lightning).
+    started_at: datetime | None = None
 
     def constants(self) -> RunConstants:
         return RunConstants(self.model_params, self.flops_per_token, self.dtype)

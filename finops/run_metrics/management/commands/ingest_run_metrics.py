@@ -1,13 +1,15 @@
 """`manage.py ingest_run_metrics --format FMT PATH`: training-run progress (DESIGN section 9).
 
 csv: the generic format (run_id, team, timestamp, step, tokens, samples, checkpoint,
-model_params, flops_per_token, dtype); log formats (torchtitan, megatron) do not name their run:
-give --run-id (and --team where run ids repeat across teams) and the constants the log does not
-print. PATH is a file or a folder; each file is its own import batch, run by its own Celery task.
+model_params, flops_per_token, dtype); log formats (torchtitan, megatron, lightning) do not name
+their run: give --run-id (and --team where run ids repeat across teams) and the constants the
+log does not print. PATH is a file or a folder; each file is its own import batch, run by its
+own Celery task (lightning: each metrics.csv, read with the hparams.yaml and checkpoints beside it).
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +18,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_paths
-from finops.run_metrics.parsers import RUN_METRICS_PARSERS
-from finops.run_metrics.parsers.common import BadField, RunOptions, dtype_of
+from finops.run_metrics.parsers import RUN_METRICS_PARSERS, metrics_files
+from finops.run_metrics.parsers.common import BadField, RunOptions, dtype_of, timestamp_of
 from finops.run_metrics.services import metrics_batch_create
 from finops.run_metrics.tasks import TIME_LIMIT, ingest_run_metrics_batch
 
@@ -27,6 +29,13 @@ def _positive(value: str) -> int:
     if number <= 0:
         raise ValueError(value)
     return number
+
+
+def _time(value: str) -> datetime:
+    try:
+        return timestamp_of(value)
+    except BadField as exc:
+        raise ValueError(str(exc)) from None
 
 
 class Command(BaseCommand):
@@ -51,6 +60,11 @@ class Command(BaseCommand):
             help="samples per step (torchtitan: else from the log)",
         )
         parser.add_argument(
+            "--started-at",
+            type=_time,
+            help="ISO 8601 start of the attempt (lightning: its `time` counts from it)",
+        )
+        parser.add_argument(
             "--timeout", type=float, default=float(TIME_LIMIT), help="seconds to wait for the task"
         )
 
@@ -70,6 +84,7 @@ class Command(BaseCommand):
             dtype=dtype,
             seq_length=options["seq_length"],
             global_batch_size=options["global_batch_size"],
+            started_at=options["started_at"],
         )
         if options["format"] != "csv" and not run.run_id:
             raise CommandError(f"--format {options['format']} needs --run-id: its log names no run")
@@ -77,7 +92,7 @@ class Command(BaseCommand):
         # imports, each replaced on its own when its file is imported again.
         failed = [
             message
-            for file in billing_paths(path)
+            for file in metrics_files(options["format"], billing_paths(path))
             if (message := self._ingest(file, options["format"], run, options["timeout"]))
         ]
         if failed:
