@@ -205,3 +205,20 @@ def test_a_lead_sees_the_efficiency_of_their_teams_runs_only(
     listed = lead_api.get("/api/v1/runs/", {"month": "2025-06"}).json()["results"]
     assert [(r["run_id"], r["efficiency"]["mfu"]) for r in listed] == [("pretrain", "0.386545")]
     assert lead_api.get(f"/api/v1/runs/{_run('eval').pk}/").status_code == 404
+
+
+def test_a_given_flops_per_token_and_dtype_set_the_mfu(
+    tmp_path: Path, finance_api: APIClient
+) -> None:
+    """flops_per_token as given (not 6 x model_params) against the H100's dense FP8 peak."""
+    metrics = _write(
+        tmp_path / "m.csv",
+        "pretrain,vision,2025-06-03T11:55:00Z,500,524288000,128000,1,7000000000,50000000000,fp8",
+    )
+    _month_with_metrics(tmp_path, metrics)
+    efficiency = finance_api.get(f"/api/v1/runs/{_run('pretrain').pk}/").json()["efficiency"]
+    expected = Decimal(50 * 10**9 * 524288000) / Decimal(57600 * 1979 * 10**12)
+    assert Decimal(efficiency["mfu"]) == expected.quantize(Decimal("0.000001"))
+    assert efficiency["flops_per_token"] == 50000000000
+    assert efficiency["peak_flops_per_gpu"] == "1979000000000000"
+    assert "H100" in efficiency["peak_source"]
