@@ -18,6 +18,7 @@ from finops.attribution.models import RunCost
 from finops.org.models import Team
 from finops.run_metrics.models import RunMetricPoint, TrainingRun
 from finops.run_metrics.peaks import PEAKS, peak_flops
+from finops.run_metrics.progress import training_runs_matching
 
 pytestmark = pytest.mark.django_db
 
@@ -222,3 +223,13 @@ def test_a_given_flops_per_token_and_dtype_set_the_mfu(
     assert efficiency["flops_per_token"] == 50000000000
     assert efficiency["peak_flops_per_gpu"] == "1979000000000000"
     assert "H100" in efficiency["peak_source"]
+
+
+def test_metrics_without_a_team_join_any_teams_run_and_a_teams_own_win() -> None:
+    anyone = TrainingRun.objects.create(team_slug="", run_id="pretrain")
+    assert training_runs_matching([("vision", "pretrain"), ("speech", "eval")]) == {
+        ("vision", "pretrain"): anyone
+    }
+    own = TrainingRun.objects.create(team_slug="vision", run_id="pretrain")
+    matched = training_runs_matching([("vision", "pretrain"), ("speech", "pretrain")])
+    assert matched == {("vision", "pretrain"): own, ("speech", "pretrain"): anyone}
