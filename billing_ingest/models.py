@@ -58,6 +58,7 @@ class ImportBatch(models.Model):
         JOBS = "jobs"
         INFERENCE = "inference"
         UTILISATION = "utilisation"
+        RUN_METRICS = "run_metrics"
 
     class Status(models.TextChoices):
         PENDING = "pending"

@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "finops.currency",
     "finops.pricing",
     "finops.inference",
+    "finops.run_metrics",
     "finops.notifications",
     "finops.anomalies",
     "finops.budgets",
@@ -374,6 +375,7 @@ CELERY_TASK_DEFAULT_QUEUE = "attribution"
 CELERY_TASK_ROUTES = {
     # Exact names first: Celery tries them before the patterns.
     "finops.inference.tasks.ingest_inference_batch": {"queue": "ingest"},
+    "finops.run_metrics.tasks.ingest_run_metrics_batch": {"queue": "ingest"},
     "finops.anomalies.tasks.send_anomaly_digests": {"queue": "notifications"},
     "billing_ingest.tasks.*": {"queue": "ingest"},
     "finops.currency.tasks.*": {"queue": "ingest"},

@@ -128,11 +128,30 @@ def check_endpoints(api: APIClient, month: str, expected: dict[str, dict[str, An
         assert_fields(f"{month} endpoint {endpoint}", rows[endpoint], fields)
 
 
+def check_run_efficiency(
+    api: APIClient, month: str, expected: dict[str, dict[str, Any] | None]
+) -> None:
+    """Each run's `efficiency` on `GET /api/v1/runs/{id}/` (null: no metrics), and its headline
+    on the runs list the same figures."""
+    runs = {r["run_id"]: r for r in get_all(api, "/api/v1/runs/", {"month": month})}
+    for run_id, fields in expected.items():
+        detail = api.get(runs[run_id]["url"]).json()["efficiency"]
+        headline = runs[run_id]["efficiency"]
+        if fields is None:
+            assert detail is None, f"{month} run {run_id}: {detail}"
+            assert headline is None, f"{month} run {run_id}: {headline}"
+            continue
+        assert detail is not None, f"{month} run {run_id}: no efficiency"
+        assert_fields(f"{month} run {run_id} efficiency", detail, fields)
+        assert headline == {key: detail[key] for key in headline}, f"{month} run {run_id}"
+
+
 CHECKERS: dict[str, Checker] = {
     "reconciliation": check_reconciliation,
     "teams": check_teams,
     "runs": check_runs,
     "endpoints": check_endpoints,
+    "run_efficiency": check_run_efficiency,
 }
 
 

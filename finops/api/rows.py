@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.reverse import reverse
 
 from billing_ingest.models import MONEY_PLACES
+from finops.api.run_efficiency import headlines, row_key
 from finops.api.serializers import GPU_HOUR_PLACES
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.timeseries import CostPoint
@@ -32,6 +33,7 @@ RUN_VALUES = (
     "id",
     "run_id",
     "team__slug",
+    "team_id",
     "billing_period",
     "cluster",
     "billing_currency",
@@ -62,6 +64,8 @@ def run_cost_bodies(rows: Iterable[dict[str, Any]], request: Request) -> list[di
     """RunCostSerializer's body for each `.values(*RUN_VALUES)` row, in its field order."""
     url = reverse("api-run-detail", kwargs={"pk": _PK_MARK}, request=request)
     head, _, tail = url.partition(_PK_MARK)
+    rows = list(rows)
+    efficiency = headlines(row_key(r) for r in rows)
     bodies = []
     for r in rows:
         hours = r["gpu_seconds"] / SECONDS_PER_HOUR
@@ -87,6 +91,7 @@ def run_cost_bodies(rows: Iterable[dict[str, Any]], request: Request) -> list[di
                 "on_demand_cost": _fixed(r["list_cost"], MONEY_QUANTUM),
                 "on_demand_cost_estimated": _fixed(r["list_cost_estimated"], MONEY_QUANTUM),
                 "mix": {kind: str(r[f"cost_{kind}"]) for kind in MIX_KINDS},
+                "efficiency": efficiency[row_key(r)],
             }
         )
     return bodies

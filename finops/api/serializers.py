@@ -10,6 +10,13 @@ from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
 from billing_ingest.months import MONTH_PATTERN, month_parse
+from finops.api.run_efficiency import (
+    EFFICIENCY_SCHEMA,
+    HEADLINE_SCHEMA,
+    efficiency_body,
+    headlines,
+    run_key,
+)
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
 from finops.attribution.reconciliation_selectors import Reconciliation, ReconciliationRow
@@ -24,6 +31,7 @@ from finops.attribution.timeseries import (
 )
 from finops.currency.services import currency_code
 from finops.org.models import Team
+from finops.run_metrics.selectors import run_efficiency
 
 GPU_HOUR_PLACES = 6
 
@@ -79,6 +87,7 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
     on_demand_cost = money(source="list_cost")
     on_demand_cost_estimated = money(source="list_cost_estimated")
     mix = serializers.SerializerMethodField()
+    efficiency = serializers.SerializerMethodField()
 
     class Meta:
         model = RunCost
@@ -103,6 +112,7 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
             "on_demand_cost",
             "on_demand_cost_estimated",
             "mix",
+            "efficiency",
         ]
 
     def get_month(self, obj: RunCost) -> str:
@@ -111,6 +121,18 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
     def get_mix(self, obj: RunCost) -> dict[str, str]:
         """Cost by how it was bought, decimal strings."""
         return {kind: str(getattr(obj, f"cost_{kind}")) for kind in MIX_KINDS}
+
+    @extend_schema_field(HEADLINE_SCHEMA)
+    def get_efficiency(self, obj: RunCost) -> dict[str, Any] | None:
+        """The headline of what the run bought (finops.api.run_efficiency); null: no metrics."""
+        return headlines([run_key(obj)])[run_key(obj)]
+
+
+class RunCostDetailSerializer(RunCostSerializer):
+    @extend_schema_field(EFFICIENCY_SCHEMA)
+    def get_efficiency(self, obj: RunCost) -> dict[str, Any] | None:
+        """What the run bought (DESIGN section 9); null when it has no metrics."""
+        return efficiency_body(run_efficiency(run_key(obj)))
 
 
 def month_validate(value: str) -> str:

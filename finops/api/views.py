@@ -31,6 +31,7 @@ from finops.api.serializers import (
     MonthQuerySerializer,
     PricingQuerySerializer,
     ReconciliationSerializer,
+    RunCostDetailSerializer,
     RunCostSerializer,
     TeamSerializer,
 )
@@ -72,6 +73,10 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
 
     serializer_class = RunCostSerializer
     filterset_class = RunCostFilterSet
+
+    def get_serializer_class(self) -> type[RunCostSerializer]:
+        # The detail adds the whole `efficiency` object; the list carries its headline.
+        return RunCostDetailSerializer if self.action == "retrieve" else RunCostSerializer
 
     def get_queryset(self) -> QuerySet[RunCost]:
         user = self.request.user
