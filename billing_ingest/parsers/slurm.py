@@ -22,6 +22,7 @@ strictly: a byte that is not UTF-8 is an error naming its line and column, never
 from __future__ import annotations
 
 import codecs
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
@@ -92,6 +93,9 @@ class SacctStats:
     skipped_not_started: int = 0
     # Finished jobs (not RUNNING/SUSPENDED/REQUEUED) with End=Unknown, ended at Start + Elapsed.
     finished_without_end: int = 0
+    # How records were read where the file left something out, and warnings about the
+    # cluster's settings: note -> records (ImportBatch.notes). Kubernetes pods for now.
+    notes: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 class _FieldError(ValueError):

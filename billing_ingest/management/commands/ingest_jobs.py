@@ -1,9 +1,9 @@
 """`manage.py ingest_jobs --format {slurm,kubernetes,opencost} PATH [--cluster NAME]
-[--time-zone TZ] [--gpu-sharing-replicas N]`.
+[--time-zone TZ] [--gpu-sharing-replicas N] [--gpu-sharing-pool PREFIX=N ...]`.
 
 slurm: `sacct --parsable2` output with its header (or `--columns JobID,JobIDRaw,...` naming
-the columns of `sacct --noheader` output); kubernetes: `kubectl get pods -A -o json`;
-opencost: an OpenCost `/allocation` response (aggregate=pod).
+the columns of `sacct --noheader` output); kubernetes: `kubectl get pods -A -o json` (or
+`-o yaml`); opencost: an OpenCost `/allocation` response (aggregate=pod).
 
 One import batch per file, each run by the Celery task (eagerly in-process without a broker,
 on a worker with one; a worker must see the same file system path).
@@ -17,6 +17,7 @@ from typing import Any
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from billing_ingest.management.notes import note_lines
 from billing_ingest.management.pipeline import request_pipeline
 from billing_ingest.models import Cluster, ImportBatch, MonthChange
 from billing_ingest.parsers import billing_paths
@@ -33,7 +34,8 @@ _READ = {"slurm": "rows", "kubernetes": "pods", "opencost": "allocations"}
 class Command(BaseCommand):
     help = (
         "Import scheduler job logs: Slurm `sacct --parsable2` output with its header, a "
-        "Kubernetes pod list (`kubectl get pods -A -o json`) or an OpenCost /allocation response."
+        "Kubernetes pod list (`kubectl get pods -A -o json` or `-o yaml`) or an OpenCost "
+        "/allocation response."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -51,8 +53,19 @@ class Command(BaseCommand):
             dest="gpu_sharing_replicas",
             type=int,
             default=None,
-            help="Kubernetes time-slicing: replicas per GPU behind `nvidia.com/gpu.shared` "
-            "(one replica is 1/N of a GPU); stored on the cluster for later imports",
+            help="Kubernetes time-slicing: replicas per GPU (one `nvidia.com/gpu`, or "
+            "`nvidia.com/gpu.shared` with renameByDefault, is 1/N of a GPU) on every node "
+            "without a --gpu-sharing-pool; stored on the cluster for later imports",
+        )
+        parser.add_argument(
+            "--gpu-sharing-pool",
+            dest="gpu_sharing_pools",
+            action="append",
+            default=None,
+            metavar="PREFIX=N",
+            help="Kubernetes time-slicing per node pool: nodes whose name starts with PREFIX "
+            "share each GPU N ways (N=1: whole GPUs); repeat for each pool. Given, the pools "
+            "replace the cluster's stored ones",
         )
         parser.add_argument(
             "--columns",
@@ -77,6 +90,7 @@ class Command(BaseCommand):
         if not root.exists():
             raise CommandError(f"{root}: no such file or folder")
         columns = self._columns(options["columns"], options["format"])
+        pools = self._pools(options["gpu_sharing_pools"])
         paths = billing_paths(root)
         if not paths:
             raise CommandError(f"{root}: no files to import")
@@ -85,14 +99,20 @@ class Command(BaseCommand):
                 name=options["cluster"],
                 time_zone=options["time_zone"],
                 gpu_sharing_replicas=options["gpu_sharing_replicas"],
+                gpu_sharing_pools=pools,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if options["format"] == "slurm":
             self.stdout.write(f"cluster {cluster.name} (times read as {cluster.time_zone})")
         else:
+            pool_text = "".join(
+                f", node pool {prefix}*: {n}"
+                for prefix, n in sorted((cluster.gpu_sharing_pools or {}).items())
+            )
             self.stdout.write(
-                f"cluster {cluster.name} (GPU sharing replicas {cluster.gpu_sharing_replicas})"
+                f"cluster {cluster.name} (GPU sharing replicas {cluster.gpu_sharing_replicas}"
+                f"{pool_text})"
             )
         batch_ids: list[int] = []
         failed = [
@@ -118,6 +138,21 @@ class Command(BaseCommand):
         if not all(columns):
             raise CommandError(f"--columns {text!r}: empty column name")
         return columns
+
+    @staticmethod
+    def _pools(values: list[str] | None) -> dict[str, int] | None:
+        if values is None:
+            return None
+        pools: dict[str, int] = {}
+        for value in values:
+            prefix, sep, count = value.rpartition("=")
+            if not sep or not prefix.strip() or not count.strip().isdigit():
+                raise CommandError(
+                    f"--gpu-sharing-pool {value!r}: expected PREFIX=N (a node-name prefix and "
+                    "the replicas per GPU, e.g. gke-t4-pool=4)"
+                )
+            pools[prefix.strip()] = int(count)
+        return pools
 
     def _ingest_file(
         self,
@@ -145,6 +180,10 @@ class Command(BaseCommand):
             self.stderr.write(f"{path}: batch {batch.pk} {batch.status}: {batch.error}")
             return False
         self.stdout.write(f"{path}: batch {batch.pk} succeeded: {self._summary(fmt, summary)}")
+        for line in note_lines(
+            batch.notes or {}, unit="pod(s)" if fmt == "kubernetes" else "job(s)"
+        ):
+            self.stdout.write(f"{path}: {line}")
         return True
 
     @staticmethod
