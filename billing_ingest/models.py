@@ -36,9 +36,13 @@ class Cluster(models.Model):
     name = models.CharField(max_length=100, unique=True)
     # sacct prints local wall-clock time without an offset.
     time_zone = models.CharField(max_length=64, default="UTC")
-    # Kubernetes GPU time-slicing: how many `nvidia.com/gpu.shared` replicas the NVIDIA device
-    # plugin advertises per physical GPU; one replica is 1/replicas of a GPU.
+    # Kubernetes GPU time-slicing: how many replicas the NVIDIA device plugin advertises per
+    # physical GPU (as `nvidia.com/gpu`, or `nvidia.com/gpu.shared` with renameByDefault); one
+    # replica is 1/replicas of a GPU. Every node's, unless a node pool says otherwise.
     gpu_sharing_replicas = models.PositiveIntegerField(default=1)
+    # Node pools with their own replicas: {"<node-name prefix>": replicas}, the longest prefix
+    # matching a pod's node wins (1: whole GPUs). billing_ingest.parsers.kubernetes.GpuSharing.
+    gpu_sharing_pools = models.JSONField(default=dict, blank=True)
 
     class Meta:
         constraints = [

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from io import StringIO
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -679,3 +680,84 @@ def test_a_source_needs_exactly_one_way_to_connect(db: None) -> None:
         kubernetes_source_configure(cluster=cluster, in_cluster=True, kubeconfig_path="/x")
     with pytest.raises(ValueError, match="exactly one"):
         kubernetes_source_configure(cluster=cluster)
+
+
+# ------------------------------------------------------------------ snapshot time (issue 24 #8, #9)
+
+
+def lost_pod(*, phase: str = "Unknown") -> dict:
+    """A training pod whose node stopped reporting: phase Unknown, reason NodeLost."""
+    found = training_pod(finished=False)
+    found["metadata"]["name"] = "llama-7b-sft-1"
+    found["spec"]["nodeName"] = "gpu-node-03"
+    found["status"]["phase"] = phase
+    if phase == "Unknown":
+        found["status"]["reason"] = "NodeLost"
+        found["status"]["message"] = (
+            "Node gpu-node-03 which was running pod llama-7b-sft-1 is unresponsive"
+        )
+    return found
+
+
+def evicted_pod() -> dict:
+    """Evicted by an older kubelet: no container or condition times."""
+    found = pod(
+        namespace="infer", name="vllm-chat-7d9f8-k8s2p", limits={"nvidia.com/gpu": "1"},
+        phase="Failed", node="gpu-node-02", start="2024-09-03T08:00:00Z",
+    )  # fmt: skip
+    found["status"]["reason"] = "Evicted"
+    found["status"]["message"] = "The node was low on resource: memory. "
+    return found
+
+
+def taken_at(batch_id: int) -> datetime:
+    """The snapshot's time, as its file name records it."""
+    name = Path(ImportBatch.objects.get(pk=batch_id).file_name).stem
+    return datetime.strptime(name, "%Y%m%dT%H%M%S%fZ").replace(tzinfo=UTC)
+
+
+def test_pods_seen_unknown_or_evicted_end_at_the_time_the_api_was_read(
+    api: tuple[RecordedApi, str], cluster: Cluster, data_dir: Path
+) -> None:
+    recorded, _ = api
+    recorded.pods = [lost_pod(), evicted_pod()]
+    first = fetch_kubernetes_pods_task.delay(cluster.pk).get()
+    first_time = taken_at(first["batch_id"])
+    lost = job("train/llama-7b-sft-1")
+    assert (lost.state, lost.end) == ("UNKNOWN", first_time)
+    evicted = job("infer/vllm-chat-7d9f8-k8s2p")
+    assert (evicted.state, evicted.end) == ("PREEMPTED", first_time)
+    assert first["notes"] == {
+        "evicted pods without container or condition times ended at the snapshot time "
+        f"{first_time:%Y-%m-%dT%H:%M:%SZ} (when the API was read)": 1,
+        "pods in phase Unknown (node lost) ended at the snapshot time "
+        f"{first_time:%Y-%m-%dT%H:%M:%SZ} (when the API was read)": 1,
+    }
+
+    # The next snapshot still sees both: the lost pod was last seen then; the evicted pod ended
+    # before the first snapshot saw it, and keeps that end.
+    recorded.pods.append(oom_pod())
+    second = fetch_kubernetes_pods_task.delay(cluster.pk).get()
+    second_time = taken_at(second["batch_id"])
+    assert second_time > first_time
+    assert job("train/llama-7b-sft-1").end == second_time
+    assert job("infer/vllm-chat-7d9f8-k8s2p").end == first_time
+
+    # Its node back, the same pod runs on: running again, charged to date.
+    recorded.pods = [lost_pod(phase="Running"), evicted_pod(), oom_pod()]
+    fetch_kubernetes_pods_task.delay(cluster.pk).get()
+    back = job("train/llama-7b-sft-1")
+    assert (back.pk, back.state, back.end) == (lost.pk, "RUNNING", None)
+
+
+def test_the_command_prints_the_snapshot_notes(
+    api: tuple[RecordedApi, str], cluster: Cluster, data_dir: Path
+) -> None:
+    recorded, _ = api
+    recorded.pods = [lost_pod()]
+    out = StringIO()
+    call_command("fetch_kubernetes_pods", "--cluster", CLUSTER, "--no-attribute", stdout=out)
+    assert (
+        f"cluster {CLUSTER}: note: 1 pod(s): pods in phase Unknown (node lost) ended at the "
+        "snapshot time "
+    ) in out.getvalue()

@@ -60,7 +60,9 @@ def exact(row: JobRow) -> Fraction:
         ("nvidia.com/mig-1g.6gb", Fraction(1, 4)),
         ("nvidia.com/mig-2g.12gb", Fraction(2, 4)),
         ("nvidia.com/mig-4g.24gb", Fraction(1)),
-        ("nvidia.com/gpu", Fraction(1)),
+        # On a node time-sliced 4 ways, a replica under either name is a quarter (issue 24 #7).
+        ("nvidia.com/gpu", Fraction(1, 4)),
+        ("nvidia.com/gpu.shared", Fraction(1, 4)),
         ("amd.com/gpu", Fraction(1)),
         ("cpu", None),
         ("nvidia.com/gpu.memory", None),
@@ -68,6 +70,11 @@ def exact(row: JobRow) -> Fraction:
 )
 def test_gpu_fraction_of_each_resource(resource: str, expected: Fraction | None) -> None:
     assert gpu_fraction(resource, shared_replicas=4) == expected
+
+
+def test_a_gpu_is_whole_on_a_node_that_is_not_time_sliced() -> None:
+    assert gpu_fraction("nvidia.com/gpu", shared_replicas=1) == 1
+    assert gpu_fraction("nvidia.com/gpu.shared", shared_replicas=1) == 1
 
 
 def test_mig_slice_is_kept_exact_beside_its_six_place_rounding(tmp_path: Path) -> None:

@@ -14,7 +14,11 @@ and recreated under the same name) gets one record per node, its job id suffixed
 
 OpenCost does not report the pod phase: state is UNKNOWN, and the records carry an end (the
 last sample), never "running". Labels are OpenCost's sanitised keys (`finops_io_team` for
-`finops.io/team`); run, account and endpoint read either spelling.
+`finops.io/team`); run, account and endpoint read either spelling. The run is named as the pod
+reader names it (kubernetes.run_id_for): OpenCost's `controller` is already a Deployment's name
+(`nginx`, not its ReplicaSet `nginx-7fb78fb6d8`); a ReplicaSet name it reports (older
+versions, no kube-state-metrics owner) and a pod without a controller lose the
+`pod_template_hash` label's hash alike, so both readers put one workload in one run.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from billing_ingest.parsers.kubernetes import (
     GPU_PLACES,
     RUN_LABELS,
     TEAM_LABELS,
+    TEMPLATE_HASH_LABELS,
     FieldError,
     account_for,
     check_lengths,
@@ -57,6 +62,7 @@ def _both(*keys: str) -> tuple[str, ...]:
 
 _TEAM_KEYS = _both(*TEAM_LABELS)
 _RUN_KEYS = _both(*RUN_LABELS)
+_HASH_KEYS = _both(*TEMPLATE_HASH_LABELS)
 
 
 @dataclass
@@ -147,7 +153,11 @@ def _record(pod: _Pod, job_id: str) -> JobRow:
         "gpu_denominator": None,
         "nodes": [pod.node],
         "run_id": run_id_for(
-            labels=labels, run_labels=_RUN_KEYS, owner=pod.controller, pod_name=pod.pod
+            labels=labels,
+            run_labels=_RUN_KEYS,
+            owner=pod.controller,
+            pod_name=pod.pod,
+            hash_labels=_HASH_KEYS,
         ),
         "wckey": "",
         "comment": "",

@@ -21,6 +21,11 @@ from typing import Any, Final, TypedDict, cast
 # (e.g. a value inferred because the export left it empty). The loader pops it before storing
 # the row and counts each note's rows on the batch (ImportBatch.notes).
 ROW_NOTE: Final = "_import_note"
+# A job row may carry this key (True) when its end is the time a snapshot saw the job finished
+# without saying when (an evicted pod that kept no times): the loader pops it and keeps the end
+# already stored for the same job (same job_id_raw), so later snapshots of the same pod do not
+# move its end on.
+END_FROM_SNAPSHOT: Final = "_end_from_snapshot"
 
 
 class LineItemRow(TypedDict, total=False):
@@ -89,6 +94,8 @@ class JobRow(TypedDict, total=False):
     namespace: str
     labels: dict[str, str]
     endpoint: str
+    # END_FROM_SNAPSHOT: popped by the loader.
+    _end_from_snapshot: bool
 
 
 def row_text(row: LineItemRow | JobRow, field: str) -> str:

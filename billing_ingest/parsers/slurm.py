@@ -30,6 +30,7 @@ strictly: a byte that is not UTF-8 is an error naming its line and column, never
 from __future__ import annotations
 
 import codecs
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
@@ -109,6 +110,10 @@ class SacctStats:
     # ended at that attempt's start (an estimate, until `-D` output gives their real end).
     requeued_attempts: int = 0
     superseded_open_attempts: int = 0
+
+    # How records were read where the file left something out, and warnings about the
+    # cluster's settings: note -> records (ImportBatch.notes). Kubernetes pods for now.
+    notes: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from datetime import tzinfo
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -12,18 +12,20 @@ from django.utils import timezone
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
-from billing_ingest.parsers.kubernetes import parse_pods
+from billing_ingest.parsers.kubernetes import GpuSharing, parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
-from billing_ingest.parsers.rows import JobRow
+from billing_ingest.parsers.rows import END_FROM_SNAPSHOT, JobRow
 from billing_ingest.parsers.slurm import DEFAULT_DELIMITER, SacctStats, parse_sacct
 from billing_ingest.read_ahead import read_before_writing
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
 from billing_ingest.services.job_attempts import slurm_attempts
 
 JobChunks = Iterator[list[JobRow]]
-# (path, *, file_label, cluster, stats, columns, delimiter) -> chunks of JobRecord field dicts.
-# The cluster (saved, or unsaved defaults when the batch names no stored cluster) carries how to
-# read its logs; columns name the columns of a headerless sacct file, delimiter its `--delimiter`.
+# (path, *, file_label, cluster, stats, columns, delimiter, snapshot_time) -> chunks of
+# JobRecord field dicts. The cluster (saved, or unsaved defaults when the batch names no
+# stored cluster) carries how to read its logs; columns name the columns of a headerless
+# sacct file, delimiter its `--delimiter`; snapshot_time is when a Kubernetes API snapshot
+# was taken (None for files).
 JobParser = Callable[..., JobChunks]
 
 
@@ -35,6 +37,7 @@ def _parse_slurm(
     stats: SacctStats,
     columns: Sequence[str] | None = None,
     delimiter: str | None = None,
+    snapshot_time: datetime | None = None,
 ) -> JobChunks:
     zone = _cluster_zone(cluster)
     return parse_sacct(
@@ -55,11 +58,14 @@ def _parse_kubernetes(
     stats: SacctStats,
     columns: Sequence[str] | None = None,
     delimiter: str | None = None,
+    snapshot_time: datetime | None = None,
 ) -> JobChunks:
     return parse_pods(
         path,
         file_label=file_label,
         gpu_sharing_replicas=cluster.gpu_sharing_replicas,
+        gpu_sharing_pools=cluster.gpu_sharing_pools or {},
+        snapshot_time=snapshot_time,
         stats=stats,
     )
 
@@ -72,6 +78,7 @@ def _parse_opencost(
     stats: SacctStats,
     columns: Sequence[str] | None = None,
     delimiter: str | None = None,
+    snapshot_time: datetime | None = None,
 ) -> JobChunks:
     return parse_allocations(path, file_label=file_label, stats=stats)
 
@@ -118,27 +125,37 @@ def time_zone_resolve(name: str) -> ZoneInfo:
 
 
 def cluster_get_or_create(
-    *, name: str, time_zone: str | None = None, gpu_sharing_replicas: int | None = None
+    *,
+    name: str,
+    time_zone: str | None = None,
+    gpu_sharing_replicas: int | None = None,
+    gpu_sharing_pools: Mapping[str, int] | None = None,
 ) -> Cluster:
-    """The cluster of that name, created with UTC when new; `time_zone` (validated) and
-    `gpu_sharing_replicas` (at least 1), when given, replace the stored ones, which every later
-    import of this cluster uses."""
+    """The cluster of that name, created with UTC when new; `time_zone` (validated),
+    `gpu_sharing_replicas` (at least 1) and `gpu_sharing_pools` (node-name prefix -> replicas,
+    each at least 1: the whole set, replacing the stored one), when given, replace the stored
+    ones, which every later import of this cluster uses."""
     if time_zone is not None:
         time_zone_resolve(time_zone)
     if gpu_sharing_replicas is not None and gpu_sharing_replicas < 1:
         raise ValueError(f"GPU sharing replicas must be at least 1, not {gpu_sharing_replicas}")
+    pools = None if gpu_sharing_pools is None else dict(sorted(gpu_sharing_pools.items()))
+    if pools is not None:
+        GpuSharing(pools=pools)  # ValueError naming the pool
+        if "" in pools:
+            raise ValueError("a GPU sharing node pool needs a node-name prefix")
+    updates: dict[str, object] = {
+        "time_zone": time_zone,
+        "gpu_sharing_replicas": gpu_sharing_replicas,
+        "gpu_sharing_pools": pools,
+    }
     with transaction.atomic():
         cluster, _ = Cluster.objects.get_or_create(name=name)
         changed = []
-        if time_zone is not None and cluster.time_zone != time_zone:
-            cluster.time_zone = time_zone
-            changed.append("time_zone")
-        if (
-            gpu_sharing_replicas is not None
-            and cluster.gpu_sharing_replicas != gpu_sharing_replicas
-        ):
-            cluster.gpu_sharing_replicas = gpu_sharing_replicas
-            changed.append("gpu_sharing_replicas")
+        for field_name, value in updates.items():
+            if value is not None and getattr(cluster, field_name) != value:
+                setattr(cluster, field_name, value)
+                changed.append(field_name)
         if changed:
             cluster.save(update_fields=changed)
     return cluster
@@ -150,6 +167,7 @@ def jobs_batch_ingest(
     stats: SacctStats | None = None,
     columns: Sequence[str] | None = None,
     delimiter: str | None = None,
+    snapshot_time: datetime | None = None,
 ) -> ImportBatch:
     """Import one pending jobs batch. A batch another worker claimed, or one already done or a
     duplicate, is returned unchanged.
@@ -162,6 +180,8 @@ def jobs_batch_ingest(
     given, is filled in with what the parser saw (steps and unstarted jobs skipped).
     `columns` names the columns of a Slurm file without a header (`sacct --noheader`),
     `delimiter` its `sacct --delimiter` (default `|`).
+    `snapshot_time`: when a Kubernetes API snapshot was taken (pods seen in phase Unknown end
+    then); the parser's notes (stats.notes) are stored on the batch (ImportBatch.notes).
     """
     if not import_batch_claim(batch_id=batch_id):
         return ImportBatch.objects.get(id=batch_id)
@@ -177,6 +197,7 @@ def jobs_batch_ingest(
             stats=stats,
             columns=columns,
             delimiter=delimiter,
+            snapshot_time=snapshot_time,
         )
         # On SQLite the file is read before the transaction: no writer waits on the parse.
         chunks = read_before_writing(chunks)
@@ -188,6 +209,7 @@ def jobs_batch_ingest(
                 status=ImportBatch.Status.SUCCEEDED,
                 row_count=row_count,
                 error="",
+                notes=dict(sorted(stats.notes.items())),
                 finished_at=timezone.now(),
             )
     except (ImportFormatError, OSError, ValueError) as exc:
@@ -236,14 +258,42 @@ def _latest_unfinished_kept(*, batch: ImportBatch, rows: list[JobRow]) -> list[J
     # One INSERT may not touch a row twice (PostgreSQL ON CONFLICT), so within a chunk the last
     # line for a job id wins, as a later line would when written afterwards.
     latest = {row["job_id"]: row for row in rows}
-    # Jobs never un-finish: an older dump or snapshot imported after a newer one still shows a
-    # job running, and must not reopen it (its end time would be lost and it would be charged
-    # as running to the end of the period).
-    running = [job_id for job_id, row in latest.items() if row.get("end") is None]
-    if running:
-        finished = JobRecord.objects.filter(
-            cluster=batch.source, job_id__in=running, end__isnull=False
-        ).values_list("job_id", flat=True)
-        for job_id in finished:
-            del latest[job_id]
+    _keep_finished(batch, latest)
+    _keep_snapshot_ends(batch, latest)
     return list(latest.values())
+
+
+def _keep_finished(batch: ImportBatch, latest: dict[str, JobRow]) -> None:
+    """Jobs never un-finish: an older dump or snapshot imported after a newer one still shows a
+    job running, and must not reopen it (its end time would be lost and it would be charged as
+    running to the end of the period). Except a pod last seen in phase Unknown (state UNKNOWN,
+    ended at that snapshot's time) that a later snapshot sees running again, its node back: the
+    same pod (same uid) runs on."""
+    running = [job_id for job_id, row in latest.items() if row.get("end") is None]
+    if not running:
+        return
+    finished = JobRecord.objects.filter(
+        cluster=batch.source, job_id__in=running, end__isnull=False
+    ).values_list("job_id", "state", "job_id_raw")
+    for job_id, state, uid in finished:
+        if not (state == "UNKNOWN" and uid and uid == latest[job_id].get("job_id_raw")):
+            del latest[job_id]
+
+
+def _keep_snapshot_ends(batch: ImportBatch, latest: dict[str, JobRow]) -> None:
+    """A row ended at its snapshot's time (END_FROM_SNAPSHOT) keeps the end already stored for
+    the same pod when that is earlier: the first snapshot that saw it over (or last saw it) is
+    the nearest to when it ended, and later snapshots of the same pod must not move it on."""
+    marked = [job_id for job_id, row in latest.items() if row.pop(END_FROM_SNAPSHOT, False)]
+    if not marked:
+        return
+    stored = JobRecord.objects.filter(
+        cluster=batch.source, job_id__in=marked, end__isnull=False
+    ).values_list("job_id", "job_id_raw", "end")
+    for job_id, uid, end in stored:
+        row = latest[job_id]
+        start, seen = row.get("start"), row.get("end")
+        if end is None or not uid or uid != row.get("job_id_raw"):
+            continue
+        if (start is None or end >= start) and (seen is None or end < seen):
+            row["end"] = end

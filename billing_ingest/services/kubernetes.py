@@ -63,7 +63,8 @@ def fetch_cluster_pods(*, cluster_id: int, record_failure: bool = True) -> Impor
         # Same pods as the last imported snapshot: that file already holds them.
         path.unlink(missing_ok=True)
         return batch
-    return jobs_batch_ingest(batch_id=batch.pk)
+    # Pods the snapshot shows in phase Unknown were last seen now.
+    return jobs_batch_ingest(batch_id=batch.pk, snapshot_time=taken_at)
 
 
 def kubernetes_sources_enabled() -> list[int]:

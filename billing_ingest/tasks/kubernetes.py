@@ -56,6 +56,7 @@ def fetch_kubernetes_pods_task(self: Task, cluster_id: int) -> dict[str, Any]:
         "status": batch.status,
         "row_count": batch.row_count,
         "error": batch.error,
+        "notes": batch.notes,
     }
 
 

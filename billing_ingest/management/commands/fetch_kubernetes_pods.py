@@ -14,6 +14,7 @@ from celery.exceptions import Retry
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from billing_ingest.management.notes import note_lines
 from billing_ingest.management.pipeline import request_pipeline
 from billing_ingest.models import Cluster, ImportBatch, KubernetesSource, MonthChange
 from billing_ingest.services.jobs import cluster_get_or_create
@@ -68,6 +69,8 @@ class Command(BaseCommand):
                 f"cluster {cluster.name}: batch {summary['batch_id']} succeeded: "
                 f"{summary['row_count']} pods stored"
             )
+            for line in note_lines(summary.get("notes") or {}):
+                self.stdout.write(f"cluster {cluster.name}: {line}")
         if not options["no_attribute"] and status == ImportBatch.Status.SUCCEEDED:
             months = job_months_touched(batch_ids=[summary["batch_id"]])
             request_pipeline(self, months=months, kind=MonthChange.Kind.JOBS)

@@ -1,10 +1,10 @@
 """`manage.py ingest_jobs --format {slurm,kubernetes,opencost} PATH [--cluster NAME]
-[--time-zone TZ] [--gpu-sharing-replicas N]`.
+[--time-zone TZ] [--gpu-sharing-replicas N] [--gpu-sharing-pool PREFIX=N ...]`.
 
 slurm: `sacct --parsable2` or `--parsable` output with its header (or `--columns JobID,...`
 naming the columns of `sacct --noheader` output; `--delimiter` when sacct was given one); with
 preemption, export with `sacct --duplicates` (`-D`) so that every attempt of a requeued job is
-charged; kubernetes: `kubectl get pods -A -o json`;
+charged; kubernetes: `kubectl get pods -A -o json` (or `-o yaml`);
 opencost: an OpenCost `/allocation` response (aggregate=pod).
 
 One import batch per file, each run by the Celery task (eagerly in-process without a broker,
@@ -19,6 +19,7 @@ from typing import Any
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from billing_ingest.management.notes import note_lines
 from billing_ingest.management.pipeline import request_pipeline
 from billing_ingest.models import Cluster, ImportBatch, MonthChange
 from billing_ingest.parsers import billing_paths
@@ -35,7 +36,8 @@ _READ = {"slurm": "rows", "kubernetes": "pods", "opencost": "allocations"}
 class Command(BaseCommand):
     help = (
         "Import scheduler job logs: Slurm `sacct --parsable2` output with its header, a "
-        "Kubernetes pod list (`kubectl get pods -A -o json`) or an OpenCost /allocation response."
+        "Kubernetes pod list (`kubectl get pods -A -o json` or `-o yaml`) or an OpenCost "
+        "/allocation response."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -53,8 +55,19 @@ class Command(BaseCommand):
             dest="gpu_sharing_replicas",
             type=int,
             default=None,
-            help="Kubernetes time-slicing: replicas per GPU behind `nvidia.com/gpu.shared` "
-            "(one replica is 1/N of a GPU); stored on the cluster for later imports",
+            help="Kubernetes time-slicing: replicas per GPU (one `nvidia.com/gpu`, or "
+            "`nvidia.com/gpu.shared` with renameByDefault, is 1/N of a GPU) on every node "
+            "without a --gpu-sharing-pool; stored on the cluster for later imports",
+        )
+        parser.add_argument(
+            "--gpu-sharing-pool",
+            dest="gpu_sharing_pools",
+            action="append",
+            default=None,
+            metavar="PREFIX=N",
+            help="Kubernetes time-slicing per node pool: nodes whose name starts with PREFIX "
+            "share each GPU N ways (N=1: whole GPUs); repeat for each pool. Given, the pools "
+            "replace the cluster's stored ones",
         )
         parser.add_argument(
             "--columns",
@@ -85,6 +98,7 @@ class Command(BaseCommand):
             raise CommandError(f"{root}: no such file or folder")
         columns = self._columns(options["columns"], options["format"])
         delimiter = self._delimiter(options["delimiter"], options["format"])
+        pools = self._pools(options["gpu_sharing_pools"])
         paths = billing_paths(root)
         if not paths:
             raise CommandError(f"{root}: no files to import")
@@ -93,14 +107,20 @@ class Command(BaseCommand):
                 name=options["cluster"],
                 time_zone=options["time_zone"],
                 gpu_sharing_replicas=options["gpu_sharing_replicas"],
+                gpu_sharing_pools=pools,
             )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         if options["format"] == "slurm":
             self.stdout.write(f"cluster {cluster.name} (times read as {cluster.time_zone})")
         else:
+            pool_text = "".join(
+                f", node pool {prefix}*: {n}"
+                for prefix, n in sorted((cluster.gpu_sharing_pools or {}).items())
+            )
             self.stdout.write(
-                f"cluster {cluster.name} (GPU sharing replicas {cluster.gpu_sharing_replicas})"
+                f"cluster {cluster.name} (GPU sharing replicas {cluster.gpu_sharing_replicas}"
+                f"{pool_text})"
             )
         batch_ids: list[int] = []
         failed = [
@@ -143,6 +163,20 @@ class Command(BaseCommand):
             raise CommandError(f"--delimiter {text!r}: empty, or spaces around it")
         return text
 
+    def _pools(values: list[str] | None) -> dict[str, int] | None:
+        if values is None:
+            return None
+        pools: dict[str, int] = {}
+        for value in values:
+            prefix, sep, count = value.rpartition("=")
+            if not sep or not prefix.strip() or not count.strip().isdigit():
+                raise CommandError(
+                    f"--gpu-sharing-pool {value!r}: expected PREFIX=N (a node-name prefix and "
+                    "the replicas per GPU, e.g. gke-t4-pool=4)"
+                )
+            pools[prefix.strip()] = int(count)
+        return pools
+
     def _ingest_file(
         self,
         path: Path,
@@ -170,6 +204,10 @@ class Command(BaseCommand):
             self.stderr.write(f"{path}: batch {batch.pk} {batch.status}: {batch.error}")
             return False
         self.stdout.write(f"{path}: batch {batch.pk} succeeded: {self._summary(fmt, summary)}")
+        for line in note_lines(
+            batch.notes or {}, unit="pod(s)" if fmt == "kubernetes" else "job(s)"
+        ):
+            self.stdout.write(f"{path}: {line}")
         return True
 
     @staticmethod
