@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('billing_ingest', '0012_costlineitem_partitioned'),
+        ('billing_ingest', '0014_importbatch_kind_run_metrics'),
     ]
 
     operations = [
