@@ -163,6 +163,7 @@ class Command(BaseCommand):
             raise CommandError(f"--delimiter {text!r}: empty, or spaces around it")
         return text
 
+    @staticmethod
     def _pools(values: list[str] | None) -> dict[str, int] | None:
         if values is None:
             return None
