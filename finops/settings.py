@@ -289,7 +289,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "finops.api.schema.FinopsAutoSchema",
     # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
     "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
+        "finops.api.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
         "finops.api.csv.CsvRenderer",
     ],
