@@ -65,13 +65,17 @@ class AnomalySerializer(serializers.ModelSerializer[Anomaly]):
         read_only_fields = fields
 
 
+# Something besides spaces, and no NUL character.
+COMMENT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+
+
 class AnomalyStatusSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=Anomaly.Status.choices)
     comment = StrictCharField(
         allow_blank=False,
         trim_whitespace=True,
         help_text="Why: required, and not only spaces.",
-        validators=[RegexValidator(r"\S", message="Write a comment.")],
+        validators=[RegexValidator(COMMENT_PATTERN, message="Write a comment (no NUL).")],
     )
 
 
@@ -82,7 +86,7 @@ ANOMALY_STATUS_BODY: dict[str, Any] = {
         "comment": {
             "type": "string",
             "minLength": 1,
-            "pattern": r"\S",
+            "pattern": COMMENT_PATTERN,
             "description": "Why: required, and not only spaces.",
         },
     },

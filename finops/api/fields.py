@@ -24,11 +24,15 @@ from datetime import date
 from decimal import Decimal
 from typing import Any
 
+from django.core.validators import ProhibitNullCharactersValidator, RegexValidator
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import build_basic_type
 from drf_spectacular.types import OpenApiTypes
 from rest_framework import serializers
 
+# Text without a NUL character (PostgreSQL cannot store one; DRF refuses it).
+NO_NUL = r"^[^\x00]*$"
+_NO_NUL_VALIDATOR = RegexValidator(NO_NUL, message="Null characters are not allowed.")
 _ASCII_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 DATE_MESSAGE = "Must be a date as YYYY-MM-DD."
@@ -91,6 +95,13 @@ class StrictCharField(serializers.CharField):
         if not kwargs.get("allow_blank", False) and kwargs.get("min_length") is None:
             kwargs["min_length"] = 1
         super().__init__(**kwargs)
+        # DRF refuses a NUL character; a pattern of the same rule puts it in the schema (a
+        # field with a pattern of its own excludes NUL in it).
+        if not any(isinstance(v, RegexValidator) for v in self.validators):
+            self.validators = [
+                _NO_NUL_VALIDATOR if isinstance(v, ProhibitNullCharactersValidator) else v
+                for v in self.validators
+            ]
 
     def to_internal_value(self, data: Any) -> str:
         if not isinstance(data, str):

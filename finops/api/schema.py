@@ -23,6 +23,7 @@ from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 
 from billing_ingest.months import MONTH_PATTERN
+from finops.api.fields import NO_NUL
 from finops.org.permissions import ViewerReadOnly
 
 MONTH_SCHEMA: dict[str, Any] = {"type": "string", "pattern": MONTH_PATTERN, "example": "2025-09"}
@@ -35,6 +36,7 @@ def month_parameter(*, required: bool, description: str = "Billing month, YYYY-M
 
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
+NO_NUL_PATTERN = NO_NUL
 CURRENCY_PATTERN = r"^[A-Za-z]{3}$"
 
 
@@ -126,6 +128,9 @@ class FinopsAutoSchema(AutoSchema):
                 continue
             if schema.get("type") == "string" and "enum" not in schema:
                 schema.setdefault("minLength", 1)
+                if not {"pattern", "format"} & schema.keys():
+                    # DRF's text fields refuse a NUL character (a 400), so the schema says so.
+                    schema["pattern"] = NO_NUL_PATTERN
             elif schema.get("type") == "array":
                 schema.setdefault("minItems", 1)
         return parameters
