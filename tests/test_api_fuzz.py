@@ -6,8 +6,11 @@ the schema does not list answered 405; nothing served without credentials.
 
 The server is pytest-django's live_server (Django's threaded WSGI server on a free loopback
 port) over the test database of the run: SQLite in CI's first pass, PostgreSQL in its second.
-The data is a small month like the demo's. Bounded: at most FUZZ_MAX_EXAMPLES cases per
-operation and phase (about a minute per user on a 2-core machine), FUZZ_TIMEOUT at most.
+The data is a small month like the demo's, and a budget. Bounded: the coverage phase's
+deterministic cases plus at most FUZZ_MAX_EXAMPLES (20) per operation in the fuzzing phase,
+about 2,200-2,500 requests per user and some 35 s of CPU per user (both users, measured on
+PostgreSQL: 67 s of CPU, 7-8 min of wall time on a 2-core machine shared at load 12), and
+FUZZ_TIMEOUT at most.
 """
 
 from __future__ import annotations

@@ -33,6 +33,9 @@ from rest_framework import serializers
 # Text without a NUL character (PostgreSQL cannot store one; DRF refuses it).
 NO_NUL = r"^[^\x00]*$"
 _NO_NUL_VALIDATOR = RegexValidator(NO_NUL, message="Null characters are not allowed.")
+_NO_NUL_NONEMPTY_VALIDATOR = RegexValidator(
+    r"^[^\x00]+$", message="Null characters are not allowed."
+)
 _ASCII_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 _ISO_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 DATE_MESSAGE = "Must be a date as YYYY-MM-DD."
@@ -97,9 +100,12 @@ class StrictCharField(serializers.CharField):
         super().__init__(**kwargs)
         # DRF refuses a NUL character; a pattern of the same rule puts it in the schema (a
         # field with a pattern of its own excludes NUL in it).
+        # A blank-allowed field's pattern excludes "" (DRF takes "" before any validator, and
+        # drf-spectacular documents it as oneOf [pattern, maxLength 0]: those must not overlap).
         if not any(isinstance(v, RegexValidator) for v in self.validators):
+            no_nul = _NO_NUL_NONEMPTY_VALIDATOR if self.allow_blank else _NO_NUL_VALIDATOR
             self.validators = [
-                _NO_NUL_VALIDATOR if isinstance(v, ProhibitNullCharactersValidator) else v
+                no_nul if isinstance(v, ProhibitNullCharactersValidator) else v
                 for v in self.validators
             ]
 
