@@ -307,7 +307,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "finops.api.schema.FinopsAutoSchema",
     # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
     "DEFAULT_RENDERER_CLASSES": [
-        "rest_framework.renderers.JSONRenderer",
+        "finops.api.renderers.JSONRenderer",
         "rest_framework.renderers.BrowsableAPIRenderer",
         "finops.api.csv.CsvRenderer",
     ],
@@ -316,6 +316,12 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "finops.api.pagination.CsvAwarePagination",
     "PAGE_SIZE": 100,
     "COERCE_DECIMAL_TO_STRING": True,
+    # Bodies are JSON only: a form or multipart body is a 415. Every value then has a JSON type,
+    # which the API's fields insist on (finops.api.fields: true is a boolean, "1950.00" a decimal).
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # A query parameter given must have a value: `?team=` is a 400, not "no filter".
+    "DEFAULT_CONTENT_NEGOTIATION_CLASS": "finops.api.negotiation.StrictQueryNegotiation",
 }
 
 SPECTACULAR_SETTINGS = {

@@ -118,7 +118,8 @@ def test_patch_status_records_comment_and_user(team: Team, lead_user: User) -> N
     assert response.status_code == 400  # a comment is required
     response = client.patch(f"{URL}{anomaly.pk}/", {"status": "new", "comment": "x"},
                             format="json")  # fmt: skip
-    assert response.status_code == 400  # not a transition the workflow has
+    # Not a move the workflow has from the current status: a conflict with its state.
+    assert response.status_code == 409, response.content
     response = client.patch(
         f"{URL}{anomaly.pk}/", {"status": "expected", "comment": "training launch"}, format="json"
     )

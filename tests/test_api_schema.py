@@ -12,10 +12,11 @@ from django.core.management import call_command
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
+from billing_ingest.months import MONTH_PATTERN
 from finops.org.models import Team
 from finops.tokens.services import api_token_create
 
-MONTH = r"^\d{4}-(0[1-9]|1[0-2])$"
+MONTH = MONTH_PATTERN
 
 
 @pytest.fixture(scope="module")

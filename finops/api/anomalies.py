@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from rest_framework import mixins, serializers, viewsets
-from rest_framework.exceptions import ValidationError
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_view,
+)
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from finops.anomalies.models import Anomaly, AnomalyDriver
 from finops.anomalies.selectors import anomaly_list_filtered, anomaly_list_visible
 from finops.anomalies.services import AnomalyTransitionError, anomaly_status_change
+from finops.api.fields import StrictCharField, StrictDateField
+from finops.api.schema import ErrorSerializer
 from finops.api.serializers import money
 from finops.org.models import Team
 
@@ -58,16 +65,40 @@ class AnomalySerializer(serializers.ModelSerializer[Anomaly]):
         read_only_fields = fields
 
 
+# Something besides spaces, and no NUL character.
+COMMENT_PATTERN = r"^[^\x00]*[^\s\x00][^\x00]*$"
+
+
 class AnomalyStatusSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=Anomaly.Status.choices)
-    comment = serializers.CharField(allow_blank=False, trim_whitespace=True)
+    comment = StrictCharField(
+        allow_blank=False,
+        trim_whitespace=True,
+        help_text="Why: required, and not only spaces.",
+        validators=[RegexValidator(COMMENT_PATTERN, message="Write a comment (no NUL).")],
+    )
+
+
+ANOMALY_STATUS_BODY: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": list(Anomaly.Status.values)},
+        "comment": {
+            "type": "string",
+            "minLength": 1,
+            "pattern": COMMENT_PATTERN,
+            "description": "Why: required, and not only spaces.",
+        },
+    },
+    "required": ["status", "comment"],
+}
 
 
 class AnomalyQuerySerializer(serializers.Serializer[Any]):
     team = serializers.CharField(required=False)
     status = serializers.ChoiceField(choices=[*Anomaly.Status.values, "open"], required=False)
-    since = serializers.DateField(required=False)
-    until = serializers.DateField(required=False)
+    since = StrictDateField(required=False)
+    until = StrictDateField(required=False)
 
 
 _PARAMETERS = [
@@ -101,7 +132,19 @@ class AnomalyViewSet(
         query.is_valid(raise_exception=True)
         return anomaly_list_filtered(queryset, **query.validated_data)
 
-    @extend_schema(request=AnomalyStatusSerializer, responses=AnomalySerializer)
+    @extend_schema(
+        # Both keys are required though the method is PATCH (which drf-spectacular would
+        # document as all-optional): the body is one move of the workflow, with its reason.
+        request={"application/json": ANOMALY_STATUS_BODY},
+        responses={
+            200: AnomalySerializer,
+            409: OpenApiResponse(
+                ErrorSerializer,
+                description="The workflow has no such move from the anomaly's current status "
+                "(e.g. new to new, or out of resolved).",
+            ),
+        },
+    )
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         anomaly = self.get_object()
         body = AnomalyStatusSerializer(data=request.data)
@@ -112,5 +155,6 @@ class AnomalyViewSet(
                 comment=body.validated_data["comment"], user=request.user,
             )  # fmt: skip
         except AnomalyTransitionError as exc:
-            raise ValidationError({"status": [str(exc)]}) from exc
+            # A valid status, but not from this one: a conflict with the anomaly's state.
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(AnomalySerializer(anomaly).data)

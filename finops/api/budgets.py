@@ -11,6 +11,7 @@ from datetime import date
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
 from django.db.models import QuerySet
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
@@ -21,6 +22,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from finops.api.cache import cached_read
+from finops.api.fields import (
+    AsciiDecimalField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictEmailField,
+    StrictIntegerField,
+    iso_date_parse,
+)
 from finops.budgets.models import Budget, BudgetAlert
 from finops.budgets.selectors import (
     BudgetStatus,
@@ -32,7 +41,13 @@ from finops.budgets.selectors import (
     budget_status,
     budget_statuses,
 )
-from finops.budgets.services import budget_create, budget_delete, budget_update
+from finops.budgets.services import (
+    THRESHOLD_MAX,
+    THRESHOLD_MIN,
+    budget_create,
+    budget_delete,
+    budget_update,
+)
 
 
 class BudgetAlertSerializer(serializers.Serializer[dict[str, Any]]):
@@ -49,19 +64,36 @@ class BudgetAlertSerializer(serializers.Serializer[dict[str, Any]]):
 
 
 class BudgetWriteSerializer(serializers.Serializer[dict[str, Any]]):
-    """The create / update body (validated by the budgets service)."""
+    """The create / update body: its JSON types checked here (strict: finops.api.fields),
+    its rules (a team the caller may budget for, FX rates, thresholds) by the budgets service."""
 
-    name = serializers.CharField(max_length=200)
-    team = serializers.CharField(allow_null=True, required=False, help_text="team slug; null: org")
-    tag = serializers.CharField(required=False, allow_blank=True, help_text="key=value (team's)")
-    provider = serializers.CharField(required=False, allow_blank=True, help_text="finance only")
-    period = serializers.ChoiceField(choices=Budget.Period.choices)
-    amount = serializers.DecimalField(max_digits=17, decimal_places=2, coerce_to_string=True)
-    currency = serializers.CharField(max_length=3)
-    thresholds = serializers.ListField(child=serializers.IntegerField(), required=False)
-    forecast_thresholds = serializers.ListField(child=serializers.IntegerField(), required=False)
-    recipients = serializers.ListField(child=serializers.EmailField(), required=False)
-    active = serializers.BooleanField(required=False)
+    name = StrictCharField(max_length=200)
+    team = StrictCharField(allow_null=True, required=False, help_text="team slug; null: org")
+    tag = StrictCharField(required=False, allow_blank=True, help_text="key=value (team's)")
+    provider = StrictCharField(required=False, allow_blank=True, help_text="finance only")
+    period = serializers.ChoiceField(
+        choices=Budget.Period.choices, required=False, help_text="default: month"
+    )
+    amount = AsciiDecimalField(
+        max_digits=17, decimal_places=2, coerce_to_string=True, help_text='> 0, e.g. "1950.00"'
+    )
+    currency = StrictCharField(
+        required=False,
+        help_text="ISO 4217; default: the reporting currency",
+        validators=[RegexValidator(r"^[A-Za-z]{3}$", message="An ISO 4217 code such as USD.")],
+    )
+    thresholds = serializers.ListField(
+        child=StrictIntegerField(min_value=THRESHOLD_MIN, max_value=THRESHOLD_MAX),
+        required=False,
+        help_text="% of the amount on actual cost",
+    )
+    forecast_thresholds = serializers.ListField(
+        child=StrictIntegerField(min_value=THRESHOLD_MIN, max_value=THRESHOLD_MAX),
+        required=False,
+        help_text="% of the amount on the forecast",
+    )
+    recipients = serializers.ListField(child=StrictEmailField(), required=False)
+    active = StrictBooleanField(required=False, help_text="true or false (default true)")
 
 
 class BudgetSerializer(BudgetWriteSerializer):
@@ -168,17 +200,22 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
         return budget_list_visible(user=self.request.user).order_by("name", "id")
 
     def _as_of(self) -> date:
-        raw = self.request.query_params.get("as_of", "").strip()
-        if not raw:
+        raw = self.request.query_params.get("as_of")
+        if raw is None:
             return timezone.now().date()
         try:
-            return date.fromisoformat(raw)
+            return iso_date_parse(raw)
         except ValueError as exc:
             raise ApiValidationError({"as_of": ["Use YYYY-MM-DD."]}) from exc
 
     def _body(self, request: Request) -> dict[str, Any]:
+        """The JSON object sent, once its values have their JSON types (BudgetWriteSerializer:
+        `"active": "maybe"` or `"amount": "٣"` is a 400, not true or 3.00); the service then
+        validates the rules. PATCH checks only the keys it sends."""
         if not isinstance(request.data, dict):
             raise ApiValidationError({"non_field_errors": ["Send a JSON object."]})
+        types = BudgetWriteSerializer(data=request.data, partial=request.method == "PATCH")
+        types.is_valid(raise_exception=True)
         return dict(request.data)
 
     @cached_read

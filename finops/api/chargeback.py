@@ -16,6 +16,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing_ingest.months import MONTH_PATTERN, month_parse
+from finops.api.renderers import JSONRenderer
+from finops.api.schema import month_parameter, team_parameter
 from finops.api.serializers import MonthQuerySerializer, money
 from finops.chargeback import documents
 from finops.chargeback.selectors import Statement, statement_get, statements_build
@@ -100,8 +102,8 @@ class StatementListView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
-            OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
+            month_parameter(required=True),
+            team_parameter(),
         ],
         responses=StatementSerializer(many=True),
     )
@@ -135,6 +137,9 @@ class StatementDetailView(APIView):
 
 class StatementFileView(APIView):
     """The statement as a file: `.csv` (every stored decimal) or `.pdf`."""
+
+    # The extension picks the file; `?format=` has nothing to choose, and errors are JSON.
+    renderer_classes = [JSONRenderer]
 
     @extend_schema(
         operation_id="v1_statements_file_retrieve",

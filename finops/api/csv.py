@@ -11,12 +11,14 @@ import csv
 import io
 import json
 from collections.abc import Iterable, Mapping
+from decimal import Decimal
 from typing import Any
 
 # Only renderers here: DRF imports this module while rest_framework.views is loading.
-from rest_framework.renderers import BaseRenderer
+from rest_framework.renderers import BaseRenderer, JSONRenderer
 
 from billing_ingest.csv_safety import csv_safe
+from billing_ingest.money import decimal_text
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -24,9 +26,9 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:
         for key, inner in value.items():
             _flatten(inner, f"{prefix}.{key}" if prefix else str(key), out)
     elif isinstance(value, list) and not all(isinstance(v, Mapping) for v in value):
-        out[prefix] = "; ".join("" if v is None else str(v) for v in value)
+        out[prefix] = "; ".join(_text(v) for v in value)
     elif isinstance(value, list):
-        out[prefix] = json.dumps(value, default=str)
+        out[prefix] = json.dumps(value, default=_text)
     else:
         out[prefix] = value
 
@@ -44,12 +46,18 @@ def rows_of(data: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell(value: Any) -> str:
+def _text(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return csv_safe(str(value))
+    if isinstance(value, Decimal):
+        return decimal_text(value)
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    return csv_safe(_text(value))
 
 
 def write_csv(rows: Iterable[Mapping[str, Any]]) -> str:
@@ -79,12 +87,17 @@ class CsvRenderer(BaseRenderer):
         context = renderer_context or {}
         view = context.get("view")
         response = context.get("response")
-        ok = response is None or response.status_code < 400
-        if ok and view is not None and hasattr(view, "csv_rows"):
+        if response is not None and response.status_code >= 400:
+            # An error is JSON, as documented, whatever format was asked for: `{"detail": ...}`
+            # or each field's messages, not a CSV of them.
+            as_json = JSONRenderer()
+            response["Content-Type"] = as_json.media_type
+            return as_json.render(data, as_json.media_type, context)
+        if view is not None and hasattr(view, "csv_rows"):
             rows = view.csv_rows(data)
         else:
             rows = rows_of(data)
-        if response is not None and ok:
+        if response is not None:
             name = getattr(view, "basename", None) or type(view).__name__.lower()
             response["Content-Disposition"] = f'attachment; filename="{name}.csv"'
         return write_csv(rows).encode("utf-8")

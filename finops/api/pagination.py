@@ -7,6 +7,7 @@ overflows the driver (a 500), so both are checked here, and a page is at most MA
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from rest_framework.views import APIView
 
 from finops.api.csv import CsvRenderer
 
+_WHOLE_NUMBER = re.compile(r"-?[0-9]+")
 MAX_LIMIT = 1000
 # Far above any table's row count, far below the 64-bit bound of SQLite and PostgreSQL.
 MAX_OFFSET = 10**12
@@ -25,12 +27,12 @@ MAX_OFFSET = 10**12
 
 def _bounded_int(request: Request, name: str, *, default: int, low: int, high: int) -> int:
     raw = request.query_params.get(name)
-    if raw is None or raw == "":
+    if raw is None:
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValidationError({name: [f"{name} must be a whole number."]}) from None
+    # ASCII digits only: int() would also take " 7", "1_000" and Arabic-Indic digits.
+    if _WHOLE_NUMBER.fullmatch(raw) is None:
+        raise ValidationError({name: [f"{name} must be a whole number."]})
+    value = int(raw)
     if not low <= value <= high:
         raise ValidationError({name: [f"{name} must be between {low} and {high}."]})
     return value
@@ -60,5 +62,8 @@ class CsvAwarePagination(BoundedLimitOffsetPagination):
     ) -> list[Any] | None:
         renderer = getattr(request, "accepted_renderer", None)
         if renderer is not None and renderer.format == CsvRenderer.format:
+            # Not used, but checked: a bad limit is a 400 whatever the format.
+            self.get_limit(request)
+            self.get_offset(request)
             return None
         return super().paginate_queryset(queryset, request, view)

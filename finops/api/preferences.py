@@ -10,6 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from finops.api.fields import StrictBooleanField
 from finops.notifications.models import NotificationPreference
 from finops.notifications.selectors import notification_preference_get
 from finops.notifications.services import notification_preference_set
@@ -20,7 +21,7 @@ class NotificationPreferenceSerializer(serializers.Serializer[Any]):
         choices=NotificationPreference.AnomalyMode.choices,
         help_text="immediate: one email per new anomaly; digest: one a day; off: none.",
     )
-    budget_emails = serializers.BooleanField(help_text="Whether budget alerts are emailed.")
+    budget_emails = StrictBooleanField(help_text="Whether budget alerts are emailed.")
     # A plain string, not format "email": a user without an address has "" here, which an
     # email-format schema would call invalid (schemathesis found it).
     email = serializers.CharField(

@@ -16,6 +16,7 @@ from rest_framework.request import Request
 from rest_framework.reverse import reverse
 
 from billing_ingest.models import MONEY_PLACES
+from billing_ingest.money import decimal_text
 from finops.api.run_efficiency import headlines, row_key
 from finops.api.serializers import GPU_HOUR_PLACES
 from finops.attribution.list_cost import MIX_KINDS
@@ -90,7 +91,7 @@ def run_cost_bodies(rows: Iterable[dict[str, Any]], request: Request) -> list[di
                 "last_end": _datetime(r["last_end"]),
                 "on_demand_cost": _fixed(r["list_cost"], MONEY_QUANTUM),
                 "on_demand_cost_estimated": _fixed(r["list_cost_estimated"], MONEY_QUANTUM),
-                "mix": {kind: str(r[f"cost_{kind}"]) for kind in MIX_KINDS},
+                "mix": {kind: decimal_text(r[f"cost_{kind}"]) for kind in MIX_KINDS},
                 "efficiency": efficiency[row_key(r)],
             }
         )

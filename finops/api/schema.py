@@ -1,5 +1,8 @@
 """OpenAPI that tells the truth: the error responses every operation can give, WWW-Authenticate
-on 401, `month` as a YYYY-MM string, `limit`/`offset` with their bounds.
+on 401, `month` as a YYYY-MM string, `limit`/`offset` with their bounds, a query parameter's
+value never empty (minLength 1: an empty `?team=` is a 400, not "no filter"; leave it out),
+errors as JSON whatever format was asked for, and a CSV download (`?format=csv`) as CSV text,
+not as the JSON body's schema.
 
 FinopsAutoSchema is DEFAULT_SCHEMA_CLASS, so every view, present and future, gets the shared
 error responses without a decorator each: 401 everywhere a login is needed, 403 where a
@@ -20,6 +23,7 @@ from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 
 from billing_ingest.months import MONTH_PATTERN
+from finops.api.fields import NO_NUL
 from finops.org.permissions import ViewerReadOnly
 
 MONTH_SCHEMA: dict[str, Any] = {"type": "string", "pattern": MONTH_PATTERN, "example": "2025-09"}
@@ -29,6 +33,16 @@ def month_parameter(*, required: bool, description: str = "Billing month, YYYY-M
     return OpenApiParameter(
         "month", OpenApiTypes.STR, required=required, pattern=MONTH_PATTERN, description=description
     )
+
+
+SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
+NO_NUL_PATTERN = NO_NUL
+CURRENCY_PATTERN = r"^[A-Za-z]{3}$"
+
+
+def team_parameter(*, description: str = "team slug") -> Any:
+    """`team`: a slug (ASCII letters, digits, - and _), as the views' SlugField checks."""
+    return OpenApiParameter("team", OpenApiTypes.STR, pattern=SLUG_PATTERN, description=description)
 
 
 class ErrorSerializer(serializers.Serializer[Any]):
@@ -66,13 +80,60 @@ WWW_AUTHENTICATE_HEADER = {
 _LOGIN_ONLY = (IsAuthenticated, AllowAny, ViewerReadOnly)
 
 
+JSON = "application/json"
+CSV = "text/csv"
+CSV_SCHEMA: dict[str, Any] = {
+    "type": "string",
+    "description": "CSV (RFC 4180, UTF-8): a header row, then one row per item of the JSON "
+    "answer (every matching row, not one page), nested values as dotted columns.",
+}
+
+
 class FinopsAutoSchema(AutoSchema):
     def _get_response_bodies(self, direction: Any = "response") -> dict[str, Any]:
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         for code, response in self._error_responses().items():
             if code not in responses:
-                responses[code] = self._get_response_for_code(response, code, direction=direction)
+                responses[code] = self._get_response_for_code(
+                    response, code, media_types=[JSON], direction=direction
+                )
+        for code, response in responses.items():
+            content = response.get("content")
+            if not content:
+                continue
+            if code >= "400" and JSON in content:
+                # finops.api.csv renders an error as JSON even for ?format=csv.
+                response["content"] = {JSON: content[JSON]}
+            elif CSV in content and content[CSV].get("schema", {}).get("type") != "string":
+                content[CSV] = {"schema": CSV_SCHEMA}
         return responses
+
+    def _get_request_body(self, direction: Any = "request") -> Any:
+        """A body whose schema has required properties is itself required (an inline schema,
+        e.g. the anomaly PATCH's, is not marked so by drf-spectacular)."""
+        body = super()._get_request_body(direction)
+        if body and not body.get("required"):
+            schemas = [media.get("schema", {}) for media in body.get("content", {}).values()]
+            if any(schema.get("required") for schema in schemas):
+                body["required"] = True
+        return body
+
+    def _get_parameters(self) -> list[dict[str, Any]]:
+        """Every query parameter given must have a value (finops.api.negotiation): a string one
+        without an enum (which has no "") says minLength 1, a list (`ordering`) minItems 1."""
+        parameters: list[dict[str, Any]] = super()._get_parameters()
+        for parameter in parameters:
+            schema = parameter.get("schema", {})
+            if parameter["in"] != "query":
+                continue
+            if schema.get("type") == "string" and "enum" not in schema:
+                schema.setdefault("minLength", 1)
+                if not {"pattern", "format"} & schema.keys():
+                    # DRF's text fields refuse a NUL character (a 400), so the schema says so.
+                    schema["pattern"] = NO_NUL_PATTERN
+            elif schema.get("type") == "array":
+                schema.setdefault("minItems", 1)
+        return parameters
 
     def _error_responses(self) -> dict[str, OpenApiResponse]:
         permissions = self.view.get_permissions()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.validators import RegexValidator
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
+from billing_ingest.money import decimal_text
 from billing_ingest.months import MONTH_PATTERN, month_parse
+from finops.api.fields import StrictDateField
 from finops.api.run_efficiency import (
     EFFICIENCY_SCHEMA,
     HEADLINE_SCHEMA,
@@ -17,6 +20,7 @@ from finops.api.run_efficiency import (
     headlines,
     run_key,
 )
+from finops.api.schema import CURRENCY_PATTERN
 from finops.attribution.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
 from finops.attribution.reconciliation_selectors import Reconciliation, ReconciliationRow
@@ -120,7 +124,7 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
 
     def get_mix(self, obj: RunCost) -> dict[str, str]:
         """Cost by how it was bought, decimal strings."""
-        return {kind: str(getattr(obj, f"cost_{kind}")) for kind in MIX_KINDS}
+        return {kind: decimal_text(getattr(obj, f"cost_{kind}")) for kind in MIX_KINDS}
 
     @extend_schema_field(HEADLINE_SCHEMA)
     def get_efficiency(self, obj: RunCost) -> dict[str, Any] | None:
@@ -259,13 +263,15 @@ class CostsQuerySerializer(serializers.Serializer[None]):
         MONTH_PATTERN, required=False, error_messages={"invalid": "Enter a month as YYYY-MM."}
     )
     currency = serializers.CharField(
-        required=False, help_text="ISO 4217 code; default: the reporting currency."
+        required=False,
+        help_text="ISO 4217 code; default: the reporting currency.",
+        validators=[RegexValidator(CURRENCY_PATTERN, message="An ISO 4217 code such as USD.")],
     )
     group_by = serializers.ChoiceField(choices=sorted(COST_GROUP_BY), default="team")
     team = serializers.CharField(required=False, help_text="team slug: that team's cost only")
     interval = serializers.ChoiceField(choices=list(INTERVALS), required=False)
-    since = serializers.DateField(required=False)
-    until = serializers.DateField(required=False)
+    since = StrictDateField(required=False)
+    until = StrictDateField(required=False)
 
     def validate_currency(self, value: str) -> str:
         try:

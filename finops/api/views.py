@@ -20,7 +20,7 @@ from billing_ingest.models import ImportBatch
 from billing_ingest.months import month_format, month_parse
 from finops.api.cache import cached_read
 from finops.api.rows import RUN_VALUES, cost_point_bodies, run_cost_bodies
-from finops.api.schema import month_parameter
+from finops.api.schema import CURRENCY_PATTERN, month_parameter, team_parameter
 from finops.api.serializers import (
     CostPointSerializer,
     CostSeriesReportSerializer,
@@ -111,8 +111,8 @@ class PricingComparisonView(APIView):
 
     @extend_schema(
         parameters=[
-            OpenApiParameter("month", OpenApiTypes.STR, required=True, description="YYYY-MM"),
-            OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
+            month_parameter(required=True),
+            team_parameter(),
         ],
         # One pricing body per team (and billing currency): a list.
         responses={200: {"type": "array", "items": {"type": "object"}}},
@@ -164,7 +164,8 @@ class CostsView(APIView):
             month_parameter(required=False, description="Billing month, YYYY-MM (required "
                             "without interval; with it, instead of since/until)."),
             OpenApiParameter(
-                "currency", OpenApiTypes.STR, description="ISO 4217; default reporting currency"
+                "currency", OpenApiTypes.STR, pattern=CURRENCY_PATTERN,
+                description="ISO 4217; default reporting currency",
             ),
             OpenApiParameter("group_by", OpenApiTypes.STR, enum=sorted(COST_GROUP_BY)),
             OpenApiParameter("team", OpenApiTypes.STR, description="team slug: its cost only"),
@@ -248,7 +249,7 @@ class EndpointsView(APIView):
     @extend_schema(
         parameters=[
             month_parameter(required=True),
-            OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
+            team_parameter(),
         ],
         responses=EndpointMonthSerializer(many=True),
     )

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import date, datetime
 from typing import Any
 
@@ -23,6 +24,9 @@ class MonthField(forms.DateField):
     default_error_messages = {"invalid": "Enter a month as YYYY-MM."}
 
     def to_python(self, value: str | datetime | date | None) -> date | None:
+        # YYYY-MM in ASCII digits, as the API's schema says (strptime takes "2025-9" too).
+        if isinstance(value, str) and value and re.fullmatch(MONTH_PATTERN, value) is None:
+            raise forms.ValidationError(self.error_messages["invalid"], code="invalid")
         month = super().to_python(value)
         if month is not None and not MIN_YEAR <= month.year <= MAX_YEAR:
             raise forms.ValidationError(f"Enter a month from {MIN_YEAR}-01 to {MAX_YEAR}-12.")

@@ -14,6 +14,7 @@ from django.http import HttpResponse
 from django.template.loader import render_to_string
 
 from billing_ingest.csv_safety import csv_safe
+from billing_ingest.money import decimal_text
 from finops.chargeback.selectors import Line, Statement
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
@@ -38,7 +39,7 @@ def statement_filename(statement: Statement, extension: str) -> str:
 
 
 def _text(value: Decimal | None) -> str:
-    return "" if value is None else str(value)
+    return "" if value is None else decimal_text(value)
 
 
 def statement_csv_rows(statement: Statement) -> list[list[str]]:

@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
+from billing_ingest.money import decimal_text
 from billing_ingest.months import month_parse
 from finops.exports.writer import focus_month_export
 
@@ -29,6 +30,8 @@ def export_focus_month(month: str, out: str) -> dict[str, Any]:
         "out": str(result.path),
         "format": result.file_format,
         "rows": result.rows,
-        "billed": {currency: str(total) for currency, total in result.billed.items()},
-        "effective": {currency: str(total) for currency, total in result.effective.items()},
+        "billed": {currency: decimal_text(total) for currency, total in result.billed.items()},
+        "effective": {
+            currency: decimal_text(total) for currency, total in result.effective.items()
+        },
     }

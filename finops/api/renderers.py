@@ -1,0 +1,24 @@
+"""The API's JSON renderer: a Decimal that reaches it unserialized (a report built as plain
+dicts, e.g. a run's pricing) is written as a decimal string without exponent, like every
+DecimalField (COERCE_DECIMAL_TO_STRING), not as DRF's float (0.00001 became 1e-05)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from rest_framework import renderers
+from rest_framework.utils.encoders import JSONEncoder
+
+from billing_ingest.money import decimal_text
+
+
+class DecimalTextEncoder(JSONEncoder):
+    def default(self, obj: Any) -> Any:
+        if isinstance(obj, Decimal):
+            return decimal_text(obj)
+        return super().default(obj)
+
+
+class JSONRenderer(renderers.JSONRenderer):
+    encoder_class = DecimalTextEncoder
