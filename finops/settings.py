@@ -297,13 +297,6 @@ REST_FRAMEWORK = {
         "finops.org.permissions.ViewerReadOnly",
     ],
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
-    # JSON nested deeper than FINOPS_MAX_JSON_DEPTH is a 400 (finops/api/parsers.py); forms
-    # and multipart as DRF's defaults.
-    "DEFAULT_PARSER_CLASSES": [
-        "finops.api.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
     "DEFAULT_SCHEMA_CLASS": "finops.api.schema.FinopsAutoSchema",
     # JSON (and the browsable API) plus CSV downloads: ?format=csv on any list, same filters.
     "DEFAULT_RENDERER_CLASSES": [
@@ -318,7 +311,8 @@ REST_FRAMEWORK = {
     "COERCE_DECIMAL_TO_STRING": True,
     # Bodies are JSON only: a form or multipart body is a 415. Every value then has a JSON type,
     # which the API's fields insist on (finops.api.fields: true is a boolean, "1950.00" a decimal).
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    # JSON nested deeper than FINOPS_MAX_JSON_DEPTH is a 400 (finops/api/parsers.py).
+    "DEFAULT_PARSER_CLASSES": ["finops.api.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     # A query parameter given must have a value: `?team=` is a 400, not "no filter".
     "DEFAULT_CONTENT_NEGOTIATION_CLASS": "finops.api.negotiation.StrictQueryNegotiation",
