@@ -438,7 +438,11 @@ SHAPES = {
                 "account": "SubscriptionId",
                 "text": "ResourceName",
             },
-            optional={"account": "SubscriptionId is informational"},
+            optional={
+                "account": "SubscriptionId is informational",
+                # Legacy usage exports have none: the period follows the usage date.
+                "period": "the billing period follows the usage date",
+            },
             missing_names=AZURE_MISSING,
         ),
         Shape(
@@ -453,7 +457,11 @@ SHAPES = {
                 "account": "subscriptionId",
                 "text": "resourceName",
             },
-            optional={"account": "subscriptionId is informational"},
+            optional={
+                "account": "subscriptionId is informational",
+                # Legacy usage exports have none: the period follows the usage date.
+                "period": "the billing period follows the usage date",
+            },
             missing_names=AZURE_MISSING,
         ),
         Shape(
