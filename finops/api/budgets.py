@@ -22,6 +22,7 @@ from rest_framework.response import Response
 
 from finops.api.cache import cached_read
 from finops.budgets.models import Budget, BudgetAlert
+from finops.budgets.periods import as_of_parse
 from finops.budgets.selectors import (
     BudgetStatus,
     budget_alerts_of_period,
@@ -146,9 +147,9 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
         if not raw:
             return timezone.now().date()
         try:
-            return date.fromisoformat(raw)
+            return as_of_parse(raw)
         except ValueError as exc:
-            raise ApiValidationError({"as_of": ["Use YYYY-MM-DD."]}) from exc
+            raise ApiValidationError({"as_of": [str(exc)]}) from exc
 
     def _body(self, request: Request) -> dict[str, Any]:
         if not isinstance(request.data, dict):
