@@ -8,21 +8,25 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from billing_ingest.models import ImportBatch
 from finops.budgets.models import Budget
 from finops.chargeback.models import ClosedPeriod
 from finops.org.models import Team
 from finops.text import text_clean, text_problem
 from finops.tokens.models import ApiToken
 from finops.tokens.services import TokenError, api_token_create
+from tests.builders import csv_text, focus_row
 
 pytestmark = pytest.mark.django_db
 URL = "/api/v1/budgets/"
@@ -170,3 +174,18 @@ def test_a_team_name_in_the_admin_is_one_line(admin_client: Client) -> None:
     assert not Team.objects.filter(slug="vb").exists()
     ok = admin_client.post("/admin/org/team/add/", {"name": "Vision B", "slug": "vb"})
     assert ok.status_code == 302
+
+
+def test_an_upload_with_a_long_file_name_gets_a_source_that_fits(
+    finance_client: Client, settings: Any, tmp_path: Path
+) -> None:
+    """The default source is "<format>:<file name>": a 250-character name made a 206-character
+    source for a 200-character column (a 500 on PostgreSQL)."""
+    settings.FINOPS_DATA_DIR = tmp_path / "data"
+    text = csv_text([focus_row(ResourceId="i-1", EffectiveCost="1.5")])
+    upload = SimpleUploadedFile("a" * 246 + ".csv", text.encode(), content_type="text/csv")
+    response = finance_client.post("/imports/upload/", {"format": "billing:focus", "file": upload})
+    assert response.status_code == 302
+    batch = ImportBatch.objects.get()
+    assert batch.source == ("focus:" + "a" * 246)[:200]
+    assert batch.status == "succeeded"
