@@ -53,7 +53,7 @@ numbers = st.one_of(
     st.sampled_from(["1950.00", "1950.000000000000", "0.001", "1e400", "sNaN", "-0", "٣", ""]),
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, texts)
-anything = st.recursive(
+anything: st.SearchStrategy[Any] = st.recursive(
     st.one_of(scalars, st.just([]), st.just({})),
     lambda inner: st.one_of(
         st.lists(inner, min_size=1, max_size=4),

@@ -342,8 +342,8 @@ def adjustment_reason(*, close: ClosedPeriod, later: Iterable[ClosedPeriod] = ()
     if run is not None and run.finished_at is not None:
         # What moved the ledger: what the newest run read and the ledger booked at `since`
         # (the run before it) had not, whenever it happened.
-        booked = runs.filter(finished_at__lte=since).first()
-        since = (booked.inputs_at or booked.started_at) if booked is not None else since
+        before = runs.filter(finished_at__lte=since).first()
+        since = (before.inputs_at or before.started_at) if before is not None else since
         until = run.inputs_at or run.started_at
         changes = list(
             MonthChange.objects.filter(
