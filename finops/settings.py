@@ -85,6 +85,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A NUL in the path, a query parameter or a form field is a 400 naming it (finops.text).
+    "finops.text.NulRejectMiddleware",
     # A read-only viewer's POST/PUT/PATCH/DELETE is refused everywhere (pages, admin, API).
     "finops.org.permissions.ViewerReadOnlyMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
@@ -233,6 +235,14 @@ FINOPS_BILL_LAG_DAYS = {
 FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES = env.list(
     "FINOPS_BUDGET_RECURRING_CHARGE_CATEGORIES", default=["Purchase"]
 )
+# Addresses a budget may list as recipients besides the organisation's users (an active user's
+# address always may): whole domains, e.g. "example.com,finance.example.com" (exact domains, a
+# subdomain is listed on its own). Empty: the organisation's users only.
+FINOPS_BUDGET_RECIPIENT_DOMAINS = [
+    d.strip().lower().lstrip("@")
+    for d in env.list("FINOPS_BUDGET_RECIPIENT_DOMAINS", default=[])
+    if d.strip()
+]
 # Absolute links in emails (no request to build them from in a worker).
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.test import Client
 from pytest_django import Settings
 
@@ -201,7 +201,12 @@ def test_smtp_error_is_shown_on_the_budget_page_then_sent(
 ) -> None:
     port = settings.EMAIL_PORT
     settings.EMAIL_PORT = _closed_port()
-    call_command("check_budgets", "--as-of", "2025-09-10", stdout=io.StringIO())
+    out = io.StringIO()
+    # The command says the emails did not go (and exits non-zero), never "alert sent".
+    with pytest.raises(CommandError, match="2 alert email"):
+        call_command("check_budgets", "--as-of", "2025-09-10", stdout=out)
+    assert "alert sent" not in out.getvalue()
+    assert "alert email FAILED: actual 50 %: ConnectionRefusedError" in out.getvalue()
     client.force_login(finance_user)
 
     page = client.get(f"/budgets/{vision_month.pk}/?as_of=2025-09-10").content.decode()

@@ -30,6 +30,12 @@ EXACT_BODY = {
 URL = "/api/v1/budgets/"
 
 
+@pytest.fixture(autouse=True)
+def example_recipients_allowed(settings: Any) -> None:
+    """The addresses these bodies list are of example.com, a domain budgets may mail."""
+    settings.FINOPS_BUDGET_RECIPIENT_DOMAINS = ["example.com"]
+
+
 @pytest.fixture
 def september(team: Team) -> None:
     # Vision: 100 USD every day of September 2025 (AWS, bill lag 1 day).

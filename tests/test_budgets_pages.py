@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -18,6 +19,12 @@ from tests.budget_data import ledger_days
 
 pytestmark = pytest.mark.django_db
 AS_OF = "2025-09-10"
+
+
+@pytest.fixture(autouse=True)
+def example_recipients_allowed(settings: Any) -> None:
+    """The addresses these bodies list are of example.com, a domain budgets may mail."""
+    settings.FINOPS_BUDGET_RECIPIENT_DOMAINS = ["example.com"]
 
 
 @pytest.fixture

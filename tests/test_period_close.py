@@ -17,6 +17,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 from django.test import Client
+from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
 from finops.audit.models import AuditEvent
@@ -300,3 +301,118 @@ def test_a_month_that_does_not_reconcile_cannot_be_closed(bills: Path, finance_u
         period_close(month=SEPT, actor=finance_user)
     assert not ClosedPeriod.objects.exists()
     assert not AuditEvent.objects.exists()
+
+
+# --- issue 25 item 6: only past months that hold data are closed --------------------------------
+
+
+def test_a_month_not_over_or_without_data_cannot_be_closed(
+    bills: Path, finance_user: User, finance_client: Client
+) -> None:
+    today = timezone.localdate()
+    this_month = today.replace(day=1)
+    next_month = (this_month + dt.timedelta(days=32)).replace(day=1)
+    with pytest.raises(PeriodError, match="has not happened yet"):
+        period_close(month=next_month, actor=finance_user)
+    with pytest.raises(PeriodError, match="is not over yet"):
+        period_close(month=this_month, actor=finance_user)
+    with pytest.raises(PeriodError, match="January 1999 holds no bill and no ledger"):
+        period_close(month=dt.date(1999, 1, 1), actor=finance_user)
+    # The page says why.
+    response = finance_client.post(f"/close/{next_month:%Y-%m}/close/", {"reason": ""}, follow=True)
+    assert b"has not happened yet" in response.content
+    response = finance_client.post("/close/1999-01/close/", {"reason": ""}, follow=True)
+    assert b"holds no bill and no ledger" in response.content
+    assert not ClosedPeriod.objects.exists()
+    assert not AuditEvent.objects.exists()
+    # A past month with its bill closes as before.
+    period_close(month=SEPT, actor=finance_user)
+
+
+# --- issue 25 item 8: an adjustment says what really moved the closed month --------------------
+
+
+def _add_rule_in_admin(client: Client, team: Team, value: str) -> None:
+    """A tag rule: line items tagged team=<value> go to `team` (audited: the admin's change)."""
+    response = client.post(
+        "/admin/org/mappingrule/add/",
+        {"kind": "tag", "key": "team", "value": value, "team": team.pk, "priority": 1},
+    )
+    assert response.status_code == 302, response.content[:2000]
+
+
+def test_a_rule_change_is_not_called_a_restated_bill(
+    bills: Path,
+    team: Team,
+    other_team: Team,
+    finance_user: User,
+    client: Client,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    # September is closed, restated (r1 100 -> 112.50), and October closed with that
+    # restatement booked as its adjustment.
+    _close(SEPT, finance_user, django_capture_on_commit_callbacks)
+    ingest(write_focus(bills / "v2.csv", "2025-09", [("r1", "vision", "112.50"),
+                                                     ("r2", "speech", "50.00")]))  # fmt: skip
+    _close(OCT, finance_user, django_capture_on_commit_callbacks)
+    [booked] = statement_get(team=team, month=OCT).adjustments
+    assert booked.reason.startswith("Restated bill for September 2025 after its close: bill")
+
+    # Then finance moves speech's lines to vision with a mapping rule, and re-attributes.
+    client.force_login(finance_user)
+    _add_rule_in_admin(client, team, "speech")
+    call_command("attribute", "--month", "2025-09", stdout=io.StringIO())
+
+    adjustments = {
+        (s.team.slug, a.amount): a.reason
+        for s in statements_build(month=NOV)
+        for a in s.adjustments
+    }
+    assert set(adjustments) == {("vision", Decimal("50")), ("speech", Decimal("-50"))}
+    for reason in adjustments.values():
+        assert "Restated bill" not in reason
+        assert reason.startswith("Rule change: mapping rule ")
+        assert "added by fin on" in reason
+        assert "September 2025 re-attributed on" in reason
+
+
+def test_a_bill_and_a_rule_change_are_both_named(
+    bills: Path,
+    team: Team,
+    finance_user: User,
+    client: Client,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    _close(SEPT, finance_user, django_capture_on_commit_callbacks)
+    client.force_login(finance_user)
+    _add_rule_in_admin(client, team, "speech")
+    ingest(write_focus(bills / "v2.csv", "2025-09", [("r1", "vision", "112.50"),
+                                                     ("r2", "speech", "50.00")]))  # fmt: skip
+    [adjustment] = statement_get(team=team, month=OCT).adjustments
+    assert adjustment.amount == Decimal("62.50")
+    assert "Restated bill for September 2025 after its close: bill (import #" in adjustment.reason
+    assert "Rule change: mapping rule " in adjustment.reason
+
+
+def test_a_reopened_and_closed_again_month_takes_back_what_was_booked(
+    bills: Path,
+    team: Team,
+    finance_user: User,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    _close(SEPT, finance_user, django_capture_on_commit_callbacks)
+    ingest(write_focus(bills / "v2.csv", "2025-09", [("r1", "vision", "112.50"),
+                                                     ("r2", "speech", "50.00")]))  # fmt: skip
+    _close(OCT, finance_user, django_capture_on_commit_callbacks)  # books +12.50 for September
+    period_reopen(month=SEPT, actor=finance_user, reason="AWS credit memo")
+    _close(SEPT, finance_user, django_capture_on_commit_callbacks)  # freezes 112.50
+
+    # September's new statement holds the 12.50 October charged already: November gives it
+    # back, and says why.
+    [november] = statements_build(month=NOV)
+    [adjustment] = november.adjustments
+    assert (adjustment.origin_month, adjustment.amount) == (SEPT, Decimal("-12.50"))
+    assert adjustment.reason.startswith("Reopened period: September 2025 was reopened on ")
+    assert "(“AWS credit memo”)" in adjustment.reason
+    assert "October 2025 booked for it" in adjustment.reason
+    assert "Restated bill" not in adjustment.reason

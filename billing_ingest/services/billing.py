@@ -83,7 +83,8 @@ def billing_default_source(*, format: str, path: Path) -> str:
             if name.lower().endswith(suffix) and len(name) > len(suffix):
                 name = name[: -len(suffix)]
                 stripped = True
-    return f"{format}:{name}"
+    # Cut to the column (ImportBatch.source): a 255-character file name would not fit.
+    return f"{format}:{name}"[: ImportBatch._meta.get_field("source").max_length]
 
 
 # Names beside the exports that are documents, not data, whatever their text looks like:

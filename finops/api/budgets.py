@@ -21,6 +21,7 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from billing_ingest.months import MONTH_PATTERN
 from finops.api.cache import cached_read
 from finops.api.fields import (
     AsciiDecimalField,
@@ -31,6 +32,7 @@ from finops.api.fields import (
     iso_date_parse,
 )
 from finops.budgets.models import Budget, BudgetAlert
+from finops.budgets.periods import as_of_parse
 from finops.budgets.selectors import (
     BudgetStatus,
     budget_alerts_of_period,
@@ -179,7 +181,12 @@ def _status_row(s: BudgetStatus, alerts: list[BudgetAlert]) -> dict[str, Any]:
 
 
 AS_OF = OpenApiParameter(
-    "as_of", OpenApiTypes.DATE, description="YYYY-MM-DD: the period containing it (default today)"
+    "as_of",
+    OpenApiTypes.DATE,
+    # The years as_of_parse takes (MIN_YEAR to MAX_YEAR), as the month parameters'.
+    pattern=MONTH_PATTERN.removesuffix("$") + r"-[0-9]{2}$",
+    description="YYYY-MM-DD from 1970-01-01 to 9998-12-31: the period containing it (default "
+    "today)",
 )
 
 
@@ -204,9 +211,10 @@ class BudgetViewSet(viewsets.ModelViewSet[Budget]):
         if raw is None:
             return timezone.now().date()
         try:
-            return iso_date_parse(raw)
+            iso_date_parse(raw)  # exactly YYYY-MM-DD
+            return as_of_parse(raw)  # of the years a forecast window can reach around
         except ValueError as exc:
-            raise ApiValidationError({"as_of": ["Use YYYY-MM-DD."]}) from exc
+            raise ApiValidationError({"as_of": [str(exc)]}) from exc
 
     def _body(self, request: Request) -> dict[str, Any]:
         """The JSON object sent, once its values have their JSON types (BudgetWriteSerializer:

@@ -14,6 +14,7 @@ from finops.api.fields import StrictBooleanField
 from finops.notifications.models import NotificationPreference
 from finops.notifications.selectors import notification_preference_get
 from finops.notifications.services import notification_preference_set
+from finops.org.permissions import own_account_write
 
 
 class NotificationPreferenceSerializer(serializers.Serializer[Any]):
@@ -29,9 +30,11 @@ class NotificationPreferenceSerializer(serializers.Serializer[Any]):
     )
 
 
+@own_account_write
 class NotificationPreferenceView(APIView):
     """The signed-in user's email settings. Anyone signed in may read and change their own
-    (a viewer only reads); no one else's are reachable here."""
+    (a viewer too: they are the viewer's own, not the organisation's data); no one else's are
+    reachable here. A read-only API token still only reads."""
 
     @extend_schema(responses=NotificationPreferenceSerializer)
     def get(self, request: Request) -> Response:

@@ -7,9 +7,12 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.utils import ErrorDict
 
 from finops.budgets.models import Budget
+from finops.budgets.services import NAME_MAX, PROVIDER_MAX, TAG_KEY_MAX, TAG_VALUE_MAX
 from finops.org.models import Team
+from finops.text import SingleLineCharField
 
 FIELDS = (
     "name", "team", "tag", "provider", "period", "amount", "currency", "thresholds",
@@ -18,10 +21,17 @@ FIELDS = (
 
 
 class BudgetForm(forms.Form):
-    name = forms.CharField(max_length=200, required=False)
+    # Lengths as the service checks them (the inputs' maxlength); it is what rejects.
+    name = SingleLineCharField(max_length=NAME_MAX, required=False)
     team = forms.ChoiceField(required=False)
-    tag = forms.CharField(required=False, help_text="optional: key=value on line items")
-    provider = forms.CharField(required=False, help_text="finance: one provider's cost")
+    tag = SingleLineCharField(
+        max_length=TAG_KEY_MAX + 1 + TAG_VALUE_MAX,
+        required=False,
+        help_text="optional: key=value on line items",
+    )
+    provider = SingleLineCharField(
+        max_length=PROVIDER_MAX, required=False, help_text="finance: one provider's cost"
+    )
     period = forms.ChoiceField(choices=Budget.Period.choices)
     amount = forms.CharField(required=False)
     currency = forms.CharField(max_length=3, required=False)
@@ -66,6 +76,9 @@ class BudgetForm(forms.Form):
         return data
 
     def add_service_errors(self, error: ValidationError) -> None:
+        """Show the service's errors, in place of the fields' own (the same rules, said once)."""
+        self.is_valid()
+        self._errors = ErrorDict()
         for key, messages in error.message_dict.items():
             for message in messages:
                 self.add_error(key if key in self.fields else None, message)

@@ -42,7 +42,7 @@ class Budget(models.Model):
     period = models.CharField(max_length=16, choices=Period.choices, default=Period.MONTH)
     amount = money_field()
     currency = models.CharField(max_length=3)
-    # Percentages of the amount, integers 1..1000, ascending.
+    # Percentages of the amount, ascending (the bounds: finops.budgets.services).
     thresholds = models.JSONField(default=list)
     forecast_thresholds = models.JSONField(default=list)
     # Addresses beside the team's leads.

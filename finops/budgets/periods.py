@@ -5,12 +5,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from billing_ingest.months import month_add
+from billing_ingest.months import MAX_YEAR, MIN_YEAR, month_add
 
 MONTH = "month"
 QUARTER = "quarter"
 YEAR = "year"
 _MONTHS = {MONTH: 1, QUARTER: 3, YEAR: 12}
+
+
+def as_of_parse(text: str) -> date:
+    """A day a person asked the budgets for (?as_of=): YYYY-MM-DD of the years MIN_YEAR to
+    MAX_YEAR (a forecast window reaches back and forth from it: year 1 overflows). ValueError
+    with the message to show."""
+    try:
+        day = date.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError("Use YYYY-MM-DD.") from None
+    if not MIN_YEAR <= day.year <= MAX_YEAR:
+        raise ValueError(f"Use a day from {MIN_YEAR}-01-01 to {MAX_YEAR}-12-31.")
+    return day
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_POST
 
 from finops.budgets.forms import BudgetForm
 from finops.budgets.models import Budget, BudgetOptOut
+from finops.budgets.periods import as_of_parse
 from finops.budgets.selectors import (
     BudgetStatus,
     budget_alert_history,
@@ -29,7 +30,7 @@ from finops.budgets.selectors import (
 )
 from finops.budgets.series import last_ledger_day
 from finops.budgets.services import budget_create, budget_delete, budget_opt_out_set, budget_update
-from finops.org.permissions import user_is_finance
+from finops.org.permissions import own_account_write, user_is_finance
 from finops.org.selectors import team_list_visible
 
 SORTS = {
@@ -55,9 +56,9 @@ def _as_of(request: HttpRequest) -> date:
     if not raw:
         return default_as_of()
     try:
-        return date.fromisoformat(raw)
+        return as_of_parse(raw)
     except ValueError as exc:
-        raise BadRequest("as_of must be YYYY-MM-DD") from exc
+        raise BadRequest(f"as_of: {exc}") from exc
 
 
 def _urgency(s: BudgetStatus) -> tuple[int, Decimal]:
@@ -172,6 +173,7 @@ def budget_edit(request: HttpRequest, pk: int) -> HttpResponse:
     return _form_page(request, _visible_budget(request, pk))
 
 
+@own_account_write  # the user's own emails: a viewer may stop them too
 @login_required
 @require_POST
 def budget_opt_out(request: HttpRequest, pk: int) -> HttpResponse:

@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from billing_ingest.months import month_add
 from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from finops.audit.services import audit_record
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
@@ -22,6 +23,7 @@ from finops.chargeback.selectors import (
     team_lead_emails,
 )
 from finops.notifications.services import notification_enqueue
+from finops.text import text_problem
 
 AnyUser = AbstractBaseUser | AnonymousUser
 
@@ -66,9 +68,27 @@ def period_close(*, month: date, actor: AnyUser | None, reason: str = "") -> Clo
     month = month.replace(day=1)
     if month_is_closed(month):
         raise PeriodError(f"{month:%B %Y} is already closed.")
+    problem = text_problem(reason, single_line=False)
+    if problem is not None:
+        raise PeriodError(f"Reason: {problem}")
+    today = timezone.localdate()
+    if month > today.replace(day=1):
+        raise PeriodError(f"{month:%B %Y} has not happened yet: only past months are closed.")
+    if month == today.replace(day=1):
+        after = month_add(month, 1)
+        raise PeriodError(
+            f"{month:%B %Y} is not over yet: it can be closed from "
+            f"{after.day} {after:%B %Y}, once its bills are in."
+        )
+    reconciliation = reconciliation_for_month(month=month)
+    if not reconciliation.by_account:
+        raise PeriodError(
+            f"{month:%B %Y} holds no bill and no ledger: there is nothing to close "
+            "(import its bills first)."
+        )
     unbalanced = [
         f"{row.provider or '(none)'} {row.billing_account_id} {row.currency}: {row.difference}"
-        for row in reconciliation_for_month(month=month).by_account
+        for row in reconciliation.by_account
         if not row.balanced
     ]
     if unbalanced:
@@ -118,6 +138,9 @@ def period_reopen(*, month: date, actor: AnyUser | None, reason: str) -> ClosedP
     month = month.replace(day=1)
     if not reason.strip():
         raise PeriodError("Say why the month is reopened.")
+    problem = text_problem(reason, single_line=False)
+    if problem is not None:
+        raise PeriodError(f"Reason: {problem}")
     with transaction.atomic():
         close = (
             ClosedPeriod.objects.select_for_update()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from finops.notifications.models import EmailNotification, NotificationPreferenc
 from finops.notifications.selectors import addresses_not_wanting
 from finops.org.services import data_version_bump
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 # A claim older than this belongs to a worker that died mid-send: another may take it over.
 STALE_CLAIM = dt.timedelta(minutes=10)
 
@@ -36,6 +38,9 @@ def notification_enqueue(
     addresses of users who declined emails of `kind` (NotificationPreference) are left out;
     None too when nobody is left.
     """
+    # A header holds one line: a control character from a name (a newline in a budget's name
+    # stored before names were checked) would fail the email at every try.
+    subject = " ".join(_CONTROL.sub(" ", subject).split())
     declined = addresses_not_wanting(kind=kind, addresses=recipients)
     recipients = [a for a in recipients if a.strip() and a.strip().lower() not in declined]
     if not recipients:

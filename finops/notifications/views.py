@@ -12,8 +12,10 @@ from django.views.decorators.http import require_http_methods
 from finops.notifications.forms import NotificationPreferenceForm
 from finops.notifications.selectors import notification_preference_get
 from finops.notifications.services import notification_preference_set
+from finops.org.permissions import own_account_write
 
 
+@own_account_write  # anyone signed in, a viewer too, chooses their own emails
 @login_required
 @require_http_methods(["GET", "POST"])
 def preferences(request: HttpRequest) -> HttpResponse:

@@ -105,13 +105,37 @@ class IsFinance(BasePermission):
         return user_may_edit(user)
 
 
+# Marks a view (a function, or an API view class) that changes only the signed-in user's own
+# account: their API tokens, their email settings, their opt-out of a budget's emails. A viewer
+# may write there: the role is read-only on the organisation's data, not on the viewer's own.
+OWN_ACCOUNT_ATTR = "finops_own_account_write"
+
+_View = Any
+
+
+def own_account_write(view: _View) -> _View:
+    """Decorator: `view` changes nothing but the signed-in user's own account (see above)."""
+    setattr(view, OWN_ACCOUNT_ATTR, True)
+    return view
+
+
+def view_writes_own_account(view: Any) -> bool:
+    """Whether a resolved view (a function, an APIView, or as_view()'s function) is marked."""
+    return bool(
+        getattr(view, OWN_ACCOUNT_ATTR, False)
+        or getattr(getattr(view, "cls", None), OWN_ACCOUNT_ATTR, False)
+        or getattr(getattr(view, "view_class", None), OWN_ACCOUNT_ATTR, False)
+    )
+
+
 class ViewerReadOnly(BasePermission):
-    """DRF permission (a default for every view): a viewer may read, never write."""
+    """DRF permission (a default for every view): a viewer may read, never write (but to
+    their own account: own_account_write)."""
 
     message = "The viewer role is read-only."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
-        if request.method in SAFE_METHODS:
+        if request.method in SAFE_METHODS or view_writes_own_account(view):
             return True
         user: Any = request.user
         return not (user and user_is_viewer(user))
@@ -123,17 +147,28 @@ _VIEWER_POST_ALLOWED = ("/accounts/login/", "/accounts/logout/", "/admin/logout/
 
 class ViewerReadOnlyMiddleware:
     """Refuses every unsafe request of a session-authenticated viewer (pages, admin, API), so
-    a page added later cannot forget the check. Token-authenticated API calls are refused by
-    ViewerReadOnly, since DRF authenticates tokens after the middleware ran."""
+    a page added later cannot forget the check; views marked own_account_write are let
+    through. Token-authenticated API calls are refused by ViewerReadOnly, since DRF
+    authenticates tokens after the middleware ran."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_view(
+        self,
+        request: HttpRequest,
+        view_func: Callable[..., HttpResponse],
+        view_args: Any,
+        view_kwargs: Any,
+    ) -> HttpResponse | None:
         if (
             request.method not in SAFE_METHODS
             and request.path not in _VIEWER_POST_ALLOWED
+            and not view_writes_own_account(view_func)
             and user_is_viewer(request.user)
         ):
             return HttpResponseForbidden("The viewer role is read-only.")
-        return self.get_response(request)
+        return None

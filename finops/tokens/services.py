@@ -12,7 +12,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from finops.org.permissions import user_is_viewer
 from finops.org.selectors import team_list_visible
+from finops.text import text_problem
 from finops.tokens.models import KEY_PREFIX, ApiToken, key_hash
 
 # Shown beside the name: enough to tell tokens apart, far too little to guess the rest.
@@ -20,6 +22,7 @@ DISPLAY_PREFIX_LENGTH = 10
 # Writing last_used_at on every request would turn each dashboard read into a write.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 MAX_EXPIRY_DAYS = 3650
+NAME_MAX = 100  # ApiToken.name
 
 
 class TokenError(ValueError):
@@ -40,13 +43,23 @@ def api_token_create(
     team_slugs: Iterable[str] = (),
     expires_in_days: int | None = None,
 ) -> CreatedToken:
-    """A new token for `user`. The teams must be among those the user may see."""
+    """A new token for `user`. The teams must be among those the user may see; a viewer's
+    tokens are read-only, as the viewer is."""
+    problem = text_problem(name)
+    if problem is not None:
+        raise TokenError(f"Name: {problem}")
     name = name.strip()
     if not name:
         raise TokenError("A token needs a name.")
+    if len(name) > NAME_MAX:
+        raise TokenError(f"A token's name has at most {NAME_MAX} characters.")
+    if user_is_viewer(user) and not read_only:
+        raise TokenError("Your role is read-only, so are your tokens: make it read-only.")
     if expires_in_days is not None and not 1 <= expires_in_days <= MAX_EXPIRY_DAYS:
         raise TokenError(f"Expiry must be 1 to {MAX_EXPIRY_DAYS} days.")
     slugs = sorted(set(team_slugs))
+    if any(text_problem(slug) is not None for slug in slugs):
+        raise TokenError("A team slug holds a control character.")
     teams = list(team_list_visible(user=user).filter(slug__in=slugs))
     unknown = sorted(set(slugs) - {t.slug for t in teams})
     if unknown:

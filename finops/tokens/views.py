@@ -12,6 +12,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods, require_POST
 
+from finops.org.permissions import own_account_write, user_is_viewer
 from finops.org.selectors import team_list_visible
 from finops.tokens.forms import ApiTokenForm
 from finops.tokens.models import ApiToken
@@ -19,14 +20,16 @@ from finops.tokens.selectors import api_token_list_for_user
 from finops.tokens.services import TokenError, api_token_create, api_token_revoke
 
 
+@own_account_write  # a viewer makes and revokes their own (read-only) tokens
 @never_cache  # the response that shows a new key must not sit in any cache
 @login_required
 @require_http_methods(["GET", "POST"])
 def token_list(request: HttpRequest) -> HttpResponse:
     teams = team_list_visible(user=request.user)
+    viewer = user_is_viewer(request.user)
     new_key = None
     if request.method == "POST":
-        form = ApiTokenForm(request.POST, teams=teams)
+        form = ApiTokenForm(request.POST, teams=teams, read_only_role=viewer)
         if form.is_valid():
             try:
                 created = api_token_create(
@@ -41,9 +44,9 @@ def token_list(request: HttpRequest) -> HttpResponse:
             else:
                 # Rendered, not redirected: the key exists in clear only in this response.
                 new_key = created.key
-                form = ApiTokenForm(teams=teams)
+                form = ApiTokenForm(teams=teams, read_only_role=viewer)
     else:
-        form = ApiTokenForm(teams=teams)
+        form = ApiTokenForm(teams=teams, read_only_role=viewer)
     context: dict[str, Any] = {
         "form": form,
         "tokens": api_token_list_for_user(user=request.user),  # type: ignore[arg-type]
@@ -54,6 +57,7 @@ def token_list(request: HttpRequest) -> HttpResponse:
     return render(request, "tokens/list.html", context)
 
 
+@own_account_write
 @login_required
 @require_POST
 def token_revoke(request: HttpRequest, pk: int) -> HttpResponse:

@@ -1,9 +1,12 @@
 """`manage.py check_budgets [--as-of YYYY-MM-DD]`: evaluate every active budget, send due alerts
-once, print each budget's actual, forecast and the alerts it sent."""
+once, print each budget's actual, forecast and what became of each alert's email: sent (the
+SMTP server accepted it), queued (a worker sends it), failed (with the error; the command then
+exits non-zero) or none (nobody to send it to). Never "sent" for an email that did not go."""
 
 from __future__ import annotations
 
 from argparse import ArgumentParser
+from collections import Counter
 from datetime import date
 from typing import Any
 
@@ -11,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from finops.budgets.services import budgets_evaluate_active
+from finops.notifications.models import EmailNotification
 
 
 def _day(text: str) -> date:
@@ -29,6 +33,10 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         as_of: date = options["as_of"] or timezone.now().date()
         evaluations = budgets_evaluate_active(as_of=as_of)
+        # Read after the evaluations committed: an eager send has happened by now.
+        ids = [a.notification_id for e in evaluations for a in e.sent if a.notification_id]
+        emails = EmailNotification.objects.in_bulk(ids)
+        outcomes: Counter[str] = Counter()
         for e in evaluations:
             s = e.status
             b = s.budget
@@ -43,7 +51,28 @@ class Command(BaseCommand):
                 f"of {b.amount:,.2f} {b.currency}"
             )
             for alert in e.sent:
-                crossed = f"crossed on {alert.crossed_on}"
-                self.stdout.write(f"  alert sent: {alert.kind} {alert.threshold} % ({crossed})")
-        sent = sum(len(e.sent) for e in evaluations)
-        self.stdout.write(f"{len(evaluations)} budgets, {sent} alerts sent")
+                what = f"{alert.kind} {alert.threshold} % (crossed on {alert.crossed_on})"
+                email = emails.get(alert.notification_id) if alert.notification_id else None
+                if email is None:
+                    outcomes["without recipients"] += 1
+                    self.stdout.write(f"  alert raised, no email: {what} (nobody to send it to)")
+                elif email.status == EmailNotification.Status.SENT:
+                    outcomes["sent"] += 1
+                    self.stdout.write(f"  alert sent: {what}")
+                elif email.status == EmailNotification.Status.FAILED:
+                    outcomes["failed"] += 1
+                    self.stdout.write(
+                        self.style.ERROR(f"  alert email FAILED: {what}: {email.last_error}")
+                    )
+                else:
+                    outcomes["queued"] += 1
+                    self.stdout.write(f"  alert queued: {what} (a worker sends it)")
+        counts = ", ".join(
+            f"{outcomes[k]} {k}" for k in ("sent", "queued", "failed", "without recipients")
+        )
+        self.stdout.write(f"{len(evaluations)} budgets, alerts: {counts}")
+        if outcomes["failed"]:
+            raise CommandError(
+                f"{outcomes['failed']} alert email(s) failed (see above); the outbox retries "
+                "what a retry can fix"
+            )
