@@ -44,6 +44,7 @@ from finops.budgets.selectors import (
     budget_statuses,
 )
 from finops.budgets.services import (
+    MAX_THRESHOLDS,
     THRESHOLD_MAX,
     THRESHOLD_MIN,
     budget_create,
@@ -76,8 +77,14 @@ class BudgetWriteSerializer(serializers.Serializer[dict[str, Any]]):
     period = serializers.ChoiceField(
         choices=Budget.Period.choices, required=False, help_text="default: month"
     )
+    # The budgets service checks the digits (15, 2 places after trailing zeros are dropped: a
+    # client may send back "1950.000000000000"); the schema says the same with its pattern.
     amount = AsciiDecimalField(
-        max_digits=17, decimal_places=2, coerce_to_string=True, help_text='> 0, e.g. "1950.00"'
+        max_digits=None,
+        decimal_places=None,
+        coerce_to_string=True,
+        help_text='> 0, e.g. "1950.00"',
+        schema_pattern=r"^-?[0-9]{1,15}(\.[0-9]{0,2}0*)?$",
     )
     currency = StrictCharField(
         required=False,
@@ -85,14 +92,16 @@ class BudgetWriteSerializer(serializers.Serializer[dict[str, Any]]):
         validators=[RegexValidator(r"^[A-Za-z]{3}$", message="An ISO 4217 code such as USD.")],
     )
     thresholds = serializers.ListField(
-        child=StrictIntegerField(min_value=THRESHOLD_MIN, max_value=THRESHOLD_MAX),
+        child=StrictIntegerField(),
         required=False,
-        help_text="% of the amount on actual cost",
+        help_text=f"% of the amount on actual cost: {THRESHOLD_MIN} to {THRESHOLD_MAX}, at most "
+        f"{MAX_THRESHOLDS} (the budgets service checks them)",
     )
     forecast_thresholds = serializers.ListField(
-        child=StrictIntegerField(min_value=THRESHOLD_MIN, max_value=THRESHOLD_MAX),
+        child=StrictIntegerField(),
         required=False,
-        help_text="% of the amount on the forecast",
+        help_text=f"% of the amount on the forecast: {THRESHOLD_MIN} to {THRESHOLD_MAX}, at most "
+        f"{MAX_THRESHOLDS}",
     )
     recipients = serializers.ListField(child=StrictEmailField(), required=False)
     active = StrictBooleanField(required=False, help_text="true or false (default true)")

@@ -148,6 +148,12 @@ class AsciiDecimalField(serializers.DecimalField):
         "invalid": 'Must be a decimal string of ASCII digits, e.g. "1950.00".',
     }
 
+    def __init__(self, *args: Any, schema_pattern: str | None = None, **kwargs: Any) -> None:
+        # The schema's pattern where the digits are checked elsewhere (default: from
+        # max_digits and decimal_places).
+        self.schema_pattern = schema_pattern
+        super().__init__(*args, **kwargs)
+
     def to_internal_value(self, data: Any) -> Decimal:
         if not isinstance(data, str) or _ASCII_DECIMAL.fullmatch(data) is None:
             self.fail("invalid")
@@ -167,8 +173,7 @@ class AsciiDecimalFieldExtension(OpenApiSerializerFieldExtension):
         schema.update(
             type="string",
             format="decimal",
-            pattern=decimal_pattern(
-                max_digits=field.max_digits, decimal_places=field.decimal_places
-            ),
+            pattern=field.schema_pattern
+            or decimal_pattern(max_digits=field.max_digits, decimal_places=field.decimal_places),
         )
         return schema

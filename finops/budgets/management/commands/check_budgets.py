@@ -51,22 +51,27 @@ class Command(BaseCommand):
                 f"of {b.amount:,.2f} {b.currency}"
             )
             for alert in e.sent:
-                what = f"{alert.kind} {alert.threshold} % (crossed on {alert.crossed_on})"
+                what = f"{alert.kind} {alert.threshold} %"
+                crossed = f"(crossed on {alert.crossed_on})"
                 email = emails.get(alert.notification_id) if alert.notification_id else None
                 if email is None:
                     outcomes["without recipients"] += 1
-                    self.stdout.write(f"  alert raised, no email: {what} (nobody to send it to)")
+                    self.stdout.write(
+                        f"  alert raised, no email: {what} (nobody to send it to) {crossed}"
+                    )
                 elif email.status == EmailNotification.Status.SENT:
                     outcomes["sent"] += 1
-                    self.stdout.write(f"  alert sent: {what}")
+                    self.stdout.write(f"  alert sent: {what} {crossed}")
                 elif email.status == EmailNotification.Status.FAILED:
                     outcomes["failed"] += 1
                     self.stdout.write(
-                        self.style.ERROR(f"  alert email FAILED: {what}: {email.last_error}")
+                        self.style.ERROR(
+                            f"  alert email FAILED: {what}: {email.last_error} {crossed}"
+                        )
                     )
                 else:
                     outcomes["queued"] += 1
-                    self.stdout.write(f"  alert queued: {what} (a worker sends it)")
+                    self.stdout.write(f"  alert queued: {what} {crossed} (a worker sends it)")
         counts = ", ".join(
             f"{outcomes[k]} {k}" for k in ("sent", "queued", "failed", "without recipients")
         )
