@@ -75,6 +75,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "billing_account_id": ("BillingAccountId",),
     "billing_account_name": ("BillingAccountName",),
     "subscription_id": ("SubscriptionId", "SubscriptionGuid"),
+    "subscription_name": ("SubscriptionName",),
     "meter_category": ("MeterCategory",),
     "meter_subcategory": ("MeterSubCategory",),
     "meter_name": ("MeterName",),
@@ -99,6 +100,8 @@ _REQUIRED = ("date", "cost", "currency", "billing_period_start")
 _FIELD_SOURCE = {
     "billing_account_id": "billing_account_id",
     "sub_account_id": "subscription_id",
+    "billing_account_name": "billing_account_name",
+    "sub_account_name": "subscription_name",
     "service_name": "meter_category",
     "sku_id": "meter_id",
     "region_id": "location",
@@ -268,6 +271,8 @@ class _AzureRow:
             "billing_account_id": self._str(cells, "billing_account_id")
             or self._str(cells, "billing_account_name"),
             "sub_account_id": self._str(cells, "subscription_id"),
+            "billing_account_name": self._str(cells, "billing_account_name"),
+            "sub_account_name": self._str(cells, "subscription_name"),
             "charge_period_start": midnight_utc(day),
             "charge_period_end": midnight_utc(day + timedelta(days=1)),
             "charge_category": category,
