@@ -216,6 +216,11 @@ class CostLineItem(models.Model):
     provider_name = models.CharField(max_length=100, blank=True)
     billing_account_id = models.CharField(max_length=200, blank=True)
     sub_account_id = models.CharField(max_length=200, blank=True)
+    # Display names as the source gave them (FOCUS BillingAccountName / SubAccountName, CUR 2.0
+    # bill_payer_account_name / line_item_usage_account_name, GCP project.name, Azure
+    # BillingAccountName / SubscriptionName); "" when the source has none.
+    billing_account_name = models.CharField(max_length=200, blank=True)
+    sub_account_name = models.CharField(max_length=200, blank=True)
     charge_period_start = models.DateTimeField()
     charge_period_end = models.DateTimeField()
     charge_category = models.CharField(max_length=32, blank=True)
@@ -238,6 +243,11 @@ class CostLineItem(models.Model):
     effective_cost = money_field()
     billing_currency = models.CharField(max_length=3)
     tags = models.JSONField(default=dict, blank=True)
+    # The credits the source applied to this row, as it gave them (GCP's `credits` array:
+    # [{"type": "PROMOTION", "name": ..., "amount": "-0.000005", "id": ..., "full_name": ...}],
+    # amounts as decimal text). They are already in BilledCost and EffectiveCost; kept so that
+    # what reduced the row stays visible (the FOCUS export's x_Credits).
+    x_credits = models.JSONField(default=list, blank=True)
     x_instance_type = models.CharField(max_length=100, blank=True)
     x_gpu_count = models.PositiveSmallIntegerField(null=True, blank=True)
     x_gpu_model = models.CharField(max_length=50, blank=True)

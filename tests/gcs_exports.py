@@ -68,12 +68,12 @@ def uploaded(*shards: bytes) -> list[dict[str, Any]]:
 
 
 def gcs_totals(*shards: bytes) -> tuple[Decimal, Decimal]:
-    """(BilledCost, EffectiveCost) summed straight from the uploaded rows: cost, and cost plus
-    its credits."""
+    """(BilledCost, EffectiveCost) summed straight from the uploaded rows: both cost plus its
+    credits, which is what Google invoices."""
     records = uploaded(*shards)
-    billed = sum((r["cost"] for r in records), Decimal(0))
+    cost = sum((r["cost"] for r in records), Decimal(0))
     credits = sum((c["amount"] for r in records for c in r["credits"]), Decimal(0))
-    return billed, billed + credits
+    return cost + credits, cost + credits
 
 
 def ledger_totals(source: str, month: str) -> tuple[Decimal, Decimal]:

@@ -294,13 +294,13 @@ class RecordedBigQuery:
 
 
 def cost_of(pages: list[list[dict]]) -> tuple[Decimal, Decimal]:
-    """(billed, effective) computed from the recorded cells: cost, and cost + credits."""
-    billed = effective = Decimal(0)
+    """(billed, effective) computed from the recorded cells: both cost + credits, which is what
+    Google invoices (credits are negative)."""
+    net = Decimal(0)
     for page in pages:
         for row in page:
             values = row["f"]
             cost = Decimal(values[SELECTED.index("cost")]["v"])
             credits = values[SELECTED.index("credits")]["v"]
-            billed += cost
-            effective += cost + sum(Decimal(c["v"]["f"][1]["v"]) for c in credits)
-    return billed, effective
+            net += cost + sum(Decimal(c["v"]["f"][1]["v"]) for c in credits)
+    return net, net

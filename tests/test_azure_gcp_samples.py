@@ -1,10 +1,10 @@
 """Every Azure and GCP sample in ../shared/samples parses, and its totals equal a direct sum.
 
 The expectations are computed here from the raw file with csv + Decimal, independently of the
-parsers: Azure's cost column summed; GCP's cost plus credit amounts (credits read here with
-ast.literal_eval / json, not with the parser's reader). Parsers quantize each money value to
-MONEY_QUANTUM, so parsed totals equal the sum of per-row quantized values exactly and the raw sum
-to within half a quantum per value.
+parsers: Azure's cost column summed; GCP's cost plus credit amounts for both BilledCost and
+EffectiveCost (credits read here with ast.literal_eval / json, not with the parser's reader).
+Parsers quantize each money value to MONEY_QUANTUM, so parsed totals equal the sum of per-row
+quantized values exactly and the raw sum to within half a quantum per value.
 """
 
 from __future__ import annotations
@@ -93,9 +93,10 @@ def expected_gcp(path: Path) -> Expected:
         amounts = credit_amounts(row["credits"])
         expected.rows += 1
         expected.values += 1 + len(amounts)
-        expected.billed_raw += cost
+        # Google invoices the net: BilledCost and EffectiveCost are both cost + credits.
+        expected.billed_raw += cost + sum(amounts, Decimal(0))
         expected.effective_raw += cost + sum(amounts, Decimal(0))
-        expected.billed_q += q(cost)
+        expected.billed_q += q(cost) + sum((q(a) for a in amounts), Decimal(0))
         expected.effective_q += q(cost) + sum((q(a) for a in amounts), Decimal(0))
         expected.currencies.add(row["currency"])
         month = row["invoice.month"]
@@ -169,3 +170,22 @@ def test_ingest_billing_loads_the_same_totals(
         assert batch.row_count == expected.rows
         assert set(batch.currency_totals) == expected.currencies
         assert batch.billing_periods == sorted(p.strftime("%Y-%m") for p in expected.periods)
+
+
+@pytest.mark.parametrize(("folder", "fmt"), [("azure", "azure"), ("gcp", "gcp-bigquery")])
+def test_account_names_are_kept_as_the_file_gives_them(
+    samples_dir: Path, folder: str, fmt: str
+) -> None:
+    """Azure's BillingAccountName and SubscriptionName, GCP's project.name: stored beside the
+    ids (the FOCUS export's BillingAccountName and SubAccountName), never replaced by them."""
+    parse = billing_parser(fmt)
+    names = ("BillingAccountName", "SubscriptionName") if fmt == "azure" else (None, "project.name")
+    for path in sample_files(samples_dir, folder):
+        rows = read_csv(path)
+        items = [item for chunk in parse(path, file_label=path.name) for item in chunk]
+        account, sub = names
+        expected_sub = [pick(row, sub) for row in rows]
+        assert [item["sub_account_name"] for item in items] == expected_sub, path.name
+        assert any(expected_sub), path.name
+        expected_account = [pick(row, account) if account else "" for row in rows]
+        assert [item["billing_account_name"] for item in items] == expected_account, path.name

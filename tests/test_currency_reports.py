@@ -3,15 +3,19 @@ native amounts beside, and turn a missing rate into an explicit error, never a s
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
+import io
 import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 from pytest_django import DjangoAssertNumQueries, Settings
@@ -24,7 +28,7 @@ from finops.currency.selectors import money_round
 from finops.org.models import Team
 from finops.web.templatetags.finops_tags import money
 from tests.client_types import Response
-from tests.factories import Scenario, TeamDailyCostFactory, TeamFactory
+from tests.factories import CostLineItemFactory, Scenario, TeamDailyCostFactory, TeamFactory
 
 MONTH = dt.date(2025, 9, 1)
 EUR_USD = Decimal("1.1717")
@@ -137,6 +141,85 @@ def test_reconciliation_stays_native_with_a_converted_grand_total(
     expected = Decimal("1500.875") + Decimal(50) * EUR_USD
     assert f'data-testid="converted-grand-total">{money(expected)}<' in html
     assert "Grand total, converted to USD" in html
+
+
+# --- a month billed in another currency only ----------------------------------------------
+
+# A CUR 2.0 export billed in NOK (hand-made, fixtures/billing/README.md); no NOK rate is loaded.
+NOK_CUR = (
+    Path(__file__).resolve().parent.parent / "fixtures" / "billing" / "aws-cur2-nok-2025-06.csv"
+)
+NOK_MONTH = "2025-06"
+
+
+@pytest.fixture
+def nok_month(db: None) -> Decimal:
+    """The NOK month imported and attributed; returns its bill, summed from the file."""
+    call_command("ingest_billing", "--format", "aws-cur", str(NOK_CUR), "--no-attribute",
+                 stdout=io.StringIO())  # fmt: skip
+    call_command("attribute", "--month", NOK_MONTH, stdout=io.StringIO())
+    with NOK_CUR.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["line_item_currency_code"] for row in rows} == {"NOK"}
+    return sum((Decimal(row["line_item_unblended_cost"]) for row in rows), Decimal(0))
+
+
+def test_a_month_billed_only_in_nok_shows_its_bill_not_a_zero(
+    finance_api: APIClient, finance_client: Client, nok_month: Decimal
+) -> None:
+    body = finance_api.get("/api/v1/reconciliation/", {"month": NOK_MONTH}).json()
+    # The bill in its own currency at the top level, as invoiced: never 0 in USD.
+    assert body["currency"] == "NOK"
+    assert Decimal(body["amortised_cost"]) == Decimal(body["invoiced_cost"]) == nok_month
+    assert Decimal(body["billed"]) == nok_month  # the deprecated alias too
+    assert sum((Decimal(v) for v in body["attributed"].values()), Decimal(0)) == nok_month
+    assert Decimal(body["difference"]) == 0
+    assert [(t["currency"], Decimal(t["invoiced_cost"])) for t in body["totals_by_currency"]] == [
+        ("NOK", nok_month)
+    ]
+    # And what to load to see it converted.
+    assert "NOK\u2192USD" in body["note"]
+    assert "load_fx_rates" in body["note"]
+    assert body["converted"]["total"] is None
+
+    html = _text(finance_client.get(reverse("web:reconciliation"), {"month": NOK_MONTH}))
+    assert f'data-testid="invoiced-NOK">{money(nok_month)}<' in html
+    assert 'data-testid="invoiced-USD"' not in html
+    note = re.search(r'data-testid="currency-note">([^<]*)<', html)
+    assert note is not None
+    assert "Billed in NOK only" in note[1]
+    assert "load_fx_rates" in note[1]
+
+
+def test_with_the_nok_rate_loaded_the_note_says_it_is_converted(
+    finance_api: APIClient, nok_month: Decimal
+) -> None:
+    _rate(dt.date(2025, 5, 30), "NOK", "USD", "0.0987")
+    body = finance_api.get("/api/v1/reconciliation/", {"month": NOK_MONTH}).json()
+    assert body["currency"] == "NOK"
+    assert "load_fx_rates" not in body["note"]
+    assert Decimal(body["converted"]["total"]) == money_round(
+        Fraction(nok_month) * Fraction("0.0987")
+    )
+
+
+def test_two_other_currencies_give_no_single_figure(
+    finance_api: APIClient, nok_month: Decimal
+) -> None:
+    first = dt.date.fromisoformat(f"{NOK_MONTH}-01")
+    CostLineItemFactory.create(
+        billing_period=first, billing_currency="EUR", billed_cost=Decimal("7.5"),
+        effective_cost=Decimal("7.5"), batch__billing_periods=[NOK_MONTH],
+    )  # fmt: skip
+    body = finance_api.get("/api/v1/reconciliation/", {"month": NOK_MONTH}).json()
+    assert body["currency"] is None
+    for key in ("amortised_cost", "invoiced_cost", "billed", "billed_cost", "difference"):
+        assert body[key] is None, key
+    assert "EUR and NOK" in body["note"]
+    assert {t["currency"]: Decimal(t["invoiced_cost"]) for t in body["totals_by_currency"]} == {
+        "EUR": Decimal("7.5"),
+        "NOK": nok_month,
+    }
 
 
 # --- exactness ----------------------------------------------------------------------------

@@ -148,11 +148,14 @@ def test_a_local_folder_of_json_lines_shards_is_one_batch(tmp_path: Path) -> Non
     every = [record for shard in shards for record in shard]
     assert (batch.status, batch.row_count) == (ImportBatch.Status.SUCCEEDED, len(every))
     assert batch.parts.count() == len(shards)
-    billed = sum((record["cost"] for record in every), Decimal(0))
+    cost = sum((record["cost"] for record in every), Decimal(0))
     credits = sum((c["amount"] for record in every for c in record["credits"]), Decimal(0))
     rows = CostLineItem.objects.filter(batch=batch)
-    assert sum((row.billed_cost for row in rows), Decimal(0)) == billed
-    assert sum((row.effective_cost for row in rows), Decimal(0)) == billed + credits
+    # Google invoices cost + credits: BilledCost and EffectiveCost are both the net.
+    assert sum((row.billed_cost for row in rows), Decimal(0)) == cost + credits
+    assert sum((row.effective_cost for row in rows), Decimal(0)) == cost + credits
+    # The parts' credits add up in the batch's totals, by type.
+    assert Decimal(batch.currency_totals["USD"]["credits"]["SUSTAINED_USAGE"]) == credits
 
 
 # ------------------------------------------------------------------ local file names

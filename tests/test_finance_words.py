@@ -1,15 +1,21 @@
 """Finance's words: "Amortised cost" (EffectiveCost) and "Invoiced cost" (BilledCost) on the
-pages and in the API, the old API names kept as deprecated aliases."""
+pages, in the API (the old API names kept as deprecated aliases) and in the `attribute`
+command's summary."""
 
 from __future__ import annotations
 
+import datetime as dt
+import io
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.test import Client
 from rest_framework.test import APIClient
 
+from billing_ingest.models import CostLineItem
 from finops.web.templatetags.finops_tags import money
 from tests.factories import Scenario
 
@@ -52,3 +58,33 @@ def test_api_new_names_and_deprecated_aliases(scenario: Scenario, finance_user: 
         assert props["billed_cost"]["deprecated"] is True
         assert "deprecated" not in props["amortised_cost"]
         assert "deprecated" not in props["invoiced_cost"]
+
+
+# A legacy CUR month with a reserved instance (hand-made, fixtures/scenarios/aws-legacy-cur-slurm):
+# its amortised cost (EffectiveCost) and invoiced cost (BilledCost) differ.
+RESERVED_CUR = (
+    Path(__file__).resolve().parent.parent
+    / "fixtures"
+    / "scenarios"
+    / "aws-legacy-cur-slurm"
+    / "legacy-cur-2025-06.csv"
+)
+
+
+def test_attribute_summary_names_amortised_and_invoiced_cost(db: None) -> None:
+    call_command(
+        "ingest_billing", "--format", "aws-cur", str(RESERVED_CUR), "--no-attribute",
+        stdout=io.StringIO(),
+    )  # fmt: skip
+    out = io.StringIO()
+    call_command("attribute", "--month", "2025-06", stdout=out)
+    summary = out.getvalue()
+    items = list(CostLineItem.objects.filter(billing_period=dt.date(2025, 6, 1)))
+    amortised = sum((i.effective_cost for i in items), Decimal(0))
+    invoiced = sum((i.billed_cost for i in items), Decimal(0))
+    assert amortised != invoiced  # the reservation: amortised onto usage, invoiced as fees
+    (line,) = [line for line in summary.splitlines() if "conservation AWS" in line]
+    assert f"amortised cost {amortised:f} allocated {amortised:f}" in line
+    assert f"(invoiced cost {invoiced:f})" in line
+    assert "ledger by category (amortised cost)" in summary
+    assert "billed" not in summary.lower()

@@ -95,6 +95,14 @@ def test_a_month_is_queried_with_a_parameter_and_imported_as_one_batch(
     rows = CostLineItem.objects.filter(source=SOURCE, billing_period="2024-09-01")
     assert sum((r.billed_cost for r in rows), Decimal(0)) == billed
     assert sum((r.effective_cost for r in rows), Decimal(0)) == effective
+    # The credits came through the query with their name, type and exact amount.
+    credits = sorted(
+        (c["name"], c["type"], Decimal(c["amount"])) for r in rows for c in r.x_credits
+    )
+    assert credits == [
+        ("free-tier", "SUSTAINED_USAGE_DISCOUNT", Decimal("-1.5E-7")),
+        ("sud", "SUSTAINED_USAGE_DISCOUNT", Decimal("-0.58678")),
+    ]
     # Nested records reached the parser under their dotted names.
     first = CostLineItem.objects.order_by("id").first()
     assert first is not None

@@ -15,12 +15,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from django.core.management import call_command
 
 from billing_ingest.errors import ImportFormatError
+from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.gcp_billing import parse_gcp_billing
 from billing_ingest.parsers.rows import LineItemRow
 from tests.builders import A3_SPEC, nested_record
+from tests.gcp_credits import CREDITS_CSV, credit_rows, file_credits, net_cost
 
 CSV_COLUMNS = [
     "billing_account_id",
@@ -120,9 +123,14 @@ def assert_a3_line(item: LineItemRow) -> None:
     assert item["resource_id"].endswith("/instances/gke-train-a3-pool-1a2b3c4d-x9z8")
     assert item["charge_category"] == "Usage"
     assert item["pricing_category"] == "Standard"
-    assert item["billed_cost"] == Decimal("88.49")
+    # Google invoices cost + credits; the credit stays visible on the row it reduces.
+    assert item["billed_cost"] == Decimal("88.49") + Decimal("-10.5")
     assert item["list_cost"] == Decimal("88.49")
+    assert item["contracted_cost"] == Decimal("88.49")
     assert item["effective_cost"] == Decimal("88.49") + Decimal("-10.5")
+    assert item["x_credits"] == [
+        {"name": "CUD", "amount": "-10.5", "type": "COMMITTED_USAGE_DISCOUNT"}
+    ]
     assert item["billing_currency"] == "USD"
     assert item["consumed_quantity"] == Decimal(3600)
     assert item["consumed_unit"] == "seconds"
@@ -175,9 +183,69 @@ def test_python_repr_credits_with_none(tmp_path: Path) -> None:
     )
     row = csv_row(cost="1.000005", credits=credits, labels="[{'key': 'team', 'value': 'nlp'}]")
     (item,) = parse(write_csv(tmp_path / "repr.csv", [row]))
-    assert item["billed_cost"] == Decimal("1.000005")
-    assert item["effective_cost"] == Decimal("1.000005") - Decimal("0.000005") - Decimal("0.25")
+    net = Decimal("1.000005") - Decimal("0.000005") - Decimal("0.25")
+    assert item["billed_cost"] == item["effective_cost"] == net
     assert item["tags"]["team"] == "nlp"
+
+
+def test_python_list_credits_are_invoiced_exactly_and_stay_visible() -> None:
+    rows = credit_rows()
+    items = parse(CREDITS_CSV)
+    assert len(items) == len(rows)
+    for row, item in zip(rows, items, strict=True):
+        credits = file_credits(row)
+        # Google invoices the net: BilledCost is cost + credits, to the last digit.
+        assert item["billed_cost"] == item["effective_cost"] == net_cost(row)
+        assert item["contracted_cost"] == Decimal(row["cost"])
+        assert [(c["type"], c["name"], Decimal(c["amount"])) for c in item["x_credits"]] == credits
+        assert item["sub_account_name"] == row["project.name"]
+    stored = [c["amount"] for item in items for c in item["x_credits"]]
+    assert "-0.000005" in stored  # -5e-06, written plainly
+    assert all("e" not in amount.lower() for amount in stored)
+    invoiced = sum((item["billed_cost"] for item in items), Decimal(0))
+    costs = sum((Decimal(row["cost"]) for row in rows), Decimal(0))
+    credited = sum((a for row in rows for _, _, a in file_credits(row)), Decimal(0))
+    assert invoiced == costs + credited != costs
+
+
+def test_credit_digits_come_from_the_text_not_a_float(tmp_path: Path) -> None:
+    # 18 significant digits: a float keeps 17 (-123456.78901234568).
+    credits = (
+        "[{'name': 'Reseller margin', 'amount': -123456.789012345678, 'full_name': None, "
+        "'id': 'rm-1', 'type': 'RESELLER_MARGIN'}]"
+    )
+    row = csv_row(cost="200000.000000000001", credits=credits)
+    (item,) = parse(write_csv(tmp_path / "digits.csv", [row]))
+    assert item["billed_cost"] == Decimal("200000.000000000001") - Decimal("123456.789012345678")
+    assert item["x_credits"] == [
+        {
+            "name": "Reseller margin",
+            "amount": "-123456.789012345678",
+            "full_name": None,
+            "id": "rm-1",
+            "type": "RESELLER_MARGIN",
+        }
+    ]
+
+
+@pytest.mark.django_db
+def test_the_import_says_which_credits_lowered_the_invoice() -> None:
+    out = io.StringIO()
+    call_command(
+        "ingest_billing", "--format", "gcp-bigquery", str(CREDITS_CSV), "--no-attribute", stdout=out
+    )
+    rows = credit_rows()
+    by_type: dict[str, Decimal] = {}
+    for row in rows:
+        for kind, _, amount in file_credits(row):
+            by_type[kind] = by_type.get(kind, Decimal(0)) + amount
+    totals = ImportBatch.objects.get().currency_totals["USD"]
+    assert {k: Decimal(v) for k, v in totals["credits"].items()} == by_type
+    assert Decimal(totals["billed"]) == sum(
+        (Decimal(row["cost"]) for row in rows), Decimal(0)
+    ) + sum(by_type.values(), Decimal(0))
+    committed = format(by_type["COMMITTED_USAGE_DISCOUNT"].normalize(), "f")  # -100
+    assert f"credits USD: COMMITTED_USAGE_DISCOUNT {committed}," in out.getvalue()
 
 
 def test_empty_credits_and_labels(tmp_path: Path) -> None:

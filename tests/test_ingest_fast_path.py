@@ -103,6 +103,27 @@ def test_shared_samples_match(
     assert_same(fast, slow)
 
 
+BILLING_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "billing"
+
+
+@pytest.mark.parametrize(
+    ("name", "parse"),
+    [
+        # CUR 2.0 with the accounts' names; FOCUS 1.0 with names and Oracle's units.
+        ("aws-cur2-nok-2025-06.csv", aws_cur.parse_aws_cur),
+        ("oci-focus-1.0-2025-08.csv", focus.parse_focus),
+    ],
+)
+def test_hand_made_fixtures_match(
+    monkeypatch: pytest.MonkeyPatch, name: str, parse: Callable[..., Iterator[Chunk]]
+) -> None:
+    fast, slow = both_paths(monkeypatch, parse, BILLING_FIXTURES / name, 2)
+    assert all(isinstance(chunk, LineItemTable) for chunk in fast)
+    assert_same(fast, slow)
+    names = {(row["billing_account_name"], row["sub_account_name"]) for c in fast for row in c}
+    assert all(account and sub for account, sub in names)
+
+
 def test_a_value_only_the_per_row_path_reads_falls_back_mid_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

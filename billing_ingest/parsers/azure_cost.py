@@ -81,6 +81,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "billing_account_id": ("BillingAccountId",),
     "billing_account_name": ("BillingAccountName",),
     "subscription_id": ("SubscriptionId", "SubscriptionGuid"),
+    "subscription_name": ("SubscriptionName",),
     "meter_category": ("MeterCategory",),
     "meter_subcategory": ("MeterSubCategory",),
     "meter_name": ("MeterName",),
@@ -108,6 +109,8 @@ _DATE_NAMES = frozenset(name.lower() for name in _COLUMNS["date"])
 _FIELD_SOURCE = {
     "billing_account_id": "billing_account_id",
     "sub_account_id": "subscription_id",
+    "billing_account_name": "billing_account_name",
+    "sub_account_name": "subscription_name",
     "service_name": "meter_category",
     "sku_id": "meter_id",
     "region_id": "location",
@@ -284,6 +287,8 @@ class _AzureRow:
             "billing_account_id": self._str(cells, "billing_account_id")
             or self._str(cells, "billing_account_name"),
             "sub_account_id": self._str(cells, "subscription_id"),
+            "billing_account_name": self._str(cells, "billing_account_name"),
+            "sub_account_name": self._str(cells, "subscription_name"),
             "charge_period_start": midnight_utc(day),
             "charge_period_end": midnight_utc(day + timedelta(days=1)),
             "charge_category": category,

@@ -90,6 +90,8 @@ _STRING_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("provider_name", ("ProviderName", "ServiceProviderName")),
     ("billing_account_id", ("BillingAccountId",)),
     ("sub_account_id", ("SubAccountId",)),
+    ("billing_account_name", ("BillingAccountName",)),
+    ("sub_account_name", ("SubAccountName",)),
     ("charge_category", ("ChargeCategory",)),
     ("pricing_category", ("PricingCategory",)),
     ("service_category", ("ServiceCategory",)),

@@ -8,9 +8,14 @@ Three shapes, told apart by content rather than by file name:
 Any of them may be gzip-compressed. Nested records are flattened to the CSV's dotted names, so one
 mapper serves all three.
 
-Money: BilledCost = ListCost = cost (ListCost = cost_at_list where the export has it);
-EffectiveCost = net cost = cost + sum(credits.amount), credit amounts being negative. A line item
-belongs to its invoice.month (a usage on 31 August on the September invoice is September's).
+Money: Google invoices cost + credits (credit amounts are negative: free tier, promotions,
+sustained and committed use discounts, ...), so BilledCost = EffectiveCost = cost +
+sum(credits.amount), exactly: every amount is the Decimal of the digits the file wrote (a Python
+repr's -5e-06 is -0.000005, never a float's binary expansion). ContractedCost = cost (the price
+before credits), ListCost = cost_at_list where the export has it, else cost. The credits stay on
+the row they reduce (x_credits: type, name, amount, id), so they are attributed exactly like its
+usage and the FOCUS export shows them (x_Credits). A line item belongs to its invoice.month (a
+usage on 31 August on the September invoice is September's).
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ _LABEL_COLUMNS = ("project.labels", "system_labels", "labels")
 _FIELD_SOURCE = {
     "billing_account_id": "billing_account_id",
     "sub_account_id": "project.id",
+    "sub_account_name": "project.name",
     "service_name": "service.description",
     "sku_id": "sku.id",
     "region_id": "location.region",
@@ -122,7 +128,7 @@ def _invoice_month(value: object) -> date:
 
 def _repeated(value: object) -> list[Any]:
     """A repeated field: a list already (JSON lines, Parquet), or CSV text holding JSON or a
-    Python repr. The repr is read with ast.literal_eval, which evaluates literals only."""
+    Python repr. The repr is read by _python_literal, which evaluates literals only."""
     if is_null(value):
         return []
     if isinstance(value, list | tuple):
@@ -138,8 +144,8 @@ def _repeated(value: object) -> list[Any]:
         parsed = json.loads(text, parse_float=Decimal)
     except json.JSONDecodeError:
         try:
-            parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            parsed = _python_literal(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError, ArithmeticError):
             raise BadValue(f"{text[:80]!r} is neither JSON nor a Python literal list") from None
     if isinstance(parsed, dict):
         return [parsed]
@@ -148,15 +154,84 @@ def _repeated(value: object) -> list[Any]:
     return parsed
 
 
-def _credits_total(value: object) -> Decimal:
+def _python_literal(text: str) -> Any:
+    """A Python literal as str() of a list of dicts writes it ([{'amount': -5e-06, 'full_name':
+    None}]), read as ast.literal_eval reads it (literals only: nothing is run, a call or a name
+    is refused), except that every number is the Decimal of its own digits: literal_eval would
+    make -5e-06 a float, whose binary expansion is not -0.000005."""
+    tree = ast.parse(text, mode="eval")
+    return _literal(tree.body, text.encode("utf-8").split(b"\n"))
+
+
+def _number_text(node: ast.expr, lines: list[bytes]) -> str:
+    # Offsets are UTF-8 byte offsets; a number never spans lines.
+    if node.end_lineno != node.lineno or node.end_col_offset is None:
+        raise ValueError("a number across lines")
+    return lines[node.lineno - 1][node.col_offset : node.end_col_offset].decode("utf-8")
+
+
+def _literal(node: ast.expr, lines: list[bytes]) -> Any:
+    if isinstance(node, ast.Constant):
+        value = node.value
+        if value is None or isinstance(value, bool | str):
+            return value
+        if isinstance(value, int | float):
+            return Decimal(_number_text(node, lines))
+        raise ValueError(f"{value!r} is not a billing value")
+    if (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub | ast.UAdd)
+        and isinstance(node.operand, ast.Constant)
+        and type(node.operand.value) in (int, float)
+    ):
+        number = Decimal(_number_text(node.operand, lines))
+        return -number if isinstance(node.op, ast.USub) else number
+    if isinstance(node, ast.List | ast.Tuple):
+        return [_literal(item, lines) for item in node.elts]
+    if isinstance(node, ast.Dict):
+        if any(key is None for key in node.keys):
+            raise ValueError("** in a literal")
+        return {
+            _literal(key, lines): _literal(item, lines)
+            for key, item in zip(node.keys, node.values, strict=True)
+            if key is not None
+        }
+    raise ValueError(f"{type(node).__name__} is not a literal")
+
+
+def _credits(value: object) -> tuple[Decimal, list[dict[str, Any]]]:
+    """(the sum of the credits' amounts, the credits as stored: every key the export gave, the
+    amount as exact decimal text)."""
     total = Decimal(0)
+    kept: list[dict[str, Any]] = []
     for credit in _repeated(value):
         if not isinstance(credit, dict) or "amount" not in credit:
             raise BadValue(f"credit {credit!r} has no amount")
         amount = parse_money(credit["amount"])
+        entry = {str(key): _json_safe(item) for key, item in credit.items()}
+        entry["amount"] = None if amount is None else _plain(amount)
+        kept.append(entry)
         if amount is not None:
             total += amount
-    return total
+    return total, kept
+
+
+def _plain(amount: Decimal) -> str:
+    """-0.000005000000 -> "-0.000005": fixed point, no exponent, no trailing zeros."""
+    text = format(amount, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _json_safe(value: object) -> Any:
+    if isinstance(value, Decimal):
+        return _plain(value)
+    if isinstance(value, dict):
+        return {str(key): _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(item) for item in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return str(value)
 
 
 def _labels(value: object) -> dict[str, str]:
@@ -236,7 +311,7 @@ class _GcpRow:
         period = self._convert(record, "invoice.month", row, _invoice_month)
         next_period = month_next(period)
         cost = self._convert(record, "cost", row, parse_money)
-        credits = self._convert(record, "credits", row, _credits_total)
+        credits, credit_list = self._convert(record, "credits", row, _credits)
         list_cost = self._convert(record, "cost_at_list", row, parse_money)
 
         cost_type = cell_text(record.get("cost_type")).lower() or "regular"
@@ -267,6 +342,8 @@ class _GcpRow:
             "provider_name": PROVIDER_NAME,
             "billing_account_id": cell_text(record.get("billing_account_id")),
             "sub_account_id": cell_text(record.get("project.id")),
+            "billing_account_name": "",  # the export has the account's id only
+            "sub_account_name": cell_text(record.get("project.name")),
             "charge_period_start": self._convert(record, "usage_start_time", row, _gcp_timestamp),
             "charge_period_end": self._convert(record, "usage_end_time", row, _gcp_timestamp),
             "charge_category": category,
@@ -286,11 +363,13 @@ class _GcpRow:
             ),
             "consumed_unit": cell_text(record.get("usage.unit")) if usage else "",
             "list_cost": cost if list_cost is None else list_cost,
-            "contracted_cost": None,
-            "billed_cost": cost,
+            "contracted_cost": cost,
+            # What Google invoices: the cost less the credits on the row.
+            "billed_cost": cost + credits,
             "effective_cost": cost + credits,
             "billing_currency": self._convert(record, "currency", row, parse_currency),
             "tags": tags,
+            "x_credits": credit_list,
             "x_instance_type": _instance_type(system_labels, sku_description),
             "x_gpu_count": None,
             "x_gpu_model": "",

@@ -121,6 +121,8 @@ def _line(item: tuple[str, dict[str, Any]], number: int, *, file_label: str) -> 
         "provider_name": cell_text(properties.get("provider")),
         "billing_account_id": cell_text(properties.get("invoiceEntityID")),
         "sub_account_id": cell_text(properties.get("accountID")),
+        "billing_account_name": cell_text(properties.get("invoiceEntityName")),
+        "sub_account_name": cell_text(properties.get("accountName")),
         "service_name": cell_text(properties.get("service")),
         "service_category": cell_text(properties.get("category")),
         "resource_id": cell_text(properties.get("providerID")),

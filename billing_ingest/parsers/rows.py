@@ -39,6 +39,8 @@ class LineItemRow(TypedDict, total=False):
     provider_name: str
     billing_account_id: str
     sub_account_id: str
+    billing_account_name: str
+    sub_account_name: str
     charge_period_start: datetime
     charge_period_end: datetime
     charge_category: str
@@ -61,6 +63,7 @@ class LineItemRow(TypedDict, total=False):
     effective_cost: Decimal
     billing_currency: str
     tags: dict[str, Any]
+    x_credits: list[dict[str, Any]]
     x_instance_type: str
     x_gpu_count: int | None
     x_gpu_model: str

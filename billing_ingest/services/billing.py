@@ -159,6 +159,18 @@ class _Totals:
             totals["billed"] += item["billed_cost"]
             totals["effective"] += item["effective_cost"]
             totals["rows"] += 1
+            for credit in item.get("x_credits") or ():
+                self._credit(totals, credit.get("type"), credit.get("amount"))
+
+    @staticmethod
+    def _credit(totals: dict[str, Any], kind: object, amount: object) -> None:
+        """Credits by type (GCP's PROMOTION, SUSTAINED_USAGE_DISCOUNT, ...): already in the
+        sums above, kept apart so that the import says what reduced the invoice."""
+        if amount is None:
+            return
+        credits = totals.setdefault("credits", {})
+        key = str(kind or "") or "(no type)"
+        credits[key] = credits.get(key, Decimal(0)) + Decimal(str(amount))
 
     def add_table(self, table: Any) -> None:
         """add() for a columnar chunk: the same sums, taken by pyarrow (exact decimal sums)."""
@@ -189,6 +201,8 @@ class _Totals:
             totals["billed"] += Decimal(values["billed"])
             totals["effective"] += Decimal(values["effective"])
             totals["rows"] += values["rows"]
+            for kind, amount in values.get("credits", {}).items():
+                self._credit(totals, kind, amount)
         self.notes.update(part.notes)
 
     def as_json(self) -> dict[str, dict[str, Any]]:
@@ -198,6 +212,12 @@ class _Totals:
                 "billed": f"{totals['billed']:f}",
                 "effective": f"{totals['effective']:f}",
                 "rows": totals["rows"],
+                # Only where the rows carry credits (GCP): their sum by type.
+                **(
+                    {"credits": {k: f"{v:f}" for k, v in sorted(totals["credits"].items())}}
+                    if totals.get("credits")
+                    else {}
+                ),
             }
             for currency, totals in sorted(self.currencies.items())
         }

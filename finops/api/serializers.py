@@ -65,6 +65,22 @@ def deprecated_money(**kwargs: object) -> DeprecatedMoneyField:
     )
 
 
+@extend_schema_field({"type": "string", "format": "decimal", "deprecated": True, "nullable": True})
+class NullableDeprecatedMoneyField(DeprecatedMoneyField):
+    """A deprecated name whose figure may be missing (null)."""
+
+
+def deprecated_money_or_null(**kwargs: object) -> NullableDeprecatedMoneyField:
+    return NullableDeprecatedMoneyField(
+        max_digits=None,
+        decimal_places=MONEY_PLACES,
+        coerce_to_string=True,
+        read_only=True,
+        allow_null=True,
+        **kwargs,  # type: ignore[arg-type]
+    )
+
+
 class TeamSerializer(serializers.ModelSerializer[Team]):
     class Meta:
         model = Team
@@ -163,6 +179,20 @@ class PricingQuerySerializer(MonthQuerySerializer):
     team = serializers.SlugField(required=False)
 
 
+class ReconciliationCurrencySerializer(serializers.Serializer[ReconciliationRow]):
+    """One currency's total of the month: never added to another currency's."""
+
+    currency = serializers.CharField()
+    amortised_cost = money(
+        source="billed", help_text="Amortised cost: sum of EffectiveCost in this currency."
+    )
+    invoiced_cost = money(source="billed_cost", help_text="Invoiced cost: sum of BilledCost.")
+    attributed = serializers.DictField(child=money(), help_text="Ledger amount per category.")
+    idle = money()
+    unallocated = money()
+    difference = money(help_text="amortised_cost - sum of every category; 0 once attribution ran.")
+
+
 class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow]):
     provider = serializers.CharField()
     billing_account_id = serializers.CharField()
@@ -193,22 +223,43 @@ class ConvertedTotalSerializer(serializers.Serializer[Reporting]):
 
 class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
     month = serializers.SerializerMethodField()
-    currency = serializers.CharField()
+    currency = serializers.CharField(
+        source="figures_currency",
+        allow_null=True,
+        help_text="The currency of the top-level figures: the default currency, or the bill's "
+        "own when the month is billed in one other currency only (a CUR in NOK); null when it "
+        "is billed in several other currencies (see `totals_by_currency` and `note`).",
+    )
     amortised_cost = money(
-        source="total.billed",
-        help_text="Amortised cost (EffectiveCost) of the month in `currency`: what is attributed.",
+        source="figures.billed",
+        allow_null=True,
+        help_text="Amortised cost (EffectiveCost) of the month in `currency`: what is "
+        "attributed. Null when there is no single figure (see `note`), never a zero that is "
+        "not the bill.",
     )
     invoiced_cost = money(
-        source="total.billed_cost", help_text="Invoiced cost (BilledCost) of the month."
+        source="figures.billed_cost",
+        allow_null=True,
+        help_text="Invoiced cost (BilledCost) of the month in `currency`; null as above.",
     )
-    billed = deprecated_money(source="total.billed", help_text="Deprecated: use amortised_cost.")
-    billed_cost = deprecated_money(
-        source="total.billed_cost", help_text="Deprecated: use invoiced_cost."
+    billed = deprecated_money_or_null(
+        source="figures.billed", help_text="Deprecated: use amortised_cost."
     )
-    attributed = serializers.DictField(child=money(), source="total.attributed")
-    idle = money(source="total.idle")
-    unallocated = money(source="total.unallocated")
-    difference = money(source="total.difference")
+    billed_cost = deprecated_money_or_null(
+        source="figures.billed_cost", help_text="Deprecated: use invoiced_cost."
+    )
+    attributed = serializers.DictField(child=money(), source="figures.attributed", allow_null=True)
+    idle = money(source="figures.idle", allow_null=True)
+    unallocated = money(source="figures.unallocated", allow_null=True)
+    difference = money(source="figures.difference", allow_null=True)
+    note = serializers.CharField(
+        help_text="Why the top-level figures are not in the default currency, or missing, and "
+        "which FX rates to load for a converted total; empty when they are the default "
+        "currency's."
+    )
+    totals_by_currency = ReconciliationCurrencySerializer(
+        many=True, help_text="The month per billing currency, each as invoiced."
+    )
     by_account = ReconciliationAccountSerializer(many=True)
     stale = serializers.BooleanField(
         help_text="True while the ledger may lag the bill: line items changed after the last "

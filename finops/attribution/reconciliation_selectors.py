@@ -30,7 +30,7 @@ from finops.attribution.reporting import (
     empty_categories,
     exact_amounts,
 )
-from finops.currency.selectors import FxRateMissing, money_round
+from finops.currency.selectors import FxRateMissing, fx_rates_missing, money_round
 
 
 @dataclass
@@ -75,9 +75,13 @@ class ReconciliationRow:
 @dataclass
 class Reconciliation:
     month: date
-    # settings.FINOPS_DEFAULT_CURRENCY: the currency of `total`.
+    # The currency of `total`: settings.FINOPS_DEFAULT_CURRENCY, or the bill's own currency
+    # when the month is billed in that one other currency only.
     currency: str
-    # Lines in the default currency only: reports never add different currencies.
+    # The lines in `currency` only: reports never add different currencies. When the month is
+    # billed in several currencies, none of them the default, there is no single figure:
+    # `single_total` is False and `figures` None (the `note` says why), never a zero that is
+    # not the bill.
     total: ReconciliationRow
     # One total per currency present (the default one included).
     totals_by_currency: list[ReconciliationRow]
@@ -87,6 +91,19 @@ class Reconciliation:
     converted: Reporting | None = None
     # Why the ledger may not match the bill yet ("" when it is current): see month_staleness.
     stale_reason: str = ""
+    # Why the top-level figures are not in the default currency, or are missing, and what to
+    # load to see them converted ("" when they are the default currency's).
+    note: str = ""
+    single_total: bool = True
+
+    @property
+    def figures(self) -> ReconciliationRow | None:
+        """The top-level figures, or None when the month has no single one."""
+        return self.total if self.single_total else None
+
+    @property
+    def figures_currency(self) -> str | None:
+        return self.currency if self.single_total else None
 
     @property
     def balanced(self) -> bool:
@@ -173,19 +190,67 @@ def reconciliation_for_month(
     per_currency: dict[str, ReconciliationRow] = {}
     for row in by_account:
         per_currency.setdefault(row.currency, ReconciliationRow("", "", row.currency)).add(row)
-    currency = settings.FINOPS_DEFAULT_CURRENCY
+    converted = _ledger_converted(
+        attributed,
+        currency=reporting_currency or settings.FINOPS_REPORTING_CURRENCY,
+        native={row.currency: row.attributed_total for row in per_currency.values()},
+    )
+    currency, note = _top_level_currency(
+        month=month,
+        currencies=sorted(per_currency, key=currency_order),
+        reporting=converted.currency,
+    )
+    single_total = currency is not None
+    currency = currency or settings.FINOPS_DEFAULT_CURRENCY
     return Reconciliation(
         month=month,
         currency=currency,
         total=per_currency.get(currency, ReconciliationRow("", "", currency)),
+        single_total=single_total,
         totals_by_currency=[per_currency[c] for c in sorted(per_currency, key=currency_order)],
         by_account=by_account,
-        converted=_ledger_converted(
-            attributed,
-            currency=reporting_currency or settings.FINOPS_REPORTING_CURRENCY,
-            native={row.currency: row.attributed_total for row in per_currency.values()},
-        ),
+        converted=converted,
         stale_reason=month_staleness(month=month),
+        note=note,
+    )
+
+
+FX_LOAD_HINT = (
+    "`manage.py load_fx_rates FILE` (date,from,to,rate rows, or the ECB's eurofxref-hist.csv)"
+)
+
+
+def _top_level_currency(
+    *, month: date, currencies: list[str], reporting: str
+) -> tuple[str | None, str]:
+    """(the currency of the top-level figures, why it is not the default one, or "").
+
+    The default currency when the month has line items in it (or none at all: then its zeros
+    are true). A month billed in one other currency only (a CUR in NOK) shows its bill in that
+    currency, as invoiced: a zero in the default currency would not be the bill. Several other
+    currencies are never added together: no top-level figure, each currency's total apart.
+    The note names the FX rates to load for a converted total."""
+    default = settings.FINOPS_DEFAULT_CURRENCY
+    if not currencies or default in currencies:
+        return default, ""
+    billed = " and ".join(currencies)
+    missing = fx_rates_missing(currencies=currencies, to_currency=reporting, day=month)
+    if missing:
+        pairs = ", ".join(f"{m.from_currency}\u2192{m.to_currency}" for m in missing)
+        load = (
+            f"Converted to {reporting} only once FX rates are loaded: there is no {pairs} rate "
+            f"on or before {month:%Y-%m-%d}; load them with {FX_LOAD_HINT}."
+        )
+    else:
+        load = f"Converted to {reporting} at each day's rate, for information only."
+    if len(currencies) == 1:
+        return currencies[0], (
+            f"Billed in {billed} only (nothing in {default}): the figures are in {billed}, as "
+            f"invoiced. {load}"
+        )
+    return None, (
+        f"Billed in {billed}, nothing in {default}: no single figure, because different "
+        f"currencies are never added; each currency's total is given apart. {load}"
     )
 
 

@@ -137,6 +137,22 @@ def fx_rate_for(*, day: date, from_currency: str, to_currency: str) -> Fraction:
     return table.rate(day=day, from_currency=from_currency, to_currency=to_currency)
 
 
+def fx_rates_missing(
+    *, currencies: Iterable[str], to_currency: str, day: date
+) -> list[FxRateMissing]:
+    """The pairs currency->to_currency that have no rate on or before `day` (one query): what
+    must be loaded before amounts of that day on can be converted."""
+    codes = sorted(set(currencies) - {to_currency})
+    table = RateTable.load(currencies={*codes, to_currency}, first_day=day, last_day=day)
+    missing = []
+    for code in codes:
+        try:
+            table.rate(day=day, from_currency=code, to_currency=to_currency)
+        except FxRateMissing as exc:
+            missing.append(exc)
+    return missing
+
+
 @dataclass
 class Converter:
     """Converts one day's amount to `currency` exactly, at that day's rate (see above).

@@ -201,9 +201,10 @@ def _write_gcp(dataset: DemoDataset, root: Path) -> DemoFile:
     path = root / "billing" / "gcp" / f"gcp_billing_export_resource_v1_{dataset.month.label}.jsonl"
     _write(path, data)
     read = [json.loads(line, parse_float=Decimal) for line in data.decode().splitlines()]
+    # Google invoices cost + credits: BilledCost and EffectiveCost are both the net.
     totals = _totals(
         "Google Cloud", PROVIDERS["GCP"].billing_account_id,
-        ((Decimal(str(r["cost"])), export_gcp.net_cost(r)) for r in read),
+        ((export_gcp.net_cost(r), export_gcp.net_cost(r)) for r in read),
     )  # fmt: skip
     return DemoFile(
         "billing", Format.GCP_BIGQUERY, path, "gcp-bigquery-demo", "UTC", len(records), totals

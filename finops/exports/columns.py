@@ -89,6 +89,9 @@ CUSTOM_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     ("x_InstanceType", _STRING),
     ("x_GpuCount", pa.int32()),
     ("x_GpuModel", _STRING),
+    # The credits already in the row's BilledCost and EffectiveCost (GCP's credits array), as a
+    # JSON list of {type, name, amount, id, ...}; null when none.
+    ("x_Credits", _STRING),
 )
 COLUMNS = FOCUS_COLUMNS + CUSTOM_COLUMNS
 PARQUET_SCHEMA = pa.schema(
@@ -106,6 +109,8 @@ LINE_ITEM_FIELDS = (
     "provider_name",
     "billing_account_id",
     "sub_account_id",
+    "billing_account_name",
+    "sub_account_name",
     "charge_period_start",
     "charge_period_end",
     "charge_category",
@@ -128,6 +133,7 @@ LINE_ITEM_FIELDS = (
     "effective_cost",
     "billing_currency",
     "tags",
+    "x_credits",
     "x_instance_type",
     "x_gpu_count",
     "x_gpu_model",

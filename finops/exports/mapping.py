@@ -251,7 +251,7 @@ def _pricing_columns(
     priced as a lump sum: 1 (or -1 for a refund) "Units" at the row's cost.
     """
     if category not in _PRICED:
-        return dict.fromkeys(
+        columns: dict[str, Any] = dict.fromkeys(
             (
                 "PricingQuantity",
                 "PricingUnit",
@@ -261,6 +261,14 @@ def _pricing_columns(
                 "PricingCurrencyContractedUnitPrice",
             )
         )
+        unpriced: Decimal | None = item["consumed_quantity"]
+        if category != TAX and unpriced and _text(item["consumed_unit"]):
+            # An adjustment or credit the source measured (OCI adjusts "8 OCPU Per Hour"):
+            # FOCUS allows its quantity and unit (null only on taxes), the unit prices stay
+            # null (they MAY), so nothing has to multiply back to a cost.
+            columns["PricingQuantity"] = unpriced.quantize(_QUANTITY_QUANTUM)
+            columns["PricingUnit"] = focus_unit(item["consumed_unit"])
+        return columns
     quantity: Decimal | None = item["consumed_quantity"]
     unit = focus_unit(item["consumed_unit"]) if _text(item["consumed_unit"]) else LUMP_SUM_UNIT
     prices: tuple[Decimal, Decimal] | None = None
@@ -300,6 +308,12 @@ def _charge_description(item: Mapping[str, Any], category: str, service_name: st
     return f"{text}: {detail}" if detail else text
 
 
+def _credits(credits: object) -> str | None:
+    if not credits:
+        return None
+    return json.dumps(credits, ensure_ascii=False, separators=(",", ":"))
+
+
 def _tags(tags: object) -> str | None:
     if not tags:
         return None
@@ -317,6 +331,10 @@ def focus_row(item: Mapping[str, Any], *, service_categories: Mapping[str, str])
     list_cost, contracted_cost = _costs(item, committed)
     account = _text(item["billing_account_id"]) or str(item["source"])
     sub_account = _text(item["sub_account_id"])
+    # The names the source gave; FOCUS requires a SubAccountName wherever there is a
+    # SubAccountId, so a source without names (legacy CUR, GCP's billing account) keeps the id.
+    account_name = _text(item["billing_account_name"]) or account
+    sub_account_name = (_text(item["sub_account_name"]) or sub_account) if sub_account else None
     region = _text(item["region_id"])
     resource_id = _text(item["resource_id"])
     sku = _sku(item, category, service_name)
@@ -325,7 +343,7 @@ def focus_row(item: Mapping[str, Any], *, service_categories: Mapping[str, str])
         "AvailabilityZone": None,
         "BilledCost": item["billed_cost"],
         "BillingAccountId": account,
-        "BillingAccountName": account,
+        "BillingAccountName": account_name,
         "BillingAccountType": "Management Account" if provider == "AWS" else "Billing Account",
         "BillingCurrency": item["billing_currency"],
         "BillingPeriodEnd": period_end,
@@ -366,7 +384,7 @@ def focus_row(item: Mapping[str, Any], *, service_categories: Mapping[str, str])
         "SkuPriceDetails": None,
         "SkuPriceId": sku,
         "SubAccountId": sub_account,
-        "SubAccountName": sub_account,
+        "SubAccountName": sub_account_name,
         "SubAccountType": (
             _SUB_ACCOUNT_TYPES.get(provider.lower(), "Sub Account") if sub_account else None
         ),
@@ -374,6 +392,7 @@ def focus_row(item: Mapping[str, Any], *, service_categories: Mapping[str, str])
         "x_InstanceType": _text(item["x_instance_type"]),
         "x_GpuCount": item["x_gpu_count"],
         "x_GpuModel": _text(item["x_gpu_model"]),
+        "x_Credits": _credits(item["x_credits"]),
     }
     return row
 

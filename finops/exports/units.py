@@ -6,10 +6,12 @@ unit>` ("GB-Hours", "GiB-Months"), `<units>/<singular time unit>` ("OCPU/Hour"),
 standard abbreviations (B, KB, ..., KiB, ...; b for bits), time units their capitalised names,
 plural where a quantity of them is meant.
 
-Providers write the same things many ways: AWS "Hrs" and "GB-Mo", GCP "seconds", "gibibyte" and
-"gibibyte month", Azure "1 Hour", "1 GB/Month" and "10K", OTel-style "GiBy.mo". Each is mapped
-where its meaning is unambiguous; a count unit (Requests, vCPU, Transactions) is the provider's
-own word and is kept as written.
+Providers write the same things many ways: AWS "Hrs", "GB-Mo" and "Request", GCP "seconds",
+"gibibyte", "gibibyte month" and "requests", Azure "1 Hour", "1 GB/Month", "10K" and "1/Month",
+Oracle "GB Hours" and "OCPU Per Hour", OTel-style "GiBy.mo". Each is mapped where its meaning is
+unambiguous. A count unit is the provider's own word: FOCUS's recommended names (Requests,
+Counts, Units, Tokens, ...) are spelled as FOCUS spells them, singular or plural, another
+lower-case word is capitalised, and anything else (vCPU, IOs, Transactions) is kept as written.
 """
 
 from __future__ import annotations
@@ -80,9 +82,18 @@ _PRODUCT_RE = re.compile(r"^(?P<base>.+?)[-. ](?P<time>" + _TIME_ALTERNATION + r
 # "Lambda-GB-Seconds": a product name before a data size is not part of the unit.
 _NAMED_SIZE_RE = re.compile(r"^[A-Za-z]+-(?P<size>[A-Za-z]+)$")
 _BARE_QUANTITY_RE = re.compile(r"^(?P<number>\d+)(?P<scale>[KM]?)$")
+_SPACED_RATE_RE = re.compile(r"^(\d+[KM]?)\s+/")
 _SCALES = {"": 1, "K": 1000, "M": 1_000_000}
 # What a charge without a named unit is counted in (a lump sum, Azure's bare "10K").
 UNNAMED_UNIT = "Units"
+
+# FOCUS's recommended count-based unit names, (singular, plural), by any spelling providers use
+# (compared lower-cased): GCP writes "requests" and "count", AWS "Request" and "API Request".
+_COUNT_WORDS: dict[str, tuple[str, str]] = {}
+for _singular in ("Count", "Unit", "Request", "Token", "Connection", "Certificate", "Domain"):
+    _COUNT_WORDS[_singular.lower()] = (_singular, _singular + "s")
+    _COUNT_WORDS[_singular.lower() + "s"] = (_singular, _singular + "s")
+_COUNT_WORDS["core"] = _COUNT_WORDS["cores"] = ("Core", "Cores")
 
 
 def _size(word: str) -> str | None:
@@ -91,8 +102,22 @@ def _size(word: str) -> str | None:
     return _SIZE_WORDS.get(word.lower())
 
 
-def _base(text: str) -> str:
-    """A unit without time: a data size in its abbreviation, else the provider's word."""
+def _count(text: str, *, plural: bool) -> str:
+    """A count unit as FOCUS names it: a recommended name (alone or as the last word, "API
+    Request" -> "API Requests") in its singular or plural form, another lower-case word
+    capitalised ("operations" -> "Operations"); anything else as written ("vCPU", "IOs")."""
+    *words, last = text.split(" ")
+    known = _COUNT_WORDS.get(last.lower())
+    if known is not None:
+        return " ".join([*words, known[1] if plural else known[0]])
+    if text.islower() and text.isalpha():
+        return text.capitalize()
+    return text
+
+
+def _base(text: str, *, plural: bool = True) -> str:
+    """A unit without time: a data size in its abbreviation, else a count (see _count), plural
+    where a quantity of it is meant and singular before a time ("Request-Hours")."""
     text = text.strip()
     size = _size(text)
     if size is not None:
@@ -100,47 +125,60 @@ def _base(text: str) -> str:
     named = _NAMED_SIZE_RE.match(text)
     if named is not None and _size(named["size"]) is not None:
         return _size(named["size"]) or text
-    return text
+    return _count(text, plural=plural)
 
 
 def _time(word: str) -> tuple[str, str]:
     return _TIME_WORDS[word.lower()]
 
 
+def _quantity(match: re.Match[str]) -> int:
+    return int(match["number"]) * _SCALES[match["scale"]]
+
+
 def focus_unit(unit: str) -> str:
     """`unit` in FOCUS Unit Format where its meaning is unambiguous ("GB-Mo" -> "GB-Months",
     "gibibyte month" -> "GiB-Months", "1 GB/Month" -> "GB-Months", "seconds" -> "Seconds",
-    "1 Hour" -> "Hours", "10K" -> "10000 Units"...); anything else unchanged."""
-    text = " ".join(unit.split())
+    "1 Hour" -> "Hours", "10K" -> "10000 Units", "1/Month" -> "Units/Month", "requests" ->
+    "Requests", "OCPU Per Hour" -> "OCPU/Hour"...); anything else unchanged."""
+    # EA's "1 /Month" is "1/Month".
+    text = _SPACED_RATE_RE.sub(r"\1/", " ".join(unit.split()))
     if not text:
         return text
     bare = _BARE_QUANTITY_RE.match(text)
     if bare is not None:
         # Azure's bare "10K" / "1M": that many of the meter's (unnamed) units.
-        return f"{int(bare['number']) * _SCALES[bare['scale']]} {UNNAMED_UNIT}"
+        return f"{_quantity(bare)} {UNNAMED_UNIT}"
     quantity = 1
     numbered = _QUANTITY_RE.match(text)
     if numbered is not None:
-        quantity = int(numbered["number"]) * _SCALES[numbered["scale"]]
+        quantity = _quantity(numbered)
         text = numbered["rest"]
-    unit_text = _unit(text, per_quantity=numbered is not None)
+    unit_text, per = _unit(text, per_quantity=numbered is not None)
+    quantity *= per
     if quantity == 1:
         return unit_text
     return f"{quantity} {unit_text}"
 
 
-def _unit(text: str, *, per_quantity: bool) -> str:
+def _unit(text: str, *, per_quantity: bool) -> tuple[str, int]:
+    """(the unit in FOCUS format, a unit quantity it carried: Azure's "10K/Month" is 10000
+    Units/Month)."""
     if text.lower() in _TIME_WORDS:
-        return _time(text)[1]  # "seconds", "Hrs", "1 Hour" -> plural time
+        return _time(text)[1], 1  # "seconds", "Hrs", "1 Hour" -> plural time
     rate = _RATE_RE.match(text)
     if rate is not None:
-        base = _base(rate["base"])
         singular, plural = _time(rate["time"])
+        counted = _BARE_QUANTITY_RE.match(rate["base"].strip())
+        if counted is not None:
+            # Azure's "1/Month", "10K/Hour": so many (unnamed) units per month or hour.
+            return f"{UNNAMED_UNIT}/{singular}", _quantity(counted)
+        base = _base(rate["base"])
         if per_quantity and _size(base) is not None:
             # Azure's "1 GB/Month" is the price of a GB held for a month: GB-Months.
-            return f"{base}-{plural}"
-        return f"{base}/{singular}"
+            return f"{base}-{plural}", 1
+        return f"{base}/{singular}", 1
     product = _PRODUCT_RE.match(text)
     if product is not None and not product["base"].strip().isdigit():
-        return f"{_base(product['base'])}-{_time(product['time'])[1]}"
-    return _base(text)
+        return f"{_base(product['base'], plural=False)}-{_time(product['time'])[1]}", 1
+    return _base(text), 1

@@ -300,6 +300,14 @@ class Command(BaseCommand):
             f"{path}: {status}, {batch.row_count} rows, periods {periods}, "
             f"EffectiveCost {totals}; source {batch.source}, batch {batch.pk}"
         )
+        for currency, values in sorted(batch.currency_totals.items()):
+            credits = values.get("credits") or {}
+            if credits:
+                listed = ", ".join(f"{kind} {amount}" for kind, amount in sorted(credits.items()))
+                self.stdout.write(
+                    f"{path}: credits {currency}: {listed} (in BilledCost and EffectiveCost: "
+                    f"invoiced {values['billed']})"
+                )
         for note, rows in batch.notes.items():
             self.stdout.write(f"{path}: note: {rows} row(s): {note}")
 

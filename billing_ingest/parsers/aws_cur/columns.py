@@ -37,6 +37,9 @@ COLUMNS: dict[str, Column] = {
     "billing_period_end": _col("bill_billing_period_end_date", "bill/BillingPeriodEndDate"),
     "payer_account": _col("bill_payer_account_id", "bill/PayerAccountId"),
     "usage_account": _col("line_item_usage_account_id", "lineItem/UsageAccountId"),
+    # Account names: CUR 2.0 has them; legacy CUR has no such columns (kept "" then).
+    "payer_account_name": _col("bill_payer_account_name", "bill/PayerAccountName"),
+    "usage_account_name": _col("line_item_usage_account_name", "lineItem/UsageAccountName"),
     "usage_type": _col("line_item_usage_type", "lineItem/UsageType"),
     "product_code": _col("line_item_product_code", "lineItem/ProductCode"),
     "resource_id": _col("line_item_resource_id", "lineItem/ResourceId"),
@@ -140,6 +143,8 @@ def strip_user_prefix(key: str) -> str:
 LIMITED_FIELDS = (
     "billing_account_id",
     "sub_account_id",
+    "billing_account_name",
+    "sub_account_name",
     "service_name",
     "sku_id",
     "region_id",

@@ -182,6 +182,8 @@ class CurRowBuilder:
             "provider_name": "AWS",
             "billing_account_id": self._string(cells, "payer_account"),
             "sub_account_id": self._string(cells, "usage_account"),
+            "billing_account_name": self._string(cells, "payer_account_name"),
+            "sub_account_name": self._string(cells, "usage_account_name"),
             "charge_period_start": self._required(cells, row, "usage_start", parse_timestamp),
             "charge_period_end": self._required(cells, row, "usage_end", parse_timestamp),
             "charge_category": category,

@@ -120,6 +120,8 @@ class CurTableBuilder:
             "provider_name": constant_column("provider_name", "AWS", length),
             "billing_account_id": text("payer_account"),
             "sub_account_id": text("usage_account"),
+            "billing_account_name": text("payer_account_name"),
+            "sub_account_name": text("usage_account_name"),
             "charge_period_start": charge_period_start,
             "charge_period_end": charge_period_end,
             "charge_category": categories,

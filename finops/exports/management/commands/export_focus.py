@@ -55,3 +55,11 @@ class Command(BaseCommand):
                 f"  {currency}: BilledCost {result.billed[currency]}, "
                 f"EffectiveCost {result.effective[currency]}"
             )
+        if result.digit_id_rows:
+            self.stdout.write(
+                f"  note: {result.digit_id_rows} rows have an all-digit BillingAccountId or "
+                "SubAccountId; they are written quoted, as text, leading zeros kept. Readers "
+                "that guess CSV types from the characters (focus-validator 2.2.1, polars, "
+                "pandas) still read them as integers and report 'MUST be of type VARCHAR': "
+                "export .parquet where the types must travel with the file."
+            )

@@ -76,14 +76,17 @@ class Command(BaseCommand):
             time.sleep(settings.FINOPS_COMMAND_POLL_SECONDS)
 
     def _report(self, first: Any) -> None:
+        # Finance's words: the ledger splits the amortised cost (EffectiveCost); the invoiced
+        # cost (BilledCost) is shown beside it, never called "billed".
+        self.stdout.write("  ledger by category (amortised cost):")
         for (currency, category), total in month_category_totals(month=first).items():
             self.stdout.write(f"  {category:<12} {total:>24} {currency}")
         unbalanced = 0
         for (provider, account, currency), sums in month_conservation(month=first).items():
             self.stdout.write(
                 f"  conservation {provider or '-'} / {account or '-'} {currency}: "
-                f"billed {sums['billed']} allocated {sums['allocated']} "
-                f"difference {sums['difference']:f}"
+                f"amortised cost {sums['amortised']:f} allocated {sums['allocated']:f} "
+                f"difference {sums['difference']:f} (invoiced cost {sums['invoiced']:f})"
             )
             unbalanced += sums["difference"] != 0
         if unbalanced:
