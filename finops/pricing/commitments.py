@@ -111,11 +111,11 @@ def demand_curve(*, team_id: int | None, until: dt.datetime, days: int) -> list[
 
 
 def percentile(values: list[Decimal], pct: int) -> Decimal:
-    """Nearest-rank percentile (0 for no values)."""
+    """Nearest-rank percentile (0 for no values); pct is held to 1..100."""
     if not values:
         return _ZERO
     ordered = sorted(values)
-    rank = max(1, math.ceil(pct / 100 * len(ordered)))
+    rank = min(len(ordered), max(1, math.ceil(pct / 100 * len(ordered))))
     return ordered[rank - 1]
 
 

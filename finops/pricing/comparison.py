@@ -83,6 +83,8 @@ class Assumptions:
     currency: str
     utilisation_window_days: int = 90
     recommendation_percentile: int = 10
+    # One line per stored value that failed validation and was replaced by its default.
+    warnings: tuple[str, ...] = ()
 
     def band_of(self, instance_type: str, region: str, published: str | None = None) -> str:
         """Finance's band for the family (and region), else the published one, else the
@@ -258,6 +260,7 @@ def _assumptions_body(
 ) -> dict[str, Any]:
     return {
         "currency": a.currency,
+        "warnings": list(a.warnings),
         "spot": {
             "default_spot_price_ratio": ratio(a.spot_price_ratio),
             "interruption_bands": {k: str(v) for k, v in a.interruption_bands.items()},

@@ -32,7 +32,10 @@ _SECONDS_PER_DAY = Decimal(86400)
 
 
 def assumptions_current() -> Assumptions:
+    """The stored assumptions, each value that fails validation replaced by its default (and
+    a warning saying so), so no stored setting can break a figure."""
     row = PricingAssumptions.current()
+    warnings = row.usable()
     return Assumptions(
         spot_price_ratio=row.spot_price_ratio,
         interruption_bands={k: Decimal(str(v)) for k, v in row.interruption_bands.items()},
@@ -54,6 +57,7 @@ def assumptions_current() -> Assumptions:
         currency=row.currency,
         utilisation_window_days=row.utilisation_window_days,
         recommendation_percentile=row.recommendation_percentile,
+        warnings=tuple(warnings),
     )
 
 

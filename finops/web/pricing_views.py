@@ -7,7 +7,6 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -19,7 +18,9 @@ from finops.org.selectors import team_list_visible
 from finops.pricing.commitments import commitment_utilisation, coverage, recommendation
 from finops.pricing.comparisons import assumptions_current, team_month_pricing
 from finops.pricing.models import PricingAssumptions
+from finops.pricing.services import pricing_assumptions_update
 from finops.web.access import require_finance
+from finops.web.pricing_forms import PricingAssumptionsForm
 from finops.web.views import _resolve_month
 
 # How the page names each alternative (the API keeps its keys).
@@ -101,22 +102,21 @@ def pricing(request: HttpRequest) -> HttpResponse:
         "commitments": commitment_utilisation(month=month) if finance else None,
         "recommendation": rec,
         "recommendation_teams": teams,
+        "assumption_warnings": assumptions_current().warnings,
     }
     return render(request, "web/pricing.html", context)
-
-
-class PricingAssumptionsForm(forms.ModelForm):  # type: ignore[type-arg]
-    class Meta:
-        model = PricingAssumptions
-        fields = [f.name for f in PricingAssumptions._meta.fields if f.editable and f.name != "id"]
 
 
 @login_required
 def pricing_settings(request: HttpRequest) -> HttpResponse:
     require_finance(request)
+    # The form starts from the values in use: a stored value that fails validation shows its
+    # default, and the warnings above the form say which and why.
     instance = PricingAssumptions.current()
+    warnings = instance.usable()
     form = PricingAssumptionsForm(request.POST or None, instance=instance)
     if request.method == "POST" and form.is_valid():
-        form.save()
+        pricing_assumptions_update(user=request.user, values=form.checked)
         return redirect("web:pricing_settings")
-    return render(request, "web/pricing_settings.html", {"form": form})
+    context = {"form": form, "warnings": warnings, "updated_at": instance.updated_at}
+    return render(request, "web/pricing_settings.html", context)
