@@ -126,10 +126,20 @@ class Assumptions:
         return self.node_month_tco / (self.gpus_per_node * HOURS_PER_MONTH)
 
 
-UNKNOWN_ON_DEMAND = (
-    "no list price in the bill (ListCost) or the price catalogue for part of this usage, "
-    "so its on-demand cost, and the spot and reserved prices derived from it, are unknown"
-)
+def unknown_reason(usage: Sequence[TypeUsage]) -> str | None:
+    """Why the on-demand figure is unknown, naming each type nothing could price; None when
+    every part of the usage is priced."""
+    missing = sorted(
+        {(u.provider, u.instance_type or "an unknown instance type") for u in usage if u.unpriced}
+    )
+    if not missing:
+        return None
+    names = ", ".join(f"{name} ({provider})" for provider, name in missing)
+    return (
+        f"no list price for {names}: none in the bill (ListCost), the refreshed prices or the "
+        "price snapshot; its on-demand cost, and the spot and reserved prices derived from it, "
+        "are unknown"
+    )
 
 
 def money(value: Decimal) -> str:
@@ -160,8 +170,14 @@ def compare(
     unpriced = sum((u.unpriced for u in usage), ZERO)
     known = unpriced == 0
     gpu_hours = sum((u.gpu_hours for u in usage), ZERO)
+    reason = unknown_reason(usage)
     spot_cost, interruptions, rework = ZERO, ZERO, ZERO
     spot_rows = []
+    # Types whose spot or term price is the configured ratio (no catalogue figure): those
+    # figures are estimates, and say so.
+    spot_estimated = sorted(
+        {u.instance_type for u in usage if u.spot_ratio is None and u.on_demand}
+    )
     for u in usage:
         r_spot = u.spot_ratio if u.spot_ratio is not None else assumptions.spot_price_ratio
         rate = assumptions.interruption_rate(u.instance_type, u.region, u.interruption_band)
@@ -182,11 +198,16 @@ def compare(
     reserved: dict[str, dict[str, Any]] = {}
     for term in ("1y", "3y"):
         costs = {}
+        estimated: set[str] = set()
         for option in RESERVED_OPTIONS:
             key = f"{term}_{option}"
             total = ZERO
             for u in usage:
-                r = u.reserved_ratios.get(key, assumptions.reserved_ratios.get(key, ONE))
+                r = u.reserved_ratios.get(key)
+                if r is None:
+                    r = assumptions.reserved_ratios.get(key, ONE)
+                    if u.on_demand:
+                        estimated.add(u.instance_type)
                 total += u.on_demand * Decimal(r)
             costs[option] = total / u_team
         reserved[f"reserved_{term}"] = {
@@ -194,7 +215,9 @@ def compare(
             "no_upfront": known_money(costs["no_upfront"], known),
             "all_upfront": known_money(costs["all_upfront"], known),
             "utilisation": ratio(u_team),
-            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
+            "estimated": bool(estimated),
+            "estimated_types": sorted(estimated),
+            "unknown_reason": reason,
         }
     # A team lead is not shown the whole cluster's utilisation (it moves with other teams' use):
     # without it, on premises is priced at the team's own utilisation.
@@ -223,11 +246,13 @@ def compare(
             "savings": known_money(on_demand - actual, known),
             "estimated": money(on_demand_estimated),
             "unpriced_cost": money(unpriced),
-            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
+            "unknown_reason": reason,
         },
         "spot": {
             "cost": known_money(spot_cost, known),
-            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
+            "estimated": bool(spot_estimated),
+            "estimated_types": spot_estimated,
+            "unknown_reason": reason,
             "expected_interruptions": float(interruptions.quantize(Decimal("0.0001"))),
             "rework_hours": float(rework.quantize(Decimal("0.0001"))),
         },

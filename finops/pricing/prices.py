@@ -19,6 +19,16 @@ from finops.pricing import snapshot
 from finops.pricing.models import InstancePrice
 
 KINDS = tuple(InstancePrice.Kind.values)
+# The bills' ProviderName -> the catalogue's provider key (snapshot and refreshed prices).
+PROVIDER_KEYS = {
+    "amazon web services": "aws",
+    "amazon": "aws",
+    "google cloud": "gcp",
+    "google cloud platform": "gcp",
+    "google": "gcp",
+    "microsoft": "azure",
+    "microsoft azure": "azure",
+}
 # Said beside every way of buying a type that has no figure (the comparison then prices it with
 # the configured ratios): never a number we could not source.
 NO_PUBLISHED_PRICE = "no published price in snapshot"
@@ -65,6 +75,12 @@ class PriceQuote:
         }
 
 
+def provider_key(provider: str) -> str:
+    """The catalogue's key of a provider as the bills name it ("Google Cloud" -> "gcp")."""
+    name = provider.strip().lower()
+    return PROVIDER_KEYS.get(name, name)
+
+
 def _snapshot_label(entry: dict[str, Any]) -> str:
     source = entry.get("source") or {}
     where = f"{source.get('repository')}@{str(source.get('commit', ''))[:7]} {source.get('path')}"
@@ -84,7 +100,7 @@ def _refreshed(provider: str, instance_type: str, region: str) -> dict[str, Inst
 
 def quote(provider: str, instance_type: str, region: str) -> PriceQuote | None:
     """Every known figure of the type; None when neither a refresh nor the snapshot has one."""
-    provider = provider.lower()
+    provider = provider_key(provider)
     if not instance_type:
         return None
     hourly: dict[str, Decimal] = {}
@@ -138,7 +154,7 @@ def price_body(provider: str, instance_type: str, region: str) -> dict[str, Any]
     body["missing"] = missing
     body["missing_note"] = None
     if missing:
-        entry = snapshot.price_entry(provider.lower(), instance_type, region)
+        entry = snapshot.price_entry(provider_key(provider), instance_type, region)
         why = (entry or {}).get("note") or (
             "the snapshot does not list this type" if entry is None else ""
         )
