@@ -264,7 +264,8 @@ def test_a_type_read_in_two_regions_prices_each_from_its_own() -> None:
     # 88.5557561512329.
     central = prices.quote("gcp", "a3-highgpu-8g", "us-central1")
     east = prices.quote("gcp", "a3-highgpu-8g", "us-east4")
-    assert central is not None and east is not None
+    assert central is not None
+    assert east is not None
     assert central.on_demand == Decimal("88.4899999025753")
     assert east.on_demand == Decimal("88.5557561512329")
     # Its 1-year CUD: month_1y 44810.08066464 / 730, to 9 places.
