@@ -125,6 +125,9 @@ def test_the_api_refuses_what_the_form_refuses_and_only_finance_writes(
         "Committed price ratios: missing 1y_all_upfront, 3y_no_upfront, 3y_all_upfront."
     ]
     assert "Currency must be an ISO 4217 code such as USD." in body["currency"]
+    # Found by the API fuzz test: a null JSON setting is refused, never stored as NULL.
+    nulls = api.patch("/api/v1/pricing-settings/", {"family_bands": None}, format="json")
+    assert nulls.json() == {"family_bands": ["Family bands: entries of name = value, not None."]}
     assert api.patch("/api/v1/pricing-settings/", {"nope": 1}, format="json").json() == {
         "nope": ["Not a pricing setting."]
     }
@@ -216,7 +219,7 @@ _settings = st.fixed_dictionaries(
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(stored=_settings)
 def test_no_stored_setting_makes_a_pricing_page_fail(
@@ -238,3 +241,16 @@ def test_no_stored_setting_makes_a_pricing_page_fail(
     ):
         response = client.get(url)
         assert response.status_code == 200, (url, stored)
+
+
+def test_a_stored_default_band_outside_the_stored_bands_falls_back_with_them(
+    priced_month: None,
+) -> None:
+    # Found by the property test: bands {"b": ...} with default band "zz". The default band's
+    # default (">20%") is not one of the stored bands, so both go back to their defaults.
+    PricingAssumptions.objects.filter(pk=1).update(default_band="zz", family_bands={"p5": "x"})
+    row = PricingAssumptions.current()
+    warnings = row.usable()
+    assert (row.default_band, row.family_bands) == (">20%", {})
+    assert row.interruption_bands[">20%"] == "0.25"
+    assert len(warnings) == 3

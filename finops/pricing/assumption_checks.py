@@ -41,9 +41,13 @@ class Bound:
         return f"{self.label} must be between {self.low} and {self.high}."
 
     def validators(self) -> list[Any]:
+        # Whole limits as int: the OpenAPI schema (drf-spectacular) carries them as numbers.
+        def limit(value: Decimal) -> int | Decimal:
+            return int(value) if value == value.to_integral_value() else value
+
         return [
-            MinValueValidator(self.low, message=self.message),
-            MaxValueValidator(self.high, message=self.message),
+            MinValueValidator(limit(self.low), message=self.message),
+            MaxValueValidator(limit(self.high), message=self.message),
         ]
 
 
@@ -85,7 +89,9 @@ def number(value: Any) -> Decimal | None:
 
 
 def _keyed(value: Any, label: str) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping) or not value:
+    if not isinstance(value, Mapping):
+        raise ValidationError(f"{label}: entries of name = value, not {value!r}.")
+    if not value:
         raise ValidationError(f"{label}: give at least one entry.")
     for key in value:
         if not isinstance(key, str) or not key.strip() or len(key) > KEY_LENGTH:
@@ -122,7 +128,7 @@ def notices_check(value: Any, *, label: str) -> None:
 
 def family_bands_check(value: Any, *, label: str, bands: Any) -> None:
     """A mapping family (or family:region) -> one of the interruption bands (may be empty)."""
-    if value in ({}, None, ""):
+    if isinstance(value, Mapping) and not value:
         return
     known = set(bands) if isinstance(bands, Mapping) else set()
     for family, band in _keyed(value, label).items():

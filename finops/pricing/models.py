@@ -215,23 +215,31 @@ class PricingAssumptions(models.Model):
         """Put the default in place of every stored value that fails validation (in memory,
         nothing is saved) and return one warning per value replaced; [] when all are good."""
         warnings: list[str] = []
-        for _ in range(3):  # a replaced band set can make the default band fail in turn
+        for _ in range(3):  # a replaced band set can make the family bands fail in turn
             try:
                 self.full_clean(validate_unique=False, validate_constraints=False)
             except ValidationError as exc:
                 for name, messages in exc.message_dict.items():
-                    field = self._meta.get_field(name)
-                    assert isinstance(field, models.Field)
-                    stored = getattr(self, name)
-                    default = field.get_default()
-                    setattr(self, name, default)
-                    warnings.append(
-                        f"The stored {name} ({stored!r}) is refused ({' '.join(messages)}); "
-                        f"the default ({default!r}) is used until finance saves a good value."
-                    )
+                    warnings.append(self._default_in_place(name, " ".join(messages)))
+                    if name == "default_band" and "interruption_bands" not in exc.message_dict:
+                        # The default band is one of the default bands, not necessarily of the
+                        # stored ones: both go back to their defaults together.
+                        warnings.append(
+                            self._default_in_place("interruption_bands", "with the default band")
+                        )
             else:
                 return warnings
         raise AssertionError("the defaults of the pricing assumptions do not validate")
+
+    def _default_in_place(self, name: str, why: str) -> str:
+        field = self._meta.get_field(name)
+        assert isinstance(field, models.Field)
+        stored, default = getattr(self, name), field.get_default()
+        setattr(self, name, default)
+        return (
+            f"The stored {name} ({stored!r}) is refused ({why}); the default ({default!r}) is "
+            "used until finance saves a good value."
+        )
 
 
 class InstancePrice(models.Model):
