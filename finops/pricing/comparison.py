@@ -13,7 +13,9 @@ in the scope's currency, each beside the assumptions that produced it.
 - reserved (1y, 3y; no upfront, all upfront) = L x r_term / u: the commitment is paid whether
   used or not, so covering the work at the team's historical utilisation u (mean / peak GPUs
   in use over the window) buys 1/u as many committed hours.
-- on-prem = H / u_cluster x TCO per GPU-hour at full use, where TCO per node-month = capex /
+- on-prem = H / u x TCO per GPU-hour at full use, u the team's own utilisation (as for reserved,
+  so a team's figure is the same whoever looks; the cluster's figure, H / u_cluster x TCO, is
+  given beside it to those who see the whole cluster), where TCO per node-month = capex /
   amortisation months + watts x GPUs x PUE x 730 h / 1000 x $/kWh + rack + network + staff.
   Break-even utilisation = TCO per GPU-hour / what a used GPU-hour cost (actual / H): above it,
   owning is cheaper than what was paid.
@@ -219,14 +221,11 @@ def compare(
             "estimated_types": sorted(estimated),
             "unknown_reason": reason,
         }
-    # A team lead is not shown the whole cluster's utilisation (it moves with other teams' use):
-    # without it, on premises is priced at the team's own utilisation.
-    basis = "cluster" if cluster_utilisation else "team"
-    u_cluster = cluster_utilisation or team_utilisation or ONE
-    tco = assumptions.gpu_hour_tco
-    on_prem_cost = gpu_hours / u_cluster * tco
-    break_even = (tco * gpu_hours / actual) if actual > 0 and gpu_hours > 0 else None
-    alternatives = {"on_prem": on_prem_cost}
+    on_prem = _on_prem(
+        gpu_hours=gpu_hours, actual=actual, tco=assumptions.gpu_hour_tco,
+        team_utilisation=team_utilisation, cluster_utilisation=cluster_utilisation,
+    )  # fmt: skip
+    alternatives = {"on_prem": Decimal(on_prem["cost"])}
     if known:
         alternatives |= {
             "on_demand": on_demand,
@@ -257,12 +256,7 @@ def compare(
             "rework_hours": float(rework.quantize(Decimal("0.0001"))),
         },
         **reserved,
-        "on_prem": {
-            "cost": money(on_prem_cost),
-            "utilisation": ratio(u_cluster),
-            "utilisation_basis": basis,
-            "break_even_utilisation": float(break_even.quantize(RATIO)) if break_even else None,
-        },
+        "on_prem": on_prem,
         "best_alternative": best,
         "mix": {
             kind: money(mix.get(kind, ZERO))
@@ -274,6 +268,34 @@ def compare(
         # The catalogue figures behind the spot and reserved ratios (and behind on-demand
         # estimates), each with its region and source.
         "prices": [dict(u.prices) for u in usage if u.prices],
+    }
+
+
+def _on_prem(
+    *,
+    gpu_hours: Decimal,
+    actual: Decimal,
+    tco: Decimal,
+    team_utilisation: Decimal | None,
+    cluster_utilisation: Decimal | None,
+) -> dict[str, Any]:
+    """On premises at the team's own utilisation: the same figure whoever looks (a lead or
+    finance). The cluster's utilisation moves with other teams' use, so its figure is given
+    beside it, labelled, to those who may see the whole cluster (cluster_utilisation given)."""
+    u_team = team_utilisation or ONE
+    break_even = (tco * gpu_hours / actual) if actual > 0 and gpu_hours > 0 else None
+    cluster = None
+    if cluster_utilisation:
+        cluster = {
+            "cost": money(gpu_hours / cluster_utilisation * tco),
+            "utilisation": ratio(cluster_utilisation),
+        }
+    return {
+        "cost": money(gpu_hours / u_team * tco),
+        "utilisation": ratio(u_team),
+        "utilisation_basis": "team",
+        "cluster": cluster,
+        "break_even_utilisation": float(break_even.quantize(RATIO)) if break_even else None,
     }
 
 
