@@ -1,7 +1,7 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from finops.api import anomalies, chargeback, preferences, pricing_settings, views
+from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
 
@@ -10,6 +10,9 @@ router.register("teams", views.TeamViewSet, basename="api-team")
 router.register("runs", views.RunCostViewSet, basename="api-run")
 router.register("anomalies", anomalies.AnomalyViewSet, basename="api-anomaly")
 router.register("budgets", BudgetViewSet, basename="api-budget")
+router.register(
+    "recommendations", recommendations.RecommendationViewSet, basename="api-recommendation"
+)
 router.register("import-batches", views.ImportBatchViewSet, basename="api-import-batch")
 # Plain APIViews: listed on the root (/api/v1/) beside the viewsets.
 router.add_root_entry("costs", "api-costs")

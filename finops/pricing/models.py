@@ -286,3 +286,74 @@ class InstancePrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} {self.instance_type} {self.region} {self.kind} {self.hourly}"
+
+
+class Recommendation(models.Model):
+    """One action with its money (issue 27, DESIGN section 10): commit, spot, idle or rightsize,
+    for a team (or, team null, for the organisation: finance only) in a billing month.
+
+    Computed by finops.pricing.recommendations from the ledger and the price catalogue; a
+    recompute updates the figures of the same (month, team, kind, key) in place and keeps its
+    status and comment, so what a lead marked done or dismissed stays so."""
+
+    class Kind(models.TextChoices):
+        COMMIT = "commit"
+        SPOT = "spot"
+        RIGHTSIZE = "rightsize"
+        IDLE = "idle"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DONE = "done"
+        DISMISSED = "dismissed"
+
+    class Confidence(models.TextChoices):
+        HIGH = "high"
+        MEDIUM = "medium"
+        LOW = "low"
+
+    billing_period = models.DateField()
+    team = models.ForeignKey(
+        "org.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # What the action is about, stable across recomputes, e.g. "aws:p5.48xlarge:us-east-1".
+    key = models.CharField(max_length=500)
+    title = models.CharField(max_length=300)
+    action = models.TextField()
+    monthly_savings = MoneyField(max_digits=20, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    confidence = models.CharField(max_length=8, choices=Confidence.choices)
+    assumptions = models.JSONField(default=dict)
+    evidence = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    comment = models.TextField(blank=True)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    status_changed_by = models.CharField(max_length=150, blank=True)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["billing_period", "team", "kind", "key"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["billing_period", "team", "kind", "key", "currency"],
+                name="recommendation_unique_action",
+            ),
+        ]
+        indexes = [models.Index(fields=["billing_period", "team"])]
+
+    def __str__(self) -> str:
+        return f"{self.billing_period:%Y-%m} {self.kind} {self.key}: {self.monthly_savings}"
+
+
+class RecommendationMonth(models.Model):
+    """When a month's recommendations were last computed, and from what (`inputs`: the newest
+    attribution, assumptions and refreshed prices they read). A reader recomputes a month whose
+    inputs moved since."""
+
+    billing_period = models.DateField(unique=True)
+    computed_at = models.DateTimeField()
+    inputs = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return f"{self.billing_period:%Y-%m} computed {self.computed_at:%Y-%m-%d %H:%M}"
