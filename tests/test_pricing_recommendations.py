@@ -239,3 +239,51 @@ def test_rightsize_an_endpoint_that_uses_little_of_its_gpus(real_snapshot: None)
         "type, g6e.xlarge, serves it for 28,909.44 USD less a month."
     )
     assert rightsize.confidence == "low"
+
+
+def test_an_hourly_curve_counts_each_hour_by_its_overlap() -> None:
+    from finops.pricing.demand import hourly, percentile_level
+
+    start = START.timestamp()
+    # 8 GPUs from 00:30 to 02:00: half of hour 0, all of hour 1; 2 GPUs for hours 1-3.
+    curve = hourly(
+        [(start + 1800, start + 7200, 8.0), (start + 3600, start + 4 * 3600, 2.0)],
+        start=start, hours=5,
+    )  # fmt: skip
+    assert list(curve) == [4.0, 10.0, 2.0, 2.0, 0.0]
+    assert percentile_level(curve, 10) == 0.0
+    assert percentile_level(curve, 50) == 2.0
+
+
+@pytest.mark.parametrize(("days", "window"), [(95, 90), (75, 60), (45, 30), (20, None)])
+def test_commitment_advice_uses_the_longest_window_the_history_fills(
+    days: int, window: int | None
+) -> None:
+    """A team that held 4 GPUs of a CoreWeave type in every hour since its first job, `days`
+    before the window's end: the level comes from the longest of 90/60/30 days that history
+    fills, and none when it fills not even 30 days."""
+    import numpy as np
+
+    from finops.pricing.comparisons import assumptions_current
+    from finops.pricing.recommendation_commits import commit_drafts
+    from finops.pricing.recommendation_inputs import Money, window_of
+
+    _assumptions()
+    span = window_of(MONTH)
+    pool = ("CoreWeave", "gd-8xh100ib-i128", "r1", "on_demand")
+    curve = np.zeros(span.hours)
+    curve[-days * 24 :] = 4.0
+    drafts = commit_drafts(
+        curves={(7, *pool): curve}, starts={7: span.until - dt.timedelta(days=days)},
+        rates={(7, "USD", *pool): Money(Decimal(2000), Decimal(2462), Decimal(400))},
+        quotes={}, a=assumptions_current(), window=span,
+    )  # fmt: skip
+    if window is None:
+        assert drafts == []
+        return
+    [draft] = drafts
+    assert draft.assumptions["window_days"] == window
+    assert draft.evidence["gpus"] == "4.0"
+    # 4 x 5.00 - 4 x 6.155 x 0.6 = 5.228 an hour: 3,816.44 a month, whatever the window.
+    assert draft.monthly_savings == Decimal("3816.44")
+    assert draft.confidence == {90: "medium", 60: "low", 30: "low"}[window]

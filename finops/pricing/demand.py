@@ -40,7 +40,7 @@ def hourly(intervals: Iterable[tuple[float, float, float]], *, start: float, hou
 
 
 def percentile_level(curve: Curve, pct: int) -> float:
-    """Nearest-rank percentile of the hourly values (0 for none), as commitments.percentile."""
+    """Nearest-rank percentile of the hourly values (0 for none); pct held to 1..100."""
     if not len(curve):
         return 0.0
     ordered = np.sort(curve)

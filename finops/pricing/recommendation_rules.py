@@ -161,9 +161,11 @@ def _spot(
     paid = sum((r.paid for r in runs), Decimal(0))
     estimated = any(r.estimated for r in runs)
     month = f"{window.month:%B %Y}"
+    these = "this training run" if len(runs) == 1 else f"these {len(runs)} training runs"
+    they = "it" if len(runs) == 1 else "they"
     action = (
-        f"Run these {len(runs)} training runs on spot: every attempt lasted at most "
-        f"{SHORT_ATTEMPT_HOURS} hours, so an interruption loses little. On spot they would have "
+        f"Run {these} on spot: every attempt lasted at most {SHORT_ATTEMPT_HOURS} hours, so an "
+        f"interruption loses little. On spot {they} would have "
         f"cost {money_text(savings, currency)} less in {month} "
         f"({money_text(paid, currency)} paid on demand), net of "
         f"{rework.quantize(TENTH)} GPU-hours of expected rework."
@@ -179,7 +181,8 @@ def _spot(
     ]  # fmt: skip
     return Draft(
         team_id=team_id, kind="spot", key="short-training-runs",
-        title=f"Move {len(runs)} short training runs to spot", action=action,
+        title=f"Move {len(runs)} short training run{'s' if len(runs) > 1 else ''} to spot",
+        action=action,
         monthly_savings=savings, currency=currency,
         confidence="low" if estimated else "medium",
         assumptions={

@@ -99,9 +99,10 @@ def inputs_stamp(*, month: dt.date) -> str:
     attributed = AttributionRun.objects.filter(
         billing_period=month, status=AttributionRun.Status.SUCCEEDED
     ).aggregate(at=Max("finished_at"))["at"]
-    settings_at = PricingAssumptions.objects.filter(pk=1).values_list("updated_at", flat=True)
     refreshed = InstancePrice.objects.aggregate(at=Max("fetched_at"))["at"]
-    parts = [attributed, next(iter(settings_at), None), refreshed]
+    # current(): the row is made on first use, so a first computation and the reads after it
+    # see the same stamp.
+    parts = [attributed, PricingAssumptions.current().updated_at, refreshed]
     stamps = [p.isoformat() if p else "-" for p in parts]
     return "|".join([*stamps, str(snapshot.snapshot().get("snapshot_date")), RULES_VERSION])
 
@@ -228,3 +229,24 @@ def recommendation_body(row: Recommendation) -> dict[str, Any]:
         "status_changed_at": row.status_changed_at,
         "status_changed_by": row.status_changed_by,
     }
+
+
+def team_recommendations(*, team: Team, month: dt.date) -> list[Recommendation]:
+    """The team's recommendations of the month (computed first if its inputs moved)."""
+    recommendations_current(month=month)
+    rows = Recommendation.objects.select_related("team").filter(team=team)
+    return list(recommendation_list_filtered(rows, month=month))
+
+
+def run_spot_advice(*, team: Team, month: dt.date, run_id: str) -> dict[str, Any] | None:
+    """The run's line in its team's spot recommendation of the month, if it is one of the runs
+    named there (its evidence lists the ten that save most)."""
+    row = Recommendation.objects.filter(
+        billing_period=month, team=team, kind=Recommendation.Kind.SPOT
+    ).first()
+    if row is None:
+        return None
+    for run in row.evidence.get("top_runs", []):
+        if run.get("run_id") == run_id:
+            return {**run, "currency": row.currency, "recommendation": row}
+    return None
