@@ -194,3 +194,28 @@ def test_the_api_says_which_prices_are_not_published(priced_month: None) -> None
         "no published price in snapshot: the snapshot does not list this type"
     )
     assert body["assumptions"]["spot"]["by_instance_type"][0]["spot_ratio_source"] == "assumption"
+
+
+def test_on_prem_in_another_currency_is_converted_or_said_unknown(priced_month: None) -> None:
+    """The on-prem assumptions in EUR, the bill in USD: without an EUR->USD rate on premises is
+    unknown (and not the best alternative); with 1.25 on 2025-06-30 its 2.00 EUR a GPU-hour is
+    2.50 USD: 8 GPU-hours x 28 (the team's utilisation 1/28) x 2.50 = 560.00."""
+    import datetime as dt
+
+    from finops.currency.models import FxRate
+    from finops.pricing.models import PricingAssumptions
+
+    PricingAssumptions.objects.filter(pk=1).update(currency="EUR")
+    cost = RunCost.objects.get(run_id="od-run")
+    body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
+    assert body["on_prem"]["cost"] is None
+    assert body["on_prem"]["unknown_reason"] == (
+        "no FX rate from EUR (the on-prem assumptions) to USD"
+    )
+    assert body["best_alternative"] == "spot"
+    FxRate.objects.create(
+        date=dt.date(2025, 6, 30), from_currency="EUR", to_currency="USD", rate=Decimal("1.25")
+    )
+    body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
+    assert body["on_prem"]["cost"] == "560.00"
+    assert body["on_prem"]["cluster"]["cost"] == "20.00"

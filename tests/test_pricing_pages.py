@@ -160,3 +160,70 @@ def _assert_charts_boxed(browser: WebDriver) -> None:
     assert boxed
     assert all(boxed), boxed
     assert browser.execute_script("return document.documentElement.scrollHeight") < 20000
+
+
+def test_prices_older_than_the_month_by_more_than_90_days_are_said_to_be_stale(
+    client: Client, priced_month: None
+) -> None:
+    import datetime as dt
+    from decimal import Decimal
+
+    from django.utils import timezone
+
+    from finops.pricing.models import InstancePrice
+
+    _finance(client)
+    price = InstancePrice.objects.create(
+        provider="aws", instance_type="p5.48xlarge", region="us-east-1", kind="on_demand",
+        hourly=Decimal("55.04"), currency="USD", source="AWS Price List API (get_products)",
+        effective_date=dt.date(2025, 3, 2), fetched_at=timezone.now(),
+    )  # fmt: skip
+    # 2025-03-02 is 91 days before June 2025 begins: stale.
+    page = client.get("/pricing/?month=2025-06").content.decode()
+    warning = page.split('data-testid="stale-prices"')[1].split("</div>")[0]
+    assert "p5.48xlarge: 2025-03-02" in warning
+    assert "(stale)" in page
+    # 2025-03-03, 90 days: not yet.
+    price.effective_date = dt.date(2025, 3, 3)
+    price.save()
+    page = client.get("/pricing/?month=2025-06").content.decode()
+    assert 'data-testid="stale-prices"' not in page
+
+
+def test_a_lead_sets_the_status_of_their_teams_recommendation_on_the_page(
+    client: Client, priced_month: None
+) -> None:
+    from finops.pricing.models import Recommendation
+
+    lead = User.objects.create_user("lead-od", password="pw-123456789")
+    Profile.objects.create(user=lead, role=Profile.Role.TEAM_LEAD).teams.add(
+        Team.objects.get(slug="od")
+    )
+    client.force_login(lead)
+    page = client.get("/pricing/?month=2025-06").content.decode()
+    own = Recommendation.objects.get(team__slug="od", kind="spot")
+    assert f'action="/pricing/recommendations/{own.pk}/status/"' in page
+    response = client.post(
+        f"/pricing/recommendations/{own.pk}/status/",
+        {"status": "done", "comment": "moved to the spot partition", "next": "/teams/od/"},
+    )
+    assert response.status_code == 302
+    assert response["Location"] == "/teams/od/"
+    own.refresh_from_db()
+    assert (own.status, own.comment, own.status_changed_by) == (
+        "done", "moved to the spot partition", "lead-od",
+    )  # fmt: skip
+    # Another team's recommendation is not theirs to see or change; a foreign "next" is not
+    # followed.
+    other = Recommendation.objects.create(
+        billing_period=own.billing_period, team=Team.objects.get(slug="spot"), kind="idle",
+        key="k", title="t", action="a", monthly_savings=1, currency="USD", confidence="low",
+        computed_at=own.computed_at,
+    )  # fmt: skip
+    url = f"/pricing/recommendations/{other.pk}/status/"
+    assert client.post(url, {"status": "dismissed"}).status_code == 404
+    back = client.post(
+        f"/pricing/recommendations/{own.pk}/status/",
+        {"status": "open", "next": "https://evil.example/"},
+    )
+    assert back["Location"] == "/pricing/"

@@ -166,8 +166,11 @@ def compare(
     team_utilisation: Decimal | None,
     cluster_utilisation: Decimal | None,
     currency: str,
+    on_prem_rate: Decimal | None = ONE,
 ) -> dict[str, Any]:
-    """The pricing body of DESIGN section 7 (money as decimal strings, to the cent)."""
+    """The pricing body of DESIGN section 7 (money as decimal strings, to the cent).
+    `on_prem_rate` converts the on-prem assumptions' currency to the scope's (None: no rate,
+    so on premises is unknown, and says why)."""
     on_demand = sum((u.on_demand for u in usage), ZERO)
     unpriced = sum((u.unpriced for u in usage), ZERO)
     known = unpriced == 0
@@ -221,11 +224,19 @@ def compare(
             "estimated_types": sorted(estimated),
             "unknown_reason": reason,
         }
-    on_prem = _on_prem(
-        gpu_hours=gpu_hours, actual=actual, tco=assumptions.gpu_hour_tco,
-        team_utilisation=team_utilisation, cluster_utilisation=cluster_utilisation,
-    )  # fmt: skip
-    alternatives = {"on_prem": Decimal(on_prem["cost"])}
+    if on_prem_rate is None:
+        on_prem: dict[str, Any] = {
+            "cost": None, "utilisation": ratio(team_utilisation or ONE),
+            "utilisation_basis": "team", "cluster": None, "break_even_utilisation": None,
+            "unknown_reason": f"no FX rate from {assumptions.currency} (the on-prem "
+                              f"assumptions) to {currency}",
+        }  # fmt: skip
+    else:
+        on_prem = _on_prem(
+            gpu_hours=gpu_hours, actual=actual, tco=assumptions.gpu_hour_tco * on_prem_rate,
+            team_utilisation=team_utilisation, cluster_utilisation=cluster_utilisation,
+        )  # fmt: skip
+    alternatives = {} if on_prem["cost"] is None else {"on_prem": Decimal(on_prem["cost"])}
     if known:
         alternatives |= {
             "on_demand": on_demand,
@@ -234,7 +245,7 @@ def compare(
             "reserved_3y": Decimal(reserved["reserved_3y"]["cost"]),
         }
     best: str | None = "on_demand" if known else None
-    if gpu_hours:
+    if gpu_hours and alternatives:
         best = min(alternatives, key=lambda k: (alternatives[k], k))
     return {
         "currency": currency,
@@ -296,6 +307,7 @@ def _on_prem(
         "utilisation_basis": "team",
         "cluster": cluster,
         "break_even_utilisation": float(break_even.quantize(RATIO)) if break_even else None,
+        "unknown_reason": None,
     }
 
 

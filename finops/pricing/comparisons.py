@@ -20,6 +20,7 @@ from billing_ingest.months import month_next
 from finops.attribution.catalogue import gpu_spec
 from finops.attribution.list_cost import MIX_KINDS, UNPRICED
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.currency.selectors import FxRateMissing, fx_rate_for
 from finops.org.models import Team
 from finops.pricing import prices
 from finops.pricing.comparison import Assumptions, TypeUsage, compare
@@ -156,6 +157,22 @@ def _gpu_rows(month: dt.date) -> QuerySet[AllocatedCost]:
     )
 
 
+def on_prem_rate(*, assumptions: Assumptions, currency: str, month: dt.date) -> Decimal | None:
+    """The rate from the on-prem assumptions' currency to a scope's, on the month's last day
+    (1 when they are the same; None when no FX rate converts them)."""
+    if assumptions.currency == currency:
+        return Decimal(1)
+    try:
+        rate = fx_rate_for(
+            day=month_next(month) - dt.timedelta(days=1),
+            from_currency=assumptions.currency,
+            to_currency=currency,
+        )
+    except FxRateMissing:
+        return None
+    return Decimal(rate.numerator) / Decimal(rate.denominator)
+
+
 def cluster_utilisation(*, month: dt.date) -> Decimal | None:
     """Measured GPU utilisation of the month: job cost / all GPU node cost (jobs + idle)."""
     totals = dict(
@@ -211,6 +228,7 @@ def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
         ),
         cluster_utilisation=cluster_utilisation(month=month) if org_wide else None,
         currency=run.billing_currency,
+        on_prem_rate=on_prem_rate(assumptions=a, currency=run.billing_currency, month=month),
     )
     return {"run_id": run.run_id, "month": month.strftime("%Y-%m"), **body}
 
@@ -252,6 +270,7 @@ def team_month_pricing(
             ),
             cluster_utilisation=measured,
             currency=currency,
+            on_prem_rate=on_prem_rate(assumptions=a, currency=currency, month=month),
         )
         result.append({"team": slugs[team_id], "month": month.strftime("%Y-%m"), **body})
     return sorted(result, key=lambda r: (r["team"], r["currency"]))
