@@ -227,3 +227,15 @@ def test_a_lead_sets_the_status_of_their_teams_recommendation_on_the_page(
         {"status": "open", "next": "https://evil.example/"},
     )
     assert back["Location"] == "/pricing/"
+
+
+def test_a_viewer_reads_the_recommendations_without_a_status_form(
+    client: Client, priced_month: None
+) -> None:
+    viewer = User.objects.create_user("viewer-x", password="pw-123456789")
+    Profile.objects.create(user=viewer, role=Profile.Role.VIEWER)
+    client.force_login(viewer)
+    page = client.get("/pricing/?month=2025-06").content.decode()
+    assert "48.00 USD" in page.split('data-testid="recommendation-spot"')[1]
+    assert "/pricing/recommendations/" not in page  # no status form
+    assert "<td>Open" in page  # the status, as text
