@@ -73,10 +73,16 @@ def _node_types(month: dt.date) -> dict[str, tuple[str, str]]:
     )
     found: dict[str, tuple[str, str]] = {}
     for name, resource_id, instance_type, region in rows:
-        for key in (name, resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1]):
-            if key:
-                found.setdefault(key, (instance_type, region))
+        for key in node_keys(name, resource_id):
+            found.setdefault(key, (instance_type, region))
     return found
+
+
+def node_keys(name: str, resource_id: str) -> list[str]:
+    """The names the ledger may give a billed node: its resource name, its id, and the id's
+    last path segment (an Azure or GCP resource path)."""
+    keys = (name, resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1])
+    return [key for key in keys if key]
 
 
 class _Catalogue:

@@ -40,9 +40,9 @@ from finops.pricing.recommendation_rules import (
     TENTH,
     Draft,
     Quotes,
-    _cents,
-    _lower,
-    _number,
+    as_decimal,
+    cents,
+    lower_confidence,
     money_text,
 )
 
@@ -65,7 +65,7 @@ def _terms(
     ratios: Mapping[str, tuple[Decimal, bool]],
 ) -> tuple[Decimal, dict[str, Any]]:  # fmt: skip
     """(mean covered use, each term's ratio, source, monthly savings and break-even)."""
-    covered = _number(float(np.minimum(curve, float(level)).mean()))
+    covered = as_decimal(float(np.minimum(curve, float(level)).mean()))
     terms: dict[str, Any] = {}
     for key in TERMS:
         ratio, catalogue = ratios[key]
@@ -76,7 +76,7 @@ def _terms(
         terms[key] = {
             "ratio": str(ratio.quantize(Decimal("0.0001"))),
             "source": "catalogue" if catalogue else "configured ratio (estimated)",
-            "monthly_savings": str(_cents(saving)),
+            "monthly_savings": str(cents(saving)),
             "break_even_months": str(even.quantize(TENTH)) if even is not None else None,
         }
     return covered, terms
@@ -90,7 +90,7 @@ def _days(first: dt.datetime | None, window: Window) -> int | None:
 
 def _confidence(days: int, catalogue: bool) -> str:
     level = {90: "high", 60: "medium"}.get(days, "low")
-    return level if catalogue else _lower(level)
+    return level if catalogue else lower_confidence(level)
 
 
 def commit_drafts(
@@ -136,7 +136,7 @@ def _type_commit(
         return None
     curve = curves[(team_id, provider, instance_type, region, "on_demand")][-days * 24 :]
     pct = a.recommendation_percentile
-    level = _number(demand.percentile_level(curve, pct)).quantize(TENTH, rounding=ROUND_DOWN)
+    level = as_decimal(demand.percentile_level(curve, pct)).quantize(TENTH, rounding=ROUND_DOWN)
     if level < TENTH:
         return None
     quote = quotes.get(pool)
@@ -182,7 +182,7 @@ def _plan_commit(
         np.zeros(days * 24),
     )  # fmt: skip
     pct = a.recommendation_percentile
-    level = _number(demand.percentile_level(curve, pct)).quantize(ONE, rounding=ROUND_DOWN)
+    level = as_decimal(demand.percentile_level(curve, pct)).quantize(ONE, rounding=ROUND_DOWN)
     if level < ONE:
         return None
     listed = sum((money.listed for _, money in types), Decimal(0))
@@ -197,7 +197,7 @@ def _plan_commit(
     savings = Decimal(best["monthly_savings"])
     if savings <= 0:
         return None
-    hourly = _cents(level * ratios["1y_no_upfront"][0])
+    hourly = cents(level * ratios["1y_no_upfront"][0])
     names = ", ".join(sorted({pool[1] for pool, _ in types}))
     plan = SAVINGS_PLAN_PROVIDERS[provider_key(provider)]
     action = (

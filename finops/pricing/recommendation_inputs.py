@@ -26,6 +26,7 @@ from finops.attribution.catalogue import gpu_spec
 from finops.attribution.list_cost import pricing_mix
 from finops.attribution.models import AllocatedCost, Category
 from finops.pricing import demand, snapshot
+from finops.pricing.comparisons import node_keys
 
 WINDOW_DAYS = 90
 _ZERO = Decimal(0)
@@ -102,9 +103,8 @@ def nodes_of(window: Window) -> dict[str, NodeInfo]:
             continue
         mix = pricing_mix(pricing_category=category, sku_id=sku, commitment_discount_id=cid)
         info = NodeInfo(provider, instance_type, region, mix, gpus)
-        for key in (name, resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1]):
-            if key:
-                found.setdefault(key, info)
+        for key in node_keys(name, resource_id):
+            found.setdefault(key, info)
     return found
 
 

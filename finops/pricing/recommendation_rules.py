@@ -47,7 +47,6 @@ from finops.pricing.recommendation_inputs import (
 
 CENT = Decimal("0.01")
 TENTH = Decimal("0.1")
-WINDOWS = (90, 60, 30)
 SHORT_ATTEMPT_HOURS = 4
 RIGHTSIZE_UTILISATION = Decimal("0.20")
 # The provider's smaller serving GPU, priced from the catalogue (L40S on AWS and CoreWeave, L4 on
@@ -79,23 +78,16 @@ def money_text(value: Decimal, currency: str) -> str:
     return f"{value.quantize(CENT, rounding=ROUND_HALF_EVEN):,.2f} {currency}"
 
 
-def _cents(value: Decimal) -> Decimal:
+def cents(value: Decimal) -> Decimal:
     return value.quantize(CENT, rounding=ROUND_HALF_EVEN)
 
 
-def _number(value: float) -> Decimal:
+def as_decimal(value: float) -> Decimal:
     return Decimal(repr(value))
 
 
-def _lower(confidence: str) -> str:
+def lower_confidence(confidence: str) -> str:
     return {"high": "medium", "medium": "low"}.get(confidence, "low")
-
-
-def _term_ratio(quote: PriceQuote | None, key: str, a: Assumptions) -> tuple[Decimal, str]:
-    found = quote.ratio(key) if quote is not None else None
-    if found is not None:
-        return found, "catalogue"
-    return Decimal(a.reserved_ratios.get(key, 1)), "configured ratio (estimated)"
 
 
 # --- spot --------------------------------------------------------------------------------------
@@ -156,7 +148,7 @@ def _spot(
     team_id: int | None, currency: str, runs: list[_SpotRun], a: Assumptions, window: Window
 ) -> Draft:
     runs.sort(key=lambda r: (r.spot - r.paid, r.run.run_id))
-    savings = _cents(sum((r.paid - r.spot for r in runs), Decimal(0)))
+    savings = cents(sum((r.paid - r.spot for r in runs), Decimal(0)))
     rework = sum((r.rework_hours for r in runs), Decimal(0))
     paid = sum((r.paid for r in runs), Decimal(0))
     estimated = any(r.estimated for r in runs)
@@ -172,8 +164,8 @@ def _spot(
     )
     top = [
         {
-            "run_id": r.run.run_id, "cluster": r.run.cluster, "paid": str(_cents(r.paid)),
-            "on_spot": str(_cents(r.spot)), "savings": str(_cents(r.paid - r.spot)),
+            "run_id": r.run.run_id, "cluster": r.run.cluster, "paid": str(cents(r.paid)),
+            "on_spot": str(cents(r.spot)), "savings": str(cents(r.paid - r.spot)),
             "longest_attempt_hours": f"{r.run.longest_hours:.1f}", "attempts": r.run.attempts,
             "expected_interruptions": f"{r.interruptions:.3f}",
         }
@@ -194,7 +186,7 @@ def _spot(
             "interruptions": "the type's band (finance's, else the published one, else "
                              f"{a.default_band}) per month / 730 node-hours",
         },
-        evidence={"runs": len(runs), "paid_on_demand": str(_cents(paid)),
+        evidence={"runs": len(runs), "paid_on_demand": str(cents(paid)),
                   "rework_gpu_hours": str(rework.quantize(TENTH)), "top_runs": top},
     )  # fmt: skip
 
@@ -249,9 +241,9 @@ def _idle(
     release = math.floor(demand.percentile_level(spare, a.recommendation_percentile))
     if release < 1:
         return None
-    node_hours = _number(float(up.sum()))
+    node_hours = as_decimal(float(up.sum()))
     per_node_hour = total.paid / node_hours
-    savings = _cents(release * per_node_hour * HOURS_PER_MONTH)
+    savings = cents(release * per_node_hour * HOURS_PER_MONTH)
     bearers = {
         team: money.paid
         for (p, team, cur, part), money in sums.items()
@@ -279,7 +271,7 @@ def _idle(
         },
         evidence={
             "idle_share": str(share.quantize(Decimal("0.0001"))),
-            "idle_cost": str(_cents(idle_paid)), "pool_cost": str(_cents(total.paid)),
+            "idle_cost": str(cents(idle_paid)), "pool_cost": str(cents(total.paid)),
             "node_hours": str(node_hours.quantize(TENTH)),
             "mean_nodes_billed": f"{float(up[billed].mean()):.1f}",
             "mean_gpus_in_use": f"{float(used[billed].mean()):.1f}",
@@ -316,7 +308,7 @@ def rightsize_drafts(
         now = current.on_demand / gpus.get(instance_type, 8)
         then = candidate.on_demand / gpus.get(smaller, 1)
         paid = sum((m.paid for m in by_pool.values()), Decimal(0))
-        savings = _cents(paid * (1 - then / now))
+        savings = cents(paid * (1 - then / now))
         if savings <= 0:
             continue
         util = measured[0]
@@ -338,6 +330,6 @@ def rightsize_drafts(
             },
             evidence={"utilisation": str(util.quantize(Decimal("0.0001"))),
                       "gpu_hours_measured": str(measured[1].quantize(TENTH)),
-                      "cost": str(_cents(paid)), "month": f"{window.month:%Y-%m}"},
+                      "cost": str(cents(paid)), "month": f"{window.month:%Y-%m}"},
         ))  # fmt: skip
     return drafts
