@@ -113,7 +113,9 @@ def test_the_api_refuses_what_the_form_refuses_and_only_finance_writes(
     assert api.get("/api/v1/pricing-settings/").status_code == 200
     assert api.patch("/api/v1/pricing-settings/", {"pue": "1.2"}, format="json").status_code == 403
     api.force_authenticate(_finance())
-    refused = api.patch("/api/v1/pricing-settings/", ABSURD, format="json")
+    # In JSON a count is a number and money or a ratio a decimal string (finops.api.fields).
+    absurd = {**ABSURD, "recommendation_percentile": 200}
+    refused = api.patch("/api/v1/pricing-settings/", absurd, format="json")
     assert refused.status_code == 400
     body = refused.json()
     assert set(body) == set(ABSURD)
@@ -131,7 +133,10 @@ def test_the_api_refuses_what_the_form_refuses_and_only_finance_writes(
     assert api.patch("/api/v1/pricing-settings/", {"nope": 1}, format="json").json() == {
         "nope": ["Not a pricing setting."]
     }
-    saved = api.patch("/api/v1/pricing-settings/", {"pue": 1.2, "gpus_per_node": 4},
+    assert api.patch("/api/v1/pricing-settings/", {"pue": 1.2}, format="json").json() == {
+        "pue": ['Must be a decimal string of ASCII digits, e.g. "1950.00".']
+    }
+    saved = api.patch("/api/v1/pricing-settings/", {"pue": "1.2", "gpus_per_node": 4},
                       format="json")  # fmt: skip
     assert saved.status_code == 200, saved.json()
     assert saved.json()["pue"] == "1.20"

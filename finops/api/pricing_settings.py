@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.db import models
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.permissions import IsAuthenticated
@@ -19,12 +20,23 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from finops.api.fields import AsciiDecimalField, StrictCharField, StrictIntegerField
 from finops.org.permissions import IsFinance
 from finops.pricing.models import PricingAssumptions
 from finops.pricing.services import ASSUMPTION_FIELDS, pricing_assumptions_update
 
 
 class PricingSettingsSerializer(serializers.ModelSerializer[PricingAssumptions]):
+    # Values keep their JSON types (finops.api.fields): a ratio is a decimal string of ASCII
+    # digits ("0.35", never the number 0.35 or other scripts' digits), a count a JSON integer.
+    # The objects (bands, notices, reserved ratios) are checked by the model's clean().
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.DecimalField: AsciiDecimalField,
+        models.PositiveIntegerField: StrictIntegerField,
+        models.PositiveSmallIntegerField: StrictIntegerField,
+        models.CharField: StrictCharField,
+    }
     warnings = serializers.ListField(
         child=serializers.CharField(), read_only=True,
         help_text="stored values that fail validation, replaced by their defaults when used",
@@ -34,6 +46,20 @@ class PricingSettingsSerializer(serializers.ModelSerializer[PricingAssumptions])
         model = PricingAssumptions
         fields = [*ASSUMPTION_FIELDS, "updated_at", "warnings"]
         read_only_fields = ["updated_at"]
+
+
+class _PricingSettingsTypes(PricingSettingsSerializer):
+    """A PATCH body's JSON types alone: the bounds, and the messages that name each setting,
+    are the model's (pricing_assumptions_update runs full_clean)."""
+
+    def build_standard_field(self, field_name: str, model_field: Any) -> tuple[Any, Any]:
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        for key in ("min_value", "max_value", "validators", "max_length"):
+            kwargs.pop(key, None)
+        kwargs["allow_null"] = True  # a null is refused by clean(), naming the setting
+        if "max_digits" in kwargs:
+            kwargs.update(max_digits=None, decimal_places=None)
+        return field_class, kwargs
 
 
 def _body(row: PricingAssumptions) -> dict[str, Any]:
@@ -63,6 +89,8 @@ class PricingSettingsView(APIView):
             return Response(
                 {"detail": "A JSON object of settings."}, status=status.HTTP_400_BAD_REQUEST
             )
+        types = _PricingSettingsTypes(data=request.data, partial=True)
+        types.is_valid(raise_exception=True)
         try:
             row = pricing_assumptions_update(user=request.user, values=dict(request.data))
         except ValidationError as exc:

@@ -21,6 +21,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from billing_ingest.months import month_parse
+from finops.api.fields import StrictCharField
+from finops.api.schema import month_parameter, team_parameter
 from finops.org.selectors import team_list_visible
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import (
@@ -57,7 +59,9 @@ class RecommendationSerializer(serializers.Serializer[Recommendation]):
 
 class RecommendationStatusSerializer(serializers.Serializer[Any]):
     status = serializers.ChoiceField(choices=Recommendation.Status.choices)
-    comment = serializers.CharField(allow_blank=True, required=False, trim_whitespace=True)
+    comment = StrictCharField(
+        allow_blank=True, required=False, trim_whitespace=True, max_length=2000
+    )
 
 
 class RecommendationQuerySerializer(serializers.Serializer[Any]):
@@ -67,10 +71,8 @@ class RecommendationQuerySerializer(serializers.Serializer[Any]):
 
 
 _PARAMETERS = [
-    OpenApiParameter(
-        "month", OpenApiTypes.STR, description="YYYY-MM; default: the newest attributed month"
-    ),
-    OpenApiParameter("team", OpenApiTypes.STR, description="team slug"),
+    month_parameter(required=False, description="YYYY-MM; default: the newest attributed month"),
+    team_parameter(),
     OpenApiParameter("status", OpenApiTypes.STR, enum=Recommendation.Status.values),
 ]
 
