@@ -65,6 +65,8 @@ def main() -> None:
         ("runs", f"/runs/?month={param}"),
         ("runs by $/GPU-h, p2", f"/runs/?month={param}&ordering=-cost_per_gpu_hour&page=2"),
         ("endpoints", f"/endpoints/?month={param}"),
+        ("pricing", f"/pricing/?month={param}"),
+        ("recommendations (API)", f"/api/v1/recommendations/?month={param}"),
         ("runs CSV (API)", f"/api/v1/runs/?month={param}&format=csv"),
     ]
     from django.db import connection

@@ -338,6 +338,8 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "ImportBatchStatusEnum": "billing_ingest.models.ImportBatch.Status",
         "AnomalyStatusEnum": "finops.anomalies.models.Anomaly.Status",
+        "RecommendationStatusEnum": "finops.pricing.models.Recommendation.Status",
+        "RecommendationConfidenceEnum": "finops.pricing.models.Recommendation.Confidence",
     },
 }
 

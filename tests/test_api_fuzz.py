@@ -44,13 +44,19 @@ CHECKS = "all"
 # no JSON schema can state, answered 400 naming the field. A budget body: a team the caller may
 # budget for, an FX rate to its currency, a tag filter only with a team, a provider only
 # without one. A cost report: an FX rate from every ledger currency to `currency` (any three
-# letters match its pattern). positive_data_acceptance takes a 400 there, and only there.
+# letters match its pattern). The pricing settings: bounds on decimal strings (a JSON schema's
+# minimum does not apply to a string) and the bands' shapes, checked by the model's clean().
+# positive_data_acceptance takes a 400 there, and only there.
 CONFIG = """
 [[operations]]
 include-name-regex = "^(POST|PUT|PATCH) /api/v1/budgets/"
 checks.positive_data_acceptance.expected-statuses = [
     "200", "201", "400", "401", "403", "404", "409", "429",
 ]
+
+[[operations]]
+include-name = "PATCH /api/v1/pricing-settings/"
+checks.positive_data_acceptance.expected-statuses = ["200", "400", "401", "403", "404", "429"]
 
 [[operations]]
 include-name = "GET /api/v1/costs/"

@@ -32,6 +32,8 @@ from finops.api.fields import (
     StrictIntegerField,
 )
 from finops.api.preferences import NotificationPreferenceSerializer
+from finops.api.pricing_settings import PricingSettingsSerializer
+from finops.api.recommendations import RecommendationStatusSerializer
 from finops.budgets.models import Budget
 from finops.notifications.selectors import notification_preference_get
 from finops.org.models import Team
@@ -165,6 +167,8 @@ _STRICT = (
     StrictDateField,
     AsciiDecimalField,
     serializers.ChoiceField,
+    # Any JSON value; its shape is checked by the model's clean() (pricing settings' bands).
+    serializers.JSONField,
 )
 # Every serializer the API reads a body with (the anomaly move's schema is inline, from
 # ANOMALY_STATUS_BODY, and read with AnomalyStatusSerializer).
@@ -172,6 +176,8 @@ BODY_SERIALIZERS: dict[str, type[serializers.Serializer[Any]]] = {
     "BudgetWrite": BudgetWriteSerializer,
     "NotificationPreference": NotificationPreferenceSerializer,
     "AnomalyStatus": AnomalyStatusSerializer,
+    "PricingSettings": PricingSettingsSerializer,
+    "RecommendationStatus": RecommendationStatusSerializer,
 }
 
 

@@ -182,7 +182,10 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
     assert run.status == "failed"
     assert run.error.startswith("step attribute: ConservationError")
     steps = dict(run.steps.values_list("key", "status"))
-    later = {"endpoint_costs": "skipped", "budgets": "skipped", "anomalies": "skipped"}
+    later = {
+        "endpoint_costs": "skipped", "budgets": "skipped", "anomalies": "skipped",
+        "recommendations": "skipped",
+    }  # fmt: skip
     assert steps == {"attribute": "failed", **later}
     assert run.steps.get(key="attribute").attempts == 1  # not transient: not retried
     recon = reconciliation_for_month(month=MAY)
@@ -256,6 +259,7 @@ def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
         "endpoint_costs": "skipped",
         "budgets": "skipped",
         "anomalies": "skipped",
+        "recommendations": "skipped",
     }
     retry = PipelineRun.objects.get(retry_of=dead)
     assert report["pipeline_runs_retried"] == [retry.pk]

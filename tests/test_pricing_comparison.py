@@ -51,7 +51,9 @@ def _api(user: User | None = None) -> APIClient:
 RESERVED = {"reserved_1y": ("1344.00", "1120.00"), "reserved_3y": ("896.00", "672.00")}
 # Spot: 80 x 0.4 x (1 + 0.0001 x 5/12) = 32.0013.. -> 32.00; 8 GPU-hours on one 8-GPU node:
 # 1 node-hour x 0.0001 = 0.0001 interruptions; rework 8 x 0.0001 x 5/12 = 0.000333 GPU-hours.
-# On prem: no idle anywhere, cluster utilisation 1: 8 GPU-hours x 2.00 = 16.00.
+# On prem at the team's own utilisation (1/28, as reserved, issue 27): 8 GPU-hours x 28 x 2.00
+# = 448.00, whoever looks; beside it for finance, at the cluster's (no idle anywhere: 1):
+# 8 x 2.00 = 16.00.
 
 
 @pytest.mark.parametrize(
@@ -79,14 +81,17 @@ def test_golden_runs(
     for key, (no_upfront, all_upfront) in RESERVED.items():
         assert body[key]["cost"] == no_upfront
         assert body[key]["all_upfront"] == all_upfront
-    assert body["on_prem"]["cost"] == "16.00"
+    assert body["on_prem"]["cost"] == "448.00"
+    assert body["on_prem"]["utilisation"] == "0.0357"
+    assert body["on_prem"]["cluster"] == {"cost": "16.00", "utilisation": "1.0000"}
     assert body["on_prem"]["break_even_utilisation"] == break_even
     expected_mix = {k: "0.00" for k in ("on_demand", "spot", "commitment", "other")}
     expected_mix[mix_kind] = actual
     assert body["mix"] == expected_mix
     assert body["assumptions"]["on_prem"]["gpu_hour_tco"] == "2.0000"
     assert body["assumptions"]["spot"]["loss_per_interruption_hours"] == "0.4167"
-    assert body["best_alternative"] == "on_prem"
+    # Spot (32.00) now beats on premises at the team's utilisation (448.00).
+    assert body["best_alternative"] == "spot"
 
 
 def test_partly_used_commitment_utilisation_and_coverage(priced_month: None) -> None:
@@ -135,6 +140,15 @@ def test_leads_see_only_their_teams(priced_month: None) -> None:
     assert client.get(f"/api/v1/runs/{other.pk}/pricing/").status_code == 404
     own = RunCost.objects.get(run_id="od-run")
     assert client.get(f"/api/v1/runs/{own.pk}/pricing/").status_code == 200
+    # One figure per team whoever looks: the lead and finance see the same on-prem cost; only
+    # finance sees the cluster's figure beside it (it moves with other teams' use).
+    [finance_view] = _api().get("/api/v1/pricing-comparison/?month=2025-06&team=od").json()
+    for key in ("on_demand", "spot", "reserved_1y", "reserved_3y"):
+        assert body[0][key]["cost"] == finance_view[key]["cost"], key
+    assert body[0]["on_prem"]["cost"] == finance_view["on_prem"]["cost"] == "448.00"
+    assert body[0]["on_prem"]["cluster"] is None
+    assert finance_view["on_prem"]["cluster"]["cost"] == "16.00"
+    assert body[0]["best_alternative"] == finance_view["best_alternative"]
     assert APIClient().get("/api/v1/pricing-comparison/?month=2025-06").status_code in (401, 403)
 
 
@@ -180,3 +194,28 @@ def test_the_api_says_which_prices_are_not_published(priced_month: None) -> None
         "no published price in snapshot: the snapshot does not list this type"
     )
     assert body["assumptions"]["spot"]["by_instance_type"][0]["spot_ratio_source"] == "assumption"
+
+
+def test_on_prem_in_another_currency_is_converted_or_said_unknown(priced_month: None) -> None:
+    """The on-prem assumptions in EUR, the bill in USD: without an EUR->USD rate on premises is
+    unknown (and not the best alternative); with 1.25 on 2025-06-30 its 2.00 EUR a GPU-hour is
+    2.50 USD: 8 GPU-hours x 28 (the team's utilisation 1/28) x 2.50 = 560.00."""
+    import datetime as dt
+
+    from finops.currency.models import FxRate
+    from finops.pricing.models import PricingAssumptions
+
+    PricingAssumptions.objects.filter(pk=1).update(currency="EUR")
+    cost = RunCost.objects.get(run_id="od-run")
+    body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
+    assert body["on_prem"]["cost"] is None
+    assert body["on_prem"]["unknown_reason"] == (
+        "no FX rate from EUR (the on-prem assumptions) to USD"
+    )
+    assert body["best_alternative"] == "spot"
+    FxRate.objects.create(
+        date=dt.date(2025, 6, 30), from_currency="EUR", to_currency="USD", rate=Decimal("1.25")
+    )
+    body = _api().get(f"/api/v1/runs/{cost.pk}/pricing/").json()
+    assert body["on_prem"]["cost"] == "560.00"
+    assert body["on_prem"]["cluster"]["cost"] == "20.00"

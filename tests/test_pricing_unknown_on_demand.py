@@ -68,7 +68,8 @@ def _assert_unknown(body: dict[str, object]) -> None:
     assert on_demand["cost"] is None
     assert on_demand["savings"] is None
     assert on_demand["unpriced_cost"] == "1000.00"
-    assert "no list price" in on_demand["unknown_reason"]
+    # The reason names the type nothing could price.
+    assert "no list price for p5.48xlarge (AWS)" in on_demand["unknown_reason"]
     # Spot and reserved are priced from the on-demand figure: unknown too, never 0.00.
     for key in ("spot", "reserved_1y", "reserved_3y"):
         part = body[key]
@@ -114,7 +115,7 @@ def test_the_pages_say_unknown_and_show_no_savings(client: Client) -> None:
         assert not re.search(r"savings -?[0-9]", row), row
         assert "-1,000.00" not in page
     pricing = client.get("/pricing/?month=2025-06").content.decode()
-    assert "unknown: no list price in the bill" in pricing
+    assert "unknown: no list price for p5.48xlarge (AWS)" in pricing
     assert "-1,000.00" not in pricing
 
 

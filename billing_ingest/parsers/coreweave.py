@@ -3,8 +3,11 @@
 CoreWeave's FOCUS export API returns usage quantities only, no cost (see ../shared/samples), so
 cost is ours to compute: ConsumedQuantity x the CoreWeaveRate valid on the row's
 ChargePeriodStart day (UTC) for its instance type and PricingCategory, quantized to MONEY_QUANTUM
-half-even. That cost is the row's BilledCost, EffectiveCost, ListCost and ContractedCost: the
-contract rate is the only price we know, and CoreWeave bills it as it is (no amortisation).
+half-even. That cost is the row's BilledCost, EffectiveCost and ContractedCost: CoreWeave bills
+the contract rate as it is (no amortisation). ListCost stays empty: the export carries no list
+price and the contract rate is not one, so attribution prices the on-demand equivalent from the
+price catalogue (CoreWeave's published on-demand rate) where it has the type, and the FOCUS
+export falls back to ContractedCost as for any row without one.
 
 Columns are FOCUS names, read by the FOCUS row builder (so values, nulls, Tags and timestamps read
 exactly as in a FOCUS file). CoreWeave specifics:
@@ -236,7 +239,7 @@ class CoreWeaveRowBuilder(FocusRowBuilder):
                 "billing_currency": rate.currency,
                 "billed_cost": cost,
                 "effective_cost": cost,
-                "list_cost": cost,
+                "list_cost": None,
                 "contracted_cost": cost,
             }
         )

@@ -1,7 +1,7 @@
 """The pipeline, declared once: what runs, in order, after a billing month's data changed.
 
     batch settled (billing_ingest: MonthChange rows)  ->  attribute the month  ->  endpoint
-    costs  ->  budgets  ->  anomalies
+    costs  ->  budgets  ->  anomalies  ->  recommendations
 
 Each step is a Celery task taking ``(month: str, pipeline_run_id: int)`` (month "YYYY-MM"),
 idempotent (a re-run replaces what it wrote), that raises on failure. The pipeline runs the
@@ -28,6 +28,12 @@ STEPS: tuple[Step, ...] = (
     Step("endpoint_costs", "finops.inference.tasks.rebuild_endpoint_costs", "Endpoint costs"),
     Step("budgets", "finops.budgets.tasks.evaluate_budgets_for_month", "Budgets and alerts"),
     Step("anomalies", "finops.anomalies.tasks.detect_anomalies_for_month", "Anomalies"),
+    # Last: advice never holds up an alert.
+    Step(
+        "recommendations",
+        "finops.pricing.tasks.refresh_recommendations_for_month",
+        "Recommendations",
+    ),
 )
 
 STEP_LABELS = {step.key: step.label for step in STEPS}

@@ -13,7 +13,9 @@ in the scope's currency, each beside the assumptions that produced it.
 - reserved (1y, 3y; no upfront, all upfront) = L x r_term / u: the commitment is paid whether
   used or not, so covering the work at the team's historical utilisation u (mean / peak GPUs
   in use over the window) buys 1/u as many committed hours.
-- on-prem = H / u_cluster x TCO per GPU-hour at full use, where TCO per node-month = capex /
+- on-prem = H / u x TCO per GPU-hour at full use, u the team's own utilisation (as for reserved,
+  so a team's figure is the same whoever looks; the cluster's figure, H / u_cluster x TCO, is
+  given beside it to those who see the whole cluster), where TCO per node-month = capex /
   amortisation months + watts x GPUs x PUE x 730 h / 1000 x $/kWh + rack + network + staff.
   Break-even utilisation = TCO per GPU-hour / what a used GPU-hour cost (actual / H): above it,
   owning is cheaper than what was paid.
@@ -83,6 +85,8 @@ class Assumptions:
     currency: str
     utilisation_window_days: int = 90
     recommendation_percentile: int = 10
+    # One line per stored value that failed validation and was replaced by its default.
+    warnings: tuple[str, ...] = ()
 
     def band_of(self, instance_type: str, region: str, published: str | None = None) -> str:
         """Finance's band for the family (and region), else the published one, else the
@@ -124,10 +128,20 @@ class Assumptions:
         return self.node_month_tco / (self.gpus_per_node * HOURS_PER_MONTH)
 
 
-UNKNOWN_ON_DEMAND = (
-    "no list price in the bill (ListCost) or the price catalogue for part of this usage, "
-    "so its on-demand cost, and the spot and reserved prices derived from it, are unknown"
-)
+def unknown_reason(usage: Sequence[TypeUsage]) -> str | None:
+    """Why the on-demand figure is unknown, naming each type nothing could price; None when
+    every part of the usage is priced."""
+    missing = sorted(
+        {(u.provider, u.instance_type or "an unknown instance type") for u in usage if u.unpriced}
+    )
+    if not missing:
+        return None
+    names = ", ".join(f"{name} ({provider})" for provider, name in missing)
+    return (
+        f"no list price for {names}: none in the bill (ListCost), the refreshed prices or the "
+        "price snapshot; its on-demand cost, and the spot and reserved prices derived from it, "
+        "are unknown"
+    )
 
 
 def money(value: Decimal) -> str:
@@ -152,14 +166,23 @@ def compare(
     team_utilisation: Decimal | None,
     cluster_utilisation: Decimal | None,
     currency: str,
+    on_prem_rate: Decimal | None = ONE,
 ) -> dict[str, Any]:
-    """The pricing body of DESIGN section 7 (money as decimal strings, to the cent)."""
+    """The pricing body of DESIGN section 7 (money as decimal strings, to the cent).
+    `on_prem_rate` converts the on-prem assumptions' currency to the scope's (None: no rate,
+    so on premises is unknown, and says why)."""
     on_demand = sum((u.on_demand for u in usage), ZERO)
     unpriced = sum((u.unpriced for u in usage), ZERO)
     known = unpriced == 0
     gpu_hours = sum((u.gpu_hours for u in usage), ZERO)
+    reason = unknown_reason(usage)
     spot_cost, interruptions, rework = ZERO, ZERO, ZERO
     spot_rows = []
+    # Types whose spot or term price is the configured ratio (no catalogue figure): those
+    # figures are estimates, and say so.
+    spot_estimated = sorted(
+        {u.instance_type for u in usage if u.spot_ratio is None and u.on_demand}
+    )
     for u in usage:
         r_spot = u.spot_ratio if u.spot_ratio is not None else assumptions.spot_price_ratio
         rate = assumptions.interruption_rate(u.instance_type, u.region, u.interruption_band)
@@ -180,11 +203,16 @@ def compare(
     reserved: dict[str, dict[str, Any]] = {}
     for term in ("1y", "3y"):
         costs = {}
+        estimated: set[str] = set()
         for option in RESERVED_OPTIONS:
             key = f"{term}_{option}"
             total = ZERO
             for u in usage:
-                r = u.reserved_ratios.get(key, assumptions.reserved_ratios.get(key, ONE))
+                r = u.reserved_ratios.get(key)
+                if r is None:
+                    r = assumptions.reserved_ratios.get(key, ONE)
+                    if u.on_demand:
+                        estimated.add(u.instance_type)
                 total += u.on_demand * Decimal(r)
             costs[option] = total / u_team
         reserved[f"reserved_{term}"] = {
@@ -192,16 +220,23 @@ def compare(
             "no_upfront": known_money(costs["no_upfront"], known),
             "all_upfront": known_money(costs["all_upfront"], known),
             "utilisation": ratio(u_team),
-            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
+            "estimated": bool(estimated),
+            "estimated_types": sorted(estimated),
+            "unknown_reason": reason,
         }
-    # A team lead is not shown the whole cluster's utilisation (it moves with other teams' use):
-    # without it, on premises is priced at the team's own utilisation.
-    basis = "cluster" if cluster_utilisation else "team"
-    u_cluster = cluster_utilisation or team_utilisation or ONE
-    tco = assumptions.gpu_hour_tco
-    on_prem_cost = gpu_hours / u_cluster * tco
-    break_even = (tco * gpu_hours / actual) if actual > 0 and gpu_hours > 0 else None
-    alternatives = {"on_prem": on_prem_cost}
+    if on_prem_rate is None:
+        on_prem: dict[str, Any] = {
+            "cost": None, "utilisation": ratio(team_utilisation or ONE),
+            "utilisation_basis": "team", "cluster": None, "break_even_utilisation": None,
+            "unknown_reason": f"no FX rate from {assumptions.currency} (the on-prem "
+                              f"assumptions) to {currency}",
+        }  # fmt: skip
+    else:
+        on_prem = _on_prem(
+            gpu_hours=gpu_hours, actual=actual, tco=assumptions.gpu_hour_tco * on_prem_rate,
+            team_utilisation=team_utilisation, cluster_utilisation=cluster_utilisation,
+        )  # fmt: skip
+    alternatives = {} if on_prem["cost"] is None else {"on_prem": Decimal(on_prem["cost"])}
     if known:
         alternatives |= {
             "on_demand": on_demand,
@@ -210,7 +245,7 @@ def compare(
             "reserved_3y": Decimal(reserved["reserved_3y"]["cost"]),
         }
     best: str | None = "on_demand" if known else None
-    if gpu_hours:
+    if gpu_hours and alternatives:
         best = min(alternatives, key=lambda k: (alternatives[k], k))
     return {
         "currency": currency,
@@ -221,21 +256,18 @@ def compare(
             "savings": known_money(on_demand - actual, known),
             "estimated": money(on_demand_estimated),
             "unpriced_cost": money(unpriced),
-            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
+            "unknown_reason": reason,
         },
         "spot": {
             "cost": known_money(spot_cost, known),
-            "unknown_reason": None if known else UNKNOWN_ON_DEMAND,
+            "estimated": bool(spot_estimated),
+            "estimated_types": spot_estimated,
+            "unknown_reason": reason,
             "expected_interruptions": float(interruptions.quantize(Decimal("0.0001"))),
             "rework_hours": float(rework.quantize(Decimal("0.0001"))),
         },
         **reserved,
-        "on_prem": {
-            "cost": money(on_prem_cost),
-            "utilisation": ratio(u_cluster),
-            "utilisation_basis": basis,
-            "break_even_utilisation": float(break_even.quantize(RATIO)) if break_even else None,
-        },
+        "on_prem": on_prem,
         "best_alternative": best,
         "mix": {
             kind: money(mix.get(kind, ZERO))
@@ -250,6 +282,35 @@ def compare(
     }
 
 
+def _on_prem(
+    *,
+    gpu_hours: Decimal,
+    actual: Decimal,
+    tco: Decimal,
+    team_utilisation: Decimal | None,
+    cluster_utilisation: Decimal | None,
+) -> dict[str, Any]:
+    """On premises at the team's own utilisation: the same figure whoever looks (a lead or
+    finance). The cluster's utilisation moves with other teams' use, so its figure is given
+    beside it, labelled, to those who may see the whole cluster (cluster_utilisation given)."""
+    u_team = team_utilisation or ONE
+    break_even = (tco * gpu_hours / actual) if actual > 0 and gpu_hours > 0 else None
+    cluster = None
+    if cluster_utilisation:
+        cluster = {
+            "cost": money(gpu_hours / cluster_utilisation * tco),
+            "utilisation": ratio(cluster_utilisation),
+        }
+    return {
+        "cost": money(gpu_hours / u_team * tco),
+        "utilisation": ratio(u_team),
+        "utilisation_basis": "team",
+        "cluster": cluster,
+        "break_even_utilisation": float(break_even.quantize(RATIO)) if break_even else None,
+        "unknown_reason": None,
+    }
+
+
 def _assumptions_body(
     a: Assumptions,
     spot_rows: list[dict[str, Any]],
@@ -258,6 +319,7 @@ def _assumptions_body(
 ) -> dict[str, Any]:
     return {
         "currency": a.currency,
+        "warnings": list(a.warnings),
         "spot": {
             "default_spot_price_ratio": ratio(a.spot_price_ratio),
             "interruption_bands": {k: str(v) for k, v in a.interruption_bands.items()},

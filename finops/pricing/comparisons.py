@@ -20,6 +20,7 @@ from billing_ingest.months import month_next
 from finops.attribution.catalogue import gpu_spec
 from finops.attribution.list_cost import MIX_KINDS, UNPRICED
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.currency.selectors import FxRateMissing, fx_rate_for
 from finops.org.models import Team
 from finops.pricing import prices
 from finops.pricing.comparison import Assumptions, TypeUsage, compare
@@ -32,7 +33,10 @@ _SECONDS_PER_DAY = Decimal(86400)
 
 
 def assumptions_current() -> Assumptions:
+    """The stored assumptions, each value that fails validation replaced by its default (and
+    a warning saying so), so no stored setting can break a figure."""
     row = PricingAssumptions.current()
+    warnings = row.usable()
     return Assumptions(
         spot_price_ratio=row.spot_price_ratio,
         interruption_bands={k: Decimal(str(v)) for k, v in row.interruption_bands.items()},
@@ -54,6 +58,7 @@ def assumptions_current() -> Assumptions:
         currency=row.currency,
         utilisation_window_days=row.utilisation_window_days,
         recommendation_percentile=row.recommendation_percentile,
+        warnings=tuple(warnings),
     )
 
 
@@ -68,59 +73,110 @@ def _node_types(month: dt.date) -> dict[str, tuple[str, str]]:
     )
     found: dict[str, tuple[str, str]] = {}
     for name, resource_id, instance_type, region in rows:
-        for key in (name, resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1]):
-            if key:
-                found.setdefault(key, (instance_type, region))
+        for key in node_keys(name, resource_id):
+            found.setdefault(key, (instance_type, region))
     return found
 
 
-def _usage(month: dt.date, rows: QuerySet[AllocatedCost]) -> list[TypeUsage]:
-    """The scope's on-demand equivalent and GPU-hours per (provider, instance type, region)."""
+def node_keys(name: str, resource_id: str) -> list[str]:
+    """The names the ledger may give a billed node: its resource name, its id, and the id's
+    last path segment (an Azure or GCP resource path)."""
+    keys = (name, resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1])
+    return [key for key in keys if key]
+
+
+class _Catalogue:
+    """The catalogue's figures of each (provider, type, region), read once per request."""
+
+    def __init__(self) -> None:
+        self._quotes: dict[tuple[str, str, str], prices.PriceQuote | None] = {}
+        self._bodies: dict[tuple[str, str, str], dict[str, Any] | None] = {}
+
+    def quote(self, key: tuple[str, str, str]) -> prices.PriceQuote | None:
+        if key not in self._quotes:
+            self._quotes[key] = prices.quote(*key)
+        return self._quotes[key]
+
+    def body(self, key: tuple[str, str, str]) -> dict[str, Any] | None:
+        if key not in self._bodies:
+            self._bodies[key] = prices.price_body(*key)
+        return self._bodies[key]
+
+
+def _type_usage(key: tuple[str, str, str], sums: list[Decimal], catalogue: _Catalogue) -> TypeUsage:
+    provider, instance_type, region = key
+    listed, hours, unpriced = sums
+    spec = gpu_spec(instance_type) if instance_type else None
+    found = catalogue.quote(key)
+    reserved = {} if found is None else {k: found.ratio(k) for k in prices.RESERVED_KINDS}
+    return TypeUsage(
+        provider=provider,
+        instance_type=instance_type,
+        region=region,
+        on_demand=listed,
+        gpu_hours=hours,
+        unpriced=unpriced,
+        gpus_per_node=spec.count if spec else 8,
+        spot_ratio=None if found is None else found.ratio("spot"),
+        reserved_ratios={k: r for k, r in reserved.items() if r is not None},
+        interruption_band=None if found is None else found.interruption_band,
+        # Every known type is listed, so a way of buying it without a figure is said so ("no
+        # published price in snapshot") beside the ratio that stood in.
+        prices=catalogue.body(key),
+    )
+
+
+def _usage_by(
+    month: dt.date, rows: QuerySet[AllocatedCost], scope: tuple[str, ...], catalogue: _Catalogue
+) -> dict[tuple[Any, ...], list[TypeUsage]]:
+    """Per scope (the values of the `scope` fields, e.g. team and currency): its on-demand
+    equivalent and GPU-hours per (provider, instance type, region), in one read."""
     types = _node_types(month)
-    grouped: dict[tuple[str, str, str], list[Decimal]] = defaultdict(lambda: [_ZERO] * 3)
+    grouped: dict[tuple[Any, ...], dict[tuple[str, str, str], list[Decimal]]] = defaultdict(
+        lambda: defaultdict(lambda: [_ZERO] * 3)
+    )
     sums = (
-        rows.values_list("provider_name", "node", "list_cost_source")
+        rows.values_list(*scope, "provider_name", "node", "list_cost_source")
         .annotate(listed=MoneySum("list_cost"), cost=MoneySum("amount"), seconds=Sum("gpu_seconds"))
         .order_by()
     )
-    for provider, node, source, listed, cost, seconds in sums:
+    width = len(scope)
+    for row in sums:
+        provider, node, source, listed, cost, seconds = row[width:]
         instance_type, region = types.get(node, ("", ""))
-        acc = grouped[(provider, instance_type, region)]
+        acc = grouped[tuple(row[:width])][(provider, instance_type, region)]
         acc[0] += listed or _ZERO
         acc[1] += (seconds or _ZERO) / _SECONDS_PER_HOUR
         # Usage with no list price anywhere (or rows written before the source was kept):
         # its on-demand figure is unknown (list_cost).
         if source in (UNPRICED, ""):
             acc[2] += cost or _ZERO
-    usage = []
-    for (provider, instance_type, region), (listed, hours, unpriced) in sorted(grouped.items()):
-        spec = gpu_spec(instance_type) if instance_type else None
-        found = prices.quote(provider, instance_type, region)
-        reserved = {} if found is None else {k: found.ratio(k) for k in prices.RESERVED_KINDS}
-        usage.append(
-            TypeUsage(
-                provider=provider,
-                instance_type=instance_type,
-                region=region,
-                on_demand=listed,
-                gpu_hours=hours,
-                unpriced=unpriced,
-                gpus_per_node=spec.count if spec else 8,
-                spot_ratio=None if found is None else found.ratio("spot"),
-                reserved_ratios={k: r for k, r in reserved.items() if r is not None},
-                interruption_band=None if found is None else found.interruption_band,
-                # Every known type is listed, so a way of buying it without a figure is
-                # said so ("no published price in snapshot") beside the ratio that stood in.
-                prices=prices.price_body(provider, instance_type, region),
-            )
-        )
-    return usage
+    return {
+        key: [_type_usage(k, v, catalogue) for k, v in sorted(by_type.items())]
+        for key, by_type in grouped.items()
+    }
 
 
 def _gpu_rows(month: dt.date) -> QuerySet[AllocatedCost]:
     return AllocatedCost.objects.filter(billing_period=month).filter(
         Q(job__isnull=False) | ~Q(node="")
     )
+
+
+def on_prem_rate(*, assumptions: Assumptions, currency: str, month: dt.date) -> Decimal | None:
+    """The rate from the on-prem assumptions' currency to a scope's, on the month's last day
+    (1 when they are the same; None when no FX rate converts them)."""
+    if assumptions.currency == currency:
+        return Decimal(1)
+    try:
+        rate = fx_rate_for(
+            day=month_next(month) - dt.timedelta(days=1),
+            from_currency=assumptions.currency,
+            to_currency=currency,
+        )
+    except FxRateMissing:
+        return None
+    return Decimal(rate.numerator) / Decimal(rate.denominator)
 
 
 def cluster_utilisation(*, month: dt.date) -> Decimal | None:
@@ -166,17 +222,19 @@ def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
     if run.cluster:
         rows = rows.filter(job__cluster=run.cluster)
     a = assumptions_current()
+    usage = _usage_by(month, rows, (), _Catalogue()).get((), [])
     body = compare(
         actual=run.cost,
         on_demand_estimated=run.list_cost_estimated,
         mix={kind: getattr(run, f"cost_{kind}") for kind in MIX_KINDS},
-        usage=_usage(month, rows),
+        usage=usage,
         assumptions=a,
         team_utilisation=team_utilisation(
             team_id=run.team_id, until=month_next(month), days=a.utilisation_window_days
         ),
         cluster_utilisation=cluster_utilisation(month=month) if org_wide else None,
         currency=run.billing_currency,
+        on_prem_rate=on_prem_rate(assumptions=a, currency=run.billing_currency, month=month),
     )
     return {"run_id": run.run_id, "month": month.strftime("%Y-%m"), **body}
 
@@ -201,20 +259,24 @@ def team_month_pricing(
         .order_by()
     )
     slugs = dict(Team.objects.filter(pk__in=teams).values_list("pk", "slug"))
+    usage = _usage_by(
+        month, _gpu_rows(month).filter(team__in=teams), ("team_id", "billing_currency"),
+        _Catalogue(),
+    )  # fmt: skip
     result = []
     for team_id, currency, actual, estimated, *mix_values in totals:
-        rows = _gpu_rows(month).filter(Q(team_id=team_id), billing_currency=currency)
         body = compare(
             actual=actual or _ZERO,
             on_demand_estimated=estimated or _ZERO,
             mix=dict(zip(MIX_KINDS, (v or _ZERO for v in mix_values), strict=True)),
-            usage=_usage(month, rows),
+            usage=usage.get((team_id, currency), []),
             assumptions=a,
             team_utilisation=team_utilisation(
                 team_id=team_id, until=month_next(month), days=a.utilisation_window_days
             ),
             cluster_utilisation=measured,
             currency=currency,
+            on_prem_rate=on_prem_rate(assumptions=a, currency=currency, month=month),
         )
         result.append({"team": slugs[team_id], "month": month.strftime("%Y-%m"), **body})
     return sorted(result, key=lambda r: (r["team"], r["currency"]))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from billing_ingest.money import MoneyField
+from finops.pricing.assumption_checks import BOUNDS, CURRENCY_CODE, structured_errors
 
 # units + nanos/10^9 needs 9 decimals; units is an int64 (19 digits).
 PRICE_DIGITS = 28
@@ -95,12 +97,19 @@ def _default_reserved_ratios() -> dict[str, str]:
 
 class PricingAssumptions(models.Model):
     """Every assumption of the pricing comparison (issue 13), one row (pk 1), edited by
-    finance on the pricing settings page and shown beside every figure it produces."""
+    finance on the pricing settings page or through the API and shown beside every figure it
+    produces.
+
+    Every number has bounds (assumption_checks.BOUNDS) and the structured values are checked
+    in clean(): the form and the API both save through full_clean(). A row stored otherwise
+    (before the bounds, or by hand) is read through `usable()`, which puts the default in
+    place of each value that fails, and says so."""
 
     # Spot
     spot_price_ratio = models.DecimalField(
         max_digits=6, decimal_places=4, default=Decimal("0.35"),
-        help_text="spot price / on-demand price where the price snapshot has no spot price",
+        validators=BOUNDS["spot_price_ratio"].validators(),
+        help_text="spot price / on-demand price where the price catalogue has no spot price",
     )  # fmt: skip
     interruption_bands = models.JSONField(
         default=_default_interruption_bands,
@@ -113,9 +122,13 @@ class PricingAssumptions(models.Model):
     default_band = models.CharField(max_length=16, default=">20%")
     checkpoint_interval_minutes = models.DecimalField(
         max_digits=8, decimal_places=2, default=Decimal("20"),
+        validators=BOUNDS["checkpoint_interval_minutes"].validators(),
         help_text="minutes between checkpoints (typically 15 to 30)",
     )  # fmt: skip
-    restart_minutes = models.DecimalField(max_digits=8, decimal_places=2, default=Decimal("10"))
+    restart_minutes = models.DecimalField(
+        max_digits=8, decimal_places=2, default=Decimal("10"),
+        validators=BOUNDS["restart_minutes"].validators(),
+    )  # fmt: skip
     notice_seconds = models.JSONField(
         default=_default_notice_seconds, help_text="interruption notice per provider (seconds)"
     )
@@ -125,24 +138,51 @@ class PricingAssumptions(models.Model):
         help_text="committed price / on-demand price per term and payment option",
     )
     utilisation_window_days = models.PositiveIntegerField(
-        default=90, help_text="history used for a team's utilisation and the demand curve"
-    )
+        default=90, validators=BOUNDS["utilisation_window_days"].validators(),
+        help_text="history used for a team's utilisation and the demand curve",
+    )  # fmt: skip
     recommendation_percentile = models.PositiveSmallIntegerField(
-        default=10, help_text="commit to this percentile of GPUs in use per hour"
-    )
+        default=10, validators=BOUNDS["recommendation_percentile"].validators(),
+        help_text="commit to this percentile of GPUs in use per hour",
+    )  # fmt: skip
     # On premises, per node
-    node_capex = MoneyField(max_digits=16, decimal_places=2, default=Decimal("300000"))
-    amortisation_months = models.PositiveIntegerField(default=36)
-    gpus_per_node = models.PositiveSmallIntegerField(default=8)
-    watts_per_gpu = models.DecimalField(max_digits=8, decimal_places=1, default=Decimal("700"))
-    pue = models.DecimalField(
-        max_digits=4, decimal_places=2, default=Decimal("1.4"), help_text="1.3 to 1.5"
+    node_capex = MoneyField(
+        max_digits=16, decimal_places=2, default=Decimal("300000"),
+        validators=BOUNDS["node_capex"].validators(),
+    )  # fmt: skip
+    amortisation_months = models.PositiveIntegerField(
+        default=36, validators=BOUNDS["amortisation_months"].validators()
     )
-    price_per_kwh = MoneyField(max_digits=10, decimal_places=4, default=Decimal("0.12"))
-    rack_per_node_month = MoneyField(max_digits=12, decimal_places=2, default=Decimal("1000"))
-    network_per_node_month = MoneyField(max_digits=12, decimal_places=2, default=Decimal("500"))
-    staff_per_node_month = MoneyField(max_digits=12, decimal_places=2, default=Decimal("800"))
-    currency = models.CharField(max_length=3, default="USD", help_text="of the on-prem figures")
+    gpus_per_node = models.PositiveSmallIntegerField(
+        default=8, validators=BOUNDS["gpus_per_node"].validators()
+    )
+    watts_per_gpu = models.DecimalField(
+        max_digits=8, decimal_places=1, default=Decimal("700"),
+        validators=BOUNDS["watts_per_gpu"].validators(),
+    )  # fmt: skip
+    pue = models.DecimalField(
+        max_digits=4, decimal_places=2, default=Decimal("1.4"),
+        validators=BOUNDS["pue"].validators(), help_text="typically 1.3 to 1.5",
+    )  # fmt: skip
+    price_per_kwh = MoneyField(
+        max_digits=10, decimal_places=4, default=Decimal("0.12"),
+        validators=BOUNDS["price_per_kwh"].validators(),
+    )  # fmt: skip
+    rack_per_node_month = MoneyField(
+        max_digits=12, decimal_places=2, default=Decimal("1000"),
+        validators=BOUNDS["rack_per_node_month"].validators(),
+    )  # fmt: skip
+    network_per_node_month = MoneyField(
+        max_digits=12, decimal_places=2, default=Decimal("500"),
+        validators=BOUNDS["network_per_node_month"].validators(),
+    )  # fmt: skip
+    staff_per_node_month = MoneyField(
+        max_digits=12, decimal_places=2, default=Decimal("800"),
+        validators=BOUNDS["staff_per_node_month"].validators(),
+    )  # fmt: skip
+    currency = models.CharField(
+        max_length=3, default="USD", validators=[CURRENCY_CODE], help_text="of the on-prem figures"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -150,6 +190,17 @@ class PricingAssumptions(models.Model):
 
     def __str__(self) -> str:
         return "pricing assumptions"
+
+    def clean(self) -> None:
+        errors = structured_errors(
+            interruption_bands=self.interruption_bands,
+            family_bands=self.family_bands,
+            default_band=self.default_band,
+            notice_seconds=self.notice_seconds,
+            reserved_ratios=self.reserved_ratios,
+        )
+        if errors:
+            raise ValidationError(errors)
 
     @classmethod
     def current(cls) -> PricingAssumptions:
@@ -159,6 +210,36 @@ class PricingAssumptions(models.Model):
             # figure reads the same on the first request as on every later one.
             assumptions.refresh_from_db()
         return assumptions
+
+    def usable(self) -> list[str]:
+        """Put the default in place of every stored value that fails validation (in memory,
+        nothing is saved) and return one warning per value replaced; [] when all are good."""
+        warnings: list[str] = []
+        for _ in range(3):  # a replaced band set can make the family bands fail in turn
+            try:
+                self.full_clean(validate_unique=False, validate_constraints=False)
+            except ValidationError as exc:
+                for name, messages in exc.message_dict.items():
+                    warnings.append(self._default_in_place(name, " ".join(messages)))
+                    if name == "default_band" and "interruption_bands" not in exc.message_dict:
+                        # The default band is one of the default bands, not necessarily of the
+                        # stored ones: both go back to their defaults together.
+                        warnings.append(
+                            self._default_in_place("interruption_bands", "with the default band")
+                        )
+            else:
+                return warnings
+        raise AssertionError("the defaults of the pricing assumptions do not validate")
+
+    def _default_in_place(self, name: str, why: str) -> str:
+        field = self._meta.get_field(name)
+        assert isinstance(field, models.Field)
+        stored, default = getattr(self, name), field.get_default()
+        setattr(self, name, default)
+        return (
+            f"The stored {name} ({stored!r}) is refused ({why}); the default ({default!r}) is "
+            "used until finance saves a good value."
+        )
 
 
 class InstancePrice(models.Model):
@@ -205,3 +286,74 @@ class InstancePrice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider} {self.instance_type} {self.region} {self.kind} {self.hourly}"
+
+
+class Recommendation(models.Model):
+    """One action with its money (issue 27, DESIGN section 10): commit, spot, idle or rightsize,
+    for a team (or, team null, for the organisation: finance only) in a billing month.
+
+    Computed by finops.pricing.recommendations from the ledger and the price catalogue; a
+    recompute updates the figures of the same (month, team, kind, key) in place and keeps its
+    status and comment, so what a lead marked done or dismissed stays so."""
+
+    class Kind(models.TextChoices):
+        COMMIT = "commit"
+        SPOT = "spot"
+        RIGHTSIZE = "rightsize"
+        IDLE = "idle"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        DONE = "done"
+        DISMISSED = "dismissed"
+
+    class Confidence(models.TextChoices):
+        HIGH = "high"
+        MEDIUM = "medium"
+        LOW = "low"
+
+    billing_period = models.DateField()
+    team = models.ForeignKey(
+        "org.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # What the action is about, stable across recomputes, e.g. "aws:p5.48xlarge:us-east-1".
+    key = models.CharField(max_length=500)
+    title = models.CharField(max_length=300)
+    action = models.TextField()
+    monthly_savings = MoneyField(max_digits=20, decimal_places=2)
+    currency = models.CharField(max_length=3)
+    confidence = models.CharField(max_length=8, choices=Confidence.choices)
+    assumptions = models.JSONField(default=dict)
+    evidence = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    comment = models.TextField(blank=True)
+    status_changed_at = models.DateTimeField(null=True, blank=True)
+    status_changed_by = models.CharField(max_length=150, blank=True)
+    computed_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["billing_period", "team", "kind", "key"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["billing_period", "team", "kind", "key", "currency"],
+                name="recommendation_unique_action",
+            ),
+        ]
+        indexes = [models.Index(fields=["billing_period", "team"])]
+
+    def __str__(self) -> str:
+        return f"{self.billing_period:%Y-%m} {self.kind} {self.key}: {self.monthly_savings}"
+
+
+class RecommendationMonth(models.Model):
+    """When a month's recommendations were last computed, and from what (`inputs`: the newest
+    attribution, assumptions and refreshed prices they read). A reader recomputes a month whose
+    inputs moved since."""
+
+    billing_period = models.DateField(unique=True)
+    computed_at = models.DateTimeField()
+    inputs = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return f"{self.billing_period:%Y-%m} computed {self.computed_at:%Y-%m-%d %H:%M}"

@@ -10,6 +10,7 @@ commitments); the quote says which region it priced.
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -19,6 +20,16 @@ from finops.pricing import snapshot
 from finops.pricing.models import InstancePrice
 
 KINDS = tuple(InstancePrice.Kind.values)
+# The bills' ProviderName -> the catalogue's provider key (snapshot and refreshed prices).
+PROVIDER_KEYS = {
+    "amazon web services": "aws",
+    "amazon": "aws",
+    "google cloud": "gcp",
+    "google cloud platform": "gcp",
+    "google": "gcp",
+    "microsoft": "azure",
+    "microsoft azure": "azure",
+}
 # Said beside every way of buying a type that has no figure (the comparison then prices it with
 # the configured ratios): never a number we could not source.
 NO_PUBLISHED_PRICE = "no published price in snapshot"
@@ -36,6 +47,9 @@ class PriceQuote:
     regions: dict[str, str] = field(default_factory=dict)
     currency: str = "USD"
     interruption_band: str | None = None
+    # kind -> the date the figure holds from (the catalogue's effective date, the refresh's
+    # fetch date, the snapshot source's date); None where the source states none.
+    dates: dict[str, dt.date | None] = field(default_factory=dict)
 
     @property
     def on_demand(self) -> Decimal | None:
@@ -49,6 +63,7 @@ class PriceQuote:
     def body(self) -> dict[str, Any]:
         """As shown beside the comparison: every figure with its region and source."""
         return {
+            "provider": self.provider,
             "instance_type": self.instance_type,
             "currency": self.currency,
             "interruption_band": self.interruption_band,
@@ -58,11 +73,29 @@ class PriceQuote:
                     "hourly": str(self.hourly[kind]),
                     "region": self.regions[kind],
                     "source": self.sources[kind],
+                    "date": _iso(self.dates.get(kind)),
                 }
                 for kind in KINDS
                 if kind in self.hourly
             ],
         }
+
+
+def _iso(day: dt.date | None) -> str | None:
+    return day.isoformat() if day is not None else None
+
+
+def _snapshot_date(entry: dict[str, Any]) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(str(entry.get("date")))
+    except ValueError:
+        return None
+
+
+def provider_key(provider: str) -> str:
+    """The catalogue's key of a provider as the bills name it ("Google Cloud" -> "gcp")."""
+    name = provider.strip().lower()
+    return PROVIDER_KEYS.get(name, name)
 
 
 def _snapshot_label(entry: dict[str, Any]) -> str:
@@ -84,16 +117,18 @@ def _refreshed(provider: str, instance_type: str, region: str) -> dict[str, Inst
 
 def quote(provider: str, instance_type: str, region: str) -> PriceQuote | None:
     """Every known figure of the type; None when neither a refresh nor the snapshot has one."""
-    provider = provider.lower()
+    provider = provider_key(provider)
     if not instance_type:
         return None
     hourly: dict[str, Decimal] = {}
     sources: dict[str, str] = {}
     regions: dict[str, str] = {}
+    dates: dict[str, dt.date | None] = {}
     currency = "USD"
     for kind, row in _refreshed(provider, instance_type, region).items():
         hourly[kind], regions[kind], currency = row.hourly, row.region, row.currency
         sources[kind] = f"{row.source}, fetched {row.fetched_at:%Y-%m-%d}"
+        dates[kind] = row.effective_date or row.fetched_at.date()
     entry = snapshot.price_entry(provider, instance_type, region)
     band = None
     if entry is not None:
@@ -105,9 +140,10 @@ def quote(provider: str, instance_type: str, region: str) -> PriceQuote | None:
                 if kind in KINDS and kind not in hourly and value not in (None, ""):
                     hourly[kind], regions[kind] = Decimal(str(value)), entry["region"]
                     sources[kind] = _snapshot_label(entry)
+                    dates[kind] = _snapshot_date(entry)
     if not hourly:
         return None
-    return PriceQuote(provider, instance_type, hourly, sources, regions, currency, band)
+    return PriceQuote(provider, instance_type, hourly, sources, regions, currency, band, dates)
 
 
 def on_demand_hour_price(provider: str, instance_type: str, region: str) -> Decimal | None:
@@ -127,6 +163,7 @@ def price_body(provider: str, instance_type: str, region: str) -> dict[str, Any]
         found.body()
         if found is not None
         else {
+            "provider": provider_key(provider),
             "instance_type": instance_type,
             "currency": None,
             "interruption_band": None,
@@ -138,7 +175,7 @@ def price_body(provider: str, instance_type: str, region: str) -> dict[str, Any]
     body["missing"] = missing
     body["missing_note"] = None
     if missing:
-        entry = snapshot.price_entry(provider.lower(), instance_type, region)
+        entry = snapshot.price_entry(provider_key(provider), instance_type, region)
         why = (entry or {}).get("note") or (
             "the snapshot does not list this type" if entry is None else ""
         )

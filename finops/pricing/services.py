@@ -1,17 +1,29 @@
-"""Writes: catalogue price tiers into SkuPrice, refreshed instance prices into InstancePrice."""
+"""Writes: catalogue price tiers into SkuPrice, refreshed instance prices into InstancePrice,
+and the pricing assumptions (checked by the model's validation, for the form and the API)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from decimal import ROUND_HALF_EVEN
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
 
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from finops.attribution.catalogue import normalise_instance_type
+from finops.audit.services import audit_record
 from finops.pricing.catalogues import Figure
 from finops.pricing.gcp_catalog import PriceTier
-from finops.pricing.models import PRICE_QUANTUM, InstancePrice, SkuPrice
+from finops.pricing.models import PRICE_QUANTUM, InstancePrice, PricingAssumptions, SkuPrice
+
+# The settings a person may change (the form's and the API's keys).
+ASSUMPTION_FIELDS = tuple(
+    field.name
+    for field in PricingAssumptions._meta.concrete_fields
+    if field.editable and not field.primary_key
+)
 
 
 def sku_prices_store(*, provider: str, tiers: Iterable[PriceTier], fetched_at: datetime) -> int:
@@ -114,3 +126,42 @@ def gcp_prices_store(
         tier_count = sku_prices_store(provider="gcp", tiers=tiers, fetched_at=fetched_at)
         figure_count = instance_prices_store(figures=figures, fetched_at=fetched_at)
     return tier_count, figure_count
+
+
+def pricing_assumptions_check(
+    *, values: Mapping[str, Any], instance: PricingAssumptions | None = None
+) -> PricingAssumptions:
+    """The assumptions with `values` applied (unsaved), after the model's validation; raise
+    ValidationError({setting: [messages]}) naming each refused setting. Absent keys keep the
+    stored values."""
+    unknown = sorted(set(values) - set(ASSUMPTION_FIELDS))
+    if unknown:
+        raise ValidationError({name: ["Not a pricing setting."] for name in unknown})
+    row = instance if instance is not None else PricingAssumptions.current()
+    for name, value in values.items():
+        # A JSON number 1.2 is the decimal 1.2, not the float's binary expansion.
+        setattr(row, name, Decimal(repr(value)) if isinstance(value, float) else value)
+    row.full_clean(validate_unique=False, validate_constraints=False)
+    return row
+
+
+def pricing_assumptions_update(
+    *, user: AbstractBaseUser | AnonymousUser, values: Mapping[str, Any]
+) -> PricingAssumptions:
+    """Check and store the assumptions (one row), with an audit event of what changed."""
+    with transaction.atomic():
+        PricingAssumptions.current()
+        row = PricingAssumptions.objects.select_for_update().get(pk=1)
+        before = {name: getattr(row, name) for name in ASSUMPTION_FIELDS}
+        row = pricing_assumptions_check(values=values, instance=row)
+        row.save()
+        changes = {
+            name: [str(before[name]), str(getattr(row, name))]
+            for name in ASSUMPTION_FIELDS
+            if before[name] != getattr(row, name)
+        }
+        audit_record(
+            actor=user, action="pricing_assumptions.update", obj_repr=str(row), details=changes
+        )
+    row.refresh_from_db()
+    return row

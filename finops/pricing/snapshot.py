@@ -40,3 +40,12 @@ def price_entry(provider: str, instance_type: str, region: str) -> dict[str, Any
         if entry["region"].lower() == region.lower():
             return entry
     return entries[0] if entries else None
+
+
+def price_entry_any(instance_type: str) -> dict[str, Any] | None:
+    """The first entry of the type, whatever its provider (for its GPU count)."""
+    wanted = normalise_instance_type(instance_type)
+    for entry in snapshot()["prices"]:
+        if normalise_instance_type(entry["instance_type"]) == wanted:
+            return dict(entry)
+    return None

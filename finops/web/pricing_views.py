@@ -1,5 +1,7 @@
-"""Pricing pages (issue 13): the per-team comparison, commitments, the recommendation, and the
-finance-only assumptions form. Thin: check access, call the pricing selectors, render."""
+"""Pricing pages (issues 13 and 27): what to do (recommendations with their money and status),
+the per-team comparison, one table of the catalogue prices behind it (with a staleness
+warning), commitments, and the finance-only assumptions form. Thin: check access, call the
+pricing selectors and services, render."""
 
 from __future__ import annotations
 
@@ -7,19 +9,28 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
-from django import forms
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
 
-from billing_ingest.months import month_next
-from finops.org.models import Team
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
-from finops.pricing.commitments import commitment_utilisation, coverage, recommendation
+from finops.pricing.commitments import commitment_utilisation, coverage
 from finops.pricing.comparisons import assumptions_current, team_month_pricing
-from finops.pricing.models import PricingAssumptions
+from finops.pricing.models import PricingAssumptions, Recommendation
+from finops.pricing.prices import KINDS
+from finops.pricing.recommendations import (
+    RecommendationPermissionError,
+    recommendation_list_filtered,
+    recommendation_list_visible,
+    recommendation_status_change,
+    recommendations_current,
+)
+from finops.pricing.services import pricing_assumptions_update
 from finops.web.access import require_finance
+from finops.web.pricing_forms import PricingAssumptionsForm
 from finops.web.views import _resolve_month
 
 # How the page names each alternative (the API keeps its keys).
@@ -30,6 +41,8 @@ ALTERNATIVE_LABELS = {
     "reserved_3y": "reserved 3 years",
     "on_prem": "on premises",
 }
+# Prices older than the month by more than this are said to be stale (issue 27).
+STALE_DAYS = 90
 
 
 def _with_best(body: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
@@ -41,31 +54,46 @@ def _with_best(body: dict[str, Any], names: dict[str, str]) -> dict[str, Any]:
     return body
 
 
-def _recommendation(team: Team, month: dt.date, p: dict[str, Any] | None) -> dict[str, Any]:
-    until = dt.datetime.combine(month_next(month), dt.time(), dt.UTC)
-    hours = Decimal(p["gpu_hours"]) if p else Decimal(0)
-    od_known = p is not None and p["on_demand"]["cost"] is not None
-    od_hour = Decimal(p["on_demand"]["cost"]) / hours if p and od_known and hours else None
-    rec = recommendation(
-        team_id=team.pk, until=until, on_demand_gpu_hour=od_hour, assumptions=assumptions_current()
-    )
-    curve = [Decimal(v) for v in rec["curve"]]
-    start = until - dt.timedelta(days=90)
-    rec["daily"] = [
-        (
-            (start + dt.timedelta(days=d)).date().isoformat(),
-            str((sum(curve[d * 24 : d * 24 + 24], Decimal(0)) / 24).quantize(Decimal("0.01"))),
-        )
-        for d in range(len(curve) // 24)
-    ]
-    # The demand chart's line: the longest window the history fills (none: no line).
-    known = [level for level in rec["levels"] if level["gpus"] is not None]
-    rec["chart_level"] = known[-1] if known else None
-    rec["team"] = team.slug
-    rec["team_name"] = team.name
-    # Savings are priced from the team's own on-demand rate, so in its comparison's currency.
-    rec["currency"] = p["currency"] if p else None
-    return rec
+def catalogue_rows(comparisons: list[dict[str, Any]], month: dt.date) -> list[dict[str, Any]]:
+    """One row per (provider, instance type) behind any comparison shown, each way of buying
+    it in a column (None: no catalogue figure, the configured ratio stands in), the oldest
+    figure's date and whether it is older than the month by more than STALE_DAYS."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for comparison in comparisons:
+        for body in comparison["prices"]:
+            key = (body.get("provider", ""), body["instance_type"])
+            if key in rows:
+                continue
+            figures = {f["kind"]: f for f in body["figures"]}
+            dates = sorted(f["date"] for f in body["figures"] if f["date"])
+            oldest = dt.date.fromisoformat(dates[0]) if dates else None
+            sources = sorted({_short_source(f["source"]) for f in body["figures"]})
+            rows[key] = {
+                "instance_type": body["instance_type"],
+                "currency": body["currency"],
+                "region": next(iter(figures.values()))["region"] if figures else "",
+                "hourly": [figures.get(kind, {}).get("hourly") for kind in KINDS],
+                "sources": sources,
+                "source_titles": "; ".join(sorted({f["source"] for f in body["figures"]})),
+                "oldest": oldest,
+                "stale": oldest is not None and (month - oldest).days > STALE_DAYS,
+                "missing_note": body["missing_note"],
+            }
+    return sorted(rows.values(), key=lambda r: r["instance_type"].lower())
+
+
+def _short_source(source: str) -> str:
+    """ "snapshot: tsaol/aws-gpu@2d0108c data/...json, 2025-11-30" -> "snapshot tsaol/aws-gpu@
+    2d0108c"; a refresh's "AWS Price List API (get_products), fetched ..." -> its catalogue."""
+    if source.startswith("snapshot: "):
+        return "snapshot " + source.removeprefix("snapshot: ").split(" ", 1)[0]
+    return source.split(", fetched", 1)[0]
+
+
+def _recommendations(request: HttpRequest, month: dt.date) -> list[Recommendation]:
+    recommendations_current(month=month)
+    rows = recommendation_list_filtered(recommendation_list_visible(user=request.user), month=month)
+    return list(rows)
 
 
 @login_required
@@ -75,48 +103,76 @@ def pricing(request: HttpRequest) -> HttpResponse:
     teams = team_list_visible(user=request.user).order_by("slug")
     names = {team.slug: team.name for team in teams}
     comparisons = [
-        _with_best(p, names)
-        for p in team_month_pricing(
-            month=month, teams=teams, org_wide=user_is_finance(request.user)
-        )
+        _with_best(p, names) for p in team_month_pricing(month=month, teams=teams, org_wide=finance)
     ]
-    chosen = teams.filter(slug=request.GET.get("team", "")).first() or teams.first()
-    rec = None
-    if chosen is not None:
-        own = next((p for p in comparisons if p["team"] == chosen.slug), None)
-        rec = _recommendation(chosen, month, own)
+    catalogue = catalogue_rows(comparisons, month)
     covered = []
     for team in teams:
         share = coverage(month=month, team_id=team.pk)
         if share is not None:
             percent = (share * 100).quantize(Decimal("0.1"))
-            covered.append({"team": team.name, "percent": str(percent)})
+            covered.append({"team": team.name, "share": share, "percent": percent})
+    recommendations = _recommendations(request, month)
     context = {
         "month": month,
         "months": months,
         "finance": finance,
         "comparisons": comparisons,
+        "catalogue": catalogue,
+        "kinds": KINDS,
+        "stale": [row for row in catalogue if row["stale"]],
+        "stale_days": STALE_DAYS,
         "coverage": covered,
         # Commitments are bought for the organisation, not a team: finance only.
         "commitments": commitment_utilisation(month=month) if finance else None,
-        "recommendation": rec,
-        "recommendation_teams": teams,
+        "recommendations": recommendations,
+        "savings_total": _totals(recommendations),
+        "statuses": Recommendation.Status.choices,
+        "assumption_warnings": assumptions_current().warnings,
     }
     return render(request, "web/pricing.html", context)
 
 
-class PricingAssumptionsForm(forms.ModelForm):  # type: ignore[type-arg]
-    class Meta:
-        model = PricingAssumptions
-        fields = [f.name for f in PricingAssumptions._meta.fields if f.editable and f.name != "id"]
+def _totals(rows: list[Recommendation]) -> list[tuple[str, Decimal]]:
+    """Open recommendations' monthly savings per currency."""
+    totals: dict[str, Decimal] = {}
+    for row in rows:
+        if row.status == Recommendation.Status.OPEN:
+            totals[row.currency] = totals.get(row.currency, Decimal(0)) + row.monthly_savings
+    return sorted(totals.items())
+
+
+@login_required
+@require_POST
+def recommendation_status(request: HttpRequest, pk: int) -> HttpResponse:
+    """The status form of a recommendation (finance, or the team's lead)."""
+    if not recommendation_list_visible(user=request.user).filter(pk=pk).exists():
+        raise Http404("No such recommendation.")
+    status = request.POST.get("status", "")
+    if status not in Recommendation.Status.values:
+        raise Http404("No such status.")
+    try:
+        recommendation_status_change(
+            recommendation_id=pk, status=status, user=request.user,
+            comment=request.POST.get("comment", "").strip()[:2000],
+        )  # fmt: skip
+    except RecommendationPermissionError:
+        raise Http404("No such recommendation.") from None
+    back = request.POST.get("next", "")
+    safe = url_has_allowed_host_and_scheme(back, allowed_hosts=None)
+    return redirect(back if back and safe else "web:pricing")
 
 
 @login_required
 def pricing_settings(request: HttpRequest) -> HttpResponse:
     require_finance(request)
+    # The form starts from the values in use: a stored value that fails validation shows its
+    # default, and the warnings above the form say which and why.
     instance = PricingAssumptions.current()
+    warnings = instance.usable()
     form = PricingAssumptionsForm(request.POST or None, instance=instance)
     if request.method == "POST" and form.is_valid():
-        form.save()
+        pricing_assumptions_update(user=request.user, values=form.checked)
         return redirect("web:pricing_settings")
-    return render(request, "web/pricing_settings.html", {"form": form})
+    context = {"form": form, "warnings": warnings, "updated_at": instance.updated_at}
+    return render(request, "web/pricing_settings.html", context)

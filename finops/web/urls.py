@@ -26,6 +26,11 @@ urlpatterns = [
     path("audit/", chargeback_views.audit_log, name="audit"),
     path("pricing/", pricing_views.pricing, name="pricing"),
     path("pricing/settings/", pricing_views.pricing_settings, name="pricing_settings"),
+    path(
+        "pricing/recommendations/<int:pk>/status/",
+        pricing_views.recommendation_status,
+        name="recommendation_status",
+    ),
     path("reconciliation/", views.reconciliation, name="reconciliation"),
     path("imports/", upload_views.import_batches, name="imports"),
     path("pipeline/", views.pipeline, name="pipeline"),

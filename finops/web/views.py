@@ -38,6 +38,8 @@ from finops.org.selectors import team_list_visible
 from finops.pipeline.selectors import pipeline_last_runs
 from finops.pipeline.tasks import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
+from finops.pricing.models import Recommendation
+from finops.pricing.recommendations import run_spot_advice, team_recommendations
 from finops.web.access import require_finance
 
 
@@ -140,6 +142,8 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
         "team_budgets": budget_statuses_of_team(team=team, month=month),
+        "recommendations": team_recommendations(team=team, month=month),
+        "statuses": Recommendation.Status.choices,
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(
@@ -169,7 +173,11 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         }
         for i, rollup in enumerate(rollups.order_by("cluster", "billing_currency"))
     ]
-    context = {"team": team, "month": month, "months": months, "run": detail, "pricing": pricing}
+    context = {
+        "team": team, "month": month, "months": months, "run": detail, "pricing": pricing,
+        # The team's spot recommendation, where it names this run.
+        "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
+    }  # fmt: skip
     return render(request, "web/run.html", context)
 
 

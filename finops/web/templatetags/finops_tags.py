@@ -143,3 +143,47 @@ def query_with(context: Any, **changes: Any) -> str:
     if "page" not in changes:
         query.pop("page", None)
     return "?" + query.urlencode()
+
+
+@register.filter
+def price(value: Any) -> str:
+    """An hourly price with the places it needs: 55.04, 0.7068 (under 1), never six decimals
+    of a catalogue figure. Display only."""
+    if value is None or value == "":
+        return "\u2013"
+    amount = Decimal(value)
+    places = Decimal("0.01") if abs(amount) >= 1 else Decimal("0.0001")
+    return f"{amount.quantize(places, rounding=ROUND_HALF_UP):,}"
+
+
+@register.filter
+def about(value: Any) -> str:
+    """A small expected count in words a reader takes in: '< 0.1', '0.3', '12'."""
+    if value is None or value == "":
+        return "\u2013"
+    amount = Decimal(str(value))
+    if amount == 0:
+        return "0"
+    if amount < Decimal("0.1"):
+        return "< 0.1"
+    if amount < 10:
+        return f"{amount.quantize(Decimal('0.1'), rounding=ROUND_HALF_UP)}"
+    return f"{amount.quantize(Decimal(1), rounding=ROUND_HALF_UP):,}"
+
+
+@register.filter
+def term_label(value: str) -> str:
+    """A way of buying in words: '1y_no_upfront' -> '1 year, no upfront'."""
+    from finops.pricing.assumption_checks import TERM_LABELS
+
+    return TERM_LABELS.get(value, {"on_demand": "on demand", "spot": "spot"}.get(value, value))
+
+
+@register.filter
+def price_columns(body: dict[str, Any]) -> list[str | None]:
+    """A catalogue price body's hourly figure per way of buying (on demand, spot, the four
+    terms; None where it has none), for one table row per type."""
+    from finops.pricing.prices import KINDS
+
+    figures = {f["kind"]: f["hourly"] for f in body.get("figures", [])}
+    return [figures.get(kind) for kind in KINDS]

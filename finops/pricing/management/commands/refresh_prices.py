@@ -52,6 +52,14 @@ class Command(BaseCommand):
         if not targets:
             raise CommandError(f"no {provider} instance types to refresh")
         if provider == "gcp":
+            if not options["instance_types"]:
+                # The snapshot's GCP types whose machine shape is recorded (a type without one
+                # cannot be composed from SKUs: its entry's note says why).
+                shapes = _gcp_shapes()
+                for instance_type, _ in targets:
+                    if instance_type.lower() not in shapes:
+                        self.stdout.write(f"{instance_type}: no machine shape recorded, skipped")
+                targets = [t for t in targets if t[0].lower() in shapes]
             self._gcp(targets, options["from_file"])
             return
         now = timezone.now()
@@ -117,7 +125,9 @@ def _targets(provider: str, instance_types: list[str], region: str | None) -> li
     if instance_types:
         # A named type is read in its snapshot region (a3-highgpu-8g: us-east4), else the
         # provider's usual one.
-        listed = {e["instance_type"].lower(): e["region"] for e in entries}
+        listed: dict[str, str] = {}
+        for entry in entries:  # a type listed in several regions: its first one
+            listed.setdefault(entry["instance_type"].lower(), entry["region"])
         default_region = {"aws": "us-east-1", "gcp": "us-central1"}.get(provider, "eastus")
         return [(t, region or listed.get(t.lower(), default_region)) for t in instance_types]
     return [(e["instance_type"], region or e["region"]) for e in entries]
