@@ -22,7 +22,7 @@ from rest_framework.response import Response
 
 from billing_ingest.months import month_parse
 from finops.api.fields import StrictCharField
-from finops.api.schema import month_parameter, team_parameter
+from finops.api.schema import SLUG_PATTERN, month_parameter, team_parameter
 from finops.org.selectors import team_list_visible
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import (
@@ -66,7 +66,8 @@ class RecommendationStatusSerializer(serializers.Serializer[Any]):
 
 class RecommendationQuerySerializer(serializers.Serializer[Any]):
     month = serializers.CharField(required=False)
-    team = serializers.CharField(required=False)
+    # A team slug, as the schema's pattern says (any other text is a 400, not an empty list).
+    team = serializers.RegexField(SLUG_PATTERN, required=False)
     status = serializers.ChoiceField(choices=Recommendation.Status.choices, required=False)
 
 
