@@ -115,7 +115,10 @@ def recommendations_refresh(*, month: dt.date) -> int:
     with transaction.atomic():
         existing = {
             (r.team_id, r.kind, r.key, r.currency): r
-            for r in Recommendation.objects.select_for_update().filter(billing_period=month)
+            # order_by: the model's ordering joins the team, which PostgreSQL cannot lock.
+            for r in Recommendation.objects.select_for_update()
+            .filter(billing_period=month)
+            .order_by("pk")
         }
         kept = set()
         for draft in drafts:
