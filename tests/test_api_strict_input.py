@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -34,6 +35,7 @@ from finops.api.fields import (
 from finops.api.preferences import NotificationPreferenceSerializer
 from finops.api.pricing_settings import PricingSettingsSerializer
 from finops.api.recommendations import RecommendationStatusSerializer
+from finops.api.renderers import JSONRenderer
 from finops.budgets.models import Budget
 from finops.notifications.selectors import notification_preference_get
 from finops.org.models import Team
@@ -233,3 +235,11 @@ def test_api_server_error_is_json(rf: RequestFactory) -> None:
     assert b'"detail"' in response.content
     page = server_error(rf.get("/runs/"))
     assert page["Content-Type"].startswith("text/html")
+
+
+def test_a_lone_surrogate_echoed_in_an_error_is_escaped_not_a_500() -> None:
+    """Found by the budgets fuzz on PostgreSQL: a 400 whose message repeats a lone surrogate
+    from the body had no UTF-8 form, and rendering it answered 500."""
+    body = JSONRenderer().render({"name": ["Not allowed: '\ud800'"]})
+    assert b"\\ud800" in body
+    assert json.loads(body) == {"name": ["Not allowed: '\ud800'"]}

@@ -22,3 +22,21 @@ class DecimalTextEncoder(JSONEncoder):
 
 class JSONRenderer(renderers.JSONRenderer):
     encoder_class = DecimalTextEncoder
+
+    def render(
+        self,
+        data: Any,
+        accepted_media_type: str | None = None,
+        renderer_context: Any = None,
+    ) -> bytes:
+        try:
+            return super().render(data, accepted_media_type, renderer_context)
+        except UnicodeEncodeError:
+            # A lone surrogate echoed back in an error message (a fuzzed body) has no UTF-8
+            # form: write the body with JSON's \uXXXX escapes instead of answering 500.
+            return _AsciiJSONRenderer().render(data, accepted_media_type, renderer_context)
+
+
+class _AsciiJSONRenderer(renderers.JSONRenderer):
+    encoder_class = DecimalTextEncoder
+    ensure_ascii = True
