@@ -5,9 +5,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import pytest
 from django.contrib.auth.models import User
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
+
+from finops.api.routers import ApiRouter
 
 
 def _collection_paths(patterns: Sequence[URLPattern | URLResolver], prefix: str = "") -> set[str]:
@@ -64,3 +67,11 @@ def test_every_root_link_answers(finance_api: APIClient, finance_user: User) -> 
 
 def test_root_needs_authentication(db: None) -> None:
     assert APIClient().get("/api/v1/").status_code == 401
+
+
+def test_a_root_entry_listed_twice_is_refused() -> None:
+    """urls.py once listed 'statements' twice; the second silently overwrote the first."""
+    router = ApiRouter()
+    router.add_root_entry("costs", "api-costs")
+    with pytest.raises(ValueError, match="'costs' is listed twice"):
+        router.add_root_entry("costs", "api-costs")

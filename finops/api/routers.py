@@ -16,6 +16,10 @@ class ApiRouter(DefaultRouter):
         self.root_entries: dict[str, str] = {}
 
     def add_root_entry(self, prefix: str, url_name: str) -> None:
+        """List `prefix` on the root as a link to the URL named `url_name`; a prefix listed
+        twice is a mistake in urls.py (ValueError), not a silent overwrite."""
+        if prefix in self.root_entries:
+            raise ValueError(f"API root entry {prefix!r} is listed twice")
         self.root_entries[prefix] = url_name
 
     def get_api_root_view(self, api_urls: Any = None) -> Any:

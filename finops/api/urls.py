@@ -1,5 +1,6 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.views import APIView
 
 from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
 from finops.api.budgets import BudgetViewSet
@@ -14,35 +15,31 @@ router.register(
     "recommendations", recommendations.RecommendationViewSet, basename="api-recommendation"
 )
 router.register("import-batches", views.ImportBatchViewSet, basename="api-import-batch")
-# Plain APIViews: listed on the root (/api/v1/) beside the viewsets.
-router.add_root_entry("costs", "api-costs")
-router.add_root_entry("endpoints", "api-endpoints")
-router.add_root_entry("pricing-comparison", "api-pricing-comparison")
-router.add_root_entry("reconciliation", "api-reconciliation")
-router.add_root_entry("pricing-settings", "api-pricing-settings")
-router.add_root_entry("statements", "api-statements")
+
+# Plain APIViews outside the router, each named once: its path under /api/v1/ and its entry on
+# the root (/api/v1/) beside the viewsets both come from this list.
+PLAIN_VIEWS: list[tuple[str, type[APIView], str]] = [
+    ("costs", views.CostsView, "api-costs"),
+    ("endpoints", views.EndpointsView, "api-endpoints"),
+    ("pricing-comparison", views.PricingComparisonView, "api-pricing-comparison"),
+    ("pricing-settings", pricing_settings.PricingSettingsView, "api-pricing-settings"),
+    ("reconciliation", views.ReconciliationView, "api-reconciliation"),
+    ("statements", chargeback.StatementListView, "api-statements"),
+    (
+        "me/notification-preferences",
+        preferences.NotificationPreferenceView,
+        "api-notification-preferences",
+    ),
+]
+for prefix, _view, url_name in PLAIN_VIEWS:
+    router.add_root_entry(prefix, url_name)
 router.add_root_entry("schema", "schema")
-router.add_root_entry("me/notification-preferences", "api-notification-preferences")
-router.add_root_entry("statements", "api-statements")
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     # No Swagger UI: drf-spectacular's view loads it from a CDN unless the sidecar package is
     # installed, and deployments may have no internet. /api/schema/ serves the OpenAPI file.
-    path("v1/costs/", views.CostsView.as_view(), name="api-costs"),
-    path("v1/endpoints/", views.EndpointsView.as_view(), name="api-endpoints"),
-    path(
-        "v1/pricing-comparison/",
-        views.PricingComparisonView.as_view(),
-        name="api-pricing-comparison",
-    ),
-    path(
-        "v1/pricing-settings/",
-        pricing_settings.PricingSettingsView.as_view(),
-        name="api-pricing-settings",
-    ),
-    path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
-    path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
+    *(path(f"v1/{prefix}/", view.as_view(), name=name) for prefix, view, name in PLAIN_VIEWS),
     path(
         "v1/statements/<slug:team>/<str:month>.<str:extension>",
         chargeback.StatementFileView.as_view(),
@@ -52,11 +49,6 @@ urlpatterns = [
         "v1/statements/<slug:team>/<str:month>/",
         chargeback.StatementDetailView.as_view(),
         name="api-statement",
-    ),
-    path(
-        "v1/me/notification-preferences/",
-        preferences.NotificationPreferenceView.as_view(),
-        name="api-notification-preferences",
     ),
     path("v1/", include(router.urls)),
 ]
