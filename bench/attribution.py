@@ -37,6 +37,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from billing_ingest.months import month_format
+
 ROOT = Path(__file__).resolve().parent.parent
 MONTH = dt.date(2025, 1, 1)
 HOURS = 31 * 24
@@ -295,7 +297,7 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
 
     out = StringIO()
     began = time.perf_counter()
-    call_command("attribute", "--month", MONTH.strftime("%Y-%m"), stdout=out)
+    call_command("attribute", "--month", month_format(MONTH), stdout=out)
     result["attribute_s"] = time.perf_counter() - began
     result["rss_after_attribute_mb"] = _maxrss_mb()
     result["ledger_rows"] = AllocatedCost.objects.count()
@@ -486,7 +488,7 @@ def main() -> None:
     backend = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (temp file)"
     if args.generator == "sql" and not os.environ.get("DATABASE_URL"):
         raise SystemExit("--generator sql needs DATABASE_URL on PostgreSQL")
-    print(f"attribution benchmark on {backend}, month {MONTH:%Y-%m} ({HOURS} hours)")
+    print(f"attribution benchmark on {backend}, month {month_format(MONTH)} ({HOURS} hours)")
     base = _run_size(args.nodes, args.jobs, args)
     _print(base)
     if args.no_double or args.split_only:

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from billing_ingest.months import month_format
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -206,7 +208,7 @@ def _chord(month: dt.date, n: int) -> float:
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start:\n{log.read_text()}")
         began = time.perf_counter()
-        summary = attribution_month_split(month.strftime("%Y-%m"), n).get(timeout=3600)
+        summary = attribution_month_split(month_format(month), n).get(timeout=3600)
         elapsed = time.perf_counter() - began
         if summary["status"] != "succeeded":
             raise RuntimeError(f"chord run failed: {summary}")

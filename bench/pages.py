@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from billing_ingest.months import month_format
+
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_MS = 300.0
 
@@ -49,7 +51,7 @@ def main() -> None:
         call_command("demo", "--scale", args.scale, stdout=open(os.devnull, "w"))  # noqa: SIM115
         print(f"demo built in {time.monotonic() - began:.0f} s")
     month = TeamDailyCost.objects.order_by("-billing_period").first().billing_period  # type: ignore[union-attr]
-    param = month.strftime("%Y-%m")
+    param = month_format(month)
     team_run = RunCost.objects.filter(billing_period=month, category="training").first()
     assert team_run is not None and team_run.team is not None
     team = team_run.team.slug

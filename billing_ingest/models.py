@@ -13,6 +13,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from billing_ingest.money import MoneyField
+from billing_ingest.months import month_format
 from billing_ingest.public_names import public_file_name, public_text
 
 # Defined beside, imported here so that billing_ingest.models stays the one place to import any
@@ -193,7 +194,7 @@ class MonthChange(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.kind} {self.month:%Y-%m} at {self.changed_at:%Y-%m-%d %H:%M}"
+        return f"{self.kind} {month_format(self.month)} at {self.changed_at:%Y-%m-%d %H:%M}"
 
 
 class CostLineItemQuerySet(models.QuerySet["CostLineItem"]):

@@ -12,6 +12,7 @@ import factory
 from django.contrib.auth.models import User
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from billing_ingest.months import month_format
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
 from finops.inference.models import InferenceUsage
 from finops.org.models import Profile, Team
@@ -60,7 +61,7 @@ class ImportBatchFactory(factory.django.DjangoModelFactory[ImportBatch]):
     source = factory.Sequence(lambda n: f"source-{n}")
     file_name = factory.LazyAttribute(lambda o: f"/data/{o.source}.csv")
     status = ImportBatch.Status.SUCCEEDED
-    billing_periods = factory.LazyFunction(lambda: [MONTH.strftime("%Y-%m")])
+    billing_periods = factory.LazyFunction(lambda: [month_format(MONTH)])
     row_count = 0
 
 
@@ -249,7 +250,7 @@ def build_month_scenario(*, team: Team, other_team: Team, month: dt.date = MONTH
     Azure az-1      EUR: billed 50
     """
     sc = Scenario(month=month, team=team, other_team=other_team)
-    batch = ImportBatchFactory.create(source="aws-cur", billing_periods=[month.strftime("%Y-%m")])
+    batch = ImportBatchFactory.create(source="aws-cur", billing_periods=[month_format(month)])
     aws = {"provider_name": "AWS", "billing_account_id": "111111111111"}
     gcp = {"provider_name": "GCP", "billing_account_id": "billing-1"}
     azure = {"provider_name": "Azure", "billing_account_id": "az-1"}

@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
+from billing_ingest.months import month_format
 from finops.anomalies.models import Anomaly
 from finops.anomalies.services import anomalies_detect, anomaly_status_change
 from finops.anomalies.tasks import detect_anomalies_for_month
@@ -162,7 +163,7 @@ def test_command_default_is_the_last_35_days_of_the_ledger(team: Team) -> None:
 
 def test_month_task_is_idempotent_and_limited_to_its_month(team: Team) -> None:
     ledger.build(team)
-    month = ledger.SPIKE_DAY.strftime("%Y-%m")
+    month = month_format(ledger.SPIKE_DAY)
     result = detect_anomalies_for_month(month, pipeline_run_id=7)
     again = detect_anomalies_for_month(month)
     assert result["created"] == 1

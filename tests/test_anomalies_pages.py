@@ -12,6 +12,7 @@ from django.test import Client
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from billing_ingest.months import month_format
 from finops.anomalies.models import Anomaly, AnomalyStatusChange
 from finops.anomalies.services import anomalies_detect
 from finops.org.models import Team
@@ -103,7 +104,7 @@ def test_other_teams_lead_cannot_see_it(spike: Anomaly, other_team: Team) -> Non
 @pytest.mark.django_db
 def test_overview_and_team_pages_link_to_open_anomalies(spike: Anomaly, finance_user: User) -> None:
     client = logged_in(finance_user)
-    month = ledger.SPIKE_DAY.strftime("%Y-%m")
+    month = month_format(ledger.SPIKE_DAY)
     overview = client.get("/", {"month": month}).content.decode()
     assert 'data-testid="open-anomalies"' in overview
     assert "1 open cost anomaly" in overview

@@ -14,6 +14,7 @@ from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from billing_ingest.months import month_format
 from finops.attribution import engine
 from finops.attribution.engine import Job, LineItem, Share, ShareFold, fold_shares
 from finops.attribution.ledger import ConservationError
@@ -233,7 +234,7 @@ def test_open_months_attributes_months_with_line_items() -> None:
         charge_period_start=start, charge_period_end=start + dt.timedelta(hours=1),
         billed_cost=Decimal(1), effective_cost=Decimal(1), billing_currency="USD",
     )  # fmt: skip
-    assert pipeline_open_months() == [this_month.strftime("%Y-%m")]
+    assert pipeline_open_months() == [month_format(this_month)]
     assert AttributionRun.objects.get().billing_period == this_month
     assert AllocatedCost.objects.get().amount == Decimal(1)
 

@@ -19,6 +19,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
+from billing_ingest.months import month_format
 from billing_ingest.services.billing import (
     BillingFile,
     billing_batch_create,
@@ -353,7 +354,7 @@ def test_readers_of_the_bill_see_only_settled_batches(tmp_path: Path) -> None:
     assert month_list_with_data() == [MONTH]
     assert reconciliation_for_month(month=MONTH).total.billed == Decimal("10")
     out = tmp_path / "month.csv"
-    call_command("export_focus", "--month", MONTH.strftime("%Y-%m"), "--out", str(out))
+    call_command("export_focus", "--month", month_format(MONTH), "--out", str(out))
     with out.open() as handle:
         rows = list(csv_module.DictReader(handle))
     assert [Decimal(r["EffectiveCost"]) for r in rows] == [Decimal("10")]

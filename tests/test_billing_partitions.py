@@ -14,6 +14,7 @@ import pytest
 from django.db import connection
 
 from billing_ingest.models import CostLineItem, ImportBatch
+from billing_ingest.months import month_format
 from billing_ingest.partitions import (
     DEFAULT,
     TABLE,
@@ -38,10 +39,10 @@ def _postgres_only() -> None:
 
 
 def _row(month: dt.date, resource: str, cost: str) -> dict[str, str]:
-    start = f"{month:%Y-%m}-05T10:00:00Z"
-    end = f"{month:%Y-%m}-05T11:00:00Z"
+    start = f"{month_format(month)}-05T10:00:00Z"
+    end = f"{month_format(month)}-05T11:00:00Z"
     return focus_row(
-        BillingPeriodStart=f"{month:%Y-%m}-01T00:00:00Z",
+        BillingPeriodStart=f"{month_format(month)}-01T00:00:00Z",
         BillingPeriodEnd="",
         ChargePeriodStart=start,
         ChargePeriodEnd=end,

@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from billing_ingest.months import month_format
 from finops.org.models import Profile
 from finops.web.templatetags.finops_tags import money
 from tests.chromium import _body, _login, _wait_for_text
@@ -174,7 +175,7 @@ def test_overview_loads_with_no_console_error_and_a_favicon(
         _login(driver, live_server.url, "fin", "fin-password-123")
         driver.get_log("browser")  # the login page's entries: not the page under test
         caplog.clear()
-        driver.get(f"{live_server.url}/?month={scenario.month:%Y-%m}")
+        driver.get(f"{live_server.url}/?month={month_format(scenario.month)}")
         _wait_for_text(driver, "Attributed cost")
         # The linked icon, fetched by the page itself under its CSP.
         icon = driver.execute_async_script(

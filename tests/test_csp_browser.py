@@ -11,6 +11,7 @@ from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver import Chrome
 
+from billing_ingest.months import month_format
 from finops.org.models import Team
 from tests.chromium import _login, chrome_session
 from tests.factories import build_month_scenario
@@ -50,7 +51,7 @@ def test_pages_have_no_csp_violation(
 ) -> None:
     scenario = build_month_scenario(team=team, other_team=other_team)
     _login(driver, live_server.url, "fin", "fin-password-123")
-    month = f"?month={scenario.month:%Y-%m}"
+    month = f"?month={month_format(scenario.month)}"
     for page in ("/", f"/teams/{team.slug}/", "/endpoints/", "/reconciliation/", "/imports/"):
         driver.get(live_server.url + page + month)
     # The team page's charts are drawn by the vendored Chart.js under the policy.

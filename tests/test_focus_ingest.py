@@ -19,6 +19,7 @@ from django.core.management import call_command
 from pytest_django import Settings
 
 from billing_ingest.models import CostLineItem, ImportBatch
+from billing_ingest.months import month_format
 from billing_ingest.parsers.focus import parse_focus
 from billing_ingest.services.billing import billing_batch_ingest, billing_default_source
 from tests.builders import FOCUS_COLUMNS as COLUMNS
@@ -277,7 +278,7 @@ def test_sample_with_one_october_row_has_two_periods(samples_dir: Path) -> None:
     batch, _ = ingest(path)
     assert batch.billing_periods == sorted(by_month)
     stored = Counter(
-        i.billing_period.strftime("%Y-%m") for i in CostLineItem.objects.filter(batch=batch)
+        month_format(i.billing_period) for i in CostLineItem.objects.filter(batch=batch)
     )
     assert stored == by_month
     assert len(by_month) == 2

@@ -20,6 +20,7 @@ from django.test import Client
 from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
+from billing_ingest.months import month_format
 from finops.audit.models import AuditEvent
 from finops.chargeback.models import ClosedPeriod
 from finops.chargeback.selectors import statement_get, statements_build
@@ -319,7 +320,9 @@ def test_a_month_not_over_or_without_data_cannot_be_closed(
     with pytest.raises(PeriodError, match="January 1999 holds no bill and no ledger"):
         period_close(month=dt.date(1999, 1, 1), actor=finance_user)
     # The page says why.
-    response = finance_client.post(f"/close/{next_month:%Y-%m}/close/", {"reason": ""}, follow=True)
+    response = finance_client.post(
+        f"/close/{month_format(next_month)}/close/", {"reason": ""}, follow=True
+    )
     assert b"has not happened yet" in response.content
     response = finance_client.post("/close/1999-01/close/", {"reason": ""}, follow=True)
     assert b"holds no bill and no ledger" in response.content

@@ -32,6 +32,7 @@ from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from billing_ingest.models import CostLineItem, ImportBatch, MonthChange
+from billing_ingest.months import month_format
 from finops.attribution.models import AttributionRun
 from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from finops.celery import app as celery_app
@@ -51,9 +52,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _row(month: dt.date, cost: str) -> str:
-    start = f"{month:%Y-%m}-01T00:00:00Z"
-    end = f"{(month + dt.timedelta(days=32)).replace(day=1):%Y-%m}-01T00:00:00Z"
-    hour = f"{month:%Y-%m}-02T10:00:00Z,{month:%Y-%m}-02T11:00:00Z"
+    start = f"{month_format(month)}-01T00:00:00Z"
+    end = f"{month_format((month + dt.timedelta(days=32)).replace(day=1))}-01T00:00:00Z"
+    hour = f"{month_format(month)}-02T10:00:00Z,{month_format(month)}-02T11:00:00Z"
     return f"1,USD,{start},{end},Usage,{hour},AWS,vol-1,S3,{cost},{cost}"
 
 

@@ -7,6 +7,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from billing_ingest.models import MonthChange
+from billing_ingest.months import month_format
 from billing_ingest.services.months import month_changes_record
 from billing_ingest.tasks.pipeline import pipeline_kick
 
@@ -18,7 +19,7 @@ CLAIM_WAIT = 30.0
 def start_pipeline(command: BaseCommand, *, months: QuerySet[MonthChange]) -> None:
     """Wake the pipeline for the recorded month changes and print one line per month: its
     run's status, or "queued" (a worker, or the watchdog's next sweep, will start it)."""
-    labels = sorted({m.strftime("%Y-%m") for m in months.values_list("month", flat=True)})
+    labels = sorted({month_format(m) for m in months.values_list("month", flat=True)})
     if not labels:
         return
     outcome = pipeline_kick(wait=CLAIM_WAIT) or {}

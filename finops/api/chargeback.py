@@ -15,7 +15,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing_ingest.months import MONTH_PATTERN, month_parse
+from billing_ingest.months import MONTH_PATTERN, month_format, month_parse
 from finops.api.renderers import JSONRenderer
 from finops.api.schema import month_parameter, team_parameter
 from finops.api.serializers import MonthQuerySerializer, money
@@ -30,7 +30,7 @@ class MonthStringField(serializers.Field):  # type: ignore[type-arg]
     date, which a client would then fail to parse."""
 
     def to_representation(self, value: Any) -> str:
-        return f"{value:%Y-%m}"
+        return month_format(value)
 
 
 class NativeTotalSerializer(serializers.Serializer[Any]):
@@ -75,7 +75,9 @@ class StatementSerializer(serializers.Serializer[Any]):
     pdf_url = serializers.SerializerMethodField()
 
     def _file_url(self, obj: Statement, extension: str) -> str:
-        path = reverse("api-statement-file", args=[obj.team.slug, f"{obj.month:%Y-%m}", extension])
+        path = reverse(
+            "api-statement-file", args=[obj.team.slug, month_format(obj.month), extension]
+        )
         request = self.context.get("request")
         return request.build_absolute_uri(path) if request is not None else path
 

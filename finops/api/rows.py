@@ -17,6 +17,7 @@ from rest_framework.reverse import reverse
 
 from billing_ingest.models import MONEY_PLACES
 from billing_ingest.money import decimal_text
+from billing_ingest.months import month_format
 from finops.api.run_efficiency import headlines, row_key
 from finops.api.serializers import GPU_HOUR_PLACES
 from finops.attribution.list_cost import MIX_KINDS
@@ -76,7 +77,7 @@ def run_cost_bodies(rows: Iterable[dict[str, Any]], request: Request) -> list[di
                 "url": f"{head}{r['id']}{tail}",
                 "run_id": r["run_id"],
                 "team": r["team__slug"],
-                "month": r["billing_period"].strftime("%Y-%m"),
+                "month": month_format(r["billing_period"]),
                 "cluster": r["cluster"],
                 "currency": r["billing_currency"],
                 "cost": _fixed(r["cost"], MONEY_QUANTUM),

@@ -11,7 +11,7 @@ from rest_framework import serializers
 
 from billing_ingest.models import MONEY_PLACES, ImportBatch
 from billing_ingest.money import decimal_text
-from billing_ingest.months import MONTH_PATTERN, month_parse
+from billing_ingest.months import MONTH_PATTERN, month_format, month_parse
 from finops.api.fields import StrictDateField
 from finops.api.run_efficiency import (
     EFFICIENCY_SCHEMA,
@@ -136,7 +136,7 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
         ]
 
     def get_month(self, obj: RunCost) -> str:
-        return obj.billing_period.strftime("%Y-%m")
+        return month_format(obj.billing_period)
 
     def get_mix(self, obj: RunCost) -> dict[str, str]:
         """Cost by how it was bought, decimal strings."""
@@ -273,7 +273,7 @@ class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
     )
 
     def get_month(self, obj: Reconciliation) -> str:
-        return obj.month.strftime("%Y-%m")
+        return month_format(obj.month)
 
 
 class ImportBatchSerializer(serializers.ModelSerializer[ImportBatch]):
@@ -399,7 +399,7 @@ class CostSeriesReportSerializer(serializers.Serializer[CostSeriesReport]):
     series = CostSeriesSerializer(many=True)
 
     def get_month(self, obj: CostSeriesReport) -> str:
-        return obj.month.strftime("%Y-%m")
+        return month_format(obj.month)
 
 
 IDLE_SHARE_PLACES = 6

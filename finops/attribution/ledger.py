@@ -16,6 +16,7 @@ from typing import Any
 from django.db import models, transaction
 
 from billing_ingest.money import MoneyField
+from billing_ingest.months import month_format
 from finops.attribution import engine
 from finops.attribution.charge_rollups import ChargeSums, charge_rollups
 from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs
@@ -246,7 +247,9 @@ def _run_id(
     )
     other = ids.setdefault(pk, key)
     if other != key:
-        raise RunIdCollisionError(f"runs {other} and {key} of {month:%Y-%m} share the id {pk}")
+        raise RunIdCollisionError(
+            f"runs {other} and {key} of {month_format(month)} share the id {pk}"
+        )
     return pk
 
 

@@ -15,6 +15,7 @@ from django.db import models
 from django.db.models.functions import Cast
 
 from billing_ingest.models import ImportBatch, JobRecord, money_field
+from billing_ingest.months import month_format
 from finops.attribution.run_ids import run_cost_id
 from finops.org.models import Team
 
@@ -137,7 +138,9 @@ class RunCost(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.run_id} {self.billing_period:%Y-%m} {self.cost} {self.billing_currency}"
+        return (
+            f"{self.run_id} {month_format(self.billing_period)} {self.cost} {self.billing_currency}"
+        )
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         # Rows made one by one (admin, fixtures, factories) get the id attribution gives them.
@@ -256,7 +259,7 @@ class AttributionRun(models.Model):
         ordering = ["-started_at"]
 
     def __str__(self) -> str:
-        return f"attribution {self.billing_period:%Y-%m} ({self.status})"
+        return f"attribution {month_format(self.billing_period)} ({self.status})"
 
 
 class IdlePolicy(models.Model):

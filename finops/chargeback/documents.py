@@ -15,6 +15,7 @@ from django.template.loader import render_to_string
 
 from billing_ingest.csv_safety import csv_safe
 from billing_ingest.money import decimal_text
+from billing_ingest.months import month_format
 from finops.chargeback.selectors import Line, Statement
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
@@ -35,7 +36,7 @@ CSV_COLUMNS = [
 
 
 def statement_filename(statement: Statement, extension: str) -> str:
-    return f"statement-{statement.team.slug}-{statement.month:%Y-%m}.{extension}"
+    return f"statement-{statement.team.slug}-{month_format(statement.month)}.{extension}"
 
 
 def _text(value: Decimal | None) -> str:
@@ -45,7 +46,7 @@ def _text(value: Decimal | None) -> str:
 def statement_csv_rows(statement: Statement) -> list[list[str]]:
     """One row per line (categories, adjustments, endpoints, runs, the organisation's shared
     and idle), then one `total` row per native currency and one for the reporting currency."""
-    head = [statement.team.slug, f"{statement.month:%Y-%m}", statement.status]
+    head = [statement.team.slug, month_format(statement.month), statement.status]
     rows = []
 
     def add(line: Line, section: str) -> None:
@@ -55,7 +56,7 @@ def statement_csv_rows(statement: Statement) -> list[list[str]]:
                 *head,
                 section,
                 line.key,
-                f"{line.origin_month:%Y-%m}" if line.origin_month else "",
+                month_format(line.origin_month) if line.origin_month else "",
                 line.reason,
                 line.currency,
                 _text(line.amount),

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 
 from billing_ingest.models import money_field
+from billing_ingest.months import month_format
 from finops.org.models import Team
 
 
@@ -44,7 +45,7 @@ class ClosedPeriod(models.Model):
 
     def __str__(self) -> str:
         state = "reopened" if self.reopened_at else "closed"
-        return f"{self.month:%Y-%m} {state} (close #{self.pk})"
+        return f"{month_format(self.month)} {state} (close #{self.pk})"
 
     @property
     def is_active(self) -> bool:

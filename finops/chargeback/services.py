@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from billing_ingest.months import month_add
+from billing_ingest.months import month_add, month_format
 from finops.attribution.reconciliation_selectors import reconciliation_for_month
 from finops.audit.services import audit_record
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
@@ -109,7 +109,7 @@ def period_close(*, month: date, actor: AnyUser | None, reason: str = "") -> Clo
             audit_record(
                 actor=actor,
                 action="period.close",
-                obj_repr=f"{month:%Y-%m}",
+                obj_repr=month_format(month),
                 reason=reason,
                 details={
                     "close_id": close.pk,
@@ -156,7 +156,7 @@ def period_reopen(*, month: date, actor: AnyUser | None, reason: str) -> ClosedP
         audit_record(
             actor=actor,
             action="period.reopen",
-            obj_repr=f"{month:%Y-%m}",
+            obj_repr=month_format(month),
             reason=close.reopen_reason,
             details={"close_id": close.pk, "closed_at": close.closed_at},
         )
@@ -170,7 +170,7 @@ def _statement_email(*, statement: Statement, close: ClosedPeriod) -> None:
     if not recipients:
         return
     team, month = statement.team, statement.month
-    args = [team.slug, f"{month:%Y-%m}"]
+    args = [team.slug, month_format(month)]
     page = settings.FINOPS_BASE_URL + reverse("web:statement", args=args)
     pdf = settings.FINOPS_BASE_URL + reverse("web:statement-file", args=[*args, "pdf"])
     csv = settings.FINOPS_BASE_URL + reverse("web:statement-file", args=[*args, "csv"])
@@ -195,7 +195,7 @@ def _statement_email(*, statement: Statement, close: ClosedPeriod) -> None:
         f' · <a href="{page}">open the statement</a></p>'
     )
     notification_enqueue(
-        key=f"statement:{team.slug}:{month:%Y-%m}:{close.pk}",
+        key=f"statement:{team.slug}:{month_format(month)}:{close.pk}",
         kind="statement",
         recipients=recipients,
         subject=f"Chargeback statement {team.name} · {label} (closed)",

@@ -9,7 +9,7 @@ from celery import shared_task
 from django.conf import settings
 
 from billing_ingest.money import decimal_text
-from billing_ingest.months import month_parse
+from billing_ingest.months import month_format, month_parse
 from finops.exports.writer import focus_month_export
 
 __all__ = ["export_focus_month"]
@@ -26,7 +26,7 @@ def export_focus_month(month: str, out: str) -> dict[str, Any]:
     worker's file system) as FOCUS 1.2. Idempotent: a re-run replaces the file atomically."""
     result = focus_month_export(month=month_parse(month), out=Path(out))
     return {
-        "month": result.month.strftime("%Y-%m"),
+        "month": month_format(result.month),
         "out": str(result.path),
         "format": result.file_format,
         "rows": result.rows,

@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import MONEY_QUANTUM, ImportBatch, JobRecord
+from billing_ingest.months import month_format
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
     file_sha256,
@@ -77,7 +78,7 @@ def usage_batch_ingest(*, batch_id: int) -> ImportBatch:
     try:
         root = Path(batch.file_name)
         rows = usage_parser(batch.format)(billing_paths(root))
-        months = sorted({row["window_start"].strftime("%Y-%m") for row in rows})
+        months = sorted({month_format(row["window_start"]) for row in rows})
         with transaction.atomic():
             InferenceUsage.objects.bulk_create(
                 [InferenceUsage(batch=batch, cluster=batch.source, **row) for row in rows],

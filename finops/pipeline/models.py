@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from billing_ingest.months import month_format
+
 
 class PipelineRun(models.Model):
     class Status(models.TextChoices):
@@ -30,7 +32,7 @@ class PipelineRun(models.Model):
         indexes = [models.Index(fields=["month", "-id"]), models.Index(fields=["status"])]
 
     def __str__(self) -> str:
-        return f"pipeline {self.month:%Y-%m} #{self.pk} ({self.status})"
+        return f"pipeline {month_format(self.month)} #{self.pk} ({self.status})"
 
 
 class PipelineStep(models.Model):

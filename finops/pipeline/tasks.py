@@ -26,7 +26,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from billing_ingest.heartbeat import heartbeat
 from billing_ingest.models import CostLineItem
-from billing_ingest.months import month_previous
+from billing_ingest.months import month_format, month_previous
 from billing_ingest.services.batches import import_batches_fail_dead
 from billing_ingest.tasks.pipeline import PIPELINE_RESUME_TASK, STEP_WAITING
 from finops.attribution.services import attribution_runs_fail_dead
@@ -79,7 +79,7 @@ def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
     while True:
         try:
             with heartbeat(lambda: pipeline_step_touch(step_id=step.pk, run_id=pipeline_run_id)):
-                result = import_string(step.task)(month.strftime("%Y-%m"), pipeline_run_id)
+                result = import_string(step.task)(month_format(month), pipeline_run_id)
         except TRANSIENT_ERRORS as exc:
             if isinstance(exc, OperationalError | InterfaceError):
                 _close_broken_connection()
@@ -191,7 +191,7 @@ def start_pending_pipelines() -> dict[str, dict[str, Any]]:
             logger.warning("pipeline run %s not queued; its months wait for the watchdog", run.pk)
             continue
         run.refresh_from_db()
-        started[run.month.strftime("%Y-%m")] = {
+        started[month_format(run.month)] = {
             "run": run.pk,
             "status": run.status,
             "error": run.error,
@@ -211,7 +211,7 @@ def pipeline_open_months() -> list[str]:
         if CostLineItem.objects.settled().filter(billing_period=m).exists()
     ]
     pipeline_start(months=months, reason="nightly")
-    return [m.strftime("%Y-%m") for m in months]
+    return [month_format(m) for m in months]
 
 
 @shared_task(name="finops.pipeline.watchdog", soft_time_limit=120, time_limit=180, **_ACKS)

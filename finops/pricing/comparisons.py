@@ -16,7 +16,7 @@ from django.db.models import Q, QuerySet, Sum
 
 from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
-from billing_ingest.months import month_next
+from billing_ingest.months import month_format, month_next
 from finops.attribution.catalogue import gpu_spec
 from finops.attribution.list_cost import MIX_KINDS, UNPRICED
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
@@ -236,7 +236,7 @@ def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
         currency=run.billing_currency,
         on_prem_rate=on_prem_rate(assumptions=a, currency=run.billing_currency, month=month),
     )
-    return {"run_id": run.run_id, "month": month.strftime("%Y-%m"), **body}
+    return {"run_id": run.run_id, "month": month_format(month), **body}
 
 
 def team_month_pricing(
@@ -278,5 +278,5 @@ def team_month_pricing(
             currency=currency,
             on_prem_rate=on_prem_rate(assumptions=a, currency=currency, month=month),
         )
-        result.append({"team": slugs[team_id], "month": month.strftime("%Y-%m"), **body})
+        result.append({"team": slugs[team_id], "month": month_format(month), **body})
     return sorted(result, key=lambda r: (r["team"], r["currency"]))

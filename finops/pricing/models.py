@@ -8,6 +8,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from billing_ingest.money import MoneyField
+from billing_ingest.months import month_format
 from finops.pricing.assumption_checks import BOUNDS, CURRENCY_CODE, structured_errors
 
 # units + nanos/10^9 needs 9 decimals; units is an int64 (19 digits).
@@ -343,7 +344,7 @@ class Recommendation(models.Model):
         indexes = [models.Index(fields=["billing_period", "team"])]
 
     def __str__(self) -> str:
-        return f"{self.billing_period:%Y-%m} {self.kind} {self.key}: {self.monthly_savings}"
+        return f"{month_format(self.billing_period)} {self.kind} {self.key}: {self.monthly_savings}"
 
 
 class RecommendationMonth(models.Model):
@@ -356,4 +357,4 @@ class RecommendationMonth(models.Model):
     inputs = models.CharField(max_length=200)
 
     def __str__(self) -> str:
-        return f"{self.billing_period:%Y-%m} computed {self.computed_at:%Y-%m-%d %H:%M}"
+        return f"{month_format(self.billing_period)} computed {self.computed_at:%Y-%m-%d %H:%M}"

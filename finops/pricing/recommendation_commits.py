@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from billing_ingest.months import month_format
 from finops.pricing import demand
 from finops.pricing.comparison import HOURS_PER_MONTH, Assumptions
 from finops.pricing.prices import PriceQuote, provider_key
@@ -161,7 +162,7 @@ def _type_commit(
         evidence={
             "gpus": str(level), "mean_gpus_in_use": f"{float(curve.mean()):.2f}",
             "mean_gpus_covered": f"{float(covered):.2f}", "hours": len(curve),
-            "month": f"{window.month:%Y-%m}", "terms": terms,
+            "month": month_format(window.month), "terms": terms,
         },
     )  # fmt: skip
 
@@ -219,7 +220,7 @@ def _plan_commit(
             "commitment_per_hour": str(hourly), "covers_per_hour": str(level),
             "mean_use_per_hour": f"{float(curve.mean()):.2f}",
             "mean_covered_per_hour": f"{float(covered):.2f}", "types": names,
-            "hours": len(curve), "month": f"{window.month:%Y-%m}", "terms": terms,
+            "hours": len(curve), "month": month_format(window.month), "terms": terms,
         },
     )  # fmt: skip
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from billing_ingest.months import month_format
 from finops.pricing import demand
 from finops.pricing.comparison import HOURS_PER_MONTH, Assumptions
 from finops.pricing.prices import PriceQuote, provider_key
@@ -275,7 +276,7 @@ def _idle(
             "node_hours": str(node_hours.quantize(TENTH)),
             "mean_nodes_billed": f"{float(up[billed].mean()):.1f}",
             "mean_gpus_in_use": f"{float(used[billed].mean()):.1f}",
-            "month": f"{window.month:%Y-%m}",
+            "month": month_format(window.month),
         },
     )  # fmt: skip
 
@@ -330,6 +331,6 @@ def rightsize_drafts(
             },
             evidence={"utilisation": str(util.quantize(Decimal("0.0001"))),
                       "gpu_hours_measured": str(measured[1].quantize(TENTH)),
-                      "cost": str(cents(paid)), "month": f"{window.month:%Y-%m}"},
+                      "cost": str(cents(paid)), "month": month_format(window.month)},
         ))  # fmt: skip
     return drafts

@@ -21,6 +21,7 @@ from django.db.models import FloatField, Max, QuerySet
 from django.db.models.functions import Cast
 from django.utils import timezone
 
+from billing_ingest.months import month_format
 from finops.attribution.models import AttributionRun
 from finops.audit.services import audit_record
 from finops.org.models import Team
@@ -219,7 +220,7 @@ def recommendation_body(row: Recommendation) -> dict[str, Any]:
         "id": row.pk,
         "kind": row.kind,
         "team": row.team.slug if row.team_id and row.team else None,
-        "month": f"{row.billing_period:%Y-%m}",
+        "month": month_format(row.billing_period),
         "title": row.title,
         "action": row.action,
         "monthly_savings": str(row.monthly_savings),

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch
+from billing_ingest.months import month_format
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
     file_sha256,
@@ -103,9 +104,7 @@ def metrics_batch_ingest(*, batch_id: int) -> ImportBatch:
         with transaction.atomic():
             rows = sum(_file_write(batch, name, parsed) for name, parsed in files.items())
             TrainingRun.objects.filter(points__isnull=True).delete()
-            months = sorted(
-                {row.timestamp.strftime("%Y-%m") for p in files.values() for row in p.rows}
-            )
+            months = sorted({month_format(row.timestamp) for p in files.values() for row in p.rows})
             ImportBatch.objects.filter(id=batch_id).update(
                 status=ImportBatch.Status.SUCCEEDED,
                 row_count=rows,

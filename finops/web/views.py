@@ -213,10 +213,10 @@ def pipeline_run_again(request: HttpRequest) -> HttpResponse:
     try:
         [run] = pipeline_start(months=[month], reason=f"run again by {request.user}")
     except PipelineQueueError as exc:
-        messages.error(request, f"{month:%Y-%m}: not queued: {exc}")
+        messages.error(request, f"{month_format(month)}: not queued: {exc}")
     else:
         run.refresh_from_db()  # eager: it has already run
-        messages.success(request, f"{month:%Y-%m}: pipeline run {run.pk} {run.status}")
+        messages.success(request, f"{month_format(month)}: pipeline run {run.pk} {run.status}")
     return redirect("web:pipeline")
 
 

@@ -10,6 +10,8 @@ from urllib.parse import urlencode
 from django import template
 from django.urls import reverse
 
+from billing_ingest.months import month_format
+
 register = template.Library()
 
 CENT = Decimal("0.01")
@@ -44,7 +46,7 @@ def month_label(value: date | None) -> str:
 
 @register.filter
 def month_param(value: date | None) -> str:
-    return value.strftime("%Y-%m") if value else ""
+    return month_format(value) if value else ""
 
 
 @register.filter
