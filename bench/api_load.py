@@ -9,7 +9,7 @@ Builds one month with bench/attribution.py's generator (N 8-GPU nodes x 744 hour
 `--database-url` (created and migrated when missing; never `finops` or a `test_` database),
 loading line items and jobs with COPY, attributes it (ledger and rollups), makes a budget per
 team and one for the organisation, a finance user and a team lead with API tokens, then runs
-gunicorn (gthread, a process per core, 4 threads: README "Running at scale") on a free
+gunicorn (gthread, a process per core, 4 threads: docs/running-at-scale.md) on a free
 loopback port twice, each time driving `--clients` concurrent keep-alive
 clients for `--duration` seconds:
 
@@ -374,7 +374,7 @@ def main() -> None:
         help="processes the clients' threads are spread over (1: all in this one)",
     )  # fmt: skip
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per phase")
-    # The README's "Running at scale" configuration: one gthread process per core, 4 threads.
+    # The configuration of docs/running-at-scale.md: one gthread process per core, 4 threads.
     parser.add_argument("--gunicorn-workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--worker-class", default="gthread", choices=["sync", "gthread"])
     parser.add_argument("--threads", type=int, default=4)

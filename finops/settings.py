@@ -373,7 +373,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 CELERY_TIMEZONE = "UTC"
 # Queues by task type, so that a big ingest never delays an alert or an attribution: workers
-# are started per queue (README, "Running at scale"). Eager runs (no broker) ignore routes.
+# are started per queue (docs/running-at-scale.md). Eager runs (no broker) ignore routes.
 # A task not routed here goes to the default queue, attribution (compute work).
 FINOPS_TASK_QUEUES = ("ingest", "attribution", "notifications")
 # Parts a month's attribution is split into across workers (a chord; finops.attribution.tasks).

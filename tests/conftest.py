@@ -159,7 +159,7 @@ def _worker_wanted() -> bool:
     return bool(settings.CELERY_BROKER_URL) and connection.vendor == "postgresql"
 
 
-# CI runs two workers, one per queue group, as "Running at scale" in the README deploys them:
+# CI runs two workers, one per queue group, as docs/running-at-scale.md deploys them:
 # a task routed to a queue nobody consumes would hang the test that sends it.
 WORKER_QUEUE_GROUPS = {"ingest": "ingest", "compute": "attribution,notifications"}
 ALL_QUEUES = ",".join(WORKER_QUEUE_GROUPS.values())

@@ -1,4 +1,4 @@
-"""A viewer's own account (issue 25 item 12). The README says every user makes their own API
+"""A viewer's own account (issue 25 item 12). docs/api.md says every user makes their own API
 tokens; a viewer got 403 making one, or changing their email settings. Decided: the viewer
 role is read-only on the organisation's data, not on the viewer's own account. A viewer makes
 read-only tokens (scoped to what a viewer sees, like any token), revokes them, chooses their
