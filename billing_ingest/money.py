@@ -72,7 +72,7 @@ def decimal_text(value: Decimal) -> str:
     """A Decimal as text for people and files: fixed-point with every place it holds, never an
     exponent (str() writes a zero of 12 places as "0E-12" and 10^30 as "1E+30"), and never
     "-0". The one way the API, the CSV files and the pages write a Decimal that is not
-    quantized by a field of its own (tests/test_decimal_text.py)."""
+    quantized by a field of its own (tests/core/test_decimal_text.py)."""
     if value.is_zero():
         value = value.copy_abs()
     return format(value, "f")

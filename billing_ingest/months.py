@@ -17,7 +17,8 @@ MONTH_FORMAT = "%Y-%m"
 MIN_YEAR, MAX_YEAR = 1970, 9998
 # What the API and its schema accept as a month: exactly the months month_parse takes, years
 # MIN_YEAR..MAX_YEAR (1970..9998) in ASCII digits, so that a month the schema calls valid
-# ("0000-01" matched the old \d{4}) is never refused. tests/test_months.py pins the two together.
+# ("0000-01" matched the old \d{4}) is never refused. tests/core/test_months.py pins the two
+# together.
 MONTH_PATTERN = (
     r"^(19[7-9][0-9]|[2-8][0-9]{3}|9[0-8][0-9]{2}|99[0-8][0-9]|999[0-8])-(0[1-9]|1[0-2])$"
 )

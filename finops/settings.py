@@ -359,8 +359,8 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=3600)
 CELERY_TASK_SOFT_TIME_LIMIT = env.int("CELERY_TASK_SOFT_TIME_LIMIT", default=3300)
 # Redis (and SQS) redeliver a message not acknowledged within the visibility timeout, even to a
 # second worker while the first still runs it: it must outlast the longest hard time limit,
-# fetch_billing_source's 2 h 5 min (tests/test_pipeline.py checks every task). A dead worker is
-# found long before by its heartbeat; the redelivery only finishes what it left.
+# fetch_billing_source's 2 h 5 min (tests/pipeline/test_pipeline.py checks every task). A dead
+# worker is found long before by its heartbeat; the redelivery only finishes what it left.
 _visibility_timeout = env.int("CELERY_VISIBILITY_TIMEOUT", default=3 * 3600)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": _visibility_timeout,

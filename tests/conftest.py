@@ -60,7 +60,7 @@ def celery_eager_unless_worker_test(request: pytest.FixtureRequest) -> Iterator[
 def api_response_cache_off(settings: Any) -> None:
     """No cached API answers (finops/api/cache.py) unless a test turns them on: the locmem
     cache outlives a test's rolled-back database, and its on_commit version bumps never run
-    inside a test's transaction. tests/test_api_cache.py tests the cache itself."""
+    inside a test's transaction. tests/api/test_api_cache.py tests the cache itself."""
     settings.FINOPS_API_CACHE_SECONDS = 0
 
 
@@ -168,7 +168,7 @@ ALL_QUEUES = ",".join(WORKER_QUEUE_GROUPS.values())
 @pytest.fixture
 def worker_env() -> dict[str, str]:
     """Extra environment for the worker processes (a test module may override this fixture,
-    e.g. tests/test_crash_safety.py sets short heartbeats and a fault to inject)."""
+    e.g. tests/pipeline/test_crash_safety.py sets short heartbeats and a fault to inject)."""
     return {}
 
 

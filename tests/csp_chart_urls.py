@@ -1,4 +1,4 @@
-"""URLconf for tests/test_csp_browser.py: the project's URLs plus two test pages, one with a
+"""URLconf for tests/browser/test_csp_browser.py: the project's URLs plus two test pages, one with a
 chart drawn by static/finops-charts.js, one with an inline script (which the CSP must block)."""
 
 from collections.abc import Callable

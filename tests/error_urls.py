@@ -1,4 +1,4 @@
-"""URLconf for tests/test_error_pages.py: the site's URLs plus a view that fails."""
+"""URLconf for tests/web/test_error_pages.py: the site's URLs plus a view that fails."""
 
 from typing import NoReturn
 

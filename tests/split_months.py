@@ -1,6 +1,6 @@
-"""A small month to attribute whole and in parts (tests/test_attribution_split.py and
-tests/test_attribution_split_pipeline.py): its line items, jobs, idle policies and shared-cost
-rule, and a snapshot of every ledger and rollup row to compare."""
+"""A small month to attribute whole and in parts (tests/attribution/test_attribution_split.py
+and tests/attribution/test_attribution_split_pipeline.py): its line items, jobs, idle policies
+and shared-cost rule, and a snapshot of every ledger and rollup row to compare."""
 
 from __future__ import annotations
 

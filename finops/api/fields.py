@@ -13,7 +13,7 @@ so a value has a JSON type and these fields insist on it:
 - AsciiDecimalField: a JSON string of ASCII digits, `-?[0-9]+(.[0-9]+)?` (no exponent, no
   spaces, no other script's digits), within the field's max_digits and decimal_places.
 
-tests/test_api_strict_fields.py checks that every writable field of every API serializer is one
+tests/api/test_api_strict_input.py checks that every writable field of every API serializer is one
 of these (or a text, choice, list or date field), and that the schema's patterns say the same.
 """
 

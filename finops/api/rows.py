@@ -1,7 +1,7 @@
 """Plain-dict bodies for the hot lists (a runs page, a cost series), the same JSON as the
 serializers that document them (RunCostSerializer, CostPointSerializer: the schema still
 comes from those), built from `.values()` rows without DRF's per-field machinery, which took
-most of a page's CPU (bench/api_load.py). tests/test_api_fast_rows.py pins the equality.
+most of a page's CPU (bench/api_load.py). tests/api/test_api_fast_rows.py pins the equality.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ redistribution (engine package docstring), which the reduction does once over th
 
 Every sum is of integers (money in 10^-12 units) or of GPU-seconds of one node (one part), so the
 merged ledger equals the unsplit one to the last stored decimal, whatever the number of parts
-(tests/test_attribution_split.py). No ORM here: the services load and write.
+(tests/attribution/test_attribution_split.py). No ORM here: the services load and write.
 
 On PostgreSQL a part also writes the rows nothing else can change (stage_pick: those of its own
 nodes) into a staging table and sends only their sums (PartResult.staged, staged.py), so the

@@ -1,0 +1,222 @@
+"""Every hand-made scenario under fixtures/scenarios/, run through the real commands and checked
+through the REST API as a finance user.
+
+A scenario is a folder: its input files in their native formats, `setup.json` (Django fixtures
+to load, model objects in Django's fixture format, then the commands to run, paths relative to
+the folder) and `expected.json` (results worked out by hand, per billing month; the arithmetic is
+in the folder's README.md). After the commands, `attribute --month` runs for every month of
+expected.json, and each month's keys are checked by the checker of that name in CHECKERS.
+
+A key with no checker fails the test, unless expected.json lists it under "pending" (results of
+features that do not exist yet, e.g. budgets and anomalies): a later issue adds its checker to
+CHECKERS and removes it from "pending"; a key that is both pending and checkable fails too, so a
+pending key never silently stays unchecked.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from decimal import Decimal, InvalidOperation
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from rest_framework.test import APIClient
+
+from finops.org.models import Profile
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+SCENARIOS = FIXTURES / "scenarios"
+DJANGO_FIXTURES = FIXTURES / "django"
+# Top-level keys of expected.json that are not results.
+META_KEYS = {"_worked", "pending", "months"}
+
+pytestmark = pytest.mark.django_db
+
+Checker = Callable[[APIClient, str, Any], None]
+
+
+def scenario_names() -> list[str]:
+    return sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_file())
+
+
+# --- comparing API values with hand-worked ones --------------------------------------------------
+
+
+def same(actual: Any, expected: Any) -> bool:
+    """Money and quantities as decimal strings compare by value ("10" == "10.000000")."""
+    if isinstance(expected, str) and isinstance(actual, str):
+        try:
+            return Decimal(actual) == Decimal(expected)
+        except InvalidOperation:
+            return actual == expected
+    return bool(actual == expected)
+
+
+def assert_fields(where: str, actual: dict[str, Any], expected: dict[str, Any]) -> None:
+    wrong = {
+        key: (actual.get(key), value)
+        for key, value in expected.items()
+        if not same(actual.get(key), value)
+    }
+    assert not wrong, f"{where}: (got, expected) {wrong}"
+
+
+def get_all(api: APIClient, url: str, params: dict[str, str]) -> list[dict[str, Any]]:
+    """Every item of a list endpoint, following pagination where there is any."""
+    response = api.get(url, params)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    if isinstance(body, list):
+        return body
+    items = list(body["results"])
+    while body.get("next"):
+        body = api.get(body["next"]).json()
+        items += body["results"]
+    return items
+
+
+# --- checkers: one per key of a month in expected.json --------------------------------------------
+
+
+def check_reconciliation(api: APIClient, month: str, expected: dict[str, Any]) -> None:
+    """Billed, each ledger category (those not named are 0), idle, unallocated; the difference
+    is 0 for the month and for every provider x account."""
+    body = api.get("/api/v1/reconciliation/", {"month": month}).json()
+    expected = dict(expected)
+    categories = expected.pop("attributed", {})
+    attributed = {k: v for k, v in body["attributed"].items() if Decimal(v)}
+    assert {k: Decimal(v) for k, v in attributed.items()} == {
+        k: Decimal(v) for k, v in categories.items()
+    }, f"{month} attributed"
+    assert_fields(f"{month} reconciliation", body, {"difference": "0", **expected})
+    assert body["by_account"], f"{month}: no account in the reconciliation"
+    assert all(Decimal(row["difference"]) == 0 for row in body["by_account"])
+
+
+def check_teams(api: APIClient, month: str, expected: dict[str, str]) -> None:
+    """Exactly these teams exist, each with this month's total over every category."""
+    slugs = {team["slug"] for team in get_all(api, "/api/v1/teams/", {})}
+    assert slugs == set(expected), f"teams: {sorted(slugs)}"
+    body = api.get("/api/v1/costs/", {"month": month, "group_by": "team"}).json()
+    totals = {s["key"]: Decimal(s["total"]) for s in body["series"] if s["key"] is not None}
+    assert {k: v for k, v in totals.items() if v} == {
+        slug: Decimal(total) for slug, total in expected.items() if Decimal(total)
+    }, f"{month} team totals"
+
+
+def check_runs(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    # Training runs are the list's default; serving pods' runs are asked for as inference.
+    runs = {
+        run["run_id"]: run
+        for category in ("training", "inference")
+        for run in get_all(api, "/api/v1/runs/", {"month": month, "category": category})
+    }
+    assert set(runs) == set(expected), f"{month} runs: {sorted(runs)}"
+    for run_id, fields in expected.items():
+        assert_fields(f"{month} run {run_id}", runs[run_id], fields)
+
+
+def check_endpoints(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    rows = {r["endpoint"]: r for r in get_all(api, "/api/v1/endpoints/", {"month": month})}
+    assert set(rows) == set(expected), f"{month} endpoints: {sorted(rows)}"
+    for endpoint, fields in expected.items():
+        assert_fields(f"{month} endpoint {endpoint}", rows[endpoint], fields)
+
+
+def check_run_efficiency(
+    api: APIClient, month: str, expected: dict[str, dict[str, Any] | None]
+) -> None:
+    """Each run's `efficiency` on `GET /api/v1/runs/{id}/` (null: no metrics), and its headline
+    on the runs list the same figures."""
+    runs = {r["run_id"]: r for r in get_all(api, "/api/v1/runs/", {"month": month})}
+    for run_id, fields in expected.items():
+        detail = api.get(runs[run_id]["url"]).json()["efficiency"]
+        headline = runs[run_id]["efficiency"]
+        if fields is None:
+            assert detail is None, f"{month} run {run_id}: {detail}"
+            assert headline is None, f"{month} run {run_id}: {headline}"
+            continue
+        assert detail is not None, f"{month} run {run_id}: no efficiency"
+        assert_fields(f"{month} run {run_id} efficiency", detail, fields)
+        assert headline == {key: detail[key] for key in headline}, f"{month} run {run_id}"
+
+
+CHECKERS: dict[str, Checker] = {
+    "reconciliation": check_reconciliation,
+    "teams": check_teams,
+    "runs": check_runs,
+    "endpoints": check_endpoints,
+    "run_efficiency": check_run_efficiency,
+}
+
+
+# --- running a scenario -------------------------------------------------------------------------
+
+
+def load_setup(setup: dict[str, Any], tmp_path: Path) -> None:
+    """The Django fixtures named, then the scenario's own objects, both through loaddata (which
+    resolves natural keys such as a team's slug and resets PostgreSQL sequences)."""
+    paths = [DJANGO_FIXTURES / f"{name}.json" for name in setup.get("fixtures", [])]
+    if setup.get("objects"):
+        paths.append(tmp_path / "scenario-objects.json")
+        paths[-1].write_text(json.dumps(setup["objects"]))
+    for path in paths:
+        call_command("loaddata", str(path), verbosity=0)
+
+
+def run_command(folder: Path, command: list[str]) -> str:
+    """A command of setup.json, its arguments naming files of the scenario made absolute."""
+    name, *args = command
+    args = [str(folder / a) if (folder / a).exists() else a for a in args]
+    out = StringIO()
+    call_command(name, *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+@pytest.fixture
+def finance_api(db: None) -> APIClient:
+    user = User.objects.create_user("scenario-finance")
+    Profile.objects.create(user=user, role=Profile.Role.FINANCE)
+    client = APIClient()
+    client.force_authenticate(user)
+    return client
+
+
+def test_every_scenario_folder_is_complete() -> None:
+    names = scenario_names()
+    assert len(names) >= 9
+    for name in names:
+        folder = SCENARIOS / name
+        assert (folder / "setup.json").is_file(), name
+        assert (folder / "README.md").is_file(), f"{name}: the arithmetic belongs in README.md"
+
+
+@pytest.mark.parametrize("name", scenario_names())
+def test_scenario(name: str, finance_api: APIClient, tmp_path: Path) -> None:
+    folder = SCENARIOS / name
+    setup = json.loads((folder / "setup.json").read_text())
+    expected = json.loads((folder / "expected.json").read_text())
+    pending = set(expected.get("pending", []))
+    unknown = set(expected) - META_KEYS - pending
+    assert not unknown, f"expected.json keys with no meaning: {unknown}"
+    checkable = pending & set(CHECKERS)
+    assert not checkable, f"pending keys that have a checker now: {checkable}"
+
+    load_setup(setup, tmp_path)
+    for command in setup["commands"]:
+        run_command(folder, command)
+    for month in expected["months"]:
+        out = run_command(folder, ["attribute", "--month", month])
+        assert "conservation check: difference 0" in out
+
+    for month, results in expected["months"].items():
+        for key, value in results.items():
+            if key in pending:
+                continue
+            assert key in CHECKERS, f"{name} {month}: no checker for {key!r} and not pending"
+            CHECKERS[key](finance_api, month, value)
