@@ -1,7 +1,15 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
+from finops.api import (
+    anomalies,
+    chargeback,
+    preferences,
+    pricing_settings,
+    recommendations,
+    run_estimates,
+    views,
+)
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
 
@@ -19,6 +27,7 @@ router.add_root_entry("costs", "api-costs")
 router.add_root_entry("endpoints", "api-endpoints")
 router.add_root_entry("pricing-comparison", "api-pricing-comparison")
 router.add_root_entry("reconciliation", "api-reconciliation")
+router.add_root_entry("run-estimates", "api-run-estimates")
 router.add_root_entry("pricing-settings", "api-pricing-settings")
 router.add_root_entry("statements", "api-statements")
 router.add_root_entry("schema", "schema")
@@ -42,6 +51,7 @@ urlpatterns = [
         name="api-pricing-settings",
     ),
     path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
+    path("v1/run-estimates/", run_estimates.RunEstimateView.as_view(), name="api-run-estimates"),
     path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
     path(
         "v1/statements/<slug:team>/<str:month>.<str:extension>",
