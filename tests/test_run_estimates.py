@@ -18,6 +18,7 @@ Hand-worked (figures in the comments; prices pinned by refreshed catalogue rows 
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from io import StringIO
@@ -27,10 +28,15 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
+from pytest_django.live_server_helper import LiveServer
 from rest_framework.test import APIClient
+from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.org.models import Profile, Team
 from finops.pricing.models import InstancePrice, PricingAssumptions
+from tests.chromium import _login
+from tests.ui_screens import screenshot
 
 pytestmark = pytest.mark.django_db
 
@@ -157,3 +163,74 @@ def test_bad_bodies_are_refused_naming_the_field(
 
 def test_planning_needs_a_login() -> None:
     assert APIClient().post(URL, PLAN, format="json").status_code in (401, 403)
+
+
+# --- the planner page (/runs/plan/) -------------------------------------------------------------
+
+PAGE = "/runs/plan/"
+FORM = {"model_params": "7000000000", "tokens": "524288000", "gpu_model": "H100",
+        "gpu_count": "8", "dtype": "bf16"}  # fmt: skip
+
+
+def test_the_page_plans_with_the_teams_measured_mfu(
+    finance_client: Client, measured_run: None
+) -> None:
+    response = finance_client.get(PAGE, {**FORM, "team": "vision"})
+    assert response.status_code == 200
+    html = re.sub(r"\s+", " ", response.content.decode())
+    assert "16.0 GPU-hours · 2.0 hours on 8 H100" in html
+    assert "median measured MFU of 1 run(s) of the team" in html
+    rows = re.findall(r'<tr data-testid="plan-option">(.*?)</tr>', html)
+    p5 = [r for r in rows if "p5.48xlarge" in r and "on demand" in r]
+    assert len(p5) == 1
+    assert "160.00" in p5[0]
+    assert "every figure is an estimate" in html
+
+
+def test_the_page_says_why_it_cannot_plan(finance_client: Client, measured_run: None) -> None:
+    response = finance_client.get(PAGE, {**FORM, "gpu_model": "A100"})
+    assert response.status_code == 400
+    assert "give the MFU" in response.content.decode()
+    response = finance_client.get(PAGE, {**FORM, "gpu_count": "0"})
+    assert 'data-testid="plan-error-gpu_count"' in response.content.decode()
+
+
+def test_a_lead_picks_only_their_teams(lead_client: Client, other_team: Team) -> None:
+    html = lead_client.get(PAGE).content.decode()
+    assert 'value="vision"' in html
+    assert 'value="speech"' not in html
+    assert lead_client.get(PAGE, {**FORM, "team": "speech"}).status_code == 200
+    assert (
+        "Select a valid choice"
+        in lead_client.get(PAGE, {**FORM, "team": "speech"}).content.decode()
+    )
+
+
+@pytest.mark.browser
+def test_planning_a_run_in_the_browser(
+    browser: WebDriver, live_server: LiveServer, finance_user: User, measured_run: None
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    _login(browser, live_server.url, "fin", "fin-password-123")
+    browser.get(f"{live_server.url}/runs/")
+    browser.find_element(By.CSS_SELECTOR, "[data-testid=plan-link]").click()
+    form = WebDriverWait(browser, 10).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=plan-form]")
+    )
+    for name, value in (("model_params", "7000000000"), ("tokens", "524288000"),
+                        ("gpu_count", "8")):  # fmt: skip
+        field = form.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(value)
+    Select(form.find_element(By.NAME, "team")).select_by_value("vision")
+    form.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    result = WebDriverWait(browser, 10).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=plan-result]")
+    )
+    assert "GPU-hours" in result.text
+    assert "1 run(s) of the team" in result.text
+    cheapest = browser.find_element(By.CSS_SELECTOR, "[data-testid=plan-cheapest]").text
+    assert cheapest.endswith("USD")
+    screenshot(browser, "run-planner")

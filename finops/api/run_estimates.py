@@ -66,7 +66,7 @@ class PlanOptionSerializer(serializers.Serializer[PlanOption]):
     cost = serializers.DecimalField(max_digits=30, decimal_places=2, help_text="an estimate")
     expected_interruptions = serializers.DecimalField(max_digits=30, decimal_places=4)
     rework_gpu_hours = serializers.DecimalField(max_digits=30, decimal_places=4)
-    source = serializers.CharField()
+    price_source = serializers.CharField(source="source", help_text="where the price came from")
 
 
 class MeasuredMfuSerializer(serializers.Serializer[Any]):

@@ -176,7 +176,12 @@ def term_label(value: str) -> str:
     """A way of buying in words: '1y_no_upfront' -> '1 year, no upfront'."""
     from finops.pricing.assumption_checks import TERM_LABELS
 
-    return TERM_LABELS.get(value, {"on_demand": "on demand", "spot": "spot"}.get(value, value))
+    return TERM_LABELS.get(
+        value,
+        {"on_demand": "on demand", "spot": "spot", "on_prem": "owned, at full use"}.get(
+            value, value
+        ),
+    )
 
 
 @register.filter
