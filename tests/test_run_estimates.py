@@ -234,3 +234,59 @@ def test_planning_a_run_in_the_browser(
     cheapest = browser.find_element(By.CSS_SELECTOR, "[data-testid=plan-cheapest]").text
     assert cheapest.endswith("USD")
     screenshot(browser, "run-planner")
+    # Keep the plan for run pretrain, priced as p5.48xlarge on demand, then read the run page.
+    keep = browser.find_element(By.CSS_SELECTOR, "[data-testid=plan-keep]")
+    keep.find_element(By.NAME, "run_id").send_keys("pretrain")
+    Select(keep.find_element(By.NAME, "choice")).select_by_value("on_demand|p5.48xlarge")
+    keep.find_element(By.CSS_SELECTOR, "button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda d: "Plan kept for run pretrain" in d.page_source)
+    browser.get(f"{live_server.url}/runs/vision/pretrain/?month=2025-06")
+    table = WebDriverWait(browser, 10).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=run-plan-vs-actual]")
+    )
+    assert "160.00" in table.text
+    assert browser.find_element(By.CSS_SELECTOR, "[data-testid=run-mfu]").text == "38.7 %"
+    screenshot(browser, "run-page-efficiency-plan")
+
+
+# --- the run page: what it bought, progress against cost, plan against actual ------------------
+
+
+def test_a_saved_plan_is_compared_with_the_run_on_its_page(
+    finance_api: APIClient, finance_client: Client, measured_run: None
+) -> None:
+    body = {**PLAN, "team": "vision", "mfu": "0.5", "save_for_run": "pretrain",
+            "pricing": "on_demand", "instance_type": "p5.48xlarge"}  # fmt: skip
+    response = finance_api.post(URL, body, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["saved_plan_id"] is not None
+    html = re.sub(
+        r"\s+", " ", finance_client.get("/runs/vision/pretrain/?month=2025-06").content.decode()
+    )
+    # Efficiency of the hand-worked run (fixtures/scenarios/focus-slurm-run-metrics/README.md).
+    assert 'data-testid="useful-tokens">524,288,000<' in html
+    assert 'data-testid="per-million-tokens">0.31<' in html
+    assert 'data-testid="run-mfu">38.7 %<' in html
+    # Planned at MFU 0.5: 12.37 GPU-hours; the cheapest on-demand option is p5 at 80 USD an hour
+    # (the test catalogue): 12.369451 / 8 x 80 = 123.69 USD. Actual: 16 GPU-hours, 160 USD:
+    # +29.3 % hours (16 / 12.37 - 1 = 0.2935), +29.4 % cost (160 / 123.69 - 1 = 0.29356).
+    table = re.search(r'data-testid="run-plan-vs-actual">(.*?)</table>', html)
+    assert table is not None
+    cells = re.sub(r"<[^>]+>", "|", table.group(1))
+    assert "GPU-hours|12.4|16.0|+29.3 %" in re.sub(r"\|+", "|", cells)
+    assert "123.69|160.00|+29.4 %" in re.sub(r"\|+", "|", cells)
+    # Progress against cost: attempt 1's last row (step 300 at 10:50, 50 of its 60 minutes: 66.67
+    # of 80 USD accrued) and attempt 2's first (step 260 at 11:05: 80 + 6.67 USD).
+    progress = re.search(r'data-testid="run-progress">(.*?)</table>', html)
+    assert progress is not None
+    rows = re.findall(r"<tr>(.*?)</tr>", progress.group(1))
+    text = [re.sub(r"\|+", "|", re.sub(r"<[^>]+>", "|", r)).strip("|") for r in rows]
+    assert "66.67|314.57|300|1|2025-06-03 10:50" in text
+    assert "86.67|272.63|260|2|2025-06-03 11:05" in text
+    assert "53.33|262.14|saved|250|1|2025-06-03 10:40" in text
+
+
+def test_a_plan_needs_its_team(finance_api: APIClient, measured_run: None) -> None:
+    response = finance_api.post(URL, {**PLAN, "save_for_run": "pretrain"}, format="json")
+    assert response.status_code == 400
+    assert "team" in response.json()

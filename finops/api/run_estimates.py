@@ -5,7 +5,8 @@ The body names the model (parameters, tokens to train, optionally FLOPs per toke
 on that GPU (else the organisation's) is used and the answer says how many runs it comes from.
 The answer: GPU-hours, wall time, and the cost of every priced way to buy them (on demand, spot
 with its expected rework, each reserved term, on premises), cheapest first, each an estimate
-with its source and the assumptions beside it. Nothing is stored.
+with its source and the assumptions beside it. With `save_for_run` (and `team`) the plan is
+kept for that run, whose page then shows the plan against what the run did.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from finops.org.models import Team
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.run_metrics.peaks import PEAKS
-from finops.run_metrics.plan_inputs import PlanError, RunPlan, run_plan
+from finops.run_metrics.plan_inputs import PlanError, PlannedRun, run_plan
 from finops.run_metrics.planner import PlanOption
+from finops.run_metrics.services import run_plan_save
 
 DTYPES = sorted({dtype for _, dtype in PEAKS})
 _MAX_COUNT = 10**15
@@ -51,6 +53,25 @@ class RunEstimateRequestSerializer(serializers.Serializer[Any]):
         max_length=100, required=False, validators=[RegexValidator(SLUG_PATTERN)],
         help_text="team slug: its measured MFU is the default",
     )  # fmt: skip
+    save_for_run = StrictCharField(
+        max_length=500, required=False,
+        help_text="keep this plan for the team's run of this id: its page shows plan against "
+        "actual (needs `team`)",
+    )  # fmt: skip
+    pricing = StrictCharField(
+        max_length=32, required=False,
+        help_text="the way of buying to keep with the plan (on_demand, spot, 1y_no_upfront, "
+        "..., on_prem); default the cheapest",
+    )  # fmt: skip
+
+    instance_type = StrictCharField(
+        max_length=100, required=False, help_text="with pricing: the option to keep"
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "save_for_run" in attrs and "team" not in attrs:
+            raise serializers.ValidationError({"team": ["A saved plan needs its team."]})
+        return attrs
 
 
 class PlanOptionSerializer(serializers.Serializer[PlanOption]):
@@ -91,9 +112,10 @@ class RunEstimateSerializer(serializers.Serializer[Any]):
     wall_hours = serializers.DecimalField(max_digits=30, decimal_places=2)
     options = PlanOptionSerializer(many=True)
     assumptions = serializers.ListField(child=serializers.CharField())
+    saved_plan_id = serializers.IntegerField(allow_null=True, help_text="when save_for_run")
 
 
-def run_plan_body(plan: RunPlan, *, show_run_ids: bool) -> dict[str, Any]:
+def run_plan_body(plan: PlannedRun, *, show_run_ids: bool) -> dict[str, Any]:
     measured = plan.measured
     return {
         "estimated": True,
@@ -123,8 +145,8 @@ def run_plan_body(plan: RunPlan, *, show_run_ids: bool) -> dict[str, Any]:
 
 
 class RunEstimateView(APIView):
-    """Plan a run: GPU-hours, wall time and the cost of every priced way to buy them. Reads
-    only (POST because the plan is a body, not a resource)."""
+    """Plan a run: GPU-hours, wall time and the cost of every priced way to buy them; with
+    `save_for_run`, keep the plan for that run of `team` (its page compares plan and actual)."""
 
     @extend_schema(request=RunEstimateRequestSerializer, responses=RunEstimateSerializer)
     def post(self, request: Request) -> Response:
@@ -150,4 +172,15 @@ class RunEstimateView(APIView):
         except PlanError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         body_out = run_plan_body(plan, show_run_ids=user_is_finance(request.user))
+        body_out["saved_plan_id"] = None
+        if team is not None and data.get("save_for_run"):
+            try:
+                saved = run_plan_save(
+                    team=team, run_id=data["save_for_run"], plan=plan,
+                    created_by=request.user.get_username(), pricing=data.get("pricing", ""),
+                    instance_type=data.get("instance_type", ""),
+                )  # fmt: skip
+            except ValueError as exc:
+                return Response({"pricing": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+            body_out["saved_plan_id"] = saved.pk
         return Response(RunEstimateSerializer(body_out).data)

@@ -137,7 +137,7 @@ class PlanError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class RunPlan:
+class PlannedRun:
     request: PlanRequest
     estimate: PlanEstimate
     mfu_basis: str
@@ -157,7 +157,7 @@ def run_plan(
     dtype: str,
     mfu: Decimal | None,
     flops_per_token: int | None,
-) -> RunPlan:
+) -> PlannedRun:
     peak = peak_flops(gpu_model, dtype)
     if peak is None:
         raise PlanError(f"no dense peak for {gpu_model!s} in {dtype!s}: MFU cannot be planned")
@@ -204,4 +204,4 @@ def run_plan(
         "term for one run",
         "every figure is an estimate",
     ]
-    return RunPlan(request, estimate_, basis, measured, peak.source, dtype, notes)
+    return PlannedRun(request, estimate_, basis, measured, peak.source, dtype, notes)

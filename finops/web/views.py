@@ -40,6 +40,10 @@ from finops.pipeline.tasks import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
+from finops.run_metrics.plan_selectors import plan_against_actual
+from finops.run_metrics.progress import run_progress_points
+from finops.run_metrics.progress_cost import progress_against_cost
+from finops.run_metrics.selectors import RunKey, run_efficiency
 from finops.web.access import require_finance
 
 
@@ -173,10 +177,18 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         }
         for i, rollup in enumerate(rollups.order_by("cluster", "billing_currency"))
     ]
+    currency = detail.rollups[0].billing_currency if detail.rollups else ""
+    efficiency = run_efficiency(RunKey(team.pk, team.slug, run_id, currency)) if currency else None
+    progress = None
+    if efficiency is not None:
+        points = run_progress_points(team_slug=team.slug, run_id=run_id)
+        progress = progress_against_cost(points, detail.jobs, currency)
     context = {
         "team": team, "month": month, "months": months, "run": detail, "pricing": pricing,
         # The team's spot recommendation, where it names this run.
         "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
+        "efficiency": efficiency, "progress": progress,
+        "plan": plan_against_actual(team=team, run_id=run_id),
     }  # fmt: skip
     return render(request, "web/run.html", context)
 
