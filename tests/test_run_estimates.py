@@ -290,3 +290,49 @@ def test_a_plan_needs_its_team(finance_api: APIClient, measured_run: None) -> No
     response = finance_api.post(URL, {**PLAN, "save_for_run": "pretrain"}, format="json")
     assert response.status_code == 400
     assert "team" in response.json()
+
+
+# --- a team's efficiency by month (API and team page) --------------------------------------------
+
+
+def test_the_teams_efficiency_by_month(
+    finance_api: APIClient, finance_client: Client, measured_run: None
+) -> None:
+    response = finance_api.get(
+        "/api/v1/teams/vision/efficiency/", {"month": "2025-06", "months": 2}
+    )
+    assert response.status_code == 200, response.content
+    (june,) = response.json()
+    # One run with metrics (pretrain, 160 USD, 524,288,000 tokens, MFU 0.386545).
+    assert june["month"] == "2025-06"
+    assert june["runs_with_metrics"] == 1
+    assert june["runs_without_metrics"] == 0
+    assert june["useful_tokens"] == 524_288_000
+    assert Decimal(june["cost_per_million_tokens"]) == Decimal("0.30517578125")
+    assert june["mfu"] == "0.386545"
+    assert june["best"]["run_id"] == "pretrain"
+    assert june["worst"] is None
+    speech = finance_api.get("/api/v1/teams/speech/efficiency/", {"month": "2025-06"}).json()
+    # eval has cost but no metrics: counted apart.
+    assert [(r["runs_with_metrics"], r["runs_without_metrics"]) for r in speech] == [(0, 1)]
+    assert finance_api.get("/api/v1/teams/vision/efficiency/", {"months": 99}).status_code == 400
+    html = finance_client.get("/teams/vision/?month=2025-06").content.decode()
+    assert 'data-testid="team-efficiency-USD"' in html
+    assert "38.7 %" in html
+
+
+def test_the_runs_browser_shows_what_each_run_bought(
+    finance_client: Client, lead_api: APIClient, measured_run: None
+) -> None:
+    html = re.sub(r"\s+", " ", finance_client.get("/runs/?month=2025-06").content.decode())
+    rows = dict(
+        (re.sub(r"<[^>]+>", "", m.group(1)).strip(), m.group(0))
+        for m in re.finditer(r'<tr data-testid="run-row"> <td>(.*?)</td>.*?</tr>', html)
+    )
+    assert 'data-testid="per-million-tokens">0.31<' in rows["pretrain"]
+    assert 'data-testid="mfu">38.7 %<' in rows["pretrain"]
+    assert rows.keys() == {"pretrain", "eval"}, rows.keys()
+    assert "data-testid=\"per-million-tokens\">\u2013<" in rows["eval"]
+    # A lead of vision does not see speech's efficiency through the team API.
+    assert lead_api.get("/api/v1/teams/speech/efficiency/").status_code == 404
+    assert lead_api.get("/api/v1/teams/vision/efficiency/").status_code == 200

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing_ingest.months import month_format, month_parse
+from billing_ingest.months import month_add, month_format, month_parse
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.attribution import (
     overview_selectors,
@@ -44,6 +44,7 @@ from finops.run_metrics.plan_selectors import plan_against_actual
 from finops.run_metrics.progress import run_progress_points
 from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
+from finops.run_metrics.team_efficiency import team_efficiency_by_month
 from finops.web.access import require_finance
 
 
@@ -148,6 +149,10 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "team_budgets": budget_statuses_of_team(team=team, month=month),
         "recommendations": team_recommendations(team=team, month=month),
         "statuses": Recommendation.Status.choices,
+        # The six months up to this one, oldest first (a trend).
+        "efficiency": team_efficiency_by_month(
+            team=team, months=[month_add(month, -i) for i in range(5, -1, -1)]
+        ),
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(
