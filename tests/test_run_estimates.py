@@ -299,7 +299,7 @@ def test_the_teams_efficiency_by_month(
     finance_api: APIClient, finance_client: Client, measured_run: None
 ) -> None:
     response = finance_api.get(
-        "/api/v1/teams/vision/efficiency/", {"month": "2025-06", "months": 2}
+        "/api/v1/teams/vision/efficiency/", {"month": "2025-06", "months": "2"}
     )
     assert response.status_code == 200, response.content
     (june,) = response.json()
@@ -332,7 +332,7 @@ def test_the_runs_browser_shows_what_each_run_bought(
     assert 'data-testid="per-million-tokens">0.31<' in rows["pretrain"]
     assert 'data-testid="mfu">38.7 %<' in rows["pretrain"]
     assert rows.keys() == {"pretrain", "eval"}, rows.keys()
-    assert "data-testid=\"per-million-tokens\">\u2013<" in rows["eval"]
+    assert 'data-testid="per-million-tokens">\u2013<' in rows["eval"]
     # A lead of vision does not see speech's efficiency through the team API.
     assert lead_api.get("/api/v1/teams/speech/efficiency/").status_code == 404
     assert lead_api.get("/api/v1/teams/vision/efficiency/").status_code == 200

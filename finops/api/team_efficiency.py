@@ -31,7 +31,7 @@ class RunFigureSerializer(serializers.Serializer[RunFigure]):
     mfu = serializers.DecimalField(max_digits=None, decimal_places=6, allow_null=True)
 
 
-class TeamMonthEfficiencySerializer(serializers.Serializer[TeamMonthEfficiency]):
+class TeamMonthEfficiencySerializer(serializers.Serializer[Any]):
     month = serializers.SerializerMethodField()
     currency = serializers.CharField()
     runs_with_metrics = serializers.IntegerField()
