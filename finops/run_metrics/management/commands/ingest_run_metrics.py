@@ -38,6 +38,10 @@ def _time(value: str) -> datetime:
         raise ValueError(str(exc)) from None
 
 
+# Formats whose files name their run (the others need --run-id).
+FILE_NAMED_FORMATS = ("csv", "mlflow")
+
+
 class Command(BaseCommand):
     help = "Import training-run metrics (steps, tokens, samples, checkpoints) of runs."
 
@@ -86,7 +90,7 @@ class Command(BaseCommand):
             global_batch_size=options["global_batch_size"],
             started_at=options["started_at"],
         )
-        if options["format"] != "csv" and not run.run_id:
+        if options["format"] not in FILE_NAMED_FORMATS and not run.run_id:
             raise CommandError(f"--format {options['format']} needs --run-id: its log names no run")
         # One import batch and one task per file: a folder of logs (one per attempt) is several
         # imports, each replaced on its own when its file is imported again.
