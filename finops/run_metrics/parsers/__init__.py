@@ -16,6 +16,8 @@ from finops.run_metrics.parsers.lightning import parse_lightning
 from finops.run_metrics.parsers.megatron import parse_megatron
 from finops.run_metrics.parsers.mlflow import PRIMARY_FILE as MLFLOW_FILE
 from finops.run_metrics.parsers.mlflow import parse_mlflow
+from finops.run_metrics.parsers.tensorboard import FILE_MARK as TENSORBOARD_MARK
+from finops.run_metrics.parsers.tensorboard import parse_tensorboard
 from finops.run_metrics.parsers.torchtitan import parse_torchtitan
 
 # (path, options from the command line, the file's name for messages) -> rows.
@@ -26,6 +28,7 @@ RUN_METRICS_PARSERS: dict[str, MetricsParser] = {
     "lightning": parse_lightning,
     "megatron": parse_megatron,
     "mlflow": parse_mlflow,
+    "tensorboard": parse_tensorboard,
     "torchtitan": parse_torchtitan,
 }
 
@@ -41,6 +44,8 @@ def metrics_files(name: str, paths: list[Path]) -> list[Path]:
         return [path for path in paths if path.name == MLFLOW_FILE] or [
             path for path in paths if "history" not in path.name
         ]
+    if name == "tensorboard":
+        return [path for path in paths if TENSORBOARD_MARK in path.name]
     return paths
 
 
