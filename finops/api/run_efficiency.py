@@ -13,7 +13,7 @@ from typing import Any
 
 from billing_ingest.models import MONEY_PLACES
 from finops.attribution.models import RunCost
-from finops.run_metrics.selectors import RunEfficiency, RunKey, run_efficiencies
+from finops.run_metrics.selectors import RunEfficiency, RunKey, run_cost_key, run_efficiencies
 
 # The runs list carries these of each run (the detail carries all of EFFICIENCY_SCHEMA).
 HEADLINE_FIELDS = ("useful_tokens", "cost_per_million_tokens", "tokens_per_gpu_hour", "mfu")
@@ -85,8 +85,7 @@ def headline_body(e: RunEfficiency | None) -> dict[str, Any] | None:
 
 
 def run_key(run: RunCost) -> RunKey:
-    slug = run.team.slug if run.team_id and run.team else ""
-    return RunKey(run.team_id, slug, run.run_id, run.billing_currency)
+    return run_cost_key(run)
 
 
 def row_key(row: dict[str, Any]) -> RunKey:

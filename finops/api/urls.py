@@ -2,7 +2,15 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework.views import APIView
 
-from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
+from finops.api import (
+    anomalies,
+    chargeback,
+    preferences,
+    pricing_settings,
+    recommendations,
+    run_estimates,
+    views,
+)
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
 
@@ -24,6 +32,7 @@ PLAIN_VIEWS: list[tuple[str, type[APIView], str]] = [
     ("pricing-comparison", views.PricingComparisonView, "api-pricing-comparison"),
     ("pricing-settings", pricing_settings.PricingSettingsView, "api-pricing-settings"),
     ("reconciliation", views.ReconciliationView, "api-reconciliation"),
+    ("run-estimates", run_estimates.RunEstimateView, "api-run-estimates"),
     ("statements", chargeback.StatementListView, "api-statements"),
     (
         "me/notification-preferences",

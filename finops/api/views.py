@@ -35,6 +35,11 @@ from finops.api.serializers import (
     RunCostSerializer,
     TeamSerializer,
 )
+from finops.api.team_efficiency import (
+    EFFICIENCY_SCHEMA,
+    TeamMonthEfficiencySerializer,
+    efficiency_months,
+)
 from finops.attribution.filters import RunCostFilterSet
 from finops.attribution.models import RunCost
 from finops.attribution.reconciliation_selectors import reconciliation_for_month
@@ -47,6 +52,7 @@ from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.pricing.comparisons import run_pricing, team_month_pricing
+from finops.run_metrics.team_efficiency import team_efficiency_by_month
 
 
 class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
@@ -61,6 +67,16 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
     @cached_read
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return super().list(request, *args, **kwargs)
+
+    @EFFICIENCY_SCHEMA
+    @action(detail=True, methods=["get"], url_path="efficiency")
+    def efficiency(self, request: Request, slug: str | None = None) -> Response:
+        """What the team's training runs bought, month by month (a run counts in the month
+        it ended, with its whole-run figures): useful tokens, their cost, cost per 1M tokens,
+        GPU-hour weighted MFU, the best and worst run."""
+        team = self.get_object()
+        rows = team_efficiency_by_month(team=team, months=efficiency_months(request.query_params))
+        return Response(TeamMonthEfficiencySerializer(rows, many=True).data)
 
 
 class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):

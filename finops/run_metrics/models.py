@@ -112,3 +112,41 @@ class RunMetricsImport(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.batch_id}: {self.team_slug or '*'}/{self.run_id or '(file)'}"
+
+
+class RunPlan(models.Model):
+    """A plan saved for a run before it ran (the planner's estimate), compared with what the run
+    did on its page. The newest plan of a (team, run id) is the one shown."""
+
+    team = models.ForeignKey("org.Team", on_delete=models.CASCADE, related_name="run_plans")
+    run_id = models.CharField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.CharField(max_length=150, blank=True)
+    model_params = models.BigIntegerField()
+    tokens = models.BigIntegerField()
+    flops_per_token = models.BigIntegerField(null=True, blank=True)
+    gpu_model = models.CharField(max_length=16)
+    gpu_count = models.PositiveIntegerField()
+    dtype = models.CharField(max_length=16)
+    mfu = models.DecimalField(max_digits=10, decimal_places=6)
+    mfu_basis = models.CharField(max_length=200)
+    gpu_hours = models.DecimalField(max_digits=24, decimal_places=2)
+    wall_hours = models.DecimalField(max_digits=24, decimal_places=2)
+    # The way of buying chosen (cheapest unless named) and its estimated cost.
+    provider = models.CharField(max_length=32, blank=True)
+    instance_type = models.CharField(max_length=100, blank=True)
+    pricing = models.CharField(max_length=32)
+    cost = models.DecimalField(max_digits=24, decimal_places=2)
+    currency = models.CharField(max_length=3)
+
+    class Meta:
+        indexes = [models.Index(fields=["team", "run_id", "-created_at"])]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(mfu__gt=0) & models.Q(gpu_hours__gte=0) & models.Q(cost__gte=0),
+                name="run_plan_figures_positive",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"plan of {self.run_id}: {self.gpu_hours} GPU-hours, {self.cost} {self.currency}"

@@ -86,3 +86,9 @@ def run_progress(run: TrainingRun) -> RunProgress:
         for p in rows.only("timestamp", "step", "tokens", "samples", "checkpoint")
     ]
     return RunProgress(run=run, points=points)
+
+
+def run_progress_points(*, team_slug: str, run_id: str) -> list[Point]:
+    """The points of the team's run (else of the run id with no team), in time order."""
+    run = training_runs_matching([(team_slug, run_id)]).get((team_slug, run_id))
+    return run_progress(run).points if run is not None else []

@@ -224,3 +224,9 @@ def run_efficiencies(keys: Iterable[RunKey]) -> dict[RunKey, RunEfficiency | Non
             continue
         result[key] = run_efficiency_of(key, progress)
     return result
+
+
+def run_cost_key(run: RunCost) -> RunKey:
+    """The key of a run's ledger rollup."""
+    slug = run.team.slug if run.team_id and run.team else ""
+    return RunKey(run.team_id, slug, run.run_id, run.billing_currency)

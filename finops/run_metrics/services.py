@@ -20,15 +20,18 @@ from billing_ingest.services.batches import (
     import_batch_fail,
     import_batch_record,
 )
+from finops.org.models import Team
 from finops.org.services import data_version_bump
 from finops.run_metrics.models import (
     RUN_METRICS_BATCH_KIND,
     RunMetricPoint,
     RunMetricsImport,
+    RunPlan,
     TrainingRun,
 )
 from finops.run_metrics.parsers import metrics_parser
 from finops.run_metrics.parsers.common import ParsedFile, RunConstants, RunOptions
+from finops.run_metrics.plan_inputs import PlannedRun
 
 BULK_SIZE = 5000
 # ImportBatch.source of imports whose files name their runs (the generic CSV).
@@ -155,3 +158,49 @@ def _run_upsert(batch: ImportBatch, key: tuple[str, str], constants: RunConstant
     run.batch = batch
     run.save()
     return run
+
+
+def run_plan_save(
+    *,
+    team: Team,
+    run_id: str,
+    plan: PlannedRun,
+    created_by: str,
+    pricing: str = "",
+    instance_type: str = "",
+) -> RunPlan:
+    """Keep a plan for a run: its hours and MFU, and the cost of the chosen way of buying (the
+    cheapest option of `pricing`, e.g. "on_demand", on `instance_type` where named; default
+    the cheapest option of all)."""
+    chosen = next(
+        (
+            o
+            for o in plan.estimate.options
+            if (not pricing or o.pricing == pricing)
+            and (not instance_type or o.instance_type.lower() == instance_type.lower())
+        ),
+        None,
+    )
+    if chosen is None:
+        wanted = " on ".join(x for x in (pricing, instance_type) if x) or "any"
+        raise ValueError(f"no priced option {wanted} in the plan")
+    return RunPlan.objects.create(
+        team=team,
+        run_id=run_id,
+        created_by=created_by,
+        model_params=plan.request.model_params,
+        tokens=plan.request.tokens,
+        flops_per_token=plan.request.flops_per_token,
+        gpu_model=plan.request.gpu_model,
+        gpu_count=plan.request.gpu_count,
+        dtype=plan.dtype,
+        mfu=plan.request.mfu,
+        mfu_basis=plan.mfu_basis[:200],
+        gpu_hours=plan.estimate.gpu_hours,
+        wall_hours=plan.estimate.wall_hours,
+        provider=chosen.provider,
+        instance_type=chosen.instance_type,
+        pricing=chosen.pricing,
+        cost=chosen.cost,
+        currency=chosen.currency,
+    )

@@ -12,8 +12,10 @@ from django.shortcuts import render
 from billing_ingest.months import month_format
 from finops.attribution import run_selectors
 from finops.attribution.filters import ORDERING_FIELDS, RunCostFilterSet, RunState
+from finops.attribution.models import RunCost
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
+from finops.run_metrics.selectors import RunEfficiency, run_cost_key, run_efficiencies
 from finops.web.views import resolve_month
 
 RUNS_PER_PAGE = 50
@@ -67,8 +69,16 @@ def runs(request: HttpRequest) -> HttpResponse:
             if name in ORDERING_FIELDS
         ],
         "query": {k: v for k, v in data.items() if k not in ("page", "format")},
+        # What each run of the page bought (None: no metrics), beside its cost.
+        "rows": _with_efficiency(list(page.object_list)),
     }
     return render(request, "web/runs.html", context)
+
+
+def _with_efficiency(runs: list[RunCost]) -> list[tuple[RunCost, RunEfficiency | None]]:
+    keys = {run.pk: run_cost_key(run) for run in runs}
+    found = run_efficiencies(keys.values())
+    return [(run, found.get(keys[run.pk])) for run in runs]
 
 
 def _next_ordering(name: str, current: str) -> str:

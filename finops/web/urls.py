@@ -1,12 +1,22 @@
 from django.urls import path
 
-from finops.web import anomalies, chargeback_views, pricing_views, runs_views, upload_views, views
+from finops.web import (
+    anomalies,
+    chargeback_views,
+    plan_views,
+    pricing_views,
+    runs_views,
+    upload_views,
+    views,
+)
 
 app_name = "web"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("teams/<slug:slug>/", views.team_detail, name="team"),
     path("runs/", runs_views.runs, name="runs"),
+    path("runs/plan/", plan_views.run_planner, name="run-plan"),
+    path("runs/plan/keep/", plan_views.run_plan_keep, name="run-plan-keep"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
     path("anomalies/", anomalies.anomaly_list, name="anomalies"),

@@ -12,7 +12,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing_ingest.months import month_format, month_parse
+from billing_ingest.months import month_add, month_format, month_parse
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.attribution import (
     overview_selectors,
@@ -40,6 +40,11 @@ from finops.pipeline.tasks import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
+from finops.run_metrics.plan_selectors import plan_against_actual
+from finops.run_metrics.progress import run_progress_points
+from finops.run_metrics.progress_cost import progress_against_cost
+from finops.run_metrics.selectors import RunKey, run_efficiency
+from finops.run_metrics.team_efficiency import team_efficiency_by_month
 from finops.web.access import require_finance
 
 
@@ -144,6 +149,10 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "team_budgets": budget_statuses_of_team(team=team, month=month),
         "recommendations": team_recommendations(team=team, month=month),
         "statuses": Recommendation.Status.choices,
+        # The six months up to this one, oldest first (a trend).
+        "efficiency": team_efficiency_by_month(
+            team=team, months=[month_add(month, -i) for i in range(5, -1, -1)]
+        ),
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(
@@ -173,10 +182,18 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         }
         for i, rollup in enumerate(rollups.order_by("cluster", "billing_currency"))
     ]
+    currency = detail.rollups[0].billing_currency if detail.rollups else ""
+    efficiency = run_efficiency(RunKey(team.pk, team.slug, run_id, currency)) if currency else None
+    progress = None
+    if efficiency is not None:
+        points = run_progress_points(team_slug=team.slug, run_id=run_id)
+        progress = progress_against_cost(points, detail.jobs, currency)
     context = {
         "team": team, "month": month, "months": months, "run": detail, "pricing": pricing,
         # The team's spot recommendation, where it names this run.
         "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
+        "efficiency": efficiency, "progress": progress,
+        "plan": plan_against_actual(team=team, run_id=run_id),
     }  # fmt: skip
     return render(request, "web/run.html", context)
 

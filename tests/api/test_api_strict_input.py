@@ -36,6 +36,7 @@ from finops.api.preferences import NotificationPreferenceSerializer
 from finops.api.pricing_settings import PricingSettingsSerializer
 from finops.api.recommendations import RecommendationStatusSerializer
 from finops.api.renderers import JSONRenderer
+from finops.api.run_estimates import RunEstimateRequestSerializer
 from finops.budgets.models import Budget
 from finops.notifications.selectors import notification_preference_get
 from finops.org.models import Team
@@ -180,6 +181,7 @@ BODY_SERIALIZERS: dict[str, type[serializers.Serializer[Any]]] = {
     "AnomalyStatus": AnomalyStatusSerializer,
     "PricingSettings": PricingSettingsSerializer,
     "RecommendationStatus": RecommendationStatusSerializer,
+    "RunEstimateRequest": RunEstimateRequestSerializer,
 }
 
 

@@ -178,7 +178,12 @@ def term_label(value: str) -> str:
     """A way of buying in words: '1y_no_upfront' -> '1 year, no upfront'."""
     from finops.pricing.assumption_checks import TERM_LABELS
 
-    return TERM_LABELS.get(value, {"on_demand": "on demand", "spot": "spot"}.get(value, value))
+    return TERM_LABELS.get(
+        value,
+        {"on_demand": "on demand", "spot": "spot", "on_prem": "owned, at full use"}.get(
+            value, value
+        ),
+    )
 
 
 @register.filter
@@ -189,3 +194,12 @@ def price_columns(body: dict[str, Any]) -> list[str | None]:
 
     figures = {f["kind"]: f["hourly"] for f in body.get("figures", [])}
     return [figures.get(kind) for kind in KINDS]
+
+
+@register.filter
+def millions(value: Any) -> str:
+    """A count in millions with two decimals, no separators (a chart's data value): 524288000
+    -> '524.29'; '' when unknown."""
+    if value is None or value == "":
+        return ""
+    return f"{(Decimal(value) / 1_000_000).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)}"

@@ -1,10 +1,12 @@
 """`manage.py ingest_run_metrics --format FMT PATH`: training-run progress (DESIGN section 9).
 
 csv: the generic format (run_id, team, timestamp, step, tokens, samples, checkpoint,
-model_params, flops_per_token, dtype); log formats (torchtitan, megatron, lightning) do not name
-their run: give --run-id (and --team where run ids repeat across teams) and the constants the
-log does not print. PATH is a file or a folder; each file is its own import batch, run by its
-own Celery task (lightning: each metrics.csv, read with the hparams.yaml and checkpoints beside it).
+model_params, flops_per_token, dtype); mlflow names its run (a `finops.run` tag, else the run's
+name). The log formats (torchtitan, megatron, lightning) and tensorboard event files do not:
+give --run-id (and --team where run ids repeat across teams) and the constants they do not
+print. PATH is a file or a folder; each file is its own import batch, run by its own Celery task
+(lightning: each metrics.csv, read with the hparams.yaml and checkpoints beside it; mlflow: each
+run.json, with the REST history pages beside it; tensorboard: each events.out.tfevents file).
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ def _time(value: str) -> datetime:
         return timestamp_of(value)
     except BadField as exc:
         raise ValueError(str(exc)) from None
+
+
+# Formats whose files name their run (the others need --run-id).
+FILE_NAMED_FORMATS = ("csv", "mlflow")
 
 
 class Command(BaseCommand):
@@ -86,7 +92,7 @@ class Command(BaseCommand):
             global_batch_size=options["global_batch_size"],
             started_at=options["started_at"],
         )
-        if options["format"] != "csv" and not run.run_id:
+        if options["format"] not in FILE_NAMED_FORMATS and not run.run_id:
             raise CommandError(f"--format {options['format']} needs --run-id: its log names no run")
         # One import batch and one task per file: a folder of logs (one per attempt) is several
         # imports, each replaced on its own when its file is imported again.

@@ -1,0 +1,109 @@
+"""What a team's training runs bought, month by month (issue 30): the team page's trend and
+`GET /api/v1/teams/{slug}/efficiency/`.
+
+A run counts in the month it last had cost (the month it ended, as the ledger saw it), with its
+whole-run figures (every month and attempt: selectors.run_efficiency), so a run that spans two
+months is counted once. Per month and currency, over the runs that have metrics:
+- useful tokens and their cost: the sums; $/1M tokens = cost / tokens x 10^6;
+- MFU: the GPU-hour weighted mean of the runs' MFU (runs without one left out);
+- the best and worst run by $/1M tokens.
+Runs without metrics are counted apart (`runs_without_metrics`): their cost bought nothing the
+ledger can measure.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+
+from django.db.models import Max
+
+from finops.attribution.models import Category, RunCost
+from finops.org.models import Team
+from finops.run_metrics.selectors import RunEfficiency, RunKey, run_efficiencies
+
+_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
+MONEY = Decimal("0.000000000001")
+RATIO = Decimal("0.000001")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigure:
+    run_id: str
+    cost_per_million_tokens: Decimal
+    mfu: Decimal | None
+
+
+@dataclass(slots=True)
+class TeamMonthEfficiency:
+    month: date
+    currency: str
+    runs_with_metrics: int = 0
+    runs_without_metrics: int = 0
+    useful_tokens: int = 0
+    cost: Decimal = Decimal(0)
+    gpu_hours: Decimal = Decimal(0)
+    cost_per_million_tokens: Decimal | None = None
+    mfu: Decimal | None = None
+    best: RunFigure | None = None
+    worst: RunFigure | None = None
+    _mfu_hours: Decimal = Decimal(0)
+    _mfu_weighted: Decimal = Decimal(0)
+    _figures: list[RunFigure] = field(default_factory=list)
+
+    def add(self, run_id: str, e: RunEfficiency) -> None:
+        if e.cost is None or not e.useful_tokens:
+            self.runs_without_metrics += 1
+            return
+        self.runs_with_metrics += 1
+        self.useful_tokens += e.useful_tokens
+        self.cost += e.cost
+        self.gpu_hours += e.gpu_hours
+        if e.mfu is not None:
+            self._mfu_hours += e.gpu_hours
+            self._mfu_weighted += e.mfu * e.gpu_hours
+        if e.cost_per_million_tokens is not None:
+            self._figures.append(RunFigure(run_id, e.cost_per_million_tokens, e.mfu))
+
+    def finish(self) -> TeamMonthEfficiency:
+        if self.useful_tokens:
+            per = _CTX.divide(self.cost * 10**6, Decimal(self.useful_tokens))
+            self.cost_per_million_tokens = per.quantize(MONEY, context=_CTX)
+        if self._mfu_hours:
+            self.mfu = _CTX.divide(self._mfu_weighted, self._mfu_hours).quantize(RATIO)
+        ranked = sorted(self._figures, key=lambda f: (f.cost_per_million_tokens, f.run_id))
+        self.best = ranked[0] if ranked else None
+        self.worst = ranked[-1] if len(ranked) > 1 else None
+        return self
+
+
+def team_efficiency_by_month(*, team: Team, months: list[date]) -> list[TeamMonthEfficiency]:
+    """One row per month (of `months`) and currency in which the team's training runs ended."""
+    wanted = set(months)
+    ends = (
+        RunCost.objects.filter(team=team, category=Category.TRAINING)
+        .order_by()
+        .values("run_id", "billing_currency")
+        .annotate(last=Max("billing_period"))
+    )
+    keys: dict[RunKey, date] = {
+        RunKey(team.pk, team.slug, row["run_id"], row["billing_currency"]): row["last"]
+        for row in ends
+        if row["last"] in wanted
+    }
+    rows: dict[tuple[date, str], TeamMonthEfficiency] = {}
+    without: dict[tuple[date, str], int] = defaultdict(int)
+    for key, e in run_efficiencies(keys).items():
+        slot = (keys[key], key.currency)
+        if e is None:
+            without[slot] += 1
+            continue
+        rows.setdefault(slot, TeamMonthEfficiency(month=slot[0], currency=slot[1])).add(
+            key.run_id, e
+        )
+    for slot, count in without.items():
+        row = rows.setdefault(slot, TeamMonthEfficiency(month=slot[0], currency=slot[1]))
+        row.runs_without_metrics += count
+    return [rows[slot].finish() for slot in sorted(rows)]
