@@ -98,8 +98,30 @@ MIDDLEWARE = [
 AUTHENTICATION_BACKENDS = [
     # First: refuses any login (pages, admin) while the username + address is locked out.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Username + password, unless FINOPS_LOCAL_PASSWORDS=0 (then it only answers permissions).
+    "finops.org.sso.LocalPasswordBackend",
+    # The company's OpenID Connect provider, when OIDC_* below configure it (finops.org.sso).
+    "finops.org.sso.FinopsOIDCBackend",
 ]
+# Single sign-on (OpenID Connect, mozilla-django-oidc): the provider's endpoints (its
+# /.well-known/openid-configuration lists them) and this site's client. Its redirect URI is
+# <site>/oidc/callback/. Unset: no SSO button, local passwords only. Who gets which role is
+# decided by the sign-in rules finance edits (Onboarding page): finops.org.models.SsoRule.
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env.int("OIDC_TIMEOUT", default=10)
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+# The sign-in button's words, e.g. "Sign in with Okta".
+FINOPS_SSO_LABEL = env.str("FINOPS_SSO_LABEL", default="Sign in with company SSO")
+# Off (0): nobody logs in with a local password (pages, admin); SSO and API tokens only.
+FINOPS_LOCAL_PASSWORDS = env.bool("FINOPS_LOCAL_PASSWORDS", default=True)
 # Login lockout (django-axes): after this many wrong passwords for one username from one
 # address, every login of that pair (the right password too) is refused for the cool-off.
 # Locking the pair, not the username alone, keeps a stranger from locking finance out.

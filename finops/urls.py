@@ -4,12 +4,17 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from finops.web.login import LoginView
+
 urlpatterns = [
     # Our pages link static/favicon.svg; the admin's and the API's pages do not, and a browser
     # then asks for /favicon.ico (a 404 in its console): send it to the same icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
+    # Single sign-on: /oidc/authenticate/ sends the browser to the provider, which returns it
+    # to /oidc/callback/ (finops.org.sso).
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", include("finops.tokens.urls")),
     path("account/notifications/", include("finops.notifications.urls")),

@@ -1,0 +1,111 @@
+"""Single sign-on through the company's OpenID Connect provider (mozilla-django-oidc).
+
+The provider's claims decide the role at every sign-in, by the SsoRule rows finance edits: a
+person whose claims match no rule is refused, and a role or team taken away in the provider is
+taken away here at the next sign-in. Users are matched by their verified email address; one met
+for the first time is created with no usable password.
+
+`FINOPS_LOCAL_PASSWORDS=0` turns local passwords off (LocalPasswordBackend): then only SSO and
+API tokens let anyone in.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from mozilla_django_oidc.auth import OIDCAuthenticationBackend
+
+from finops.org.selectors import SsoGrant, sso_grant_for_claims
+from finops.org.services import sso_profile_apply
+
+logger = logging.getLogger(__name__)
+
+
+def sso_enabled() -> bool:
+    """Configured: the provider's endpoints and this site's client id are set."""
+    return bool(settings.OIDC_OP_AUTHORIZATION_ENDPOINT and settings.OIDC_RP_CLIENT_ID)
+
+
+class LocalPasswordBackend(ModelBackend):
+    """Django's username + password login, unless FINOPS_LOCAL_PASSWORDS is off. Permissions
+    (the admin's checks) stay Django's either way."""
+
+    def authenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> AbstractBaseUser | None:
+        if not settings.FINOPS_LOCAL_PASSWORDS:
+            return None
+        return super().authenticate(request, username=username, password=password, **kwargs)
+
+
+class FinopsOIDCBackend(OIDCAuthenticationBackend):
+    """mozilla-django-oidc's code flow, with our user matching and role rules."""
+
+    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> Any:
+        if not sso_enabled():
+            return None
+        return super().authenticate(request, **kwargs)
+
+    def verify_claims(self, claims: Mapping[str, Any]) -> bool:
+        email = claims.get("email")
+        if not isinstance(email, str) or "@" not in email:
+            return self._refuse("the provider sent no email address")
+        if claims.get("email_verified") is False:
+            return self._refuse(f"the provider has not verified {email}")
+        if sso_grant_for_claims(claims) is None:
+            return self._refuse(f"no sign-in rule gives {email} a role here")
+        return True
+
+    def _refuse(self, reason: str) -> bool:
+        logger.warning("SSO sign-in refused: %s", reason)
+        request = getattr(self, "request", None)
+        if request is not None:
+            messages.error(request, f"Single sign-on refused: {reason}. Ask finance for access.")
+        return False
+
+    def filter_users_by_claims(self, claims: Mapping[str, Any]) -> QuerySet[Any]:
+        return get_user_model().objects.filter(email__iexact=str(claims["email"]))
+
+    def create_user(self, claims: Mapping[str, Any]) -> AbstractBaseUser:
+        user = get_user_model().objects.create_user(
+            _free_username(claims),
+            email=str(claims["email"]),
+            first_name=str(claims.get("given_name") or claims.get("name") or "")[:150],
+            last_name=str(claims.get("family_name") or "")[:150],
+        )
+        user.set_unusable_password()
+        user.save(update_fields=["password"])
+        return self.update_user(user, claims)
+
+    def update_user(self, user: AbstractBaseUser, claims: Mapping[str, Any]) -> AbstractBaseUser:
+        grant = sso_grant_for_claims(claims)
+        assert grant is not None, "verify_claims refused claims with no rule"
+        sso_profile_apply(user=user, grant=grant)
+        return user
+
+
+def _free_username(claims: Mapping[str, Any]) -> str:
+    """preferred_username, else the email, made unique with a number."""
+    base = str(claims.get("preferred_username") or claims["email"])[:140]
+    users = get_user_model().objects
+    name, n = base, 1
+    while users.filter(username__iexact=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+__all__ = ["FinopsOIDCBackend", "LocalPasswordBackend", "SsoGrant", "sso_enabled"]
