@@ -4,7 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
-from finops.web.login import LoginView
+from finops.web.login import InviteAcceptView, LoginView
 
 urlpatterns = [
     # Our pages link static/favicon.svg; the admin's and the API's pages do not, and a browser
@@ -16,6 +16,8 @@ urlpatterns = [
     # to /oidc/callback/ (finops.org.sso).
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # An invitation's link (finops.org.onboarding): choose a password, once.
+    path("accounts/invite/<uidb64>/<token>/", InviteAcceptView.as_view(), name="invite-accept"),
     path("account/tokens/", include("finops.tokens.urls")),
     path("account/notifications/", include("finops.notifications.urls")),
     path("api/", include("finops.api.urls")),

@@ -10,7 +10,14 @@ from typing import Any
 from django.db.models import IntegerField, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from finops.org.models import DATA_VERSION_PK, DataVersion, Profile, SsoRule, Team
+from finops.org.models import (
+    DATA_VERSION_PK,
+    DataVersion,
+    MappingRule,
+    Profile,
+    SsoRule,
+    Team,
+)
 from finops.org.permissions import AnyUser, token_team_limit, user_has_finance_role, user_profile
 
 
@@ -84,3 +91,43 @@ def sso_grant_for_claims(claims: Mapping[str, object]) -> SsoGrant | None:
             teams = frozenset(r.team_id for r in rules if r.team_id is not None)
             return SsoGrant(role=str(role), team_ids=teams)
     return None
+
+
+@dataclass(frozen=True)
+class OnboardingTeam:
+    team: Team
+    rules: list[MappingRule]
+    leads: list[str]
+    sso_rules: list[SsoRule]
+
+
+def onboarding_teams() -> list[OnboardingTeam]:
+    """Every team with its mapping rules (in the order they apply), leads and sign-in rules."""
+    teams = Team.objects.prefetch_related("mapping_rules", "leads__user", "sso_rules")
+    return [
+        OnboardingTeam(
+            team=team,
+            rules=sorted(
+                team.mapping_rules.all(),
+                key=lambda r: MappingRule.precedence(
+                    priority=r.priority, kind=r.kind, rule_id=r.pk
+                ),
+            ),
+            leads=sorted(p.user.email or p.user.get_username() for p in team.leads.all()),
+            sso_rules=list(team.sso_rules.all()),
+        )
+        for team in teams
+    ]
+
+
+def onboarding_people() -> QuerySet[Profile]:
+    return (
+        Profile.objects.select_related("user")
+        .prefetch_related("teams")
+        .order_by("role", "user__username")
+    )
+
+
+def sso_rules_org_wide() -> QuerySet[SsoRule]:
+    """The finance and viewer sign-in rules (a team lead's are listed with their team)."""
+    return SsoRule.objects.filter(team__isnull=True)
