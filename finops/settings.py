@@ -135,6 +135,8 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # (finops.client_address) for the login lockout and the API token throttle.
 FINOPS_PROXY_COUNT = env.int("FINOPS_PROXY_COUNT", default=0)
 AXES_CLIENT_IP_CALLABLE = "finops.client_address.client_address"
+# Single sign-on callbacks are not password guesses: never counted (finops.org.sso).
+AXES_WHITELIST_CALLABLE = "finops.org.sso.lockout_exempt"
 
 # Failed-token counts (finops.api.authentication) live here; several web processes need a
 # shared cache (CACHE_URL=redis://...) for one count, else each process counts its own.

@@ -136,3 +136,17 @@ def test_local_passwords_off_refuses_the_password_form(
     answer = client.post("/accounts/login/", {"username": "fin", "password": "fin-password-123"})
     assert answer.status_code == 302
     assert client.get("/api/v1/teams/").status_code == 200
+
+
+@pytest.mark.usefixtures("rules")
+def test_refused_sign_ins_lock_nobody_else_out(
+    provider: Provider, live_server: LiveServer, settings: Any
+) -> None:
+    """A refused SSO sign-in has no username for the login lockout (django-axes): refusals of
+    one person must not lock out the next person from the same address (an office's NAT)."""
+    site = live_server.url
+    for _ in range(settings.AXES_FAILURE_LIMIT + 1):
+        sso_login(site, "sam", "sam-company-pass")
+    session, landed = sso_login(site, "lee", "lee-company-pass")
+    assert landed == f"{site}/", landed
+    assert _teams(session, site) == ["vision"]

@@ -22,6 +22,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from finops.org.selectors import SsoGrant, sso_grant_for_claims
@@ -33,6 +34,16 @@ logger = logging.getLogger(__name__)
 def sso_enabled() -> bool:
     """Configured: the provider's endpoints and this site's client id are set."""
     return bool(settings.OIDC_OP_AUTHORIZATION_ENDPOINT and settings.OIDC_RP_CLIENT_ID)
+
+
+def lockout_exempt(request: HttpRequest | None, credentials: Mapping[str, Any] | None) -> bool:
+    """AXES_WHITELIST_CALLABLE: the provider's callback is no password guess (the provider
+    checked the password; the code is single-use and bound to this browser's state and PKCE
+    verifier), and it carries no username, so counting a refused sign-in would lock out every
+    SSO user behind the same address. Password logins are counted as before."""
+    if request is None or (credentials or {}).get("username"):
+        return False
+    return bool(request.path == reverse("oidc_authentication_callback"))
 
 
 class LocalPasswordBackend(ModelBackend):
