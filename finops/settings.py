@@ -4,6 +4,7 @@ Embedded default (no environment at all): SQLite in the project folder, Celery e
 email. Production and CI set DATABASE_URL, CELERY_BROKER_URL and EMAIL_URL.
 """
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -85,6 +86,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A person signed in through SSO is checked with the provider again (silently) once their
+    # ID token is older than OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS: a role taken away there is
+    # taken away here. A no-op for password logins and without SSO.
+    "finops.org.sso.SessionRefresh",
     # A NUL in the path, a query parameter or a form field is a 400 naming it (finops.text).
     "finops.text.NulRejectMiddleware",
     # A read-only viewer's POST/PUT/PATCH/DELETE is refused everywhere (pages, admin, API).
@@ -118,6 +123,10 @@ OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups"
 OIDC_USE_PKCE = True
 OIDC_TIMEOUT = env.int("OIDC_TIMEOUT", default=10)
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+OIDC_CALLBACK_CLASS = "finops.org.sso.CallbackView"
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env.int("OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS", default=15 * 60)
+# The pages' own fetches of the API and static files are never sent to the provider.
+OIDC_EXEMPT_URLS = [re.compile(r"^/(api|static)/")]
 # The sign-in button's words, e.g. "Sign in with Okta".
 FINOPS_SSO_LABEL = env.str("FINOPS_SSO_LABEL", default="Sign in with company SSO")
 # Off (0): nobody logs in with a local password (pages, admin); SSO and API tokens only.

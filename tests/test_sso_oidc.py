@@ -5,6 +5,7 @@ FINOPS_REQUIRE_OIDC=1 (CI)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -150,3 +151,28 @@ def test_refused_sign_ins_lock_nobody_else_out(
     session, landed = sso_login(site, "lee", "lee-company-pass")
     assert landed == f"{site}/", landed
     assert _teams(session, site) == ["vision"]
+
+
+@pytest.mark.usefixtures("rules")
+def test_a_signed_in_lead_is_checked_with_the_provider_again(
+    provider: Provider, live_server: LiveServer, other_team: Team, settings: Any
+) -> None:
+    """Once the ID token is older than OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS (0 here), a page view
+    goes back to the provider silently (prompt=none) and the rules apply again: finance moved
+    the group to another team, and the lead's next page shows the new team without a new
+    sign-in. Losing every rule ends the session."""
+    settings.OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = 2
+    site = live_server.url
+    session, _ = sso_login(site, "lee", "lee-company-pass")
+    SsoRule.objects.filter(value="ml-research-leads").update(team=other_team)
+    time.sleep(2.5)
+    page = session.get(f"{site}/teams/speech/", timeout=30)
+    assert page.status_code == 200
+    assert any(r.url.startswith(provider.issuer) for r in page.history), page.history
+    assert _teams(session, site) == ["speech"]
+
+    SsoRule.objects.filter(value="ml-research-leads").delete()
+    time.sleep(2.5)
+    page = session.get(f"{site}/teams/speech/", timeout=30)
+    assert page.url.startswith(f"{site}/accounts/login/"), page.url
+    assert session.get(f"{site}/api/v1/teams/", timeout=30).status_code in (401, 403)

@@ -16,13 +16,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
-from django.contrib import messages
+from django.contrib import auth, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from mozilla_django_oidc import middleware as mozilla_middleware
+from mozilla_django_oidc import views as mozilla_views
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from finops.org.selectors import SsoGrant, sso_grant_for_claims
@@ -120,3 +122,40 @@ def _free_username(claims: Mapping[str, Any]) -> str:
 
 
 __all__ = ["FinopsOIDCBackend", "LocalPasswordBackend", "SsoGrant", "sso_enabled"]
+
+
+class _Setting:
+    """A mozilla-django-oidc setting read when used, not when the middleware is built (it keeps
+    what __init__ read for the process's life: a changed setting, as in tests, went unseen)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        return getattr(settings, self.name)
+
+    def __set__(self, instance: object, value: Any) -> None:
+        """Ignored: the base class's __init__ assigns; the value is always read live."""
+
+
+class SessionRefresh(mozilla_middleware.SessionRefresh):
+    """mozilla-django-oidc's silent re-check with the provider (prompt=none) once the ID token
+    is older than OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS; the callback then applies the sign-in
+    rules again (or ends the session when none matches any more). Nothing without SSO."""
+
+    OIDC_OP_AUTHORIZATION_ENDPOINT = _Setting()
+    OIDC_RP_CLIENT_ID = _Setting()
+    OIDC_RP_SCOPES = _Setting()
+
+    def is_refreshable_url(self, request: HttpRequest) -> bool:
+        return sso_enabled() and bool(super().is_refreshable_url(request))
+
+
+class CallbackView(mozilla_views.OIDCAuthenticationCallbackView):
+    """The provider's return. A refused sign-in also ends the session it was refreshing (a
+    person whose rules were all taken away), else the refresh would run again on every page."""
+
+    def login_failure(self) -> HttpResponse:
+        if self.request.user.is_authenticated:
+            auth.logout(self.request)
+        return super().login_failure()
