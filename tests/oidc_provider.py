@@ -60,7 +60,8 @@ def oidc_provider(site_url: str) -> Iterator[Provider]:
         line = process.stdout.readline()
         if not line.startswith("ready "):
             process.kill()
-            _unavailable(f"oidc-provider did not start: {line!r} {process.stderr.read()!r}")
+            error = process.stderr.read() if process.stderr else ""
+            _unavailable(f"oidc-provider did not start: {line!r} {error!r}")
         yield Provider(issuer=line.split()[1], redirect_uri=redirect_uri)
     finally:
         process.terminate()

@@ -135,7 +135,7 @@ class SsoRule(models.Model):
         ]
 
     def __str__(self) -> str:
-        target = f" of {self.team.slug}" if self.team_id else ""
+        target = f" of {self.team.slug}" if self.team is not None else ""
         return f"{self.claim} has {self.value!r} -> {self.role}{target}"
 
     def clean(self) -> None:

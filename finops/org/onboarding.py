@@ -9,8 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.contrib.auth.tokens import default_token_generator
 from django.db import transaction
 from django.urls import reverse
@@ -99,14 +98,14 @@ def sso_rule_delete(*, actor: Actor, rule_id: int) -> None:
 
 @dataclass(frozen=True)
 class Invitation:
-    user: AbstractBaseUser
+    user: User
     email: EmailNotification | None
     link: str
 
 
 def _free_username(email: str) -> str:
     base = email.split("@")[0][:140] or "user"
-    users = get_user_model().objects
+    users = User.objects
     name, n = base, 1
     while users.filter(username__iexact=name).exists():
         n += 1
@@ -114,7 +113,7 @@ def _free_username(email: str) -> str:
     return name
 
 
-def invitation_link(user: AbstractBaseUser) -> str:
+def invitation_link(user: User) -> str:
     """Set a password (one use: the token dies with the password it replaces), or, with local
     passwords off, the login page and its single sign-on button."""
     if not settings.FINOPS_LOCAL_PASSWORDS:
@@ -128,13 +127,13 @@ def invitation_link(user: AbstractBaseUser) -> str:
 def person_invite(*, actor: Actor, email: str, role: str, teams: Sequence[Team]) -> Invitation:
     """Create the account (no usable password) with its role and teams, and email the link."""
     email = email.strip()
-    if get_user_model().objects.filter(email__iexact=email).exists():
+    if User.objects.filter(email__iexact=email).exists():
         raise OnboardingError(f"{email} has an account already.")
     if role == Profile.Role.TEAM_LEAD and not teams:
         raise OnboardingError("A team lead is invited to at least one team.")
     if role != Profile.Role.TEAM_LEAD and teams:
         raise OnboardingError("Only a team lead is invited to teams (finance and viewers see all).")
-    user = get_user_model().objects.create_user(_free_username(email), email=email)
+    user = User.objects.create_user(_free_username(email), email=email)
     user.set_unusable_password()
     user.save(update_fields=["password"])
     profile = Profile.objects.create(user=user, role=role)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
 
@@ -24,7 +24,7 @@ def data_version_bump() -> None:
 
 
 @transaction.atomic
-def sso_profile_apply(*, user: AbstractBaseUser, grant: SsoGrant) -> Profile:
+def sso_profile_apply(*, user: User, grant: SsoGrant) -> Profile:
     """Give the user the role and teams their provider claims grant (at every SSO sign-in):
     the Profile's post_save puts them in the role's group (finops.org.roles)."""
     profile, _ = Profile.objects.get_or_create(user=user, defaults={"role": grant.role})

@@ -17,9 +17,8 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib import auth, messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
@@ -58,10 +57,21 @@ class LocalPasswordBackend(ModelBackend):
         username: str | None = None,
         password: str | None = None,
         **kwargs: Any,
-    ) -> AbstractBaseUser | None:
+    ) -> User | None:
         if not settings.FINOPS_LOCAL_PASSWORDS:
             return None
         return super().authenticate(request, username=username, password=password, **kwargs)
+
+    async def aauthenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> User | None:
+        if not settings.FINOPS_LOCAL_PASSWORDS:
+            return None
+        return await super().aauthenticate(request, username=username, password=password, **kwargs)
 
 
 class FinopsOIDCBackend(OIDCAuthenticationBackend):
@@ -90,10 +100,10 @@ class FinopsOIDCBackend(OIDCAuthenticationBackend):
         return False
 
     def filter_users_by_claims(self, claims: Mapping[str, Any]) -> QuerySet[Any]:
-        return get_user_model().objects.filter(email__iexact=str(claims["email"]))
+        return User.objects.filter(email__iexact=str(claims["email"]))
 
-    def create_user(self, claims: Mapping[str, Any]) -> AbstractBaseUser:
-        user = get_user_model().objects.create_user(
+    def create_user(self, claims: Mapping[str, Any]) -> User:
+        user = User.objects.create_user(
             _free_username(claims),
             email=str(claims["email"]),
             first_name=str(claims.get("given_name") or claims.get("name") or "")[:150],
@@ -103,7 +113,7 @@ class FinopsOIDCBackend(OIDCAuthenticationBackend):
         user.save(update_fields=["password"])
         return self.update_user(user, claims)
 
-    def update_user(self, user: AbstractBaseUser, claims: Mapping[str, Any]) -> AbstractBaseUser:
+    def update_user(self, user: User, claims: Mapping[str, Any]) -> User:
         grant = sso_grant_for_claims(claims)
         assert grant is not None, "verify_claims refused claims with no rule"
         sso_profile_apply(user=user, grant=grant)
@@ -113,7 +123,7 @@ class FinopsOIDCBackend(OIDCAuthenticationBackend):
 def _free_username(claims: Mapping[str, Any]) -> str:
     """preferred_username, else the email, made unique with a number."""
     base = str(claims.get("preferred_username") or claims["email"])[:140]
-    users = get_user_model().objects
+    users = User.objects
     name, n = base, 1
     while users.filter(username__iexact=name).exists():
         n += 1

@@ -21,7 +21,7 @@ class LoginView(auth_views.LoginView):
         context["local_passwords"] = settings.FINOPS_LOCAL_PASSWORDS
         return context
 
-    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not settings.FINOPS_LOCAL_PASSWORDS:
             return HttpResponse("Local passwords are turned off: use single sign-on.", status=403)
         return super().post(request, *args, **kwargs)
