@@ -149,3 +149,12 @@ def test_leads_and_viewers_change_nothing(
     assert viewer.post("/onboarding/teams/", {"team-name": "Mine"}).status_code == 403
     assert Team.objects.count() == 1
     assert Profile.objects.filter(role="team_lead").count() == 1
+
+
+def test_anonymous_people_are_sent_to_login(client: Client) -> None:
+    page = client.get("/onboarding/")
+    assert page.status_code == 302
+    assert page["Location"].startswith("/accounts/login/")
+    post = client.post("/onboarding/teams/", {"team-name": "Sneaky"})
+    assert post.status_code == 302
+    assert not Team.objects.filter(name="Sneaky").exists()
