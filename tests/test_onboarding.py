@@ -158,3 +158,21 @@ def test_anonymous_people_are_sent_to_login(client: Client) -> None:
     post = client.post("/onboarding/teams/", {"team-name": "Sneaky"})
     assert post.status_code == 302
     assert not Team.objects.filter(name="Sneaky").exists()
+
+
+def test_with_local_passwords_off_the_invitation_links_the_sso_login(
+    finance_client: Client, smtp_server: CapturedMail, team: Team, settings: Any
+) -> None:
+    settings.FINOPS_LOCAL_PASSWORDS = False
+    answer = finance_client.post(
+        "/onboarding/invitations/", {"invite-email": "vi@example.com", "invite-role": "viewer"}
+    )
+    assert answer.status_code == 302
+    [raw] = smtp_server.to("vi@example.com")
+    body = _text(raw)
+    assert "as viewer (read-only)" in body
+    assert f"{settings.FINOPS_BASE_URL}/accounts/login/" in body.split()
+    assert "/accounts/invite/" not in body
+    invited = User.objects.get(email="vi@example.com")
+    assert not invited.has_usable_password()
+    assert invited.finops_profile.role == Profile.Role.VIEWER

@@ -154,7 +154,6 @@ def person_invite(*, actor: Actor, email: str, role: str, teams: Sequence[Team])
         obj_repr=email,
         details={"role": role, "teams": [t.slug for t in teams]},
     )
-    data_version_bump()
     return Invitation(user=user, email=sent, link=link)
 
 

@@ -31,6 +31,6 @@ def sso_profile_apply(*, user: User, grant: SsoGrant) -> Profile:
     if profile.role != grant.role:
         profile.role = grant.role
         profile.save(update_fields=["role"])
+    # No data version bump: cached API answers are keyed by the teams a caller sees.
     profile.teams.set(sorted(grant.team_ids))
-    data_version_bump()
     return profile
