@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import requests
 
+from finops.org.sso_discovery import provider_endpoints
 from tests.conftest import free_port
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -70,12 +71,8 @@ def oidc_provider(site_url: str) -> Iterator[Provider]:
 
 def sso_settings(settings: Any, provider: Provider) -> None:
     """Point the site's SSO at the provider (the endpoints its discovery document lists)."""
-    discovery = requests.get(f"{provider.issuer}/.well-known/openid-configuration", timeout=10)
-    document = discovery.json()
-    settings.OIDC_OP_AUTHORIZATION_ENDPOINT = document["authorization_endpoint"]
-    settings.OIDC_OP_TOKEN_ENDPOINT = document["token_endpoint"]
-    settings.OIDC_OP_USER_ENDPOINT = document["userinfo_endpoint"]
-    settings.OIDC_OP_JWKS_ENDPOINT = document["jwks_uri"]
+    for name, value in provider_endpoints(provider.issuer).settings.items():
+        setattr(settings, name, value)
     settings.OIDC_RP_CLIENT_ID = CLIENT_ID
     settings.OIDC_RP_CLIENT_SECRET = CLIENT_SECRET
 

@@ -6,12 +6,14 @@ FINOPS_REQUIRE_OIDC=1 (CI)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from io import StringIO
 from typing import Any
 
 import pytest
 import requests
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
+from django.core.management import CommandError, call_command
 from pytest_django.live_server_helper import LiveServer
 
 from finops.org.models import Profile, SsoRule, Team
@@ -183,3 +185,20 @@ def test_a_signed_in_lead_is_checked_with_the_provider_again(
     page = session.get(f"{site}/teams/speech/", timeout=30)
     assert page.url.startswith(f"{site}/accounts/login/"), page.url
     assert session.get(f"{site}/api/v1/teams/", timeout=30).status_code in (401, 403)
+
+
+def test_sso_discover_prints_the_providers_endpoints(live_server: LiveServer) -> None:
+    with oidc_provider(live_server.url) as running:
+        out = StringIO()
+        call_command("sso_discover", running.issuer + "/", stdout=out)
+        lines = out.getvalue().splitlines()
+        assert lines[:4] == [
+            f"OIDC_OP_AUTHORIZATION_ENDPOINT={running.issuer}/auth",
+            f"OIDC_OP_TOKEN_ENDPOINT={running.issuer}/token",
+            f"OIDC_OP_USER_ENDPOINT={running.issuer}/me",
+            f"OIDC_OP_JWKS_ENDPOINT={running.issuer}/jwks",
+        ]
+        with pytest.raises(CommandError, match="its issuer is"):
+            call_command("sso_discover", running.issuer.replace("127.0.0.1", "localhost"))
+    with pytest.raises(CommandError, match="openid-configuration"):
+        call_command("sso_discover", running.issuer)
