@@ -32,6 +32,7 @@ def _sso_sign_in(driver: WebDriver, site: str, login: str, password: str) -> Non
     from selenium.webdriver.common.by import By
 
     driver.get(site + "/accounts/login/")
+    screenshot(driver, "login-with-sso")
     driver.find_element(By.ID, "sso-login").click()
     _wait_for_text(driver, "Company sign-in")
     driver.find_element(By.ID, "login").send_keys(login)
