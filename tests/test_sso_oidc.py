@@ -202,3 +202,15 @@ def test_sso_discover_prints_the_providers_endpoints(live_server: LiveServer) ->
             call_command("sso_discover", running.issuer.replace("127.0.0.1", "localhost"))
     with pytest.raises(CommandError, match="openid-configuration"):
         call_command("sso_discover", running.issuer)
+
+
+@pytest.mark.usefixtures("rules")
+def test_sso_never_signs_into_a_superuser_account(
+    provider: Provider, live_server: LiveServer
+) -> None:
+    User.objects.create_superuser("root", email="fiona@example.com", password="r" * 16)
+    site = live_server.url
+    session, landed = sso_login(site, "fiona", "fiona-company-pass")
+    assert landed.startswith(f"{site}/accounts/login/"), landed
+    assert session.get(f"{site}/api/v1/teams/", timeout=30).status_code in (401, 403)
+    assert not Profile.objects.filter(user__username="root").exists()

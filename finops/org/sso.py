@@ -90,6 +90,10 @@ class FinopsOIDCBackend(OIDCAuthenticationBackend):
             return self._refuse(f"the provider has not verified {email}")
         if sso_grant_for_claims(claims) is None:
             return self._refuse(f"no sign-in rule gives {email} a role here")
+        # A superuser is a local break-glass account: its powers pass every rule, so whoever
+        # holds its address at the provider must not get them.
+        if User.objects.filter(email__iexact=email, is_superuser=True).exists():
+            return self._refuse(f"{email} is a local administrator account")
         return True
 
     def _refuse(self, reason: str) -> bool:
