@@ -6,11 +6,12 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 
 AZURITE := .azurite/node_modules/.bin/azurite-blob
+OIDC_PROVIDER := .oidc/node_modules/oidc-provider/package.json
 # pytest-xdist workers for the parallel pass: the machine's cores, at most 2 (override: make test
 # PYTEST_WORKERS=4).
 PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 2 ] && n=2; echo $$n)
 
-.PHONY: install demo serve test lint typecheck format bench clean azurite
+.PHONY: install demo serve test lint typecheck format bench clean azurite oidc
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV) || python3 -m venv $(VENV)
@@ -30,6 +31,15 @@ $(AZURITE):
 
 azurite: $(AZURITE)
 
+# A real OpenID Connect provider for the single sign-on tests (npm's oidc-provider, run by
+# tests/oidc/provider.mjs); they skip without it.
+$(OIDC_PROVIDER):
+	@if command -v npm >/dev/null; then \
+		npm install --silent --no-audit --no-fund --prefix .oidc oidc-provider@9.13.3; \
+	else echo "npm not found: the single sign-on tests will skip"; fi
+
+oidc: $(OIDC_PROVIDER)
+
 demo: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
@@ -43,7 +53,7 @@ serve: install
 # xdist worker), then the `worker` tests serially: each starts a real Celery worker on the shared
 # broker, and two at once would take each other's tasks. Exit code 5 ("no tests collected", e.g.
 # PYTEST_ARGS naming a file without worker tests) is not a failure.
-test: install azurite
+test: install azurite oidc
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	$(BIN)/pytest -p no:cacheprovider -n $(PYTEST_WORKERS) -m "not worker" $(PYTEST_ARGS) \
 		|| [ $$? -eq 5 ]
@@ -65,4 +75,4 @@ bench: install
 	$(BIN)/python bench/attribution.py
 
 clean:
-	rm -rf $(VENV) db.sqlite3 staticfiles var .azurite
+	rm -rf $(VENV) db.sqlite3 staticfiles var .azurite .oidc

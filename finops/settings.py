@@ -4,6 +4,7 @@ Embedded default (no environment at all): SQLite in the project folder, Celery e
 email. Production and CI set DATABASE_URL, CELERY_BROKER_URL and EMAIL_URL.
 """
 
+import re
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -85,6 +86,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A person signed in through SSO is checked with the provider again (silently) once their
+    # ID token is older than OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS: a role taken away there is
+    # taken away here. A no-op for password logins and without SSO.
+    "finops.org.sso.SessionRefresh",
     # A NUL in the path, a query parameter or a form field is a 400 naming it (finops.text).
     "finops.text.NulRejectMiddleware",
     # A read-only viewer's POST/PUT/PATCH/DELETE is refused everywhere (pages, admin, API).
@@ -98,8 +103,34 @@ MIDDLEWARE = [
 AUTHENTICATION_BACKENDS = [
     # First: refuses any login (pages, admin) while the username + address is locked out.
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Username + password, unless FINOPS_LOCAL_PASSWORDS=0 (then it only answers permissions).
+    "finops.org.sso.LocalPasswordBackend",
+    # The company's OpenID Connect provider, when OIDC_* below configure it (finops.org.sso).
+    "finops.org.sso.FinopsOIDCBackend",
 ]
+# Single sign-on (OpenID Connect, mozilla-django-oidc): the provider's endpoints (its
+# /.well-known/openid-configuration lists them) and this site's client. Its redirect URI is
+# <site>/oidc/callback/. Unset: no SSO button, local passwords only. Who gets which role is
+# decided by the sign-in rules finance edits (Onboarding page): finops.org.models.SsoRule.
+OIDC_OP_AUTHORIZATION_ENDPOINT = env.str("OIDC_OP_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env.str("OIDC_OP_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env.str("OIDC_OP_USER_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env.str("OIDC_OP_JWKS_ENDPOINT", default="")
+OIDC_RP_CLIENT_ID = env.str("OIDC_RP_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("OIDC_RP_CLIENT_SECRET", default="")
+OIDC_RP_SIGN_ALGO = env.str("OIDC_RP_SIGN_ALGO", default="RS256")
+OIDC_RP_SCOPES = env.str("OIDC_RP_SCOPES", default="openid email profile groups")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env.int("OIDC_TIMEOUT", default=10)
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+OIDC_CALLBACK_CLASS = "finops.org.sso.CallbackView"
+OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS = env.int("OIDC_RENEW_ID_TOKEN_EXPIRY_SECONDS", default=15 * 60)
+# The pages' own fetches of the API and static files are never sent to the provider.
+OIDC_EXEMPT_URLS = [re.compile(r"^/(api|static)/")]
+# The sign-in button's words, e.g. "Sign in with Okta".
+FINOPS_SSO_LABEL = env.str("FINOPS_SSO_LABEL", default="Sign in with company SSO")
+# Off (0): nobody logs in with a local password (pages, admin); SSO and API tokens only.
+FINOPS_LOCAL_PASSWORDS = env.bool("FINOPS_LOCAL_PASSWORDS", default=True)
 # Login lockout (django-axes): after this many wrong passwords for one username from one
 # address, every login of that pair (the right password too) is refused for the cool-off.
 # Locking the pair, not the username alone, keeps a stranger from locking finance out.
@@ -113,6 +144,8 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # (finops.client_address) for the login lockout and the API token throttle.
 FINOPS_PROXY_COUNT = env.int("FINOPS_PROXY_COUNT", default=0)
 AXES_CLIENT_IP_CALLABLE = "finops.client_address.client_address"
+# Single sign-on callbacks are not password guesses: never counted (finops.org.sso).
+AXES_WHITELIST_CALLABLE = "finops.org.sso.lockout_exempt"
 
 # Failed-token counts (finops.api.authentication) live here; several web processes need a
 # shared cache (CACHE_URL=redis://...) for one count, else each process counts its own.

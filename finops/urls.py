@@ -4,13 +4,20 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from finops.web.login import InviteAcceptView, LoginView
+
 urlpatterns = [
     # Our pages link static/favicon.svg; the admin's and the API's pages do not, and a browser
     # then asks for /favicon.ico (a 404 in its console): send it to the same icon.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("admin/", admin.site.urls),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", LoginView.as_view(), name="login"),
+    # Single sign-on: /oidc/authenticate/ sends the browser to the provider, which returns it
+    # to /oidc/callback/ (finops.org.sso).
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # An invitation's link (finops.org.onboarding): choose a password, once.
+    path("accounts/invite/<uidb64>/<token>/", InviteAcceptView.as_view(), name="invite-accept"),
     path("account/tokens/", include("finops.tokens.urls")),
     path("account/notifications/", include("finops.notifications.urls")),
     path("api/", include("finops.api.urls")),

@@ -10,7 +10,7 @@ from django.db import models
 from django.forms import Field
 from django.http import HttpRequest
 
-from finops.org.models import Profile, Team
+from finops.org.models import Profile, SsoRule, Team
 from finops.text import validate_single_line
 
 
@@ -37,3 +37,13 @@ class ProfileAdmin(admin.ModelAdmin):
     search_fields = ["user__username", "user__email"]
     filter_horizontal = ["teams"]
     list_select_related = ["user"]
+
+
+@admin.register(SsoRule)
+class SsoRuleAdmin(admin.ModelAdmin):
+    """Single sign-on rules (finops.org.sso); finance also keeps them on the Onboarding page."""
+
+    list_display = ["claim", "value", "role", "team"]
+    list_filter = ["role", "team"]
+    search_fields = ["claim", "value", "team__slug"]
+    list_select_related = ["team"]

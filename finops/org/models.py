@@ -104,3 +104,44 @@ class DataVersion(models.Model):
 
     def __str__(self) -> str:
         return f"data version {self.number}"
+
+
+class SsoRule(models.Model):
+    """What a claim of the company's OpenID provider grants at sign-in (finops.org.sso): when
+    the claim (a string or a list, e.g. "groups") holds the value, the person gets the role,
+    and for a team lead the team. Finance edits these (onboarding page, admin). Of all the
+    rules a person matches, the highest role wins (finance, then viewer, then team lead, whose
+    teams are every team of the matching team-lead rules); matching none refuses the sign-in."""
+
+    claim = models.CharField(max_length=100, default="groups")
+    value = models.CharField(max_length=500)
+    role = models.CharField(max_length=16, choices=Profile.Role.choices)
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, related_name="sso_rules"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["claim", "value", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(role="team_lead") & models.Q(team__isnull=False))
+                | (~models.Q(role="team_lead") & models.Q(team__isnull=True)),
+                name="ssorule_team_iff_team_lead",
+            ),
+            models.UniqueConstraint(
+                fields=["claim", "value", "role", "team"], name="ssorule_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = f" of {self.team.slug}" if self.team is not None else ""
+        return f"{self.claim} has {self.value!r} -> {self.role}{target}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+
+        if self.role == Profile.Role.TEAM_LEAD and self.team_id is None:
+            raise ValidationError({"team": "A team-lead rule names the team the lead owns."})
+        if self.role != Profile.Role.TEAM_LEAD and self.team_id is not None:
+            raise ValidationError({"team": "Only a team-lead rule names a team."})

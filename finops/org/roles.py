@@ -26,6 +26,7 @@ VIEWER_GROUP = "Viewer"
 # Configuration finance edits in the admin.
 FINANCE_EDITS = (
     "org.mappingrule",
+    "org.ssorule",
     "attribution.idlepolicy",
     "attribution.chargebasis",
     "attribution.sharedcostrule",

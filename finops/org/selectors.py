@@ -3,12 +3,21 @@ attribution's: finops/attribution/rule_preview.py.)"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import IntegerField, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
-from finops.org.models import DATA_VERSION_PK, DataVersion, Team
+from finops.org.models import (
+    DATA_VERSION_PK,
+    DataVersion,
+    MappingRule,
+    Profile,
+    SsoRule,
+    Team,
+)
 from finops.org.permissions import AnyUser, token_team_limit, user_has_finance_role, user_profile
 
 
@@ -47,3 +56,78 @@ def data_version_of_request(request: Any) -> int:
     """The version read with the request's token, else read now."""
     number = getattr(request, REQUEST_DATA_VERSION_ATTR, None)
     return data_version_current() if number is None else int(number)
+
+
+@dataclass(frozen=True)
+class SsoGrant:
+    """What a person's provider claims give them here (finops.org.sso)."""
+
+    role: str
+    team_ids: frozenset[int]
+
+
+_ROLE_RANK = (Profile.Role.FINANCE, Profile.Role.VIEWER, Profile.Role.TEAM_LEAD)
+
+
+def _claim_values(value: object) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    if isinstance(value, list | tuple):
+        return {v for v in value if isinstance(v, str)}
+    return set()
+
+
+def sso_grant_for_claims(claims: Mapping[str, object]) -> SsoGrant | None:
+    """The highest role of the SsoRule rows the claims match (finance, viewer, team lead), with
+    the teams of every matching team-lead rule; None when no rule matches."""
+    matched = [
+        rule
+        for rule in SsoRule.objects.all()
+        if rule.value in _claim_values(claims.get(rule.claim))
+    ]
+    for role in _ROLE_RANK:
+        rules = [r for r in matched if r.role == role]
+        if rules:
+            teams = frozenset(r.team_id for r in rules if r.team_id is not None)
+            return SsoGrant(role=str(role), team_ids=teams)
+    return None
+
+
+@dataclass(frozen=True)
+class OnboardingTeam:
+    team: Team
+    rules: list[MappingRule]
+    leads: list[str]
+    sso_rules: list[SsoRule]
+
+
+def onboarding_teams() -> list[OnboardingTeam]:
+    """Every team with its mapping rules (in the order they apply), leads and sign-in rules."""
+    teams = Team.objects.prefetch_related("mapping_rules", "leads__user", "sso_rules")
+    return [
+        OnboardingTeam(
+            team=team,
+            rules=sorted(
+                team.mapping_rules.all(),
+                key=lambda r: MappingRule.precedence(
+                    priority=r.priority, kind=r.kind, rule_id=r.pk
+                ),
+            ),
+            leads=sorted(p.user.email or p.user.get_username() for p in team.leads.all()),
+            sso_rules=list(team.sso_rules.all()),
+        )
+        for team in teams
+    ]
+
+
+def onboarding_people() -> QuerySet[Profile]:
+    return (
+        Profile.objects.select_related("user")
+        .prefetch_related("teams")
+        .order_by("role", "user__username")
+    )
+
+
+def sso_rules_org_wide() -> QuerySet[SsoRule]:
+    """The finance and viewer sign-in rules (a team lead's are listed with their team)."""
+    return SsoRule.objects.filter(team__isnull=True)

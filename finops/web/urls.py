@@ -3,6 +3,7 @@ from django.urls import path
 from finops.web import (
     anomalies,
     chargeback_views,
+    onboarding_views,
     plan_views,
     pricing_views,
     runs_views,
@@ -47,6 +48,23 @@ urlpatterns = [
     path("pipeline/run/", views.pipeline_run_again, name="pipeline-run"),
     path("imports/upload/", upload_views.upload, name="imports-upload"),
     path("imports/<int:batch_id>/progress/", upload_views.progress, name="imports-progress"),
+    path("onboarding/", onboarding_views.onboarding_page, name="onboarding"),
+    path("onboarding/teams/", onboarding_views.team_add, name="onboarding-team"),
+    path("onboarding/mappings/", onboarding_views.mapping_add, name="onboarding-mapping"),
+    path("onboarding/invitations/", onboarding_views.invite, name="onboarding-invite"),
+    path("onboarding/sign-in-rules/", onboarding_views.sso_rule_add, name="onboarding-sso"),
+    path(
+        "onboarding/mappings/<int:pk>/delete/",
+        onboarding_views.rule_delete,
+        {"kind": "mapping"},
+        name="onboarding-mapping-delete",
+    ),
+    path(
+        "onboarding/sign-in-rules/<int:pk>/delete/",
+        onboarding_views.rule_delete,
+        {"kind": "sso"},
+        name="onboarding-sso-delete",
+    ),
     path("endpoints/", views.endpoints, name="endpoints"),
     # Endpoint names come from labels and CSVs: <path:> keeps a "/" in one whole.
     path("endpoints/<path:name>/", views.endpoint_detail, name="endpoint"),
