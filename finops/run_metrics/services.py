@@ -204,3 +204,24 @@ def run_plan_save(
         cost=chosen.cost,
         currency=chosen.currency,
     )
+
+
+# Formats a single uploaded file can carry (Lightning's is a folder: metrics.csv + hparams.yaml).
+UPLOAD_FORMATS = ("csv", "mlflow", "megatron", "tensorboard", "torchtitan")
+# Formats whose files name their run; the others need the run id.
+FILE_NAMED_FORMATS = ("csv", "mlflow")
+
+
+def upload_metrics_ingest(*, path: Path, format: str, options: RunOptions) -> ImportBatch:
+    """An uploaded run-metrics file as `ingest_run_metrics` imports it: one batch (committed by
+    metrics_batch_create), then its task (the Imports page polls its progress)."""
+    from finops.run_metrics.tasks import ingest_run_metrics_batch
+
+    if format not in UPLOAD_FORMATS:
+        raise ValueError(f"unknown run-metrics upload format {format!r}")
+    if format not in FILE_NAMED_FORMATS and not options.run_id:
+        raise ValueError(f"a {format} file names no run: give the run id")
+    batch = metrics_batch_create(format=format, path=path, options=options)
+    if batch.status != ImportBatch.Status.DUPLICATE:
+        ingest_run_metrics_batch.delay(batch.pk)
+    return batch

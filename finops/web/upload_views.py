@@ -27,6 +27,12 @@ from billing_ingest.services.uploads import (
     upload_store,
 )
 from finops.org.permissions import user_is_finance
+from finops.run_metrics.parsers.common import RunOptions
+from finops.run_metrics.services import (
+    FILE_NAMED_FORMATS,
+    UPLOAD_FORMATS,
+    upload_metrics_ingest,
+)
 from finops.web.access import require_finance
 
 # Multipart framing around the file: a little over the file limit is still the same file.
@@ -37,6 +43,7 @@ def format_choices() -> list[tuple[str, list[tuple[str, str]]]]:
     return [
         ("Billing export", [(f"billing:{name}", name) for name in billing_formats()]),
         ("Job log", [(f"jobs:{name}", name) for name in JOB_FORMATS]),
+        ("Run metrics", [(f"metrics:{name}", name) for name in UPLOAD_FORMATS]),
     ]
 
 
@@ -49,6 +56,25 @@ class UploadForm(forms.Form):
     cluster = forms.CharField(
         required=False, max_length=100, help_text="job logs: cluster name (default: default)"
     )
+    run_id = forms.CharField(
+        required=False, max_length=500, label="Run id",
+        help_text="run metrics from logs and event files: the run they belong to",
+    )  # fmt: skip
+    team = forms.SlugField(required=False, max_length=100, help_text="run metrics: team slug")
+    model_params = forms.IntegerField(
+        required=False, min_value=1, max_value=10**14, label="Model parameters",
+        help_text="run metrics: when the file does not say",
+    )  # fmt: skip
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        kind, _, name = str(data.get("format", "")).partition(":")
+        if kind == "jobs" and not (data.get("cluster") or "").strip():
+            # A job log without its cluster went to "default" silently (issue 29).
+            self.add_error("cluster", "A job log belongs to a cluster: name it.")
+        if kind == "metrics" and name not in FILE_NAMED_FORMATS and not data.get("run_id"):
+            self.add_error("run_id", f"A {name} file names no run: give its run id.")
+        return data
 
     def clean_file(self) -> UploadedFile:
         upload: UploadedFile = self.cleaned_data["file"]
@@ -98,6 +124,13 @@ def _upload_checked(request: HttpRequest) -> HttpResponse:
         batch = upload_jobs_ingest(
             path=path, format=format_name, cluster=form.cleaned_data["cluster"]
         )
+    elif kind == "metrics":
+        options = RunOptions(
+            run_id=form.cleaned_data["run_id"].strip(),
+            team=form.cleaned_data["team"].strip().lower(),
+            model_params=form.cleaned_data["model_params"],
+        )
+        batch = upload_metrics_ingest(path=path, format=format_name, options=options)
     else:
         batch = upload_billing_ingest(
             path=path, format=format_name, source=form.cleaned_data["source"]

@@ -344,3 +344,40 @@ def test_progress_error_names_the_file_without_server_folders(db: None) -> None:
     assert progress.error == batch.public_error
     assert "september.csv: row 3" in progress.error
     assert "/srv/finops" not in progress.error
+
+
+def test_a_job_log_without_its_cluster_is_refused(finance_client: Client) -> None:
+    upload = SimpleUploadedFile("sacct.txt", ("\n".join(FIRST_DUMP) + "\n").encode())
+    response = finance_client.post(
+        reverse("web:imports-upload"), {"format": "jobs:slurm", "file": upload}
+    )
+    assert response.status_code == 400
+    assert "A job log belongs to a cluster" in response.content.decode()
+    assert not ImportBatch.objects.exists()
+
+
+_RUN_METRICS = Path(__file__).resolve().parents[2] / "fixtures" / "run_metrics"
+
+
+def test_run_metrics_upload(finance_client: Client) -> None:
+    from finops.run_metrics.models import TrainingRun
+
+    log = (_RUN_METRICS / "torchtitan-pretrain-attempt-1.log").read_bytes()
+    form = {"format": "metrics:torchtitan", "file": SimpleUploadedFile("attempt-1.log", log)}
+    response = finance_client.post(reverse("web:imports-upload"), form)
+    assert response.status_code == 400
+    assert "A torchtitan file names no run: give its run id." in response.content.decode()
+    form = {"format": "metrics:torchtitan", "file": SimpleUploadedFile("attempt-1.log", log),
+            "run_id": "pretrain", "team": "vision", "model_params": "7000000000"}  # fmt: skip
+    response = finance_client.post(reverse("web:imports-upload"), form)
+    assert response.status_code == 302
+    batch = ImportBatch.objects.get()
+    assert (batch.kind, batch.status, batch.row_count) == ("run_metrics", "succeeded", 5)
+    run = TrainingRun.objects.get()
+    assert (run.team_slug, run.run_id, run.model_params) == ("vision", "pretrain", 7_000_000_000)
+    # The MLflow export names its run itself.
+    export = _RUN_METRICS / "mlflow-export" / "pretrain" / "run.json"
+    form = {"format": "metrics:mlflow",
+            "file": SimpleUploadedFile("run.json", export.read_bytes())}  # fmt: skip
+    assert finance_client.post(reverse("web:imports-upload"), form).status_code == 302
+    assert ImportBatch.objects.order_by("-id").first().status == "succeeded"  # type: ignore[union-attr]

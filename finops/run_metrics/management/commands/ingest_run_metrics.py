@@ -22,7 +22,7 @@ from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_paths
 from finops.run_metrics.parsers import RUN_METRICS_PARSERS, metrics_files
 from finops.run_metrics.parsers.common import BadField, RunOptions, dtype_of, timestamp_of
-from finops.run_metrics.services import metrics_batch_create
+from finops.run_metrics.services import FILE_NAMED_FORMATS, metrics_batch_create
 from finops.run_metrics.tasks import TIME_LIMIT, ingest_run_metrics_batch
 
 
@@ -38,10 +38,6 @@ def _time(value: str) -> datetime:
         return timestamp_of(value)
     except BadField as exc:
         raise ValueError(str(exc)) from None
-
-
-# Formats whose files name their run (the others need --run-id).
-FILE_NAMED_FORMATS = ("csv", "mlflow")
 
 
 class Command(BaseCommand):
