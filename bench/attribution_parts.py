@@ -118,8 +118,8 @@ def _step_main(argv: list[str]) -> None:
 
     django.setup()
     from finops.attribution import services
-    from finops.attribution.inputs import MonthScope, ResourceRange
-    from finops.attribution.partial import PartResult
+    from finops.attribution.inputs.month import MonthScope, ResourceRange
+    from finops.attribution.ledger.partial import PartResult
 
     kind, month = argv[0], dt.date.fromisoformat(argv[1])
     server_cpu = _server_cpu()

@@ -12,13 +12,12 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from billing_ingest.money import MoneyField
-from billing_ingest.public_names import public_file_name, public_text
-
 # Defined beside, imported here so that billing_ingest.models stays the one place to import any
 # of the app's models from (and Django registers them with the app).
 from billing_ingest.source_models import BillingSource as BillingSource
 from billing_ingest.source_models import KubernetesSource as KubernetesSource
+from billing_ingest.sources.public_names import public_file_name, public_text
+from finops.core.money import MoneyField
 
 # FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
 MONEY_DIGITS = 28
@@ -103,7 +102,7 @@ class ImportBatch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Touched while a worker loads the batch (billing_ingest.heartbeat): a RUNNING batch whose
+    # Touched while a worker loads the batch (finops.core.heartbeat): a RUNNING batch whose
     # heartbeat is old belongs to a dead worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Billing: who starts the pipeline for the months the batch settles (MonthChange rows are

@@ -14,15 +14,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from finops.attribution.inputs import Inputs, MonthScope, inputs_load, month_scope_load
-from finops.attribution.job_inputs import job_node_names, jobs_load
+from finops.attribution.inputs.jobs import job_node_names, jobs_load
+from finops.attribution.inputs.month import Inputs, MonthScope, inputs_load, month_scope_load
+from finops.attribution.inputs.team_mapping import TeamResolver
 from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.services import (
     attribution_month_plan,
     attribution_month_run,
     attribution_month_run_split,
 )
-from finops.attribution.team_mapping import TeamResolver
 from tests.split_months import (
     ACCOUNTS,
     HORIZON,

@@ -27,7 +27,7 @@ from billing_ingest.services.billing import (
     billing_part_ingest,
 )
 from billing_ingest.tasks import billing as billing_tasks
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from tests.builders import focus_row
 from tests.builders import write_focus_csv as write_csv
 from tests.clock import Clock
@@ -336,8 +336,8 @@ def test_readers_of_the_bill_see_only_settled_batches(tmp_path: Path) -> None:
     # not in the month list, the reconciliation, nor a FOCUS export.
     import csv as csv_module
 
-    from finops.attribution.overview_selectors import month_list_with_data
-    from finops.attribution.reconciliation_selectors import reconciliation_for_month
+    from finops.attribution.selectors.overview import month_list_with_data
+    from finops.attribution.selectors.reconciliation import reconciliation_for_month
     from tests.factories import MONTH, CostLineItemFactory, ImportBatchFactory
 
     CostLineItemFactory.create(effective_cost=Decimal("10"), billed_cost=Decimal("10"))

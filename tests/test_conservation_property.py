@@ -19,8 +19,8 @@ from finops.attribution.engine import (
     TRAINING,
     allocate,
 )
-from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
+from finops.attribution.selectors.ledger import month_conservation
 from finops.attribution.services import attribution_month_run
 from finops.org.models import Team
 from tests.strategies import (

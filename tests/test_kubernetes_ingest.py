@@ -16,8 +16,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing_ingest.models import MONEY_PLACES, Cluster, ImportBatch, JobRecord
+from finops.attribution.inputs.team_mapping import TeamResolver
 from finops.attribution.models import AllocatedCost, RunCost
-from finops.attribution.team_mapping import TeamResolver
 from finops.org.models import MappingRule, Team
 from tests.builders import container, pod, pod_list
 

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from billing_ingest.models import MONEY_QUANTUM, CostLineItem, ImportBatch
-from billing_ingest.money import MoneySum
+from finops.core.money import MoneySum
 
 pytestmark = pytest.mark.django_db
 

@@ -33,7 +33,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from billing_ingest.models import CostLineItem, ImportBatch, MonthChange
 from finops.attribution.models import AttributionRun
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.celery import app as celery_app
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import pipeline_changes_claim, pipeline_run_create
@@ -169,7 +169,7 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
-    from finops.attribution import ledger
+    from finops.attribution.ledger import write as ledger
 
     def broken(*args: Any) -> None:
         raise ledger.ConservationError("ledger 1 != bill 2")

@@ -18,7 +18,7 @@ from billing_ingest.services.billing import (
     billing_batch_start,
     billing_part_ingest,
 )
-from billing_ingest.tasks.pipeline import pipeline_kick
+from finops.core.pipeline_wake import pipeline_kick
 
 __all__ = [
     "billing_batch_dispatch",

@@ -10,7 +10,7 @@ from django.db import transaction
 
 from billing_ingest.models import ImportBatch, MonthChange
 from billing_ingest.services.months import job_months_touched, month_changes_record
-from billing_ingest.tasks.pipeline import pipeline_kick
+from finops.core.pipeline_wake import pipeline_kick
 
 __all__ = ["pipeline_for_job_batch"]
 

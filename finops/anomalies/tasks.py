@@ -13,9 +13,9 @@ from celery import shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
-from billing_ingest.months import month_parse
 from finops.anomalies import emails
 from finops.anomalies.services import DetectSummary, anomalies_detect
+from finops.core.months import month_parse
 
 # A month of a large ledger reads in well under a minute; the limits still stop a hung run.
 SOFT_TIME_LIMIT = 15 * 60

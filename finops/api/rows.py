@@ -16,11 +16,11 @@ from rest_framework.request import Request
 from rest_framework.reverse import reverse
 
 from billing_ingest.models import MONEY_PLACES
-from billing_ingest.money import decimal_text
 from finops.api.run_efficiency import headlines, row_key
 from finops.api.serializers import GPU_HOUR_PLACES
-from finops.attribution.list_cost import MIX_KINDS
-from finops.attribution.timeseries import CostPoint
+from finops.attribution.inputs.list_cost import MIX_KINDS
+from finops.attribution.selectors.timeseries import CostPoint
+from finops.core.money import decimal_text
 
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
 GPU_HOURS_QUANTUM = Decimal(1).scaleb(-GPU_HOUR_PLACES)

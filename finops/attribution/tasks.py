@@ -22,10 +22,8 @@ from celery.result import AsyncResult
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
-from billing_ingest.months import month_parse
-from billing_ingest.tasks.pipeline import STEP_WAITING, pipeline_resume_send
-from finops.attribution import staging
-from finops.attribution.inputs import MonthScope, ResourceRange
+from finops.attribution.inputs.month import MonthScope, ResourceRange
+from finops.attribution.ledger import staging
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import (
     attribution_month_part,
@@ -37,6 +35,8 @@ from finops.attribution.services import (
     attribution_month_scope,
     attribution_month_stages_drop,
 )
+from finops.core.months import month_parse
+from finops.core.pipeline_wake import STEP_WAITING, pipeline_resume_send
 
 logger = logging.getLogger(__name__)
 

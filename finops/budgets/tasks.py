@@ -8,12 +8,12 @@ from celery import shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
-from billing_ingest.months import month_add
 from finops.budgets.enqueue import REFRESH_BUDGET_EVALUATION_TASK
 from finops.budgets.models import Budget
 from finops.budgets.selectors import budget_period
 from finops.budgets.series import last_ledger_day
 from finops.budgets.services import budget_evaluation_refresh, budgets_evaluate_active
+from finops.core.months import month_add
 
 
 def _summary(evaluations: list) -> dict[str, object]:

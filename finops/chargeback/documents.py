@@ -13,9 +13,9 @@ from decimal import Decimal
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 
-from billing_ingest.csv_safety import csv_safe
-from billing_ingest.money import decimal_text
 from finops.chargeback.selectors import Line, Statement
+from finops.core.csv_safety import csv_safe
+from finops.core.money import decimal_text
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 CSV_COLUMNS = [

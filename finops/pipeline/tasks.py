@@ -24,12 +24,12 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerError
 
-from billing_ingest.heartbeat import heartbeat
 from billing_ingest.models import CostLineItem
-from billing_ingest.months import month_previous
 from billing_ingest.services.batches import import_batches_fail_dead
-from billing_ingest.tasks.pipeline import PIPELINE_RESUME_TASK, STEP_WAITING
 from finops.attribution.services import attribution_runs_fail_dead
+from finops.core.heartbeat import heartbeat
+from finops.core.months import month_previous
+from finops.core.pipeline_wake import PIPELINE_RESUME_TASK, STEP_WAITING
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import (
     MAX_ATTEMPTS,

@@ -10,7 +10,6 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
@@ -19,6 +18,7 @@ from billing_ingest.services.batches import (
     import_batch_fail,
     import_batch_record,
 )
+from finops.core.errors import ImportFormatError
 from finops.org.services import data_version_bump
 from finops.run_metrics.models import (
     RUN_METRICS_BATCH_KIND,

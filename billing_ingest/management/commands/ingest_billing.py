@@ -18,10 +18,10 @@ from typing import Any, TextIO, cast
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from billing_ingest.loading.progress import BatchProgressBar
 from billing_ingest.management.pipeline import start_pipeline
 from billing_ingest.models import ImportBatch, MonthChange
 from billing_ingest.parsers import billing_parser, billing_paths
-from billing_ingest.progress import BatchProgressBar
 from billing_ingest.services.batches import import_batch_fail_if_dead, import_batch_pipeline_set
 from billing_ingest.services.billing import (
     BillingFile,

@@ -14,9 +14,8 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from billing_ingest.models import CostLineItem
-from billing_ingest.money import MoneySum
 from finops.attribution.models import TeamDailyCost
-from finops.attribution.reporting import (
+from finops.attribution.selectors.reporting import (
     CATEGORIES,
     CategoryRow,
     NativeAmount,
@@ -28,6 +27,7 @@ from finops.attribution.reporting import (
     native_amounts,
     visible_to,
 )
+from finops.core.money import MoneySum
 from finops.currency.selectors import FxRateMissing, money_round
 from finops.org.models import Team
 

@@ -18,9 +18,9 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q, QuerySet
 
-from billing_ingest.money import MoneySum
-from billing_ingest.months import month_add
 from finops.attribution.models import Category, TeamDailyCost
+from finops.core.money import MoneySum
+from finops.core.months import month_add
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
 

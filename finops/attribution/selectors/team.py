@@ -13,9 +13,8 @@ from fractions import Fraction
 from django.conf import settings
 from django.db.models import QuerySet
 
-from billing_ingest.money import MoneySum
 from finops.attribution.models import TeamDailyCost
-from finops.attribution.reporting import (
+from finops.attribution.selectors.reporting import (
     CATEGORIES,
     ZERO,
     CategoryRow,
@@ -25,6 +24,7 @@ from finops.attribution.reporting import (
     exact_amounts,
     native_amounts,
 )
+from finops.core.money import MoneySum
 from finops.currency.selectors import FxRateMissing, money_round
 from finops.org.models import Team
 

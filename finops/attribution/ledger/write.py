@@ -15,27 +15,18 @@ from typing import Any
 
 from django.db import models, transaction
 
-from billing_ingest.money import MoneyField
 from finops.attribution import engine
-from finops.attribution.charge_rollups import ChargeSums, charge_rollups
-from finops.attribution.inputs import BATCH_SIZE, Dims, Inputs
-from finops.attribution.ledger_rows import LEDGER_COLUMNS, day_date, ledger_names, ledger_values
-from finops.attribution.list_cost import MIX_KINDS
-from finops.attribution.models import (
-    AllocatedCost,
-    Category,
-    RecurringCharge,
-    RunCost,
-    TagCharge,
-    TeamDailyCost,
-)
-from finops.attribution.partitions import (
+from finops.attribution.engine.waste import WASTE_STATES, ServingPod, pods_that_served
+from finops.attribution.inputs.charge_rollups import ChargeSums, charge_rollups
+from finops.attribution.inputs.list_cost import MIX_KINDS
+from finops.attribution.inputs.month import BATCH_SIZE, Dims, Inputs
+from finops.attribution.ledger.partitions import (
     ledger_month_analyze,
     ledger_month_clear,
     ledger_month_fresh,
     ledger_month_swap,
 )
-from finops.attribution.rollup_sums import (
+from finops.attribution.ledger.rollup_sums import (
     MIX_AT,
     Bill,
     DailyKey,
@@ -47,10 +38,19 @@ from finops.attribution.rollup_sums import (
     run_sums,
     runs_merge,
 )
-from finops.attribution.run_ids import RunIdCollisionError, run_cost_id
-from finops.attribution.staged import Staged
-from finops.attribution.staging import stage_create, stages_insert
-from finops.attribution.waste import WASTE_STATES, ServingPod, pods_that_served
+from finops.attribution.ledger.rows import LEDGER_COLUMNS, day_date, ledger_names, ledger_values
+from finops.attribution.ledger.run_ids import RunIdCollisionError, run_cost_id
+from finops.attribution.ledger.staged import Staged
+from finops.attribution.ledger.staging import stage_create, stages_insert
+from finops.attribution.models import (
+    AllocatedCost,
+    Category,
+    RecurringCharge,
+    RunCost,
+    TagCharge,
+    TeamDailyCost,
+)
+from finops.core.money import MoneyField
 
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
 # Page cache while inserting the ledger on SQLite, in the negative-KiB form of the pragma

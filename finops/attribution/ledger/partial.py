@@ -36,13 +36,13 @@ from decimal import Decimal
 from typing import Any
 
 from finops.attribution import engine
-from finops.attribution.charge_rollups import ChargeSums
 from finops.attribution.engine.redistribute import pool_idle_split, shared_weights
 from finops.attribution.engine.units import ZERO, split_units
-from finops.attribution.inputs import Dims, Inputs, JobMeta
-from finops.attribution.ledger import finish
-from finops.attribution.rollup_sums import Bill, Ledger, LedgerKey
-from finops.attribution.staged import GpuSpend, Staged
+from finops.attribution.inputs.charge_rollups import ChargeSums
+from finops.attribution.inputs.month import Dims, Inputs, JobMeta
+from finops.attribution.ledger.rollup_sums import Bill, Ledger, LedgerKey
+from finops.attribution.ledger.staged import GpuSpend, Staged
+from finops.attribution.ledger.write import finish
 
 # (pool, day)
 PoolDay = tuple[str, int]

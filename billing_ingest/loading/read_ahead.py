@@ -10,7 +10,7 @@ the transaction then only writes them. A file that fails to parse fails before a
 
 PostgreSQL writers do not block each other (an import COPYs into tables of its own), so there
 the chunks stream inside the transaction as before, and the parser may run ahead in a thread
-(billing_ingest/prefetch.py).
+(billing_ingest/loading/prefetch.py).
 """
 
 from __future__ import annotations

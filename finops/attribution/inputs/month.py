@@ -27,9 +27,9 @@ from django.db.models import Max, Min
 
 from billing_ingest.models import CostLineItem
 from finops.attribution import engine
-from finops.attribution.catalogue import line_gpu_spec
-from finops.attribution.charge_rollups import ChargeSums
-from finops.attribution.job_inputs import (
+from finops.attribution.inputs.catalogue import line_gpu_spec
+from finops.attribution.inputs.charge_rollups import ChargeSums
+from finops.attribution.inputs.jobs import (
     BATCH_SIZE,
     JobMeta,
     StagedJob,
@@ -41,16 +41,16 @@ from finops.attribution.job_inputs import (
     to_epoch,
     values_with_epochs,
 )
-from finops.attribution.list_cost import ListCostResolver, ListLine, pricing_mix
-from finops.attribution.orm_rows import values_rows
-from finops.attribution.policies import (
+from finops.attribution.inputs.list_cost import ListCostResolver, ListLine, pricing_mix
+from finops.attribution.inputs.orm_rows import values_rows
+from finops.attribution.inputs.policies import (
     CommitmentPools,
     IdlePolicies,
     SharedRules,
     is_unused_commitment,
     node_clusters,
 )
-from finops.attribution.team_mapping import TeamRef, TeamResolver
+from finops.attribution.inputs.team_mapping import TeamRef, TeamResolver
 
 # Dimensions of a line item copied onto its ledger rows. (provider, account, sub-account,
 # service, pricing category, currency, batch id, pricing mix, on-demand equivalent's source)

@@ -15,13 +15,12 @@ from typing import Any
 from django.conf import settings
 
 from billing_ingest.models import CostLineItem, MonthChange
-from billing_ingest.money import MoneySum
 from finops.attribution.models import (
     AllocatedCost,
     AttributionRun,
     Category,
 )
-from finops.attribution.reporting import (
+from finops.attribution.selectors.reporting import (
     ZERO,
     ConvertedRow,
     NativeAmount,
@@ -30,6 +29,7 @@ from finops.attribution.reporting import (
     empty_categories,
     exact_amounts,
 )
+from finops.core.money import MoneySum
 from finops.currency.selectors import FxRateMissing, fx_rates_missing, money_round
 
 

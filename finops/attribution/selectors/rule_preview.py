@@ -17,9 +17,9 @@ from typing import Any
 from django.conf import settings
 
 from billing_ingest.models import CostLineItem, JobRecord
-from billing_ingest.money import MoneySum
+from finops.attribution.inputs.team_mapping import Rule, TeamRef, TeamResolver
 from finops.attribution.models import AllocatedCost, AttributionRun
-from finops.attribution.team_mapping import Rule, TeamRef, TeamResolver
+from finops.core.money import MoneySum
 from finops.org.models import MappingRule, Team
 
 _CHUNK = 5000

@@ -13,8 +13,8 @@ from decimal import Decimal
 from typing import Any
 
 from billing_ingest.models import CostLineItem
-from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost
+from finops.core.money import MoneySum
 
 
 def _exact_sums(queryset: Any, keys: tuple[str, ...], value: str) -> dict[tuple[Any, ...], Decimal]:

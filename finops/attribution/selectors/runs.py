@@ -12,16 +12,16 @@ from django.db.models import FloatField, QuerySet, Sum
 from django.db.models.functions import Cast
 
 from billing_ingest.models import JobRecord
-from billing_ingest.money import MoneySum
 from finops.attribution.models import (
     AllocatedCost,
     RunCost,
 )
-from finops.attribution.reporting import (
+from finops.attribution.selectors.reporting import (
     SECONDS_PER_HOUR,
     ZERO,
     visible_to,
 )
+from finops.core.money import MoneySum
 from finops.org.models import Team
 
 

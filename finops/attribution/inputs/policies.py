@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from finops.attribution import engine
-from finops.attribution.catalogue import normalise_instance_type
+from finops.attribution.inputs.catalogue import normalise_instance_type
 from finops.attribution.models import IdlePolicy, SharedCostRule, SharedCostSplit
 
 # FIXED percentages become integer weights in millionths of a percent (the field has 6 places).

@@ -17,15 +17,15 @@ from fractions import Fraction
 
 from django.db.models import QuerySet
 
-from billing_ingest.money import MoneySum
 from finops.attribution.models import TeamDailyCost
-from finops.attribution.reporting import (
+from finops.attribution.selectors.reporting import (
     ZERO,
     NativeAmount,
     currency_order,
     exact_amounts,
     visible_to,
 )
+from finops.core.money import MoneySum
 from finops.currency.selectors import money_round
 from finops.org.models import Team
 

@@ -13,8 +13,8 @@ from django.db.models import Case, F, FloatField, Q, QuerySet, Value, When
 from django.db.models.functions import Cast
 from drf_spectacular.utils import extend_schema_field
 
-from billing_ingest.months import MAX_YEAR, MIN_YEAR, MONTH_FORMAT, MONTH_PATTERN
 from finops.attribution.models import Category, RunCost
+from finops.core.months import MAX_YEAR, MIN_YEAR, MONTH_FORMAT, MONTH_PATTERN
 
 
 class MonthField(forms.DateField):

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from finops.attribution.charge_rollups import ChargeSums
-from finops.attribution.rollup_sums import (
+from finops.attribution.inputs.charge_rollups import ChargeSums
+from finops.attribution.ledger.rollup_sums import (
     Bill,
     DailyKey,
     RunAcc,

@@ -18,8 +18,8 @@ from typing import Any
 
 from django.db import DatabaseError, connection
 
-from finops.attribution import staging
-from finops.attribution.partitions import ledger_month_fresh
+from finops.attribution.ledger import staging
+from finops.attribution.ledger.partitions import ledger_month_fresh
 
 
 class StagedCopy:

@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from finops.attribution import engine
-from finops.attribution.inputs import Inputs
+from finops.attribution.inputs.month import Inputs
+from finops.attribution.ledger.rollup_sums import Ledger
 from finops.attribution.models import AllocatedCost
-from finops.attribution.rollup_sums import Ledger
 
 # Columns of AllocatedCost written, in the order ledger_values gives them.
 LEDGER_COLUMNS = (

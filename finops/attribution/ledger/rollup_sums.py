@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from finops.attribution.inputs import Dims, JobMeta
-from finops.attribution.list_cost import ESTIMATED_SOURCES, MIX_KINDS
-from finops.attribution.waste import WASTE_STATES
+from finops.attribution.engine.waste import WASTE_STATES
+from finops.attribution.inputs.list_cost import ESTIMATED_SOURCES, MIX_KINDS
+from finops.attribution.inputs.month import Dims, JobMeta
 
 _ZERO = Decimal(0)
 

@@ -1,6 +1,9 @@
-"""Attribution inputs, the jobs' side (inputs.py reads the line items): which jobs take part in
-a month, read and staged until their teams exist (inputs.inputs_load), then shaped as engine.Job;
+"""Attribution inputs, the jobs' side (month.py reads the line items): which jobs take part in
+a month, read and staged until their teams exist (month.inputs_load), then shaped as engine.Job;
 and reading datetime columns as epoch seconds on PostgreSQL, for both.
+
+This module does not import month.py (which imports it): what it fills of the month's inputs
+is the JobSink protocol below, which month.Inputs satisfies.
 """
 
 from __future__ import annotations
@@ -9,22 +12,20 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import connections, models
 from django.db.models import Count, F, Func, Q
 
 from billing_ingest.models import JobRecord, job_gpus_exact
 from finops.attribution import engine
-from finops.attribution.charge_basis import charged_gpus, used_basis_utilisations
-from finops.attribution.orm_rows import values_rows
-from finops.attribution.team_mapping import TeamRef, TeamResolver
+from finops.attribution.inputs.charge_basis import charged_gpus, used_basis_utilisations
+from finops.attribution.inputs.orm_rows import values_rows
+from finops.attribution.inputs.team_mapping import TeamRef, TeamResolver
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
     from django.db.models.sql.compiler import SQLCompiler
-
-    from finops.attribution.inputs import Inputs
 
 BATCH_SIZE = 5000
 
@@ -147,8 +148,16 @@ class _RanOnAnyOf(Func):
         return sql, (*params, *params, names)
 
 
+class JobSink(Protocol):
+    """What jobs_load fills and engine_jobs reads of the month's inputs (month.Inputs)."""
+
+    job_meta: dict[int, JobMeta]
+    # Jobs charged for less than they requested (charge basis `used`): job id -> requested GPUs.
+    requested_gpus: dict[int, Fraction]
+
+
 def jobs_load(
-    inputs: Inputs,
+    inputs: JobSink,
     resolver: TeamResolver,
     first: dt.datetime,
     last: dt.datetime,
@@ -203,7 +212,7 @@ def jobs_load(
 
 
 def engine_jobs(
-    inputs: Inputs, staged_jobs: list[StagedJob], resolver: TeamResolver
+    inputs: JobSink, staged_jobs: list[StagedJob], resolver: TeamResolver
 ) -> list[engine.Job]:
     return [
         engine.Job(

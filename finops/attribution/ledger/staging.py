@@ -23,8 +23,8 @@ import time
 
 from django.db import connection
 
-from finops.attribution.inputs import ResourceRange
-from finops.attribution.partitions import TABLE
+from finops.attribution.inputs.month import ResourceRange
+from finops.attribution.ledger.partitions import TABLE
 
 PREFIX = "attribution_stage_"
 # Older than any live split run: a part or reduce is killed after tasks.TIME_LIMIT (35 min),
