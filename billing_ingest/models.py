@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -16,17 +15,8 @@ from django.db import models
 # of the app's models from (and Django registers them with the app).
 from billing_ingest.source_models import BillingSource as BillingSource
 from billing_ingest.source_models import KubernetesSource as KubernetesSource
-from billing_ingest.sources.public_names import public_file_name, public_text
-from finops.core.money import MoneyField
-
-# FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
-MONEY_DIGITS = 28
-MONEY_PLACES = 12
-MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
-
-
-def money_field(**kwargs: Any) -> MoneyField:
-    return MoneyField(max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs)
+from finops.core.money import money_field
+from finops.core.public_names import public_file_name, public_text
 
 
 class Cluster(models.Model):

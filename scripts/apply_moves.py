@@ -3,9 +3,14 @@
 Usage (from the repository root):
     python scripts/apply_moves.py docs/renovation-moves.tsv           # rewrite text only
     python scripts/apply_moves.py docs/renovation-moves.tsv --git-mv  # also move the files
+    python scripts/apply_moves.py docs/renovation-moves.tsv \
+        --symbols docs/renovation-symbol-moves.tsv                    # and names moved alone
 
-The TSV has two columns: old dotted module path, new dotted module path. The rewrite is one
-pass over each tracked text file (py, toml, md, html, txt, yaml, cfg, ini, Makefile, ci/run):
+The TSV has two columns: old dotted module path, new dotted module path. The symbols TSV has
+the same two columns for names moved out of a module that stays
+(``billing_ingest.models.money_field`` -> ``finops.core.money.money_field``): rewritten the
+same way, never git-moved. The rewrite is one pass over each tracked text file (py, toml, md,
+html, txt, yaml, cfg, ini, Makefile, ci/run):
 - dotted paths, longest first, as whole names (``billing_ingest.months`` but not
   ``billing_ingest.months_x`` nor ``x.billing_ingest.months``): imports, mock.patch targets,
   settings and docs alike; what follows the module (``.month_parse``) is kept;
@@ -127,13 +132,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("moves", type=Path)
     parser.add_argument("--git-mv", action="store_true", help="also git mv the modules")
+    parser.add_argument("--symbols", type=Path, help="names moved out of modules that stay")
     args = parser.parse_args()
     moves = read_moves(args.moves)
     if args.git_mv:
         git_mv(moves)
+    skip = {args.moves}
+    if args.symbols:
+        moves.update(read_moves(args.symbols))
+        skip.add(args.symbols)
     changed = 0
     for path in tracked_text_files():
-        if path == args.moves:
+        if path in skip:
             continue
         text = path.read_text()
         new = rewrite(text, moves, path.suffix == ".py")

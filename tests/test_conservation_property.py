@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from billing_ingest.models import MONEY_PLACES, CostLineItem, ImportBatch, JobRecord
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.engine import (
     IDLE,
     SHARED,
@@ -22,6 +22,7 @@ from finops.attribution.engine import (
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
 from finops.attribution.selectors.ledger import month_conservation
 from finops.attribution.services import attribution_month_run
+from finops.core.money import MONEY_PLACES
 from finops.org.models import Team
 from tests.strategies import (
     BASE,

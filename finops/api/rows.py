@@ -15,12 +15,11 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.reverse import reverse
 
-from billing_ingest.models import MONEY_PLACES
 from finops.api.run_efficiency import headlines, row_key
 from finops.api.serializers import GPU_HOUR_PLACES
 from finops.attribution.inputs.list_cost import MIX_KINDS
 from finops.attribution.selectors.timeseries import CostPoint
-from finops.core.money import decimal_text
+from finops.core.money import MONEY_PLACES, decimal_text
 
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
 GPU_HOURS_QUANTUM = Decimal(1).scaleb(-GPU_HOUR_PLACES)

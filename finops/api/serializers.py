@@ -9,7 +9,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from billing_ingest.models import MONEY_PLACES, ImportBatch
+from billing_ingest.models import ImportBatch
 from finops.api.fields import StrictDateField
 from finops.api.run_efficiency import (
     EFFICIENCY_SCHEMA,
@@ -31,7 +31,7 @@ from finops.attribution.selectors.timeseries import (
     CostSeriesReport,
     SeriesPoint,
 )
-from finops.core.money import decimal_text
+from finops.core.money import MONEY_PLACES, decimal_text
 from finops.core.months import MONTH_PATTERN, month_parse
 from finops.currency.services import currency_code
 from finops.org.models import Team

@@ -14,8 +14,9 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Cast
 
-from billing_ingest.models import ImportBatch, JobRecord, money_field
-from finops.attribution.ledger.run_ids import run_cost_id
+from billing_ingest.models import ImportBatch, JobRecord
+from finops.attribution.engine.run_ids import run_cost_id
+from finops.core.money import money_field
 from finops.org.models import Team
 
 

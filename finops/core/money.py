@@ -19,6 +19,15 @@ from django.db.models.sql.compiler import SQLCompiler
 
 SQLITE_SUM_FUNCTION = "FINOPS_DECIMAL_SUM"
 
+# FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
+MONEY_DIGITS = 28
+MONEY_PLACES = 12
+MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
+
+
+def money_field(**kwargs: Any) -> MoneyField:
+    return MoneyField(max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs)
+
 
 class MoneyField(models.DecimalField):
     # Not "DecimalField": SQLite's backend would run its float converter over the text value.

@@ -15,7 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from billing_ingest.models import MONEY_QUANTUM, ImportBatch, JobRecord
+from billing_ingest.models import ImportBatch, JobRecord
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
     file_sha256,
@@ -25,6 +25,7 @@ from billing_ingest.services.batches import (
 )
 from finops.attribution.models import AllocatedCost, Category
 from finops.core.errors import ImportFormatError
+from finops.core.money import MONEY_QUANTUM
 from finops.inference.models import INFERENCE_BATCH_KIND, EndpointCost, InferenceUsage
 from finops.inference.parsers import usage_parser
 

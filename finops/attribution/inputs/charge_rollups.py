@@ -19,8 +19,9 @@ from typing import Any
 from django.conf import settings
 from django.db.models import Q
 
-from billing_ingest.models import MONEY_PLACES, CostLineItem
+from billing_ingest.models import CostLineItem
 from finops.attribution.models import RecurringCharge, TagCharge
+from finops.core.money import MONEY_PLACES
 
 _DAY = dt.timedelta(days=1)
 _QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from billing_ingest.models import MONEY_QUANTUM
+from finops.core.money import MONEY_QUANTUM
 
 BILL = "bill"
 CATALOGUE = "catalogue"

@@ -16,6 +16,7 @@ from typing import Any
 from django.db import models, transaction
 
 from finops.attribution import engine
+from finops.attribution.engine.run_ids import RunIdCollisionError, run_cost_id
 from finops.attribution.engine.waste import WASTE_STATES, ServingPod, pods_that_served
 from finops.attribution.inputs.charge_rollups import ChargeSums, charge_rollups
 from finops.attribution.inputs.list_cost import MIX_KINDS
@@ -39,7 +40,6 @@ from finops.attribution.ledger.rollup_sums import (
     runs_merge,
 )
 from finops.attribution.ledger.rows import LEDGER_COLUMNS, day_date, ledger_names, ledger_values
-from finops.attribution.ledger.run_ids import RunIdCollisionError, run_cost_id
 from finops.attribution.ledger.staged import Staged
 from finops.attribution.ledger.staging import stage_create, stages_insert
 from finops.attribution.models import (
