@@ -1,13 +1,13 @@
-"""Attribution of a billing month, orchestrated: load the inputs (inputs.py), run the pure
-engine (engine/), sum the shares (partial.py), then check and write the ledger and its rollups
-(ledger.py), all in one transaction with a heartbeat, so a failed or killed run leaves the
-month's previous rows.
+"""Attribution of a billing month, orchestrated: load the inputs (inputs/month.py), run the pure
+engine (engine/), sum the shares (ledger/partial.py), then check and write the ledger and its
+rollups (ledger/write.py), all in one transaction with a heartbeat, so a failed or killed run
+leaves the month's previous rows.
 
 The month is computed in one process (attribution_month_run, the embedded default) or in parts
 (attribution_month_plan, then attribution_month_part for each part, possibly on several workers,
 then attribution_month_reduce); both write the same ledger to the last decimal.
 
-Reads of the result are in ledger_selectors.py (the command's summary) and selectors.py (pages).
+Reads of the result are in selectors/ledger.py (the command's summary) and selectors/ (pages).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Billing months, one vocabulary for every layer: a month is the date of its first day, written
-"YYYY-MM". Pure (no ORM); it sits in billing_ingest, the lowest domain layer, like money.py, so
-that every app above can use it.
+"YYYY-MM". Pure (no ORM); it sits in finops/core, below every app, like money.py, so that
+every app can use it.
 
 - month_parse: what a person typed (a command option, a query parameter): strict, and only years
   MIN_YEAR..MAX_YEAR (year 0 does not exist, and readers step to the next month, which

@@ -1,7 +1,9 @@
-"""Wake the pipeline after a batch settled, without importing it.
+"""The pipeline's wake/resume contract: wake it after a batch settled, resume it after a step's
+handed-off work ended, without importing it.
 
-billing_ingest is the bottom layer: finops.pipeline (above attribution, inference, budgets,
-anomalies) reads billing_ingest, never the other way. A settled batch has already recorded its
+It sits in finops/core, below every app: finops.pipeline (above attribution, inference, budgets,
+anomalies) reads billing_ingest and attribution, never the other way, so they send its tasks by
+name. A settled batch has already recorded its
 months as MonthChange rows in the transaction that settled it; this only asks the pipeline to
 claim them now rather than at the watchdog's next sweep (finops/celery.py). Sending the task by
 name keeps the import graph one-way: if the message is lost (broker down, worker killed right

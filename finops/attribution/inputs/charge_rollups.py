@@ -1,6 +1,6 @@
 """The budgets' rollups of a month (RecurringCharge, TagCharge), built from its settled line
 items when the ledger is written, so budget pages and the API never read line items. A month
-attributed in one process sums them as it reads its line items (ChargeSums, inputs.py); a
+attributed in one process sums them as it reads its line items (ChargeSums, month.py); a
 month attributed in parts reads the lines that can feed them once more (charge_rollups).
 
 Both keep charge periods rather than days: a budget spreads an amount over the UTC days of its
@@ -61,7 +61,7 @@ def _lines(month: dt.date, recurring_categories: frozenset[str]) -> Iterator[tup
 
 class ChargeSums:
     """The two rollups' sums, fed one line item at a time: by charge_rollups from its own read,
-    or by attribution's read of the month's line items (inputs.py), which then saves reading
+    or by attribution's read of the month's line items (month.py), which then saves reading
     them twice. A line feeds nothing unless wanted() says so (cheap enough to ask of every
     line)."""
 

@@ -1,6 +1,6 @@
 """Reading a values_list queryset fast: the ORM's own converters, applied per column, with
 the columns that repeat (charge periods, tags) converted once per distinct database value.
-Attribution reads a whole month of line items and jobs this way (inputs.py)."""
+Attribution reads a whole month of line items and jobs this way (inputs/month.py)."""
 
 from __future__ import annotations
 
