@@ -27,7 +27,7 @@ from django.db import connection
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.services.billing import BillingFile, billing_batch_create
-from billing_ingest.tasks.billing import billing_batch_dispatch
+from billing_ingest.services.dispatch import billing_batch_dispatch
 from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.celery import app as celery_app

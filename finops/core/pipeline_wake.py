@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from celery import signature
+from finops.core.queue import task_send
 
 logger = logging.getLogger("finops.billing_ingest")
 
@@ -29,7 +29,7 @@ def pipeline_kick(*, wait: float | None = None) -> dict[str, dict[str, Any]] | N
     {"YYYY-MM": {"run", "status", "error"}} of the runs it started. Never raises: the import
     itself succeeded, and its months wait for the watchdog if this fails."""
     try:
-        result = signature(PIPELINE_START_TASK).apply_async()
+        result = task_send(PIPELINE_START_TASK)
         if wait is None:
             return None
         outcome: dict[str, dict[str, Any]] = result.get(timeout=wait)
@@ -50,4 +50,4 @@ def pipeline_resume_send(*, run_id: int, error: str = "") -> None:
     """Ask the pipeline to carry run_id on after its WAITING step (or to fail it with error).
     Raises when the broker is unreachable: the caller's task fails and is logged, and the
     watchdog fails the run after FINOPS_PIPELINE_QUEUED_TIMEOUT (then runs it again)."""
-    signature(PIPELINE_RESUME_TASK, args=(run_id,), kwargs={"error": error}).apply_async()
+    task_send(PIPELINE_RESUME_TASK, run_id, error=error)

@@ -31,10 +31,10 @@ from billing_ingest.services.billing import (
     billing_file_wanted,
 )
 from billing_ingest.services.deliveries import billing_uri_ingest
+from billing_ingest.services.dispatch import billing_batch_dispatch
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.parts import parts_check
 from billing_ingest.sources.uris import uri_scheme
-from billing_ingest.tasks.billing import billing_batch_dispatch
 
 URI_HELP = (
     "PATH may be a storage URI. s3://BUCKET/PREFIX/EXPORT-NAME (--format aws-cur or focus): an "
