@@ -139,12 +139,12 @@ def worker_queue_groups() -> dict[str, str]:
 
 @pytest.mark.worker
 def test_the_chord_on_real_workers_writes_the_same_ledger(celery_worker_process: Path) -> None:
-    from finops.attribution.tasks import attribution_month_split
+    from finops.attribution.month_step import attribution_month_split
 
     scenario_build()
     attribution_month_run(month=MONTH)
     whole = snapshot()
-    summary = attribution_month_split("2025-06", 3).get(timeout=120)
+    summary = attribution_month_split(MONTH, 3).get(timeout=120)
     assert summary["status"] == AttributionRun.Status.SUCCEEDED
     assert snapshot() == whole
     log = celery_worker_process.read_text()
