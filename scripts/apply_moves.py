@@ -64,10 +64,46 @@ def git_mv(moves: dict[str, str]) -> None:
         subprocess.run(["git", "mv", module_file(old), str(target)], check=True)
 
 
+def new_children(moves: dict[str, str], old: str) -> set[str]:
+    """The names under ``old`` that are new modules: ``finops.attribution.ledger`` was a module
+    and is now a package of ``writer``, ``rows``...; ``finops.attribution.ledger.writer`` is new."""
+    prefix = old + "."
+    return {new[len(prefix) :].split(".")[0] for new in moves.values() if new.startswith(prefix)}
+
+
 def dotted_pattern(moves: dict[str, str]) -> re.Pattern[str]:
-    names = sorted(moves, key=len, reverse=True)
-    alternatives = "|".join(re.escape(name) for name in names)
-    return re.compile(rf"(?<![\w.])({alternatives})(?![\w])")
+    alternatives = []
+    for name in sorted(moves, key=len, reverse=True):
+        # An old module that became a package: its new children are new paths, left alone (so
+        # a second run, or a tree already partly rewritten, changes nothing).
+        children = "|".join(re.escape(c) for c in sorted(new_children(moves, name)))
+        guard = rf"(?!\.(?:{children})(?![\w]))" if children else ""
+        alternatives.append(rf"{re.escape(name)}(?![\w]){guard}")
+    return re.compile(rf"(?<![\w.])({'|'.join(alternatives)})")
+
+
+def protect_package_imports(text: str, moves: dict[str, str]) -> tuple[str, list[str]]:
+    """``from PKG import a`` where PKG was a module and PKG.a is a new module (already the new
+    layout): hide PKG from the dotted rewrite. Returns the text and the hidden names."""
+    hidden: list[str] = []
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return text, hidden
+    lines = text.splitlines(keepends=True)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom) or node.level or node.module not in moves:
+            continue
+        children = new_children(moves, node.module)
+        if not all(alias.name in children for alias in node.names):
+            continue
+        line = lines[node.lineno - 1]
+        token = f"\x00{len(hidden)}\x00"
+        lines[node.lineno - 1] = line.replace(
+            f"from {node.module} import", f"from {token} import", 1
+        )
+        hidden.append(node.module)
+    return "".join(lines), hidden
 
 
 def path_pattern(moves: dict[str, str]) -> tuple[re.Pattern[str], dict[str, str]]:
@@ -109,8 +145,13 @@ def rewrite_from_imports(text: str, moves: dict[str, str]) -> str:
 
 
 def rewrite(text: str, moves: dict[str, str], is_python: bool) -> str:
+    hidden: list[str] = []
+    if is_python:
+        text, hidden = protect_package_imports(text, moves)
     dotted = dotted_pattern(moves)
     text = dotted.sub(lambda m: moves[m.group(1)], text)
+    for index, module in enumerate(hidden):
+        text = text.replace(f"\x00{index}\x00", module, 1)
     pattern, paths = path_pattern(moves)
     text = pattern.sub(lambda m: paths[m.group(1)], text)
     if is_python:

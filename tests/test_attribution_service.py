@@ -16,7 +16,7 @@ from pytest_django import DjangoAssertNumQueries
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution import engine
 from finops.attribution.engine import Job, LineItem, Share, ShareFold, fold_shares
-from finops.attribution.ledger.write import ConservationError
+from finops.attribution.ledger.writer import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_month_run
 from finops.org.models import MappingRule, Team

@@ -15,7 +15,7 @@ from psycopg import pq
 from finops.attribution import services
 from finops.attribution.inputs.month import ResourceRange
 from finops.attribution.ledger import staging
-from finops.attribution.ledger import write as ledger
+from finops.attribution.ledger import writer as ledger
 from finops.attribution.ledger.partial import MonthLedger, PartResult
 from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.services import (

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from finops.attribution.inputs.jobs import JobMeta
 from finops.attribution.inputs.month import Dims, Inputs
 from finops.attribution.ledger import staging
-from finops.attribution.ledger import write as ledger
+from finops.attribution.ledger import writer as ledger
 from finops.attribution.ledger.rollup_sums import Ledger
 from finops.attribution.ledger.rows import ledger_names, ledger_values
 from finops.attribution.models import Category

@@ -169,7 +169,7 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
-    from finops.attribution.ledger import write as ledger
+    from finops.attribution.ledger import writer as ledger
 
     def broken(*args: Any) -> None:
         raise ledger.ConservationError("ledger 1 != bill 2")

@@ -1,6 +1,6 @@
 """Attribution of a billing month, orchestrated: load the inputs (inputs/month.py), run the pure
 engine (engine/), sum the shares (ledger/partial.py), then check and write the ledger and its
-rollups (ledger/write.py), all in one transaction with a heartbeat, so a failed or killed run
+rollups (ledger/writer.py), all in one transaction with a heartbeat, so a failed or killed run
 leaves the month's previous rows.
 
 The month is computed in one process (attribution_month_run, the embedded default) or in parts
@@ -35,7 +35,7 @@ from finops.attribution.inputs.month import (
     month_scope_load,
 )
 from finops.attribution.ledger import staging
-from finops.attribution.ledger import write as ledger
+from finops.attribution.ledger import writer as ledger
 from finops.attribution.ledger.partial import (
     MonthLedger,
     PartResult,

@@ -2,7 +2,7 @@
 
 Dataclasses in, shares out. The service loads LineItem / Job values from the database
 (attribution/inputs/month.py), runs `allocate_lines`, and aggregates the shares into the ledger
-(attribution/ledger/write.py). The package, by stage: values.py (what goes in and out), units.py
+(attribution/ledger/writer.py). The package, by stage: values.py (what goes in and out), units.py
 (exact money and largest remainder), nodes.py (resources to nodes, jobs by node and hour),
 node_lines.py (a GPU node line into job shares and idle), redistribute.py (spread idle, shared
 costs).

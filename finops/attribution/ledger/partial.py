@@ -42,7 +42,7 @@ from finops.attribution.inputs.charge_rollups import ChargeSums
 from finops.attribution.inputs.month import Dims, Inputs, JobMeta
 from finops.attribution.ledger.rollup_sums import Bill, Ledger, LedgerKey
 from finops.attribution.ledger.staged import GpuSpend, Staged
-from finops.attribution.ledger.write import finish
+from finops.attribution.ledger.writer import finish
 
 # (pool, day)
 PoolDay = tuple[str, int]
