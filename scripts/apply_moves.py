@@ -178,7 +178,8 @@ def main() -> None:
     moves = read_moves(args.moves)
     if args.git_mv:
         git_mv(moves)
-    skip = {args.moves}
+    # This script's own examples name old paths on purpose.
+    skip = {args.moves, Path(__file__).resolve().relative_to(Path.cwd())}
     if args.symbols:
         moves.update(read_moves(args.symbols))
         skip.add(args.symbols)
