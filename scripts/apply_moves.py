@@ -178,14 +178,14 @@ def main() -> None:
     moves = read_moves(args.moves)
     if args.git_mv:
         git_mv(moves)
-    # This script's own examples name old paths on purpose.
-    skip = {args.moves, Path(__file__).resolve().relative_to(Path.cwd())}
+    skip = {args.moves.resolve()}
     if args.symbols:
         moves.update(read_moves(args.symbols))
-        skip.add(args.symbols)
+        skip.add(args.symbols.resolve())
     changed = 0
     for path in tracked_text_files():
-        if path in skip:
+        # This script's own examples name old paths on purpose.
+        if path.resolve() in skip or path.resolve() == Path(__file__).resolve():
             continue
         text = path.read_text()
         new = rewrite(text, moves, path.suffix == ".py")
