@@ -37,7 +37,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.months import month_format
+from finops.core.months import month_format
 
 ROOT = Path(__file__).resolve().parent.parent
 MONTH = dt.date(2025, 1, 1)
@@ -249,7 +249,7 @@ def _time_baseline() -> float:
     """Reading the rows attribution reads (line items and jobs), through the ORM, and nothing
     else: the floor any attribution of this month pays."""
     from billing_ingest.models import JobRecord
-    from finops.attribution import inputs
+    from finops.attribution.inputs import month as inputs
 
     began = time.perf_counter()
     for _ in inputs.lines_queryset(MONTH).iterator(chunk_size=inputs.BATCH_SIZE):
@@ -287,10 +287,11 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     from django.db import transaction
 
     from billing_ingest.models import CostLineItem
-    from finops.attribution import ledger_selectors, services
-    from finops.attribution.inputs import inputs_load
+    from finops.attribution import services
+    from finops.attribution.inputs.month import inputs_load
+    from finops.attribution.ledger.partial import part_first_pass
     from finops.attribution.models import AllocatedCost
-    from finops.attribution.partial import part_first_pass
+    from finops.attribution.selectors import ledger as ledger_selectors
 
     result["line_items"] = CostLineItem.objects.count()
     result["baseline_read_s"] = _time_baseline()

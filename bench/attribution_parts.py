@@ -8,7 +8,7 @@ the reduce (merge, spread idle, shared costs, conservation check, write the ledg
 rollups): wall, CPU and peak RSS of each. The critical path is plan + the longest part + reduce:
 what N workers would take on N free cores. With CELERY_BROKER_URL and PostgreSQL it then starts
 a real Celery worker with N processes on the attribution queue and times the chord end to end
-(tasks.attribution_month_split) on this machine.
+(month_step.attribution_month_split) on this machine.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any, Protocol, cast
-
-from billing_ingest.months import month_format
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +61,7 @@ def _in_process(month: dt.date, n: int) -> dict[str, Any]:
 
     began = time.perf_counter()
     plan = services.attribution_month_plan(month=month, parts=n)
-    # As tasks.attribution_month_split: the month's scope read once, handed to every part.
+    # As month_step.attribution_month_split: the month's scope read once, handed to every part.
     scope = services.attribution_month_scope(month=month, plan=plan)
     plan_s = time.perf_counter() - began
     scope_json = "" if scope is None else json.dumps(scope.state())
@@ -120,8 +118,8 @@ def _step_main(argv: list[str]) -> None:
 
     django.setup()
     from finops.attribution import services
-    from finops.attribution.inputs import MonthScope, ResourceRange
-    from finops.attribution.partial import PartResult
+    from finops.attribution.inputs.month import MonthScope, ResourceRange
+    from finops.attribution.ledger.partial import PartResult
 
     kind, month = argv[0], dt.date.fromisoformat(argv[1])
     server_cpu = _server_cpu()
@@ -183,7 +181,7 @@ def _chord(month: dt.date, n: int) -> float:
     """The chord on a real worker with n processes (prefork) over the configured broker."""
     from django.db import connection
 
-    from finops.attribution.tasks import attribution_month_split
+    from finops.attribution.month_step import attribution_month_split
     from finops.celery import app
 
     with app.connection_for_write() as broker:
@@ -208,7 +206,7 @@ def _chord(month: dt.date, n: int) -> float:
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"worker did not start:\n{log.read_text()}")
         began = time.perf_counter()
-        summary = attribution_month_split(month_format(month), n).get(timeout=3600)
+        summary = attribution_month_split(month, n).get(timeout=3600)
         elapsed = time.perf_counter() - began
         if summary["status"] != "succeeded":
             raise RuntimeError(f"chord run failed: {summary}")

@@ -444,7 +444,7 @@ def export_rows(batch_source: str, target: Path) -> list[str]:
     """The ingested rows as CSV, in COPY's column order (untimed: the COPY baseline's input)."""
     from django.db import connection
 
-    from billing_ingest.copy_load import _load_fields
+    from billing_ingest.loading.copy_load import _load_fields
     from billing_ingest.models import CostLineItem
 
     columns = [str(field.column) for field in _load_fields(CostLineItem)]
@@ -487,7 +487,7 @@ def partition_count() -> tuple[int, int]:
     """(month tables, batch partitions) of the line items: (0, 0) where not partitioned."""
     from django.db import connection
 
-    from billing_ingest.partitions import TABLE, line_items_partitioned
+    from billing_ingest.loading.partitions import TABLE, line_items_partitioned
 
     if not line_items_partitioned():
         return 0, 0
@@ -509,8 +509,8 @@ def reset_ledger() -> None:
     creates the partitions it loads into, as a new month's first import does."""
     from django.db import connection
 
+    from billing_ingest.loading.partitions import DEFAULT, TABLE, line_items_partitioned
     from billing_ingest.models import CostLineItem, ImportBatch
-    from billing_ingest.partitions import DEFAULT, TABLE, line_items_partitioned
 
     with connection.cursor() as cursor:
         if line_items_partitioned():

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from billing_ingest.months import month_format
+from finops.core.months import month_format
 
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_MS = 300.0

@@ -7,28 +7,17 @@ from __future__ import annotations
 
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
-
-from billing_ingest.money import MoneyField
-from billing_ingest.months import month_format
-from billing_ingest.public_names import public_file_name, public_text
 
 # Defined beside, imported here so that billing_ingest.models stays the one place to import any
 # of the app's models from (and Django registers them with the app).
 from billing_ingest.source_models import BillingSource as BillingSource
 from billing_ingest.source_models import KubernetesSource as KubernetesSource
-
-# FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
-MONEY_DIGITS = 28
-MONEY_PLACES = 12
-MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
-
-
-def money_field(**kwargs: Any) -> MoneyField:
-    return MoneyField(max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs)
+from finops.core.money import money_field
+from finops.core.months import month_format
+from finops.core.public_names import public_file_name, public_text
 
 
 class Cluster(models.Model):
@@ -104,7 +93,7 @@ class ImportBatch(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # Touched while a worker loads the batch (billing_ingest.heartbeat): a RUNNING batch whose
+    # Touched while a worker loads the batch (finops.core.heartbeat): a RUNNING batch whose
     # heartbeat is old belongs to a dead worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Billing: who starts the pipeline for the months the batch settles (MonthChange rows are

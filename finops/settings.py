@@ -279,7 +279,7 @@ FINOPS_BUDGET_RECIPIENT_DOMAINS = [
 # Absolute links in emails (no request to build them from in a worker).
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 
-# Crash safety (billing_ingest.heartbeat, finops.pipeline): a running step touches its row every
+# Crash safety (finops.core.heartbeat, finops.pipeline): a running step touches its row every
 # HEARTBEAT_SECONDS; one silent for HEARTBEAT_TIMEOUT belongs to a dead worker and is failed
 # with that reason. A pipeline run waiting in the queue with no step running is given up on
 # after QUEUED_TIMEOUT (a long backlog is not a dead worker). Commands poll every POLL_SECONDS.

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from billing_ingest.models import CostLineItem
-from finops.attribution.team_mapping import TeamResolver
+from finops.attribution.inputs.team_mapping import TeamResolver
 from finops.budgets.models import Budget
 from finops.budgets.series import month_bounds, spread_by_day
 

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 from django.core.management import call_command
 from django.db import connection
 
+from billing_ingest.loading.partitions import batch_tables, line_items_partitioned
 from billing_ingest.models import CostLineItem
-from billing_ingest.partitions import batch_tables, line_items_partitioned
 
 S3_BUCKET = "billing-exports"
 
@@ -99,7 +99,7 @@ def month_total(month: str) -> Decimal:
 
 def loaded_rows(batch_id: int) -> int:
     """The batch's line items, and the rows its parts loaded that no finish step attached yet
-    (on PostgreSQL they wait in loading tables of their own: billing_ingest.partitions)."""
+    (on PostgreSQL they wait in loading tables of their own: billing_ingest.loading.partitions)."""
     count = CostLineItem.objects.filter(batch_id=batch_id).count()
     if not line_items_partitioned():
         return count

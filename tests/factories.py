@@ -12,8 +12,8 @@ import factory
 from django.contrib.auth.models import User
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from billing_ingest.months import month_format
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.core.months import month_format
 from finops.inference.models import InferenceUsage
 from finops.org.models import Profile, Team
 

@@ -12,7 +12,6 @@ from decimal import Decimal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from billing_ingest.models import MONEY_PLACES
 from finops.attribution.engine import (
     EVEN,
     FIXED,
@@ -23,6 +22,7 @@ from finops.attribution.engine import (
     LineItem,
     SharedRule,
 )
+from finops.core.money import MONEY_PLACES
 
 # (start, end or None while running, GPUs, nodes), seconds from BASE.
 JobSpec = tuple[int, int | None, Decimal, list[str]]

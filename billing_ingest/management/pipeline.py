@@ -7,9 +7,9 @@ from django.db import transaction
 from django.db.models import QuerySet
 
 from billing_ingest.models import MonthChange
-from billing_ingest.months import month_format
 from billing_ingest.services.months import month_changes_record
-from billing_ingest.tasks.pipeline import pipeline_kick
+from finops.core.months import month_format
+from finops.core.pipeline_wake import pipeline_kick
 
 # Seconds to wait for the pipeline to claim the months (not for it to finish: the pipeline
 # page and the reconciliation's stale flag show that). Eager, it has finished by then.

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import billing_ingest.money
+import finops.core.money
 
 
 class Migration(migrations.Migration):
@@ -39,7 +39,7 @@ class Migration(migrations.Migration):
                 ("currency", models.CharField(help_text="ISO 4217 code, e.g. USD", max_length=3)),
                 (
                     "rate",
-                    billing_ingest.money.MoneyField(
+                    finops.core.money.MoneyField(
                         decimal_places=12,
                         help_text="price of one unit (one node-hour for GPU instances)",
                         max_digits=28,

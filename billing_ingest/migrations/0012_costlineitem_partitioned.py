@@ -2,7 +2,7 @@
 billing month (RANGE on billing_period, one table per month), each month partitioned by import
 batch (LIST on batch_id, one table per batch), so that a restatement swap attaches the new
 batch's table and drops the superseded one's, and deleting a batch drops its tables
-(billing_ingest.partitions). DEFAULT partitions (the root's, and each month's) hold rows written
+(billing_ingest.loading.partitions). DEFAULT partitions (the root's, and each month's) hold rows written
 outside an import. The rows are kept, ids included. A no-op on SQLite, and no change to Django's
 model state:
 

@@ -2,7 +2,7 @@
 
 A billing parser is a callable (path, *, file_label) -> iterator of chunks, each chunk a list of
 dicts whose keys are CostLineItem field names, already normalised (Decimal money, UTC datetimes).
-It raises billing_ingest.errors.ImportFormatError naming file, row and column.
+It raises finops.core.errors.ImportFormatError naming file, row and column.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ BillingParser = Callable[..., LineItemChunks]
 
 BILLING_PARSERS: dict[str, BillingParser] = {}
 # Formats whose parser never queries the database, so it may run in a thread of its own, ahead
-# of the COPY of its previous chunk (billing_ingest/prefetch.py).
+# of the COPY of its previous chunk (billing_ingest/loading/prefetch.py).
 DATABASE_FREE_PARSERS: set[str] = set()
 
 

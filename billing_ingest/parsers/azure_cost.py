@@ -34,7 +34,6 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.azure_values import (
     additional_info,
@@ -65,6 +64,7 @@ from billing_ingest.parsers.values import (
     parse_quantity,
     read_magic,
 )
+from finops.core.errors import ImportFormatError
 
 PROVIDER_NAME = "Microsoft"
 

@@ -32,7 +32,7 @@ from typing import IO, Any, cast
 
 from django.conf import settings
 
-from billing_ingest.errors import ImportFormatError
+from finops.core.errors import ImportFormatError
 
 DEFAULT_MAX_DECOMPRESSED_BYTES = 32 * 1024**3
 # Billing CSV compresses 10-40x with gzip; 200x is text that says almost nothing.

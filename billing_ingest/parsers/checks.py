@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
+from finops.core.errors import ImportFormatError
 
 _SURROGATES = range(0xDC80, 0xDD00)  # surrogateescape's stand-ins for bytes 0x80-0xff
 

@@ -15,13 +15,13 @@ from typing import Any, Protocol, cast
 
 from django.db import models
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem
 from billing_ingest.parsers import LineItemChunks
 from billing_ingest.parsers.bounds import gzip_budget
 from billing_ingest.parsers.checks import check_record_batch
 from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import BadValue
+from finops.core.errors import ImportFormatError
 
 # --------------------------------------------------------------------------- Parquet
 

@@ -32,12 +32,13 @@ from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, CoreWeaveRate
+from billing_ingest.models import CoreWeaveRate
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
 from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import CHUNK_ROWS
+from finops.core.errors import ImportFormatError
+from finops.core.money import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM
 
 PROVIDER_NAME = "CoreWeave"
 REQUIRED_COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd")

@@ -31,8 +31,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.checks import check_cells, check_unique_columns
@@ -52,6 +50,8 @@ from billing_ingest.parsers.values import (
     parse_quantity,
     read_magic,
 )
+from finops.core.errors import ImportFormatError
+from finops.core.months import month_next
 
 REQUIRED = ("invoice_month", "namespace", "instance_type", "amount", "currency")
 OPTIONAL = ("quantity", "unit", "rate", "pricing_category", "invoice_id")

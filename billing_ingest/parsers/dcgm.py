@@ -54,9 +54,9 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobGpuUtilisation
 from billing_ingest.parsers.prometheus_text import RawSample, read_samples
+from finops.core.errors import ImportFormatError
 
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"

@@ -21,7 +21,6 @@ from typing import Any, cast
 
 from django.conf import settings
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.checks import check_cells, check_unique_columns
@@ -55,6 +54,7 @@ from billing_ingest.parsers.values import (
     read_magic,
     skip_rows,
 )
+from finops.core.errors import ImportFormatError
 
 REQUIRED_COLUMNS = (
     "BillingPeriodStart",

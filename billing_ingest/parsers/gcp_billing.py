@@ -32,8 +32,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.months import month_next
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import (
     csv_reader,
@@ -66,6 +64,8 @@ from billing_ingest.parsers.values import (
     parse_timestamp,
     read_magic,
 )
+from finops.core.errors import ImportFormatError
+from finops.core.months import month_next
 
 PROVIDER_NAME = "Google Cloud"
 

@@ -76,11 +76,11 @@ try:
 except ImportError:  # pragma: no cover (PyYAML built without libyaml)
     from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
 from billing_ingest.parsers.bounds import json_loads
 from billing_ingest.parsers.rows import END_FROM_SNAPSHOT, JobRow, row_text
 from billing_ingest.parsers.slurm import SacctStats
+from finops.core.errors import ImportFormatError
 
 DEFAULT_CHUNK_SIZE = 5000
 GPU_PLACES = Decimal("0.000001")

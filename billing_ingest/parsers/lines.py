@@ -14,8 +14,8 @@ from typing import IO, AnyStr
 
 from django.conf import settings
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.bounds import BlankLineCount
+from finops.core.errors import ImportFormatError
 
 # A few MB: far above any real billing or sacct row (CSV fields are capped at 128 KB by the csv
 # module anyway), far below what would strain a worker's memory.

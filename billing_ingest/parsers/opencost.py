@@ -30,7 +30,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.kubernetes import (
     ENDPOINT_LABEL,
     GPU_PLACES,
@@ -47,6 +46,7 @@ from billing_ingest.parsers.kubernetes import (
 )
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
+from finops.core.errors import ImportFormatError
 
 DEFAULT_CHUNK_SIZE = 5000
 

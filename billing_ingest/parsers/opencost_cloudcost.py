@@ -18,7 +18,6 @@ from typing import Any, cast
 
 from django.conf import settings
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import json_loads
 from billing_ingest.parsers.rows import LineItemRow
@@ -30,6 +29,7 @@ from billing_ingest.parsers.values import (
     parse_money,
     parse_timestamp,
 )
+from finops.core.errors import ImportFormatError
 
 # FOCUS field -> OpenCost cost block.
 COSTS = {

@@ -32,9 +32,9 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import IO, Any
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.bounds import json_loads
 from billing_ingest.parsers.lines import capped_binary_lines
+from finops.core.errors import ImportFormatError
 
 # Below this a timestamp is seconds (OpenMetrics), not milliseconds (module docstring).
 _SECONDS_BELOW = 10**11

@@ -37,7 +37,6 @@ from datetime import datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
 from billing_ingest.parsers.bounds import check_header_text
 from billing_ingest.parsers.lines import capped_binary_lines
@@ -51,6 +50,7 @@ from billing_ingest.parsers.slurm_values import (
     parse_time,
     run_id_for,
 )
+from finops.core.errors import ImportFormatError
 
 REQUIRED_COLUMNS = (
     "JobID",

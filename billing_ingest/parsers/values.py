@@ -27,12 +27,13 @@ from typing import IO, Any, TypeVar
 
 from django.db import models
 
-from billing_ingest.currencies import ISO_4217_CODES
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM, CostLineItem
+from billing_ingest.models import CostLineItem
 from billing_ingest.parsers.bounds import json_depth_exceeds, max_json_depth, open_gzip
 from billing_ingest.parsers.checks import check_cells
+from billing_ingest.parsers.currencies import ISO_4217_CODES
 from billing_ingest.parsers.lines import CappedText
+from finops.core.errors import ImportFormatError
+from finops.core.money import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM
 
 # A row a parser builds: a LineItemRow, or a job record's fields.
 RowT = TypeVar("RowT")

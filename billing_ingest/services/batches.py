@@ -14,9 +14,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from billing_ingest.heartbeat import dead_worker_message, heartbeat_deadline
+from billing_ingest.loading.partitions import batch_tables, line_items_partitioned, partitions_drop
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
-from billing_ingest.partitions import batch_tables, line_items_partitioned, partitions_drop
+from finops.core.heartbeat import dead_worker_message, heartbeat_deadline
 
 logger = logging.getLogger("finops.billing_ingest")
 
@@ -81,7 +81,7 @@ def import_batch_pipeline_set(*, batch_id: int, pipeline: str) -> None:
 
 
 def import_batch_touch(*, batch_id: int) -> None:
-    """Heartbeat of a batch a worker is loading (see billing_ingest.heartbeat)."""
+    """Heartbeat of a batch a worker is loading (see finops.core.heartbeat)."""
     ImportBatch.objects.filter(id=batch_id, status=ImportBatch.Status.RUNNING).update(
         heartbeat_at=timezone.now()
     )

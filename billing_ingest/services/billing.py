@@ -8,7 +8,7 @@ finish step (billing_batch_finish, the chord callback) then, in ONE transaction,
 batch in (deletes the source's other rows for the batch's billing periods, supersedes emptied
 batches, marks it SUCCEEDED with the parts' summed totals) or, if any part failed, deletes the
 batch's own rows and marks it FAILED with that part's error: the previous data is untouched.
-On PostgreSQL those are partition operations (billing_ingest.partitions): a part COPYs into
+On PostgreSQL those are partition operations (billing_ingest.loading.partitions): a part COPYs into
 loading tables of its own, the swap attaches them as the batch's partitions and drops the
 superseded batches' partitions, and deleting a batch's rows drops its tables.
 
@@ -38,19 +38,15 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from billing_ingest.copy_load import bulk_load, bulk_load_table
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.faults import fault_point
-from billing_ingest.heartbeat import heartbeat
+from billing_ingest.loading.copy_load import bulk_load, bulk_load_table
+from billing_ingest.loading.partitions import batch_tables, line_items_partitioned
+from billing_ingest.loading.prefetch import prefetched
+from billing_ingest.loading.read_ahead import read_before_writing, writers_queue
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, MonthChange
-from billing_ingest.months import month_format, month_from_label
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.columnar import LineItemTable
 from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
 from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
-from billing_ingest.partitions import batch_tables, line_items_partitioned
-from billing_ingest.prefetch import prefetched
-from billing_ingest.read_ahead import read_before_writing, writers_queue
 from billing_ingest.services.batches import (
     file_sha256,
     import_batch_claim,
@@ -65,6 +61,10 @@ from billing_ingest.services.line_item_tables import (
     table_by_month,
 )
 from billing_ingest.services.months import month_changes_record
+from finops.core.errors import ImportFormatError
+from finops.core.faults import fault_point
+from finops.core.heartbeat import heartbeat
+from finops.core.months import month_format, month_from_label
 
 logger = logging.getLogger("finops.billing_ingest")
 
@@ -341,7 +341,7 @@ def billing_part_ingest(*, part_id: int) -> ImportBatchPart:
 def _part_load(part_id: int) -> None:
     chunks = None
     if writers_queue():
-        # SQLite: the file is read before the transaction (billing_ingest/read_ahead.py), so
+        # SQLite: the file is read before the transaction (billing_ingest/loading/read_ahead.py), so
         # no other writer waits while it is parsed; the transaction below only writes.
         part = ImportBatchPart.objects.get(id=part_id)
         batch = ImportBatch.objects.get(id=part.batch_id)
@@ -396,7 +396,7 @@ def _load_rows(batch: ImportBatch, chunks: Iterator[list[LineItemRow]], *, index
         # Parse the next chunk while PostgreSQL ingests this one's COPY.
         chunks = prefetched(chunks)
     # Partitioned: each month's rows go to the part's own table for the month, made before its
-    # first COPY and attached by the finish step (billing_ingest.partitions).
+    # first COPY and attached by the finish step (billing_ingest.loading.partitions).
     tables = PartTables(batch.pk, index) if line_items_partitioned() else None
     for chunk in chunks:
         if isinstance(chunk, LineItemTable) and postgresql:

@@ -10,15 +10,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from django.db import transaction
 from django.utils import timezone
 
-from billing_ingest.errors import ImportFormatError
+from billing_ingest.loading.read_ahead import read_before_writing
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.parsers.kubernetes import GpuSharing, parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import END_FROM_SNAPSHOT, JobRow
 from billing_ingest.parsers.slurm import DEFAULT_DELIMITER, SacctStats, parse_sacct
-from billing_ingest.read_ahead import read_before_writing
 from billing_ingest.services.batches import import_batch_claim, import_batch_fail
 from billing_ingest.services.job_attempts import slurm_attempts
+from finops.core.errors import ImportFormatError
 
 JobChunks = Iterator[list[JobRow]]
 # (path, *, file_label, cluster, stats, columns, delimiter, snapshot_time) -> chunks of

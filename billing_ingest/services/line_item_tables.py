@@ -1,4 +1,4 @@
-"""Billing loads on partitioned line items (billing_ingest.partitions, PostgreSQL): a part's
+"""Billing loads on partitioned line items (billing_ingest.loading.partitions, PostgreSQL): a part's
 rows go to its loading table of their month, and the finish step's swap attaches the batch's
 tables and drops the superseded ones. Used by services.billing."""
 
@@ -8,9 +8,7 @@ from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
-from billing_ingest.models import ImportBatch
-from billing_ingest.parsers.rows import LineItemRow
-from billing_ingest.partitions import (
+from billing_ingest.loading.partitions import (
     batch_partition_attach,
     month_batch_partitions,
     month_loading_tables,
@@ -18,6 +16,8 @@ from billing_ingest.partitions import (
     part_table_create,
     partitions_drop,
 )
+from billing_ingest.models import ImportBatch
+from billing_ingest.parsers.rows import LineItemRow
 
 
 class PartTables:

@@ -4,7 +4,7 @@ A settled import must re-attribute its months whoever settles it: the command th
 chord callback on a worker, or a part task the broker redelivered after a worker died. So the
 change is a row written in the transaction that settles the batch, not a message sent after it;
 the pipeline (finops.pipeline) claims those rows. billing_ingest sits below the pipeline and
-never imports it (see billing_ingest.tasks.pipeline for how it is woken).
+never imports it (see finops.core.pipeline_wake for how it is woken).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.db.models import Max, Min, Q
 from django.utils import timezone
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord, MonthChange
-from billing_ingest.months import month_format, month_from_label, month_next
+from finops.core.months import month_format, month_from_label, month_next
 
 
 def billing_months_touched(*, batches: Iterable[ImportBatch]) -> list[str]:

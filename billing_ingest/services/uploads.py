@@ -9,7 +9,6 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from celery import chain
 from django.conf import settings
 from django.utils.text import get_valid_filename
 
@@ -20,6 +19,7 @@ from billing_ingest.services.billing import (
     billing_batch_create,
     billing_default_source,
 )
+from billing_ingest.services.dispatch import billing_batch_dispatch, jobs_batch_dispatch
 from billing_ingest.services.jobs import cluster_get_or_create
 
 JOB_FORMATS = ("slurm", "kubernetes", "opencost")
@@ -40,8 +40,6 @@ def upload_store(*, name: str, chunks: Iterable[bytes]) -> Path:
 def upload_billing_ingest(*, path: Path, format: str, source: str = "") -> ImportBatch:
     """A billing file as one delivery of one part: the chord of `ingest_billing`. The batch
     wakes the pipeline for the months it touched when it settles (ImportBatch.Pipeline.AUTO)."""
-    from billing_ingest.tasks.billing import billing_batch_dispatch
-
     batch = billing_batch_create(
         format=format,
         source=source or billing_default_source(format=format, path=path),
@@ -55,9 +53,6 @@ def upload_billing_ingest(*, path: Path, format: str, source: str = "") -> Impor
 def upload_jobs_ingest(*, path: Path, format: str, cluster: str) -> ImportBatch:
     """A job log as `ingest_jobs` imports it: the jobs task, then the pipeline for the billing
     months its jobs touched."""
-    from billing_ingest.tasks.jobs import ingest_jobs_batch
-    from billing_ingest.tasks.uploads import pipeline_for_job_batch
-
     if format not in JOB_FORMATS:
         raise ValueError(f"unknown job log format {format!r}")
     cluster_row = cluster_get_or_create(name=cluster or "default")
@@ -65,5 +60,5 @@ def upload_jobs_ingest(*, path: Path, format: str, cluster: str) -> ImportBatch:
         kind=ImportBatch.Kind.JOBS, format=format, source=cluster_row.name, path=path
     )
     if batch.status != ImportBatch.Status.DUPLICATE:
-        chain(ingest_jobs_batch.si(batch.pk), pipeline_for_job_batch.si(batch.pk)).apply_async()
+        jobs_batch_dispatch(batch_id=batch.pk)
     return batch

@@ -28,12 +28,12 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch, JobGpuUtilisation, JobRecord
 from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.dcgm import SLURM, JobSamples, read_dcgm_utilisation
 from billing_ingest.parsers.values import csv_rows, open_text
 from billing_ingest.services.batches import import_batch_create, import_batch_fail
+from finops.core.errors import ImportFormatError
 
 JOB_ID = "job_id"
 UTILISATION = "utilisation"

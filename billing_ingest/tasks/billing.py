@@ -5,23 +5,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from celery import chord, current_app, group, shared_task
-from celery.result import AsyncResult
+from celery import shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError
 
 from billing_ingest.models import ImportBatch
-from billing_ingest.services.batches import import_batch_fail
 from billing_ingest.services.billing import (
     billing_batch_finish,
     billing_batch_ingest,
-    billing_batch_start,
     billing_part_ingest,
 )
-from billing_ingest.tasks.pipeline import pipeline_kick
+from billing_ingest.services.dispatch import FINISH_BILLING_BATCH_TASK, INGEST_BILLING_PART_TASK
+from finops.core.pipeline_wake import pipeline_kick
 
 __all__ = [
-    "billing_batch_dispatch",
     "finish_billing_batch",
     "ingest_billing_batch",
     "ingest_billing_part",
@@ -41,7 +38,7 @@ _TRANSIENT = (OperationalError, InterfaceError)
 
 
 @shared_task(
-    name="billing_ingest.tasks.billing.ingest_billing_part",
+    name=INGEST_BILLING_PART_TASK,
     autoretry_for=_TRANSIENT,
     max_retries=3,
     retry_backoff=2,
@@ -55,7 +52,7 @@ def ingest_billing_part(part_id: int) -> dict[str, Any]:
     return {"part_id": part.pk, "status": part.status, "error": part.error}
 
 
-@shared_task(name="billing_ingest.tasks.billing.finish_billing_batch", **_LIMITS)
+@shared_task(name=FINISH_BILLING_BATCH_TASK, **_LIMITS)
 def finish_billing_batch(
     part_results: list[dict[str, Any]] | None = None, *, batch_id: int
 ) -> dict[str, Any]:
@@ -76,32 +73,7 @@ def _settled(batch: ImportBatch) -> None:
 @shared_task(name="billing_ingest.tasks.billing.ingest_billing_batch", **_LIMITS)
 def ingest_billing_batch(batch_id: int) -> dict[str, Any]:
     """Import a whole batch in one task, parts one after another (no fan-out). Kept for callers
-    that want one task; ingest_billing uses billing_batch_dispatch."""
+    that want one task; ingest_billing uses services.dispatch.billing_batch_dispatch."""
     batch = billing_batch_ingest(batch_id=batch_id)
     _settled(batch)
     return {"batch_id": batch.pk, "status": batch.status, "error": batch.error}
-
-
-def billing_batch_dispatch(*, batch_id: int) -> AsyncResult[Any] | None:
-    """Claim a pending batch and send chord(one ingest_billing_part per part) ->
-    finish_billing_batch; returns the callback's result, or None when the batch was not pending.
-
-    A part task that dies without returning (hard time limit, lost worker) makes the chord
-    fail instead of calling back: the link_error then runs the same finish, which fails the
-    batch naming that part. Eager (no broker), the whole chord runs inline here. A broker that
-    cannot be reached fails the batch at once (nothing was queued, the previous data stays) and
-    raises."""
-    part_ids = billing_batch_start(batch_id=batch_id)
-    if not part_ids:
-        return None
-    callback = finish_billing_batch.s(batch_id=batch_id)
-    callback.on_error(finish_billing_batch.si(batch_id=batch_id))
-    header = group(ingest_billing_part.s(part_id) for part_id in part_ids)
-    try:
-        return chord(header, callback).apply_async()
-    except Exception as exc:
-        # Eager, the exception comes from running a task inline: the caller fails the batch.
-        if not current_app.conf.task_always_eager:
-            error = f"could not queue the import (broker unreachable?): {type(exc).__name__}: {exc}"
-            import_batch_fail(batch_id=batch_id, error=error)
-        raise

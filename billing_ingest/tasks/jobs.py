@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 
 from billing_ingest.parsers.slurm import SacctStats
+from billing_ingest.services.dispatch import INGEST_JOBS_BATCH_TASK
 from billing_ingest.services.jobs import jobs_batch_ingest
 
 __all__ = ["ingest_jobs_batch"]
@@ -18,7 +19,7 @@ TIME_LIMIT = 55 * 60
 
 
 @shared_task(
-    name="billing_ingest.tasks.jobs.ingest_jobs_batch",
+    name=INGEST_JOBS_BATCH_TASK,
     soft_time_limit=SOFT_TIME_LIMIT,
     time_limit=TIME_LIMIT,
 )

@@ -16,7 +16,7 @@ from billing_ingest.services.sources import (
     billing_source_ids_enabled,
 )
 from billing_ingest.sources import SourceFetchError
-from billing_ingest.tasks.pipeline import pipeline_kick
+from finops.core.pipeline_wake import pipeline_kick
 
 __all__ = ["fetch_billing_source", "fetch_billing_sources_all"]
 

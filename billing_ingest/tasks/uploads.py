@@ -9,14 +9,15 @@ from celery import shared_task
 from django.db import transaction
 
 from billing_ingest.models import ImportBatch, MonthChange
+from billing_ingest.services.dispatch import PIPELINE_FOR_JOB_BATCH_TASK
 from billing_ingest.services.months import job_months_touched, month_changes_record
-from billing_ingest.tasks.pipeline import pipeline_kick
+from finops.core.pipeline_wake import pipeline_kick
 
 __all__ = ["pipeline_for_job_batch"]
 
 
 @shared_task(
-    name="billing_ingest.tasks.uploads.pipeline_for_job_batch",
+    name=PIPELINE_FOR_JOB_BATCH_TASK,
     soft_time_limit=60,
     time_limit=90,
     acks_late=True,

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from billing_ingest.models import MONEY_PLACES
 from finops.anomalies import detector, new_sources
 from finops.anomalies.series import THOUSAND, ZERO, Cell, EndpointDay, LedgerCell, LedgerData
+from finops.core.money import MONEY_PLACES
 
 QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
 BASELINE_DAYS = 28

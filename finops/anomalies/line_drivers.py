@@ -30,7 +30,6 @@ from typing import Any
 from django.db.models import Case, DateField, DateTimeField, F, Func, Q, When
 
 from billing_ingest.models import CostLineItem
-from billing_ingest.money import MoneySum
 from finops.anomalies.findings import (
     BASELINE_DAYS,
     PROVIDER,
@@ -51,8 +50,9 @@ from finops.anomalies.series import (
     team_rows,
 )
 from finops.attribution.engine import NODE_TAG_KEYS
+from finops.attribution.inputs.team_mapping import TeamResolver
 from finops.attribution.models import Category
-from finops.attribution.team_mapping import TeamResolver
+from finops.core.money import MoneySum
 from finops.org.models import Team
 
 UNTRACED = "(not traced to a line item)"
@@ -95,7 +95,7 @@ def split_signed(total: Decimal, weights: Sequence[Decimal]) -> list[Decimal] | 
 
 
 def _node_names(resource_id: str, resource_name: str, tags: object) -> frozenset[str]:
-    """The names attribution can know a line's node by (finops.attribution.inputs)."""
+    """The names attribution can know a line's node by (finops.attribution.inputs.month)."""
     names = {resource_name, resource_id, resource_id.rstrip("/").rsplit("/", 1)[-1]}
     if isinstance(tags, dict):
         names |= {v for v in map(tags.get, NODE_TAG_KEYS) if isinstance(v, str)}

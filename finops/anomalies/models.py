@@ -13,7 +13,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 
-from billing_ingest.models import money_field
+from finops.core.money import money_field
 from finops.org.models import Team
 
 

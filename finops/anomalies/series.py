@@ -37,9 +37,9 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
 from billing_ingest.models import JobRecord
-from billing_ingest.money import MoneySum
+from finops.attribution.inputs.policies import node_clusters
 from finops.attribution.models import AllocatedCost, Category
-from finops.attribution.policies import node_clusters
+from finops.core.money import MoneySum
 from finops.currency.selectors import Converter, FxRateMissing, converter_for, money_round
 from finops.inference.models import EndpointCost
 

@@ -21,7 +21,6 @@ from rest_framework.exceptions import ValidationError as ApiValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing_ingest.months import MONTH_PATTERN
 from finops.api.cache import cached_read
 from finops.api.fields import (
     AsciiDecimalField,
@@ -51,6 +50,7 @@ from finops.budgets.services import (
     budget_delete,
     budget_update,
 )
+from finops.core.months import MONTH_PATTERN
 
 
 class BudgetAlertSerializer(serializers.Serializer[dict[str, Any]]):

@@ -15,12 +15,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing_ingest.months import MONTH_PATTERN, month_format, month_parse
 from finops.api.renderers import JSONRenderer
 from finops.api.schema import month_parameter, team_parameter
 from finops.api.serializers import MonthQuerySerializer, money
 from finops.chargeback import documents
 from finops.chargeback.selectors import Statement, statement_get, statements_build
+from finops.core.months import MONTH_PATTERN, month_format, month_parse
 from finops.org.selectors import team_list_visible
 
 

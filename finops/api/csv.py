@@ -17,8 +17,8 @@ from typing import Any
 # Only renderers here: DRF imports this module while rest_framework.views is loading.
 from rest_framework.renderers import BaseRenderer, JSONRenderer
 
-from billing_ingest.csv_safety import csv_safe
-from billing_ingest.money import decimal_text
+from finops.core.csv_safety import csv_safe
+from finops.core.money import decimal_text
 
 
 def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> None:

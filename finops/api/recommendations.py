@@ -20,9 +20,9 @@ from rest_framework.exceptions import NotFound, PermissionDenied, ValidationErro
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from billing_ingest.months import month_parse
 from finops.api.fields import StrictCharField
 from finops.api.schema import SLUG_PATTERN, month_parameter, team_parameter
+from finops.core.months import month_parse
 from finops.org.selectors import team_list_visible
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import (

@@ -10,7 +10,7 @@ from typing import Any
 from rest_framework import renderers
 from rest_framework.utils.encoders import JSONEncoder
 
-from billing_ingest.money import decimal_text
+from finops.core.money import decimal_text
 
 
 class DecimalTextEncoder(JSONEncoder):

@@ -15,13 +15,12 @@ from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.reverse import reverse
 
-from billing_ingest.models import MONEY_PLACES
-from billing_ingest.money import decimal_text
-from billing_ingest.months import month_format
 from finops.api.run_efficiency import headlines, row_key
 from finops.api.serializers import GPU_HOUR_PLACES
-from finops.attribution.list_cost import MIX_KINDS
-from finops.attribution.timeseries import CostPoint
+from finops.attribution.inputs.list_cost import MIX_KINDS
+from finops.attribution.selectors.timeseries import CostPoint
+from finops.core.money import MONEY_PLACES, decimal_text
+from finops.core.months import month_format
 
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
 GPU_HOURS_QUANTUM = Decimal(1).scaleb(-GPU_HOUR_PLACES)

@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from billing_ingest.models import MONEY_PLACES
 from finops.attribution.models import RunCost
+from finops.core.money import MONEY_PLACES
 from finops.run_metrics.selectors import RunEfficiency, RunKey, run_cost_key, run_efficiencies
 
 # The runs list carries these of each run (the detail carries all of EFFICIENCY_SCHEMA).

@@ -22,8 +22,8 @@ from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny, IsAuthenticated
 
-from billing_ingest.months import MONTH_PATTERN
 from finops.api.fields import NO_NUL
+from finops.core.months import MONTH_PATTERN
 from finops.org.permissions import ViewerReadOnly
 
 MONTH_SCHEMA: dict[str, Any] = {"type": "string", "pattern": MONTH_PATTERN, "example": "2025-09"}

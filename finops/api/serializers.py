@@ -9,9 +9,7 @@ from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from billing_ingest.models import MONEY_PLACES, ImportBatch
-from billing_ingest.money import decimal_text
-from billing_ingest.months import MONTH_PATTERN, month_format, month_parse
+from billing_ingest.models import ImportBatch
 from finops.api.fields import StrictDateField
 from finops.api.run_efficiency import (
     EFFICIENCY_SCHEMA,
@@ -21,11 +19,11 @@ from finops.api.run_efficiency import (
     run_key,
 )
 from finops.api.schema import CURRENCY_PATTERN
-from finops.attribution.list_cost import MIX_KINDS
+from finops.attribution.inputs.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
-from finops.attribution.reconciliation_selectors import Reconciliation, ReconciliationRow
-from finops.attribution.reporting import NativeAmount, Reporting
-from finops.attribution.timeseries import (
+from finops.attribution.selectors.reconciliation import Reconciliation, ReconciliationRow
+from finops.attribution.selectors.reporting import NativeAmount, Reporting
+from finops.attribution.selectors.timeseries import (
     COST_GROUP_BY,
     INTERVALS,
     CostPoint,
@@ -33,6 +31,8 @@ from finops.attribution.timeseries import (
     CostSeriesReport,
     SeriesPoint,
 )
+from finops.core.money import MONEY_PLACES, decimal_text
+from finops.core.months import MONTH_PATTERN, month_format, month_parse
 from finops.currency.services import currency_code
 from finops.org.models import Team
 from finops.run_metrics.selectors import run_efficiency

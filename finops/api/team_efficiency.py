@@ -12,9 +12,9 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from billing_ingest.months import month_add, month_format, month_parse
 from finops.api.schema import month_parameter
-from finops.attribution.overview_selectors import month_list_with_data
+from finops.attribution.selectors.overview import month_list_with_data
+from finops.core.months import month_add, month_format, month_parse
 from finops.run_metrics.team_efficiency import RunFigure, TeamMonthEfficiency
 
 MAX_MONTHS = 24

@@ -17,7 +17,6 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing_ingest.models import ImportBatch
-from billing_ingest.months import month_format, month_parse
 from finops.api.cache import cached_read
 from finops.api.rows import RUN_VALUES, cost_point_bodies, run_cost_bodies
 from finops.api.schema import CURRENCY_PATTERN, month_parameter, team_parameter
@@ -40,12 +39,18 @@ from finops.api.team_efficiency import (
     TeamMonthEfficiencySerializer,
     efficiency_months,
 )
-from finops.attribution.filters import RunCostFilterSet
 from finops.attribution.models import RunCost
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
-from finops.attribution.reporting import SECONDS_PER_HOUR
-from finops.attribution.run_selectors import run_cost_list_visible
-from finops.attribution.timeseries import COST_GROUP_BY, INTERVALS, cost_points, cost_series
+from finops.attribution.selectors.filters import RunCostFilterSet
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
+from finops.attribution.selectors.reporting import SECONDS_PER_HOUR
+from finops.attribution.selectors.runs import run_cost_list_visible
+from finops.attribution.selectors.timeseries import (
+    COST_GROUP_BY,
+    INTERVALS,
+    cost_points,
+    cost_series,
+)
+from finops.core.months import month_format, month_parse
 from finops.currency.selectors import FxRateMissing
 from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team

@@ -27,7 +27,7 @@ from finops.attribution.models import (
     SharedCostSplit,
     TeamDailyCost,
 )
-from finops.attribution.rule_preview import mapping_rule_preview
+from finops.attribution.selectors.rule_preview import mapping_rule_preview
 from finops.audit.admin import AuditedAdminMixin
 from finops.org.models import MappingRule
 

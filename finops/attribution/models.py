@@ -14,9 +14,10 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Cast
 
-from billing_ingest.models import ImportBatch, JobRecord, money_field
-from billing_ingest.months import month_format
-from finops.attribution.run_ids import run_cost_id
+from billing_ingest.models import ImportBatch, JobRecord
+from finops.attribution.engine.run_ids import run_cost_id
+from finops.core.money import money_field
+from finops.core.months import month_format
 from finops.org.models import Team
 
 
@@ -60,7 +61,7 @@ class AllocatedCost(models.Model):
     # How the amount was bought: on_demand, spot, commitment, other (list_cost.pricing_mix).
     pricing_mix = models.CharField(max_length=16, blank=True)
     # The on-demand equivalent, split exactly as amount is, and where it came from
-    # (bill, catalogue, actual, purchase: see finops.attribution.list_cost).
+    # (bill, catalogue, actual, purchase: see finops.attribution.inputs.list_cost).
     list_cost = money_field(default=Decimal(0))
     list_cost_source = models.CharField(max_length=16, blank=True)
     contracted_cost = money_field(default=Decimal(0))
@@ -250,7 +251,7 @@ class AttributionRun(models.Model):
     # When the run began to read its inputs (after waiting for another run of the month): a
     # billing change committed after this is not in its ledger (the reconciliation says stale).
     inputs_at = models.DateTimeField(null=True, blank=True)
-    # Touched by the worker while it runs (billing_ingest.heartbeat): a RUNNING run whose
+    # Touched by the worker while it runs (finops.core.heartbeat): a RUNNING run whose
     # heartbeat is old belongs to a dead worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -1,13 +1,13 @@
-"""Attribution of a billing month, orchestrated: load the inputs (inputs.py), run the pure
-engine (engine/), sum the shares (partial.py), then check and write the ledger and its rollups
-(ledger.py), all in one transaction with a heartbeat, so a failed or killed run leaves the
-month's previous rows.
+"""Attribution of a billing month, orchestrated: load the inputs (inputs/month.py), run the pure
+engine (engine/), sum the shares (ledger/partial.py), then check and write the ledger and its
+rollups (ledger/writer.py), all in one transaction with a heartbeat, so a failed or killed run
+leaves the month's previous rows.
 
 The month is computed in one process (attribution_month_run, the embedded default) or in parts
 (attribution_month_plan, then attribution_month_part for each part, possibly on several workers,
 then attribution_month_reduce); both write the same ledger to the last decimal.
 
-Reads of the result are in ledger_selectors.py (the command's summary) and selectors.py (pages).
+Reads of the result are in selectors/ledger.py (the command's summary) and selectors/ (pages).
 """
 
 from __future__ import annotations
@@ -25,21 +25,18 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from billing_ingest.faults import fault_point
-from billing_ingest.heartbeat import dead_worker_message, heartbeat, heartbeat_deadline
 from billing_ingest.models import CostLineItem
-from billing_ingest.months import month_start
-from finops.attribution import ledger, staging
-from finops.attribution.charge_rollups import ChargeSums
-from finops.attribution.inputs import (
+from finops.attribution.inputs.charge_rollups import ChargeSums
+from finops.attribution.inputs.month import (
     Inputs,
     MonthScope,
     ResourceRange,
     inputs_load,
     month_scope_load,
 )
-from finops.attribution.models import AttributionRun
-from finops.attribution.partial import (
+from finops.attribution.ledger import staging
+from finops.attribution.ledger import writer as ledger
+from finops.attribution.ledger.partial import (
     MonthLedger,
     PartResult,
     direct_spend,
@@ -47,10 +44,14 @@ from finops.attribution.partial import (
     part_first_pass,
     stage_pick,
 )
-from finops.attribution.partitions import ledger_partition_ensure
-from finops.attribution.rollup_sums import daily_sums
-from finops.attribution.stage_copy import staged_rows_meanwhile
-from finops.attribution.staged import Staged
+from finops.attribution.ledger.partitions import ledger_partition_ensure
+from finops.attribution.ledger.rollup_sums import daily_sums
+from finops.attribution.ledger.stage_copy import staged_rows_meanwhile
+from finops.attribution.ledger.staged import Staged
+from finops.attribution.models import AttributionRun
+from finops.core.faults import fault_point
+from finops.core.heartbeat import dead_worker_message, heartbeat, heartbeat_deadline
+from finops.core.months import month_start
 from finops.org.services import data_version_bump
 
 logger = logging.getLogger(__name__)

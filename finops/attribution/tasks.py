@@ -1,14 +1,9 @@
 """Attribution tasks: thin wrappers that parse the month and call one service.
 
-attribute_month is the pipeline's first step (finops.pipeline.steps): the pipeline runs it, then
-the steps that read the new ledger. Called on its own it rebuilds the ledger and nothing else.
-With more than one part wanted (settings.FINOPS_ATTRIBUTION_PARTS, or "auto": one per
-FINOPS_ATTRIBUTION_PART_LINE_ITEMS line items) and a broker (not eager), it splits the month across
-workers: a chord of attribution_month_part tasks, then attribution_month_reduce (the one
-conservation check and the rollups), and returns at once without waiting (STEP_WAITING): no
-worker sleeps on the chord. When the reduce has committed (or failed), it sends
-finops.pipeline.resume by name, which carries the pipeline on. Eager (the embedded default), the
-month is attributed in this process.
+attribute_month runs the pipeline's first step (month_step.attribution_month_step) on its own:
+it rebuilds the ledger and nothing else (the pipeline calls the step function itself). The
+split of a month in parts (month_step.py) runs here: attribution_month_part for each part, then
+attribution_month_reduce, which resumes the pipeline run by name when the ledger has committed.
 """
 
 from __future__ import annotations
@@ -17,26 +12,24 @@ import base64
 import logging
 from typing import Any
 
-from celery import Task, chord, current_app, shared_task
-from celery.result import AsyncResult
-from django.conf import settings
+from celery import Task, shared_task
 from django.db import InterfaceError, OperationalError, connection
 
-from billing_ingest.months import month_parse
-from billing_ingest.tasks.pipeline import STEP_WAITING, pipeline_resume_send
-from finops.attribution import staging
-from finops.attribution.inputs import MonthScope, ResourceRange
-from finops.attribution.models import AttributionRun
+from finops.attribution.inputs.month import MonthScope, ResourceRange
+from finops.attribution.month_step import (
+    ATTRIBUTION_PART_TASK,
+    ATTRIBUTION_REDUCE_TASK,
+    attribution_month_step,
+    attribution_run_summary,
+)
 from finops.attribution.services import (
     attribution_month_part,
-    attribution_month_parts_count,
     attribution_month_parts_failed,
-    attribution_month_plan,
     attribution_month_reduce,
-    attribution_month_run,
-    attribution_month_scope,
     attribution_month_stages_drop,
 )
+from finops.core.months import month_parse
+from finops.core.pipeline_wake import pipeline_resume_send
 
 logger = logging.getLogger(__name__)
 
@@ -57,49 +50,14 @@ TRANSIENT_BACKOFF = 5
     **_ACKS,
 )
 def attribute_month(month: str, pipeline_run_id: int | None = None) -> dict[str, object]:
-    """Attribute one billing month ("YYYY-MM"). Idempotent: a re-run replaces the month's rows.
-    A failed run raises (the run is recorded FAILED, the month keeps its previous ledger).
-    Split in parts (module docstring), it returns once the chord is queued: the summary says
-    STEP_WAITING and names the reduce task; the ledger is written when the reduce ends."""
-    parts = 1 if current_app.conf.task_always_eager else _parts_wanted(month)
-    if parts <= 1:
-        return _summary(attribution_month_run(month=month_parse(month)), month)
-    reduce = attribution_month_split(month, parts, pipeline_run_id)
-    return {"month": month, "parts": parts, "reduce": reduce.id, STEP_WAITING: True}
-
-
-def _parts_wanted(month: str) -> int:
-    """settings.FINOPS_ATTRIBUTION_PARTS, or with "auto" (None) as many as the month's line
-    items need at FINOPS_ATTRIBUTION_PART_LINE_ITEMS each."""
-    if settings.FINOPS_ATTRIBUTION_PARTS is not None:
-        return settings.FINOPS_ATTRIBUTION_PARTS
-    return attribution_month_parts_count(
-        month=month_parse(month), line_items_per_part=settings.FINOPS_ATTRIBUTION_PART_LINE_ITEMS
-    )
-
-
-def attribution_month_split(
-    month: str, parts: int, pipeline_run_id: int | None = None
-) -> AsyncResult[dict[str, object]]:
-    """Queue the month as a chord on the workers and return its reduce's result, not waiting
-    for it. With a pipeline run, the reduce resumes that run when it ends."""
-    plan = attribution_month_plan(month=month_parse(month), parts=parts)
-    # Names the parts' staging tables (PostgreSQL: staging.py), which the reduce drops.
-    stage = staging.stage_new(month_parse(month))
-    # Read once here rather than by every part.
-    scope = attribution_month_scope(month=month_parse(month), plan=plan)
-    state = None if scope is None else scope.state()
-    header = [
-        attribution_month_part_task.s(month, part.first, part.stop, stage, state) for part in plan
-    ]
-    body = attribution_month_reduce_task.s(month, pipeline_run_id, stage)
-    result: AsyncResult[dict[str, object]] = chord(header)(body)
-    return result
+    """Attribute one billing month ("YYYY-MM"): the pipeline's attribution step as a task; a
+    split month returns STEP_WAITING and the reduce task's id (month_step.py)."""
+    return attribution_month_step(month_parse(month), pipeline_run_id).task_result()
 
 
 @shared_task(
     bind=True,
-    name="finops.attribution.tasks.attribution_month_part",
+    name=ATTRIBUTION_PART_TASK,
     soft_time_limit=SOFT_TIME_LIMIT,
     time_limit=TIME_LIMIT,
     max_retries=TRANSIENT_RETRIES,
@@ -141,7 +99,7 @@ def _part_error(month: str, first: str | None, exc: Exception) -> dict[str, str]
 
 @shared_task(
     bind=True,
-    name="finops.attribution.tasks.attribution_month_reduce",
+    name=ATTRIBUTION_REDUCE_TASK,
     soft_time_limit=SOFT_TIME_LIMIT,
     time_limit=TIME_LIMIT,
     max_retries=TRANSIENT_RETRIES,
@@ -174,19 +132,9 @@ def attribution_month_reduce_task(
         _resume(pipeline_run_id, f"{type(exc).__name__}: {exc}")
         raise
     _resume(pipeline_run_id, "")
-    return _summary(run, month)
+    return {"month": month, **attribution_run_summary(run)}
 
 
 def _resume(pipeline_run_id: int | None, error: str) -> None:
     if pipeline_run_id is not None:
         pipeline_resume_send(run_id=pipeline_run_id, error=error)
-
-
-def _summary(run: AttributionRun, month: str) -> dict[str, object]:
-    return {
-        "attribution_run": run.pk,
-        "month": month,
-        "status": run.status,
-        "line_items": run.line_items,
-        "jobs": run.jobs,
-    }

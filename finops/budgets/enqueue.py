@@ -8,11 +8,11 @@ the imports one-way (tasks -> services -> this module); the name is registered i
 
 from __future__ import annotations
 
-from celery import signature
+from finops.core.queue import task_send
 
 REFRESH_BUDGET_EVALUATION_TASK = "finops.budgets.tasks.refresh_budget_evaluation"
 
 
 def budget_evaluation_refresh_enqueue(*, budget_id: int) -> None:
     """Queue `refresh_budget_evaluation` for this budget."""
-    signature(REFRESH_BUDGET_EVALUATION_TASK, args=(budget_id,)).apply_async()
+    task_send(REFRESH_BUDGET_EVALUATION_TASK, budget_id)

@@ -7,7 +7,7 @@ import datetime as dt
 from django.conf import settings
 from django.db import models
 
-from billing_ingest.models import money_field
+from finops.core.money import money_field
 from finops.notifications.models import EmailNotification
 from finops.org.models import Team
 

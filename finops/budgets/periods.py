@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from billing_ingest.months import MAX_YEAR, MIN_YEAR, month_add
+from finops.core.months import MAX_YEAR, MIN_YEAR, month_add
 
 MONTH = "month"
 QUARTER = "quarter"

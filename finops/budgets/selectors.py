@@ -15,13 +15,13 @@ from django.contrib.auth.models import User
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from billing_ingest.money import MoneySum
-from billing_ingest.months import month_add
 from finops.attribution.models import AllocatedCost, TeamDailyCost
 from finops.budgets.forecast import WINDOW_DAYS, Forecast, ForecastInput, forecast_rest
 from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation
 from finops.budgets.periods import Period, period_containing
 from finops.budgets.series import ScopeSeries, SeriesRollups, scope_series
+from finops.core.money import MoneySum
+from finops.core.months import month_add
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.notifications.models import NotificationPreference
 from finops.notifications.selectors import addresses_not_wanting

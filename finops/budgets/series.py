@@ -28,11 +28,11 @@ from typing import Any
 
 from django.db.models import Q
 
-from billing_ingest.money import MoneySum
-from billing_ingest.months import month_add
+from finops.attribution.inputs.team_mapping import TeamResolver
 from finops.attribution.models import RecurringCharge, TagCharge, TeamDailyCost
-from finops.attribution.team_mapping import TeamResolver
 from finops.budgets.models import Budget
+from finops.core.money import MoneySum
+from finops.core.months import month_add
 from finops.currency.selectors import RateTable
 
 DAY_SECONDS = 86400

@@ -8,23 +8,10 @@ from celery import shared_task
 from django.db import OperationalError
 from django.utils import timezone
 
-from billing_ingest.months import month_add
 from finops.budgets.enqueue import REFRESH_BUDGET_EVALUATION_TASK
-from finops.budgets.models import Budget
-from finops.budgets.selectors import budget_period
-from finops.budgets.series import last_ledger_day
+from finops.budgets.month_step import budgets_month_step, evaluations_summary
 from finops.budgets.services import budget_evaluation_refresh, budgets_evaluate_active
-
-
-def _summary(evaluations: list) -> dict[str, object]:
-    return {
-        "budgets": len(evaluations),
-        "alerts": [
-            {"budget": a.budget_id, "kind": a.kind, "threshold": a.threshold}
-            for e in evaluations
-            for a in e.sent
-        ],
-    }
+from finops.core.months import month_parse
 
 
 @shared_task(
@@ -36,21 +23,9 @@ def _summary(evaluations: list) -> dict[str, object]:
 )
 def evaluate_budgets_for_month(month: str, pipeline_run_id: int | None = None) -> dict[str, object]:
     """After `month` (YYYY-MM) was attributed: evaluate the active budgets whose period overlaps
-    it, as of the month's last ledger day. Re-running sends nothing new."""
-    first = date.fromisoformat(f"{month}-01")
-    as_of = last_ledger_day(month=first)
-    if as_of is None:
-        return {"budgets": 0, "alerts": [], "month": month}
-    last = month_add(first, 1)
-    ids = [
-        b.pk
-        for b in Budget.objects.filter(active=True)
-        if budget_period(budget=b, day=as_of).overlaps(first, last)
-    ]
-    result = _summary(budgets_evaluate_active(as_of=as_of, budget_ids=ids))
-    result["month"] = month
-    result["as_of"] = as_of.isoformat()
-    return result
+    it, as of the month's last ledger day (the pipeline's budgets step). Re-running sends
+    nothing new."""
+    return budgets_month_step(month_parse(month), pipeline_run_id).task_result()
 
 
 @shared_task(
@@ -63,7 +38,7 @@ def evaluate_budgets_for_month(month: str, pipeline_run_id: int | None = None) -
 def check_budgets(as_of: str | None = None) -> dict[str, object]:
     """Evaluate every active budget for the period containing as_of (default today, UTC)."""
     day = date.fromisoformat(as_of) if as_of else timezone.now().date()
-    result = _summary(budgets_evaluate_active(as_of=day))
+    result = evaluations_summary(budgets_evaluate_active(as_of=day))
     result["as_of"] = day.isoformat()
     return result
 

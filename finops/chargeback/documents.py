@@ -13,10 +13,10 @@ from decimal import Decimal
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 
-from billing_ingest.csv_safety import csv_safe
-from billing_ingest.money import decimal_text
-from billing_ingest.months import month_format
 from finops.chargeback.selectors import Line, Statement
+from finops.core.csv_safety import csv_safe
+from finops.core.money import decimal_text
+from finops.core.months import month_format
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 CSV_COLUMNS = [

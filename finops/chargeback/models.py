@@ -13,8 +13,8 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import models
 
-from billing_ingest.models import money_field
-from billing_ingest.months import month_format
+from finops.core.money import money_field
+from finops.core.months import month_format
 from finops.org.models import Team
 
 

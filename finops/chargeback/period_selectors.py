@@ -6,7 +6,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import date
 
-from finops.attribution.overview_selectors import month_list_with_data
+from finops.attribution.selectors.overview import month_list_with_data
 from finops.chargeback.models import ClosedPeriod
 
 

@@ -28,13 +28,13 @@ from django.conf import settings
 from django.db.models import Q, QuerySet, Sum
 
 from billing_ingest.models import MonthChange
-from billing_ingest.money import MoneySum
-from billing_ingest.months import month_previous
 from finops.attribution.models import AllocatedCost, AttributionRun, Category
-from finops.attribution.reporting import currency_order
+from finops.attribution.selectors.reporting import currency_order
 from finops.audit.models import AuditEvent
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
 from finops.chargeback.period_selectors import closes_active
+from finops.core.money import MoneySum
+from finops.core.months import month_previous
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
 

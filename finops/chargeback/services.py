@@ -12,8 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from billing_ingest.months import month_add, month_format
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.audit.services import audit_record
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
 from finops.chargeback.period_selectors import month_is_closed
@@ -22,6 +21,7 @@ from finops.chargeback.selectors import (
     statements_build,
     team_lead_emails,
 )
+from finops.core.months import month_add, month_format
 from finops.notifications.services import notification_enqueue
 from finops.text import text_problem
 

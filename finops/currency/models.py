@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from django.db import models
 
-from billing_ingest.money import MoneyField
+from finops.core.money import MoneyField
 
 # A rate keeps 16 decimals: ECB publishes 4-5 significant decimals, but a CSV may carry a
 # small quote such as JPY->USD 0.006790123456789. Stored as text on SQLite (exact), like money.

@@ -28,7 +28,7 @@ from fractions import Fraction
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
-from billing_ingest.models import MONEY_PLACES
+from finops.core.money import MONEY_PLACES
 from finops.currency.models import FxRate
 
 PIVOT = "EUR"

@@ -29,8 +29,8 @@ from typing import IO
 
 from django.db import transaction
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.lines import CappedText
+from finops.core.errors import ImportFormatError
 from finops.currency.models import RATE_QUANTUM, FxRate
 from finops.org.services import data_version_bump
 

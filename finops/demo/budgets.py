@@ -10,9 +10,9 @@ from decimal import ROUND_CEILING, Decimal
 from django.conf import settings
 from django.db import transaction
 
-from billing_ingest.money import MoneySum
 from finops.attribution.models import TeamDailyCost
 from finops.budgets.models import Budget
+from finops.core.money import MoneySum
 from finops.org.models import Team
 
 # Budget = this share of the team's month (teams alphabetically): < 1 is crossed.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from billing_ingest.models import MONEY_PLACES
+from finops.core.money import MONEY_PLACES
 
 FOCUS_VERSION = "1.2"
 

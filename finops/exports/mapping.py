@@ -14,7 +14,7 @@ from datetime import UTC, date, datetime, time
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from typing import Any
 
-from billing_ingest.months import month_next
+from finops.core.months import month_next
 from finops.exports.columns import UNIT_PRICE_PLACES
 from finops.exports.units import UNNAMED_UNIT, focus_unit
 

@@ -8,8 +8,8 @@ from typing import Any
 from celery import shared_task
 from django.conf import settings
 
-from billing_ingest.money import decimal_text
-from billing_ingest.months import month_format, month_parse
+from finops.core.money import decimal_text
+from finops.core.months import month_format, month_parse
 from finops.exports.writer import focus_month_export
 
 __all__ = ["export_focus_month"]

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
-from billing_ingest.csv_safety import csv_safe
+from finops.core.csv_safety import csv_safe
 from finops.exports.columns import CSV_SCHEMA, PARQUET_SCHEMA
 from finops.exports.mapping import focus_row
 from finops.exports.selectors import line_items_for_month, service_categories_for_month

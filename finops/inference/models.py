@@ -16,7 +16,8 @@ from decimal import Decimal
 from django.db import models
 from django.db.models.functions import Cast
 
-from billing_ingest.models import ImportBatch, money_field
+from billing_ingest.models import ImportBatch
+from finops.core.money import money_field
 from finops.org.models import Team
 
 INFERENCE_BATCH_KIND = ImportBatch.Kind.INFERENCE

@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import Q, QuerySet
 
 from billing_ingest.models import ImportBatch
-from billing_ingest.months import month_from_label, month_next
+from finops.core.months import month_from_label, month_next
 from finops.inference.models import EndpointCost, InferenceUsage
 from finops.inference.services import unit_cost
 from finops.org.models import Team

@@ -15,9 +15,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import MONEY_QUANTUM, ImportBatch, JobRecord
-from billing_ingest.months import month_format
+from billing_ingest.models import ImportBatch, JobRecord
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
     file_sha256,
@@ -26,6 +24,9 @@ from billing_ingest.services.batches import (
     import_batch_record,
 )
 from finops.attribution.models import AllocatedCost, Category
+from finops.core.errors import ImportFormatError
+from finops.core.money import MONEY_QUANTUM
+from finops.core.months import month_format
 from finops.inference.models import INFERENCE_BATCH_KIND, EndpointCost, InferenceUsage
 from finops.inference.parsers import usage_parser
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from celery import shared_task
 
-from billing_ingest.months import month_parse
+from finops.core.months import month_parse
 from finops.inference.services import endpoint_costs_rebuild, usage_batch_ingest
 
 # A month of hourly per-pod counters is a few hundred thousand samples: minutes at most.

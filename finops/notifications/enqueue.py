@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import signature
+from finops.core.queue import task_send
 
 logger = logging.getLogger(__name__)
 
@@ -22,7 +22,7 @@ def notification_sending_enqueue(*, notification_id: int) -> None:
     down, must not fail the evaluation that found the email due: the row stays unsent and the
     beat task `resend_unsent_notifications` queues it again."""
     try:
-        signature(SEND_NOTIFICATION_TASK, args=(notification_id,)).apply_async()
+        task_send(SEND_NOTIFICATION_TASK, notification_id)
     except Exception:
         logger.warning(
             "email %s not sent now; it stays queued for a retry", notification_id, exc_info=True

@@ -1,5 +1,5 @@
 """Reads for teams: which teams a user may see. (The dry-run preview of a mapping-rule change is
-attribution's: finops/attribution/rule_preview.py.)"""
+attribution's: finops/attribution/selectors/rule_preview.py.)"""
 
 from __future__ import annotations
 

@@ -8,6 +8,6 @@ class PipelineConfig(AppConfig):
 
     def ready(self) -> None:
         # Register the tasks in every process, not only in workers: billing_ingest wakes the
-        # pipeline by task name (billing_ingest.tasks.pipeline), which an eager Celery can only
+        # pipeline by task name (finops.core.pipeline_wake), which an eager Celery can only
         # run inline when the name is registered here.
         from finops.pipeline import tasks  # noqa: F401

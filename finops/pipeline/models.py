@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from billing_ingest.months import month_format
+from finops.core.months import month_format
 
 
 class PipelineRun(models.Model):

@@ -22,8 +22,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from billing_ingest.heartbeat import dead_worker_message, heartbeat_deadline
 from billing_ingest.models import MonthChange
+from finops.core.heartbeat import dead_worker_message, heartbeat_deadline
 from finops.org.services import data_version_bump
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.steps import STEPS

@@ -3,37 +3,70 @@
     batch settled (billing_ingest: MonthChange rows)  ->  attribute the month  ->  endpoint
     costs  ->  budgets  ->  anomalies  ->  recommendations
 
-Each step is a Celery task taking ``(month: str, pipeline_run_id: int)`` (month "YYYY-MM"),
-idempotent (a re-run replaces what it wrote), that raises on failure. The pipeline runs the
-steps one after another (finops.pipeline.tasks: a Celery chain of run_step), records each one's
-status, start, end and error (PipelineStep), retries a step on transient errors only (a dropped
-database connection, an unreachable broker or SMTP server), and stops at the first step that
-fails. Adding a step is one entry here; runs already recorded keep the steps they started with.
+Each step is a plain function ``(month: date, pipeline_run_id: int | None) -> StepResult``
+(finops.core.steps), in its app's ``month_step.py``; idempotent (a re-run replaces what it
+wrote), it raises on failure. The pipeline runs the steps one after another (finops.pipeline.tasks:
+a Celery chain of run_step, which calls the step function), records each one's status, start, end
+and error (PipelineStep), retries a step on transient errors only (a dropped database connection,
+an unreachable broker or SMTP server), and stops at the first step that fails. Each step also has
+a Celery task of its own (``task``, its explicit name) that runs it alone, and whose time limits
+the pipeline gives the step. Adding a step is one entry here; runs already recorded keep the steps
+they started with.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from finops.anomalies.month_step import anomalies_month_step
+from finops.attribution.month_step import attribution_month_step
+from finops.budgets.month_step import budgets_month_step
+from finops.core.steps import StepFunction
+from finops.inference.month_step import endpoint_costs_month_step
+from finops.pricing.month_step import recommendations_month_step
+
 
 @dataclass(frozen=True)
 class Step:
     key: str  # stable name, stored on PipelineStep
-    task: str  # dotted path of the Celery task
+    run: StepFunction  # the step itself
+    task: str  # the Celery task that runs it alone (stored; its time limits are the step's)
     label: str  # shown on the pipeline page
 
 
 STEPS: tuple[Step, ...] = (
-    Step("attribute", "finops.attribution.tasks.attribute_month", "Attribute the month"),
-    Step("endpoint_costs", "finops.inference.tasks.rebuild_endpoint_costs", "Endpoint costs"),
-    Step("budgets", "finops.budgets.tasks.evaluate_budgets_for_month", "Budgets and alerts"),
-    Step("anomalies", "finops.anomalies.tasks.detect_anomalies_for_month", "Anomalies"),
+    Step(
+        "attribute",
+        attribution_month_step,
+        "finops.attribution.tasks.attribute_month",
+        "Attribute the month",
+    ),
+    Step(
+        "endpoint_costs",
+        endpoint_costs_month_step,
+        "finops.inference.tasks.rebuild_endpoint_costs",
+        "Endpoint costs",
+    ),
+    Step(
+        "budgets",
+        budgets_month_step,
+        "finops.budgets.tasks.evaluate_budgets_for_month",
+        "Budgets and alerts",
+    ),
+    Step(
+        "anomalies",
+        anomalies_month_step,
+        "finops.anomalies.tasks.detect_anomalies_for_month",
+        "Anomalies",
+    ),
     # Last: advice never holds up an alert.
     Step(
         "recommendations",
+        recommendations_month_step,
         "finops.pricing.tasks.refresh_recommendations_for_month",
         "Recommendations",
     ),
 )
 
 STEP_LABELS = {step.key: step.label for step in STEPS}
+STEPS_BY_KEY = {step.key: step for step in STEPS}

@@ -1,11 +1,11 @@
 """Pipeline tasks: the chain of steps as a Celery canvas, and what starts it.
 
 A run is ``chain(run_step(run, 0), run_step(run, 1), ...)`` over finops.pipeline.steps.STEPS.
-run_step records the step, calls the step's own task in-process with (month, run id), and
-retries it on transient errors only; a step that fails ends the run and the steps after it see
-that and do nothing. A step whose task hands its work to other tasks (it returns STEP_WAITING,
-e.g. the attribution split into a chord of parts and a reduce) is left WAITING and the chain
-stops there, so no worker sleeps waiting for the work; the last of those tasks sends
+run_step records the step, calls the step function (finops.core.steps) in-process with (month,
+run id), and retries it on transient errors only; a step that fails ends the run and the steps
+after it see that and do nothing. A step that hands its work to other tasks (its StepResult is
+waiting, e.g. the attribution split into a chord of parts and a reduce) is left WAITING and the
+chain stops there, so no worker sleeps waiting for the work; the last of those tasks sends
 pipeline_resume, which claims the step once and queues the rest of the chain. All are acks_late
 with reject_on_worker_lost: a worker killed mid-step leaves the message to be delivered again,
 and the step runs again (each step is idempotent).
@@ -24,12 +24,12 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerError
 
-from billing_ingest.heartbeat import heartbeat
 from billing_ingest.models import CostLineItem
-from billing_ingest.months import month_format, month_previous
 from billing_ingest.services.batches import import_batches_fail_dead
-from billing_ingest.tasks.pipeline import PIPELINE_RESUME_TASK, STEP_WAITING
 from finops.attribution.services import attribution_runs_fail_dead
+from finops.core.heartbeat import heartbeat
+from finops.core.months import month_format, month_previous
+from finops.core.pipeline_wake import PIPELINE_RESUME_TASK
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import (
     MAX_ATTEMPTS,
@@ -46,6 +46,7 @@ from finops.pipeline.services import (
     pipeline_step_touch,
     pipeline_step_wait,
 )
+from finops.pipeline.steps import STEPS_BY_KEY
 
 logger = logging.getLogger(__name__)
 
@@ -74,12 +75,15 @@ def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
     if step is None:
         return {"run": pipeline_run_id, "index": index, "status": "not run"}
     month = PipelineRun.objects.values_list("month", flat=True).get(pk=pipeline_run_id)
+    definition = STEPS_BY_KEY.get(step.key)
+    if definition is None:
+        return _failed(step, f"step {step.key!r} is no longer defined (finops.pipeline.steps)")
     logger.info("pipeline run %s %s: step %s (%s)", pipeline_run_id, month, step.key, step.task)
     retries = self.request.retries
     while True:
         try:
             with heartbeat(lambda: pipeline_step_touch(step_id=step.pk, run_id=pipeline_run_id)):
-                result = import_string(step.task)(month_format(month), pipeline_run_id)
+                result = definition.run(month, pipeline_run_id)
         except TRANSIENT_ERRORS as exc:
             if isinstance(exc, OperationalError | InterfaceError):
                 _close_broken_connection()
@@ -97,7 +101,7 @@ def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
         except Exception as exc:
             logger.exception("pipeline run %s step %s failed", pipeline_run_id, step.key)
             return _failed(step, f"{type(exc).__name__}: {exc}")
-        if isinstance(result, dict) and result.get(STEP_WAITING):
+        if result.waiting:
             pipeline_step_wait(step_id=step.pk, run_id=pipeline_run_id)
             # The rest of the chain is queued by pipeline_resume when the handed-off work ends.
             self.request.chain = None

@@ -9,7 +9,7 @@ class PricingConfig(AppConfig):
     def ready(self) -> None:
         # Attribution asks for on-demand prices of lines without ListCost through this hook
         # (imports flow attribution <- pricing, never back): refreshed prices, else the snapshot.
-        from finops.attribution.list_cost import register_list_price_source
+        from finops.attribution.inputs.list_cost import register_list_price_source
         from finops.pricing.prices import on_demand_hour_price
 
         register_list_price_source(on_demand_hour_price)

@@ -20,9 +20,9 @@ from decimal import Decimal
 from django.db.models import Q, Sum
 
 from billing_ingest.models import CostLineItem
-from billing_ingest.money import MoneySum
-from finops.attribution.list_cost import COMMITMENT
+from finops.attribution.inputs.list_cost import COMMITMENT
 from finops.attribution.models import AllocatedCost
+from finops.core.money import MoneySum
 
 _ZERO = Decimal(0)
 WINDOWS = (30, 60, 90)

@@ -15,11 +15,11 @@ from typing import Any
 from django.db.models import Q, QuerySet, Sum
 
 from billing_ingest.models import CostLineItem
-from billing_ingest.money import MoneySum
-from billing_ingest.months import month_format, month_next
-from finops.attribution.catalogue import gpu_spec
-from finops.attribution.list_cost import MIX_KINDS, UNPRICED
+from finops.attribution.inputs.catalogue import gpu_spec
+from finops.attribution.inputs.list_cost import MIX_KINDS, UNPRICED
 from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.core.money import MoneySum
+from finops.core.months import month_format, month_next
 from finops.currency.selectors import FxRateMissing, fx_rate_for
 from finops.org.models import Team
 from finops.pricing import prices

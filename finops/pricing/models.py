@@ -7,8 +7,8 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from billing_ingest.money import MoneyField
-from billing_ingest.months import month_format
+from finops.core.money import MoneyField
+from finops.core.months import month_format
 from finops.pricing.assumption_checks import BOUNDS, CURRENCY_CODE, structured_errors
 
 # units + nanos/10^9 needs 9 decimals; units is an int64 (19 digits).

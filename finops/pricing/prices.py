@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from finops.attribution.catalogue import normalise_instance_type
+from finops.attribution.inputs.catalogue import normalise_instance_type
 from finops.pricing import snapshot
 from finops.pricing.models import InstancePrice
 

@@ -20,11 +20,11 @@ from decimal import Decimal
 from django.db.models import Max, Min, Q, Sum
 
 from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
-from billing_ingest.money import MoneySum
-from billing_ingest.months import month_add, month_next
-from finops.attribution.catalogue import gpu_spec
-from finops.attribution.list_cost import pricing_mix
+from finops.attribution.inputs.catalogue import gpu_spec
+from finops.attribution.inputs.list_cost import pricing_mix
 from finops.attribution.models import AllocatedCost, Category
+from finops.core.money import MoneySum
+from finops.core.months import month_add, month_next
 from finops.pricing import demand, snapshot
 from finops.pricing.comparisons import node_keys
 

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from billing_ingest.months import month_format
+from finops.core.months import month_format
 from finops.pricing import demand
 from finops.pricing.comparison import HOURS_PER_MONTH, Assumptions
 from finops.pricing.prices import PriceQuote, provider_key

@@ -21,9 +21,9 @@ from django.db.models import FloatField, Max, QuerySet
 from django.db.models.functions import Cast
 from django.utils import timezone
 
-from billing_ingest.months import month_format
 from finops.attribution.models import AttributionRun
 from finops.audit.services import audit_record
+from finops.core.months import month_format
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance, user_is_viewer, user_may_edit
 from finops.org.selectors import team_list_visible

@@ -12,7 +12,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from finops.attribution.catalogue import normalise_instance_type
+from finops.attribution.inputs.catalogue import normalise_instance_type
 from finops.audit.services import audit_record
 from finops.pricing.catalogues import Figure
 from finops.pricing.gcp_catalog import PriceTier

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from finops.attribution.catalogue import normalise_instance_type
+from finops.attribution.inputs.catalogue import normalise_instance_type
 
 SNAPSHOT_PATH = Path(__file__).resolve().parent / "data" / "gpu_prices_snapshot.json"
 

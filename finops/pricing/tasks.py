@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import date
-
 from celery import shared_task
 from django.db import OperationalError
 
-from finops.pricing.recommendations import recommendations_refresh
+from finops.core.months import month_parse
+from finops.pricing.month_step import recommendations_month_step
 
 
 @shared_task(
@@ -22,5 +21,4 @@ def refresh_recommendations_for_month(
 ) -> dict[str, object]:
     """After `month` (YYYY-MM) was attributed: compute and store its recommendations (a re-run
     replaces the figures, keeping each action's status and comment)."""
-    count = recommendations_refresh(month=date.fromisoformat(f"{month}-01"))
-    return {"month": month, "recommendations": count}
+    return recommendations_month_step(month_parse(month), pipeline_run_id).task_result()

@@ -7,3 +7,8 @@ class RunMetricsConfig(AppConfig):
     name = "finops.run_metrics"
     label = "run_metrics"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # Register the tasks in every process: an upload queues its import by name
+        # (services.upload_metrics_ingest, finops.core.queue).
+        from finops.run_metrics import tasks  # noqa: F401

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from finops.attribution.catalogue import gpu_spec, normalise_instance_type
+from finops.attribution.inputs.catalogue import gpu_spec, normalise_instance_type
 from finops.attribution.models import RunCost
 from finops.org.models import Team
 from finops.pricing.comparison import HOURS_PER_MONTH, Assumptions

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from finops.attribution.run_selectors import RunJobRow
+from finops.attribution.selectors.runs import RunJobRow
 from finops.run_metrics.progress import Point
 
 CENT = Decimal("0.01")

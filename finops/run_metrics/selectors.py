@@ -26,10 +26,10 @@ from decimal import ROUND_HALF_EVEN, Context, Decimal
 
 from django.db.models import Q, Sum
 
-from billing_ingest.models import MONEY_QUANTUM, CostLineItem
-from billing_ingest.money import MoneySum
-from finops.attribution.catalogue import line_gpu_spec
+from billing_ingest.models import CostLineItem
+from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
+from finops.core.money import MONEY_QUANTUM, MoneySum
 from finops.run_metrics.peaks import PeakFlops, gpu_family, peak_flops
 from finops.run_metrics.progress import RunProgress, run_progress, training_runs_matching
 

@@ -10,9 +10,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch
-from billing_ingest.months import month_format
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
     file_sha256,
@@ -20,6 +18,9 @@ from billing_ingest.services.batches import (
     import_batch_fail,
     import_batch_record,
 )
+from finops.core.errors import ImportFormatError
+from finops.core.months import month_format
+from finops.core.queue import task_send
 from finops.org.models import Team
 from finops.org.services import data_version_bump
 from finops.run_metrics.models import (
@@ -206,6 +207,7 @@ def run_plan_save(
     )
 
 
+INGEST_TASK = "finops.run_metrics.tasks.ingest_run_metrics_batch"
 # Formats a single uploaded file can carry (Lightning's is a folder: metrics.csv + hparams.yaml).
 UPLOAD_FORMATS = ("csv", "mlflow", "megatron", "tensorboard", "torchtitan")
 # Formats whose files name their run; the others need the run id.
@@ -215,13 +217,11 @@ FILE_NAMED_FORMATS = ("csv", "mlflow")
 def upload_metrics_ingest(*, path: Path, format: str, options: RunOptions) -> ImportBatch:
     """An uploaded run-metrics file as `ingest_run_metrics` imports it: one batch (committed by
     metrics_batch_create), then its task (the Imports page polls its progress)."""
-    from finops.run_metrics.tasks import ingest_run_metrics_batch
-
     if format not in UPLOAD_FORMATS:
         raise ValueError(f"unknown run-metrics upload format {format!r}")
     if format not in FILE_NAMED_FORMATS and not options.run_id:
         raise ValueError(f"a {format} file names no run: give the run id")
     batch = metrics_batch_create(format=format, path=path, options=options)
     if batch.status != ImportBatch.Status.DUPLICATE:
-        ingest_run_metrics_batch.delay(batch.pk)
+        task_send(INGEST_TASK, batch.pk)
     return batch

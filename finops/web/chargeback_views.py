@@ -14,12 +14,12 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from billing_ingest.months import month_parse
 from finops.audit.selectors import audit_event_list
 from finops.chargeback import documents
 from finops.chargeback.period_selectors import period_list
 from finops.chargeback.selectors import statement_get
 from finops.chargeback.services import PeriodError, period_close, period_reopen
+from finops.core.months import month_parse
 from finops.org.permissions import user_may_edit
 from finops.org.selectors import team_list_visible
 from finops.web.access import require_finance

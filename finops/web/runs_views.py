@@ -9,10 +9,10 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from billing_ingest.months import month_format
-from finops.attribution import run_selectors
-from finops.attribution.filters import ORDERING_FIELDS, RunCostFilterSet, RunState
 from finops.attribution.models import RunCost
+from finops.attribution.selectors import runs as run_selectors
+from finops.attribution.selectors.filters import ORDERING_FIELDS, RunCostFilterSet, RunState
+from finops.core.months import month_format
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.run_metrics.selectors import RunEfficiency, run_cost_key, run_efficiencies

@@ -12,25 +12,23 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing_ingest.months import month_add, month_format, month_parse
 from finops.anomalies.selectors import open_anomaly_counts
-from finops.attribution import (
-    overview_selectors,
-    reconciliation_selectors,
-    run_selectors,
-    team_selectors,
-)
-from finops.attribution.dashboard import (
+from finops.attribution.models import RunCost
+from finops.attribution.selectors import overview as overview_selectors
+from finops.attribution.selectors import reconciliation as reconciliation_selectors
+from finops.attribution.selectors import runs as run_selectors
+from finops.attribution.selectors import team as team_selectors
+from finops.attribution.selectors.dashboard import (
     DEFAULT_MONTHS,
     MAX_MONTHS,
     MIN_MONTHS,
     overview_dashboard,
     team_daily_by_category,
 )
-from finops.attribution.filters import RunCostFilterSet
-from finops.attribution.models import RunCost
-from finops.attribution.reporting import CATEGORIES, CategoryRow, Reporting
+from finops.attribution.selectors.filters import RunCostFilterSet
+from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
+from finops.core.months import month_add, month_format, month_parse
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance

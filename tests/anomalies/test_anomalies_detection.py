@@ -11,11 +11,11 @@ import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
 
-from billing_ingest.months import month_format
 from finops.anomalies.models import Anomaly
 from finops.anomalies.services import anomalies_detect, anomaly_status_change
 from finops.anomalies.tasks import detect_anomalies_for_month
 from finops.attribution.models import AllocatedCost
+from finops.core.months import month_format
 from finops.org.models import Team
 from tests import anomaly_ledger as ledger
 

@@ -12,9 +12,9 @@ from django.test import Client
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from billing_ingest.months import month_format
 from finops.anomalies.models import Anomaly, AnomalyStatusChange
 from finops.anomalies.services import anomalies_detect
+from finops.core.months import month_format
 from finops.org.models import Team
 from tests import anomaly_ledger as ledger
 from tests.chromium import _body, _login, _wait_for_text

@@ -21,7 +21,7 @@ from django.contrib.auth.models import User
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from billing_ingest.months import MAX_YEAR, MIN_YEAR, MONTH_PATTERN, month_parse
+from finops.core.months import MAX_YEAR, MIN_YEAR, MONTH_PATTERN, month_parse
 from finops.org.models import Team
 from tests.factories import Scenario
 

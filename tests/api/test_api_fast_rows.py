@@ -14,7 +14,7 @@ from rest_framework.test import APIClient, APIRequestFactory
 from finops.api.rows import cost_point_bodies
 from finops.api.serializers import CostPointSerializer, RunCostSerializer
 from finops.attribution.models import RunCost
-from finops.attribution.timeseries import CostPoint
+from finops.attribution.selectors.timeseries import CostPoint
 from finops.org.models import Team
 from tests.factories import RunCostFactory, TeamFactory
 

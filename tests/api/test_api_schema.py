@@ -12,7 +12,7 @@ from django.core.management import call_command
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.test import APIClient
 
-from billing_ingest.months import MONTH_PATTERN
+from finops.core.months import MONTH_PATTERN
 from finops.org.models import Team
 from finops.tokens.services import api_token_create
 

@@ -14,7 +14,7 @@ from pytest_django import DjangoAssertNumQueries
 from rest_framework.test import APIClient
 
 from finops.attribution.models import Category, TeamDailyCost
-from finops.attribution.timeseries import bucket_start
+from finops.attribution.selectors.timeseries import bucket_start
 from finops.currency.models import FxRate
 from finops.org.models import Team
 from tests.factories import TeamDailyCostFactory

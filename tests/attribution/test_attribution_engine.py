@@ -9,7 +9,6 @@ from decimal import Decimal
 
 import pytest
 
-from billing_ingest.models import MONEY_PLACES
 from finops.attribution import engine
 from finops.attribution.engine import (
     IDLE,
@@ -25,6 +24,7 @@ from finops.attribution.engine import (
     node_name_map,
 )
 from finops.attribution.models import Category, SharedCostRule
+from finops.core.money import MONEY_PLACES
 
 BASE = calendar.timegm(dt.datetime(2025, 6, 1).timetuple())  # 2025-06-01 00:00 UTC
 DAY1 = BASE // 86400

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection, connections
 from pytest_django import Settings
 
-from finops.attribution import ledger
+from finops.attribution.ledger import writer as ledger
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import attribution_month_run
 from tests.factories import CostLineItemFactory

@@ -14,9 +14,9 @@ from django.db import connection, connections
 from django.db.models import ProtectedError
 
 from billing_ingest.models import CostLineItem, ImportBatch
-from finops.attribution import partitions
+from finops.attribution.ledger import partitions
+from finops.attribution.ledger.partitions import DEFAULT, ledger_partition_ensure, partition_name
 from finops.attribution.models import AllocatedCost, AttributionRun
-from finops.attribution.partitions import DEFAULT, ledger_partition_ensure, partition_name
 from finops.attribution.services import attribution_month_run
 from tests.factories import AllocatedCostFactory
 
@@ -194,7 +194,7 @@ def test_a_run_that_fails_at_the_swap_keeps_the_month_as_it_was(
     def fail(**kwargs: object) -> None:
         raise RuntimeError("the worker dies at the swap")
 
-    monkeypatch.setattr("finops.attribution.ledger.ledger_month_swap", fail)
+    monkeypatch.setattr("finops.attribution.ledger.writer.ledger_month_swap", fail)
     with pytest.raises(RuntimeError, match="dies at the swap"):
         attribution_month_run(month=MAY)
     assert sorted(AllocatedCost.objects.values_list("id", "amount")) == before
@@ -228,7 +228,7 @@ def test_two_months_swapped_at_the_same_time_both_commit(monkeypatch: pytest.Mon
         together.wait()  # both runs hold their fresh tables, loaded
         real_swap(month=month, fresh=fresh)
 
-    monkeypatch.setattr("finops.attribution.ledger.ledger_month_swap", swap_together)
+    monkeypatch.setattr("finops.attribution.ledger.writer.ledger_month_swap", swap_together)
     errors: list[Exception] = []
 
     def attribute(month: dt.date) -> None:

@@ -4,6 +4,7 @@ more memory in one process than a worker has; a number fixes the count."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
@@ -13,7 +14,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from billing_ingest.models import CostLineItem, ImportBatch
-from finops.attribution import tasks
+from finops.attribution import month_step, tasks
 from finops.attribution.models import AllocatedCost
 from finops.attribution.services import attribution_month_parts_count
 from finops.celery import app as celery_app
@@ -30,15 +31,15 @@ class _Queued:
 
 
 @pytest.fixture
-def split_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, int]]]:
+def split_calls(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[dt.date, int]]]:
     """The chord is not what these tests are about: record what the step asked of it."""
-    calls: list[tuple[str, int]] = []
+    calls: list[tuple[dt.date, int]] = []
 
-    def split(month: str, parts: int, pipeline_run_id: int | None = None) -> _Queued:
+    def split(month: dt.date, parts: int, pipeline_run_id: int | None = None) -> _Queued:
         calls.append((month, parts))
         return _Queued(id="reduce-id")
 
-    monkeypatch.setattr(tasks, "attribution_month_split", split)
+    monkeypatch.setattr(month_step, "attribution_month_split", split)
     # A broker, as on a worker: eager runs never split.
     eager = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = False
@@ -76,20 +77,20 @@ def test_line_items_of_a_failed_import_do_not_count() -> None:
 
 @pytest.mark.django_db
 def test_the_step_splits_a_month_past_the_line_items_per_part(
-    settings: Any, split_calls: list[tuple[str, int]]
+    settings: Any, split_calls: list[tuple[dt.date, int]]
 ) -> None:
     scenario_build()
     settings.FINOPS_ATTRIBUTION_PARTS = None
     settings.FINOPS_ATTRIBUTION_PART_LINE_ITEMS = 8
     summary = tasks.attribute_month.run("2025-06")
-    assert split_calls == [("2025-06", 3)]
+    assert split_calls == [(MONTH, 3)]
     assert summary["parts"] == 3
     assert summary["reduce"] == "reduce-id"
 
 
 @pytest.mark.django_db
 def test_the_step_attributes_a_month_under_the_line_items_per_part_in_this_process(
-    settings: Any, split_calls: list[tuple[str, int]]
+    settings: Any, split_calls: list[tuple[dt.date, int]]
 ) -> None:
     scenario_build()
     settings.FINOPS_ATTRIBUTION_PARTS = None
@@ -103,13 +104,13 @@ def test_the_step_attributes_a_month_under_the_line_items_per_part_in_this_proce
 
 @pytest.mark.django_db
 def test_a_number_fixes_the_parts_whatever_the_month_holds(
-    settings: Any, split_calls: list[tuple[str, int]]
+    settings: Any, split_calls: list[tuple[dt.date, int]]
 ) -> None:
     scenario_build()
     settings.FINOPS_ATTRIBUTION_PARTS = 2
     settings.FINOPS_ATTRIBUTION_PART_LINE_ITEMS = 1
     tasks.attribute_month.run("2025-06")
-    assert split_calls == [("2025-06", 2)]
+    assert split_calls == [(MONTH, 2)]
 
 
 @pytest.mark.parametrize(("value", "parts"), [("auto", None), (" AUTO ", None), ("1", 1), ("8", 8)])

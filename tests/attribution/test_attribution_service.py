@@ -14,12 +14,12 @@ from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from billing_ingest.months import month_format
 from finops.attribution import engine
 from finops.attribution.engine import Job, LineItem, Share, ShareFold, fold_shares
-from finops.attribution.ledger import ConservationError
+from finops.attribution.ledger.writer import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_month_run
+from finops.core.months import month_format
 from finops.org.models import MappingRule, Team
 from finops.pipeline.tasks import pipeline_open_months
 from tests.attribution_rows import MONTH, at, attribute, billing_batch, job, line

@@ -14,15 +14,15 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from finops.attribution.inputs import Inputs, MonthScope, inputs_load, month_scope_load
-from finops.attribution.job_inputs import job_node_names, jobs_load
+from finops.attribution.inputs.jobs import job_node_names, jobs_load
+from finops.attribution.inputs.month import Inputs, MonthScope, inputs_load, month_scope_load
+from finops.attribution.inputs.team_mapping import TeamResolver
 from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.attribution.services import (
     attribution_month_plan,
     attribution_month_run,
     attribution_month_run_split,
 )
-from finops.attribution.team_mapping import TeamResolver
 from tests.split_months import (
     ACCOUNTS,
     HORIZON,
@@ -139,12 +139,12 @@ def worker_queue_groups() -> dict[str, str]:
 
 @pytest.mark.worker
 def test_the_chord_on_real_workers_writes_the_same_ledger(celery_worker_process: Path) -> None:
-    from finops.attribution.tasks import attribution_month_split
+    from finops.attribution.month_step import attribution_month_split
 
     scenario_build()
     attribution_month_run(month=MONTH)
     whole = snapshot()
-    summary = attribution_month_split("2025-06", 3).get(timeout=120)
+    summary = attribution_month_split(MONTH, 3).get(timeout=120)
     assert summary["status"] == AttributionRun.Status.SUCCEEDED
     assert snapshot() == whole
     log = celery_worker_process.read_text()

@@ -12,10 +12,12 @@ import pytest
 from django.db import OperationalError, connection, transaction
 from psycopg import pq
 
-from finops.attribution import ledger, services, staging
-from finops.attribution.inputs import ResourceRange
+from finops.attribution import services
+from finops.attribution.inputs.month import ResourceRange
+from finops.attribution.ledger import staging
+from finops.attribution.ledger import writer as ledger
+from finops.attribution.ledger.partial import MonthLedger, PartResult
 from finops.attribution.models import AllocatedCost, AttributionRun
-from finops.attribution.partial import MonthLedger, PartResult
 from finops.attribution.services import (
     attribution_month_part,
     attribution_month_plan,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from finops.attribution.catalogue import GpuSpec, gpu_spec, gpu_spec_in_text, line_gpu_spec
+from finops.attribution.inputs.catalogue import GpuSpec, gpu_spec, gpu_spec_in_text, line_gpu_spec
 
 
 @pytest.mark.parametrize(

@@ -12,16 +12,17 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from billing_ingest.models import MONEY_PLACES, CostLineItem, ImportBatch, JobRecord
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.engine import (
     IDLE,
     SHARED,
     TRAINING,
     allocate,
 )
-from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost, IdlePolicy, SharedCostRule, SharedCostSplit
+from finops.attribution.selectors.ledger import month_conservation
 from finops.attribution.services import attribution_month_run
+from finops.core.money import MONEY_PLACES
 from finops.org.models import Team
 from tests.strategies import (
     BASE,

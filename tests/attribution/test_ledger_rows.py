@@ -13,13 +13,14 @@ from django.db import connection
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from billing_ingest.models import MONEY_DIGITS
-from finops.attribution import ledger, staging
-from finops.attribution.inputs import Dims, Inputs
-from finops.attribution.job_inputs import JobMeta
-from finops.attribution.ledger_rows import ledger_names, ledger_values
+from finops.attribution.inputs.jobs import JobMeta
+from finops.attribution.inputs.month import Dims, Inputs
+from finops.attribution.ledger import staging
+from finops.attribution.ledger import writer as ledger
+from finops.attribution.ledger.rollup_sums import Ledger
+from finops.attribution.ledger.rows import ledger_names, ledger_values
 from finops.attribution.models import Category
-from finops.attribution.rollup_sums import Ledger
+from finops.core.money import MONEY_DIGITS
 
 MONTH = dt.date(2025, 1, 1)
 # The largest amount the ledger's money columns hold, in units.

@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from billing_ingest.models import CostLineItem, JobRecord
 from finops.attribution.models import AllocatedCost, AttributionRun, Category
-from finops.attribution.rule_preview import Move, mapping_rule_preview
+from finops.attribution.selectors.rule_preview import Move, mapping_rule_preview
 from finops.org.models import MappingRule, Team
 from tests.factories import (
     MONTH,

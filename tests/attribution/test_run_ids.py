@@ -13,9 +13,9 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from finops.attribution import ledger
+from finops.attribution.engine.run_ids import RunIdCollisionError, run_cost_id
+from finops.attribution.ledger import writer as ledger
 from finops.attribution.models import RunCost
-from finops.attribution.run_ids import RunIdCollisionError, run_cost_id
 from finops.attribution.services import attribution_month_run, attribution_month_run_split
 from finops.org.models import Profile
 from tests.factories import RunCostFactory

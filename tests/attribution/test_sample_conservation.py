@@ -20,10 +20,10 @@ from django.core.management.base import CommandError
 from rest_framework.test import APIClient
 
 from billing_ingest.models import CostLineItem, ImportBatch
-from billing_ingest.months import month_parse
 from billing_ingest.parsers.focus import REQUIRED_COLUMNS
-from finops.attribution.ledger_selectors import month_conservation
 from finops.attribution.models import AllocatedCost
+from finops.attribution.selectors.ledger import month_conservation
+from finops.core.months import month_parse
 from tests.conftest import SAMPLES_DIR
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from billing_ingest.months import month_format
+from finops.core.months import month_format
 from finops.org.models import Profile
 from finops.web.templatetags.finops_tags import money
 from tests.chromium import _body, _login, _wait_for_text

@@ -24,8 +24,8 @@ from pytest_django import Settings
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
+from billing_ingest.loading.progress import wait_with_progress
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, JobRecord
-from billing_ingest.progress import wait_with_progress
 from billing_ingest.selectors import batch_progress
 from finops.attribution.models import AttributionRun
 from tests.builders import FIRST_DUMP, csv_text, focus_row

@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver import Chrome
 
-from billing_ingest.months import month_format
+from finops.core.months import month_format
 from finops.org.models import Team
 from tests.chromium import _login, chrome_session
 from tests.factories import build_month_scenario

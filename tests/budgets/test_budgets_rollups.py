@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from billing_ingest.models import ImportBatch
-from finops.attribution.charge_rollups import charge_rollups
+from finops.attribution.inputs.charge_rollups import charge_rollups
 from finops.attribution.models import RecurringCharge, TagCharge
 from finops.attribution.services import attribution_month_run, attribution_month_run_split
 from finops.budgets.models import Budget

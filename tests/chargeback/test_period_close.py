@@ -20,11 +20,11 @@ from django.test import Client
 from django.utils import timezone
 from pytest_django import DjangoCaptureOnCommitCallbacks
 
-from billing_ingest.months import month_format
 from finops.audit.models import AuditEvent
 from finops.chargeback.models import ClosedPeriod
 from finops.chargeback.selectors import statement_get, statements_build
 from finops.chargeback.services import PeriodError, period_close, period_reopen
+from finops.core.months import month_format
 from finops.notifications.models import EmailNotification
 from finops.notifications.tasks import resend_unsent_notifications
 from finops.org.models import MappingRule, Team

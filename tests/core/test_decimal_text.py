@@ -1,6 +1,6 @@
 """A Decimal is never written with an exponent (issue 24 item 16): a zero of 12 places was
 "0E-12" in the runs' `mix` (API JSON and CSV), 10^-12 was "1E-12". Every place a Decimal is
-written goes through billing_ingest.money.decimal_text, or a DRF DecimalField, or a display
+written goes through finops.core.money.decimal_text, or a DRF DecimalField, or a display
 filter; each is rendered here with a zero, a tiny and a huge value. The last test keeps
 `str()` of money out of the modules that write answers, files and pages.
 """
@@ -17,10 +17,10 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from billing_ingest.money import decimal_text
 from finops.api.csv import rows_of, write_csv
 from finops.api.renderers import JSONRenderer
 from finops.attribution.models import RunCost
+from finops.core.money import decimal_text
 from finops.web.templatetags import finops_tags
 from tests.factories import Scenario
 
@@ -161,6 +161,4 @@ def test_no_str_of_money_in_output_modules() -> None:
         files.extend(sorted(target.rglob("*.py")) if target.is_dir() else [target])
     assert len(files) > 10
     found = [hit for path in files for hit in _str_of_money(path)]
-    assert found == [], "write Decimals with billing_ingest.money.decimal_text:\n" + "\n".join(
-        found
-    )
+    assert found == [], "write Decimals with finops.core.money.decimal_text:\n" + "\n".join(found)

@@ -8,9 +8,9 @@ from decimal import Decimal
 import pytest
 
 from billing_ingest.models import CostLineItem
-from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost, Category
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
+from finops.core.money import MoneySum
 from tests.factories import MONTH, AllocatedCostFactory, CostLineItemFactory
 
 # 19 significant digits: a float (and SQLite's NUMERIC) cannot hold these.

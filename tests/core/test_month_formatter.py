@@ -1,4 +1,4 @@
-"""One month formatter (issue 26): a month is written "YYYY-MM" by billing_ingest.months
+"""One month formatter (issue 26): a month is written "YYYY-MM" by finops.core.months
 (month_format, or the month_param template filter that calls it), never by a hand-written
 strftime, f-string format or template date filter beside it, so the form cannot drift."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # The helper itself, where it lives now and where the renovation moves it.
-HELPERS = {"billing_ingest/months.py", "finops/core/months.py"}
+HELPERS = {"finops/core/months.py"}
 SKIPPED_DIRS = {".venv", ".git", "node_modules", ".azurite", "staticfiles", "var", "__pycache__"}
 PY_MONTH = re.compile(r"%Y-%m(?!-)")
 TEMPLATE_MONTH = re.compile(r"""\|\s*date\s*:\s*["']Y-m["']""")
@@ -40,7 +40,7 @@ def test_no_month_is_formatted_outside_the_helper() -> None:
         lines = month_formats_in(path.read_text(errors="replace"), path.suffix)
         offenders += [f"{relative}:{n}" for n in lines]
     assert offenders == [], (
-        "write a month with billing_ingest.months.month_format (templates: |month_param)"
+        "write a month with finops.core.months.month_format (templates: |month_param)"
     )
 
 

@@ -1,11 +1,11 @@
-"""billing_ingest.months: the one way a billing month is parsed, written and stepped."""
+"""finops.core.months: the one way a billing month is parsed, written and stepped."""
 
 import datetime as dt
 from argparse import ArgumentTypeError
 
 import pytest
 
-from billing_ingest.months import (
+from finops.core.months import (
     month_add,
     month_argument,
     month_format,

@@ -22,7 +22,7 @@ from pytest_django import DjangoAssertNumQueries, Settings
 from rest_framework.test import APIClient
 
 from finops.attribution.models import Category, TeamDailyCost
-from finops.attribution.team_selectors import team_month
+from finops.attribution.selectors.team import team_month
 from finops.currency.models import FxRate
 from finops.currency.selectors import money_round
 from finops.org.models import Team

@@ -219,10 +219,10 @@ def test_attributing_a_month_rebuilds_its_endpoint_costs(monkeypatch: pytest.Mon
     # The pipeline's step after attribution rebuilds the month's endpoint costs from the ledger.
     from django.core.management import call_command
 
-    from finops.inference import tasks
+    from finops.inference import month_step
 
     months = []
-    monkeypatch.setattr(tasks, "endpoint_costs_rebuild", lambda *, month: months.append(month))
+    monkeypatch.setattr(month_step, "endpoint_costs_rebuild", lambda *, month: months.append(month))
     call_command("attribute", "--month", "2025-09")
     assert months == [dt.date(2025, 9, 1)]
 

@@ -14,8 +14,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from pytest_django import Settings
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch
+from finops.core.errors import ImportFormatError
 from finops.inference.models import InferenceUsage
 from finops.inference.parsers.prometheus import parse_prometheus
 from finops.inference.parsers.usage_csv import parse_usage_csv

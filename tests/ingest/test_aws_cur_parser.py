@@ -19,11 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import MONEY_QUANTUM
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.aws_cur import parse_aws_cur
 from billing_ingest.parsers.rows import LineItemRow
+from finops.core.errors import ImportFormatError
+from finops.core.money import MONEY_QUANTUM
 from tests.builders import CUR2_COLUMNS, RI_ARN, SP_ARN, cur2_row, legacy_row
 
 

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from billing_ingest.models import MONEY_QUANTUM, CostLineItem, ImportBatch
+from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers import billing_parser
+from finops.core.money import MONEY_QUANTUM
 
 SAMPLES = [
     "legacy_cur_anonymized_1281rows.csv",

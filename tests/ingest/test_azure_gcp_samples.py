@@ -21,9 +21,10 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from billing_ingest.models import MONEY_QUANTUM, CostLineItem, ImportBatch
-from billing_ingest.months import month_format
+from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers import billing_parser
+from finops.core.money import MONEY_QUANTUM
+from finops.core.months import month_format
 
 HALF_QUANTUM = MONEY_QUANTUM / 2
 

@@ -16,11 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.azure_cost import parse_azure_cost
 from billing_ingest.parsers.focus import parse_focus
 from billing_ingest.parsers.rows import LineItemRow
+from finops.core.errors import ImportFormatError
 
 EA_COLUMNS = [
     "BillingAccountId",
@@ -553,7 +553,7 @@ def test_legacy_usage_export_imports_and_reconciles() -> None:
     from django.core.management import call_command
 
     from billing_ingest.models import CostLineItem, ImportBatch
-    from billing_ingest.money import MoneySum
+    from finops.core.money import MoneySum
 
     path = AZURE_FIXTURES / "legacy-usage-2025-06.csv"
     out = io.StringIO()

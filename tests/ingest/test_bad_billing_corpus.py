@@ -46,8 +46,9 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from billing_ingest.models import MONEY_QUANTUM, CoreWeaveRate, CostLineItem, ImportBatch
+from billing_ingest.models import CoreWeaveRate, CostLineItem, ImportBatch
 from billing_ingest.parsers import BILLING_PARSERS, billing_parser
+from finops.core.money import MONEY_QUANTUM
 from tests.builders import LEGACY_FROM_CUR2
 
 pytestmark = pytest.mark.django_db

@@ -224,8 +224,8 @@ def test_line_within_the_cap_is_read(
 
 
 def test_overlong_json_line_fails_naming_file_and_row(tmp_path: Path, settings: Settings) -> None:
-    from billing_ingest.errors import ImportFormatError
     from billing_ingest.parsers import billing_parser
+    from finops.core.errors import ImportFormatError
 
     settings.FINOPS_MAX_LINE_BYTES = 1000
     path = tmp_path / "shard-000000000000"

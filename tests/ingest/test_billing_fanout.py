@@ -19,7 +19,6 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart
-from billing_ingest.months import month_format
 from billing_ingest.services.billing import (
     BillingFile,
     billing_batch_create,
@@ -28,7 +27,8 @@ from billing_ingest.services.billing import (
     billing_part_ingest,
 )
 from billing_ingest.tasks import billing as billing_tasks
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
+from finops.core.months import month_format
 from tests.builders import focus_row
 from tests.builders import write_focus_csv as write_csv
 from tests.clock import Clock
@@ -337,8 +337,8 @@ def test_readers_of_the_bill_see_only_settled_batches(tmp_path: Path) -> None:
     # not in the month list, the reconciliation, nor a FOCUS export.
     import csv as csv_module
 
-    from finops.attribution.overview_selectors import month_list_with_data
-    from finops.attribution.reconciliation_selectors import reconciliation_for_month
+    from finops.attribution.selectors.overview import month_list_with_data
+    from finops.attribution.selectors.reconciliation import reconciliation_for_month
     from tests.factories import MONTH, CostLineItemFactory, ImportBatchFactory
 
     CostLineItemFactory.create(effective_cost=Decimal("10"), billed_cost=Decimal("10"))

@@ -1,5 +1,5 @@
 """PostgreSQL: the line items are partitioned by billing month, then by import batch
-(billing_ingest.partitions). An import's rows become its own partition of each month they
+(billing_ingest.loading.partitions). An import's rows become its own partition of each month they
 belong to; a restatement drops the superseded batch's partition of the restated month and
 nothing else; a failed import drops only its own loading tables; deleting a batch drops its
 partitions. (SQLite has one plain table: the migration is a no-op there and rows are deleted.)"""
@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 from django.db import connection
 
-from billing_ingest.models import CostLineItem, ImportBatch
-from billing_ingest.months import month_format
-from billing_ingest.partitions import (
+from billing_ingest.loading.partitions import (
     DEFAULT,
     TABLE,
     batch_table,
     batch_tables,
     month_table,
 )
+from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.services.batches import line_items_batch_delete
 from billing_ingest.services.billing import BillingFile, billing_batch_create, billing_batch_ingest
+from finops.core.months import month_format
 from tests.builders import focus_row, write_focus_csv
 from tests.factories import CostLineItemFactory, ImportBatchFactory
 

@@ -11,10 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.db.models import Sum
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.rows import LineItemRow
+from finops.core.errors import ImportFormatError
 
 pytestmark = pytest.mark.django_db
 

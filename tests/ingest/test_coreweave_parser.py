@@ -17,10 +17,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db.models import Sum
 
-from billing_ingest.errors import ImportFormatError
-from billing_ingest.models import MONEY_QUANTUM, CoreWeaveRate, CostLineItem, ImportBatch
+from billing_ingest.models import CoreWeaveRate, CostLineItem, ImportBatch
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.rows import LineItemRow
+from finops.core.errors import ImportFormatError
+from finops.core.money import MONEY_QUANTUM
 
 pytestmark = pytest.mark.django_db
 

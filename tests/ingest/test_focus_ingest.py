@@ -19,9 +19,9 @@ from django.core.management import call_command
 from pytest_django import Settings
 
 from billing_ingest.models import CostLineItem, ImportBatch
-from billing_ingest.months import month_format
 from billing_ingest.parsers.focus import parse_focus
 from billing_ingest.services.billing import billing_batch_ingest, billing_default_source
+from finops.core.months import month_format
 from tests.builders import FOCUS_COLUMNS as COLUMNS
 from tests.builders import csv_text, focus_row
 from tests.builders import write_focus_csv as write_csv

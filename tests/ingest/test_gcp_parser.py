@@ -17,11 +17,11 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import call_command
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_parser
 from billing_ingest.parsers.gcp_billing import parse_gcp_billing
 from billing_ingest.parsers.rows import LineItemRow
+from finops.core.errors import ImportFormatError
 from tests.builders import A3_SPEC, nested_record
 from tests.gcp_credits import CREDITS_CSV, credit_rows, file_credits, net_cost
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from billing_ingest.models import ImportBatch
-from billing_ingest.public_names import public_file_name, public_text
+from finops.core.public_names import public_file_name, public_text
 from tests.attribution_inputs import ingest_bill, line, utc
 
 pytestmark = pytest.mark.django_db

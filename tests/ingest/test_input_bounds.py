@@ -33,7 +33,6 @@ from django.urls import reverse
 from pytest_django import Settings
 from rest_framework.test import APIClient
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers.focus import parse_focus
 from billing_ingest.parsers.lines import capped_binary_lines
@@ -42,6 +41,7 @@ from billing_ingest.parsers.prometheus_text import json_samples
 from billing_ingest.parsers.slurm import parse_sacct
 from billing_ingest.services import billing as billing_service
 from billing_ingest.services.utilisation import utilisation_import
+from finops.core.errors import ImportFormatError
 from finops.inference.parsers.usage_csv import parse_usage_csv
 from tests.builders import FIRST_DUMP, csv_text, focus_row, legacy_row
 

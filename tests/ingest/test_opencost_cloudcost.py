@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from billing_ingest.models import MONEY_QUANTUM, CostLineItem, ImportBatch
-from billing_ingest.money import MoneySum
+from billing_ingest.models import CostLineItem, ImportBatch
+from finops.core.money import MONEY_QUANTUM, MoneySum
 
 pytestmark = pytest.mark.django_db
 

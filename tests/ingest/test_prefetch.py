@@ -8,7 +8,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from billing_ingest.prefetch import prefetched
+from billing_ingest.loading.prefetch import prefetched
 
 
 def test_chunks_arrive_in_order_and_complete() -> None:

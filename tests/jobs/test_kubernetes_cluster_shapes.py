@@ -20,13 +20,13 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.parsers import kubernetes
 from billing_ingest.parsers.kubernetes import parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
+from finops.core.errors import ImportFormatError
 from tests.builders import container, pod, pod_list
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"

@@ -15,9 +15,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from billing_ingest.models import MONEY_PLACES, Cluster, ImportBatch, JobRecord
+from billing_ingest.models import Cluster, ImportBatch, JobRecord
+from finops.attribution.inputs.team_mapping import TeamResolver
 from finops.attribution.models import AllocatedCost, RunCost
-from finops.attribution.team_mapping import TeamResolver
+from finops.core.money import MONEY_PLACES
 from finops.org.models import MappingRule, Team
 from tests.builders import container, pod, pod_list
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.kubernetes import gpu_fraction, parse_pods
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
+from finops.core.errors import ImportFormatError
 from tests.builders import container, pod, pod_list
 
 

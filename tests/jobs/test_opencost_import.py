@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.models import JobRecord
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
+from finops.core.errors import ImportFormatError
 
 SAMPLE = "kubernetes/opencost_allocation_example_output.json"
 

@@ -11,7 +11,6 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats, parse_sacct
 from billing_ingest.parsers.slurm_values import (
@@ -23,6 +22,7 @@ from billing_ingest.parsers.slurm_values import (
     parse_time,
     run_id_for,
 )
+from finops.core.errors import ImportFormatError
 
 COLUMNS = [
     "JobID",

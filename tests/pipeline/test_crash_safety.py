@@ -4,7 +4,7 @@ correct (reconciliation difference 0) or failed with the previous data intact an
 says the worker died, found within seconds by heartbeat (short settings here), not after the
 broker's visibility timeout. The broker down when work is queued: tests/pipeline/test_pipeline.py.
 
-The worker reads FINOPS_FAULT_INJECT (billing_ingest/faults.py): "copy" kills it with SIGKILL
+The worker reads FINOPS_FAULT_INJECT (finops/core/faults.py): "copy" kills it with SIGKILL
 when a part's rows are COPYed but not committed, "commit" right after the part committed (its
 task not acknowledged), "attribute" when a month's inputs are loaded; ":sleep=N" pauses there
 instead, so this test can pg_terminate_backend the worker's connection. FINOPS_FAULT_ONCE makes
@@ -27,9 +27,9 @@ from django.db import connection
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.services.billing import BillingFile, billing_batch_create
-from billing_ingest.tasks.billing import billing_batch_dispatch
+from billing_ingest.services.dispatch import billing_batch_dispatch
 from finops.attribution.models import AllocatedCost, AttributionRun
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.celery import app as celery_app
 from finops.pipeline.models import PipelineRun
 from tests.conftest import worker_start, worker_stop

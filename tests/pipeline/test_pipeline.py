@@ -32,10 +32,10 @@ from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from billing_ingest.models import CostLineItem, ImportBatch, MonthChange
-from billing_ingest.months import month_format
 from finops.attribution.models import AttributionRun
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.celery import app as celery_app
+from finops.core.months import month_format
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import pipeline_changes_claim, pipeline_run_create
 from finops.pipeline.steps import STEPS
@@ -86,7 +86,7 @@ def test_the_steps_are_declared_once_in_order_and_each_takes_month_and_run_id() 
 def test_a_settled_import_runs_every_step_for_each_month_it_touched(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from finops.inference import tasks as inference_tasks
+    from finops.inference import month_step as inference_step
 
     seen: list[tuple[dt.date, bool]] = []
 
@@ -98,7 +98,7 @@ def test_a_settled_import_runs_every_step_for_each_month_it_touched(
         seen.append((month, attributed))
         return 0
 
-    monkeypatch.setattr(inference_tasks, "endpoint_costs_rebuild", rebuild)
+    monkeypatch.setattr(inference_step, "endpoint_costs_rebuild", rebuild)
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00"), _row(JUNE, "20.00")]))
 
     assert sorted(seen) == [(MAY, True), (JUNE, True)]
@@ -170,7 +170,7 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
-    from finops.attribution import ledger
+    from finops.attribution.ledger import writer as ledger
 
     def broken(*args: Any) -> None:
         raise ledger.ConservationError("ledger 1 != bill 2")
@@ -199,7 +199,7 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
 def test_a_transient_error_is_retried_and_the_step_then_succeeds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from finops.inference import tasks as inference_tasks
+    from finops.inference import month_step as inference_step
 
     calls: list[dt.date] = []
 
@@ -209,7 +209,7 @@ def test_a_transient_error_is_retried_and_the_step_then_succeeds(
             raise OperationalError("server closed the connection unexpectedly")
         return 0
 
-    monkeypatch.setattr(inference_tasks, "endpoint_costs_rebuild", flaky)
+    monkeypatch.setattr(inference_step, "endpoint_costs_rebuild", flaky)
     _ingest(_bill(tmp_path / "bill.csv", [_row(MAY, "80.00")]))
     step = PipelineStep.objects.get(key="endpoint_costs")
     assert (step.status, step.attempts, step.error) == ("succeeded", 2, "")

@@ -11,7 +11,7 @@ import pytest
 from django.core.management import call_command
 
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost
-from finops.attribution.reconciliation_selectors import reconciliation_for_month
+from finops.attribution.selectors.reconciliation import reconciliation_for_month
 
 HEADER = (
     "BillingAccountId,BillingCurrency,BillingPeriodStart,BillingPeriodEnd,ChargeCategory,"

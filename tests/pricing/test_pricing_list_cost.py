@@ -18,12 +18,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from billing_ingest.models import MONEY_PLACES, CostLineItem, ImportBatch, JobRecord
-from billing_ingest.money import MoneySum
-from finops.attribution import list_cost
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.engine import TAGGED, UNALLOCATED, Job, LineItem, allocate
+from finops.attribution.inputs import list_cost
 from finops.attribution.models import AllocatedCost, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_month_run
+from finops.core.money import MONEY_PLACES, MoneySum
 from tests.strategies import BASE, DIMS, JobSpec, LineSpec, jobs, line_items, pools
 
 units = st.one_of(

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from billing_ingest.models import CostLineItem, ImportBatch
-from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost
 from finops.attribution.services import attribution_month_run
+from finops.core.money import MoneySum
 from finops.pricing import prices, snapshot
 from finops.pricing.models import InstancePrice
 

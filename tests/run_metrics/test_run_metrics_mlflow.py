@@ -14,8 +14,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from billing_ingest.errors import ImportFormatError
 from finops.attribution.models import RunCost
+from finops.core.errors import ImportFormatError
 from finops.org.models import Team
 from finops.run_metrics.models import TrainingRun
 from finops.run_metrics.parsers import metrics_files, metrics_parser

@@ -16,8 +16,8 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from billing_ingest.errors import ImportFormatError
 from finops.attribution.models import RunCost
+from finops.core.errors import ImportFormatError
 from finops.org.models import Team
 from finops.run_metrics.parsers import metrics_files, metrics_parser
 from finops.run_metrics.parsers.common import MetricRow, RunOptions

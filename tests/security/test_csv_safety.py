@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
-from billing_ingest.csv_safety import csv_safe, csv_safe_cell
+from finops.core.csv_safety import csv_safe, csv_safe_cell
 from finops.org.models import Team
 from tests.factories import CostLineItemFactory
 

@@ -13,10 +13,10 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django import DjangoAssertNumQueries
 
-from billing_ingest.months import month_add
 from finops.attribution.models import Category, TeamDailyCost
 from finops.budgets.models import Budget
 from finops.budgets.tasks import evaluate_budgets_for_month
+from finops.core.months import month_add
 from finops.currency.models import FxRate
 from finops.org.models import Team
 from tests.client_types import Response

@@ -18,10 +18,10 @@ from typing import Any, TextIO, cast
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from billing_ingest.loading.progress import BatchProgressBar
 from billing_ingest.management.pipeline import start_pipeline
 from billing_ingest.models import ImportBatch, MonthChange
 from billing_ingest.parsers import billing_parser, billing_paths
-from billing_ingest.progress import BatchProgressBar
 from billing_ingest.services.batches import import_batch_fail_if_dead, import_batch_pipeline_set
 from billing_ingest.services.billing import (
     BillingFile,
@@ -31,10 +31,10 @@ from billing_ingest.services.billing import (
     billing_file_wanted,
 )
 from billing_ingest.services.deliveries import billing_uri_ingest
+from billing_ingest.services.dispatch import billing_batch_dispatch
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.parts import parts_check
 from billing_ingest.sources.uris import uri_scheme
-from billing_ingest.tasks.billing import billing_batch_dispatch
 
 URI_HELP = (
     "PATH may be a storage URI. s3://BUCKET/PREFIX/EXPORT-NAME (--format aws-cur or focus): an "

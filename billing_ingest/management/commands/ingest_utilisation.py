@@ -15,8 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.services.utilisation import READERS, utilisation_import
+from finops.core.errors import ImportFormatError
 
 SUPPORTED_FORMATS = tuple(READERS)
 

@@ -40,7 +40,6 @@ import zipfile
 import zlib
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.aws_cur.row import CurRowBuilder
 from billing_ingest.parsers.aws_cur.table import CurTableBuilder
@@ -61,6 +60,7 @@ from billing_ingest.parsers.values import (
     read_magic,
     skip_rows,
 )
+from finops.core.errors import ImportFormatError
 
 _ZIP_MAGIC = b"PK\x03\x04"
 

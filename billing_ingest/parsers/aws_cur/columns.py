@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass
 from decimal import Decimal
 
-from billing_ingest.models import MONEY_QUANTUM
+from finops.core.money import MONEY_QUANTUM
 
 ZERO = Decimal(0).quantize(MONEY_QUANTUM)
 

@@ -10,7 +10,6 @@ from typing import Any
 
 from django.conf import settings
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.aws_cur.columns import (
     COLUMNS,
     COMMITMENT_UNUSED,
@@ -39,6 +38,7 @@ from billing_ingest.parsers.values import (
     parse_quantity,
     parse_timestamp,
 )
+from finops.core.errors import ImportFormatError
 
 
 class CurRowBuilder:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from datetime import date
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.aws_cur.columns import (
     CONSUMING,
     LIMITED_FIELDS,
@@ -38,6 +37,7 @@ from billing_ingest.parsers.values import (
     parse_quantity,
     parse_timestamp,
 )
+from finops.core.errors import ImportFormatError
 
 
 class CurTableBuilder:

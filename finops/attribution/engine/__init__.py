@@ -1,8 +1,8 @@
 """The attribution engine (DESIGN section 5): pure Python, no ORM, exact to the last stored decimal.
 
 Dataclasses in, shares out. The service loads LineItem / Job values from the database
-(attribution/inputs.py), runs `allocate_lines`, and aggregates the shares into the ledger
-(attribution/ledger.py). The package, by stage: values.py (what goes in and out), units.py
+(attribution/inputs/month.py), runs `allocate_lines`, and aggregates the shares into the ledger
+(attribution/ledger/writer.py). The package, by stage: values.py (what goes in and out), units.py
 (exact money and largest remainder), nodes.py (resources to nodes, jobs by node and hour),
 node_lines.py (a GPU node line into job shares and idle), redistribute.py (spread idle, shared
 costs).
@@ -123,7 +123,7 @@ def allocate_lines(
     line and independent of every other line except those of the same node (which share the
     node's GPU-second buckets). So a month's lines can be split into parts by node, each part
     allocated on its own, and the redistribution done once over the parts' sums
-    (attribution/partial.py). horizon: where running jobs end (the month's latest charge
+    (attribution/ledger/partial.py). horizon: where running jobs end (the month's latest charge
     period end; by default that of these lines)."""
     shares: list[Share] = []
     allocate_lines_into(lines, jobs, shares, horizon=horizon)

@@ -2,7 +2,7 @@
 millions of Share tuples summed afterwards: a month's first pass makes about six shares per
 line item, and most of them land on a ledger row that already exists.
 
-What a fold keeps is what a part of a month contributes (attribution/partial.py, PartResult):
+What a fold keeps is what a part of a month contributes (attribution/ledger/partial.py, PartResult):
 ledger rows keyed (ledger group, day, category, team id, job id, node), and set aside for the
 redistribution, which needs every part's sums: the GPU units of jobs on `spread` pools' nodes,
 the idle of `spread` node lines (pooled per pool, day and group, and as rows in case the

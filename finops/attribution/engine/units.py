@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from decimal import Context, Decimal
 from typing import Protocol
 
-# Must equal billing_ingest.models.MONEY_PLACES (a test checks it); repeated here so the engine
+# Must equal finops.core.money.MONEY_PLACES (a test checks it); repeated here so the engine
 # stays importable without Django.
 MONEY_PLACES = 12
 

@@ -1,7 +1,7 @@
 """On PostgreSQL, the ledger (attribution_allocatedcost) becomes a table partitioned by billing
 month (declarative RANGE partitioning on billing_period, one partition per month), so that
 re-attributing a month truncates that month's partition instead of deleting its rows one by
-one (finops.attribution.partitions). A DEFAULT partition holds rows of a month that has no
+one (finops.attribution.ledger.partitions). A DEFAULT partition holds rows of a month that has no
 partition yet; creating the month's partition moves them into it. A no-op on SQLite, and no change to Django's model state:
 
 - PostgreSQL wants the partition key in every unique constraint, so the primary key becomes
@@ -65,7 +65,7 @@ def _rebuild(schema_editor, *, partitioned):
             _month_partitions(cursor, TABLE)
             # Rows of a month without its partition yet (written outside an attribution run,
             # which creates the month's partition first) land here rather than fail; creating
-            # the month's partition moves them (finops.attribution.partitions).
+            # the month's partition moves them (finops.attribution.ledger.partitions).
             cursor.execute(f'CREATE TABLE "{TABLE}_default" PARTITION OF "{TABLE}" DEFAULT')
         cursor.execute(f'INSERT INTO "{TABLE}" OVERRIDING SYSTEM VALUE SELECT * FROM "{OLD}"')
         cursor.execute(f'DROP TABLE "{OLD}" CASCADE')

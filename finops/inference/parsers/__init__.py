@@ -3,7 +3,7 @@
 A parser is a callable (paths, *, labels) -> list of dicts keyed by InferenceUsage field names
 (without batch and cluster), already aggregated per series key and window. It reads every file
 before returning (increases need consecutive samples, which may sit in different files) and
-raises billing_ingest.errors.ImportFormatError naming file, line and field.
+raises finops.core.errors.ImportFormatError naming file, line and field.
 """
 
 from __future__ import annotations

@@ -38,8 +38,8 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.prometheus_text import as_datetime, read_samples
+from finops.core.errors import ImportFormatError
 from finops.inference.parsers.common import (
     ENDPOINT_LABELS,
     MODEL_LABELS,

@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.lines import CappedText
+from finops.core.errors import ImportFormatError
 from finops.inference.parsers.common import BadField, Counts, UsageKey, check_lengths, rows_of
 from finops.inference.parsers.common import whole_count as _whole
 

@@ -1,7 +1,7 @@
 """Run-metrics parsers, one module per format behind a small registry.
 
 A parser reads one file into MetricRow values and per-run constants (parsers/common.py), and
-raises billing_ingest.errors.ImportFormatError naming file, row (line) and column.
+raises finops.core.errors.ImportFormatError naming file, row (line) and column.
 """
 
 from __future__ import annotations

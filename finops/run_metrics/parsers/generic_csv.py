@@ -19,8 +19,8 @@ import csv
 from datetime import datetime
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.lines import CappedText
+from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers.common import (
     BadField,
     MetricRow,

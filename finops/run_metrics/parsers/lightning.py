@@ -28,8 +28,8 @@ from typing import Any
 
 import yaml
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.lines import CappedText
+from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers.common import (
     BadField,
     MetricRow,

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
 from billing_ingest.parsers.lines import CappedText
+from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers.common import MetricRow, RunOptions, checked_run
 
 # Terminal colour codes (torchtitan colours its step lines).

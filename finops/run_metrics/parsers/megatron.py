@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
+from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers.common import (
     BadField,
     ParsedFile,

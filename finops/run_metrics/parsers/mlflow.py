@@ -23,7 +23,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.errors import ImportFormatError
+from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers.common import (
     BadField,
     MetricRow,

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
+from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers.common import (
     BadField,
     MetricRow,

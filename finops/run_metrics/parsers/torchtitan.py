@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from billing_ingest.errors import ImportFormatError
+from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers.common import BadField, ParsedFile, RunOptions, checked_run
 from finops.run_metrics.parsers.log_lines import (
     TIME,

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 from django import template
 from django.urls import reverse
 
-from billing_ingest.months import month_format
+from finops.core.months import month_format
 
 register = template.Library()
 

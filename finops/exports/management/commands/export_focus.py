@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from billing_ingest.months import month_argument, month_parse
+from finops.core.months import month_argument, month_parse
 from finops.exports.writer import (
     focus_export_format,
     focus_month_export,

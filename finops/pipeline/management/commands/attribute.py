@@ -10,10 +10,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from billing_ingest.months import month_argument, month_parse
-from finops.attribution.ledger_selectors import month_category_totals, month_conservation
+from finops.attribution.selectors.ledger import month_category_totals, month_conservation
 from finops.attribution.services import attribution_runs_fail_dead
 from finops.attribution.tasks import TIME_LIMIT
+from finops.core.months import month_argument, month_parse
 from finops.pipeline.models import PipelineRun
 from finops.pipeline.selectors import pipeline_step_views
 from finops.pipeline.services import pipeline_runs_fail_dead

@@ -1,0 +1,42 @@
+"""The pipeline's budgets step (finops.core.steps): evaluate the budgets a month's new ledger
+touches, and send the alerts due (each once ever)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from finops.budgets.models import Budget
+from finops.budgets.selectors import budget_period
+from finops.budgets.series import last_ledger_day
+from finops.budgets.services import Evaluation, budgets_evaluate_active
+from finops.core.months import month_add
+from finops.core.steps import StepResult
+
+
+def evaluations_summary(evaluations: list[Evaluation]) -> dict[str, object]:
+    """How many budgets were evaluated and which alerts were sent (JSON values)."""
+    return {
+        "budgets": len(evaluations),
+        "alerts": [
+            {"budget": a.budget_id, "kind": a.kind, "threshold": a.threshold}
+            for e in evaluations
+            for a in e.sent
+        ],
+    }
+
+
+def budgets_month_step(month: dt.date, pipeline_run_id: int | None) -> StepResult:
+    """Evaluate the active budgets whose period overlaps the month, as of the month's last
+    ledger day. Re-running sends nothing new."""
+    as_of = last_ledger_day(month=month)
+    if as_of is None:
+        return StepResult(month, {"budgets": 0, "alerts": []})
+    last = month_add(month, 1)
+    ids = [
+        b.pk
+        for b in Budget.objects.filter(active=True)
+        if budget_period(budget=b, day=as_of).overlaps(month, last)
+    ]
+    summary = evaluations_summary(budgets_evaluate_active(as_of=as_of, budget_ids=ids))
+    summary["as_of"] = as_of.isoformat()
+    return StepResult(month, summary)

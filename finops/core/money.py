@@ -1,0 +1,87 @@
+"""Exact money in the database, on PostgreSQL and on the embedded SQLite default alike.
+
+SQLite keeps only 15 significant digits in a NUMERIC column and sums in floating point, which
+breaks "totals are conserved to the last stored decimal" for amounts like 12345.678901234567.
+So on SQLite a MoneyField is stored as text (exact) and summed with a Python Decimal aggregate
+registered on every connection; on PostgreSQL it is plain numeric and SUM.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db import models
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.signals import connection_created
+from django.db.models import Sum
+from django.db.models.sql.compiler import SQLCompiler
+
+SQLITE_SUM_FUNCTION = "FINOPS_DECIMAL_SUM"
+
+# FOCUS samples carry up to 11 decimals; 12 keeps every one of them exact.
+MONEY_DIGITS = 28
+MONEY_PLACES = 12
+MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
+
+
+def money_field(**kwargs: Any) -> MoneyField:
+    return MoneyField(max_digits=MONEY_DIGITS, decimal_places=MONEY_PLACES, **kwargs)
+
+
+class MoneyField(models.DecimalField):
+    # Not "DecimalField": SQLite's backend would run its float converter over the text value.
+    def get_internal_type(self) -> str:
+        return "MoneyField"
+
+    def db_type(self, connection: BaseDatabaseWrapper) -> str | None:
+        if connection.vendor == "sqlite":
+            return "text"
+        return connection.data_types["DecimalField"] % self.db_type_parameters(connection)
+
+    def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
+        if value is None or isinstance(value, Decimal):
+            return value
+        # Text from SQLite (exact); quantize so both databases hand back the same scale.
+        return Decimal(str(value)).quantize(Decimal(1).scaleb(-self.decimal_places))
+
+
+class MoneySum(Sum):
+    """SUM that stays exact on SQLite (Decimal in Python) and is plain SUM on PostgreSQL."""
+
+    def as_sqlite(
+        self, compiler: SQLCompiler, connection: BaseDatabaseWrapper, **extra_context: Any
+    ) -> Any:
+        return self.as_sql(compiler, connection, function=SQLITE_SUM_FUNCTION, **extra_context)
+
+
+class _DecimalSum:
+    def __init__(self) -> None:
+        self.total: Decimal | None = None
+
+    def step(self, value: object) -> None:
+        if value is not None:
+            self.total = (self.total or Decimal(0)) + Decimal(str(value))
+
+    def finalize(self) -> str | None:
+        return None if self.total is None else str(self.total)
+
+
+def _register_sqlite_functions(
+    sender: object, connection: BaseDatabaseWrapper, **kwargs: object
+) -> None:
+    if connection.vendor == "sqlite":
+        connection.connection.create_aggregate(SQLITE_SUM_FUNCTION, 1, _DecimalSum)
+
+
+connection_created.connect(_register_sqlite_functions)
+
+
+def decimal_text(value: Decimal) -> str:
+    """A Decimal as text for people and files: fixed-point with every place it holds, never an
+    exponent (str() writes a zero of 12 places as "0E-12" and 10^30 as "1E+30"), and never
+    "-0". The one way the API, the CSV files and the pages write a Decimal that is not
+    quantized by a field of its own (tests/core/test_decimal_text.py)."""
+    if value.is_zero():
+        value = value.copy_abs()
+    return format(value, "f")

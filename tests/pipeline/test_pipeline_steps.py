@@ -1,0 +1,62 @@
+"""The pipeline's steps keep one shape: a plain function (month: date, pipeline_run_id) ->
+StepResult (finops.core.steps), in its app's month_step.py, with a Celery task of its own that
+runs it alone. Pinned here, so a step cannot drift back to taking "YYYY-MM" text or returning a
+bare dict."""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import typing
+
+import pytest
+from django.utils.module_loading import import_string
+
+from finops.celery import app as celery_app
+from finops.core.pipeline_wake import STEP_WAITING
+from finops.core.steps import StepResult
+from finops.pipeline.steps import STEPS, STEPS_BY_KEY, Step
+
+MAY = dt.date(2025, 5, 1)
+
+
+def test_the_steps_in_order() -> None:
+    assert [s.key for s in STEPS] == [
+        "attribute",
+        "endpoint_costs",
+        "budgets",
+        "anomalies",
+        "recommendations",
+    ]
+    assert set(STEPS_BY_KEY) == {s.key for s in STEPS}
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.key)
+def test_each_step_takes_the_month_as_a_date_and_returns_a_step_result(step: Step) -> None:
+    signature = inspect.signature(step.run)
+    params = [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    empty = inspect.Parameter.empty
+    assert params == [("month", positional, empty), ("pipeline_run_id", positional, empty)]
+    assert typing.get_type_hints(step.run) == {
+        "month": dt.date,
+        "pipeline_run_id": int | None,
+        "return": StepResult,
+    }
+    assert step.run.__module__.endswith(".month_step"), step.run.__module__
+
+
+@pytest.mark.parametrize("step", STEPS, ids=lambda s: s.key)
+def test_each_step_has_a_registered_task_of_its_own(step: Step) -> None:
+    task = import_string(step.task)  # the pipeline reads its time limits so
+    assert task.name == step.task
+    assert step.task in celery_app.tasks
+    params = list(inspect.signature(task.run).parameters)
+    assert params == ["month", "pipeline_run_id"], step.task
+
+
+def test_a_step_result_as_a_task_returns_it() -> None:
+    done = StepResult(MAY, {"budgets": 2})
+    assert done.task_result() == {"month": "2025-05", "budgets": 2}
+    waiting = StepResult(MAY, {"parts": 3}, waiting=True)
+    assert waiting.task_result() == {"month": "2025-05", "parts": 3, STEP_WAITING: True}
