@@ -4,6 +4,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from finops.metrics.views import MetricsView
+
 urlpatterns = [
     # Our pages link static/favicon.svg; the admin's and the API's pages do not, and a browser
     # then asks for /favicon.ico (a 404 in its console): send it to the same icon.
@@ -14,6 +16,8 @@ urlpatterns = [
     path("account/tokens/", include("finops.tokens.urls")),
     path("account/notifications/", include("finops.notifications.urls")),
     path("api/", include("finops.api.urls")),
+    # Prometheus scrapes /metrics (no slash), with an API token.
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("budgets/", include("finops.budgets.urls")),
     path("", include("finops.web.urls")),
 ]
