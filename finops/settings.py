@@ -349,6 +349,8 @@ SPECTACULAR_SETTINGS = {
         "AnomalyStatusEnum": "finops.anomalies.models.Anomaly.Status",
         "RecommendationStatusEnum": "finops.pricing.models.Recommendation.Status",
         "RecommendationConfidenceEnum": "finops.pricing.models.Recommendation.Confidence",
+        "NotificationChannelKindEnum": "finops.notifications.models.NotificationChannel.Kind",
+        "NotificationEventEnum": "finops.notifications.models.NotificationChannel.Event",
     },
 }
 

@@ -19,6 +19,7 @@ urlpatterns = [
     # Prometheus scrapes /metrics (no slash), with an API token.
     path("metrics", MetricsView.as_view(), name="metrics"),
     path("budgets/", include("finops.budgets.urls")),
+    path("channels/", include("finops.notifications.channel_urls")),
     path("", include("finops.web.urls")),
 ]
 

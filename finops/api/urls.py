@@ -1,7 +1,15 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
+from finops.api import (
+    anomalies,
+    chargeback,
+    notification_channels,
+    preferences,
+    pricing_settings,
+    recommendations,
+    views,
+)
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
 
@@ -10,6 +18,11 @@ router.register("teams", views.TeamViewSet, basename="api-team")
 router.register("runs", views.RunCostViewSet, basename="api-run")
 router.register("anomalies", anomalies.AnomalyViewSet, basename="api-anomaly")
 router.register("budgets", BudgetViewSet, basename="api-budget")
+router.register(
+    "notification-channels",
+    notification_channels.NotificationChannelViewSet,
+    basename="api-notification-channel",
+)
 router.register(
     "recommendations", recommendations.RecommendationViewSet, basename="api-recommendation"
 )

@@ -70,11 +70,15 @@ class Delivery:
 
 
 def channel_deliveries(
-    *, channels: QuerySet[NotificationChannel], limit: int = 50
+    *, channels: QuerySet[NotificationChannel], limit: int = 50, deleted_too: bool = False
 ) -> list[Delivery]:
-    """The newest messages of `channels` in the outbox, sent or not, with their errors."""
+    """The newest messages of `channels` in the outbox, sent or not, with their errors (and
+    with `deleted_too`, finance's, those of deleted channels)."""
+    scope = Q(channel__in=channels)
+    if deleted_too:
+        scope |= Q(channel__isnull=True, kind__startswith=CHANNEL_KIND_PREFIX)
     rows = (
-        EmailNotification.objects.filter(channel__in=channels)
+        EmailNotification.objects.filter(scope)
         .select_related("channel")
         .order_by("-created_at", "-id")[:limit]
     )

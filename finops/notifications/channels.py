@@ -13,7 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
 
@@ -87,8 +87,8 @@ def _validate(user: AnyUser, data: ChannelData) -> Team | None:
         raise ValidationError(errors)
     team = _team(user, data.team)
     if not channel_may_manage(user=user, team=team):
-        raise ValidationError(
-            {"team": ["Only finance adds channels for the organisation; a lead for their teams."]}
+        raise PermissionDenied(
+            "Only finance adds channels for the organisation; a lead for their teams."
         )
     channel_url_check(data.url)
     return team
@@ -118,7 +118,7 @@ def channel_update(
     *, user: AnyUser, channel: NotificationChannel, data: ChannelData
 ) -> NotificationChannel:
     if not channel_may_manage(user=user, team=channel.team):
-        raise ValidationError({"team": ["You may not change this channel."]})
+        raise PermissionDenied("You may not change this channel.")
     team = _validate(user, data)
     with transaction.atomic():
         channel.name, channel.kind, channel.url = data.name.strip(), data.kind, data.url
@@ -133,7 +133,7 @@ def channel_delete(*, user: AnyUser, channel: NotificationChannel) -> None:
     """Delete the channel; its messages not sent yet are dropped (marked failed), the history
     stays."""
     if not channel_may_manage(user=user, team=channel.team):
-        raise ValidationError({"team": ["You may not delete this channel."]})
+        raise PermissionDenied("You may not delete this channel.")
     with transaction.atomic():
         EmailNotification.objects.filter(channel=channel).exclude(
             status=EmailNotification.Status.SENT
