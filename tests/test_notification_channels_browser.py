@@ -53,6 +53,7 @@ def test_lead_adds_a_channel_for_their_team_and_deletes_it(
     assert "http://127.0.0.1:9/…9876" in body
     assert "sEcReT" not in body
     (channel,) = NotificationChannel.objects.all()
+    assert channel.team is not None
     assert (channel.team.slug, channel.events) == ("vision", ["budget", "anomaly", "close"])
 
     browser.find_element(By.CSS_SELECTOR, '[data-testid="channel-delete"]').click()

@@ -24,6 +24,12 @@ from finops.metrics.selectors import Metrics
 IDLE = "idle"
 
 
+def _add(family: GaugeMetricFamily, labels: list[str], value: Decimal | float | int) -> None:
+    """A sample whose value stays the exact Decimal (written by metrics_text below); the
+    client's stubs say float, which is what generate_latest would make of it."""
+    family.add_metric(labels, value)  # type: ignore[arg-type]
+
+
 def _cost_families(metrics: Metrics) -> Iterator[Metric]:
     cost = GaugeMetricFamily(
         "finops_amortised_cost",
@@ -37,9 +43,9 @@ def _cost_families(metrics: Metrics) -> Iterator[Metric]:
         labels=["team", "provider", "month", "currency"],
     )
     for row in metrics.costs:
-        cost.add_metric([row.team, row.provider, row.category, row.month, row.currency], row.amount)
+        _add(cost, [row.team, row.provider, row.category, row.month, row.currency], row.amount)
         if row.category == IDLE:
-            idle.add_metric([row.team, row.provider, row.month, row.currency], row.amount)
+            _add(idle, [row.team, row.provider, row.month, row.currency], row.amount)
     invoiced = GaugeMetricFamily(
         "finops_invoiced_cost",
         "Invoiced cost (BilledCost, cash) of the month's settled bill lines, by provider and "
@@ -47,14 +53,14 @@ def _cost_families(metrics: Metrics) -> Iterator[Metric]:
         labels=["provider", "account", "month", "currency"],
     )
     for i in metrics.invoiced:
-        invoiced.add_metric([i.provider, i.account, i.month, i.currency], i.amount)
+        _add(invoiced, [i.provider, i.account, i.month, i.currency], i.amount)
     waste = GaugeMetricFamily(
         "finops_waste_cost",
         "Cost of failed and preempted training attempts (wasted work) of the team's runs",
         labels=["team", "month", "currency"],
     )
     for w in metrics.waste:
-        waste.add_metric([w.team, w.month, w.currency], w.amount)
+        _add(waste, [w.team, w.month, w.currency], w.amount)
     yield from (cost, idle, invoiced, waste)
 
 
@@ -72,9 +78,9 @@ def _budget_families(metrics: Metrics) -> Iterator[Metric]:
     )
     for b in metrics.budgets:
         values = [str(b.budget_id), b.name, b.team, b.period, b.period_start, b.currency]
-        amount.add_metric(values, b.amount)
-        spent.add_metric(values, b.actual)
-        forecast.add_metric(values, b.forecast)
+        _add(amount, values, b.amount)
+        _add(spent, values, b.actual)
+        _add(forecast, values, b.forecast)
     yield from (amount, spent, forecast)
 
 
@@ -86,14 +92,14 @@ def _freshness_families(metrics: Metrics) -> Iterator[Metric]:
         labels=["kind"],
     )
     for kind, stamp in sorted(fresh.last_import.items()):
-        last_import.add_metric([kind], stamp)
+        _add(last_import, [kind], stamp)
     yield last_import
     last_attribution = GaugeMetricFamily(
         "finops_last_attribution_timestamp_seconds",
         "When the newest successful attribution finished (Unix time, UTC)",
     )
     if fresh.last_attribution is not None:
-        last_attribution.add_metric([], fresh.last_attribution)
+        _add(last_attribution, [], fresh.last_attribution)
     yield last_attribution
     stale = GaugeMetricFamily(
         "finops_month_stale",
@@ -102,7 +108,7 @@ def _freshness_families(metrics: Metrics) -> Iterator[Metric]:
         labels=["month"],
     )
     for month, flag in sorted(fresh.stale.items()):
-        stale.add_metric([month], flag)
+        _add(stale, [month], flag)
     yield stale
     count = sum(fresh.stale.values())
     yield GaugeMetricFamily(

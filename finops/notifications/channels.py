@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
@@ -107,7 +108,7 @@ def channel_create(*, user: AnyUser, data: ChannelData) -> NotificationChannel:
             url=data.url,
             team=team,
             events=_events(data.events),
-            created_by=user if user.is_authenticated else None,
+            created_by=user if isinstance(user, User) else None,
         )
         audit_record(actor=user, action="channel.create", obj_repr=str(channel),
                      details=_audit_details(channel))  # fmt: skip
