@@ -191,11 +191,13 @@ def _uses(node: Any, grouping: frozenset[str] = frozenset()) -> Uses:
     labels it matches on, and those of every `by (...)` around it."""
     if isinstance(node, promql_parser.VectorSelector):
         matched = {m.name for m in node.matchers.matchers}
+        assert node.name is not None, node  # every query names its metric
         return [(node.name, matched | set(grouping))]
     if isinstance(node, promql_parser.AggregateExpr):
         modifier = node.modifier
-        by = modifier is not None and modifier.type == promql_parser.AggModifierType.By
-        labels = set(modifier.labels) if by else set()
+        labels: set[str] = set()
+        if modifier is not None and modifier.type == promql_parser.AggModifierType.By:
+            labels = set(modifier.labels)
         return _uses(node.expr, grouping | labels)
     if isinstance(node, promql_parser.BinaryExpr):
         return _uses(node.lhs, grouping) + _uses(node.rhs, grouping)
@@ -218,8 +220,8 @@ def test_every_metric_and_label_the_grafana_dashboard_uses_is_exposed(
     ImportBatch.objects.update(finished_at=dt.datetime(2025, 10, 1, tzinfo=dt.UTC))
     _, samples = _scrape(finance_key)
     exposed: dict[str, set[str]] = {}
-    for name, labels in samples:
-        exposed.setdefault(name, set()).update(k for k, _ in labels)
+    for name, pairs in samples:
+        exposed.setdefault(name, set()).update(k for k, _ in pairs)
 
     queries, variables = _dashboard_queries()
     uses = [use for query in queries for use in _uses(promql_parser.parse(query))]
