@@ -23,13 +23,15 @@ import promql_parser
 import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
+from pytest_django import DjangoCaptureOnCommitCallbacks
 from rest_framework.test import APIClient
 
 from billing_ingest.models import ImportBatch
-from finops.attribution.models import AttributionRun
+from finops.attribution.models import AttributionRun, TeamDailyCost
 from finops.budgets.models import Budget, BudgetEvaluation
 from finops.budgets.services import budget_evaluation_refresh
 from finops.org.models import Team
+from finops.org.services import data_version_bump
 from finops.tokens.services import api_token_create
 from tests.factories import Scenario
 
@@ -231,3 +233,33 @@ def test_every_metric_and_label_the_grafana_dashboard_uses_is_exposed(
     assert {name for name, _ in uses} == set(exposed)  # each metric shown, none unknown
     for name, labels in uses:
         assert labels <= exposed[name], (name, labels - exposed[name])
+
+
+def test_money_figures_are_cached_by_data_version_and_freshness_is_live(
+    scenario: Scenario,
+    finance_key: str,
+    settings: Any,
+    django_capture_on_commit_callbacks: DjangoCaptureOnCommitCallbacks,
+) -> None:
+    settings.FINOPS_API_CACHE_SECONDS = 300
+    cost = _cost("vision", "AWS", "training")
+    stale = ("finops_month_stale", frozenset({("month", "2025-09")}))
+    _, first = _scrape(finance_key)
+    TeamDailyCost.objects.filter(team__slug="vision", category="training").update(
+        amount=Decimal("1.00")
+    )
+    AttributionRun.objects.create(
+        billing_period=dt.date(2025, 9, 1),
+        status=AttributionRun.Status.SUCCEEDED,
+        finished_at=dt.datetime(2025, 10, 2, tzinfo=dt.UTC),
+        inputs_at=dt.datetime.now(tz=dt.UTC),
+    )
+
+    _, cached = _scrape(finance_key)
+    with django_capture_on_commit_callbacks(execute=True):
+        data_version_bump()  # what every write of the ledger does after its commit
+    _, fresh = _scrape(finance_key)
+
+    assert (first[cost], first[stale]) == (500.25, 1)
+    assert (cached[cost], cached[stale]) == (500.25, 0)  # freshness is read at every scrape
+    assert fresh[cost] == 2.0  # two days of 1.00

@@ -42,7 +42,7 @@ def _cost_families(metrics: Metrics) -> Iterator[Metric]:
         "Amortised cost of idle GPU time (allocated to nobody's job), by owner team and provider",
         labels=["team", "provider", "month", "currency"],
     )
-    for row in metrics.costs:
+    for row in metrics.money.costs:
         _add(cost, [row.team, row.provider, row.category, row.month, row.currency], row.amount)
         if row.category == IDLE:
             _add(idle, [row.team, row.provider, row.month, row.currency], row.amount)
@@ -52,14 +52,14 @@ def _cost_families(metrics: Metrics) -> Iterator[Metric]:
         "billing account (not split by team); finance only",
         labels=["provider", "account", "month", "currency"],
     )
-    for i in metrics.invoiced:
+    for i in metrics.money.invoiced:
         _add(invoiced, [i.provider, i.account, i.month, i.currency], i.amount)
     waste = GaugeMetricFamily(
         "finops_waste_cost",
         "Cost of failed and preempted training attempts (wasted work) of the team's runs",
         labels=["team", "month", "currency"],
     )
-    for w in metrics.waste:
+    for w in metrics.money.waste:
         _add(waste, [w.team, w.month, w.currency], w.amount)
     yield from (cost, idle, invoiced, waste)
 
@@ -76,7 +76,7 @@ def _budget_families(metrics: Metrics) -> Iterator[Metric]:
         "x days left)",
         labels=labels,
     )
-    for b in metrics.budgets:
+    for b in metrics.money.budgets:
         values = [str(b.budget_id), b.name, b.team, b.period, b.period_start, b.currency]
         _add(amount, values, b.amount)
         _add(spent, values, b.actual)

@@ -93,20 +93,38 @@ class Freshness:
 
 
 @dataclass(frozen=True, slots=True)
-class Metrics:
+class MoneyFigures:
+    """The figures that change only with the data (cached by the data version: views.py)."""
+
     months: list[str]
     costs: list[CostRow]
     invoiced: list[InvoicedRow]
     waste: list[WasteRow]
     budgets: list[BudgetRow]
+
+
+@dataclass(frozen=True, slots=True)
+class Metrics:
+    money: MoneyFigures
+    # Read at every scrape: a running or failed attribution shows at once.
     freshness: Freshness
 
 
 def metric_months(*, count: int | None = None) -> list[dt.date]:
-    """The newest `count` months with a ledger or a bill (FINOPS_METRICS_MONTHS, default 12)."""
+    """The newest `count` months with a ledger or a bill (FINOPS_METRICS_MONTHS, default 12):
+    the rollup's months and the billing periods of the settled bill deliveries (not a scan of
+    the line items)."""
     count = count or settings.FINOPS_METRICS_MONTHS
     ledger = set(TeamDailyCost.objects.values_list("billing_period", flat=True).distinct())
-    billed = set(CostLineItem.objects.settled().values_list("billing_period", flat=True).distinct())
+    deliveries = ImportBatch.objects.filter(
+        kind=ImportBatch.Kind.BILLING, status=ImportBatch.Status.SUCCEEDED
+    ).values_list("billing_periods", flat=True)
+    billed = {
+        dt.date(int(text[:4]), int(text[5:7]), 1)
+        for periods in deliveries
+        for text in periods or []
+        if isinstance(text, str) and len(text) >= 7
+    }
     return sorted(ledger | billed)[-count:]
 
 
@@ -212,16 +230,22 @@ def pipeline_freshness(*, months: list[dt.date]) -> Freshness:
     )
 
 
-def metrics_for(*, user: AnyUser) -> Metrics:
-    """Every figure of /metrics the user may see."""
-    months = metric_months()
+def money_figures_for(*, user: AnyUser, months: list[dt.date]) -> MoneyFigures:
+    """Every money figure of /metrics the user may see, for `months`."""
     finance = user_is_finance(user)
     teams = None if finance else team_list_visible(user=user)
-    return Metrics(
+    return MoneyFigures(
         months=[f"{m:%Y-%m}" for m in months],
         costs=_cost_rows(months, teams),
         invoiced=_invoiced_rows(months) if finance else [],
         waste=_waste_rows(months, teams),
         budgets=_budget_rows(user),
-        freshness=pipeline_freshness(months=months),
     )
+
+
+def metrics_for(*, user: AnyUser, money: MoneyFigures | None = None) -> Metrics:
+    """Every figure of /metrics the user may see (`money`: the cached money figures)."""
+    if money is None:
+        money = money_figures_for(user=user, months=metric_months())
+    exposed = [dt.date(int(m[:4]), int(m[5:7]), 1) for m in money.months]
+    return Metrics(money=money, freshness=pipeline_freshness(months=exposed))
