@@ -286,3 +286,27 @@ def test_message_bodies_of_each_kind_carry_figures_with_currency_and_the_link() 
     assert (generic["event"], generic["team"], generic["url"]) == (
         "anomaly", "vision", "https://finops.example.com/a/7/",
     )  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lead_sends_a_test_message_from_the_page_and_sees_it_in_the_history(
+    hook: Hook, lead_api: APIClient, lead_client: Client, viewer_user: User
+) -> None:
+    hook.start()
+    created = _channel(lead_api, name="vision-alerts", kind="teams", url=hook.url,
+                       team="vision", events=["budget", "close"])  # fmt: skip
+    pk = created.json()["id"]
+
+    response = lead_client.post(f"/channels/{pk}/test/", follow=True)
+
+    assert "Test message queued for vision-alerts" in response.content.decode()
+    (body,) = hook.bodies
+    card = body["attachments"][0]["content"]
+    assert card["body"][0]["text"] == "Test message from GPU FinOps to vision-alerts"
+    assert card["body"][1]["text"] == "vision-alerts will receive budget, close alerts of Vision."
+    (delivery,) = lead_api.get(f"/api/v1/notification-channels/{pk}/").json()["deliveries"]
+    assert (delivery["event"], delivery["status"]) == ("test", "sent")
+    viewer = Client()
+    viewer.force_login(viewer_user)
+    assert viewer.post(f"/channels/{pk}/test/").status_code == 403
+    assert len(hook.bodies) == 1

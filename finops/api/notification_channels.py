@@ -58,7 +58,7 @@ class NotificationChannelWriteSerializer(serializers.Serializer[dict[str, Any]])
 
 class DeliverySerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
-    event = serializers.ChoiceField(choices=NotificationChannel.Event.choices)
+    event = serializers.CharField(help_text="budget, anomaly, close, or test (the page's button)")
     title = serializers.CharField()
     status = serializers.ChoiceField(choices=EmailNotification.Status.choices)
     attempts = serializers.IntegerField()

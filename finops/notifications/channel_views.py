@@ -17,7 +17,12 @@ from finops.notifications.channel_selectors import (
     channel_list_visible,
     url_masked,
 )
-from finops.notifications.channels import ChannelData, channel_create, channel_delete
+from finops.notifications.channels import (
+    ChannelData,
+    channel_create,
+    channel_delete,
+    channel_test_send,
+)
 from finops.org.permissions import user_is_finance, user_is_viewer, user_may_edit
 from finops.org.selectors import team_list_visible
 
@@ -72,4 +77,15 @@ def channel_remove(request: HttpRequest, pk: int) -> HttpResponse:
     channel = get_object_or_404(channel_list_visible(user=request.user), pk=pk)
     channel_delete(user=request.user, channel=channel)  # PermissionDenied: a 403
     messages.success(request, f"Channel {channel.name} deleted.")
+    return redirect("channels:list")
+
+
+@login_required
+@require_POST
+def channel_test(request: HttpRequest, pk: int) -> HttpResponse:
+    channel = get_object_or_404(channel_list_visible(user=request.user), pk=pk)
+    channel_test_send(user=request.user, channel=channel)  # PermissionDenied: a 403
+    messages.success(
+        request, f"Test message queued for {channel.name}: its result shows under Messages posted."
+    )
     return redirect("channels:list")

@@ -10,13 +10,16 @@ backoff and its history are the email's (finops.notifications.services / tasks).
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.validators import URLValidator
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 
 from finops.audit.services import audit_record
 from finops.notifications.channel_messages import ChannelMessage, channel_body
@@ -161,30 +164,52 @@ def _key(channel: NotificationChannel, message: ChannelMessage) -> str:
     return f"channel:{channel.pk}:sha256:{hashlib.sha256(message.key.encode()).hexdigest()}"
 
 
+def _enqueue(channel: NotificationChannel, message: ChannelMessage) -> EmailNotification | None:
+    """The outbox row of `message` for `channel`, sent after commit; None when the channel
+    already has this fact (the unique key decides)."""
+    try:
+        with transaction.atomic():
+            row = EmailNotification.objects.create(
+                key=_key(channel, message),
+                kind=f"{CHANNEL_KIND_PREFIX}{message.event}",
+                recipients=[],
+                subject=" ".join(message.title.split())[:255],
+                text_body=f"{message.summary}\n{message.url}",
+                channel=channel,
+                payload=channel_body(kind=channel.kind, message=message),
+            )
+    except IntegrityError:
+        return None
+    transaction.on_commit(lambda: notification_sending_enqueue(notification_id=row.pk))
+    return row
+
+
 def channel_messages_enqueue(*, message: ChannelMessage) -> list[EmailNotification]:
     """One outbox row per channel that takes `message` (the team's and the organisation's
     channels subscribed to its event), each sent after commit; a channel that already has
-    the fact is skipped (the unique key decides). Returns the new rows."""
-    created: list[EmailNotification] = []
+    the fact is skipped. Returns the new rows."""
     channels = channels_for_event(
         event=message.event, team_id=message.team_id, organisation_too=message.organisation_too
     )
-    for channel in channels:
-        try:
-            with transaction.atomic():
-                row = EmailNotification.objects.create(
-                    key=_key(channel, message),
-                    kind=f"{CHANNEL_KIND_PREFIX}{message.event}",
-                    recipients=[],
-                    subject=" ".join(message.title.split())[:255],
-                    text_body=f"{message.summary}\n{message.url}",
-                    channel=channel,
-                    payload=channel_body(kind=channel.kind, message=message),
-                )
-        except IntegrityError:
-            continue
-        created.append(row)
-        transaction.on_commit(
-            lambda pk=row.pk: notification_sending_enqueue(notification_id=pk)  # type: ignore[misc]
-        )
-    return created
+    rows = [_enqueue(channel, message) for channel in channels]
+    return [row for row in rows if row is not None]
+
+
+def channel_test_send(*, user: AnyUser, channel: NotificationChannel) -> EmailNotification:
+    """A test message to `channel` through the outbox (its result shows in the history), from
+    one who may change the channel."""
+    if not channel_may_manage(user=user, team=channel.team):
+        raise PermissionDenied("You may not use this channel.")
+    owner = channel.team.name if channel.team else "the organisation"
+    message = ChannelMessage(
+        event="test",
+        key=f"test:{uuid.uuid4()}",
+        team_id=channel.team_id,
+        team_slug=channel.team.slug if channel.team else None,
+        title=f"Test message from GPU FinOps to {channel.name}",
+        summary=f"{channel.name} will receive {', '.join(channel.events)} alerts of {owner}.",
+        url=settings.SITE_URL + reverse("channels:list"),
+    )
+    row = _enqueue(channel, message)
+    assert row is not None  # a new key
+    return row
