@@ -279,6 +279,15 @@ FINOPS_BUDGET_RECIPIENT_DOMAINS = [
 # Absolute links in emails (no request to build them from in a worker).
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 
+# GET /metrics (Prometheus): the newest months with a ledger or a bill it exposes.
+FINOPS_METRICS_MONTHS = env.int("FINOPS_METRICS_MONTHS", default=12)
+# Chat and webhook channels (finops.notifications): hosts a channel may post to although they
+# resolve to a private, loopback or link-local address (e.g. an internal relay). Host names or
+# IP addresses, compared case-insensitively; a `host:port` entry allows that port only.
+FINOPS_WEBHOOK_ALLOWED_HOSTS = env.list("FINOPS_WEBHOOK_ALLOWED_HOSTS", default=[])
+# Seconds a webhook POST may take (connect and answer) before it counts as failed and is retried.
+FINOPS_WEBHOOK_TIMEOUT = env.int("FINOPS_WEBHOOK_TIMEOUT", default=10)
+
 # Crash safety (finops.core.heartbeat, finops.pipeline): a running step touches its row every
 # HEARTBEAT_SECONDS; one silent for HEARTBEAT_TIMEOUT belongs to a dead worker and is failed
 # with that reason. A pipeline run waiting in the queue with no step running is given up on
@@ -373,6 +382,8 @@ SPECTACULAR_SETTINGS = {
         "AnomalyStatusEnum": "finops.anomalies.models.Anomaly.Status",
         "RecommendationStatusEnum": "finops.pricing.models.Recommendation.Status",
         "RecommendationConfidenceEnum": "finops.pricing.models.Recommendation.Confidence",
+        "NotificationChannelKindEnum": "finops.notifications.models.NotificationChannel.Kind",
+        "NotificationEventEnum": "finops.notifications.models.NotificationChannel.Event",
     },
 }
 

@@ -4,6 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from finops.metrics.views import MetricsView
 from finops.web.login import InviteAcceptView, LoginView
 
 urlpatterns = [
@@ -21,7 +22,10 @@ urlpatterns = [
     path("account/tokens/", include("finops.tokens.urls")),
     path("account/notifications/", include("finops.notifications.urls")),
     path("api/", include("finops.api.urls")),
+    # Prometheus scrapes /metrics (no slash), with an API token.
+    path("metrics", MetricsView.as_view(), name="metrics"),
     path("budgets/", include("finops.budgets.urls")),
+    path("channels/", include("finops.notifications.channel_urls")),
     path("", include("finops.web.urls")),
 ]
 

@@ -398,3 +398,12 @@ def priced_month(db: None) -> None:
     from tests.pricing_golden import golden_runs_create
 
     golden_runs_create()
+
+
+@pytest.fixture
+def bills(tmp_path: Path, team: Team, other_team: Team) -> Path:
+    """September and October 2025 billed to vision and speech, attributed (tests/close_data.py):
+    the month-close tests and the chat messages of a close."""
+    from tests.close_data import close_bills
+
+    return close_bills(tmp_path)

@@ -27,11 +27,13 @@ from django.db.models import Max
 from django.utils import timezone
 
 from finops.anomalies import detector, emails
+from finops.anomalies.channel_alerts import anomaly_channel_message
 from finops.anomalies.findings import DriverValue, Finding, build_findings
 from finops.anomalies.line_drivers import line_drivers_attach, sources_trace
 from finops.anomalies.models import Anomaly, AnomalyDriver, AnomalyStatusChange
 from finops.anomalies.series import endpoint_days, ledger_load, team_cells
 from finops.attribution.models import AllocatedCost
+from finops.notifications.channels import channel_messages_enqueue
 
 logger = logging.getLogger(__name__)
 
@@ -200,6 +202,7 @@ def _create(series: Series, finding: Finding, summary: DetectSummary) -> None:
         return
     summary.created += 1
     emails.anomaly_notify(anomaly=anomaly)
+    channel_messages_enqueue(message=anomaly_channel_message(anomaly=anomaly))
 
 
 def _driver_tuples(drivers: Iterable[Any]) -> list[tuple[str, str, Decimal, Decimal]]:

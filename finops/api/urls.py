@@ -5,6 +5,7 @@ from rest_framework.views import APIView
 from finops.api import (
     anomalies,
     chargeback,
+    notification_channels,
     preferences,
     pricing_settings,
     recommendations,
@@ -19,6 +20,11 @@ router.register("teams", views.TeamViewSet, basename="api-team")
 router.register("runs", views.RunCostViewSet, basename="api-run")
 router.register("anomalies", anomalies.AnomalyViewSet, basename="api-anomaly")
 router.register("budgets", BudgetViewSet, basename="api-budget")
+router.register(
+    "notification-channels",
+    notification_channels.NotificationChannelViewSet,
+    basename="api-notification-channel",
+)
 router.register(
     "recommendations", recommendations.RecommendationViewSet, basename="api-recommendation"
 )

@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from finops.audit.services import audit_record
+from finops.budgets.channel_alerts import budget_channel_message
 from finops.budgets.crossings import Crossing, crossings_due
 from finops.budgets.emails import alert_email
 from finops.budgets.enqueue import budget_evaluation_refresh_enqueue
@@ -40,6 +41,7 @@ from finops.budgets.selectors import (
 )
 from finops.budgets.series import ledger_currencies
 from finops.currency.selectors import FxRateMissing, fx_rate_for
+from finops.notifications.channels import channel_messages_enqueue
 from finops.notifications.models import EmailNotification
 from finops.notifications.services import notification_enqueue
 from finops.org.models import Team
@@ -538,12 +540,16 @@ def _raise_alerts(status: BudgetStatus, crossings: list[Crossing]) -> list[Budge
         if not raised:
             return []
         recipients = budget_recipients(budget=budget)
+        named = [c for c in crossings if (c.kind, c.threshold) in
+                 {(a.kind, a.threshold) for a in raised}]  # fmt: skip
+        key = _email_key(status, raised)
+        # The team's and the organisation's chat/webhook channels: one message per channel.
+        channel_messages_enqueue(
+            message=budget_channel_message(status=status, crossings=named, key=key)
+        )
         if recipients:
-            named = [c for c in crossings if (c.kind, c.threshold) in
-                     {(a.kind, a.threshold) for a in raised}]  # fmt: skip
             drivers = budget_drivers(budget=budget, period=status.period, as_of=status.as_of)
             subject, text, html = alert_email(status=status, crossings=named, drivers=drivers)
-            key = _email_key(status, raised)
             notification_enqueue(
                 key=key,
                 kind="budget",

@@ -14,6 +14,7 @@ from django.utils.html import escape
 
 from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.audit.services import audit_record
+from finops.chargeback.channel_alerts import close_channel_message, statement_channel_message
 from finops.chargeback.models import ClosedPeriod, Section, StatementLine
 from finops.chargeback.period_selectors import month_is_closed
 from finops.chargeback.selectors import (
@@ -22,6 +23,7 @@ from finops.chargeback.selectors import (
     team_lead_emails,
 )
 from finops.core.months import month_add, month_format
+from finops.notifications.channels import channel_messages_enqueue
 from finops.notifications.services import notification_enqueue
 from finops.text import text_problem
 
@@ -126,6 +128,12 @@ def period_close(*, month: date, actor: AnyUser | None, reason: str = "") -> Clo
             for statement in statements:
                 statement.close = close
                 _statement_email(statement=statement, close=close)
+                channel_messages_enqueue(
+                    message=statement_channel_message(statement=statement, close=close)
+                )
+            channel_messages_enqueue(
+                message=close_channel_message(statements=statements, close=close)
+            )
     except IntegrityError as exc:
         # The conditional unique constraint: someone else closed it first.
         raise PeriodError(f"{month:%B %Y} is already closed.") from exc

@@ -23,6 +23,17 @@ class EmailNotification(models.Model):
     key = models.CharField(max_length=255, unique=True)
     kind = models.CharField(max_length=40, db_index=True)
     recipients = models.JSONField(default=list)
+    # A chat or webhook message (kind "channel-<event>") goes through this same outbox: its
+    # channel, and the JSON body posted to the channel's URL (built once, at enqueue, so every
+    # retry posts the same message). Null for an email. A deleted channel leaves its history.
+    channel = models.ForeignKey(
+        "NotificationChannel",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deliveries",
+    )
+    payload = models.JSONField(null=True, blank=True)
     subject = models.CharField(max_length=255)
     text_body = models.TextField()
     html_body = models.TextField(blank=True, default="")
@@ -79,3 +90,43 @@ class NotificationPreference(models.Model):
         if kind == self.KIND_ANOMALY_DIGEST:
             return self.anomaly_mode == self.AnomalyMode.DIGEST
         return True
+
+
+class NotificationChannel(models.Model):
+    """A chat or webhook destination of alerts (issue 33, DESIGN section 10): a team's (its
+    events about that team) or the organisation's (team null: every team's events, and the
+    organisation's own). Messages go through the outbox above (one per channel and fact)."""
+
+    class Kind(models.TextChoices):
+        SLACK = "slack", "Slack incoming webhook"
+        TEAMS = "teams", "Microsoft Teams workflow webhook"
+        WEBHOOK = "webhook", "Generic JSON webhook"
+
+    class Event(models.TextChoices):
+        BUDGET = "budget", "Budget alerts"
+        ANOMALY = "anomaly", "Cost anomalies"
+        CLOSE = "close", "Month close"
+
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # A secret (Slack's and Teams' webhook URLs carry their own key): shown masked.
+    url = models.URLField(max_length=2000)
+    team = models.ForeignKey(
+        "org.Team",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="notification_channels",
+    )
+    events = models.JSONField(default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"

@@ -12,9 +12,11 @@ from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from finops.notifications.channel_selectors import CHANNEL_KIND_PREFIX
 from finops.notifications.enqueue import notification_sending_enqueue
 from finops.notifications.models import EmailNotification, NotificationPreference
 from finops.notifications.selectors import addresses_not_wanting
+from finops.notifications.webhooks import WebhookRefused, webhook_post
 from finops.org.services import data_version_bump
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -77,7 +79,9 @@ def notification_send(*, notification_id: int) -> bool:
     """Send one claimed email. Raises the SMTP/OS error after recording it (the task retries)."""
     if not notification_claim(notification_id=notification_id):
         return False
-    notification = EmailNotification.objects.get(pk=notification_id)
+    notification = EmailNotification.objects.select_related("channel").get(pk=notification_id)
+    if notification.kind.startswith(CHANNEL_KIND_PREFIX):
+        return _channel_send(notification)
     message = EmailMultiAlternatives(
         subject=notification.subject,
         body=notification.text_body,
@@ -96,13 +100,44 @@ def notification_send(*, notification_id: int) -> bool:
         )
         data_version_bump()  # a budget alert's error shows in the budgets API
         raise
-    EmailNotification.objects.filter(pk=notification_id).update(
+    _mark_sent(notification)
+    return True
+
+
+def _mark_sent(notification: EmailNotification) -> None:
+    EmailNotification.objects.filter(pk=notification.pk).update(
         status=EmailNotification.Status.SENT,
         attempts=notification.attempts + 1,
         sent_at=timezone.now(),
         last_error="",
     )
     data_version_bump()  # a budget alert's sent_at shows in the budgets API
+
+
+def _mark_failed(notification: EmailNotification, error: Exception) -> None:
+    EmailNotification.objects.filter(pk=notification.pk).update(
+        status=EmailNotification.Status.FAILED,
+        attempts=notification.attempts + 1,
+        last_error=f"{type(error).__name__}: {error}"[:2000],
+    )
+
+
+def _channel_send(notification: EmailNotification) -> bool:
+    """Post a claimed chat/webhook message. A URL refused now (a private address, a deleted
+    channel) is recorded and not retried by the task; a failed post is recorded and raised
+    (WebhookDeliveryError, an OSError: the task retries it with backoff)."""
+    channel = notification.channel
+    try:
+        if channel is None:
+            raise WebhookRefused("The channel was deleted.")
+        webhook_post(url=channel.url, payload=notification.payload)
+    except WebhookRefused as error:
+        _mark_failed(notification, error)
+        return False
+    except Exception as error:
+        _mark_failed(notification, error)
+        raise
+    _mark_sent(notification)
     return True
 
 

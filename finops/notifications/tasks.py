@@ -6,12 +6,14 @@ import smtplib
 
 from celery import shared_task
 
+from finops.notifications.channel_selectors import CHANNEL_KIND_PREFIX
 from finops.notifications.enqueue import SEND_NOTIFICATION_TASK
 from finops.notifications.models import EmailNotification
 from finops.notifications.services import notification_send
 
 # SMTP servers that are down, refuse a connection or answer 4xx are worth trying again later;
-# a programming error is not.
+# a programming error is not. A chat/webhook post that failed raises WebhookDeliveryError, an
+# OSError: retried the same way.
 TRANSIENT_SMTP_ERRORS = (smtplib.SMTPException, OSError)
 
 
@@ -33,7 +35,10 @@ def send_notification(notification_id: int) -> bool:
 def resend_unsent_notifications() -> int:
     """Queue every email that is still pending or failed (after retries ran out, or a dead
     worker). Sending claims each row first, so a row already in flight is not sent twice."""
-    unsent = EmailNotification.objects.exclude(status=EmailNotification.Status.SENT)
+    unsent = EmailNotification.objects.exclude(status=EmailNotification.Status.SENT).exclude(
+        kind__startswith=CHANNEL_KIND_PREFIX,
+        channel__isnull=True,  # its channel was deleted
+    )
     ids = list(unsent.values_list("pk", flat=True)[:500])
     for notification_id in ids:
         send_notification.delay(notification_id)

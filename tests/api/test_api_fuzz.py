@@ -31,6 +31,7 @@ from pytest_django.live_server_helper import LiveServer
 
 from finops.anomalies.models import Anomaly, AnomalyDriver
 from finops.budgets.models import Budget
+from finops.notifications.models import NotificationChannel
 from finops.org.models import Team
 from finops.tokens.services import api_token_create
 from tests.factories import Scenario, TeamDailyCostFactory, build_month_scenario
@@ -46,6 +47,8 @@ CHECKS = "all"
 # without one. A cost report: an FX rate from every ledger currency to `currency` (any three
 # letters match its pattern). The pricing settings: bounds on decimal strings (a JSON schema's
 # minimum does not apply to a string) and the bands' shapes, checked by the model's clean().
+# A notification channel: a team the caller may save channels for, and a URL that is https and
+# resolves to a public address (a fuzzed string rarely is).
 # positive_data_acceptance takes a 400 there, and only there.
 CONFIG = """
 [[operations]]
@@ -65,6 +68,16 @@ checks.positive_data_acceptance.expected-statuses = ["200", "400", "401", "403",
 [[operations]]
 include-path = "/api/v1/budgets/{id}/"
 parameters = { id = %(budget)d }
+
+[[operations]]
+include-name-regex = "^(POST|PUT|PATCH) /api/v1/notification-channels/"
+checks.positive_data_acceptance.expected-statuses = [
+    "200", "201", "400", "401", "403", "404", "429",
+]
+
+[[operations]]
+include-path = "/api/v1/notification-channels/{id}/"
+parameters = { id = %(channel)d }
 """
 FUZZ_MAX_EXAMPLES = int(os.environ.get("FINOPS_FUZZ_MAX_EXAMPLES", "20"))
 # A bound, not a budget: st's --max-time would repeat fuzzing until it is spent.
@@ -103,6 +116,16 @@ def fuzz_budget(team: Team) -> Budget:
     )  # fmt: skip
 
 
+@pytest.fixture
+def fuzz_channel(team: Team) -> NotificationChannel:
+    """A channel of the lead's team, for the operations on /notification-channels/{id}/ (saved
+    directly: the service would resolve its host, and the tests run offline)."""
+    return NotificationChannel.objects.create(
+        name="vision-alerts", kind="slack", team=team, events=["budget"],
+        url="https://hooks.slack.com/services/T0001/B0002/fuzzfuzzfuzz",
+    )  # fmt: skip
+
+
 def _schema_file(tmp_path: Path) -> Path:
     schema = SchemaGenerator().get_schema(request=None, public=True)
     path = tmp_path / "openapi.yaml"
@@ -133,6 +156,7 @@ def test_fuzz_every_operation(
     live_server: LiveServer,
     fuzz_month: Scenario,
     fuzz_budget: Budget,
+    fuzz_channel: NotificationChannel,
     finance_user: User,
     lead_user: User,
     tmp_path: Path,
@@ -141,7 +165,7 @@ def test_fuzz_every_operation(
     key = api_token_create(user=user, name=f"fuzz {who}").key
     schema = _schema_file(tmp_path)
     config = tmp_path / "schemathesis.toml"
-    config.write_text(CONFIG % {"budget": fuzz_budget.pk})
+    config.write_text(CONFIG % {"budget": fuzz_budget.pk, "channel": fuzz_channel.pk})
     result = _fuzz(schema, config, live_server.url, key, tmp_path)
     output = result.stdout + result.stderr
     if result.returncode != 0 and _only_network_errors(output):

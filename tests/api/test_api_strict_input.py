@@ -32,6 +32,7 @@ from finops.api.fields import (
     StrictEmailField,
     StrictIntegerField,
 )
+from finops.api.notification_channels import NotificationChannelWriteSerializer
 from finops.api.preferences import NotificationPreferenceSerializer
 from finops.api.pricing_settings import PricingSettingsSerializer
 from finops.api.recommendations import RecommendationStatusSerializer
@@ -182,6 +183,7 @@ BODY_SERIALIZERS: dict[str, type[serializers.Serializer[Any]]] = {
     "PricingSettings": PricingSettingsSerializer,
     "RecommendationStatus": RecommendationStatusSerializer,
     "RunEstimateRequest": RunEstimateRequestSerializer,
+    "NotificationChannelWrite": NotificationChannelWriteSerializer,
 }
 
 

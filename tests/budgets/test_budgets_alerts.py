@@ -7,12 +7,10 @@ in through ingest_billing (FOCUS) and attribution, as in use."""
 
 from __future__ import annotations
 
-import csv
 import email
 import io
 import socket
 from collections import Counter
-from datetime import date, timedelta
 from email.message import Message
 from pathlib import Path
 
@@ -27,47 +25,14 @@ from finops.budgets.services import budget_opt_out_set
 from finops.notifications.models import EmailNotification
 from finops.notifications.tasks import resend_unsent_notifications
 from finops.org.models import Team
+from tests.budget_data import focus_month_daily as _focus_month
+from tests.budget_data import ingest_focus as _ingest
 from tests.conftest import CapturedMail
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-SEPTEMBER = date(2025, 9, 1)
-COLUMNS = [
-    "BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd",
-    "BillingAccountId", "ProviderName", "ChargeCategory", "PricingCategory", "ServiceName",
-    "SkuId", "ResourceId", "ResourceName", "BilledCost", "EffectiveCost", "BillingCurrency",
-    "Tags",
-]  # fmt: skip
 LEAD = "lead@example.com"
 LISTED = "vision-lead@example.com"
-
-
-def _focus_month(path: Path, daily: dict[int, str]) -> Path:
-    """One Usage line per day of September 2025 tagged team=vision, EffectiveCost as given."""
-    out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    for dom, cost in sorted(daily.items()):
-        day = SEPTEMBER + timedelta(days=dom - 1)
-        writer.writerow({
-            "BillingPeriodStart": "2025-09-01T00:00:00Z",
-            "BillingPeriodEnd": "2025-10-01T00:00:00Z",
-            "ChargePeriodStart": f"{day}T00:00:00Z",
-            "ChargePeriodEnd": f"{day + timedelta(days=1)}T00:00:00Z",
-            "BillingAccountId": "123456789012", "ProviderName": "AWS",
-            "ChargeCategory": "Usage", "PricingCategory": "Standard",
-            "ServiceName": "Amazon SageMaker", "SkuId": "SKU1", "ResourceId": f"r-{dom}",
-            "ResourceName": f"notebook-{dom}", "BilledCost": cost, "EffectiveCost": cost,
-            "BillingCurrency": "USD", "Tags": '{"team": "vision"}',
-        })  # fmt: skip
-    path.write_text(out.getvalue(), encoding="utf-8")
-    return path
-
-
-def _ingest(path: Path) -> None:
-    # ingest_billing attributes the months it touched.
-    call_command("ingest_billing", "--format", "focus", str(path), "--source", "aws",
-                 stdout=io.StringIO())  # fmt: skip
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ an adjustment in the next open month; reopening needs a reason; the audit log ha
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import email
 import io
@@ -28,6 +27,7 @@ from finops.core.months import month_format
 from finops.notifications.models import EmailNotification
 from finops.notifications.tasks import resend_unsent_notifications
 from finops.org.models import MappingRule, Team
+from tests.close_data import ingest, write_focus
 from tests.smtp import CapturedMail
 
 pytestmark = pytest.mark.django_db
@@ -35,46 +35,6 @@ pytestmark = pytest.mark.django_db
 SEPT = dt.date(2025, 9, 1)
 OCT = dt.date(2025, 10, 1)
 NOV = dt.date(2025, 11, 1)
-COLUMNS = [
-    "BillingPeriodStart",
-    "ChargePeriodStart",
-    "ChargePeriodEnd",
-    "ResourceId",
-    "BilledCost",
-    "EffectiveCost",
-    "BillingCurrency",
-    "Tags",
-]
-
-
-def write_focus(path: Path, month: str, rows: list[tuple[str, str, str]]) -> Path:
-    """rows: (resource id, team tag, cost) in `month` "YYYY-MM", USD."""
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(COLUMNS)
-        for resource, team, cost in rows:
-            start = f"{month}-02T00:00:00Z"
-            writer.writerow(
-                [f"{month}-01T00:00:00Z", start, f"{month}-02T01:00:00Z", resource, cost, cost,
-                 "USD", f'{{"team": "{team}"}}']
-            )  # fmt: skip
-    return path
-
-
-def ingest(path: Path) -> None:
-    # One source for every file: a new file for a month the source already delivered is a
-    # restatement of that month (it replaces the month's rows), and the months are attributed.
-    call_command(
-        "ingest_billing", "--format", "focus", str(path), "--source", "bill", stdout=io.StringIO()
-    )
-
-
-@pytest.fixture
-def bills(tmp_path: Path, team: Team, other_team: Team) -> Path:
-    ingest(write_focus(tmp_path / "sept.csv", "2025-09", [("r1", "vision", "100.00"),
-                                                         ("r2", "speech", "50.00")]))  # fmt: skip
-    ingest(write_focus(tmp_path / "oct.csv", "2025-10", [("r3", "vision", "40.00")]))
-    return tmp_path
 
 
 @pytest.fixture

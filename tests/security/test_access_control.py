@@ -19,6 +19,7 @@ PAGES = [
     "/runs/vision/llama/7b%20v2/?month=2025-09",
     "/reconciliation/?month=2025-09",
     "/imports/",
+    "/channels/",
 ]
 API = [
     "/api/v1/",
@@ -27,6 +28,7 @@ API = [
     "/api/v1/runs/?month=2025-09",
     "/api/v1/reconciliation/?month=2025-09",
     "/api/v1/import-batches/",
+    "/api/v1/notification-channels/",
     "/api/schema/",
 ]
 
