@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "finops.pricing",
     "finops.inference",
     "finops.run_metrics",
+    "finops.energy",
     "finops.notifications",
     "finops.anomalies",
     "finops.budgets",
