@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView
 from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
+from finops.api.run_energy import EnergyView
 
 router = ApiRouter()
 router.register("teams", views.TeamViewSet, basename="api-team")
@@ -41,6 +42,7 @@ urlpatterns = [
         pricing_settings.PricingSettingsView.as_view(),
         name="api-pricing-settings",
     ),
+    path("v1/energy/", EnergyView.as_view(), name="api-energy"),
     path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
     path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
     path(

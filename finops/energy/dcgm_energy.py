@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import pairwise
 from decimal import Context, Decimal
 from pathlib import Path
 
@@ -67,14 +68,14 @@ class GpuSeries:
     def intervals(self) -> Iterator[Interval]:
         if self.counter:
             points = sorted(set(self.counter))
-            for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False):
+            for (t0, v0), (t1, v1) in pairwise(points):
                 if t1 == t0:
                     continue
                 increase = v1 - v0 if v1 >= v0 else v1  # a reset (module docstring)
                 yield Interval(t0, t1, _CTX.multiply(increase, MILLI))
             return
         points = sorted(set(self.power))
-        for (t0, p0), (t1, p1) in zip(points, points[1:], strict=False):
+        for (t0, p0), (t1, p1) in pairwise(points):
             if t1 == t0 or t1 - t0 > MAX_POWER_GAP_MS:
                 continue
             seconds = Decimal(t1 - t0) / 1000

@@ -121,9 +121,7 @@ def energy_import(*, path: Path, cluster: str, format: str = "prometheus") -> En
     unknown: set[str] = set()
     for s in series:
         job_id = job_of[s]
-        candidates = [
-            a for a in attempts.get(job_id, []) if not a.nodes or s.node in a.nodes
-        ]
+        candidates = [a for a in attempts.get(job_id, []) if not a.nodes or s.node in a.nodes]
         if not attempts.get(job_id):
             unknown.add(job_id)
         shown = len(seen[(job_id, s.node)])

@@ -1,0 +1,298 @@
+"""Energy and carbon of a run, a team and a month (DESIGN section 9), joined at read time.
+
+For each job attempt of the run (the attribution ledger's GPU rows of the run, every attempt):
+- measured: the JobEnergy rows DCGM gave for the attempt (every node it measured);
+- else estimated (`estimated: true`): the ledger's GPU-seconds of the attempt on each node x
+  (idle + utilisation x (max - idle)) of the node's GPU model (figures.GPU_POWER), utilisation
+  the job's measured one (JobGpuUtilisation) or 1 when unknown. A node whose GPU model has no
+  power figure is left out and said so in `notes`.
+Per node, the PUE of its provider and region (figures.PUE; no known provider: the pricing
+settings' on-prem PUE) and the grid intensity of its region's country (figures.grid_intensity;
+unknown: no CO2e for that part, said in `notes`). Rounding: GPU kWh per (PUE, intensity) group
+to 6 places, facility kWh = that x PUE, kg CO2e = facility kWh x g/kWh / 1000, each to 6 places
+half-even, so the figures shown reproduce exactly from the PUE and intensity shown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+
+from django.db.models import Q, Sum
+
+from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
+from finops.attribution.catalogue import line_gpu_spec
+from finops.attribution.models import AllocatedCost, RunCost
+from finops.energy.figures import (
+    GPU_POWER,
+    REGION_COUNTRY,
+    Sourced,
+    grid_intensity,
+    pue_for,
+)
+from finops.energy.models import JobEnergy
+from finops.run_metrics.peaks import gpu_family
+from finops.run_metrics.selectors import RunKey
+
+_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
+KWH_PLACES = Decimal("0.000001")
+JOULES_PER_KWH = Decimal(3_600_000)
+SECONDS_PER_HOUR = Decimal(3600)
+
+
+def _round(value: Decimal) -> Decimal:
+    return value.quantize(KWH_PLACES, context=_CTX)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    provider: str
+    region: str
+    gpu_model: str
+
+
+@dataclass(slots=True)
+class RunEnergy:
+    gpu_kwh: Decimal = Decimal(0)
+    measured_kwh: Decimal = Decimal(0)
+    estimated_kwh: Decimal = Decimal(0)
+    facility_kwh: Decimal = Decimal(0)
+    # None when some energy has no grid intensity (its region is unknown).
+    co2e_kg: Decimal | None = Decimal(0)
+    # The PUE and intensity applied; None when parts had different ones (see `parts`).
+    pue: Decimal | None = None
+    grid_g_per_kwh: Decimal | None = None
+    pue_source: str = ""
+    grid_source: str = ""
+    grid_year: str = ""
+    power_source: str = ""
+    estimated: bool = False
+    parts: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _team(key: RunKey) -> Q:
+    return Q(team__isnull=True) if key.team_id is None else Q(team_id=key.team_id)
+
+
+def node_facts(nodes: Iterable[str], months: list[date]) -> dict[str, NodeFacts]:
+    """Provider, region and GPU model of each node, from its line items of those months."""
+    names = set(nodes)
+    if not names:
+        return {}
+    lines = (
+        CostLineItem.objects.settled()
+        .filter(billing_period__in=months)
+        .filter(Q(resource_name__in=names) | Q(resource_id__in=names))
+        .values_list("resource_name", "resource_id", "provider_name", "region_id",
+                     "x_instance_type", "x_gpu_count", "x_gpu_model", "sku_id", "resource_type")
+        .distinct()
+        .order_by()
+    )  # fmt: skip
+    facts: dict[str, NodeFacts] = {}
+    for name, rid, provider, region, x_type, x_count, x_model, sku, res_type in lines:
+        spec = line_gpu_spec(
+            x_instance_type=x_type, x_gpu_count=x_count, x_gpu_model=x_model, sku_id=sku,
+            resource_type=res_type,
+        )  # fmt: skip
+        for node in (name, rid):
+            if node in names and node not in facts:
+                facts[node] = NodeFacts(provider, region, spec.model if spec else "")
+    return facts
+
+
+def _power(model: str) -> tuple[Sourced, Sourced] | None:
+    family = gpu_family(model) or ("A10G" if "A10G" in model.upper() else None)
+    for name in (family, model.upper().strip()):
+        if name and name in GPU_POWER:
+            power = GPU_POWER[name]
+            return power.idle_w, power.max_w
+    return None
+
+
+def _on_prem_pue() -> Sourced:
+    from finops.pricing.comparisons import assumptions_current
+
+    value = assumptions_current().pue
+    return Sourced(value, "pricing settings: on-prem PUE", "current", "this organisation's setting")
+
+
+def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | None:
+    """The run's energy over `months` (default: every month the run has cost in); None when
+    the run has no GPU time in the ledger."""
+    if months is None:
+        months = sorted(
+            set(
+                RunCost.objects.filter(_team(key), run_id=key.run_id)
+                .values_list("billing_period", flat=True)
+                .order_by()
+            )
+        )
+    ledger = (
+        AllocatedCost.objects.filter(
+            _team(key), billing_period__in=months, run_id=key.run_id, gpu_seconds__gt=0,
+            job__isnull=False,
+        )
+        .exclude(node="")
+        .order_by()
+        .values("job_id", "node")
+        .annotate(seconds=Sum("gpu_seconds"))
+    )  # fmt: skip
+    seconds: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    for row in ledger:
+        seconds[row["job_id"]][row["node"]] = Decimal(row["seconds"])
+    if not seconds:
+        return None
+    jobs = {
+        pk: (cluster, job_id, attempt)
+        for pk, cluster, job_id, attempt in JobRecord.objects.filter(pk__in=seconds).values_list(
+            "pk", "cluster", "job_id", "attempt"
+        )
+    }
+    measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
+    for cluster in {c for c, _, _ in jobs.values()}:
+        ids = {j for c, j, _ in jobs.values() if c == cluster}
+        for row in JobEnergy.objects.filter(cluster=cluster, job_id__in=ids).values(
+            "job_id", "attempt", "node", "joules"
+        ):
+            measured[(cluster, row["job_id"], row["attempt"])][row["node"]] = row["joules"]
+    utilisation = {
+        (c, j): u
+        for c, j, u in JobGpuUtilisation.objects.filter(
+            job_id__in={j for _, j, _ in jobs.values()}
+        ).values_list("cluster", "job_id", "utilisation")
+    }
+    # node -> (measured kWh, estimated kWh)
+    per_node: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    estimate_jobs: list[tuple[str, Decimal, Decimal]] = []  # node, seconds, utilisation
+    for pk, by_node in seconds.items():
+        job = jobs.get(pk)
+        if job is None:
+            continue
+        got = measured.get(job)
+        if got:
+            for node, joules in got.items():
+                per_node[node][0] += _CTX.divide(joules, JOULES_PER_KWH)
+            continue
+        u = utilisation.get((job[0], job[1]), Decimal(1))
+        estimate_jobs += [(node, s, u) for node, s in by_node.items()]
+    facts = node_facts(set(per_node) | {n for n, _, _ in estimate_jobs}, months)
+    result = RunEnergy()
+    power_sources: set[str] = set()
+    for node, s, u in estimate_jobs:
+        model = facts[node].gpu_model if node in facts else ""
+        power = _power(model)
+        if power is None:
+            result.notes.append(
+                f"{_round(s / SECONDS_PER_HOUR)} GPU-hours on {node} not estimated: "
+                f"no power figure for GPU model {model or 'unknown'}"
+            )
+            continue
+        idle, peak = power
+        watts = idle.value + u * (peak.value - idle.value)
+        per_node[node][1] += _CTX.divide(s * watts, SECONDS_PER_HOUR * 1000)
+        power_sources |= {
+            f"idle {idle.value} W: {idle.source}",
+            f"max {peak.value} W: {peak.source}",
+        }
+    result.power_source = "; ".join(sorted(power_sources))
+    _apply_factors(result, per_node, facts)
+    return result
+
+
+def _apply_factors(
+    result: RunEnergy, per_node: dict[str, list[Decimal]], facts: dict[str, NodeFacts]
+) -> None:
+    groups: dict[tuple[Sourced, Sourced | None], list[Decimal]] = defaultdict(
+        lambda: [Decimal(0), Decimal(0)]
+    )
+    on_prem: Sourced | None = None
+    for node, (measured, estimated) in sorted(per_node.items()):
+        fact = facts.get(node, NodeFacts("", "", ""))
+        pue = pue_for(fact.provider, fact.region)
+        if pue is None:
+            on_prem = on_prem or _on_prem_pue()
+            pue = on_prem
+        country = REGION_COUNTRY.get(fact.region.strip().lower(), "")
+        grid = grid_intensity(country) if country else None
+        if grid is None:
+            result.notes.append(
+                f"no grid intensity for node {node} (region {fact.region or 'unknown'}): "
+                "its CO2e is not counted"
+            )
+        groups[(pue, grid)][0] += measured
+        groups[(pue, grid)][1] += estimated
+    co2e: Decimal | None = Decimal(0)
+    for (pue, grid), (measured, estimated) in groups.items():
+        gpu = _round(measured + estimated)
+        facility = _round(gpu * pue.value)
+        result.measured_kwh += _round(measured)
+        result.estimated_kwh += _round(estimated)
+        result.gpu_kwh += gpu
+        result.facility_kwh += facility
+        part = {"gpu_kwh": f"{gpu:f}", "pue": f"{pue.value:f}", "pue_source": pue.source,
+                "facility_kwh": f"{facility:f}"}  # fmt: skip
+        if grid is None or co2e is None:
+            co2e = None
+        else:
+            kg = _round(_CTX.divide(facility * grid.value, Decimal(1000)))
+            co2e += kg
+            part |= {"grid_g_per_kwh": f"{grid.value:f}", "grid_source": grid.source,
+                     "grid_year": grid.date, "co2e_kg": f"{kg:f}"}  # fmt: skip
+        result.parts.append(part)
+    result.co2e_kg = co2e
+    result.estimated = result.estimated_kwh > 0
+    if len(groups) == 1:
+        (pue, grid), _ = next(iter(groups.items()))
+        result.pue, result.pue_source = pue.value, pue.source
+        if grid is not None:
+            result.grid_g_per_kwh, result.grid_source = grid.value, grid.source
+            result.grid_year = grid.date
+
+
+@dataclass(frozen=True, slots=True)
+class TeamEnergy:
+    team: str
+    month: str
+    runs: int
+    gpu_kwh: Decimal
+    measured_kwh: Decimal
+    estimated_kwh: Decimal
+    facility_kwh: Decimal
+    # None when a run's CO2e is unknown (a region with no intensity)
+    co2e_kg: Decimal | None
+    estimated: bool
+
+
+def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[TeamEnergy]:
+    """Sum of the month's runs' energy per team (each run over that month's ledger only)."""
+    wanted = set(team_ids)
+    keys: dict[tuple[int | None, str], RunKey] = {}
+    for run in RunCost.objects.filter(billing_period=month).select_related("team").order_by():
+        if run.team_id not in wanted:
+            continue
+        slug = run.team.slug if run.team else ""
+        keys[(run.team_id, run.run_id)] = RunKey(run.team_id, slug, run.run_id, "")
+    sums: dict[str, list[RunEnergy]] = defaultdict(list)
+    for key in keys.values():
+        energy = run_energy(key, [month])
+        if energy is not None:
+            sums[key.team_slug].append(energy)
+    rows = []
+    for slug, energies in sorted(sums.items()):
+        co2 = [e.co2e_kg for e in energies]
+        rows.append(
+            TeamEnergy(
+                team=slug, month=month.strftime("%Y-%m"), runs=len(energies),
+                gpu_kwh=sum((e.gpu_kwh for e in energies), Decimal(0)),
+                measured_kwh=sum((e.measured_kwh for e in energies), Decimal(0)),
+                estimated_kwh=sum((e.estimated_kwh for e in energies), Decimal(0)),
+                facility_kwh=sum((e.facility_kwh for e in energies), Decimal(0)),
+                co2e_kg=None if None in co2 else sum((c or Decimal(0) for c in co2), Decimal(0)),
+                estimated=any(e.estimated for e in energies),
+            )
+        )  # fmt: skip
+    return rows
