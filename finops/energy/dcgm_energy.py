@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import pairwise
 from decimal import Context, Decimal
+from itertools import pairwise
 from pathlib import Path
 
 from billing_ingest.errors import ImportFormatError
