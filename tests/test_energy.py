@@ -1,0 +1,246 @@
+"""Energy and carbon (issue 32): `ingest_energy`, its join to job attempts, its bad-input rules,
+the sourced figures, and who sees what on the API. The hand-worked figures are the scenario
+fixtures/scenarios/focus-slurm-energy (README.md there), checked through the API by
+tests/test_fixture_scenarios.py; here the same scenario through the command's own output."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
+
+from billing_ingest.models import ImportBatch, JobRecord
+from finops.attribution.models import RunCost
+from finops.energy.figures import (
+    GPU_POWER,
+    PUE,
+    REGION_COUNTRY,
+    Sourced,
+    grid_dataset,
+    grid_intensity,
+)
+from finops.energy.models import JobEnergy
+from finops.energy.services import energy_import
+from finops.org.models import Profile, Team
+
+pytestmark = pytest.mark.django_db
+
+ENERGY = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios" / "focus-slurm-energy"
+QUIET = {"stdout": StringIO(), "stderr": StringIO()}
+
+
+def _month() -> str:
+    """The scenario's bill, jobs and energy, attributed; the energy command's output."""
+    call_command("loaddata", str(ENERGY.parent.parent / "django" / "teams.json"), verbosity=0)
+    Team.objects.get(slug="vision").mapping_rules.create(
+        kind="slurm_account", value="cv", priority=50
+    )
+    call_command(
+        "ingest_billing", "--format", "focus", str(ENERGY / "focus-2025-06.csv"),
+        "--no-attribute", **QUIET,
+    )  # fmt: skip
+    call_command(
+        "ingest_jobs", "--format", "slurm", str(ENERGY / "sacct-D-hpc.txt"), "--cluster", "hpc",
+        "--no-attribute", **QUIET,
+    )  # fmt: skip
+    out = StringIO()
+    call_command(
+        "ingest_energy", "--format", "prometheus", str(ENERGY / "dcgm-energy-hpc.json"),
+        "--cluster", "hpc", stdout=out,
+    )  # fmt: skip
+    call_command("attribute", "--month", "2025-06", **QUIET)
+    return out.getvalue()
+
+
+# --- the sourced figures -------------------------------------------------------------------------
+
+
+def _all_figures() -> list[tuple[str, Sourced]]:
+    figures: list[tuple[str, Sourced]] = []
+    for name, power in GPU_POWER.items():
+        figures += [(f"{name} idle", power.idle_w), (f"{name} max", power.max_w)]
+    figures += [(f"PUE {key}", value) for key, value in PUE.items()]
+    for iso in grid_dataset().rows:
+        found = grid_intensity(iso)
+        assert found is not None
+        figures.append((f"grid {iso}", found))
+    return figures
+
+
+def test_every_power_pue_and_intensity_figure_names_its_source_date_and_licence() -> None:
+    figures = _all_figures()
+    assert len(figures) > 200  # the grid dataset is read, not empty
+    missing = [
+        name
+        for name, f in figures
+        if not (f.source.strip() and f.date.strip() and f.licence.strip()) or f.value <= 0
+    ]
+    assert not missing, missing
+    dataset = grid_dataset()
+    assert "Our World in Data" in dataset.source and "CC BY 4.0" in dataset.licence
+    # Estimates that rest on an assumption say so in their source.
+    assumed = [n for n, f in figures if "ASSUMPTION" in f.source]
+    assert assumed and all(n.endswith("idle") for n in assumed)
+
+
+def test_every_mapped_region_has_a_grid_intensity() -> None:
+    missing = {r: c for r, c in REGION_COUNTRY.items() if grid_intensity(c) is None}
+    assert not missing
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def test_the_scenario_through_the_command_measures_both_attempts_and_the_reset() -> None:
+    out = _month()
+    assert "4 job-node rows" not in out
+    assert "2 job-node rows, 2.600000 kWh measured GPU energy" in out, out
+    assert "0.000000 kWh outside any job attempt; 1 GPU series with no job" in out, out
+    rows = {
+        (r.job_id, r.attempt, r.node): (r.joules, r.method)
+        for r in JobEnergy.objects.all()
+    }  # fmt: skip
+    assert rows == {
+        # counter 0.7 kWh + power 0.6 kWh
+        ("301", 1, "n1"): (Decimal("4680000"), JobEnergy.Method.MIXED),
+        # counter 0.7 kWh (with its reset) + counter 0.6 kWh
+        ("301", 2, "n2"): (Decimal("4680000"), JobEnergy.Method.COUNTER),
+    }
+
+
+def test_the_same_file_twice_is_a_duplicate_and_keeps_the_rows() -> None:
+    _month()
+    out = StringIO()
+    call_command(
+        "ingest_energy", "--format", "prometheus", str(ENERGY / "dcgm-energy-hpc.json"),
+        "--cluster", "hpc", stdout=out,
+    )  # fmt: skip
+    assert "skipped, same content" in out.getvalue()
+    assert JobEnergy.objects.count() == 2
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_a_text_sample_without_time_fails_naming_file_line_and_column(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "scrape.prom",
+        '# HELP x\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",Hostname="n1",hpc_job="7"} 12345\n',
+    )
+    with pytest.raises(CommandError) as error:
+        call_command("ingest_energy", "--format", "prometheus", str(path), "--cluster", "hpc")
+    message = str(error.value)
+    assert str(path) in message and "row 2" in message and "timestamp" in message, message
+    batch = ImportBatch.objects.get(kind=ImportBatch.Kind.ENERGY)
+    assert batch.status == ImportBatch.Status.FAILED and "timestamp" in batch.error
+
+
+@pytest.mark.parametrize(
+    ("line", "needle"),
+    [
+        ('DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n1",hpc_job="7"} -5 1748944800000', "negative"),
+        ('DCGM_FI_DEV_POWER_USAGE{gpu="0",hpc_job="7"} 5 1748944800000', "no node label"),
+        ('DCGM_FI_DEV_POWER_USAGE{gpu="0",Hostname="n1",pod="p"} 5 1748944800000', "namespace"),
+    ],
+)
+def test_bad_samples_are_named(tmp_path: Path, line: str, needle: str) -> None:
+    path = _write(tmp_path / "federate.prom", line + "\n")
+    with pytest.raises(CommandError, match=needle) as error:
+        call_command("ingest_energy", "--format", "prometheus", str(path), "--cluster", "hpc")
+    assert "row 1, column" in str(error.value)
+
+
+def test_a_file_without_dcgm_energy_is_refused(tmp_path: Path) -> None:
+    path = _write(tmp_path / "other.prom", "up 1 1748944800000\n")
+    with pytest.raises(CommandError, match="DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
+        call_command("ingest_energy", "--format", "prometheus", str(path), "--cluster", "hpc")
+
+
+# --- shared GPUs ---------------------------------------------------------------------------------
+
+
+def _pod(batch: ImportBatch, name: str, gpus: tuple[int, int]) -> None:
+    JobRecord.objects.create(
+        batch=batch, cluster="k8s", job_id=f"ml/{name}", state="RUNNING",
+        start=datetime(2025, 6, 3, 10, tzinfo=UTC), end=datetime(2025, 6, 3, 11, tzinfo=UTC),
+        gpus=Decimal(gpus[0]) / gpus[1], gpu_numerator=gpus[0], gpu_denominator=gpus[1],
+        nodes=["g1"], namespace="ml",
+    )  # fmt: skip
+
+
+def test_a_shared_gpu_is_split_like_cost(tmp_path: Path) -> None:
+    """Two MIG slices (1/7 and 3/7) of one GPU that drew 700 W for an hour (2,520,000 J): each
+    pod gets its fraction of the GPU's energy, the 3/7 nobody held stays unattributed."""
+    batch = ImportBatch.objects.create(kind="jobs", format="kubernetes", source="k8s")
+    _pod(batch, "small", (1, 7))
+    _pod(batch, "large", (3, 7))
+    series = []
+    for pod in ("small", "large"):
+        labels = {"__name__": "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "gpu": "0",
+                  "UUID": "GPU-g1-0", "Hostname": "g1", "GPU_I_ID": pod,
+                  "exported_namespace": "ml", "exported_pod": pod}  # fmt: skip
+        series.append({"metric": labels, "values": [[1748944800, "0"], [1748948400, "2520000000"]]})
+    path = tmp_path / "mig.json"
+    path.write_text(json.dumps({"status": "success", "data": {"resultType": "matrix",
+                                                             "result": series}}))  # fmt: skip
+    done = energy_import(path=path, cluster="k8s")
+    rows = dict(JobEnergy.objects.values_list("job_id", "joules"))
+    assert rows == {"ml/small": Decimal("360000"), "ml/large": Decimal("1080000")}
+    assert done.joules == Decimal("1440000")
+
+
+# --- the API -------------------------------------------------------------------------------------
+
+
+def _lead_of(slug: str) -> APIClient:
+    user = User.objects.create_user(f"lead-{slug}", password="lead-password-123")
+    profile = Profile.objects.create(user=user, role=Profile.Role.TEAM_LEAD)
+    profile.teams.add(Team.objects.get(slug=slug))
+    api = APIClient()
+    api.force_authenticate(user)
+    return api
+
+
+def test_a_lead_sees_the_energy_of_their_teams_only() -> None:
+    _month()
+    api = _lead_of("vision")
+    rows = api.get("/api/v1/energy/", {"month": "2025-06"}).json()
+    assert [(r["team"], r["gpu_kwh"], r["co2e_kg"]) for r in rows] == [
+        ("vision", "2.600000", "1.090315")
+    ]
+    assert api.get("/api/v1/energy/", {"month": "2025-06", "team": "speech"}).status_code == 404
+    eval_run = RunCost.objects.get(run_id="eval")
+    assert api.get(f"/api/v1/runs/{eval_run.pk}/").status_code == 404
+
+
+def test_energy_needs_a_valid_month_and_a_login() -> None:
+    assert APIClient().get("/api/v1/energy/", {"month": "2025-06"}).status_code in (401, 403)
+    api = _lead_of_new_team()
+    assert api.get("/api/v1/energy/").status_code == 400
+    assert api.get("/api/v1/energy/", {"month": "2025-13"}).status_code == 400
+    assert api.get("/api/v1/energy/", {"month": "2025-06", "team": "a b"}).status_code == 400
+
+
+def _lead_of_new_team() -> APIClient:
+    Team.objects.create(slug="vision", name="Vision")
+    return _lead_of("vision")
+
+
+def test_the_run_detail_names_its_sources(finance_api: APIClient) -> None:
+    _month()
+    run = RunCost.objects.get(run_id="eval")
+    energy = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["energy"]
+    assert energy["estimated"] is True
+    assert "700 W" in energy["power_source"] and "H100" in energy["power_source"]
+    assert "Cloud Carbon Footprint" in energy["pue_source"]
+    assert "Our World in Data" in energy["grid_source"] and energy["grid_year"] == "2023"
+    assert energy["notes"] == []
