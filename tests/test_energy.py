@@ -84,10 +84,12 @@ def test_every_power_pue_and_intensity_figure_names_its_source_date_and_licence(
     ]
     assert not missing, missing
     dataset = grid_dataset()
-    assert "Our World in Data" in dataset.source and "CC BY 4.0" in dataset.licence
+    assert "Our World in Data" in dataset.source
+    assert "CC BY 4.0" in dataset.licence
     # Estimates that rest on an assumption say so in their source.
     assumed = [n for n, f in figures if "ASSUMPTION" in f.source]
-    assert assumed and all(n.endswith("idle") for n in assumed)
+    assert assumed
+    assert all(n.endswith("idle") for n in assumed)
 
 
 def test_every_mapped_region_has_a_grid_intensity() -> None:
@@ -139,9 +141,10 @@ def test_a_text_sample_without_time_fails_naming_file_line_and_column(tmp_path: 
     with pytest.raises(CommandError) as error:
         call_command("ingest_energy", "--format", "prometheus", str(path), "--cluster", "hpc")
     message = str(error.value)
-    assert str(path) in message and "row 2" in message and "timestamp" in message, message
+    assert f"file {path}, row 2, column timestamp" in message, message
     batch = ImportBatch.objects.get(kind=ImportBatch.Kind.ENERGY)
-    assert batch.status == ImportBatch.Status.FAILED and "timestamp" in batch.error
+    assert batch.status == ImportBatch.Status.FAILED
+    assert "timestamp" in batch.error
 
 
 @pytest.mark.parametrize(
@@ -240,7 +243,9 @@ def test_the_run_detail_names_its_sources(finance_api: APIClient) -> None:
     run = RunCost.objects.get(run_id="eval")
     energy = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["energy"]
     assert energy["estimated"] is True
-    assert "700 W" in energy["power_source"] and "H100" in energy["power_source"]
+    assert "700 W" in energy["power_source"]
+    assert "H100" in energy["power_source"]
     assert "Cloud Carbon Footprint" in energy["pue_source"]
-    assert "Our World in Data" in energy["grid_source"] and energy["grid_year"] == "2023"
+    assert "Our World in Data" in energy["grid_source"]
+    assert energy["grid_year"] == "2023"
     assert energy["notes"] == []

@@ -168,7 +168,8 @@ def check_run_energy(api: APIClient, month: str, expected: dict[str, dict[str, A
         assert Decimal(energy["co2e_kg"]) == co2e, (where, energy)
         exact = {k: v for k, v in fields.items() if not k.endswith("kwh") or k == "facility_kwh"}
         assert_fields(where, energy, exact)
-        assert energy["pue_source"] and energy["grid_source"], where
+        assert energy["pue_source"], where
+        assert energy["grid_source"], where
 
 
 def check_team_energy(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
