@@ -41,6 +41,7 @@ from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
 from finops.web.access import require_finance
+from finops.web.energy_context import run_month_energy, team_energy
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -143,6 +144,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ).get(team.pk, 0),
         "team_budgets": budget_statuses_of_team(team=team, month=month),
         "recommendations": team_recommendations(team=team, month=month),
+        "energy": team_energy(team=team, month=month),
         "statuses": Recommendation.Status.choices,
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
@@ -177,6 +179,7 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         "team": team, "month": month, "months": months, "run": detail, "pricing": pricing,
         # The team's spot recommendation, where it names this run.
         "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
+        "energy": run_month_energy(team=team, run_id=run_id, month=month),
     }  # fmt: skip
     return render(request, "web/run.html", context)
 

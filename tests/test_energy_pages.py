@@ -1,0 +1,53 @@
+"""kWh and kg CO2e on the run and team pages (issue 32), the figures of the hand-worked
+scenario fixtures/scenarios/focus-slurm-energy: through Django's client, then in Chromium."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from pytest_django.live_server_helper import LiveServer
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from tests.test_energy import _month
+from tests.ui_screens import screenshot
+
+pytestmark = pytest.mark.django_db
+
+
+def test_the_run_and_team_pages_show_kwh_and_co2e(finance_client: Client) -> None:
+    _month()
+    run = finance_client.get("/runs/vision/pretrain/?month=2025-06").content.decode()
+    assert 'data-testid="energy-gpu-kwh">2.600<' in run
+    assert 'data-testid="energy-facility-kwh">2.951<' in run
+    assert 'data-testid="energy-co2e">1.090<' in run
+    assert "energy-estimated" not in run
+    assert "PUE 1.135" in run and "369.473 g CO2e/kWh, 2023" in run
+    unmeasured = finance_client.get("/runs/speech/eval/?month=2025-06").content.decode()
+    assert 'data-testid="energy-estimated"' in unmeasured
+    assert 'data-testid="energy-gpu-kwh">1.400<' in unmeasured
+    team = finance_client.get("/teams/speech/?month=2025-06").content.decode()
+    assert 'data-testid="energy-co2e">0.587<' in team
+    assert 'data-testid="energy-estimated"' in team
+    empty = finance_client.get("/teams/vision/?month=2025-05").content.decode()
+    assert 'data-testid="energy-none"' in empty
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_run_page_in_chromium(
+    browser: WebDriver, live_server: LiveServer, finance_user: object
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    from tests.chromium import _login
+
+    _month()
+    _login(browser, live_server.url, "fin", "fin-password-123")
+    browser.get(f"{live_server.url}/runs/vision/pretrain/?month=2025-06")
+    box = browser.find_element(By.CSS_SELECTOR, "[data-testid=energy]")
+    assert "2.600" in box.text
+    assert "1.090" in box.text
+    screenshot(browser, "energy-run")
+    browser.get(f"{live_server.url}/teams/speech/?month=2025-06")
+    assert browser.find_element(By.CSS_SELECTOR, "[data-testid=energy-co2e]").text == "0.587"
+    screenshot(browser, "energy-team")
