@@ -21,7 +21,8 @@ def test_the_run_and_team_pages_show_kwh_and_co2e(finance_client: Client) -> Non
     assert 'data-testid="energy-facility-kwh">2.951<' in run
     assert 'data-testid="energy-co2e">1.090<' in run
     assert "energy-estimated" not in run
-    assert "PUE 1.135" in run and "369.473 g CO2e/kWh, 2023" in run
+    assert "PUE 1.135" in run
+    assert "369.473 g CO2e/kWh, 2023" in run
     unmeasured = finance_client.get("/runs/speech/eval/?month=2025-06").content.decode()
     assert 'data-testid="energy-estimated"' in unmeasured
     assert 'data-testid="energy-gpu-kwh">1.400<' in unmeasured
