@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from typing import Any
 
 from django.db.models import Q, Sum
 
@@ -265,6 +266,13 @@ class TeamEnergy:
     # None when a run's CO2e is unknown (a region with no intensity)
     co2e_kg: Decimal | None
     estimated: bool
+    # Shown when every run had the same (else None / ""; the runs' own pages show theirs).
+    pue: Decimal | None = None
+    pue_source: str = ""
+    grid_g_per_kwh: Decimal | None = None
+    grid_source: str = ""
+    grid_year: str = ""
+    power_source: str = ""
 
 
 def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[TeamEnergy]:
@@ -293,6 +301,22 @@ def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[Te
                 facility_kwh=sum((e.facility_kwh for e in energies), Decimal(0)),
                 co2e_kg=None if None in co2 else sum((c or Decimal(0) for c in co2), Decimal(0)),
                 estimated=any(e.estimated for e in energies),
+                **_shared_factors(energies),
             )
         )  # fmt: skip
     return rows
+
+
+def _shared_factors(energies: list[RunEnergy]) -> dict[str, Any]:
+    """The PUE and grid intensity (with sources) when all runs used the same ones."""
+    shared: dict[str, Any] = {}
+    pues = {(e.pue, e.pue_source) for e in energies}
+    if len(pues) == 1 and None not in next(iter(pues)):
+        shared["pue"], shared["pue_source"] = next(iter(pues))
+    grids = {(e.grid_g_per_kwh, e.grid_source, e.grid_year) for e in energies}
+    if len(grids) == 1 and None not in next(iter(grids)):
+        shared["grid_g_per_kwh"], shared["grid_source"], shared["grid_year"] = next(iter(grids))
+    shared["power_source"] = "; ".join(
+        sorted({part for e in energies if e.power_source for part in e.power_source.split("; ")})
+    )
+    return shared
