@@ -103,21 +103,25 @@ def read_dcgm_energy(path: Path, *, file_label: str) -> DcgmEnergy:
     without_job: set[tuple[tuple[str, str], ...]] = set()
     for sample in read_samples(path, file_label=file_label, wanted=METRICS):
         result.samples += 1
-        where = dict(file=file_label, row=sample.line)
         if sample.at_ms is None:
             raise ImportFormatError(
                 f"{sample.name} sample has no timestamp: energy needs the time of each sample "
                 "(export with Prometheus /federate or query_range)",
-                column="timestamp", **where,
+                column="timestamp", file=file_label, row=sample.line,
             )  # fmt: skip
         if sample.value < 0:
             raise ImportFormatError(
-                f"{sample.name} value {sample.value} is negative", column=sample.where, **where
+                f"{sample.name} value {sample.value} is negative",
+                column=sample.where,
+                file=file_label,
+                row=sample.line,
             )
         try:
             key = job_key(sample.labels)
         except _LabelError as exc:
-            raise ImportFormatError(str(exc), column=exc.label, **where) from None
+            raise ImportFormatError(
+                str(exc), column=exc.label, file=file_label, row=sample.line
+            ) from None
         if key is None:
             without_job.add(tuple(sorted(sample.labels.items())))
             continue
@@ -126,7 +130,7 @@ def read_dcgm_energy(path: Path, *, file_label: str) -> DcgmEnergy:
             raise ImportFormatError(
                 f"{sample.name} series of job {key[1]} has no node label "
                 f"({', '.join(NODE_LABELS)})",
-                column="Hostname", **where,
+                column="Hostname", file=file_label, row=sample.line,
             )  # fmt: skip
         gpu = _first(sample.labels, GPU_LABELS)
         series = result.gpus.setdefault((key, node, gpu), GpuSeries(key, node, gpu))

@@ -156,10 +156,10 @@ def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | Non
     measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
     for cluster in {c for c, _, _ in jobs.values()}:
         ids = {j for c, j, _ in jobs.values() if c == cluster}
-        for row in JobEnergy.objects.filter(cluster=cluster, job_id__in=ids).values(
-            "job_id", "attempt", "node", "joules"
-        ):
-            measured[(cluster, row["job_id"], row["attempt"])][row["node"]] = row["joules"]
+        for job_id, attempt, node, joules in JobEnergy.objects.filter(
+            cluster=cluster, job_id__in=ids
+        ).values_list("job_id", "attempt", "node", "joules"):
+            measured[(cluster, job_id, attempt)][node] = joules
     utilisation = {
         (c, j): u
         for c, j, u in JobGpuUtilisation.objects.filter(
