@@ -389,6 +389,7 @@ CELERY_TASK_ROUTES = {
     # Exact names first: Celery tries them before the patterns.
     "finops.inference.tasks.ingest_inference_batch": {"queue": "ingest"},
     "finops.run_metrics.tasks.ingest_run_metrics_batch": {"queue": "ingest"},
+    "finops.energy.tasks.ingest_energy_file": {"queue": "ingest"},
     "finops.anomalies.tasks.send_anomaly_digests": {"queue": "notifications"},
     "billing_ingest.tasks.*": {"queue": "ingest"},
     "finops.currency.tasks.*": {"queue": "ingest"},

@@ -249,3 +249,10 @@ def test_the_run_detail_names_its_sources(finance_api: APIClient) -> None:
     assert "Our World in Data" in energy["grid_source"]
     assert energy["grid_year"] == "2023"
     assert energy["notes"] == []
+
+
+def test_the_ingest_task_runs_on_the_ingest_queue() -> None:
+    from django.conf import settings
+
+    routes = settings.CELERY_TASK_ROUTES
+    assert routes["finops.energy.tasks.ingest_energy_file"] == {"queue": "ingest"}
