@@ -256,3 +256,52 @@ def test_the_ingest_task_runs_on_the_ingest_queue() -> None:
 
     routes = settings.CELERY_TASK_ROUTES
     assert routes["finops.energy.tasks.ingest_energy_file"] == {"queue": "ingest"}
+
+
+def _slurm_attempt(batch: ImportBatch, attempt: int, start: int, end: int) -> None:
+    JobRecord.objects.create(
+        batch=batch, cluster="hpc", job_id="55", attempt=attempt, state="COMPLETED",
+        start=datetime(2025, 6, 3, start, tzinfo=UTC), end=datetime(2025, 6, 3, end, tzinfo=UTC),
+        gpus=Decimal(1), nodes=["n9"],
+    )  # fmt: skip
+
+
+def _one_gpu_file(path: Path, metric: str, points: list[tuple[int, str]]) -> Path:
+    labels = {"__name__": metric, "gpu": "0", "UUID": "GPU-n9-0", "Hostname": "n9",
+              "hpc_job": "55"}  # fmt: skip
+    values = [[1748944800 + seconds, value] for seconds, value in points]  # from 10:00
+    document = {
+        "status": "success",
+        "data": {"resultType": "matrix", "result": [{"metric": labels, "values": values}]},
+    }
+    path.write_text(json.dumps(document))  # fmt: skip
+    return path
+
+
+def test_attempts_on_the_same_node_are_told_apart_by_time(tmp_path: Path) -> None:
+    """A job requeued onto the same node: attempt 1 10:00-11:00, attempt 2 12:00-13:00. The
+    counter rose 3,600 J an hour throughout: each attempt gets its hour, the hour between them
+    (the GPU idle between the attempts, still labelled with the job) is outside both."""
+    batch = ImportBatch.objects.create(kind="jobs", format="slurm", source="hpc")
+    _slurm_attempt(batch, 1, 10, 11)
+    _slurm_attempt(batch, 2, 12, 13)
+    points = [(h * 1800, str(h * 1800 * 1000)) for h in range(7)]  # 10:00 .. 13:00, 1 W
+    done = energy_import(
+        path=_one_gpu_file(tmp_path / "c.json", "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", points),
+        cluster="hpc",
+    )
+    rows = dict(JobEnergy.objects.values_list("attempt", "joules"))
+    assert rows == {1: Decimal("3600"), 2: Decimal("3600")}
+    assert done.joules_outside_jobs == Decimal("3600")
+
+
+def test_power_is_not_integrated_over_a_gap(tmp_path: Path) -> None:
+    """300 W at 10:00, 10:05 and 10:50 (a 45-minute gap: the exporter was down), job 10-11:
+    only the 5 minutes between the first two samples count (300 W x 300 s)."""
+    batch = ImportBatch.objects.create(kind="jobs", format="slurm", source="hpc")
+    _slurm_attempt(batch, 1, 10, 11)
+    points = [(0, "300"), (300, "300"), (3000, "300")]
+    energy_import(
+        path=_one_gpu_file(tmp_path / "p.json", "DCGM_FI_DEV_POWER_USAGE", points), cluster="hpc"
+    )
+    assert JobEnergy.objects.get().joules == Decimal("90000")
