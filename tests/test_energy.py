@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
@@ -305,3 +306,19 @@ def test_power_is_not_integrated_over_a_gap(tmp_path: Path) -> None:
         path=_one_gpu_file(tmp_path / "p.json", "DCGM_FI_DEV_POWER_USAGE", points), cluster="hpc"
     )
     assert JobEnergy.objects.get().joules == Decimal("90000")
+
+
+def test_a_months_team_sums_take_a_fixed_number_of_queries(
+    django_assert_max_num_queries: Any,
+) -> None:
+    from finops.energy.selectors import team_month_energy
+
+    _month()
+    ids = [*Team.objects.values_list("pk", flat=True), None]
+    # ledger, jobs, energy + utilisation per cluster, line items, the teams, the PUE setting
+    with django_assert_max_num_queries(8):
+        rows = team_month_energy(month=datetime(2025, 6, 1, tzinfo=UTC).date(), team_ids=ids)
+    assert [(r.team, r.runs, r.co2e_kg) for r in rows] == [
+        ("speech", 1, Decimal("0.587093")),
+        ("vision", 1, Decimal("1.090315")),
+    ]

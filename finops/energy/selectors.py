@@ -35,6 +35,7 @@ from finops.energy.figures import (
     pue_for,
 )
 from finops.energy.models import JobEnergy
+from finops.org.models import Team
 from finops.run_metrics.peaks import gpu_family
 from finops.run_metrics.selectors import RunKey
 
@@ -121,6 +122,17 @@ def _on_prem_pue() -> Sourced:
     return Sourced(value, "pricing settings: on-prem PUE", "current", "this organisation's setting")
 
 
+# (team id, run id): a run as the ledger names it.
+RunRef = tuple[int | None, str]
+_CHUNK = 500
+
+
+def _chunks(values: Iterable[Any]) -> Iterable[list[Any]]:
+    items = sorted(values)
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
 def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | None:
     """The run's energy over `months` (default: every month the run has cost in); None when
     the run has no GPU time in the ledger."""
@@ -132,44 +144,72 @@ def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | Non
                 .order_by()
             )
         )
+    found = energies(months=months, runs=_team(key) & Q(run_id=key.run_id))
+    return found.get((key.team_id, key.run_id))
+
+
+def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
+    """Energy of every run of the ledger rows `runs` selects over `months`: a fixed number of
+    queries however many runs (the team page sums a month of them)."""
     ledger = (
         AllocatedCost.objects.filter(
-            _team(key), billing_period__in=months, run_id=key.run_id, gpu_seconds__gt=0,
-            job__isnull=False,
+            runs, billing_period__in=months, gpu_seconds__gt=0, job__isnull=False
         )
         .exclude(node="")
+        .exclude(run_id="")
         .order_by()
-        .values("job_id", "node")
+        .values("team_id", "run_id", "job_id", "node")
         .annotate(seconds=Sum("gpu_seconds"))
-    )  # fmt: skip
-    seconds: dict[int, dict[str, Decimal]] = defaultdict(dict)
+    )
+    seconds: dict[RunRef, dict[int, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(dict))
     for row in ledger:
-        seconds[row["job_id"]][row["node"]] = Decimal(row["seconds"])
-    if not seconds:
-        return None
-    jobs = {
-        pk: (cluster, job_id, attempt)
-        for pk, cluster, job_id, attempt in JobRecord.objects.filter(pk__in=seconds).values_list(
-            "pk", "cluster", "job_id", "attempt"
+        seconds[(row["team_id"], row["run_id"])][row["job_id"]][row["node"]] = Decimal(
+            row["seconds"]
         )
-    }
+    if not seconds:
+        return {}
+    pks = {pk for by_job in seconds.values() for pk in by_job}
+    jobs: dict[int, tuple[str, str, int]] = {}
+    for chunk in _chunks(pks):
+        for pk, cluster, job_id, attempt in JobRecord.objects.filter(pk__in=chunk).values_list(
+            "pk", "cluster", "job_id", "attempt"
+        ):
+            jobs[pk] = (cluster, job_id, attempt)
     measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
+    utilisation: dict[tuple[str, str], Decimal] = {}
     for cluster in {c for c, _, _ in jobs.values()}:
         ids = {j for c, j, _ in jobs.values() if c == cluster}
-        for job_id, attempt, node, joules in JobEnergy.objects.filter(
-            cluster=cluster, job_id__in=ids
-        ).values_list("job_id", "attempt", "node", "joules"):
-            measured[(cluster, job_id, attempt)][node] = joules
-    utilisation = {
-        (c, j): u
-        for c, j, u in JobGpuUtilisation.objects.filter(
-            job_id__in={j for _, j, _ in jobs.values()}
-        ).values_list("cluster", "job_id", "utilisation")
-    }
-    # node -> (measured kWh, estimated kWh)
+        for chunk in _chunks(ids):
+            for job_id, attempt, node, joules in JobEnergy.objects.filter(
+                cluster=cluster, job_id__in=chunk
+            ).values_list("job_id", "attempt", "node", "joules"):
+                measured[(cluster, job_id, attempt)][node] = joules
+            for job_id, value in JobGpuUtilisation.objects.filter(
+                cluster=cluster, job_id__in=chunk
+            ).values_list("job_id", "utilisation"):
+                utilisation[(cluster, job_id)] = value
+    nodes = {n for by_job in seconds.values() for by_node in by_job.values() for n in by_node}
+    nodes |= {n for by_node in measured.values() for n in by_node}
+    facts = node_facts(nodes, months)
+    factors = _Factors(facts)
+    result: dict[RunRef, RunEnergy] = {}
+    for ref, by_job in seconds.items():
+        result[ref] = _run_energy(by_job, jobs, measured, utilisation, factors)
+    return result
+
+
+def _run_energy(
+    by_job: dict[int, dict[str, Decimal]],
+    jobs: dict[int, tuple[str, str, int]],
+    measured: dict[tuple[str, str, int], dict[str, Decimal]],
+    utilisation: dict[tuple[str, str], Decimal],
+    factors: _Factors,
+) -> RunEnergy:
+    # node -> [measured kWh, estimated kWh]
     per_node: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    estimate_jobs: list[tuple[str, Decimal, Decimal]] = []  # node, seconds, utilisation
-    for pk, by_node in seconds.items():
+    result = RunEnergy()
+    power_sources: set[str] = set()
+    for pk, by_node in sorted(by_job.items()):
         job = jobs.get(pk)
         if job is None:
             continue
@@ -179,44 +219,52 @@ def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | Non
                 per_node[node][0] += _CTX.divide(joules, JOULES_PER_KWH)
             continue
         u = utilisation.get((job[0], job[1]), Decimal(1))
-        estimate_jobs += [(node, s, u) for node, s in by_node.items()]
-    facts = node_facts(set(per_node) | {n for n, _, _ in estimate_jobs}, months)
-    result = RunEnergy()
-    power_sources: set[str] = set()
-    for node, s, u in estimate_jobs:
-        model = facts[node].gpu_model if node in facts else ""
-        power = _power(model)
-        if power is None:
-            result.notes.append(
-                f"{_round(s / SECONDS_PER_HOUR)} GPU-hours on {node} not estimated: "
-                f"no power figure for GPU model {model or 'unknown'}"
-            )
-            continue
-        idle, peak = power
-        watts = idle.value + u * (peak.value - idle.value)
-        per_node[node][1] += _CTX.divide(s * watts, SECONDS_PER_HOUR * 1000)
-        power_sources |= {
-            f"idle {idle.value} W: {idle.source}",
-            f"max {peak.value} W: {peak.source}",
-        }
+        for node, s in sorted(by_node.items()):
+            model = factors.facts[node].gpu_model if node in factors.facts else ""
+            power = _power(model)
+            if power is None:
+                result.notes.append(
+                    f"{_round(s / SECONDS_PER_HOUR)} GPU-hours on {node} not estimated: "
+                    f"no power figure for GPU model {model or 'unknown'}"
+                )
+                continue
+            idle, peak = power
+            watts = idle.value + u * (peak.value - idle.value)
+            per_node[node][1] += _CTX.divide(s * watts, SECONDS_PER_HOUR * 1000)
+            power_sources |= {
+                f"idle {idle.value} W: {idle.source}",
+                f"max {peak.value} W: {peak.source}",
+            }
     result.power_source = "; ".join(sorted(power_sources))
-    _apply_factors(result, per_node, facts)
+    _apply_factors(result, per_node, factors)
     return result
 
 
+class _Factors:
+    """PUE and grid intensity per node (the on-prem PUE read once, when needed)."""
+
+    def __init__(self, facts: dict[str, NodeFacts]) -> None:
+        self.facts = facts
+        self._on_prem: Sourced | None = None
+
+    def pue(self, fact: NodeFacts) -> Sourced:
+        found = pue_for(fact.provider, fact.region)
+        if found is not None:
+            return found
+        if self._on_prem is None:
+            self._on_prem = _on_prem_pue()
+        return self._on_prem
+
+
 def _apply_factors(
-    result: RunEnergy, per_node: dict[str, list[Decimal]], facts: dict[str, NodeFacts]
+    result: RunEnergy, per_node: dict[str, list[Decimal]], factors: _Factors
 ) -> None:
     groups: dict[tuple[Sourced, Sourced | None], list[Decimal]] = defaultdict(
         lambda: [Decimal(0), Decimal(0)]
     )
-    on_prem: Sourced | None = None
     for node, (measured, estimated) in sorted(per_node.items()):
-        fact = facts.get(node, NodeFacts("", "", ""))
-        pue = pue_for(fact.provider, fact.region)
-        if pue is None:
-            on_prem = on_prem or _on_prem_pue()
-            pue = on_prem
+        fact = factors.facts.get(node, NodeFacts("", "", ""))
+        pue = factors.pue(fact)
         country = REGION_COUNTRY.get(fact.region.strip().lower(), "")
         grid = grid_intensity(country) if country else None
         if grid is None:
@@ -278,30 +326,28 @@ class TeamEnergy:
 def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[TeamEnergy]:
     """Sum of the month's runs' energy per team (each run over that month's ledger only)."""
     wanted = set(team_ids)
-    keys: dict[tuple[int | None, str], RunKey] = {}
-    for run in RunCost.objects.filter(billing_period=month).select_related("team").order_by():
-        if run.team_id not in wanted:
-            continue
-        slug = run.team.slug if run.team else ""
-        keys[(run.team_id, run.run_id)] = RunKey(run.team_id, slug, run.run_id, "")
+    ids = [t for t in wanted if t is not None]
+    selected = Q(team_id__in=ids)
+    if None in wanted:
+        selected |= Q(team__isnull=True)
+    found = energies(months=[month], runs=selected)
+    slugs = dict(Team.objects.filter(pk__in=ids).values_list("pk", "slug"))
     sums: dict[str, list[RunEnergy]] = defaultdict(list)
-    for key in keys.values():
-        energy = run_energy(key, [month])
-        if energy is not None:
-            sums[key.team_slug].append(energy)
+    for (team_id, _run_id), energy in found.items():
+        sums[slugs.get(team_id, "") if team_id is not None else ""].append(energy)
     rows = []
-    for slug, energies in sorted(sums.items()):
-        co2 = [e.co2e_kg for e in energies]
+    for slug, runs in sorted(sums.items()):
+        co2 = [e.co2e_kg for e in runs]
         rows.append(
             TeamEnergy(
-                team=slug, month=month.strftime("%Y-%m"), runs=len(energies),
-                gpu_kwh=sum((e.gpu_kwh for e in energies), Decimal(0)),
-                measured_kwh=sum((e.measured_kwh for e in energies), Decimal(0)),
-                estimated_kwh=sum((e.estimated_kwh for e in energies), Decimal(0)),
-                facility_kwh=sum((e.facility_kwh for e in energies), Decimal(0)),
+                team=slug, month=month.strftime("%Y-%m"), runs=len(runs),
+                gpu_kwh=sum((e.gpu_kwh for e in runs), Decimal(0)),
+                measured_kwh=sum((e.measured_kwh for e in runs), Decimal(0)),
+                estimated_kwh=sum((e.estimated_kwh for e in runs), Decimal(0)),
+                facility_kwh=sum((e.facility_kwh for e in runs), Decimal(0)),
                 co2e_kg=None if None in co2 else sum((c or Decimal(0) for c in co2), Decimal(0)),
-                estimated=any(e.estimated for e in energies),
-                **_shared_factors(energies),
+                estimated=any(e.estimated for e in runs),
+                **_shared_factors(runs),
             )
         )  # fmt: skip
     return rows
