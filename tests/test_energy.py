@@ -30,34 +30,9 @@ from finops.energy.figures import (
 from finops.energy.models import JobEnergy
 from finops.energy.services import energy_import
 from finops.org.models import Profile, Team
+from tests.energy_inputs import ENERGY, energy_month
 
 pytestmark = pytest.mark.django_db
-
-ENERGY = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios" / "focus-slurm-energy"
-QUIET = {"stdout": StringIO(), "stderr": StringIO()}
-
-
-def _month() -> str:
-    """The scenario's bill, jobs and energy, attributed; the energy command's output."""
-    call_command("loaddata", str(ENERGY.parent.parent / "django" / "teams.json"), verbosity=0)
-    Team.objects.get(slug="vision").mapping_rules.create(
-        kind="slurm_account", value="cv", priority=50
-    )
-    call_command(
-        "ingest_billing", "--format", "focus", str(ENERGY / "focus-2025-06.csv"),
-        "--no-attribute", **QUIET,
-    )  # fmt: skip
-    call_command(
-        "ingest_jobs", "--format", "slurm", str(ENERGY / "sacct-D-hpc.txt"), "--cluster", "hpc",
-        "--no-attribute", **QUIET,
-    )  # fmt: skip
-    out = StringIO()
-    call_command(
-        "ingest_energy", "--format", "prometheus", str(ENERGY / "dcgm-energy-hpc.json"),
-        "--cluster", "hpc", stdout=out,
-    )  # fmt: skip
-    call_command("attribute", "--month", "2025-06", **QUIET)
-    return out.getvalue()
 
 
 # --- the sourced figures -------------------------------------------------------------------------
@@ -102,7 +77,7 @@ def test_every_mapped_region_has_a_grid_intensity() -> None:
 
 
 def test_the_scenario_through_the_command_measures_both_attempts_and_the_reset() -> None:
-    out = _month()
+    out = energy_month()
     assert "4 job-node rows" not in out
     assert "2 job-node rows, 2.600000 kWh measured GPU energy" in out, out
     assert "0.000000 kWh outside any job attempt; 1 GPU series with no job" in out, out
@@ -119,7 +94,7 @@ def test_the_scenario_through_the_command_measures_both_attempts_and_the_reset()
 
 
 def test_the_same_file_twice_is_a_duplicate_and_keeps_the_rows() -> None:
-    _month()
+    energy_month()
     out = StringIO()
     call_command(
         "ingest_energy", "--format", "prometheus", str(ENERGY / "dcgm-energy-hpc.json"),
@@ -215,7 +190,7 @@ def _lead_of(slug: str) -> APIClient:
 
 
 def test_a_lead_sees_the_energy_of_their_teams_only() -> None:
-    _month()
+    energy_month()
     api = _lead_of("vision")
     rows = api.get("/api/v1/energy/", {"month": "2025-06"}).json()
     assert [(r["team"], r["gpu_kwh"], r["co2e_kg"]) for r in rows] == [
@@ -240,7 +215,7 @@ def _lead_of_new_team() -> APIClient:
 
 
 def test_the_run_detail_names_its_sources(finance_api: APIClient) -> None:
-    _month()
+    energy_month()
     run = RunCost.objects.get(run_id="eval")
     energy = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["energy"]
     assert energy["estimated"] is True
@@ -313,7 +288,7 @@ def test_a_months_team_sums_take_a_fixed_number_of_queries(
 ) -> None:
     from finops.energy.selectors import team_month_energy
 
-    _month()
+    energy_month()
     ids = [*Team.objects.values_list("pk", flat=True), None]
     # ledger, jobs, energy + utilisation per cluster, line items, the teams, the PUE setting
     with django_assert_max_num_queries(8):

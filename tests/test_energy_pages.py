@@ -8,14 +8,14 @@ from django.test import Client
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.test_energy import _month
+from tests.energy_inputs import energy_month
 from tests.ui_screens import screenshot
 
 pytestmark = pytest.mark.django_db
 
 
 def test_the_run_and_team_pages_show_kwh_and_co2e(finance_client: Client) -> None:
-    _month()
+    energy_month()
     run = finance_client.get("/runs/vision/pretrain/?month=2025-06").content.decode()
     assert 'data-testid="energy-gpu-kwh">2.600<' in run
     assert 'data-testid="energy-facility-kwh">2.951<' in run
@@ -42,7 +42,7 @@ def test_the_run_page_in_chromium(
 
     from tests.chromium import _login
 
-    _month()
+    energy_month()
     _login(browser, live_server.url, "fin", "fin-password-123")
     browser.get(f"{live_server.url}/runs/vision/pretrain/?month=2025-06")
     box = browser.find_element(By.CSS_SELECTOR, "[data-testid=energy]")
