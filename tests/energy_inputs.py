@@ -35,3 +35,22 @@ def energy_month() -> str:
     )  # fmt: skip
     call_command("attribute", "--month", "2025-06", **QUIET)
     return out.getvalue()
+
+
+def scenario_load(name: str, month: str, scratch: Path) -> None:
+    """A scenario folder's setup.json (Django fixtures, objects, commands), then attribution."""
+    import json
+
+    folder = ENERGY.parent / name
+    setup = json.loads((folder / "setup.json").read_text())
+    for fixture in setup.get("fixtures", []):
+        call_command("loaddata", str(ENERGY.parent.parent / "django" / f"{fixture}.json"),
+                     verbosity=0)  # fmt: skip
+    if setup.get("objects"):
+        objects = scratch / f"{name}-objects.json"
+        objects.write_text(json.dumps(setup["objects"]))
+        call_command("loaddata", str(objects), verbosity=0)
+    for command, *args in setup["commands"]:
+        paths = [str(folder / a) if (folder / a).is_file() else a for a in args]
+        call_command(command, *paths, stdout=StringIO(), stderr=StringIO())
+    call_command("attribute", "--month", month, stdout=StringIO(), stderr=StringIO())

@@ -3,12 +3,14 @@ scenario fixtures/scenarios/focus-slurm-energy: through Django's client, then in
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from django.test import Client
 from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.energy_inputs import energy_month
+from tests.energy_inputs import energy_month, scenario_load
 from tests.ui_screens import screenshot
 
 pytestmark = pytest.mark.django_db
@@ -52,3 +54,20 @@ def test_the_run_page_in_chromium(
     browser.get(f"{live_server.url}/teams/speech/?month=2025-06")
     assert browser.find_element(By.CSS_SELECTOR, "[data-testid=energy-co2e]").text == "0.587"
     screenshot(browser, "energy-team")
+
+
+def test_the_endpoint_page_shows_energy_per_1k_requests(
+    finance_client: Client, tmp_path: Path
+) -> None:
+    """fixtures/scenarios/coreweave-vllm: endpoint `chat` served by pod chat-0, 4 H100 for 2 h
+    = 8 GPU-hours, no DCGM data: estimated at the H100's 700 W (utilisation unknown: 1) =
+    5.6 kWh; CoreWeave publishes no PUE: the pricing settings' 1.4 -> 7.84 kWh facility; 5,000
+    requests -> 7.84 x 1000 / 5000 = 1.568 kWh per 1k requests. Region US-EAST-04A has no grid
+    intensity in the dataset: CO2e unknown, said so."""
+    scenario_load("coreweave-vllm", "2025-06", tmp_path)
+    html = finance_client.get("/endpoints/chat/?month=2025-06").content.decode()
+    assert 'data-testid="endpoint-gpu-kwh">5.600<' in html
+    assert 'data-testid="endpoint-kwh-1k">1.568000<' in html
+    assert 'data-testid="endpoint-co2e">unknown<' in html
+    assert "no grid intensity for node g8h100-01 (region US-EAST-04A)" in html
+    assert 'data-testid="endpoint-energy-estimated"' in html

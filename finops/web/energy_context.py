@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from datetime import date
 
+from django.db.models import QuerySet
+
+from finops.energy.endpoint_selectors import EndpointEnergy, endpoint_energy
 from finops.energy.selectors import RunEnergy, TeamEnergy, run_energy, team_month_energy
+from finops.inference.selectors import EndpointMonth
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 
@@ -17,3 +21,20 @@ def run_month_energy(*, team: Team, run_id: str, month: date) -> RunEnergy | Non
 def team_energy(*, team: Team, month: date) -> TeamEnergy | None:
     rows = team_month_energy(month=month, team_ids=[team.pk])
     return rows[0] if rows else None
+
+
+def endpoint_month_energy(
+    *, month: date, endpoint: str, totals: list[EndpointMonth], teams: QuerySet[Team], finance: bool
+) -> EndpointEnergy | None:
+    """The endpoint's energy for the teams the page shows; usage per team once (a team's
+    usage is counted in full in each of its currency rows)."""
+    usage: dict[int | None, tuple[int, int]] = {}
+    for row in totals:
+        usage.setdefault(row.team.pk if row.team else None, (row.requests, row.tokens))
+    return endpoint_energy(
+        month=month,
+        endpoint=endpoint,
+        team_ids=teams.values_list("pk", flat=True),
+        include_unowned=finance,
+        usage=usage,
+    )

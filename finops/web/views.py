@@ -41,7 +41,7 @@ from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
 from finops.web.access import require_finance
-from finops.web.energy_context import run_month_energy, team_energy
+from finops.web.energy_context import endpoint_month_energy, run_month_energy, team_energy
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -284,4 +284,8 @@ def endpoint_detail(request: HttpRequest, name: str) -> HttpResponse:
         "days": days,
         "totals": inference_selectors.endpoint_month_rows(days, capacity=finance),
     }
+    context["energy"] = endpoint_month_energy(
+        month=month, endpoint=name, totals=context["totals"],
+        teams=team_list_visible(user=request.user), finance=finance,
+    )  # fmt: skip
     return render(request, "web/endpoint.html", context)
