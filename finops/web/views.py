@@ -276,16 +276,17 @@ def endpoint_detail(request: HttpRequest, name: str) -> HttpResponse:
     if not days:
         # Unknown, not in this month, or only other teams' pods: all look the same.
         raise Http404("No such endpoint in this month.")
+    totals = inference_selectors.endpoint_month_rows(days, capacity=finance)
     context = {
         "month": month,
         "months": months,
         "endpoint": name,
         "finance": finance,
         "days": days,
-        "totals": inference_selectors.endpoint_month_rows(days, capacity=finance),
-    }
-    context["energy"] = endpoint_month_energy(
-        month=month, endpoint=name, totals=context["totals"],
-        teams=team_list_visible(user=request.user), finance=finance,
-    )  # fmt: skip
+        "totals": totals,
+        "energy": endpoint_month_energy(
+            month=month, endpoint=name, totals=totals,
+            teams=team_list_visible(user=request.user), finance=finance,
+        ),
+    }  # fmt: skip
     return render(request, "web/endpoint.html", context)
