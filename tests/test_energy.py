@@ -6,6 +6,7 @@ tests/test_fixture_scenarios.py; here the same scenario through the command's ow
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from io import StringIO
@@ -297,3 +298,80 @@ def test_a_months_team_sums_take_a_fixed_number_of_queries(
         ("speech", 1, Decimal("0.587093")),
         ("vision", 1, Decimal("1.090315")),
     ]
+
+
+# --- the scheduled fetch from Prometheus' HTTP API ----------------------------------------------
+
+
+@pytest.fixture
+def prometheus() -> Iterator[tuple[str, list[dict[str, list[str]]]]]:
+    """A local HTTP server answering /api/v1/query_range with the scenario's series of the
+    metric asked for (the range is recorded, not applied)."""
+    import threading
+    import urllib.parse
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    series = json.loads((ENERGY / "dcgm-energy-hpc.json").read_text())["data"]["result"]
+    asked: list[dict[str, list[str]]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urllib.parse.urlsplit(self.path)
+            query = urllib.parse.parse_qs(url.query)
+            asked.append(query)
+            result = [s for s in series if s["metric"]["__name__"] == query["query"][0]]
+            body = json.dumps(
+                {"status": "success", "data": {"resultType": "matrix", "result": result}}
+            ).encode()
+            self.send_response(200 if url.path == "/api/v1/query_range" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", asked
+    server.shutdown()
+
+
+def test_the_scheduled_fetch_imports_what_prometheus_answers(
+    prometheus: tuple[str, list[dict[str, list[str]]]], settings: Any, tmp_path: Path
+) -> None:
+    from finops.energy.tasks import fetch_energy_all
+
+    url, asked = prometheus
+    settings.FINOPS_DATA_DIR = tmp_path
+    settings.FINOPS_ENERGY_PROMETHEUS = {"hpc": url}
+    energy_month()
+    JobEnergy.objects.all().delete()
+    result = fetch_energy_all.delay().get()
+    assert result == {"hpc": {"status": "succeeded", "error": "", "rows": 2}}
+    assert sum(JobEnergy.objects.values_list("joules", flat=True)) == Decimal("9360000")
+    # Both metrics, over the last 35 days at a step under 11,000 points a series.
+    assert sorted(q["query"][0] for q in asked) == [
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    ]
+    start, end, step = (int(asked[0][k][0]) for k in ("start", "end", "step"))
+    assert end - start == 35 * 86400
+    assert (end - start) / step <= 11000
+    assert len(list((tmp_path / "energy").glob("hpc-*.json"))) == 1
+
+
+def test_an_unreachable_server_is_reported_and_others_still_fetched(
+    prometheus: tuple[str, list[dict[str, list[str]]]], settings: Any, tmp_path: Path
+) -> None:
+    from finops.energy.tasks import fetch_energy_all
+
+    url, _ = prometheus
+    settings.FINOPS_DATA_DIR = tmp_path
+    settings.FINOPS_ENERGY_PROMETHEUS = {"down": "http://127.0.0.1:9/", "hpc": url}
+    energy_month()
+    result = fetch_energy_all.delay().get()
+    assert result["down"]["status"] == "failed"
+    assert "127.0.0.1:9" in result["down"]["error"]
+    assert result["hpc"]["status"] in ("succeeded", "duplicate")

@@ -8,6 +8,7 @@ from typing import Any
 from celery import shared_task
 
 from billing_ingest.errors import ImportFormatError
+from finops.energy.prometheus_fetch import EnergyFetchError, energy_fetch, energy_sources
 from finops.energy.services import energy_import
 
 # A month of DCGM range data of a cluster: millions of samples at most.
@@ -37,3 +38,25 @@ def ingest_energy_file(path: str, cluster: str, format: str = "prometheus") -> d
         "series_without_job": done.series_without_job,
         "unknown_jobs": list(done.unknown_jobs),
     }
+
+
+@shared_task(
+    name="finops.energy.tasks.fetch_energy_all",
+    soft_time_limit=SOFT_TIME_LIMIT,
+    time_limit=TIME_LIMIT,
+)
+def fetch_energy_all() -> dict[str, Any]:
+    """Fetch every configured cluster's DCGM energy (finops/energy/prometheus_fetch.py); one
+    cluster's failure is reported and does not stop the others."""
+    result: dict[str, Any] = {}
+    for source in energy_sources():
+        try:
+            done = energy_fetch(source=source)
+        except (EnergyFetchError, ImportFormatError) as exc:
+            result[source.cluster] = {"status": "failed", "error": str(exc)}
+            continue
+        result[source.cluster] = (
+            {"status": "empty", "error": ""} if done is None
+            else {"status": done.batch.status, "error": done.batch.error, "rows": done.rows}
+        )  # fmt: skip
+    return result
