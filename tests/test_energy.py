@@ -375,3 +375,16 @@ def test_an_unreachable_server_is_reported_and_others_still_fetched(
     assert result["down"]["status"] == "failed"
     assert "127.0.0.1:9" in result["down"]["error"]
     assert result["hpc"]["status"] in ("succeeded", "duplicate")
+
+
+def test_a_job_across_a_months_end_puts_each_month_its_share() -> None:
+    from finops.energy.selectors import month_share
+
+    start = datetime(2025, 6, 30, 22, tzinfo=UTC)
+    end = datetime(2025, 7, 1, 2, tzinfo=UTC)
+    june, july = datetime(2025, 6, 1).date(), datetime(2025, 7, 1).date()
+    assert month_share(start, end, [june]) == Decimal("0.5")
+    assert month_share(start, end, [july]) == Decimal("0.5")
+    assert month_share(start, end, [june, july]) == Decimal(1)
+    december = datetime(2025, 12, 1).date()
+    assert month_share(datetime(2025, 12, 31, 23, tzinfo=UTC), None, [december]) < 1

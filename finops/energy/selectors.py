@@ -1,7 +1,8 @@
 """Energy and carbon of a run, a team and a month (DESIGN section 9), joined at read time.
 
 For each job attempt of the run (the attribution ledger's GPU rows of the run, every attempt):
-- measured: the JobEnergy rows DCGM gave for the attempt (every node it measured);
+- measured: the JobEnergy rows DCGM gave for the attempt (every node it measured), times the
+  share of the attempt's time inside the months asked for (month_share);
 - else estimated (`estimated: true`): the ledger's GPU-seconds of the attempt on each node x
   (idle + utilisation x (max - idle)) of the node's GPU model (figures.GPU_POWER), utilisation
   the job's measured one (JobGpuUtilisation) or 1 when unknown. A node whose GPU model has no
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 from typing import Any
 
@@ -170,11 +171,14 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
         return {}
     pks = {pk for by_job in seconds.values() for pk in by_job}
     jobs: dict[int, tuple[str, str, int]] = {}
+    # Share of each job's time inside the months: what of its measured energy they hold.
+    within: dict[int, Decimal] = {}
     for chunk in _chunks(pks):
-        for pk, cluster, job_id, attempt in JobRecord.objects.filter(pk__in=chunk).values_list(
-            "pk", "cluster", "job_id", "attempt"
-        ):
+        for pk, cluster, job_id, attempt, start, end in JobRecord.objects.filter(
+            pk__in=chunk
+        ).values_list("pk", "cluster", "job_id", "attempt", "start", "end"):
             jobs[pk] = (cluster, job_id, attempt)
+            within[pk] = month_share(start, end, months)
     measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
     utilisation: dict[tuple[str, str], Decimal] = {}
     for cluster in {c for c, _, _ in jobs.values()}:
@@ -194,13 +198,35 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
     factors = _Factors(facts)
     result: dict[RunRef, RunEnergy] = {}
     for ref, by_job in seconds.items():
-        result[ref] = _run_energy(by_job, jobs, measured, utilisation, factors)
+        result[ref] = _run_energy(by_job, jobs, within, measured, utilisation, factors)
     return result
+
+
+def month_share(start: datetime | None, end: datetime | None, months: list[date]) -> Decimal:
+    """The share of a job's time [start, end) inside the calendar months given (UTC): measured
+    energy is not split by time, so a job running across a month's end puts that share of its
+    energy in each month (evenly over time). A job still running counts to now; one with no
+    start, or no length, counts whole."""
+    if start is None:
+        return Decimal(1)
+    stop = end or datetime.now(tz=UTC)
+    length = int((stop - start).total_seconds())
+    if length <= 0:
+        return Decimal(1)
+    inside = 0
+    for month in months:
+        first = datetime(month.year, month.month, 1, tzinfo=UTC)
+        after = datetime(month.year + month.month // 12, month.month % 12 + 1, 1, tzinfo=UTC)
+        inside += max(0, int((min(stop, after) - max(start, first)).total_seconds()))
+    if inside >= length:
+        return Decimal(1)
+    return _CTX.divide(Decimal(inside), Decimal(length))
 
 
 def _run_energy(
     by_job: dict[int, dict[str, Decimal]],
     jobs: dict[int, tuple[str, str, int]],
+    within: dict[int, Decimal],
     measured: dict[tuple[str, str, int], dict[str, Decimal]],
     utilisation: dict[tuple[str, str], Decimal],
     factors: _Factors,
@@ -216,7 +242,8 @@ def _run_energy(
         got = measured.get(job)
         if got:
             for node, joules in got.items():
-                per_node[node][0] += _CTX.divide(joules, JOULES_PER_KWH)
+                share = within.get(pk, Decimal(1))
+                per_node[node][0] += _CTX.divide(joules * share, JOULES_PER_KWH)
             continue
         u = utilisation.get((job[0], job[1]), Decimal(1))
         for node, s in sorted(by_node.items()):
