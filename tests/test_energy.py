@@ -388,3 +388,23 @@ def test_a_job_across_a_months_end_puts_each_month_its_share() -> None:
     assert month_share(start, end, [june, july]) == Decimal(1)
     december = datetime(2025, 12, 1).date()
     assert month_share(datetime(2025, 12, 31, 23, tzinfo=UTC), None, [december]) < 1
+
+
+def test_energy_in_a_region_with_no_grid_figure_is_left_out_of_co2e_and_said(
+    finance_api: APIClient,
+) -> None:
+    """n1 (attempt 1 of pretrain, 1.3 kWh measured) moved to a region the dataset does not know:
+    facility 1.3 x 1.135 = 1.4755 kWh has no CO2e; n2's 1.4755 kWh x 369.473 / 1000 =
+    0.5451574... -> 0.545157 kg is counted, and the rest is named."""
+    from billing_ingest.models import CostLineItem
+
+    energy_month()
+    CostLineItem.objects.filter(resource_name="n1").update(region_id="mars-1")
+    run = RunCost.objects.get(run_id="pretrain")
+    energy = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["energy"]
+    assert energy["gpu_kwh"] == "2.600000"
+    assert energy["co2e_kg"] == "0.545157"
+    assert energy["co2e_missing_kwh"] == "1.475500"
+    assert energy["grid_g_per_kwh"] is None  # two parts: each names its own
+    assert any("region mars-1" in note for note in energy["notes"])
+    assert [p.get("co2e_kg") for p in energy["parts"]] == [None, "0.545157"]

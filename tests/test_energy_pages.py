@@ -62,12 +62,14 @@ def test_the_endpoint_page_shows_energy_per_1k_requests(
     """fixtures/scenarios/coreweave-vllm: endpoint `chat` served by pod chat-0, 4 H100 for 2 h
     = 8 GPU-hours, no DCGM data: estimated at the H100's 700 W (utilisation unknown: 1) =
     5.6 kWh; CoreWeave publishes no PUE: the pricing settings' 1.4 -> 7.84 kWh facility; 5,000
-    requests -> 7.84 x 1000 / 5000 = 1.568 kWh per 1k requests. Region US-EAST-04A has no grid
-    intensity in the dataset: CO2e unknown, said so."""
+    requests -> 7.84 x 1000 / 5000 = 1.568 kWh per 1k requests. Region US-EAST-04A is in the
+    USA (369.473 g/kWh, 2023): 7.84 x 0.369473 = 2.89666832 -> 2.896668 kg; 2,000,000 tokens
+    -> 1.448334 kg per 1M tokens."""
     scenario_load("coreweave-vllm", "2025-06", tmp_path)
     html = finance_client.get("/endpoints/chat/?month=2025-06").content.decode()
     assert 'data-testid="endpoint-gpu-kwh">5.600<' in html
     assert 'data-testid="endpoint-kwh-1k">1.568000<' in html
-    assert 'data-testid="endpoint-co2e">unknown<' in html
-    assert "no grid intensity for node g8h100-01 (region US-EAST-04A)" in html
+    assert 'data-testid="endpoint-co2e">2.897<' in html
+    assert 'data-testid="endpoint-co2e-1m">1.448334<' in html
+    assert "endpoint-co2e-partial" not in html
     assert 'data-testid="endpoint-energy-estimated"' in html

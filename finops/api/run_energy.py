@@ -42,7 +42,8 @@ ENERGY_SCHEMA: dict[str, Any] = {
         "grid_g_per_kwh": _NULLABLE_DECIMAL,
         "grid_source": {"type": "string"},
         "grid_year": {"type": "string"},
-        "co2e_kg": _NULLABLE_DECIMAL,
+        "co2e_kg": {**_NULLABLE_DECIMAL, "description": "of the energy with a grid intensity"},
+        "co2e_missing_kwh": {**_DECIMAL, "description": "facility kWh with no grid intensity"},
         "estimated": {"type": "boolean"},
         "power_source": {"type": "string"},
         "parts": {"type": "array", "items": {"type": "object"}},
@@ -69,6 +70,7 @@ def energy_body(e: RunEnergy | None) -> dict[str, Any] | None:
         "grid_source": e.grid_source,
         "grid_year": e.grid_year,
         "co2e_kg": _text(e.co2e_kg),
+        "co2e_missing_kwh": _text(e.co2e_missing_kwh),
         "estimated": e.estimated,
         "power_source": e.power_source,
         "parts": e.parts,
@@ -99,6 +101,7 @@ def team_energy_body(row: TeamEnergy) -> dict[str, Any]:
         "estimated_kwh": _text(row.estimated_kwh),
         "facility_kwh": _text(row.facility_kwh),
         "co2e_kg": _text(row.co2e_kg),
+        "co2e_missing_kwh": _text(row.co2e_missing_kwh),
         "estimated": row.estimated,
     }
 

@@ -19,6 +19,7 @@ class EndpointEnergy:
     gpu_kwh: Decimal
     facility_kwh: Decimal
     co2e_kg: Decimal | None
+    co2e_missing_kwh: Decimal
     estimated: bool
     requests: int
     tokens: int
@@ -58,17 +59,20 @@ def endpoint_energy(
     gpu = sum((e.gpu_kwh for e in runs), Decimal(0))
     facility = sum((e.facility_kwh for e in runs), Decimal(0))
     co2 = [e.co2e_kg for e in runs]
-    co2e = None if None in co2 else sum((c or Decimal(0) for c in co2), Decimal(0))
+    co2e = None if all(c is None for c in co2) else sum((c or Decimal(0) for c in co2), Decimal(0))
+    missing = sum((e.co2e_missing_kwh for e in runs), Decimal(0))
     return EndpointEnergy(
         gpu_kwh=gpu,
         facility_kwh=facility,
         co2e_kg=co2e,
+        co2e_missing_kwh=missing,
         estimated=any(e.estimated for e in runs),
         requests=requests,
         tokens=tokens,
         kwh_per_1k_requests=_per(facility, requests, 1000),
         kwh_per_1m_tokens=_per(facility, tokens, 10**6),
-        co2e_kg_per_1k_requests=_per(co2e, requests, 1000),
-        co2e_kg_per_1m_tokens=_per(co2e, tokens, 10**6),
+        # Per request only when every kWh has its CO2e (a part would understate it).
+        co2e_kg_per_1k_requests=None if missing else _per(co2e, requests, 1000),
+        co2e_kg_per_1m_tokens=None if missing else _per(co2e, tokens, 10**6),
         notes=tuple(note for e in runs for note in e.notes),
     )

@@ -232,4 +232,18 @@ REGION_COUNTRY: dict[str, str] = {
     "northeurope": "IRL", "westeurope": "NLD", "uksouth": "GBR", "francecentral": "FRA",
     "germanywestcentral": "DEU", "swedencentral": "SWE", "japaneast": "JPN",
     "southeastasia": "SGP", "australiaeast": "AUS", "canadacentral": "CAN",
+    # Oracle Cloud
+    "us-ashburn-1": "USA", "us-phoenix-1": "USA", "us-chicago-1": "USA", "us-sanjose-1": "USA",
+    "uk-london-1": "GBR", "eu-frankfurt-1": "DEU", "eu-amsterdam-1": "NLD",
+    "ap-tokyo-1": "JPN", "ca-toronto-1": "CAN",
 }  # fmt: skip
+
+
+def region_country(region: str) -> str:
+    """The country of a region: the table above, else a `us-` region (AWS, Google, Oracle and
+    CoreWeave name every US region so: CoreWeave's US-EAST-04, with or without its zone
+    letter) is in the USA; else "" (unknown: no grid intensity)."""
+    key = region.strip().lower()
+    if key in REGION_COUNTRY:
+        return REGION_COUNTRY[key]
+    return "USA" if key.startswith("us-") else ""

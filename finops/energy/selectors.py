@@ -30,10 +30,10 @@ from finops.attribution.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.energy.figures import (
     GPU_POWER,
-    REGION_COUNTRY,
     Sourced,
     grid_intensity,
     pue_for,
+    region_country,
 )
 from finops.energy.models import JobEnergy
 from finops.org.models import Team
@@ -63,8 +63,10 @@ class RunEnergy:
     measured_kwh: Decimal = Decimal(0)
     estimated_kwh: Decimal = Decimal(0)
     facility_kwh: Decimal = Decimal(0)
-    # None when some energy has no grid intensity (its region is unknown).
+    # Of the energy with a grid intensity; None when none has one. co2e_missing_kwh: the
+    # facility kWh left out (regions with no intensity: `notes` names them).
     co2e_kg: Decimal | None = Decimal(0)
+    co2e_missing_kwh: Decimal = Decimal(0)
     # The PUE and intensity applied; None when parts had different ones (see `parts`).
     pue: Decimal | None = None
     grid_g_per_kwh: Decimal | None = None
@@ -292,7 +294,7 @@ def _apply_factors(
     for node, (measured, estimated) in sorted(per_node.items()):
         fact = factors.facts.get(node, NodeFacts("", "", ""))
         pue = factors.pue(fact)
-        country = REGION_COUNTRY.get(fact.region.strip().lower(), "")
+        country = region_country(fact.region)
         grid = grid_intensity(country) if country else None
         if grid is None:
             result.notes.append(
@@ -301,7 +303,8 @@ def _apply_factors(
             )
         groups[(pue, grid)][0] += measured
         groups[(pue, grid)][1] += estimated
-    co2e: Decimal | None = Decimal(0)
+    co2e = Decimal(0)
+    known = False
     for (pue, grid), (measured, estimated) in groups.items():
         gpu = _round(measured + estimated)
         facility = _round(gpu * pue.value)
@@ -311,15 +314,16 @@ def _apply_factors(
         result.facility_kwh += facility
         part = {"gpu_kwh": f"{gpu:f}", "pue": f"{pue.value:f}", "pue_source": pue.source,
                 "facility_kwh": f"{facility:f}"}  # fmt: skip
-        if grid is None or co2e is None:
-            co2e = None
+        if grid is None:
+            result.co2e_missing_kwh += facility
         else:
             kg = _round(_CTX.divide(facility * grid.value, Decimal(1000)))
             co2e += kg
+            known = True
             part |= {"grid_g_per_kwh": f"{grid.value:f}", "grid_source": grid.source,
                      "grid_year": grid.date, "co2e_kg": f"{kg:f}"}  # fmt: skip
         result.parts.append(part)
-    result.co2e_kg = co2e
+    result.co2e_kg = co2e if known else None
     result.estimated = result.estimated_kwh > 0
     if len(groups) == 1:
         (pue, grid), _ = next(iter(groups.items()))
@@ -338,9 +342,11 @@ class TeamEnergy:
     measured_kwh: Decimal
     estimated_kwh: Decimal
     facility_kwh: Decimal
-    # None when a run's CO2e is unknown (a region with no intensity)
+    # Of the runs' energy with a grid intensity (None: none has one); co2e_missing_kwh the
+    # facility kWh without one.
     co2e_kg: Decimal | None
     estimated: bool
+    co2e_missing_kwh: Decimal = Decimal(0)
     # Shown when every run had the same (else None / ""; the runs' own pages show theirs).
     pue: Decimal | None = None
     pue_source: str = ""
@@ -372,7 +378,9 @@ def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[Te
                 measured_kwh=sum((e.measured_kwh for e in runs), Decimal(0)),
                 estimated_kwh=sum((e.estimated_kwh for e in runs), Decimal(0)),
                 facility_kwh=sum((e.facility_kwh for e in runs), Decimal(0)),
-                co2e_kg=None if None in co2 else sum((c or Decimal(0) for c in co2), Decimal(0)),
+                co2e_kg=(None if all(c is None for c in co2)
+                         else sum((c or Decimal(0) for c in co2), Decimal(0))),
+                co2e_missing_kwh=sum((e.co2e_missing_kwh for e in runs), Decimal(0)),
                 estimated=any(e.estimated for e in runs),
                 **_shared_factors(runs),
             )
