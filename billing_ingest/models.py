@@ -53,6 +53,7 @@ class ImportBatch(models.Model):
         INFERENCE = "inference"
         UTILISATION = "utilisation"
         RUN_METRICS = "run_metrics"
+        ENERGY = "energy"
 
     class Status(models.TextChoices):
         PENDING = "pending"

@@ -65,6 +65,14 @@ app.conf.beat_schedule = {
         "schedule": crontab(minute=17, hour="*/6"),
         "options": {"expires": 5 * 3600},
     },
+    # GPU energy from each configured Prometheus server (FINOPS_ENERGY_PROMETHEUS), daily over
+    # the last FINOPS_ENERGY_WINDOW_DAYS (pages and the API join it at read time); nothing
+    # configured: the task does nothing. Expires before the next day's run.
+    "fetch-energy-daily": {
+        "task": "finops.energy.tasks.fetch_energy_all",
+        "schedule": crontab(minute=10, hour=3),
+        "options": {"expires": 20 * 3600},
+    },
     # A snapshot file is the whole pod list, written every 15 minutes per cluster: kept a week
     # (FINOPS_KUBERNETES_SNAPSHOT_DAYS) for audit, then deleted before the disk fills. Daily at
     # a quiet hour, after the nightly attribution; expires before the next day's run.

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "finops.pricing",
     "finops.inference",
     "finops.run_metrics",
+    "finops.energy",
     "finops.notifications",
     "finops.anomalies",
     "finops.budgets",
@@ -420,6 +421,10 @@ CELERY_TIMEZONE = "UTC"
 # are started per queue (docs/running-at-scale.md). Eager runs (no broker) ignore routes.
 # A task not routed here goes to the default queue, attribution (compute work).
 FINOPS_TASK_QUEUES = ("ingest", "attribution", "notifications")
+# DCGM energy fetched daily from Prometheus servers (finops/energy/prometheus_fetch.py): one
+# base URL per cluster, "hpc=http://prometheus:9090,k8s=https://prom.example"; none by default.
+FINOPS_ENERGY_PROMETHEUS = env.dict("FINOPS_ENERGY_PROMETHEUS", default={})
+FINOPS_ENERGY_WINDOW_DAYS = env.int("FINOPS_ENERGY_WINDOW_DAYS", default=35)
 # Parts a month's attribution is split into across workers (a chord; finops.attribution.tasks).
 # "auto" (None here): one part per FINOPS_ATTRIBUTION_PART_LINE_ITEMS of the month's line items,
 # so a month that grows is split before one process needs more memory than a worker has
@@ -432,6 +437,8 @@ CELERY_TASK_ROUTES = {
     # Exact names first: Celery tries them before the patterns.
     "finops.inference.tasks.ingest_inference_batch": {"queue": "ingest"},
     "finops.run_metrics.tasks.ingest_run_metrics_batch": {"queue": "ingest"},
+    "finops.energy.tasks.ingest_energy_file": {"queue": "ingest"},
+    "finops.energy.tasks.fetch_energy_all": {"queue": "ingest"},
     "finops.anomalies.tasks.send_anomaly_digests": {"queue": "notifications"},
     "billing_ingest.tasks.*": {"queue": "ingest"},
     "finops.currency.tasks.*": {"queue": "ingest"},

@@ -14,6 +14,7 @@ from finops.api import (
 )
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
+from finops.api.run_energy import EnergyView
 
 router = ApiRouter()
 router.register("teams", views.TeamViewSet, basename="api-team")
@@ -34,6 +35,7 @@ router.register("import-batches", views.ImportBatchViewSet, basename="api-import
 # the root (/api/v1/) beside the viewsets both come from this list.
 PLAIN_VIEWS: list[tuple[str, type[APIView], str]] = [
     ("costs", views.CostsView, "api-costs"),
+    ("energy", EnergyView, "api-energy"),
     ("endpoints", views.EndpointsView, "api-endpoints"),
     ("pricing-comparison", views.PricingComparisonView, "api-pricing-comparison"),
     ("pricing-settings", pricing_settings.PricingSettingsView, "api-pricing-settings"),

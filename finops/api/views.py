@@ -19,6 +19,7 @@ from rest_framework.views import APIView
 from billing_ingest.models import ImportBatch
 from finops.api.cache import cached_read
 from finops.api.rows import RUN_VALUES, cost_point_bodies, run_cost_bodies
+from finops.api.run_energy import RunCostEnergyDetailSerializer
 from finops.api.schema import CURRENCY_PATTERN, month_parameter, team_parameter
 from finops.api.serializers import (
     CostPointSerializer,
@@ -30,7 +31,6 @@ from finops.api.serializers import (
     MonthQuerySerializer,
     PricingQuerySerializer,
     ReconciliationSerializer,
-    RunCostDetailSerializer,
     RunCostSerializer,
     TeamSerializer,
 )
@@ -97,7 +97,9 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
 
     def get_serializer_class(self) -> type[RunCostSerializer]:
         # The detail adds the whole `efficiency` object; the list carries its headline.
-        return RunCostDetailSerializer if self.action == "retrieve" else RunCostSerializer
+        if self.action == "retrieve":
+            return RunCostEnergyDetailSerializer
+        return RunCostSerializer
 
     def get_queryset(self) -> QuerySet[RunCost]:
         user = self.request.user

@@ -44,6 +44,7 @@ from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
 from finops.run_metrics.team_efficiency import team_efficiency_by_month
 from finops.web.access import require_finance
+from finops.web.energy_context import endpoint_month_energy, run_month_energy, team_energy
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -146,6 +147,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ).get(team.pk, 0),
         "team_budgets": budget_statuses_of_team(team=team, month=month),
         "recommendations": team_recommendations(team=team, month=month),
+        "energy": team_energy(team=team, month=month),
         "statuses": Recommendation.Status.choices,
         # The six months up to this one, oldest first (a trend).
         "efficiency": team_efficiency_by_month(
@@ -192,6 +194,7 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
         "efficiency": efficiency, "progress": progress,
         "plan": plan_against_actual(team=team, run_id=run_id),
+        "energy": run_month_energy(team=team, run_id=run_id, month=month),
     }  # fmt: skip
     return render(request, "web/run.html", context)
 
@@ -288,12 +291,17 @@ def endpoint_detail(request: HttpRequest, name: str) -> HttpResponse:
     if not days:
         # Unknown, not in this month, or only other teams' pods: all look the same.
         raise Http404("No such endpoint in this month.")
+    totals = inference_selectors.endpoint_month_rows(days, capacity=finance)
     context = {
         "month": month,
         "months": months,
         "endpoint": name,
         "finance": finance,
         "days": days,
-        "totals": inference_selectors.endpoint_month_rows(days, capacity=finance),
-    }
+        "totals": totals,
+        "energy": endpoint_month_energy(
+            month=month, endpoint=name, totals=totals,
+            teams=team_list_visible(user=request.user), finance=finance,
+        ),
+    }  # fmt: skip
     return render(request, "web/endpoint.html", context)

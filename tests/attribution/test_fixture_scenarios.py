@@ -146,7 +146,42 @@ def check_run_efficiency(
         assert headline == {key: detail[key] for key in headline}, f"{month} run {run_id}"
 
 
+def _kwh_within_one_percent(where: str, actual: str, expected: str) -> None:
+    got, want = Decimal(actual), Decimal(expected)
+    assert abs(got - want) <= want / 100, f"{where}: {got} kWh, expected {want} within 1 %"
+
+
+def check_run_energy(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    """Each run's `energy` on `GET /api/v1/runs/{id}/`: GPU kWh within 1 % of the hand-worked
+    figure; facility kWh and CO2e exactly the shown GPU kWh x PUE and x intensity / 1000."""
+    places = Decimal("0.000001")
+    runs = {r["run_id"]: r for r in get_all(api, "/api/v1/runs/", {"month": month})}
+    for run_id, fields in expected.items():
+        energy = api.get(runs[run_id]["url"]).json()["energy"]
+        where = f"{month} run {run_id} energy"
+        assert energy is not None, where
+        for kwh in ("gpu_kwh", "measured_kwh", "estimated_kwh"):
+            _kwh_within_one_percent(f"{where} {kwh}", energy[kwh], fields[kwh])
+        facility = (Decimal(energy["gpu_kwh"]) * Decimal(energy["pue"])).quantize(places)
+        assert Decimal(energy["facility_kwh"]) == facility, (where, energy)
+        co2e = (facility * Decimal(energy["grid_g_per_kwh"]) / 1000).quantize(places)
+        assert Decimal(energy["co2e_kg"]) == co2e, (where, energy)
+        exact = {k: v for k, v in fields.items() if not k.endswith("kwh") or k == "facility_kwh"}
+        assert_fields(where, energy, exact)
+        assert energy["pue_source"], where
+        assert energy["grid_source"], where
+
+
+def check_team_energy(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    rows = {r["team"]: r for r in get_all(api, "/api/v1/energy/", {"month": month})}
+    assert set(rows) == set(expected), f"{month} energy teams: {sorted(rows)}"
+    for team, fields in expected.items():
+        assert_fields(f"{month} team {team} energy", rows[team], fields)
+
+
 CHECKERS: dict[str, Checker] = {
+    "run_energy": check_run_energy,
+    "team_energy": check_team_energy,
     "reconciliation": check_reconciliation,
     "teams": check_teams,
     "runs": check_runs,

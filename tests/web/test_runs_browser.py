@@ -208,4 +208,6 @@ RUNS_QUERIES = 9
 # Budgets, anomalies, statements, the pricing comparison and the recommendations (whether their
 # inputs moved: 4; the team's: 1) included.
 TEAM_QUERIES = 28
-RUN_QUERIES = 15  # the pricing comparison and the run's spot advice included
+# The pricing comparison and the run's spot advice included, and the energy of the run (the
+# ledger by job and node; with jobs, a fixed few more: finops/energy/selectors.energies).
+RUN_QUERIES = 16

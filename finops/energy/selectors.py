@@ -1,0 +1,403 @@
+"""Energy and carbon of a run, a team and a month (DESIGN section 9), joined at read time.
+
+For each job attempt of the run (the attribution ledger's GPU rows of the run, every attempt):
+- measured: the JobEnergy rows DCGM gave for the attempt (every node it measured), times the
+  share of the attempt's time inside the months asked for (month_share);
+- else estimated (`estimated: true`): the ledger's GPU-seconds of the attempt on each node x
+  (idle + utilisation x (max - idle)) of the node's GPU model (figures.GPU_POWER), utilisation
+  the job's measured one (JobGpuUtilisation) or 1 when unknown. A node whose GPU model has no
+  power figure is left out and said so in `notes`.
+Per node, the PUE of its provider and region (figures.PUE; no known provider: the pricing
+settings' on-prem PUE) and the grid intensity of its region's country (figures.grid_intensity;
+unknown: no CO2e for that part, said in `notes`). Rounding: GPU kWh per (PUE, intensity) group
+to 6 places, facility kWh = that x PUE, kg CO2e = facility kWh x g/kWh / 1000, each to 6 places
+half-even, so the figures shown reproduce exactly from the PUE and intensity shown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from decimal import ROUND_HALF_EVEN, Context, Decimal
+from typing import Any
+
+from django.db.models import Q, Sum
+
+from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
+from finops.attribution.inputs.catalogue import line_gpu_spec
+from finops.attribution.models import AllocatedCost, RunCost
+from finops.energy.figures import (
+    GPU_POWER,
+    Sourced,
+    grid_intensity,
+    pue_for,
+    region_country,
+)
+from finops.energy.models import JobEnergy
+from finops.org.models import Team
+from finops.run_metrics.peaks import gpu_family
+from finops.run_metrics.selectors import RunKey
+
+_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
+KWH_PLACES = Decimal("0.000001")
+JOULES_PER_KWH = Decimal(3_600_000)
+SECONDS_PER_HOUR = Decimal(3600)
+
+
+def _round(value: Decimal) -> Decimal:
+    return value.quantize(KWH_PLACES, context=_CTX)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    provider: str
+    region: str
+    gpu_model: str
+
+
+@dataclass(slots=True)
+class RunEnergy:
+    gpu_kwh: Decimal = Decimal(0)
+    measured_kwh: Decimal = Decimal(0)
+    estimated_kwh: Decimal = Decimal(0)
+    facility_kwh: Decimal = Decimal(0)
+    # Of the energy with a grid intensity; None when none has one. co2e_missing_kwh: the
+    # facility kWh left out (regions with no intensity: `notes` names them).
+    co2e_kg: Decimal | None = Decimal(0)
+    co2e_missing_kwh: Decimal = Decimal(0)
+    # The PUE and intensity applied; None when parts had different ones (see `parts`).
+    pue: Decimal | None = None
+    grid_g_per_kwh: Decimal | None = None
+    pue_source: str = ""
+    grid_source: str = ""
+    grid_year: str = ""
+    power_source: str = ""
+    estimated: bool = False
+    parts: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _team(key: RunKey) -> Q:
+    return Q(team__isnull=True) if key.team_id is None else Q(team_id=key.team_id)
+
+
+def node_facts(nodes: Iterable[str], months: list[date]) -> dict[str, NodeFacts]:
+    """Provider, region and GPU model of each node, from its line items of those months."""
+    names = set(nodes)
+    if not names:
+        return {}
+    lines = (
+        CostLineItem.objects.settled()
+        .filter(billing_period__in=months)
+        .filter(Q(resource_name__in=names) | Q(resource_id__in=names))
+        .values_list("resource_name", "resource_id", "provider_name", "region_id",
+                     "x_instance_type", "x_gpu_count", "x_gpu_model", "sku_id", "resource_type")
+        .distinct()
+        .order_by()
+    )  # fmt: skip
+    facts: dict[str, NodeFacts] = {}
+    for name, rid, provider, region, x_type, x_count, x_model, sku, res_type in lines:
+        spec = line_gpu_spec(
+            x_instance_type=x_type, x_gpu_count=x_count, x_gpu_model=x_model, sku_id=sku,
+            resource_type=res_type,
+        )  # fmt: skip
+        for node in (name, rid):
+            if node in names and node not in facts:
+                facts[node] = NodeFacts(provider, region, spec.model if spec else "")
+    return facts
+
+
+def _power(model: str) -> tuple[Sourced, Sourced] | None:
+    family = gpu_family(model) or ("A10G" if "A10G" in model.upper() else None)
+    for name in (family, model.upper().strip()):
+        if name and name in GPU_POWER:
+            power = GPU_POWER[name]
+            return power.idle_w, power.max_w
+    return None
+
+
+def _on_prem_pue() -> Sourced:
+    from finops.pricing.comparisons import assumptions_current
+
+    value = assumptions_current().pue
+    return Sourced(value, "pricing settings: on-prem PUE", "current", "this organisation's setting")
+
+
+# (team id, run id): a run as the ledger names it.
+RunRef = tuple[int | None, str]
+_CHUNK = 500
+
+
+def _chunks(values: Iterable[Any]) -> Iterable[list[Any]]:
+    items = sorted(values)
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | None:
+    """The run's energy over `months` (default: every month the run has cost in); None when
+    the run has no GPU time in the ledger."""
+    if months is None:
+        months = sorted(
+            set(
+                RunCost.objects.filter(_team(key), run_id=key.run_id)
+                .values_list("billing_period", flat=True)
+                .order_by()
+            )
+        )
+    found = energies(months=months, runs=_team(key) & Q(run_id=key.run_id))
+    return found.get((key.team_id, key.run_id))
+
+
+def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
+    """Energy of every run of the ledger rows `runs` selects over `months`: a fixed number of
+    queries however many runs (the team page sums a month of them)."""
+    ledger = (
+        AllocatedCost.objects.filter(
+            runs, billing_period__in=months, gpu_seconds__gt=0, job__isnull=False
+        )
+        .exclude(node="")
+        .exclude(run_id="")
+        .order_by()
+        .values("team_id", "run_id", "job_id", "node")
+        .annotate(seconds=Sum("gpu_seconds"))
+    )
+    seconds: dict[RunRef, dict[int, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(dict))
+    for row in ledger:
+        seconds[(row["team_id"], row["run_id"])][row["job_id"]][row["node"]] = Decimal(
+            row["seconds"]
+        )
+    if not seconds:
+        return {}
+    pks = {pk for by_job in seconds.values() for pk in by_job}
+    jobs: dict[int, tuple[str, str, int]] = {}
+    # Share of each job's time inside the months: what of its measured energy they hold.
+    within: dict[int, Decimal] = {}
+    for chunk in _chunks(pks):
+        for pk, cluster, job_id, attempt, start, end in JobRecord.objects.filter(
+            pk__in=chunk
+        ).values_list("pk", "cluster", "job_id", "attempt", "start", "end"):
+            jobs[pk] = (cluster, job_id, attempt)
+            within[pk] = month_share(start, end, months)
+    measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
+    utilisation: dict[tuple[str, str], Decimal] = {}
+    for cluster in {c for c, _, _ in jobs.values()}:
+        ids = {j for c, j, _ in jobs.values() if c == cluster}
+        for chunk in _chunks(ids):
+            for job_id, attempt, node, joules in JobEnergy.objects.filter(
+                cluster=cluster, job_id__in=chunk
+            ).values_list("job_id", "attempt", "node", "joules"):
+                measured[(cluster, job_id, attempt)][node] = joules
+            for job_id, value in JobGpuUtilisation.objects.filter(
+                cluster=cluster, job_id__in=chunk
+            ).values_list("job_id", "utilisation"):
+                utilisation[(cluster, job_id)] = value
+    nodes = {n for by_job in seconds.values() for by_node in by_job.values() for n in by_node}
+    nodes |= {n for by_node in measured.values() for n in by_node}
+    facts = node_facts(nodes, months)
+    factors = _Factors(facts)
+    result: dict[RunRef, RunEnergy] = {}
+    for ref, by_job in seconds.items():
+        result[ref] = _run_energy(by_job, jobs, within, measured, utilisation, factors)
+    return result
+
+
+def month_share(start: datetime | None, end: datetime | None, months: list[date]) -> Decimal:
+    """The share of a job's time [start, end) inside the calendar months given (UTC): measured
+    energy is not split by time, so a job running across a month's end puts that share of its
+    energy in each month (evenly over time). A job still running counts to now; one with no
+    start, or no length, counts whole."""
+    if start is None:
+        return Decimal(1)
+    stop = end or datetime.now(tz=UTC)
+    length = int((stop - start).total_seconds())
+    if length <= 0:
+        return Decimal(1)
+    inside = 0
+    for month in months:
+        first = datetime(month.year, month.month, 1, tzinfo=UTC)
+        after = datetime(month.year + month.month // 12, month.month % 12 + 1, 1, tzinfo=UTC)
+        inside += max(0, int((min(stop, after) - max(start, first)).total_seconds()))
+    if inside >= length:
+        return Decimal(1)
+    return _CTX.divide(Decimal(inside), Decimal(length))
+
+
+def _run_energy(
+    by_job: dict[int, dict[str, Decimal]],
+    jobs: dict[int, tuple[str, str, int]],
+    within: dict[int, Decimal],
+    measured: dict[tuple[str, str, int], dict[str, Decimal]],
+    utilisation: dict[tuple[str, str], Decimal],
+    factors: _Factors,
+) -> RunEnergy:
+    # node -> [measured kWh, estimated kWh]
+    per_node: dict[str, list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    result = RunEnergy()
+    power_sources: set[str] = set()
+    for pk, by_node in sorted(by_job.items()):
+        job = jobs.get(pk)
+        if job is None:
+            continue
+        got = measured.get(job)
+        if got:
+            for node, joules in got.items():
+                share = within.get(pk, Decimal(1))
+                per_node[node][0] += _CTX.divide(joules * share, JOULES_PER_KWH)
+            continue
+        u = utilisation.get((job[0], job[1]), Decimal(1))
+        for node, s in sorted(by_node.items()):
+            model = factors.facts[node].gpu_model if node in factors.facts else ""
+            power = _power(model)
+            if power is None:
+                result.notes.append(
+                    f"{_round(s / SECONDS_PER_HOUR)} GPU-hours on {node} not estimated: "
+                    f"no power figure for GPU model {model or 'unknown'}"
+                )
+                continue
+            idle, peak = power
+            watts = idle.value + u * (peak.value - idle.value)
+            per_node[node][1] += _CTX.divide(s * watts, SECONDS_PER_HOUR * 1000)
+            power_sources |= {
+                f"idle {idle.value} W: {idle.source}",
+                f"max {peak.value} W: {peak.source}",
+            }
+    result.power_source = "; ".join(sorted(power_sources))
+    _apply_factors(result, per_node, factors)
+    return result
+
+
+class _Factors:
+    """PUE and grid intensity per node (the on-prem PUE read once, when needed)."""
+
+    def __init__(self, facts: dict[str, NodeFacts]) -> None:
+        self.facts = facts
+        self._on_prem: Sourced | None = None
+
+    def pue(self, fact: NodeFacts) -> Sourced:
+        found = pue_for(fact.provider, fact.region)
+        if found is not None:
+            return found
+        if self._on_prem is None:
+            self._on_prem = _on_prem_pue()
+        return self._on_prem
+
+
+def _apply_factors(
+    result: RunEnergy, per_node: dict[str, list[Decimal]], factors: _Factors
+) -> None:
+    groups: dict[tuple[Sourced, Sourced | None], list[Decimal]] = defaultdict(
+        lambda: [Decimal(0), Decimal(0)]
+    )
+    for node, (measured, estimated) in sorted(per_node.items()):
+        fact = factors.facts.get(node, NodeFacts("", "", ""))
+        pue = factors.pue(fact)
+        country = region_country(fact.region)
+        grid = grid_intensity(country) if country else None
+        if grid is None:
+            result.notes.append(
+                f"no grid intensity for node {node} (region {fact.region or 'unknown'}): "
+                "its CO2e is not counted"
+            )
+        groups[(pue, grid)][0] += measured
+        groups[(pue, grid)][1] += estimated
+    co2e = Decimal(0)
+    known = False
+    for (pue, grid), (measured, estimated) in groups.items():
+        gpu = _round(measured + estimated)
+        facility = _round(gpu * pue.value)
+        result.measured_kwh += _round(measured)
+        result.estimated_kwh += _round(estimated)
+        result.gpu_kwh += gpu
+        result.facility_kwh += facility
+        part = {"gpu_kwh": f"{gpu:f}", "pue": f"{pue.value:f}", "pue_source": pue.source,
+                "facility_kwh": f"{facility:f}"}  # fmt: skip
+        if grid is None:
+            result.co2e_missing_kwh += facility
+        else:
+            kg = _round(_CTX.divide(facility * grid.value, Decimal(1000)))
+            co2e += kg
+            known = True
+            part |= {"grid_g_per_kwh": f"{grid.value:f}", "grid_source": grid.source,
+                     "grid_year": grid.date, "co2e_kg": f"{kg:f}"}  # fmt: skip
+        result.parts.append(part)
+    result.co2e_kg = co2e if known else None
+    result.estimated = result.estimated_kwh > 0
+    if len(groups) == 1:
+        (pue, grid), _ = next(iter(groups.items()))
+        result.pue, result.pue_source = pue.value, pue.source
+        if grid is not None:
+            result.grid_g_per_kwh, result.grid_source = grid.value, grid.source
+            result.grid_year = grid.date
+
+
+@dataclass(frozen=True, slots=True)
+class TeamEnergy:
+    team: str
+    month: str
+    runs: int
+    gpu_kwh: Decimal
+    measured_kwh: Decimal
+    estimated_kwh: Decimal
+    facility_kwh: Decimal
+    # Of the runs' energy with a grid intensity (None: none has one); co2e_missing_kwh the
+    # facility kWh without one.
+    co2e_kg: Decimal | None
+    estimated: bool
+    co2e_missing_kwh: Decimal = Decimal(0)
+    # Shown when every run had the same (else None / ""; the runs' own pages show theirs).
+    pue: Decimal | None = None
+    pue_source: str = ""
+    grid_g_per_kwh: Decimal | None = None
+    grid_source: str = ""
+    grid_year: str = ""
+    power_source: str = ""
+
+
+def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[TeamEnergy]:
+    """Sum of the month's runs' energy per team (each run over that month's ledger only)."""
+    wanted = set(team_ids)
+    ids = [t for t in wanted if t is not None]
+    selected = Q(team_id__in=ids)
+    if None in wanted:
+        selected |= Q(team__isnull=True)
+    found = energies(months=[month], runs=selected)
+    slugs = dict(Team.objects.filter(pk__in=ids).values_list("pk", "slug"))
+    sums: dict[str, list[RunEnergy]] = defaultdict(list)
+    for (team_id, _run_id), energy in found.items():
+        sums[slugs.get(team_id, "") if team_id is not None else ""].append(energy)
+    rows = []
+    for slug, runs in sorted(sums.items()):
+        co2 = [e.co2e_kg for e in runs]
+        rows.append(
+            TeamEnergy(
+                team=slug, month=month.strftime("%Y-%m"), runs=len(runs),
+                gpu_kwh=sum((e.gpu_kwh for e in runs), Decimal(0)),
+                measured_kwh=sum((e.measured_kwh for e in runs), Decimal(0)),
+                estimated_kwh=sum((e.estimated_kwh for e in runs), Decimal(0)),
+                facility_kwh=sum((e.facility_kwh for e in runs), Decimal(0)),
+                co2e_kg=(None if all(c is None for c in co2)
+                         else sum((c or Decimal(0) for c in co2), Decimal(0))),
+                co2e_missing_kwh=sum((e.co2e_missing_kwh for e in runs), Decimal(0)),
+                estimated=any(e.estimated for e in runs),
+                **_shared_factors(runs),
+            )
+        )  # fmt: skip
+    return rows
+
+
+def _shared_factors(energies: list[RunEnergy]) -> dict[str, Any]:
+    """The PUE and grid intensity (with sources) when all runs used the same ones."""
+    shared: dict[str, Any] = {}
+    pues = {(e.pue, e.pue_source) for e in energies}
+    if len(pues) == 1 and None not in next(iter(pues)):
+        shared["pue"], shared["pue_source"] = next(iter(pues))
+    grids = {(e.grid_g_per_kwh, e.grid_source, e.grid_year) for e in energies}
+    if len(grids) == 1 and None not in next(iter(grids)):
+        shared["grid_g_per_kwh"], shared["grid_source"], shared["grid_year"] = next(iter(grids))
+    shared["power_source"] = "; ".join(
+        sorted({part for e in energies if e.power_source for part in e.power_source.split("; ")})
+    )
+    return shared
