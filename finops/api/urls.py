@@ -1,7 +1,15 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
+from finops.api import (
+    anomalies,
+    chargeback,
+    preferences,
+    pricing_settings,
+    recommendations,
+    run_waste,
+    views,
+)
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
 
@@ -21,6 +29,7 @@ router.add_root_entry("pricing-comparison", "api-pricing-comparison")
 router.add_root_entry("reconciliation", "api-reconciliation")
 router.add_root_entry("pricing-settings", "api-pricing-settings")
 router.add_root_entry("statements", "api-statements")
+router.add_root_entry("waste", "api-waste")
 router.add_root_entry("schema", "schema")
 router.add_root_entry("me/notification-preferences", "api-notification-preferences")
 router.add_root_entry("statements", "api-statements")
@@ -41,6 +50,7 @@ urlpatterns = [
         pricing_settings.PricingSettingsView.as_view(),
         name="api-pricing-settings",
     ),
+    path("v1/waste/", run_waste.WasteView.as_view(), name="api-waste"),
     path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
     path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
     path(

@@ -20,6 +20,7 @@ from billing_ingest.models import ImportBatch
 from billing_ingest.months import month_format, month_parse
 from finops.api.cache import cached_read
 from finops.api.rows import RUN_VALUES, cost_point_bodies, run_cost_bodies
+from finops.api.run_waste import RunWasteDetailSerializer
 from finops.api.schema import CURRENCY_PATTERN, month_parameter, team_parameter
 from finops.api.serializers import (
     CostPointSerializer,
@@ -31,7 +32,6 @@ from finops.api.serializers import (
     MonthQuerySerializer,
     PricingQuerySerializer,
     ReconciliationSerializer,
-    RunCostDetailSerializer,
     RunCostSerializer,
     TeamSerializer,
 )
@@ -76,7 +76,8 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
 
     def get_serializer_class(self) -> type[RunCostSerializer]:
         # The detail adds the whole `efficiency` object; the list carries its headline.
-        return RunCostDetailSerializer if self.action == "retrieve" else RunCostSerializer
+        # (finops.api.run_waste adds the `waste` object and the `attempts` timeline.)
+        return RunWasteDetailSerializer if self.action == "retrieve" else RunCostSerializer
 
     def get_queryset(self) -> QuerySet[RunCost]:
         user = self.request.user

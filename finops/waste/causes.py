@@ -123,14 +123,23 @@ def _clamp(value: Fraction) -> Fraction:
 def attempt_shares(
     attempts: Iterable[AttemptTimes], *, metrics: Metrics | None, settings: Settings
 ) -> list[AttemptShares]:
-    """The share of each cause in each attempt's cost. `attempts` are the run's, any order."""
+    """The share of each cause in each attempt's cost. `attempts` are the run's, any order.
+
+    Attempts of a run may run side by side (a job array's tasks): an interrupted attempt is
+    resumed when an attempt of the run starts at or after its end, and an attempt resumes the
+    attempt that ended last at or before its start when that one was interrupted."""
     ordered = sorted(attempts, key=lambda a: (a.start is None, a.start or _EARLIEST, a.pk))
     result: list[AttemptShares] = []
-    previous_interrupted = False
-    for index, attempt in enumerate(ordered):
-        is_last = index == len(ordered) - 1
-        result.append(_one(attempt, previous_interrupted, not is_last, metrics, settings))
-        previous_interrupted = attempt.state in INTERRUPTED_STATES
+    for attempt in ordered:
+        before = [
+            a for a in ordered if a.end is not None and attempt.start and a.end <= attempt.start
+        ]
+        latest = max(before, key=lambda a: (a.end, a.pk), default=None)
+        resumes = latest is not None and latest.state in INTERRUPTED_STATES
+        has_later = attempt.end is not None and any(
+            a.start is not None and a.start >= attempt.end for a in ordered if a is not attempt
+        )
+        result.append(_one(attempt, resumes, has_later, metrics, settings))
     return result
 
 
