@@ -146,12 +146,42 @@ def check_run_efficiency(
         assert headline == {key: detail[key] for key in headline}, f"{month} run {run_id}"
 
 
+def check_run_waste(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    """Each run's `waste` object on `GET /api/v1/runs/{id}/` and its `attempts` in time order
+    (each attempt's fields, its `waste` parts by cause)."""
+    runs = {
+        run["run_id"]: run
+        for category in ("training", "inference")
+        for run in get_all(api, "/api/v1/runs/", {"month": month, "category": category})
+    }
+    for run_id, fields in expected.items():
+        detail = api.get(runs[run_id]["url"]).json()
+        assert_fields(f"{month} run {run_id} waste", detail["waste"], fields["waste"])
+        attempts = detail["attempts"]
+        assert len(attempts) == len(fields["attempts"]), f"{month} run {run_id}: {attempts}"
+        for index, (got, want) in enumerate(zip(attempts, fields["attempts"], strict=True)):
+            want = dict(want)
+            where = f"{month} run {run_id} attempt {index + 1}"
+            assert_fields(f"{where} waste", got["waste"], want.pop("waste", {}))
+            assert_fields(where, got, want)
+
+
+def check_team_waste(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    """`GET /api/v1/waste/?month=`: exactly these teams, each with its sums by cause."""
+    rows = {row["team"]: row for row in get_all(api, "/api/v1/waste/", {"month": month})}
+    assert set(rows) == set(expected), f"{month} waste teams: {sorted(rows, key=str)}"
+    for slug, fields in expected.items():
+        assert_fields(f"{month} team {slug} waste", rows[slug], fields)
+
+
 CHECKERS: dict[str, Checker] = {
     "reconciliation": check_reconciliation,
     "teams": check_teams,
     "runs": check_runs,
     "endpoints": check_endpoints,
     "run_efficiency": check_run_efficiency,
+    "run_waste": check_run_waste,
+    "team_waste": check_team_waste,
 }
 
 
