@@ -41,6 +41,7 @@ from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
 from finops.web.access import require_finance
+from finops.web.waste_views import run_waste_panels, waste_card
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -104,6 +105,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "month_choices": range(MIN_MONTHS, MAX_MONTHS + 1),
         "several_currencies": several_currencies(data.totals, data.reporting),
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
+        "waste_card": waste_card(month=month, teams=teams, include_unowned=finance),
+        "show_teams": True,
         "categories": CATEGORIES,
         "open_anomalies": sum(
             open_anomaly_counts(
@@ -142,6 +145,9 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
         "team_budgets": budget_statuses_of_team(team=team, month=month),
+        "waste_card": waste_card(
+            month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
+        ),
         "recommendations": team_recommendations(team=team, month=month),
         "statuses": Recommendation.Status.choices,
         "pricing": [
@@ -177,6 +183,7 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         "team": team, "month": month, "months": months, "run": detail, "pricing": pricing,
         # The team's spot recommendation, where it names this run.
         "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
+        "waste_panels": run_waste_panels(team=team, run_id=run_id, month=month),
     }  # fmt: skip
     return render(request, "web/run.html", context)
 
