@@ -15,6 +15,7 @@ from finops.attribution.filters import ORDERING_FIELDS, RunCostFilterSet, RunSta
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.web.views import resolve_month
+from finops.web.waste_views import runs_with_waste
 
 RUNS_PER_PAGE = 50
 DEFAULT_ORDERING = "-cost"
@@ -23,7 +24,7 @@ SORTABLE = [
     ("gpu_hours", "GPU-hours"),
     ("cost", "Cost"),
     ("cost_per_gpu_hour", "Per GPU-hour"),
-    ("wasted_cost", "Wasted"),
+    ("wasted_cost", "Failed attempts"),
     ("start", "Start"),
 ]
 
@@ -54,6 +55,8 @@ def runs(request: HttpRequest) -> HttpResponse:
         "month": month,
         "months": months,
         "page": page,
+        # Waste by cause of the page's runs (issue 31), beside the failed attempts' cost.
+        "page_runs": runs_with_waste(list(page.object_list), month=month),
         "filters": filterset.form.cleaned_data,
         # The month picker keeps the team filter.
         "team_slug": filterset.form.cleaned_data.get("team") or None,

@@ -41,7 +41,7 @@ from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
 from finops.web.access import require_finance
-from finops.web.waste_views import run_waste_panels, waste_card
+from finops.web.waste_views import run_waste_panels, runs_with_waste, waste_card
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -137,7 +137,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "data": data,
         "several_currencies": several_currencies(data.totals, data.reporting),
         # The top runs by cost; the runs browser has them all (sortable, filtered, paged).
-        "runs": list(runs[:TEAM_TOP_RUNS]),
+        "runs": runs_with_waste(list(runs[:TEAM_TOP_RUNS]), month=month),
         "run_count": runs.count(),
         "daily_by_category": team_daily_by_category(team=team, month=month),
         "categories": CATEGORIES,

@@ -19,7 +19,14 @@ from finops.attribution.models import RunCost
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.causes import WasteParts
-from finops.waste.selectors import AttemptWaste, RunWaste, TeamWaste, run_waste, team_month_waste
+from finops.waste.selectors import (
+    AttemptWaste,
+    RunWaste,
+    TeamWaste,
+    run_waste,
+    run_wastes,
+    team_month_waste,
+)
 
 WIDTH = 1000
 TREND_MONTHS = 3
@@ -143,3 +150,22 @@ def waste_card(
         for currency, row in rows.items():
             row.trend.append(WasteTrend(earlier, totals.get(currency, Decimal(0))))
     return sorted(rows.values(), key=lambda r: r.currency)
+
+
+def runs_with_waste(runs: list[RunCost], *, month: dt.date) -> list[RunCost]:
+    """The rollups of a page of runs, each with `waste` (its WasteParts in this month) set: the
+    runs browser's and the team page's waste column. A few queries for the page."""
+    keys = {
+        run.pk: RunKey(run.team_id, run.team.slug if run.team else "", run.run_id,
+                       run.billing_currency)
+        for run in runs
+    }  # fmt: skip
+    wastes = run_wastes(list(set(keys.values())), month=month)
+    for run in runs:
+        # A run on several clusters has a rollup per cluster: each shows its own attempts'.
+        parts = WasteParts()
+        for row in wastes[keys[run.pk]].attempts:
+            if row.attempt.cluster == run.cluster:
+                parts.add(row.parts)
+        run.waste = parts  # type: ignore[attr-defined]
+    return runs
