@@ -21,7 +21,8 @@ from django.db.models import Q
 from billing_ingest.models import JobGpuUtilisation, JobRecord
 from billing_ingest.money import MoneySum
 from finops.attribution.models import AllocatedCost, ChargeBasis
-from finops.run_metrics.progress import run_progress, training_runs_matching
+from finops.run_metrics.models import RunMetricPoint
+from finops.run_metrics.progress import training_runs_matching
 from finops.run_metrics.selectors import RunKey
 from finops.waste.causes import AttemptTimes, Metrics
 
@@ -54,17 +55,17 @@ def _sort_key(a: Attempt) -> tuple[bool, dt.datetime, str, int]:
 
 def _utilisations(jobs: Iterable[JobRecord]) -> dict[tuple[str, str], Fraction]:
     """Measured utilisation of each job charged as requested (on a `used` cluster the job was
-    charged only what it used, and the rest is its node's idle, not the run's)."""
+    charged only what it used, and the rest is its node's idle, not the run's). One query."""
     jobs = list(jobs)
     if not jobs:
         return {}
-    used = set(
-        ChargeBasis.objects.filter(basis=ChargeBasis.Basis.USED).values_list("cluster", flat=True)
+    used = ChargeBasis.objects.filter(basis=ChargeBasis.Basis.USED).values("cluster")
+    rows = (
+        JobGpuUtilisation.objects.filter(job_id__in={j.job_id for j in jobs})
+        .exclude(cluster__in=used)
+        .values_list("cluster", "job_id", "utilisation")
     )
-    rows = JobGpuUtilisation.objects.filter(job_id__in={j.job_id for j in jobs}).values_list(
-        "cluster", "job_id", "utilisation"
-    )
-    return {(c, j): Fraction(u) for c, j, u in rows if c not in used}
+    return {(c, j): Fraction(u) for c, j, u in rows}
 
 
 def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
@@ -121,19 +122,27 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
 
 
 def run_metrics(keys: Iterable[RunKey]) -> dict[RunKey, Metrics]:
-    """The metrics of each run that has any (timestamps and checkpoint times in time order)."""
+    """The metrics of each run that has any (timestamps and checkpoint times in time order,
+    as finops.run_metrics.progress orders them). Two queries for any number of runs."""
     keys = list(keys)
     runs = training_runs_matching((k.team_slug, k.run_id) for k in keys)
+    if not runs:
+        return {}
+    points: dict[int, list[tuple[dt.datetime, bool]]] = defaultdict(list)
+    rows = (
+        RunMetricPoint.objects.filter(run__in={r.pk for r in runs.values()})
+        .order_by("run", "timestamp", "source_file", "line")
+        .values_list("run_id", "timestamp", "checkpoint")
+    )
+    for run_pk, timestamp, checkpoint in rows:
+        points[run_pk].append((timestamp, checkpoint))
     found: dict[RunKey, Metrics] = {}
     for key in keys:
         run = runs.get((key.team_slug, key.run_id))
-        if run is None:
-            continue
-        progress = run_progress(run)
-        if not progress.points:
+        if run is None or not points.get(run.pk):
             continue
         found[key] = Metrics(
-            timestamps=[p.timestamp for p in progress.points],
-            checkpoints=[p.timestamp for p in progress.points if p.checkpoint],
+            timestamps=[t for t, _ in points[run.pk]],
+            checkpoints=[t for t, checkpoint in points[run.pk] if checkpoint],
         )
     return found

@@ -61,7 +61,8 @@ class TeamWaste:
 def waste_settings() -> Settings:
     """The checkpoint interval and restart minutes of the pricing assumptions (a stored value
     that fails validation is replaced by its default, as the pricing pages do)."""
-    row = PricingAssumptions.current()
+    # Read, never created here (a page view writes nothing): the defaults when there is no row.
+    row = PricingAssumptions.objects.filter(pk=1).first() or PricingAssumptions()
     row.usable()
     return Settings(
         checkpoint_interval_minutes=row.checkpoint_interval_minutes,
@@ -103,6 +104,8 @@ def run_waste(key: RunKey) -> RunWaste:
 def run_wastes(keys: list[RunKey], *, month: dt.date | None = None) -> dict[RunKey, RunWaste]:
     """Waste of many runs (the parts of `month` only, when given). A few queries, plus one per
     run that has metrics."""
+    if not keys:
+        return {}
     settings = waste_settings()
     attempts = run_attempts(keys)
     metrics = run_metrics(keys)
@@ -114,26 +117,46 @@ def team_month_waste(
 ) -> list[TeamWaste]:
     """Waste by cause per team and currency of the month's runs (training and inference
     rollups alike), teams the caller may see; runs no team owns only when include_unowned."""
+    return team_months_waste(months=[month], teams=teams, include_unowned=include_unowned)[month]
+
+
+def team_months_waste(
+    *, months: list[dt.date], teams: QuerySet[Team], include_unowned: bool
+) -> dict[dt.date, list[TeamWaste]]:
+    """team_month_waste of several months at once (a card and its trend): a fixed number of
+    queries whatever the number of months, runs and attempts."""
     rollups = visible_to(
-        RunCost.objects.filter(billing_period=month), teams=teams, include_unowned=include_unowned
+        RunCost.objects.filter(billing_period__in=months),
+        teams=teams,
+        include_unowned=include_unowned,
     ).select_related("team")
     team_of: dict[int | None, Team | None] = {}
-    keys: set[RunKey] = set()
+    keys_of: dict[dt.date, set[RunKey]] = {month: set() for month in months}
     for rollup in rollups.order_by():
         slug = rollup.team.slug if rollup.team else ""
         team_of[rollup.team_id] = rollup.team
-        keys.add(RunKey(rollup.team_id, slug, rollup.run_id, rollup.billing_currency))
-    ordered = sorted(keys, key=lambda k: (k.team_slug, k.run_id, k.currency))
-    wastes = run_wastes(ordered, month=month)
-    rows: dict[tuple[int | None, str], TeamWaste] = {}
-    for key, waste in wastes.items():
-        row = rows.get((key.team_id, key.currency))
-        if row is None:
-            row = TeamWaste(team_of[key.team_id], key.currency, Decimal(0), 0)
-            rows[(key.team_id, key.currency)] = row
-        row.cost += waste.cost
-        row.runs += 1
-        row.parts.add(waste.parts)
-    return sorted(
-        rows.values(), key=lambda r: (r.team is None, r.team.slug if r.team else "", r.currency)
-    )
+        keys_of[rollup.billing_period].add(
+            RunKey(rollup.team_id, slug, rollup.run_id, rollup.billing_currency)
+        )
+    every = sorted(set().union(*keys_of.values()), key=lambda k: (k.team_slug, k.run_id))
+    settings = waste_settings() if every else None
+    attempts = run_attempts(every)
+    metrics = run_metrics(every)
+    result: dict[dt.date, list[TeamWaste]] = {}
+    for month in months:
+        rows: dict[tuple[int | None, str], TeamWaste] = {}
+        for key in sorted(keys_of[month], key=lambda k: (k.team_slug, k.run_id, k.currency)):
+            assert settings is not None
+            waste = _run_waste(key, attempts[key], metrics.get(key), settings, month)
+            row = rows.get((key.team_id, key.currency))
+            if row is None:
+                row = TeamWaste(team_of[key.team_id], key.currency, Decimal(0), 0)
+                rows[(key.team_id, key.currency)] = row
+            row.cost += waste.cost
+            row.runs += 1
+            row.parts.add(waste.parts)
+        result[month] = sorted(
+            rows.values(),
+            key=lambda r: (r.team is None, r.team.slug if r.team else "", r.currency),
+        )
+    return result

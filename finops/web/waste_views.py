@@ -25,7 +25,7 @@ from finops.waste.selectors import (
     TeamWaste,
     run_waste,
     run_wastes,
-    team_month_waste,
+    team_months_waste,
 )
 
 WIDTH = 1000
@@ -130,25 +130,26 @@ def waste_card(
 ) -> list[WasteCardRow]:
     """The waste of the teams' runs this month by cause, per currency, with each team's row
     and the totals of the TREND_MONTHS months before."""
+    earlier = [month_add(month, -back) for back in range(TREND_MONTHS, 0, -1)]
+    by_month = team_months_waste(
+        months=[*earlier, month], teams=teams, include_unowned=include_unowned
+    )
     rows: dict[str, WasteCardRow] = {}
-    for team_row in team_month_waste(month=month, teams=teams, include_unowned=include_unowned):
+    for team_row in by_month[month]:
         row = rows.setdefault(
             team_row.currency, WasteCardRow(team_row.currency, Decimal(0), WasteParts())
         )
         row.cost += team_row.cost
         row.parts.add(team_row.parts)
         row.teams.append(team_row)
-    for back in range(TREND_MONTHS, 0, -1):
-        earlier = month_add(month, -back)
+    for before in earlier:
         totals: dict[str, Decimal] = {}
-        for team_row in team_month_waste(
-            month=earlier, teams=teams, include_unowned=include_unowned
-        ):
+        for team_row in by_month[before]:
             totals[team_row.currency] = (
                 totals.get(team_row.currency, Decimal(0)) + team_row.parts.total
             )
         for currency, row in rows.items():
-            row.trend.append(WasteTrend(earlier, totals.get(currency, Decimal(0))))
+            row.trend.append(WasteTrend(before, totals.get(currency, Decimal(0))))
     return sorted(rows.values(), key=lambda r: r.currency)
 
 
