@@ -30,6 +30,7 @@ from finops.api.serializers import PricingQuerySerializer, RunCostDetailSerializ
 from finops.attribution.models import RunCost
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
+from finops.waste.advice import CheckpointAdvice, checkpoint_advice
 from finops.waste.causes import CAUSES, WasteParts
 from finops.waste.selectors import AttemptWaste, RunWaste, TeamWaste, run_waste, team_month_waste
 
@@ -205,3 +206,58 @@ class WasteView(APIView):
                 raise NotFound("no such team")
         rows = team_month_waste(month=month, teams=teams, include_unowned=finance and not slug)
         return Response([team_waste_body(row) for row in rows])
+
+
+def advice_body(row: CheckpointAdvice) -> dict[str, Any]:
+    def text(value: Decimal | None) -> str | None:
+        return None if value is None else f"{value:f}"
+
+    return {
+        "team": row.team.slug if row.team else None,
+        "cluster": row.cluster,
+        "currency": row.currency,
+        "cost": _money(row.cost),
+        "attempt_hours": text(row.attempt_hours),
+        "gpu_hours": text(row.gpu_hours),
+        "interruptions": row.interruptions,
+        "interruptions_per_gpu_hour": text(row.interruptions_per_gpu_hour),
+        "mean_hours_between_interruptions": text(row.mean_hours_between_interruptions),
+        "current_interval_minutes": text(row.current_interval_minutes),
+        "current_interval_source": row.current_interval_source,
+        "optimal_interval_minutes": text(row.optimal_interval_minutes),
+        "monthly_saving": _money(row.monthly_saving),
+        "measured_utilisation": text(row.measured_utilisation),
+        "idle_in_allocation": _money(row.idle_in_allocation),
+        "action": row.action,
+        "assumptions": {
+            "checkpoint_write_minutes": text(row.checkpoint_write_minutes),
+            "model": "Young/Daly: optimal interval = sqrt(2 x write time x mean time between "
+            "interruptions); loss = write / interval + interval / (2 x mean time between "
+            "interruptions)",
+        },
+    }
+
+
+class WasteAdviceView(APIView):
+    """What to change, with money: per team, cluster and currency of a month, the observed
+    interruption rate, the Young/Daly checkpoint interval and what it would have saved this
+    month, the measured GPU utilisation and the allocated cost left idle. Teams the caller may
+    see; `team` narrows."""
+
+    @extend_schema(
+        parameters=[month_parameter(required=True), team_parameter()],
+        responses={200: {"type": "array", "items": {"type": "object"}}, 400: BAD_REQUEST},
+    )
+    def get(self, request: Request) -> Response:
+        query = PricingQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        month = month_parse(query.validated_data["month"])
+        teams = team_list_visible(user=request.user)
+        slug = query.validated_data.get("team")
+        if slug:
+            teams = teams.filter(slug=slug)
+            if not teams.exists():
+                raise NotFound("no such team")
+        finance = user_is_finance(request.user)
+        rows = checkpoint_advice(month=month, teams=teams, include_unowned=finance and not slug)
+        return Response([advice_body(row) for row in rows])

@@ -51,6 +51,7 @@ urlpatterns = [
         name="api-pricing-settings",
     ),
     path("v1/waste/", run_waste.WasteView.as_view(), name="api-waste"),
+    path("v1/waste/advice/", run_waste.WasteAdviceView.as_view(), name="api-waste-advice"),
     path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
     path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
     path(

@@ -39,6 +39,8 @@ class Attempt:
     start: dt.datetime | None
     end: dt.datetime | None
     utilisation: Fraction | None
+    # GPUs the attempt held (exact: MIG slices are fractions).
+    gpus: Fraction = Fraction(0)
     cost_by_month: dict[dt.date, Decimal] = field(default_factory=dict)
 
     @property
@@ -114,6 +116,7 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
                     start=job.start,
                     end=job.end,
                     utilisation=utilisation.get((job.cluster, job.job_id)),
+                    gpus=job.exact_gpus(),
                     cost_by_month=by_month,
                 )
             )

@@ -70,7 +70,7 @@ def waste_settings() -> Settings:
     )
 
 
-def _run_waste(
+def run_waste_of(
     key: RunKey,
     attempts: list[Attempt],
     metrics: Metrics | None,
@@ -98,7 +98,7 @@ def run_waste(key: RunKey) -> RunWaste:
     settings = waste_settings()
     attempts = run_attempts([key])[key]
     metrics = run_metrics([key]).get(key)
-    return _run_waste(key, attempts, metrics, settings)
+    return run_waste_of(key, attempts, metrics, settings)
 
 
 def run_wastes(keys: list[RunKey], *, month: dt.date | None = None) -> dict[RunKey, RunWaste]:
@@ -109,7 +109,9 @@ def run_wastes(keys: list[RunKey], *, month: dt.date | None = None) -> dict[RunK
     settings = waste_settings()
     attempts = run_attempts(keys)
     metrics = run_metrics(keys)
-    return {key: _run_waste(key, attempts[key], metrics.get(key), settings, month) for key in keys}
+    return {
+        key: run_waste_of(key, attempts[key], metrics.get(key), settings, month) for key in keys
+    }
 
 
 def team_month_waste(
@@ -147,7 +149,7 @@ def team_months_waste(
         rows: dict[tuple[int | None, str], TeamWaste] = {}
         for key in sorted(keys_of[month], key=lambda k: (k.team_slug, k.run_id, k.currency)):
             assert settings is not None
-            waste = _run_waste(key, attempts[key], metrics.get(key), settings, month)
+            waste = run_waste_of(key, attempts[key], metrics.get(key), settings, month)
             row = rows.get((key.team_id, key.currency))
             if row is None:
                 row = TeamWaste(team_of[key.team_id], key.currency, Decimal(0), 0)
