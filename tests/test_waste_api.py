@@ -81,3 +81,39 @@ def test_the_run_detail_names_the_assumptions_of_its_estimates(
     pretrain = api.get(runs["pretrain"]["url"]).json()["waste"]
     assert pretrain["assumptions"]["has_metrics"] is True
     assert pretrain["estimated"] is False
+
+
+def test_checkpoint_advice_of_the_scenario(scene: None, finance_user: User) -> None:
+    """Hand-worked (fixtures/scenarios/focus-slurm-waste/README.md, "What to change").
+
+    vision on hpc: attempts 401/1 (REQUEUED, 1 h), 401/2 (2 h), 404 (FAILED, 0.75 h), 405
+    (CANCELLED, 0.5 h): 4.25 h, 34 GPU-hours, 340 USD, 2 interruptions -> 2 / 34 = 0.058824 per
+    GPU-hour, mean time between them 2.125 h = 127.5 min. Checkpoints every 30 min in the
+    metrics. Write time 2 min: tau* = sqrt(2 x 2 x 127.5) = sqrt(510) = 22.58 min; loss at 30 =
+    2/30 + 30/255 = 0.184314, at tau* = 2 x sqrt(2/255) = 0.177123: 340 x 0.007191 = 2.44 USD.
+    speech on hpc: 402 (FAILED, 1 h) and 403 (1.5 h, 75 % used): 2.5 h, 20 GPU-hours, 200 USD,
+    1 interruption (0.05 per GPU-hour), 150 min apart; no metrics: the assumed 24 min; tau* =
+    sqrt(600) = 24.49 min; 200 x (2/24 + 24/300 - 2 sqrt(2/300)) = 0.0068 USD; utilisation
+    0.75 and 25 USD idle in the allocation."""
+    answer = _client(finance_user).get("/api/v1/waste/advice/", {"month": "2025-06"})
+    rows = {r["team"]: r for r in answer.json()}
+    vision, speech = rows["vision"], rows["speech"]
+    assert (vision["interruptions"], vision["interruptions_per_gpu_hour"]) == (2, "0.058824")
+    assert (vision["gpu_hours"], vision["mean_hours_between_interruptions"]) == (
+        "34.0000",
+        "2.1250",
+    )
+    assert (vision["current_interval_minutes"], vision["current_interval_source"]) == (
+        "30.00",
+        "metrics",
+    )
+    assert vision["optimal_interval_minutes"] == "22.58"
+    assert Decimal(vision["monthly_saving"]).quantize(Decimal("0.01")) == Decimal("2.44")
+    assert vision["measured_utilisation"] is None
+    assert (speech["current_interval_source"], speech["optimal_interval_minutes"]) == (
+        "assumption",
+        "24.49",
+    )
+    assert Decimal(speech["monthly_saving"]).quantize(Decimal("0.0001")) == Decimal("0.0068")
+    assert (speech["measured_utilisation"], Decimal(speech["idle_in_allocation"])) == ("0.7500", 25)
+    assert "Checkpoint every 23 minutes instead of 30" in vision["action"]
