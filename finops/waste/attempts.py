@@ -96,9 +96,9 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
         by_month = costs[key].setdefault(row["job_id"], {})
         by_month[row["billing_period"]] = Decimal(row["cost"] or 0)
     job_ids = {pk for per_job in costs.values() for pk in per_job}
-    jobs = JobRecord.objects.only("cluster", "job_id", "attempt", "state", "start", "end").in_bulk(
-        job_ids
-    )
+    fields = ("cluster", "job_id", "attempt", "state", "start", "end", "gpus", "gpu_numerator",
+              "gpu_denominator")  # fmt: skip
+    jobs = JobRecord.objects.only(*fields).in_bulk(job_ids)
     utilisation = _utilisations(jobs.values())
     result: dict[RunKey, list[Attempt]] = {key: [] for key in keys}
     for key, per_job in costs.items():

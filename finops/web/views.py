@@ -40,6 +40,7 @@ from finops.pipeline.tasks import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
+from finops.waste.advice import checkpoint_advice
 from finops.web.access import require_finance
 from finops.web.waste_views import run_waste_panels, runs_with_waste, waste_card
 
@@ -146,6 +147,9 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ).get(team.pk, 0),
         "team_budgets": budget_statuses_of_team(team=team, month=month),
         "waste_card": waste_card(
+            month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
+        ),
+        "checkpoint_advice": checkpoint_advice(
             month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
         ),
         "recommendations": team_recommendations(team=team, month=month),
