@@ -141,10 +141,12 @@ class RunWasteDetailSerializer(RunCostDetailSerializer):
         fields = [*RunCostDetailSerializer.Meta.fields, "waste", "attempts"]
 
     def _waste(self, obj: RunCost) -> RunWaste:
-        cache: dict[int, RunWaste] = self.context.setdefault("_run_waste", {})
-        if obj.pk not in cache:
-            cache[obj.pk] = run_waste(run_key(obj))
-        return cache[obj.pk]
+        # `waste` and `attempts` read the run once (the detail serializes one object).
+        cached: RunWaste | None = getattr(self, "_run_waste", None)
+        if cached is None or cached.key != run_key(obj):
+            cached = run_waste(run_key(obj))
+            self._run_waste = cached
+        return cached
 
     @extend_schema_field(WASTE_SCHEMA)
     def get_waste(self, obj: RunCost) -> dict[str, Any]:
