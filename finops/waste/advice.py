@@ -78,10 +78,18 @@ class CheckpointAdvice:
     def action(self) -> str:
         if self.optimal_interval_minutes is None:
             return "No interruption this month: keep the checkpoint interval."
+        now = f"{self.current_interval_minutes:.0f}"
+        best = f"{self.optimal_interval_minutes:.0f}"
+        if best == now or self.monthly_saving < Decimal("0.01"):
+            return (
+                f"Keep checkpointing every {now} minutes: the Young/Daly interval "
+                f"({self.optimal_interval_minutes} minutes) would save less than 0.01 "
+                f"{self.currency} a month."
+            )
         return (
-            f"Checkpoint every {self.optimal_interval_minutes:.0f} minutes instead of "
-            f"{self.current_interval_minutes:.0f}: saves {self.monthly_saving:.2f} "
-            f"{self.currency} a month at this month's interruption rate."
+            f"Checkpoint every {best} minutes instead of {now}: saves "
+            f"{self.monthly_saving:.2f} {self.currency} a month at this month's interruption "
+            "rate."
         )
 
 
