@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from rest_framework.test import APIClient
 
 from finops.org.models import Team
+from finops.pricing.models import PricingAssumptions
 from tests.test_fixture_scenarios import SCENARIOS, load_setup, run_command
 
 FOLDER = SCENARIOS / "focus-slurm-waste"
@@ -118,3 +119,19 @@ def test_checkpoint_advice_of_the_scenario(scene: None, finance_user: User) -> N
     assert (speech["measured_utilisation"], Decimal(speech["idle_in_allocation"])) == ("0.7500", 25)
     assert "Checkpoint every 23 minutes instead of 30: saves 2.44 USD" in vision["action"]
     assert speech["action"].startswith("Keep checkpointing every 24 minutes")
+
+
+def test_advice_with_a_zero_checkpoint_interval_claims_no_saving(
+    scene: None, finance_user: User
+) -> None:
+    """The assumptions allow a 0-minute interval (their bound): no division by it (a 500 the
+    schemathesis fuzz found), the interval is advised and no saving claimed."""
+    PricingAssumptions.objects.filter(pk=1).update(checkpoint_interval_minutes=0)
+    answer = _client(finance_user).get("/api/v1/waste/advice/", {"month": "2025-06"})
+    assert answer.status_code == 200
+    speech = {r["team"]: r for r in answer.json()}["speech"]
+    assert (speech["current_interval_minutes"], speech["optimal_interval_minutes"]) == (
+        "0.00",
+        "24.49",
+    )
+    assert Decimal(speech["monthly_saving"]) == 0

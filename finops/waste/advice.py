@@ -78,6 +78,11 @@ class CheckpointAdvice:
     def action(self) -> str:
         if self.optimal_interval_minutes is None:
             return "No interruption this month: keep the checkpoint interval."
+        if self.current_interval_minutes <= 0:
+            return (
+                f"Checkpoint every {self.optimal_interval_minutes:.0f} minutes (Young/Daly); "
+                "the current interval is not known, so no saving is claimed."
+            )
         now = f"{self.current_interval_minutes:.0f}"
         best = f"{self.optimal_interval_minutes:.0f}"
         if best == now or self.monthly_saving < Decimal("0.01"):
@@ -159,8 +164,9 @@ def _advice(
     write: Decimal,
     assumed_interval: Decimal,
 ) -> CheckpointAdvice:
-    if g.gaps_minutes:
-        current, source = Decimal(statistics.median(g.gaps_minutes)), "metrics"
+    gaps = [gap for gap in g.gaps_minutes if gap > 0]
+    if gaps:
+        current, source = Decimal(statistics.median(gaps)), "metrics"
     else:
         current, source = assumed_interval, "assumption"
     mtbi = optimal = None
@@ -172,8 +178,11 @@ def _advice(
         mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
         mtbi_minutes = mtbi * _MINUTES
         optimal = (2 * write * mtbi_minutes).sqrt(_CTX)
-        gain = _loss(current, write, mtbi_minutes) - _loss(optimal, write, mtbi_minutes)
-        saving = max(Decimal(0), g.cost * gain).quantize(MONEY_QUANTUM, rounding=ROUND_DOWN)
+        # An interval or write time of 0 (settings at their bound) has no finite loss to
+        # compare: the interval is still advised, the saving is not claimed.
+        if current > 0 and optimal > 0:
+            gain = _loss(current, write, mtbi_minutes) - _loss(optimal, write, mtbi_minutes)
+            saving = max(Decimal(0), g.cost * gain).quantize(MONEY_QUANTUM, rounding=ROUND_DOWN)
         optimal = optimal.quantize(Decimal("0.01"))
         mtbi = mtbi.quantize(Decimal("0.0001"))
     utilisation = None
