@@ -176,3 +176,32 @@ def test_attributed_runs_waste_within_their_cost_and_the_ledger_conserves(
         assert sum(values) <= waste.cost, (key, waste.parts, waste.cost)
     for row in team_month_waste(month=MONTH, teams=Team.objects.all(), include_unowned=True):
         assert 0 <= row.parts.total + row.parts.cancelled <= row.cost, row
+
+
+def _at(minutes: int) -> dt.datetime:
+    return T0 + dt.timedelta(minutes=minutes)
+
+
+def test_an_attempt_that_resumes_and_is_interrupted_again_has_both_windows() -> None:
+    """Attempt 2 (10-60) resumes attempt 1 and is preempted: restart 10-15 (until its first
+    row), rework 40-60 (after its last checkpoint); attempt 3 resumes it (restart 60-61).
+    Attempt 1 logged rows but saved no checkpoint before it failed: its whole time (0-10) is
+    rework, and a first start is no restart."""
+    attempts = [
+        AttemptTimes(1, "NODE_FAIL", _at(0), _at(10)),
+        AttemptTimes(2, "PREEMPTED", _at(10), _at(60)),
+        AttemptTimes(3, "COMPLETED", _at(60), _at(100)),
+    ]
+    metrics = Metrics(
+        timestamps=[_at(2), _at(8), _at(15), _at(40), _at(55), _at(61)],
+        checkpoints=[_at(40)],
+    )
+    shares = {s.pk: s.shares for s in attempt_shares(attempts, metrics=metrics, settings=_SETTINGS)}
+    assert (shares[1]["rework"], shares[1]["restart"]) == (1, 0)
+    assert (shares[2]["restart"], shares[2]["rework"]) == (Fraction(5, 50), Fraction(20, 50))
+    assert (shares[3]["restart"], shares[3]["rework"]) == (Fraction(1, 40), 0)
+    parts = parts_of(
+        next(s for s in attempt_shares(attempts, metrics=metrics, settings=_SETTINGS) if s.pk == 2),
+        Decimal("100"),
+    )
+    assert (parts.restart, parts.rework, parts.total) == (10, 40, 50)
