@@ -10,6 +10,7 @@ from finops.api import (
     pricing_settings,
     recommendations,
     run_estimates,
+    run_waste,
     views,
 )
 from finops.api.budgets import BudgetViewSet
@@ -42,6 +43,7 @@ PLAIN_VIEWS: list[tuple[str, type[APIView], str]] = [
     ("reconciliation", views.ReconciliationView, "api-reconciliation"),
     ("run-estimates", run_estimates.RunEstimateView, "api-run-estimates"),
     ("statements", chargeback.StatementListView, "api-statements"),
+    ("waste", run_waste.WasteView, "api-waste"),
     (
         "me/notification-preferences",
         preferences.NotificationPreferenceView,
@@ -57,6 +59,7 @@ urlpatterns = [
     # No Swagger UI: drf-spectacular's view loads it from a CDN unless the sidecar package is
     # installed, and deployments may have no internet. /api/schema/ serves the OpenAPI file.
     *(path(f"v1/{prefix}/", view.as_view(), name=name) for prefix, view, name in PLAIN_VIEWS),
+    path("v1/waste/advice/", run_waste.WasteAdviceView.as_view(), name="api-waste-advice"),
     path(
         "v1/statements/<slug:team>/<str:month>.<str:extension>",
         chargeback.StatementFileView.as_view(),

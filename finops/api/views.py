@@ -19,7 +19,7 @@ from rest_framework.views import APIView
 from billing_ingest.models import ImportBatch
 from finops.api.cache import cached_read
 from finops.api.rows import RUN_VALUES, cost_point_bodies, run_cost_bodies
-from finops.api.run_energy import RunCostEnergyDetailSerializer
+from finops.api.run_detail import RunDetailSerializer
 from finops.api.schema import CURRENCY_PATTERN, month_parameter, team_parameter
 from finops.api.serializers import (
     CostPointSerializer,
@@ -97,9 +97,9 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
 
     def get_serializer_class(self) -> type[RunCostSerializer]:
         # The detail adds the whole `efficiency` object; the list carries its headline.
-        if self.action == "retrieve":
-            return RunCostEnergyDetailSerializer
-        return RunCostSerializer
+        # The detail adds `efficiency`, `waste` with the `attempts` and `energy`
+        # (finops.api.run_detail).
+        return RunDetailSerializer if self.action == "retrieve" else RunCostSerializer
 
     def get_queryset(self) -> QuerySet[RunCost]:
         user = self.request.user

@@ -17,6 +17,7 @@ from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.run_metrics.selectors import RunEfficiency, run_cost_key, run_efficiencies
 from finops.web.views import resolve_month
+from finops.web.waste_views import runs_with_waste
 
 RUNS_PER_PAGE = 50
 DEFAULT_ORDERING = "-cost"
@@ -25,7 +26,7 @@ SORTABLE = [
     ("gpu_hours", "GPU-hours"),
     ("cost", "Cost"),
     ("cost_per_gpu_hour", "Per GPU-hour"),
-    ("wasted_cost", "Wasted"),
+    ("wasted_cost", "Failed attempts"),
     ("start", "Start"),
 ]
 
@@ -70,7 +71,8 @@ def runs(request: HttpRequest) -> HttpResponse:
         ],
         "query": {k: v for k, v in data.items() if k not in ("page", "format")},
         # What each run of the page bought (None: no metrics), beside its cost.
-        "rows": _with_efficiency(list(page.object_list)),
+        # Waste by cause (issue 31) and what each run bought (issue 30), beside its cost.
+        "rows": _with_efficiency(runs_with_waste(list(page.object_list), month=month)),
     }
     return render(request, "web/runs.html", context)
 

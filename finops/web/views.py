@@ -43,8 +43,10 @@ from finops.run_metrics.progress import run_progress_points
 from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
 from finops.run_metrics.team_efficiency import team_efficiency_by_month
+from finops.waste.advice import checkpoint_advice
 from finops.web.access import require_finance
 from finops.web.energy_context import endpoint_month_energy, run_month_energy, team_energy
+from finops.web.waste_views import run_waste_panels, runs_with_waste, waste_card
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -108,6 +110,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "month_choices": range(MIN_MONTHS, MAX_MONTHS + 1),
         "several_currencies": several_currencies(data.totals, data.reporting),
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
+        "waste_card": waste_card(month=month, teams=teams, include_unowned=finance),
+        "show_teams": True,
         "categories": CATEGORIES,
         "open_anomalies": sum(
             open_anomaly_counts(
@@ -138,7 +142,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "data": data,
         "several_currencies": several_currencies(data.totals, data.reporting),
         # The top runs by cost; the runs browser has them all (sortable, filtered, paged).
-        "runs": list(runs[:TEAM_TOP_RUNS]),
+        "runs": runs_with_waste(list(runs[:TEAM_TOP_RUNS]), month=month),
         "run_count": runs.count(),
         "daily_by_category": team_daily_by_category(team=team, month=month),
         "categories": CATEGORIES,
@@ -146,6 +150,12 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
         "team_budgets": budget_statuses_of_team(team=team, month=month),
+        "waste_card": waste_card(
+            month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
+        ),
+        "checkpoint_advice": checkpoint_advice(
+            month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
+        ),
         "recommendations": team_recommendations(team=team, month=month),
         "energy": team_energy(team=team, month=month),
         "statuses": Recommendation.Status.choices,
@@ -195,6 +205,7 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         "efficiency": efficiency, "progress": progress,
         "plan": plan_against_actual(team=team, run_id=run_id),
         "energy": run_month_energy(team=team, run_id=run_id, month=month),
+        "waste_panels": run_waste_panels(team=team, run_id=run_id, month=month),
     }  # fmt: skip
     return render(request, "web/run.html", context)
 

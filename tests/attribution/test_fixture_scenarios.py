@@ -18,20 +18,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
-from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from rest_framework.test import APIClient
 
 from finops.org.models import Profile
+from tests.scenario_setup import SCENARIOS, load_setup, run_command
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
-SCENARIOS = FIXTURES / "scenarios"
-DJANGO_FIXTURES = FIXTURES / "django"
 # Top-level keys of expected.json that are not results.
 META_KEYS = {"_worked", "pending", "months"}
 
@@ -179,6 +175,34 @@ def check_team_energy(api: APIClient, month: str, expected: dict[str, dict[str, 
         assert_fields(f"{month} team {team} energy", rows[team], fields)
 
 
+def check_run_waste(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    """Each run's `waste` object on `GET /api/v1/runs/{id}/` and its `attempts` in time order
+    (each attempt's fields, its `waste` parts by cause)."""
+    runs = {
+        run["run_id"]: run
+        for category in ("training", "inference")
+        for run in get_all(api, "/api/v1/runs/", {"month": month, "category": category})
+    }
+    for run_id, fields in expected.items():
+        detail = api.get(runs[run_id]["url"]).json()
+        assert_fields(f"{month} run {run_id} waste", detail["waste"], fields["waste"])
+        attempts = detail["attempts"]
+        assert len(attempts) == len(fields["attempts"]), f"{month} run {run_id}: {attempts}"
+        for index, (got, want) in enumerate(zip(attempts, fields["attempts"], strict=True)):
+            want = dict(want)
+            where = f"{month} run {run_id} attempt {index + 1}"
+            assert_fields(f"{where} waste", got["waste"], want.pop("waste", {}))
+            assert_fields(where, got, want)
+
+
+def check_team_waste(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    """`GET /api/v1/waste/?month=`: exactly these teams, each with its sums by cause."""
+    rows = {row["team"]: row for row in get_all(api, "/api/v1/waste/", {"month": month})}
+    assert set(rows) == set(expected), f"{month} waste teams: {sorted(rows, key=str)}"
+    for slug, fields in expected.items():
+        assert_fields(f"{month} team {slug} waste", rows[slug], fields)
+
+
 CHECKERS: dict[str, Checker] = {
     "run_energy": check_run_energy,
     "team_energy": check_team_energy,
@@ -187,30 +211,12 @@ CHECKERS: dict[str, Checker] = {
     "runs": check_runs,
     "endpoints": check_endpoints,
     "run_efficiency": check_run_efficiency,
+    "run_waste": check_run_waste,
+    "team_waste": check_team_waste,
 }
 
 
 # --- running a scenario -------------------------------------------------------------------------
-
-
-def load_setup(setup: dict[str, Any], tmp_path: Path) -> None:
-    """The Django fixtures named, then the scenario's own objects, both through loaddata (which
-    resolves natural keys such as a team's slug and resets PostgreSQL sequences)."""
-    paths = [DJANGO_FIXTURES / f"{name}.json" for name in setup.get("fixtures", [])]
-    if setup.get("objects"):
-        paths.append(tmp_path / "scenario-objects.json")
-        paths[-1].write_text(json.dumps(setup["objects"]))
-    for path in paths:
-        call_command("loaddata", str(path), verbosity=0)
-
-
-def run_command(folder: Path, command: list[str]) -> str:
-    """A command of setup.json, its arguments naming files of the scenario made absolute."""
-    name, *args = command
-    args = [str(folder / a) if (folder / a).exists() else a for a in args]
-    out = StringIO()
-    call_command(name, *args, stdout=out, stderr=StringIO())
-    return out.getvalue()
 
 
 @pytest.fixture

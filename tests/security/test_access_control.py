@@ -27,6 +27,7 @@ API = [
     "/api/v1/teams/vision/",
     "/api/v1/runs/?month=2025-09",
     "/api/v1/reconciliation/?month=2025-09",
+    "/api/v1/waste/?month=2025-09",
     "/api/v1/import-batches/",
     "/api/v1/notification-channels/",
     "/api/schema/",

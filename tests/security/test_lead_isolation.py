@@ -126,6 +126,7 @@ API_URLS = [
     f"/api/v1/endpoints/?month={MONTH}&team=vision",
     "/api/v1/import-batches/",
     f"/api/v1/reconciliation/?month={MONTH}",
+    f"/api/v1/waste/?month={MONTH}",
 ]
 
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="[^"]*"')

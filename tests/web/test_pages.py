@@ -24,6 +24,7 @@ from tests.factories import (
     TeamDailyCostFactory,
     TeamFactory,
 )
+from tests.query_budgets import WASTE_CARD_QUERIES, WASTE_PAGE_QUERIES
 
 
 def _text(response: Response) -> str:
@@ -127,8 +128,9 @@ def test_team_page_query_count_is_flat(
     recommendations_refresh(month=scenario.month)
     # 12 for the page, plus a fixed 8 for its pricing comparison (assumptions, node types, usage,
     # team and cluster utilisation) and 6 for the recommendations (whether their inputs moved,
-    # the team's): none grows with the number of runs.
-    with django_assert_max_num_queries(32):
+    # the team's), 7 for the waste card, 6 for the top runs' waste and 7 for the checkpoint
+    # advice (tests/test_runs_browser): none grows with the number of runs.
+    with django_assert_max_num_queries(32 + 2 * WASTE_CARD_QUERIES + WASTE_PAGE_QUERIES):
         html = _text(finance_client.get(reverse("web:team", args=["vision"]), {"month": "2025-09"}))
     assert "extra-24" in html
 
@@ -161,8 +163,9 @@ def test_run_page_query_count_is_flat(
 ) -> None:
     url = reverse("web:run", args=[scenario.team.slug, scenario.run.run_id])
     # 10 for the page, plus a fixed 8 for the run's pricing comparison (see the team page), and
-    # the run's energy (the ledger by job and node here; a fixed few more where it has jobs).
-    with django_assert_max_num_queries(21):
+    # the run's energy (the ledger by job and node here; a fixed few more where it has jobs), its
+    # attempts' waste, and what it bought: its metrics run (none here) and a kept plan (1 each).
+    with django_assert_max_num_queries(22 + WASTE_CARD_QUERIES):
         assert finance_client.get(url, {"month": "2025-09"}).status_code == 200
 
 
@@ -210,7 +213,7 @@ def test_overview_query_count_is_flat(
     for i in range(20):
         TeamDailyCostFactory.create(team=TeamFactory.create(slug=f"many-{i}"), amount=Decimal(i))
     # 11: the overview's 10 and the dashboard's one read of the rollup (tests/test_overview_
-    # dashboard.py holds the overview to a fixed count at any size).
-    with django_assert_max_num_queries(14):
+    # dashboard.py holds the overview to a fixed count at any size), and the waste card.
+    with django_assert_max_num_queries(14 + WASTE_CARD_QUERIES):
         html = _text(finance_client.get(reverse("web:overview")))
     assert "Many 19" in html

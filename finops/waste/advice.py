@@ -1,0 +1,201 @@
+"""What to change, with money (issue 31, part 3): per team, cluster and currency of a month,
+the observed interruption rate, the checkpoint interval that minimises the expected loss
+(Young/Daly), what it would have saved, and the measured GPU utilisation of the allocations
+with the cost left idle in them.
+
+Young/Daly, first order: with a checkpoint that takes C to write every tau, and a mean time M
+between interruptions, the share of time lost is C / tau (writing checkpoints) + tau / (2 M)
+(half an interval redone per interruption); it is least at tau* = sqrt(2 C M). The saving is
+(loss at the current interval - loss at tau*) x the attempts' cost. M is the attempts'
+wall-clock hours / their interruptions; the current interval is the median gap between the
+checkpoints of the runs' metrics, else the pricing assumptions' interval; C is the setting
+FINOPS_CHECKPOINT_WRITE_MINUTES (default 2 minutes): every figure names its assumptions.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from dataclasses import dataclass, field
+from decimal import ROUND_DOWN, Context, Decimal
+from itertools import pairwise
+
+from django.conf import settings as django_settings
+from django.db.models import QuerySet
+
+from finops.attribution.models import RunCost
+from finops.attribution.selectors.reporting import visible_to
+from finops.core.money import MONEY_QUANTUM
+from finops.org.models import Team
+from finops.run_metrics.selectors import RunKey
+from finops.waste.attempts import run_attempts, run_metrics
+from finops.waste.causes import INTERRUPTED_STATES
+from finops.waste.selectors import run_waste_of, waste_settings
+
+DEFAULT_CHECKPOINT_WRITE_MINUTES = Decimal(2)
+_CTX = Context(prec=40)
+_MINUTES = Decimal(60)
+
+
+def checkpoint_write_minutes() -> Decimal:
+    value = getattr(django_settings, "FINOPS_CHECKPOINT_WRITE_MINUTES", None)
+    return Decimal(str(value)) if value is not None else DEFAULT_CHECKPOINT_WRITE_MINUTES
+
+
+@dataclass(slots=True)
+class _Group:
+    cost: Decimal = Decimal(0)
+    hours: Decimal = Decimal(0)
+    gpu_hours: Decimal = Decimal(0)
+    interruptions: int = 0
+    gaps_minutes: list[Decimal] = field(default_factory=list)
+    idle_in_allocation: Decimal = Decimal(0)
+    measured_cost: Decimal = Decimal(0)
+    used_cost: Decimal = Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointAdvice:
+    team: Team | None
+    cluster: str
+    currency: str
+    cost: Decimal
+    attempt_hours: Decimal
+    gpu_hours: Decimal
+    interruptions: int
+    interruptions_per_gpu_hour: Decimal | None
+    mean_hours_between_interruptions: Decimal | None
+    checkpoint_write_minutes: Decimal
+    current_interval_minutes: Decimal
+    current_interval_source: str  # "metrics" or "assumption"
+    optimal_interval_minutes: Decimal | None
+    monthly_saving: Decimal
+    # Cost-weighted measured utilisation of the attempts that have one; None: none measured.
+    measured_utilisation: Decimal | None
+    idle_in_allocation: Decimal
+
+    @property
+    def action(self) -> str:
+        if self.optimal_interval_minutes is None:
+            return "No interruption this month: keep the checkpoint interval."
+        if self.current_interval_minutes <= 0:
+            return (
+                f"Checkpoint every {self.optimal_interval_minutes:.0f} minutes (Young/Daly); "
+                "the current interval is not known, so no saving is claimed."
+            )
+        now = f"{self.current_interval_minutes:.0f}"
+        best = f"{self.optimal_interval_minutes:.0f}"
+        if best == now or self.monthly_saving < Decimal("0.01"):
+            return (
+                f"Keep checkpointing every {now} minutes: the Young/Daly interval "
+                f"({self.optimal_interval_minutes} minutes) would save less than 0.01 "
+                f"{self.currency} a month."
+            )
+        return (
+            f"Checkpoint every {best} minutes instead of {now}: saves "
+            f"{self.monthly_saving:.2f} {self.currency} a month at this month's interruption "
+            "rate."
+        )
+
+
+def _loss(interval: Decimal, write: Decimal, mtbi: Decimal) -> Decimal:
+    """Share of the time lost at a checkpoint interval (all in minutes)."""
+    return _CTX.divide(write, interval) + _CTX.divide(interval, 2 * mtbi)
+
+
+def checkpoint_advice(
+    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
+) -> list[CheckpointAdvice]:
+    """One row per team, cluster and currency of the month's runs."""
+    rollups = visible_to(
+        RunCost.objects.filter(billing_period=month), teams=teams, include_unowned=include_unowned
+    ).select_related("team")
+    team_of: dict[int | None, Team | None] = {}
+    keys: set[RunKey] = set()
+    for r in rollups.order_by():
+        team_of[r.team_id] = r.team
+        keys.add(RunKey(r.team_id, r.team.slug if r.team else "", r.run_id, r.billing_currency))
+    if not keys:
+        return []
+    config = waste_settings()
+    attempts = run_attempts(keys)
+    metrics = run_metrics(keys)
+    groups: dict[tuple[int | None, str, str], _Group] = {}
+    for key in keys:
+        waste = run_waste_of(key, attempts[key], metrics.get(key), config, month)
+        for row in waste.attempts:
+            a = row.attempt
+            cost = a.cost_by_month.get(month, Decimal(0))
+            group = groups.setdefault((key.team_id, a.cluster, key.currency), _Group())
+            group.cost += cost
+            group.idle_in_allocation += row.parts.idle_in_allocation
+            if a.utilisation is not None and cost > 0:
+                group.measured_cost += cost
+                group.used_cost += (
+                    cost * Decimal(a.utilisation.numerator) / Decimal(a.utilisation.denominator)
+                )
+            if a.start is None or a.end is None or a.end <= a.start:
+                continue
+            hours = Decimal((a.end - a.start).total_seconds()) / 3600
+            group.hours += hours
+            group.gpu_hours += hours * Decimal(a.gpus.numerator) / Decimal(a.gpus.denominator)
+            group.interruptions += a.state in INTERRUPTED_STATES
+            marks = row.shares.checkpoints
+            group.gaps_minutes += [
+                Decimal((later - earlier).total_seconds()) / _MINUTES
+                for earlier, later in pairwise(marks)
+            ]
+    write = checkpoint_write_minutes()
+    assumed = config.checkpoint_interval_minutes
+    result = [
+        _advice(team_of[team_id], cluster, currency, group, write, assumed)
+        for (team_id, cluster, currency), group in groups.items()
+    ]
+    return sorted(
+        result, key=lambda r: (r.team is None, r.team.slug if r.team else "", r.cluster, r.currency)
+    )
+
+
+def _advice(
+    team: Team | None,
+    cluster: str,
+    currency: str,
+    g: _Group,
+    write: Decimal,
+    assumed_interval: Decimal,
+) -> CheckpointAdvice:
+    gaps = [gap for gap in g.gaps_minutes if gap > 0]
+    if gaps:
+        current, source = Decimal(statistics.median(gaps)), "metrics"
+    else:
+        current, source = assumed_interval, "assumption"
+    mtbi = optimal = None
+    saving = Decimal(0)
+    rate = None
+    if g.gpu_hours > 0:
+        rate = _CTX.divide(Decimal(g.interruptions), g.gpu_hours).quantize(Decimal("0.000001"))
+    if g.interruptions and g.hours > 0:
+        mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
+        mtbi_minutes = mtbi * _MINUTES
+        optimal = (2 * write * mtbi_minutes).sqrt(_CTX)
+        # An interval or write time of 0 (settings at their bound) has no finite loss to
+        # compare: the interval is still advised, the saving is not claimed.
+        if current > 0 and optimal > 0:
+            gain = _loss(current, write, mtbi_minutes) - _loss(optimal, write, mtbi_minutes)
+            saving = max(Decimal(0), g.cost * gain).quantize(MONEY_QUANTUM, rounding=ROUND_DOWN)
+        optimal = optimal.quantize(Decimal("0.01"))
+        mtbi = mtbi.quantize(Decimal("0.0001"))
+    utilisation = None
+    if g.measured_cost > 0:
+        utilisation = _CTX.divide(g.used_cost, g.measured_cost).quantize(Decimal("0.0001"))
+    return CheckpointAdvice(
+        team=team, cluster=cluster, currency=currency, cost=g.cost,
+        attempt_hours=g.hours.quantize(Decimal("0.0001")),
+        gpu_hours=g.gpu_hours.quantize(Decimal("0.0001")),
+        interruptions=g.interruptions, interruptions_per_gpu_hour=rate,
+        mean_hours_between_interruptions=mtbi, checkpoint_write_minutes=write,
+        current_interval_minutes=current.quantize(Decimal("0.01")),
+        current_interval_source=source, optimal_interval_minutes=optimal,
+        monthly_saving=saving, measured_utilisation=utilisation,
+        idle_in_allocation=g.idle_in_allocation,
+    )  # fmt: skip

@@ -1,0 +1,151 @@
+"""The attempts of runs, read from the jobs and the ledger (DESIGN section 9).
+
+A run (team, run id, currency as RunCost names it) groups every job record the ledger charged
+to it: each record of a requeued Slurm job (`sacct -D`), resubmissions under the same run id,
+restarted pods. Its attempts are those records in time order, each with its ledger cost per
+billing month (so the run's cost includes every attempt), its state, and the GPU utilisation
+measured for it where the job was charged what it requested.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+
+from django.db.models import Q
+
+from billing_ingest.models import JobGpuUtilisation, JobRecord
+from finops.attribution.models import AllocatedCost, ChargeBasis
+from finops.core.money import MoneySum
+from finops.run_metrics.models import RunMetricPoint
+from finops.run_metrics.progress import training_runs_matching
+from finops.run_metrics.selectors import RunKey
+from finops.waste.causes import AttemptTimes, Metrics
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One job record of a run, with its ledger cost in the run's currency per billing month."""
+
+    pk: int
+    cluster: str
+    job_id: str
+    attempt: int
+    state: str
+    start: dt.datetime | None
+    end: dt.datetime | None
+    utilisation: Fraction | None
+    # GPUs the attempt held (exact: MIG slices are fractions).
+    gpus: Fraction = Fraction(0)
+    cost_by_month: dict[dt.date, Decimal] = field(default_factory=dict)
+
+    @property
+    def cost(self) -> Decimal:
+        return sum(self.cost_by_month.values(), Decimal(0))
+
+    def times(self) -> AttemptTimes:
+        return AttemptTimes(self.pk, self.state, self.start, self.end, self.utilisation)
+
+
+def _sort_key(a: Attempt) -> tuple[bool, dt.datetime, str, int]:
+    return (a.start is None, a.start or dt.datetime.min.replace(tzinfo=dt.UTC), a.job_id, a.attempt)
+
+
+def _utilisations(jobs: Iterable[JobRecord]) -> dict[tuple[str, str], Fraction]:
+    """Measured utilisation of each job charged as requested (on a `used` cluster the job was
+    charged only what it used, and the rest is its node's idle, not the run's). One query."""
+    jobs = list(jobs)
+    if not jobs:
+        return {}
+    used = ChargeBasis.objects.filter(basis=ChargeBasis.Basis.USED).values("cluster")
+    rows = (
+        JobGpuUtilisation.objects.filter(job_id__in={j.job_id for j in jobs})
+        .exclude(cluster__in=used)
+        .values_list("cluster", "job_id", "utilisation")
+    )
+    return {(c, j): Fraction(u) for c, j, u in rows}
+
+
+def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
+    """The attempts of each run in time order (every month the ledger has for it). A few
+    queries for any number of runs."""
+    keys = list(keys)
+    if not keys:
+        return {}
+    wanted = {(k.team_id, k.run_id, k.currency): k for k in keys}
+    teams = {k.team_id for k in keys}
+    team_q = Q(team_id__in={t for t in teams if t is not None})
+    if None in teams:
+        team_q |= Q(team__isnull=True)
+    rows = (
+        AllocatedCost.objects.filter(team_q, run_id__in={k.run_id for k in keys})
+        .filter(job__isnull=False)
+        .order_by()
+        .values("team_id", "run_id", "billing_currency", "job_id", "billing_period")
+        .annotate(cost=MoneySum("amount"))
+    )
+    costs: dict[RunKey, dict[int, dict[dt.date, Decimal]]] = defaultdict(dict)
+    for row in rows:
+        key = wanted.get((row["team_id"], row["run_id"], row["billing_currency"]))
+        if key is None:
+            continue
+        by_month = costs[key].setdefault(row["job_id"], {})
+        by_month[row["billing_period"]] = Decimal(row["cost"] or 0)
+    job_ids = {pk for per_job in costs.values() for pk in per_job}
+    fields = ("cluster", "job_id", "attempt", "state", "start", "end", "gpus", "gpu_numerator",
+              "gpu_denominator")  # fmt: skip
+    jobs = JobRecord.objects.only(*fields).in_bulk(job_ids)
+    utilisation = _utilisations(jobs.values())
+    result: dict[RunKey, list[Attempt]] = {key: [] for key in keys}
+    for key, per_job in costs.items():
+        for pk, by_month in per_job.items():
+            job = jobs.get(pk)
+            if job is None:
+                continue
+            result[key].append(
+                Attempt(
+                    pk=pk,
+                    cluster=job.cluster,
+                    job_id=job.job_id,
+                    attempt=job.attempt,
+                    state=job.state,
+                    start=job.start,
+                    end=job.end,
+                    utilisation=utilisation.get((job.cluster, job.job_id)),
+                    gpus=job.exact_gpus(),
+                    cost_by_month=by_month,
+                )
+            )
+        result[key].sort(key=_sort_key)
+    return result
+
+
+def run_metrics(keys: Iterable[RunKey]) -> dict[RunKey, Metrics]:
+    """The metrics of each run that has any (timestamps and checkpoint times in time order,
+    as finops.run_metrics.progress orders them). Two queries for any number of runs."""
+    keys = list(keys)
+    runs = training_runs_matching((k.team_slug, k.run_id) for k in keys)
+    if not runs:
+        return {}
+    points: dict[int, list[tuple[dt.datetime, bool]]] = defaultdict(list)
+    rows = (
+        RunMetricPoint.objects.filter(run__in={r.pk for r in runs.values()})
+        .order_by("run", "timestamp", "source_file", "line")
+        .values_list("run_id", "timestamp", "checkpoint")
+    )
+    for run_pk, timestamp, checkpoint in rows:
+        points[run_pk].append((timestamp, checkpoint))
+    found: dict[RunKey, Metrics] = {}
+    for key in keys:
+        run = runs.get((key.team_slug, key.run_id))
+        if run is None or not points.get(run.pk):
+            continue
+        found[key] = Metrics(
+            timestamps=[t for t, _ in points[run.pk]],
+            checkpoints=[t for t, checkpoint in points[run.pk] if checkpoint],
+        )
+    return found

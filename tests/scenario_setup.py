@@ -1,0 +1,37 @@
+"""Loading a hand-made scenario of fixtures/scenarios/ (its setup.json): the Django fixtures and
+objects it names, and its commands with the scenario's files made absolute. Shared by the
+scenario suite (tests/attribution/test_fixture_scenarios.py) and the tests that start from one
+scenario."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+from django.core.management import call_command
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SCENARIOS = FIXTURES / "scenarios"
+DJANGO_FIXTURES = FIXTURES / "django"
+
+
+def load_setup(setup: dict[str, Any], tmp_path: Path) -> None:
+    """The Django fixtures named, then the scenario's own objects, both through loaddata (which
+    resolves natural keys such as a team's slug and resets PostgreSQL sequences)."""
+    paths = [DJANGO_FIXTURES / f"{name}.json" for name in setup.get("fixtures", [])]
+    if setup.get("objects"):
+        paths.append(tmp_path / "scenario-objects.json")
+        paths[-1].write_text(json.dumps(setup["objects"]))
+    for path in paths:
+        call_command("loaddata", str(path), verbosity=0)
+
+
+def run_command(folder: Path, command: list[str]) -> str:
+    """A command of setup.json, its arguments naming files of the scenario made absolute."""
+    name, *args = command
+    args = [str(folder / a) if (folder / a).exists() else a for a in args]
+    out = StringIO()
+    call_command(name, *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
