@@ -1,7 +1,15 @@
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from finops.api import anomalies, chargeback, preferences, pricing_settings, recommendations, views
+from finops.api import (
+    anomalies,
+    chargeback,
+    periods,
+    preferences,
+    pricing_settings,
+    recommendations,
+    views,
+)
 from finops.api.budgets import BudgetViewSet
 from finops.api.routers import ApiRouter
 
@@ -42,6 +50,11 @@ urlpatterns = [
         name="api-pricing-settings",
     ),
     path("v1/reconciliation/", views.ReconciliationView.as_view(), name="api-reconciliation"),
+    path(
+        "v1/periods/<str:month>/checks/",
+        periods.PeriodChecksView.as_view(),
+        name="api-period-checks",
+    ),
     path("v1/statements/", chargeback.StatementListView.as_view(), name="api-statements"),
     path(
         "v1/statements/<slug:team>/<str:month>.<str:extension>",
