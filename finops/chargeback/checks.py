@@ -300,4 +300,4 @@ def checks_status(checks: list[PeriodCheck]) -> str:
     return FAIL if FAIL in statuses else WARN if WARN in statuses else OK
 
 
-__all__ = ["OK", "WARN", "FAIL", "PeriodCheck", "CheckFigure", "period_checks", "checks_status"]
+__all__ = ["FAIL", "OK", "WARN", "CheckFigure", "PeriodCheck", "checks_status", "period_checks"]
