@@ -194,3 +194,49 @@ def test_leads_are_refused(lead_api: APIClient, path: str) -> None:
 def test_bad_month_is_404(finance_api: APIClient) -> None:
     assert finance_api.get("/api/v1/periods/2025-13/checks/").status_code == 404
     assert finance_api.get("/api/v1/periods/hello/checks/").status_code == 404
+
+
+# --- the Close page: checklist, confirmation, who got a statement -------------------------------
+
+
+def test_close_review_lists_who_gets_a_statement_and_asks_to_confirm(
+    tmp_path: Any, finance_client: Any, lead_user: Any, team: Team, other_team: Team
+) -> None:
+    from finops.chargeback.models import ClosedPeriod
+    from finops.notifications.models import EmailNotification
+    from tests.test_period_close import ingest, write_focus
+
+    lead_user.email = "lead@example.com"
+    lead_user.save()
+    ingest(write_focus(tmp_path / "sept.csv", "2025-09", [("r1", "vision", "100.00"),
+                                                         ("r2", "speech", "50.00")]))  # fmt: skip
+    page = finance_client.get("/close/2025-09/")
+    assert page.status_code == 200
+    text = page.content.decode()
+    for name in ("imports", "attribution", "anomalies", "unallocated", "recipients", "budgets"):
+        assert f'data-testid="check-{name}"' in text
+    assert "lead@example.com" in text
+    assert "1 team(s) will get a statement email; 1 did not (Speech)" in text
+    # No confirmation: nothing closed, nothing in the outbox.
+    response = finance_client.post("/close/2025-09/close/", {"reason": ""}, follow=True)
+    assert b"tick the confirmation" in response.content
+    assert not ClosedPeriod.objects.exists()
+    assert not EmailNotification.objects.filter(kind="statement").exists()
+    response = finance_client.post(
+        "/close/2025-09/close/", {"reason": "", "confirm": "yes"}, follow=True
+    )
+    text = response.content.decode()
+    assert "September 2025 is closed; 1 statement email(s) are in the outbox" in text
+    assert "1 team(s) got a statement email; 1 did not (Speech)" in text
+    (sent,) = EmailNotification.objects.filter(kind="statement")
+    assert sent.recipients == ["lead@example.com"]
+    assert sent.key.startswith("statement:vision:2025-09:")
+
+
+def test_close_review_is_finance_only(client: Any, lead_user: Any, viewer_user: Any) -> None:
+    client.force_login(lead_user)
+    assert client.get("/close/2025-09/").status_code == 403
+    client.force_login(viewer_user)
+    page = client.get("/close/2025-09/")
+    assert page.status_code == 200
+    assert b"close-form" not in page.content

@@ -28,9 +28,8 @@ from finops.attribution.models import TeamDailyCost
 from finops.attribution.reconciliation_selectors import month_staleness, reconciliation_for_month
 from finops.budgets.models import Budget
 from finops.budgets.selectors import budget_statuses
-from finops.chargeback.selectors import team_lead_emails
+from finops.chargeback.recipients import statement_recipients
 from finops.currency.selectors import fx_rates_missing
-from finops.org.models import Team
 
 OK = "ok"
 WARN = "warn"
@@ -203,14 +202,10 @@ def _check_unallocated(month: date) -> PeriodCheck:
     )  # fmt: skip
 
 
-def _teams_with_cost(month: date) -> list[Team]:
-    ids = TeamDailyCost.objects.filter(billing_period=month, team__isnull=False).values("team_id")
-    return list(Team.objects.filter(id__in=ids).order_by("name", "slug"))
-
-
 def _check_recipients(month: date) -> PeriodCheck:
-    teams = _teams_with_cost(month)
-    missing = [t for t in teams if not team_lead_emails(team=t)]
+    recipients = statement_recipients(month=month)
+    teams = [r.team for r in recipients]
+    missing = [r.team for r in recipients if not r.gets_email]
     figures = [
         CheckFigure("teams with cost", str(len(teams)), ""),
         CheckFigure("teams without a lead email", str(len(missing)), ""),

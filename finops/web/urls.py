@@ -22,6 +22,7 @@ urlpatterns = [
         name="statement-file",
     ),
     path("close/", chargeback_views.close_periods, name="close"),
+    path("close/<str:month>/", chargeback_views.close_review, name="close-review"),
     path("close/<str:month>/<str:action>/", chargeback_views.close_action, name="close-action"),
     path("audit/", chargeback_views.audit_log, name="audit"),
     path("pricing/", pricing_views.pricing, name="pricing"),
