@@ -26,7 +26,7 @@ from fractions import Fraction
 from typing import Any
 
 from django.db.models import F, QuerySet
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 
 from billing_ingest.models import CostLineItem
 from billing_ingest.money import MoneySum
@@ -255,7 +255,8 @@ def _bill_rows(
     qs = _filtered(qs, BILL_FIELDS, query)
     if query.tag is not None:
         key, value = query.tag
-        qs = qs.annotate(filter_tag=KeyTextTransform(key, "tags")).filter(filter_tag=value)
+        # KeyTransform's exact lookup compares JSON values (the string `value`), on SQLite too.
+        qs = qs.alias(filter_tag=KeyTransform(key, "tags")).filter(filter_tag=value)
     if query.is_tag_group:
         qs = qs.annotate(group_key=KeyTextTransform(query.tag_key, "tags"))
     else:
@@ -268,7 +269,9 @@ def _bill_rows(
     )
     sums: dict[tuple[str | None, date, str], Fraction] = defaultdict(Fraction)
     for row in rows:
-        if row["amount"] is None:
+        # Zero (an amortised purchase, an invoiced commitment-covered hour) is left out, as a
+        # day without cost is: it would only add empty series.
+        if not row["amount"]:
             continue
         key = row["group_key"]
         key = None if key is None else str(key)
