@@ -15,7 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from billing_ingest.months import MONTH_PATTERN, month_parse
-from finops.chargeback.checks import checks_status, period_checks
+from finops.chargeback.checks import CHECK_STATUSES, checks_status, period_checks
 from finops.org.permissions import IsFinance
 
 
@@ -32,7 +32,7 @@ class PeriodCheckSerializer(serializers.Serializer[Any]):
         help_text="imports, attribution, anomalies, unallocated, recipients, budgets, fx_rates"
     )
     title = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ok", "warn", "fail"])
+    status = serializers.ChoiceField(choices=CHECK_STATUSES)
     detail = serializers.CharField(help_text="What was found.")
     action = serializers.CharField(help_text="What to do about it.")
     link = serializers.CharField(help_text="The page where it is done (a path).")
@@ -41,7 +41,7 @@ class PeriodCheckSerializer(serializers.Serializer[Any]):
 
 class PeriodChecksSerializer(serializers.Serializer[Any]):
     month = serializers.CharField()
-    status = serializers.ChoiceField(choices=["ok", "warn", "fail"], help_text="The worst one.")
+    status = serializers.ChoiceField(choices=CHECK_STATUSES, help_text="The worst one.")
     checks = PeriodCheckSerializer(many=True)
 
 

@@ -34,6 +34,7 @@ from finops.currency.selectors import fx_rates_missing
 OK = "ok"
 WARN = "warn"
 FAIL = "fail"
+CHECK_STATUSES = [(OK, "ok"), (WARN, "warn"), (FAIL, "fail")]
 CENT = Decimal("0.01")
 
 
@@ -167,7 +168,7 @@ def _check_anomalies(month: date) -> PeriodCheck:
 
 
 def unallocated_threshold() -> Decimal:
-    return Decimal(str(getattr(settings, "FINOPS_CLOSE_UNALLOCATED_PERCENT", "5")))
+    return Decimal(str(settings.FINOPS_CLOSE_UNALLOCATED_PERCENT))
 
 
 def _check_unallocated(month: date) -> PeriodCheck:
