@@ -1,12 +1,21 @@
 from django.urls import path
 
-from finops.web import anomalies, chargeback_views, pricing_views, runs_views, upload_views, views
+from finops.web import (
+    anomalies,
+    chargeback_views,
+    explorer_views,
+    pricing_views,
+    runs_views,
+    upload_views,
+    views,
+)
 
 app_name = "web"
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("teams/<slug:slug>/", views.team_detail, name="team"),
     path("runs/", runs_views.runs, name="runs"),
+    path("explorer/", explorer_views.explorer, name="explorer"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
     path("anomalies/", anomalies.anomaly_list, name="anomalies"),

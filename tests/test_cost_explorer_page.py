@@ -1,0 +1,67 @@
+"""The cost explorer page (/explorer/): the same FilterSet and figures as the API, a stacked
+chart drawn from its data table, a CSV link to the API; leads see their teams only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from tests.test_cost_explorer_api import bill  # noqa: F401 - the hand-made month
+
+pytestmark = pytest.mark.django_db
+
+
+def test_finance_groups_by_region_monthly(finance_client: Client, bill: None) -> None:  # noqa: F811
+    page = finance_client.get(
+        "/explorer/", {"month": "2025-09", "group_by": "region", "interval": "month"}
+    )
+    assert page.status_code == 200
+    text = page.content.decode()
+    # 55 + 100 + 48 = 203.00 USD amortised; the chart reads the table.
+    assert 'data-testid="explorer-total">203.00 USD' in text
+    assert 'data-chart="explorer-table"' in text
+    assert "us-west-2 (USD)" in text
+    assert "48.00 USD" in text
+    assert "/api/v1/costs/?group_by=region" in text
+    assert "format=csv" in text
+
+
+def test_invoiced_and_a_tag_filter(finance_client: Client, bill: None) -> None:  # noqa: F811
+    page = finance_client.get(
+        "/explorer/",
+        {"month": "2025-09", "group_by": "service", "cost": "invoiced", "tag": "project=llm"},
+    )
+    assert page.status_code == 200
+    assert 'data-testid="explorer-total">120.00 USD' in page.content.decode()
+
+
+def test_lead_sees_their_team_and_not_the_bill(
+    lead_client: Client,
+    bill: None,  # noqa: F811
+) -> None:
+    page = lead_client.get("/explorer/", {"month": "2025-09", "group_by": "service"})
+    assert page.status_code == 200
+    # Vision: 70 USD EC2 + 50 EUR (55 USD) Compute Engine.
+    assert 'data-testid="explorer-total">125.00 USD' in page.content.decode()
+    assert b"Speech" not in page.content
+    page = lead_client.get("/explorer/", {"month": "2025-09", "group_by": "region"})
+    assert page.status_code == 400
+    assert b"finance only" in page.content
+
+
+@pytest.mark.parametrize("params", [{"group_by": "colour"}, {"tag": "x"}, {"team": "a b"}])
+def test_bad_parameters_are_400_naming_them(
+    finance_client: Client,
+    bill: None,
+    params: dict[str, Any],  # noqa: F811
+) -> None:
+    page = finance_client.get("/explorer/", {"month": "2025-09", **params})
+    assert page.status_code == 400
+    assert next(iter(params)).encode() in page.content
+
+
+def test_login_required(client: Client) -> None:
+    response = client.get("/explorer/")
+    assert response.status_code == 302
