@@ -137,9 +137,13 @@ def explorer(request: HttpRequest) -> HttpResponse:
             since=first,
             until=last,
         )
-    except (ExplorerError, FxRateMissing) as exc:
+    except ExplorerError as exc:
         context["error"] = str(exc)
         status = 400
+        points = []
+    except FxRateMissing as exc:
+        # Not the request's fault: the data lacks a rate; the page says which to load.
+        context["error"] = f"Cannot convert to {settings.FINOPS_REPORTING_CURRENCY}: {exc}."
         points = []
     context["table"] = explorer_table(points, _labels(points, query.group_by, request))
     context["query"] = query
