@@ -111,6 +111,7 @@ class ImportBatch(models.Model):
     pipeline = models.CharField(max_length=8, choices=Pipeline.choices, default=Pipeline.AUTO)
 
     class Meta:
+        verbose_name_plural = "import batches"
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["kind", "source", "status"])]
 
@@ -359,6 +360,8 @@ class CoreWeaveRate(models.Model):
     )
 
     class Meta:
+        verbose_name = "CoreWeave rate"
+        verbose_name_plural = "CoreWeave rates"
         ordering = ["instance_type", "pricing_category", "currency", "valid_from"]
         constraints = [
             models.UniqueConstraint(
@@ -421,6 +424,8 @@ class JobGpuUtilisation(models.Model):
     )
 
     class Meta:
+        verbose_name = "job GPU utilisation"
+        verbose_name_plural = "job GPU utilisations"
         constraints = [
             models.UniqueConstraint(
                 fields=["cluster", "job_id"], name="unique_gpu_utilisation_per_job"
