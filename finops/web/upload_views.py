@@ -47,8 +47,20 @@ class UploadForm(forms.Form):
         required=False, max_length=200, help_text="billing: default FORMAT:file name"
     )
     cluster = forms.CharField(
-        required=False, max_length=100, help_text="job logs: cluster name (default: default)"
+        required=False, max_length=100, help_text="job logs: the cluster the jobs ran on"
     )
+
+    def clean(self) -> dict[str, Any]:
+        data: dict[str, Any] = super().clean() or {}
+        if str(data.get("format", "")).startswith("jobs:") and not data.get("cluster", "").strip():
+            # It used to go to a cluster named "default", silently: its jobs would then match
+            # no node of the real cluster and its cost would stay idle.
+            self.add_error(
+                "cluster",
+                "A job log needs the cluster its jobs ran on (jobs are matched to the billed "
+                "nodes of that cluster).",
+            )
+        return data
 
     def clean_file(self) -> UploadedFile:
         upload: UploadedFile = self.cleaned_data["file"]
