@@ -20,7 +20,8 @@ from finops.org.permissions import IsFinance
 
 
 class CheckFigureSerializer(serializers.Serializer[Any]):
-    label = serializers.CharField()
+    # DRF's metaclass takes declared fields off the class, so this does not shadow Field.label.
+    label = serializers.CharField()  # type: ignore[assignment]
     value = serializers.CharField(help_text="A decimal string; money to the cent.")
     unit = serializers.CharField(
         help_text="The currency (ISO 4217) of a money figure, `%` for a share, empty for a count."

@@ -254,9 +254,9 @@ def _bill_rows(
         qs = qs.filter(charge_period_start__lt=datetime.combine(until + timedelta(1), time(), UTC))
     qs = _filtered(qs, BILL_FIELDS, query)
     if query.tag is not None:
-        key, value = query.tag
+        tag_key, tag_value = query.tag
         # KeyTransform's exact lookup compares JSON values (the string `value`), on SQLite too.
-        qs = qs.alias(filter_tag=KeyTransform(key, "tags")).filter(filter_tag=value)
+        qs = qs.alias(filter_tag=KeyTransform(tag_key, "tags")).filter(filter_tag=tag_value)
     if query.is_tag_group:
         qs = qs.annotate(group_key=KeyTextTransform(query.tag_key, "tags"))
     else:
@@ -273,8 +273,8 @@ def _bill_rows(
         # day without cost is: it would only add empty series.
         if not row["amount"]:
             continue
-        key = row["group_key"]
-        key = None if key is None else str(key)
+        raw = row["group_key"]
+        key = None if raw is None else str(raw)
         for day, part in _spread(
             row["charge_period_start"], row["charge_period_end"], Fraction(row["amount"])
         ):
