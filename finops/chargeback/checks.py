@@ -153,7 +153,10 @@ def _check_anomalies(month: date) -> PeriodCheck:
         count += row["n"]
         figures.append(CheckFigure("open anomalies", str(row["n"]), ""))
         figures.append(CheckFigure("their impact", _money(row["impact"]), row["currency"]))
-    link = reverse("web:anomalies") + f"?status=new&since={month:%Y-%m-%d}"
+    link = (
+        reverse("web:anomalies")
+        + f"?status=open&since={month:%Y-%m-%d}&until={_last_day(month):%Y-%m-%d}"
+    )
     if count:
         return PeriodCheck(
             "anomalies", "Open anomalies", WARN,
