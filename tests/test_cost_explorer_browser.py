@@ -16,7 +16,7 @@ from tests.test_browser_experience import _chart, _wait
 from tests.test_cost_explorer_api import bill  # noqa: F401 - the hand-made month
 from tests.ui_screens import screenshot
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("bill")]
 
 
 def test_explorer_groups_filters_and_draws(
@@ -24,7 +24,6 @@ def test_explorer_groups_filters_and_draws(
     live_server: LiveServer,
     finance_user: User,
     lead_user: User,
-    bill: None,  # noqa: F811
     tmp_path: Any,
 ) -> None:
     from selenium.webdriver.common.by import By

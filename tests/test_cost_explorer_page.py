@@ -10,10 +10,10 @@ from django.test import Client
 
 from tests.test_cost_explorer_api import bill  # noqa: F401 - the hand-made month
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bill")]
 
 
-def test_finance_groups_by_region_monthly(finance_client: Client, bill: None) -> None:  # noqa: F811
+def test_finance_groups_by_region_monthly(finance_client: Client) -> None:
     page = finance_client.get(
         "/explorer/", {"month": "2025-09", "group_by": "region", "interval": "month"}
     )
@@ -28,7 +28,7 @@ def test_finance_groups_by_region_monthly(finance_client: Client, bill: None) ->
     assert "format=csv" in text
 
 
-def test_invoiced_and_a_tag_filter(finance_client: Client, bill: None) -> None:  # noqa: F811
+def test_invoiced_and_a_tag_filter(finance_client: Client) -> None:
     page = finance_client.get(
         "/explorer/",
         {"month": "2025-09", "group_by": "service", "cost": "invoiced", "tag": "project=llm"},
@@ -39,7 +39,6 @@ def test_invoiced_and_a_tag_filter(finance_client: Client, bill: None) -> None: 
 
 def test_lead_sees_their_team_and_not_the_bill(
     lead_client: Client,
-    bill: None,  # noqa: F811
 ) -> None:
     page = lead_client.get("/explorer/", {"month": "2025-09", "group_by": "service"})
     assert page.status_code == 200
@@ -54,8 +53,7 @@ def test_lead_sees_their_team_and_not_the_bill(
 @pytest.mark.parametrize("params", [{"group_by": "colour"}, {"tag": "x"}, {"team": "a b"}])
 def test_bad_parameters_are_400_naming_them(
     finance_client: Client,
-    bill: None,
-    params: dict[str, Any],  # noqa: F811
+    params: dict[str, Any],
 ) -> None:
     page = finance_client.get("/explorer/", {"month": "2025-09", **params})
     assert page.status_code == 400
@@ -65,3 +63,11 @@ def test_bad_parameters_are_400_naming_them(
 def test_login_required(client: Client) -> None:
     response = client.get("/explorer/")
     assert response.status_code == 302
+
+
+def test_span_of_months(finance_client: Client) -> None:
+    # Three months up to October 2025: September's 203.00 USD is in them.
+    page = finance_client.get("/explorer/", {"month": "2025-10", "span": "3", "group_by": "region"})
+    assert page.status_code == 200
+    assert 'data-testid="explorer-total">203.00 USD' in page.content.decode()
+    assert finance_client.get("/explorer/", {"span": "5"}).status_code == 400

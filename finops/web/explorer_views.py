@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import BadRequest
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -95,11 +96,10 @@ def _labels(points: list[CostPoint], group_by: str, request: HttpRequest) -> dic
 @login_required
 def explorer(request: HttpRequest) -> HttpResponse:
     month, months = resolve_month(request)
-    try:
-        span = int(request.GET.get("span", "1"))
-    except ValueError:
-        span = 1
-    span = span if span in SPANS else 1
+    raw_span = request.GET.get("span", "1").strip() or "1"
+    if raw_span not in {str(s) for s in SPANS}:
+        raise BadRequest(f"span is a number of months: one of {', '.join(map(str, SPANS))}.")
+    span = int(raw_span)
     first = month_add(month, 1 - span)
     last = month.replace(day=calendar.monthrange(month.year, month.month)[1])
     data = request.GET.copy()
