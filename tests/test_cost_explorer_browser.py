@@ -1,5 +1,5 @@
 """The cost explorer in a real headless Chromium: finance groups the hand-made month of
-tests/test_cost_explorer_api.py by region, the stacked chart is drawn from the data table, and
+fixtures/explorer/ by region, the stacked chart is drawn from the data table, and
 switching to invoiced cost by service changes the figures; a lead sees their team's cost."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pytest_django.live_server_helper import LiveServer
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.chromium import _body, _login, _wait_for_text
+from tests.explorer_month import explorer_month  # noqa: F401 - fixtures/explorer/
 from tests.test_browser_experience import _chart, _wait
-from tests.test_cost_explorer_api import bill  # noqa: F401 - the hand-made month
 from tests.ui_screens import screenshot
 
-pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("bill")]
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("explorer_month")]
 
 
 def test_explorer_groups_filters_and_draws(
@@ -42,7 +42,7 @@ def test_explorer_groups_filters_and_draws(
     assert total == "203.00 USD"
     screenshot(driver, "explorer-region")
 
-    # Invoiced, by service, monthly: EC2 120 + 0, Compute Engine 55, Savings Plans 300.
+    # Invoiced, by service, monthly: Savings Plans 300, EC2 120 + 0, Compute Engine 55.
     group = driver.find_element(By.ID, "ex-group")
     group.clear()
     group.send_keys("service")
@@ -53,7 +53,7 @@ def test_explorer_groups_filters_and_draws(
     total = driver.find_element(By.CSS_SELECTOR, '[data-testid="explorer-total"]').text
     assert total == "475.00 USD"
     chart = _wait(driver, lambda d: _chart(d, "explorer-table"))
-    assert chart["series"] == ["Savings Plans", "EC2", "Compute Engine"]
+    assert chart["series"] == ["Savings Plans", "Amazon Elastic Compute Cloud", "Compute Engine"]
     assert chart["labels"] == ["September 2025"]
     csv = driver.find_element(By.CSS_SELECTOR, '[data-testid="explorer-csv"]')
     assert "cost=invoiced" in (csv.get_attribute("href") or "")
@@ -64,5 +64,5 @@ def test_explorer_groups_filters_and_draws(
     driver.get(live_server.url + "/explorer/?month=2025-09&group_by=service")
     _wait_for_text(driver, "your teams only")
     total = driver.find_element(By.CSS_SELECTOR, '[data-testid="explorer-total"]').text
-    assert total == "125.00 USD"
+    assert total == "155.00 USD"
     assert "Speech" not in _body(driver)

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from tests.test_cost_explorer_api import bill  # noqa: F401 - the hand-made month
+from tests.explorer_month import explorer_month  # noqa: F401 - fixtures/explorer/
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("bill")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("explorer_month")]
 
 
 def test_finance_groups_by_region_monthly(finance_client: Client) -> None:
@@ -42,8 +42,8 @@ def test_lead_sees_their_team_and_not_the_bill(
 ) -> None:
     page = lead_client.get("/explorer/", {"month": "2025-09", "group_by": "service"})
     assert page.status_code == 200
-    # Vision: 70 USD EC2 + 50 EUR (55 USD) Compute Engine.
-    assert 'data-testid="explorer-total">125.00 USD' in page.content.decode()
+    # Vision: 100 USD EC2 + 50 EUR (55 USD) Compute Engine.
+    assert 'data-testid="explorer-total">155.00 USD' in page.content.decode()
     assert b"Speech" not in page.content
     page = lead_client.get("/explorer/", {"month": "2025-09", "group_by": "region"})
     assert page.status_code == 400

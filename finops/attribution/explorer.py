@@ -206,6 +206,8 @@ def _ledger_rows(
     )
     result = []
     for row in rows:
+        if not row["amount"]:
+            continue  # as in the bill: a zero adds only an empty series
         key = row[key_field]
         if query.group_by == "team":
             label = row["team__name"] or "No team (platform)"
