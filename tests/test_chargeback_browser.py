@@ -14,6 +14,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from finops.web.templatetags.finops_tags import money
 from tests.chromium import _body, _login, _wait_for_text
 from tests.factories import Scenario
+from tests.ui_screens import screenshot
 
 pytestmark = pytest.mark.browser
 
@@ -46,12 +47,13 @@ def test_finance_closes_a_month_and_reads_the_statement(
         "imports": "OK", "attribution": "FAIL", "unallocated": "WARN", "fx_rates": "FAIL"
     }  # fmt: skip
     assert "5.33 %" in _body(driver)
-    driver.save_screenshot(str(tmp_path / "close-review.png"))
+    screenshot(driver, "close-review")
     driver.find_element(By.ID, "reason").send_keys("September books done")
     driver.find_element(By.CSS_SELECTOR, '[data-testid="confirm-2025-09"]').click()
     driver.find_element(By.CSS_SELECTOR, '[data-testid="close-confirm-2025-09"]').click()
     _wait_for_text(driver, "September 2025 is closed")
     assert "0 team(s) got a statement email; 2 did not (Speech, Vision)" in _body(driver)
+    screenshot(driver, "close-done")
     driver.find_element(By.LINK_TEXT, "← All months").click()
     _wait_for_text(driver, "Close a month")
     status = driver.find_element(By.CSS_SELECTOR, '[data-testid="status-2025-09"]')
