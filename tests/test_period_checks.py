@@ -216,7 +216,7 @@ def test_close_review_lists_who_gets_a_statement_and_asks_to_confirm(
     for name in ("imports", "attribution", "anomalies", "unallocated", "recipients", "budgets"):
         assert f'data-testid="check-{name}"' in text
     assert "lead@example.com" in text
-    assert "1 team(s) will get a statement email; 1 did not (Speech)" in text
+    assert "1 team(s) will get a statement email; 1 will not (Speech)" in text
     # No confirmation: nothing closed, nothing in the outbox.
     response = finance_client.post("/close/2025-09/close/", {"reason": ""}, follow=True)
     assert b"tick the confirmation" in response.content
