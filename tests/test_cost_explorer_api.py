@@ -206,3 +206,16 @@ def test_csv_of_the_explorer(finance_api: APIClient, bill: None) -> None:
     lines = response.content.decode().strip().splitlines()
     assert lines[0].split(",") == ["day", "region", "name", "currency", "amount"]
     assert f"2025-09-02,us-west-2,us-west-2,USD,{money('24')}" in lines
+
+
+def test_spread_is_exact_to_the_microsecond() -> None:
+    from fractions import Fraction
+
+    from finops.attribution.explorer import _spread
+
+    start = dt.datetime(2025, 9, 1, 12, 0, 0, 500000, tzinfo=UTC)
+    parts = list(_spread(start, at(3, 12), Fraction(48)))
+    assert [day.day for day, _ in parts] == [1, 2, 3]
+    assert sum(part for _, part in parts) == 48
+    # A reversed or empty charge period falls on its start day.
+    assert list(_spread(at(2), at(1), Fraction(5))) == [(dt.date(2025, 9, 2), Fraction(5))]

@@ -220,10 +220,12 @@ def _ledger_rows(
 
 
 def _spread(start: datetime, end: datetime, amount: Fraction) -> Iterable[tuple[date, Fraction]]:
-    """The amount spread evenly over [start, end) by the second, per UTC day (a line item
-    whose charge period is empty or reversed falls on its start day)."""
+    """The amount spread evenly over [start, end) per UTC day, exactly (the days' parts are
+    in microseconds and add up to the whole); a line item whose charge period is empty or
+    reversed falls on its start day."""
     start, end = start.astimezone(UTC), end.astimezone(UTC)
-    total = (end - start).total_seconds()
+    tick = timedelta(microseconds=1)
+    total = (end - start) // tick
     if total <= 0:
         yield start.date(), amount
         return
@@ -233,10 +235,7 @@ def _spread(start: datetime, end: datetime, amount: Fraction) -> Iterable[tuple[
         day_end = min(end, datetime.combine(day + timedelta(days=1), time(), UTC))
         if day_end <= day_start:
             break
-        yield (
-            day,
-            amount * Fraction(int((day_end - day_start).total_seconds())) / Fraction(int(total)),
-        )
+        yield day, amount * Fraction((day_end - day_start) // tick, total)
         day += timedelta(days=1)
 
 
