@@ -70,6 +70,9 @@ def main() -> None:
         ("pricing", f"/pricing/?month={param}"),
         ("recommendations (API)", f"/api/v1/recommendations/?month={param}"),
         ("runs CSV (API)", f"/api/v1/runs/?month={param}&format=csv"),
+        ("explorer by service", f"/explorer/?month={param}&group_by=service"),
+        ("close review", f"/close/{param}/"),
+        ("checks (API)", f"/api/v1/periods/{param}/checks/"),
     ]
     from django.db import connection
 

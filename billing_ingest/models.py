@@ -102,6 +102,7 @@ class ImportBatch(models.Model):
     pipeline = models.CharField(max_length=8, choices=Pipeline.choices, default=Pipeline.AUTO)
 
     class Meta:
+        verbose_name_plural = "import batches"
         ordering = ["-created_at", "-id"]
         indexes = [models.Index(fields=["kind", "source", "status"])]
 
@@ -350,6 +351,8 @@ class CoreWeaveRate(models.Model):
     )
 
     class Meta:
+        verbose_name = "CoreWeave rate"
+        verbose_name_plural = "CoreWeave rates"
         ordering = ["instance_type", "pricing_category", "currency", "valid_from"]
         constraints = [
             models.UniqueConstraint(
@@ -412,6 +415,8 @@ class JobGpuUtilisation(models.Model):
     )
 
     class Meta:
+        verbose_name = "job GPU utilisation"
+        verbose_name_plural = "job GPU utilisations"
         constraints = [
             models.UniqueConstraint(
                 fields=["cluster", "job_id"], name="unique_gpu_utilisation_per_job"

@@ -38,6 +38,7 @@ class KubernetesSource(models.Model):
     enabled = models.BooleanField(default=True, help_text="fetched by the 15-minute schedule")
 
     class Meta:
+        verbose_name = "Kubernetes source"
         constraints = [
             models.CheckConstraint(
                 condition=(

@@ -238,6 +238,9 @@ FINOPS_MAX_JSON_DEPTH = env.int("FINOPS_MAX_JSON_DEPTH", default=64)
 FINOPS_KUBERNETES_SNAPSHOT_DAYS = env.int("FINOPS_KUBERNETES_SNAPSHOT_DAYS", default=7)
 FINOPS_DEFAULT_CURRENCY = env.str("FINOPS_DEFAULT_CURRENCY", default="USD")
 # Reports (overview, team page, costs API) convert to this at daily FX rates (finops.currency).
+# The month-end checklist warns when the unallocated share of a month's amortised bill (per
+# billing currency) is above this percentage.
+FINOPS_CLOSE_UNALLOCATED_PERCENT = env.str("FINOPS_CLOSE_UNALLOCATED_PERCENT", default="5")
 FINOPS_REPORTING_CURRENCY = env.str("FINOPS_REPORTING_CURRENCY", default="USD").upper()
 # Where people open the pages: links in emails (statements) are built on it.
 FINOPS_BASE_URL = env.str("FINOPS_BASE_URL", default="http://127.0.0.1:8000").rstrip("/")
@@ -385,6 +388,7 @@ SPECTACULAR_SETTINGS = {
         "RecommendationConfidenceEnum": "finops.pricing.models.Recommendation.Confidence",
         "NotificationChannelKindEnum": "finops.notifications.models.NotificationChannel.Kind",
         "NotificationEventEnum": "finops.notifications.models.NotificationChannel.Event",
+        "PeriodCheckStatusEnum": "finops.chargeback.checks.CHECK_STATUSES",
     },
 }
 

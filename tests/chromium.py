@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -89,3 +89,21 @@ def _wait_for_text(driver: WebDriver, text: str) -> None:
 
 def _body(driver: WebDriver) -> str:
     return cast(str, driver.execute_script("return document.body ? document.body.innerText : ''"))
+
+
+def _wait(driver: WebDriver, condition: Callable[[WebDriver], Any], timeout: float = 10) -> Any:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(driver, timeout).until(condition)
+
+
+def _chart(driver: WebDriver, table_id: str) -> dict[str, Any]:
+    """The Chart.js chart drawn on the canvas for that table: labels and series names."""
+    chart: dict[str, Any] = driver.execute_script(
+        "var c = Chart.getChart(document.querySelector('canvas[data-chart=\"' + arguments[0]"
+        " + '\"]')); return c ? {labels: c.data.labels,"
+        " series: c.data.datasets.map(function (d) { return d.label; }),"
+        " stacked: c.options.scales.y.stacked} : null;",
+        table_id,
+    )
+    return chart

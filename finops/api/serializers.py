@@ -21,10 +21,10 @@ from finops.api.run_efficiency import (
 from finops.api.schema import CURRENCY_PATTERN
 from finops.attribution.inputs.list_cost import MIX_KINDS
 from finops.attribution.models import RunCost
+from finops.attribution.selectors.explorer import group_by_validate
 from finops.attribution.selectors.reconciliation import Reconciliation, ReconciliationRow
 from finops.attribution.selectors.reporting import NativeAmount, Reporting
 from finops.attribution.selectors.timeseries import (
-    COST_GROUP_BY,
     INTERVALS,
     CostPoint,
     CostSeries,
@@ -173,6 +173,12 @@ class MonthQuerySerializer(serializers.Serializer[None]):
     def validate_month(self, value: str) -> str:
         return month_validate(value)
 
+    def validate_group_by(self, value: str) -> str:
+        try:
+            return group_by_validate(value)
+        except ValueError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
 
 class PricingQuerySerializer(MonthQuerySerializer):
     # The month checked like the other reports' (a month out of range is a 400 naming it).
@@ -318,7 +324,10 @@ class CostsQuerySerializer(serializers.Serializer[None]):
         help_text="ISO 4217 code; default: the reporting currency.",
         validators=[RegexValidator(CURRENCY_PATTERN, message="An ISO 4217 code such as USD.")],
     )
-    group_by = serializers.ChoiceField(choices=sorted(COST_GROUP_BY), default="team")
+    group_by = serializers.CharField(
+        default="team",
+        help_text="team, provider, category, service, region, instance_type, account or tag:KEY",
+    )
     team = serializers.CharField(required=False, help_text="team slug: that team's cost only")
     interval = serializers.ChoiceField(choices=list(INTERVALS), required=False)
     since = StrictDateField(required=False)
@@ -357,9 +366,14 @@ class CostsQuerySerializer(serializers.Serializer[None]):
         return attrs
 
 
+# The group keys a point may carry (a `tag:KEY` group names its key after the tag).
+POINT_KEYS = {"team", "provider", "category", "account", "service", "region", "instance_type"}
+
+
 class CostPointSerializer(serializers.Serializer[Any]):
     """One point of a series: `t` (bucket's first day), the group key named after group_by
-    (`team`, `provider` or `category`; only that one is present), `cost`, `currency`."""
+    (`team`, `provider`, `category`, `account`, `service`, `region`, `instance_type`, or
+    `tag:KEY`; only that one is present), `cost`, `currency`."""
 
     t = serializers.DateField(help_text="First day of the bucket (ISO date).")
     team = serializers.CharField(
@@ -367,13 +381,17 @@ class CostPointSerializer(serializers.Serializer[Any]):
     )
     provider = serializers.CharField(source="key", required=False)
     category = serializers.CharField(source="key", required=False)
+    account = serializers.CharField(source="key", required=False)
+    service = serializers.CharField(source="key", required=False)
+    region = serializers.CharField(source="key", required=False)
+    instance_type = serializers.CharField(source="key", required=False)
     cost = money()
     currency = serializers.CharField()
 
     def to_representation(self, instance: CostPoint) -> dict[str, Any]:
         data: dict[str, Any] = super().to_representation(instance)
         group_by = self.context.get("group_by", "team")
-        return {k: v for k, v in data.items() if k not in COST_GROUP_BY or k == group_by}
+        return {k: v for k, v in data.items() if k not in POINT_KEYS or k == group_by}
 
 
 class SeriesPointSerializer(serializers.Serializer[SeriesPoint]):

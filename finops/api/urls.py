@@ -6,6 +6,7 @@ from finops.api import (
     anomalies,
     chargeback,
     notification_channels,
+    periods,
     preferences,
     pricing_settings,
     recommendations,
@@ -60,6 +61,11 @@ urlpatterns = [
     # installed, and deployments may have no internet. /api/schema/ serves the OpenAPI file.
     *(path(f"v1/{prefix}/", view.as_view(), name=name) for prefix, view, name in PLAIN_VIEWS),
     path("v1/waste/advice/", run_waste.WasteAdviceView.as_view(), name="api-waste-advice"),
+    path(
+        "v1/periods/<str:month>/checks/",
+        periods.PeriodChecksView.as_view(),
+        name="api-period-checks",
+    ),
     path(
         "v1/statements/<slug:team>/<str:month>.<str:extension>",
         chargeback.StatementFileView.as_view(),

@@ -10,7 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -39,7 +39,17 @@ from finops.api.team_efficiency import (
     TeamMonthEfficiencySerializer,
     efficiency_months,
 )
-from finops.attribution.models import RunCost
+from finops.attribution.models import Category, RunCost
+from finops.attribution.selectors.explorer import (
+    AMORTISED,
+    COST_MEASURES,
+    GROUP_BY_PATTERN,
+    TAG_FILTER_PATTERN,
+    ExplorerError,
+    explorer_points,
+    explorer_series,
+)
+from finops.attribution.selectors.explorer_filters import DIMENSION_FILTERS, CostExplorerFilterSet
 from finops.attribution.selectors.filters import RunCostFilterSet
 from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.attribution.selectors.reporting import SECONDS_PER_HOUR
@@ -175,8 +185,12 @@ class ReconciliationView(APIView):
 
 
 class CostsView(APIView):
-    """Attributed cost per team, provider or category, converted to one currency per day.
-    Teams the caller may see; the no-team bucket for finance only.
+    """Cost grouped by team, provider, category, account, service, region, instance type or
+    any tag key (`group_by=tag:KEY`) and filtered by each, converted to one currency per day.
+    Amortised (EffectiveCost) by default; `cost=invoiced` for BilledCost. Teams, categories,
+    providers, accounts and services come from the ledger (teams the caller may see; the
+    no-team bucket for finance only); regions, instance types, tags and invoiced cost from the
+    bill (finance only, and not per team: a 400 says so when a question mixes the two).
 
     Without `interval`: a month's report (daily points per series, totals). With
     `interval=day|week|month`: a flat, Grafana-friendly list `[{"t", "<group_by>", "cost",
@@ -190,13 +204,32 @@ class CostsView(APIView):
                 "currency", OpenApiTypes.STR, pattern=CURRENCY_PATTERN,
                 description="ISO 4217; default reporting currency",
             ),
-            OpenApiParameter("group_by", OpenApiTypes.STR, enum=sorted(COST_GROUP_BY)),
-            OpenApiParameter("team", OpenApiTypes.STR, description="team slug: its cost only"),
+            OpenApiParameter(
+                "group_by", OpenApiTypes.STR, pattern=GROUP_BY_PATTERN,
+                description="team, provider, category (default team), account, service, "
+                "region, instance_type or tag:KEY. Region, instance type and tags read the bill "
+                "(finance only; not with team or category).",
+            ),
+            team_parameter(description="team slug: its cost only"),
             OpenApiParameter("interval", OpenApiTypes.STR, enum=list(INTERVALS),
                              description="Answer as flat points, one per bucket and key."),
             OpenApiParameter("since", OpenApiTypes.DATE, description="With interval: first day."),
             OpenApiParameter("until", OpenApiTypes.DATE,
                              description="With interval: last day (default today)."),
+            OpenApiParameter(
+                "cost", OpenApiTypes.STR, enum=list(COST_MEASURES),
+                description="amortised (EffectiveCost, the default, as attribution splits it) "
+                "or invoiced (BilledCost, from the bill: finance only, not per team).",
+            ),
+            *[
+                OpenApiParameter(name, OpenApiTypes.STR, description=f"Only this {label.lower()}.")
+                for name, label in DIMENSION_FILTERS
+                if name not in ("team", "category")
+            ],
+            OpenApiParameter("category", OpenApiTypes.STR, enum=list(Category.values),
+                             description="Only this ledger category."),
+            OpenApiParameter("tag", OpenApiTypes.STR, pattern=TAG_FILTER_PATTERN,
+                             description="KEY=VALUE: only line items with this tag (the bill)."),
         ],
         responses=PolymorphicProxySerializer(
             component_name="CostsResponse",
@@ -210,6 +243,10 @@ class CostsView(APIView):
         query = CostsQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         params = query.validated_data
+        filterset = CostExplorerFilterSet(request.query_params)
+        if not filterset.is_valid():
+            raise ValidationError(filterset.errors)
+        explorer = filterset.explorer_query()
         user = request.user
         teams = team_list_visible(user=user)
         team = params.get("team")
@@ -217,21 +254,34 @@ class CostsView(APIView):
             "teams": teams.filter(slug=team) if team else teams,
             "include_unowned": user_is_finance(user) and not team,
             "currency": params.get("currency") or settings.FINOPS_REPORTING_CURRENCY,
-            "group_by": params["group_by"],
         }
         month = month_parse(params["month"]) if "month" in params else None
+        plain = explorer.is_plain() or (
+            explorer.group_by in COST_GROUP_BY
+            and explorer.filters == (("team", team),)
+            and explorer.tag is None
+            and explorer.cost == AMORTISED
+        )
         try:
             if "interval" in params:
-                points = cost_points(
-                    **scope, interval=params["interval"], month=month,
-                    since=params.get("since"), until=params.get("until"),
-                )  # fmt: skip
+                span = {"month": month, "since": params.get("since"), "until": params.get("until")}
+                if plain:
+                    points = cost_points(
+                        **scope, group_by=params["group_by"], interval=params["interval"], **span
+                    )
+                else:
+                    points = explorer_points(explorer, **scope, interval=params["interval"], **span)
                 # Plain dicts: CostPointSerializer's body (the schema's), at a fraction of its CPU.
                 return Response(cost_point_bodies(points, params["group_by"]))
             assert month is not None  # the query serializer requires it without interval
-            report = cost_series(month=month, **scope)
+            if plain:
+                report = cost_series(month=month, **scope, group_by=params["group_by"])
+            else:
+                report = explorer_series(explorer, month=month, **scope)
         except FxRateMissing as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+        except ExplorerError as exc:
+            return Response({exc.field: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         return Response(CostSeriesReportSerializer(report).data)
 
     def csv_rows(self, data: dict[str, Any] | list[Any]) -> list[Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 
 from django.http import HttpResponse
 from django.template.loader import render_to_string
@@ -19,20 +19,31 @@ from finops.core.money import decimal_text
 from finops.core.months import month_format
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
+# One row per line. `in_total` says which rows add up: the `yes` rows (categories and
+# adjustments) of a currency sum to its `total` row; `no` rows are breakdowns (runs and
+# endpoints, already in their category) or the organisation's figures (for context). `amount`
+# is to the cent (half up, for reading); `amount_exact` is the stored figure the totals add.
 CSV_COLUMNS = [
     "team",
     "month",
     "status",
     "section",
+    "in_total",
     "item",
     "origin_month",
     "reason",
     "currency",
     "amount",
+    "amount_exact",
     "reporting_currency",
     "reporting_amount",
+    "reporting_amount_exact",
     "gpu_hours",
 ]
+CENT = Decimal("0.01")
+# Sections in the order written, and whether their rows add up to the total.
+SUMMED_SECTIONS = ("category", "adjustment")
+BREAKDOWN_SECTIONS = ("endpoint", "run", "organisation")
 
 
 def statement_filename(statement: Statement, extension: str) -> str:
@@ -43,44 +54,59 @@ def _text(value: Decimal | None) -> str:
     return "" if value is None else decimal_text(value)
 
 
+def _cents(value: Decimal | None) -> str:
+    return "" if value is None else decimal_text(value.quantize(CENT, rounding=ROUND_HALF_UP))
+
+
 def statement_csv_rows(statement: Statement) -> list[list[str]]:
-    """One row per line (categories, adjustments, endpoints, runs, the organisation's shared
-    and idle), then one `total` row per native currency and one for the reporting currency."""
+    """The categories and adjustments (in_total yes), then one `total` row per native currency
+    and one for the reporting currency, then the breakdowns (endpoints, runs) and the
+    organisation's shared and idle cost (in_total no)."""
     head = [statement.team.slug, month_format(statement.month), statement.status]
     rows = []
 
-    def add(line: Line, section: str) -> None:
+    def add(line: Line, section: str, in_total: str) -> None:
         gpu = line.gpu_hours.quantize(Decimal("0.000001")) if line.gpu_seconds else None
         rows.append(
             [
                 *head,
                 section,
+                in_total,
                 line.key,
                 month_format(line.origin_month) if line.origin_month else "",
                 line.reason,
                 line.currency,
+                _cents(line.amount),
                 _text(line.amount),
                 statement.currency,
+                _cents(line.reporting_amount),
                 _text(line.reporting_amount),
                 _text(gpu),
             ]
         )
 
-    for section, lines in (
-        ("category", statement.categories),
-        ("adjustment", statement.adjustments),
-        ("endpoint", statement.endpoints),
-        ("run", statement.runs),
-        ("organisation", statement.org),
-    ):
-        for line in lines:
-            add(line, section)
+    sections = {
+        "category": statement.categories,
+        "adjustment": statement.adjustments,
+        "endpoint": statement.endpoints,
+        "run": statement.runs,
+        "organisation": statement.org,
+    }
+    for section in SUMMED_SECTIONS:
+        for line in sections[section]:
+            add(line, section, "yes")
     for native in statement.total_native:
-        rows.append([*head, "total", "", "", "", native.currency, _text(native.amount), "", "", ""])
+        rows.append(
+            [*head, "total", "total", "", "", "", native.currency, _cents(native.amount),
+             _text(native.amount), "", "", "", ""]
+        )  # fmt: skip
     rows.append(
-        [*head, "total", "", "", "", "", "", statement.currency,
-         _text(statement.total_reporting), ""]
+        [*head, "total", "total", "", "", "", "", "", "", statement.currency,
+         _cents(statement.total_reporting), _text(statement.total_reporting), ""]
     )  # fmt: skip
+    for section in BREAKDOWN_SECTIONS:
+        for line in sections[section]:
+            add(line, section, "no")
     return rows
 
 

@@ -28,6 +28,7 @@ class FxRate(models.Model):
     loaded_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        verbose_name = "FX rate"
         ordering = ["-date", "from_currency", "to_currency"]
         constraints = [
             models.UniqueConstraint(

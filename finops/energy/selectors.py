@@ -28,6 +28,7 @@ from django.db.models import Q, Sum
 from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
 from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
+from finops.core.months import month_format
 from finops.energy.figures import (
     GPU_POWER,
     Sourced,
@@ -373,7 +374,7 @@ def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[Te
         co2 = [e.co2e_kg for e in runs]
         rows.append(
             TeamEnergy(
-                team=slug, month=month.strftime("%Y-%m"), runs=len(runs),
+                team=slug, month=month_format(month), runs=len(runs),
                 gpu_kwh=sum((e.gpu_kwh for e in runs), Decimal(0)),
                 measured_kwh=sum((e.measured_kwh for e in runs), Decimal(0)),
                 estimated_kwh=sum((e.estimated_kwh for e in runs), Decimal(0)),

@@ -16,10 +16,12 @@ from django.views.decorators.http import require_POST
 
 from finops.audit.selectors import audit_event_list
 from finops.chargeback import documents
-from finops.chargeback.period_selectors import period_list
+from finops.chargeback.checks import checks_status, period_checks
+from finops.chargeback.period_selectors import closes_active, period_list
+from finops.chargeback.recipients import statement_recipients
 from finops.chargeback.selectors import statement_get
 from finops.chargeback.services import PeriodError, period_close, period_reopen
-from finops.core.months import month_parse
+from finops.core.months import month_format, month_parse
 from finops.org.permissions import user_may_edit
 from finops.org.selectors import team_list_visible
 from finops.web.access import require_finance
@@ -64,23 +66,61 @@ def close_periods(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
+def close_review(request: HttpRequest, month: str) -> HttpResponse:
+    """One month before (and after) its close: the checklist, who gets a statement email and
+    who does not, and the close form, which asks for confirmation."""
+    require_finance(request)
+    when = _month(month)
+    close = closes_active().get(when)
+    checks = period_checks(month=when)
+    recipients = statement_recipients(month=when, close=close)
+    context = {
+        "month": when,
+        "close": close,
+        "checks": checks,
+        "checks_status": checks_status(checks),
+        "recipients": recipients,
+        "with_email": [r for r in recipients if r.gets_email],
+        "without_email": [r for r in recipients if not r.gets_email],
+        "may_edit": user_may_edit(request.user),
+    }
+    return render(request, "web/close_review.html", context)
+
+
+@login_required
 @require_POST
 def close_action(request: HttpRequest, month: str, action: str) -> HttpResponse:
     if not user_may_edit(request.user):
         raise PermissionDenied("Only finance may close or reopen a month.")
     when = _month(month)
     reason = request.POST.get("reason", "").strip()
+    review = reverse("web:close-review", args=[month_format(when)])
     try:
         if action == "close":
-            period_close(month=when, actor=request.user, reason=reason)
-            messages.success(request, f"{when:%B %Y} is closed; the statements were emailed.")
-        elif action == "reopen":
+            if request.POST.get("confirm") != "yes":
+                messages.error(
+                    request,
+                    f"{when:%B %Y} is not closed: tick the confirmation after reviewing the "
+                    "checklist.",
+                )
+                return redirect(review)
+            close = period_close(month=when, actor=request.user, reason=reason)
+            sent = [r for r in statement_recipients(month=when, close=close) if r.gets_email]
+            messages.success(
+                request,
+                f"{when:%B %Y} is closed; {len(sent)} statement email(s) are in the outbox "
+                "(the list below says who got one and who did not).",
+            )
+            return redirect(review)
+        if action == "reopen":
             period_reopen(month=when, actor=request.user, reason=reason)
             messages.success(request, f"{when:%B %Y} is open again.")
         else:
             raise Http404("No such action.")
     except PeriodError as exc:
         messages.error(request, str(exc))
+        if action == "close":
+            return redirect(review)
     return redirect(reverse("web:close"))
 
 

@@ -54,7 +54,7 @@ class UploadForm(forms.Form):
         required=False, max_length=200, help_text="billing: default FORMAT:file name"
     )
     cluster = forms.CharField(
-        required=False, max_length=100, help_text="job logs: cluster name (default: default)"
+        required=False, max_length=100, help_text="job logs: the cluster the jobs ran on"
     )
     run_id = forms.CharField(
         required=False, max_length=500, label="Run id",
@@ -70,8 +70,13 @@ class UploadForm(forms.Form):
         data = super().clean() or {}
         kind, _, name = str(data.get("format", "")).partition(":")
         if kind == "jobs" and not (data.get("cluster") or "").strip():
-            # A job log without its cluster went to "default" silently (issue 29).
-            self.add_error("cluster", "A job log belongs to a cluster: name it.")
+            # It used to go to a cluster named "default", silently: its jobs would then match
+            # no node of the real cluster and its cost would stay idle (issue 29).
+            self.add_error(
+                "cluster",
+                "A job log needs the cluster its jobs ran on (jobs are matched to the billed "
+                "nodes of that cluster).",
+            )
         if kind == "metrics" and name not in FILE_NAMED_FORMATS and not data.get("run_id"):
             self.add_error("run_id", f"A {name} file names no run: give its run id.")
         return data

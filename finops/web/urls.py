@@ -3,6 +3,7 @@ from django.urls import path
 from finops.web import (
     anomalies,
     chargeback_views,
+    explorer_views,
     onboarding_views,
     plan_views,
     pricing_views,
@@ -18,6 +19,7 @@ urlpatterns = [
     path("runs/", runs_views.runs, name="runs"),
     path("runs/plan/", plan_views.run_planner, name="run-plan"),
     path("runs/plan/keep/", plan_views.run_plan_keep, name="run-plan-keep"),
+    path("explorer/", explorer_views.explorer, name="explorer"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
     path("anomalies/", anomalies.anomaly_list, name="anomalies"),
@@ -33,6 +35,7 @@ urlpatterns = [
         name="statement-file",
     ),
     path("close/", chargeback_views.close_periods, name="close"),
+    path("close/<str:month>/", chargeback_views.close_review, name="close-review"),
     path("close/<str:month>/<str:action>/", chargeback_views.close_action, name="close-action"),
     path("audit/", chargeback_views.audit_log, name="audit"),
     path("pricing/", pricing_views.pricing, name="pricing"),

@@ -5,9 +5,8 @@ state is saved as a screenshot (CI artefacts, tests/ui_screens.py)."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable
 from decimal import Decimal
-from typing import Any, cast
+from typing import cast
 
 import pytest
 from django.contrib.auth.models import User
@@ -16,7 +15,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from finops.attribution.models import Category
 from finops.org.models import Team
-from tests.chromium import _login
+from tests.chromium import _chart, _login, _wait
 from tests.factories import RunCostFactory, TeamDailyCostFactory
 from tests.ui_screens import screenshot
 
@@ -28,24 +27,6 @@ def _by(name: str) -> str:
     from selenium.webdriver.common.by import By
 
     return cast(str, getattr(By, name))
-
-
-def _wait(driver: WebDriver, condition: Callable[[WebDriver], Any], timeout: float = 10) -> Any:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    return WebDriverWait(driver, timeout).until(condition)
-
-
-def _chart(driver: WebDriver, table_id: str) -> dict[str, Any]:
-    """The Chart.js chart drawn on the canvas for that table: labels and series names."""
-    chart: dict[str, Any] = driver.execute_script(
-        "var c = Chart.getChart(document.querySelector('canvas[data-chart=\"' + arguments[0]"
-        " + '\"]')); return c ? {labels: c.data.labels,"
-        " series: c.data.datasets.map(function (d) { return d.label; }),"
-        " stacked: c.options.scales.y.stacked} : null;",
-        table_id,
-    )
-    return chart
 
 
 @pytest.fixture

@@ -352,7 +352,7 @@ def test_a_job_log_without_its_cluster_is_refused(finance_client: Client) -> Non
         reverse("web:imports-upload"), {"format": "jobs:slurm", "file": upload}
     )
     assert response.status_code == 400
-    assert "A job log belongs to a cluster" in response.content.decode()
+    assert "A job log needs the cluster its jobs ran on" in response.content.decode()
     assert not ImportBatch.objects.exists()
 
 

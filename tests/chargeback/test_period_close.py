@@ -205,7 +205,13 @@ def test_close_page_for_finance_only(
     assert b'data-testid="close-2025-09"' in page.content
     # Each team's statement of the month, one click away from the close button.
     assert f'href="/teams/{team.slug}/statements/2025-09/"'.encode() in page.content
+    # Closing asks for confirmation: without it nothing is closed.
     response = client.post("/close/2025-09/close/", {"reason": "done"}, follow=True)
+    assert b"tick the confirmation" in response.content
+    assert not ClosedPeriod.objects.exists()
+    response = client.post(
+        "/close/2025-09/close/", {"reason": "done", "confirm": "yes"}, follow=True
+    )
     assert b"September 2025 is closed" in response.content
     assert ClosedPeriod.objects.filter(month=SEPT, reopened_at__isnull=True).exists()
     # Reopening without a reason is refused, with the reason why.
@@ -281,10 +287,12 @@ def test_a_month_not_over_or_without_data_cannot_be_closed(
         period_close(month=dt.date(1999, 1, 1), actor=finance_user)
     # The page says why.
     response = finance_client.post(
-        f"/close/{month_format(next_month)}/close/", {"reason": ""}, follow=True
+        f"/close/{month_format(next_month)}/close/", {"reason": "", "confirm": "yes"}, follow=True
     )
     assert b"has not happened yet" in response.content
-    response = finance_client.post("/close/1999-01/close/", {"reason": ""}, follow=True)
+    response = finance_client.post(
+        "/close/1999-01/close/", {"reason": "", "confirm": "yes"}, follow=True
+    )
     assert b"holds no bill and no ledger" in response.content
     assert not ClosedPeriod.objects.exists()
     assert not AuditEvent.objects.exists()

@@ -8,7 +8,7 @@ import csv
 import datetime as dt
 import io
 from collections.abc import Iterable
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from typing import cast
 
@@ -147,14 +147,31 @@ def test_csv_and_pdf_come_from_the_same_figures(team: Team, ledger: list[Allocat
     statement = statement_get(team=team, month=MONTH)
     rows = list(csv.DictReader(io.StringIO(documents.statement_csv(statement))))
     categories = [r for r in rows if r["section"] == "category"]
-    assert {(r["item"], r["currency"]): Decimal(r["amount"]) for r in categories} == {
+    assert {(r["item"], r["currency"]): Decimal(r["amount_exact"]) for r in categories} == {
         (ln.key, ln.currency): ln.amount for ln in statement.categories
     }
-    totals = {r["currency"]: Decimal(r["amount"]) for r in rows if r["section"] == "total"
+    # `amount` is the same figure to the cent.
+    for row in rows:
+        if row["amount_exact"]:
+            cents = Decimal(row["amount_exact"]).quantize(Decimal("0.01"), ROUND_HALF_UP)
+            assert Decimal(row["amount"]) == cents
+            assert row["amount"] == f"{cents:f}"
+    totals = {r["currency"]: Decimal(r["amount_exact"]) for r in rows if r["section"] == "total"
               and r["currency"]}  # fmt: skip
     assert totals == _native_sums(ledger)
-    reporting_total = next(r for r in rows if r["section"] == "total" and r["reporting_amount"])
-    assert Decimal(reporting_total["reporting_amount"]) == statement.total_reporting
+    # The rows marked in_total add up to each currency's total; the others are breakdowns.
+    for currency, total in totals.items():
+        summed = sum(
+            (Decimal(r["amount_exact"]) for r in rows
+             if r["in_total"] == "yes" and r["currency"] == currency),
+            Decimal(0),
+        )  # fmt: skip
+        assert summed == total
+    assert {r["in_total"] for r in rows if r["section"] in ("run", "endpoint")} == {"no"}
+    reporting_total = next(
+        r for r in rows if r["section"] == "total" and r["reporting_amount_exact"]
+    )
+    assert Decimal(reporting_total["reporting_amount_exact"]) == statement.total_reporting
     assert {r["item"] for r in rows if r["section"] == "run"} == {"llama-7b", "resnet"}
     assert {r["item"] for r in rows if r["section"] == "endpoint"} == {"chat-v1"}
 

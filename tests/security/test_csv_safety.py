@@ -115,7 +115,7 @@ def test_statement_csv_neutralises_formulas_in_run_and_endpoint_names(team: Team
         for column, cell in row.items():
             if cell and cell.startswith(FORMULA_START):
                 Decimal(cell)  # only numbers may start like a formula
-                assert column.endswith(("amount", "hours")), (column, cell)
+                assert column.endswith(("amount", "amount_exact", "hours")), (column, cell)
     # The credit stays a negative number: 40.25 + 9.75 - 12.50 = 37.50 in total.
     tagged = next(row for row in rows if (row["section"], row["item"]) == ("category", "tagged"))
     assert Decimal(tagged["amount"]) == Decimal("-12.50")

@@ -33,6 +33,8 @@ FINANCE_PAGES = [
     "/reconciliation/?month=2025-09",
     "/imports/",
     "/close/",
+    "/close/2025-09/",
+    "/explorer/?month=2025-09&group_by=region",
     "/audit/",
     "/teams/speech/statements/2025-09/",
 ]
