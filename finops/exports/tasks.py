@@ -30,7 +30,7 @@ def export_focus_month(month: str, out: str) -> dict[str, Any]:
         "out": str(result.path),
         "format": result.file_format,
         "rows": result.rows,
-        "billed": {currency: decimal_text(total) for currency, total in result.billed.items()},
+        "billed": {currency: decimal_text(total) for currency, total in result.invoiced.items()},
         "effective": {
             currency: decimal_text(total) for currency, total in result.effective.items()
         },

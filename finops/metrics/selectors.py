@@ -119,13 +119,13 @@ def metric_months(*, count: int | None = None) -> list[dt.date]:
     deliveries = ImportBatch.objects.filter(
         kind=ImportBatch.Kind.BILLING, status=ImportBatch.Status.SUCCEEDED
     ).values_list("billing_periods", flat=True)
-    billed = {
+    delivered = {
         dt.date(int(text[:4]), int(text[5:7]), 1)
         for periods in deliveries
         for text in periods or []
         if isinstance(text, str) and len(text) >= 7
     }
-    return sorted(ledger | billed)[-count:]
+    return sorted(ledger | delivered)[-count:]
 
 
 def _slug(team_slug: str | None) -> str:

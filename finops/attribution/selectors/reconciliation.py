@@ -41,8 +41,8 @@ class ReconciliationRow:
     billing_account_id: str
     currency: str
     # Sum of EffectiveCost (what attribution splits) and of BilledCost (cash).
-    billed: Decimal = ZERO
-    billed_cost: Decimal = ZERO
+    amortised: Decimal = ZERO
+    invoiced: Decimal = ZERO
     attributed: dict[str, Decimal] = field(default_factory=empty_categories)
 
     @property
@@ -59,15 +59,15 @@ class ReconciliationRow:
 
     @property
     def difference(self) -> Decimal:
-        return self.billed - self.attributed_total
+        return self.amortised - self.attributed_total
 
     @property
     def balanced(self) -> bool:
         return self.difference == 0
 
     def add(self, other: ReconciliationRow) -> None:
-        self.billed += other.billed
-        self.billed_cost += other.billed_cost
+        self.amortised += other.amortised
+        self.invoiced += other.invoiced
         for category, amount in other.attributed.items():
             self.attributed[category] += amount
 
@@ -172,8 +172,8 @@ def reconciliation_for_month(
     )
     for b in sums:
         row = row_for(b["provider_name"], b["billing_account_id"], b["billing_currency"])
-        row.billed += b["effective"] or ZERO
-        row.billed_cost += b["cash"] or ZERO
+        row.amortised += b["effective"] or ZERO
+        row.invoiced += b["cash"] or ZERO
 
     # By day too: the converted grand total needs each day's rate (same query, more rows).
     attributed = list(
