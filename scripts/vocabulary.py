@@ -140,8 +140,9 @@ def _rename_in_fstring(text: str, rules: list[NameRule]) -> str:
     def field(match: re.Match[str]) -> str:
         inner = match.group(0)
         for rule in rules:
-            before = r"(?<=\.)" if rule.attr_only else r"(?<![\w.])"
-            inner = re.sub(before + re.escape(rule.old) + r"\b", rule.new, inner)
+            before = r"(?<=\.)" if rule.attr_only else r"(?<![\w'\"])"
+            pattern = before + re.escape(rule.old) + r"(?![\w'\"])"
+            inner = re.sub(pattern, rule.new, inner)
         return inner
 
     return re.sub(r"(?<!\{)\{[^{}]+\}", field, text)

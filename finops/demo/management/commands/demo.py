@@ -188,7 +188,7 @@ class Command(BaseCommand):
         lines = [
             f"line items:                     {summary.line_items}",
             f"jobs:                           {summary.jobs}",
-            f"invoiced cost (BilledCost):     {summary.billed:,.2f} USD",
+            f"invoiced cost (BilledCost):     {summary.invoiced:,.2f} USD",
             f"amortised cost (EffectiveCost): {summary.effective:,.2f} USD",
             f"attributed:                     {summary.allocated:,.2f} USD",
             *(

@@ -52,7 +52,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  no line items have billing month {options['month']}")
         for currency in sorted(result.invoiced):
             self.stdout.write(
-                f"  {currency}: BilledCost {result.billed[currency]}, "
+                f"  {currency}: BilledCost {result.invoiced[currency]}, "
                 f"EffectiveCost {result.effective[currency]}"
             )
         if result.digit_id_rows:
