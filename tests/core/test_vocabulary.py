@@ -88,7 +88,8 @@ def test_no_template_reads_billed() -> None:
 
 def _script() -> ModuleType:
     spec = importlib.util.spec_from_file_location("vocabulary", ROOT / "scripts/vocabulary.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["vocabulary"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
