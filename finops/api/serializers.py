@@ -14,6 +14,8 @@ from finops.api.fields import StrictDateField
 from finops.api.run_efficiency import (
     EFFICIENCY_SCHEMA,
     HEADLINE_SCHEMA,
+    EfficiencyBody,
+    HeadlineBody,
     efficiency_body,
     headlines,
     run_key,
@@ -143,14 +145,14 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
         return {kind: decimal_text(getattr(obj, f"cost_{kind}")) for kind in MIX_KINDS}
 
     @extend_schema_field(HEADLINE_SCHEMA)
-    def get_efficiency(self, obj: RunCost) -> dict[str, Any] | None:
+    def get_efficiency(self, obj: RunCost) -> HeadlineBody | None:
         """The headline of what the run bought (finops.api.run_efficiency); null: no metrics."""
         return headlines([run_key(obj)])[run_key(obj)]
 
 
 class RunCostDetailSerializer(RunCostSerializer):
     @extend_schema_field(EFFICIENCY_SCHEMA)
-    def get_efficiency(self, obj: RunCost) -> dict[str, Any] | None:
+    def get_efficiency(self, obj: RunCost) -> EfficiencyBody | None:
         """What the run bought (DESIGN section 9); null when it has no metrics."""
         return efficiency_body(run_efficiency(run_key(obj)))
 
