@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
@@ -132,15 +132,19 @@ def billing_file_wanted(path: Path) -> bool:
     return billing_file_kind(path) is not None
 
 
-class CurrencyTotalsJson(TypedDict, total=False):
-    """One currency's totals as stored in ImportBatch(Part).currency_totals: decimal strings.
-    The keys are stored data (and the import page's JSON): "billed" is the invoiced cost
-    (BilledCost), "effective" the amortised cost (EffectiveCost)."""
-
-    billed: Required[str]
-    effective: Required[str]
-    rows: Required[int]
-    credits: dict[str, str]  # only where the rows carry credits (GCP): their sum by type
+# One currency's totals as stored in ImportBatch(Part).currency_totals, decimal strings. The
+# keys are stored data (and the import page's JSON), kept: "billed" is the invoiced cost
+# (BilledCost), "effective" the amortised cost (EffectiveCost); "credits" only where the rows
+# carry credits (GCP): their sum by type.
+CurrencyTotalsJson = TypedDict(  # noqa: UP013 (the key "billed" is data, not a name)
+    "CurrencyTotalsJson",
+    {
+        "billed": Required[str],
+        "effective": Required[str],
+        "rows": Required[int],
+        "credits": NotRequired[dict[str, str]],
+    },
+)
 
 
 @dataclass
@@ -162,9 +166,11 @@ class CurrencySums:
 
     def as_json(self) -> CurrencyTotalsJson:
         # Fixed-point text: "0.000000000000", never "0E-12".
-        stored = CurrencyTotalsJson(
-            billed=f"{self.invoiced:f}", effective=f"{self.amortised:f}", rows=self.rows
-        )
+        stored: CurrencyTotalsJson = {
+            "billed": f"{self.invoiced:f}",
+            "effective": f"{self.amortised:f}",
+            "rows": self.rows,
+        }
         if self.credits:
             stored["credits"] = {k: f"{v:f}" for k, v in sorted(self.credits.items())}
         return stored

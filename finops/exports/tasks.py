@@ -15,16 +15,19 @@ from finops.exports.writer import focus_month_export
 __all__ = ["export_focus_month"]
 
 
-class ExportTaskResult(TypedDict):
-    """What export_focus_month returns. "billed" is the sum of BilledCost (invoiced) and
-    "effective" of EffectiveCost (amortised), per currency, as decimal text."""
-
-    month: str
-    out: str
-    format: str
-    rows: int
-    billed: dict[str, str]
-    effective: dict[str, str]
+# What export_focus_month returns. "billed" (a published key, kept) is the sum of BilledCost
+# (invoiced) and "effective" of EffectiveCost (amortised), per currency, as decimal text.
+ExportTaskResult = TypedDict(  # noqa: UP013 (the key "billed" is data, not a name)
+    "ExportTaskResult",
+    {
+        "month": str,
+        "out": str,
+        "format": str,
+        "rows": int,
+        "billed": dict[str, str],
+        "effective": dict[str, str],
+    },
+)
 
 
 @shared_task(
