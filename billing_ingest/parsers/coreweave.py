@@ -155,11 +155,11 @@ class CoreWeaveRowBuilder(FocusRowBuilder):
         if not item["x_instance_type"]:
             # The FOCUS builder reads x_InstanceType; CoreWeave may put the type in SkuId only.
             item["x_instance_type"] = item["sku_id"]
-        billed = item.get("billed_cost")
+        invoiced = item.get("billed_cost")
         effective = item.get("effective_cost")
-        if billed is not None and effective is not None:
+        if invoiced is not None and effective is not None:
             return item  # the export priced it: FOCUS semantics
-        if billed is not None or effective is not None:
+        if invoiced is not None or effective is not None:
             empty = "EffectiveCost" if effective is None else "BilledCost"
             raise self._error(
                 "is empty while the other cost column is set; give both or neither",

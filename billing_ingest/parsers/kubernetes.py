@@ -366,7 +366,9 @@ def _get(obj: Mapping[str, Any], key: str, path: str, kind: type | tuple[type, .
     return value
 
 
-def _list_of_objects(obj: Mapping[str, Any], key: str, path: str) -> list[tuple[str, dict]]:
+def _list_of_objects(
+    obj: Mapping[str, Any], key: str, path: str
+) -> list[tuple[str, dict[str, Any]]]:
     items = _get(obj, key, path, list) or []
     result = []
     for i, item in enumerate(items):
@@ -525,7 +527,7 @@ def _string_map(obj: dict[str, Any], key: str, path: str) -> dict[str, str]:
 
 
 def _required_text(obj: dict[str, Any], key: str, path: str) -> str:
-    value = _get(obj, key, path, str)
+    value: str | None = _get(obj, key, path, str)
     if not value or not value.strip():
         raise FieldError(f"{path}.{key}", "missing")
     return value.strip()

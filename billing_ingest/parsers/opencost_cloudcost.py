@@ -66,7 +66,8 @@ def _load(path: Path, *, file_label: str) -> dict[str, Any]:
         raise ImportFormatError(
             "not an OpenCost /cloudCost response (no `data` object)", file=file_label
         )
-    return document["data"]
+    data: dict[str, Any] = document["data"]
+    return data
 
 
 def _items(data: dict[str, Any], *, file_label: str) -> list[tuple[str, dict[str, Any]]]:

@@ -31,11 +31,11 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from billing_ingest.models import JobRecord
 from billing_ingest.parsers.bounds import check_header_text
@@ -458,7 +458,10 @@ def _check_lengths(record: JobRow) -> None:
             raise _FieldError(column, f"value longer than {limit} characters")
 
 
-def _field(column: str, parse: Any, *args: Any, **kwargs: Any) -> Any:
+_T = TypeVar("_T")
+
+
+def _field(column: str, parse: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
     try:
         return parse(*args, **kwargs)
     except ValueError as exc:

@@ -3,7 +3,7 @@ swaps the batch in (or fails it) atomically. See billing_ingest.services.billing
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from celery import shared_task
 from django.conf import settings
@@ -32,6 +32,24 @@ _LIMITS: dict[str, Any] = {
     "soft_time_limit": settings.CELERY_TASK_SOFT_TIME_LIMIT,
     "time_limit": settings.CELERY_TASK_TIME_LIMIT,
 }
+
+
+class PartTaskResult(TypedDict):
+    """What ingest_billing_part returns (the chord's part results)."""
+
+    part_id: int
+    status: str
+    error: str
+
+
+class BatchTaskResult(TypedDict):
+    """What finish_billing_batch and ingest_billing_batch return."""
+
+    batch_id: int
+    status: str
+    error: str
+
+
 # A dropped database connection (restart, failover) is the only transient failure of a load:
 # the part is still PENDING and loads again on a fresh connection. Bad files are not retried.
 _TRANSIENT = (OperationalError, InterfaceError)
@@ -45,7 +63,7 @@ _TRANSIENT = (OperationalError, InterfaceError)
     retry_jitter=False,
     **_LIMITS,
 )
-def ingest_billing_part(part_id: int) -> dict[str, Any]:
+def ingest_billing_part(part_id: int) -> PartTaskResult:
     """Load one part of a running batch. Never raises for a bad file: the failure is recorded on
     the part (and returned) so the chord callback always runs and fails the batch with it."""
     part = billing_part_ingest(part_id=part_id)
@@ -54,8 +72,8 @@ def ingest_billing_part(part_id: int) -> dict[str, Any]:
 
 @shared_task(name=FINISH_BILLING_BATCH_TASK, **_LIMITS)
 def finish_billing_batch(
-    part_results: list[dict[str, Any]] | None = None, *, batch_id: int
-) -> dict[str, Any]:
+    part_results: list[PartTaskResult] | None = None, *, batch_id: int
+) -> BatchTaskResult:
     """Chord callback (and its error path): swap the batch in or fail it, in one transaction.
     The part rows in the database decide, not ``part_results`` (absent on the error path)."""
     batch = billing_batch_finish(batch_id=batch_id)
@@ -71,7 +89,7 @@ def _settled(batch: ImportBatch) -> None:
 
 
 @shared_task(name="billing_ingest.tasks.billing.ingest_billing_batch", **_LIMITS)
-def ingest_billing_batch(batch_id: int) -> dict[str, Any]:
+def ingest_billing_batch(batch_id: int) -> BatchTaskResult:
     """Import a whole batch in one task, parts one after another (no fan-out). Kept for callers
     that want one task; ingest_billing uses services.dispatch.billing_batch_dispatch."""
     batch = billing_batch_ingest(batch_id=batch_id)

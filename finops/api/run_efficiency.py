@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict
 
 from finops.attribution.models import RunCost
 from finops.core.money import MONEY_PLACES
@@ -49,6 +49,35 @@ HEADLINE_SCHEMA: dict[str, Any] = {
 }
 
 
+class EfficiencyBody(TypedDict):
+    """The `efficiency` object of a run's detail (EFFICIENCY_SCHEMA)."""
+
+    useful_tokens: int | None
+    samples: int | None
+    steps: int | None
+    cost_per_million_tokens: str | None
+    cost_per_thousand_samples: str | None
+    tokens_per_gpu_hour: str | None
+    mfu: str | None
+    flops_per_token: int | None
+    peak_flops_per_gpu: str | None
+    peak_source: str
+    dtype: str
+    currency: str
+    cost: str | None
+    gpu_hours: str
+    gpu_model: str
+
+
+class HeadlineBody(TypedDict):
+    """The `efficiency` headline of a run on the runs list (HEADLINE_FIELDS)."""
+
+    useful_tokens: int | None
+    cost_per_million_tokens: str | None
+    tokens_per_gpu_hour: str | None
+    mfu: str | None
+
+
 def _money(value: Decimal | None) -> str | None:
     return None if value is None else f"{value.quantize(Decimal(1).scaleb(-MONEY_PLACES)):f}"
 
@@ -57,7 +86,7 @@ def _text(value: Decimal | None) -> str | None:
     return None if value is None else f"{value:f}"
 
 
-def efficiency_body(e: RunEfficiency | None) -> dict[str, Any] | None:
+def efficiency_body(e: RunEfficiency | None) -> EfficiencyBody | None:
     if e is None:
         return None
     return {
@@ -79,9 +108,16 @@ def efficiency_body(e: RunEfficiency | None) -> dict[str, Any] | None:
     }
 
 
-def headline_body(e: RunEfficiency | None) -> dict[str, Any] | None:
+def headline_body(e: RunEfficiency | None) -> HeadlineBody | None:
     body = efficiency_body(e)
-    return None if body is None else {name: body[name] for name in HEADLINE_FIELDS}
+    if body is None:
+        return None
+    return HeadlineBody(
+        useful_tokens=body["useful_tokens"],
+        cost_per_million_tokens=body["cost_per_million_tokens"],
+        tokens_per_gpu_hour=body["tokens_per_gpu_hour"],
+        mfu=body["mfu"],
+    )
 
 
 def run_key(run: RunCost) -> RunKey:
@@ -93,5 +129,5 @@ def row_key(row: dict[str, Any]) -> RunKey:
     return RunKey(row["team_id"], row["team__slug"] or "", row["run_id"], row["billing_currency"])
 
 
-def headlines(keys: Iterable[RunKey]) -> dict[RunKey, dict[str, Any] | None]:
+def headlines(keys: Iterable[RunKey]) -> dict[RunKey, HeadlineBody | None]:
     return {key: headline_body(e) for key, e in run_efficiencies(keys).items()}

@@ -14,6 +14,8 @@ from finops.api.fields import StrictDateField
 from finops.api.run_efficiency import (
     EFFICIENCY_SCHEMA,
     HEADLINE_SCHEMA,
+    EfficiencyBody,
+    HeadlineBody,
     efficiency_body,
     headlines,
     run_key,
@@ -143,14 +145,14 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
         return {kind: decimal_text(getattr(obj, f"cost_{kind}")) for kind in MIX_KINDS}
 
     @extend_schema_field(HEADLINE_SCHEMA)
-    def get_efficiency(self, obj: RunCost) -> dict[str, Any] | None:
+    def get_efficiency(self, obj: RunCost) -> HeadlineBody | None:
         """The headline of what the run bought (finops.api.run_efficiency); null: no metrics."""
         return headlines([run_key(obj)])[run_key(obj)]
 
 
 class RunCostDetailSerializer(RunCostSerializer):
     @extend_schema_field(EFFICIENCY_SCHEMA)
-    def get_efficiency(self, obj: RunCost) -> dict[str, Any] | None:
+    def get_efficiency(self, obj: RunCost) -> EfficiencyBody | None:
         """What the run bought (DESIGN section 9); null when it has no metrics."""
         return efficiency_body(run_efficiency(run_key(obj)))
 
@@ -190,9 +192,9 @@ class ReconciliationCurrencySerializer(serializers.Serializer[ReconciliationRow]
 
     currency = serializers.CharField()
     amortised_cost = money(
-        source="billed", help_text="Amortised cost: sum of EffectiveCost in this currency."
+        source="amortised", help_text="Amortised cost: sum of EffectiveCost in this currency."
     )
-    invoiced_cost = money(source="billed_cost", help_text="Invoiced cost: sum of BilledCost.")
+    invoiced_cost = money(source="invoiced", help_text="Invoiced cost: sum of BilledCost.")
     attributed = serializers.DictField(child=money(), help_text="Ledger amount per category.")
     idle = money()
     unallocated = money()
@@ -204,11 +206,12 @@ class ReconciliationAccountSerializer(serializers.Serializer[ReconciliationRow])
     billing_account_id = serializers.CharField()
     currency = serializers.CharField()
     amortised_cost = money(
-        source="billed", help_text="Amortised cost: sum of EffectiveCost of the month's line items."
+        source="amortised",
+        help_text="Amortised cost: sum of EffectiveCost of the month's line items.",
     )
-    invoiced_cost = money(source="billed_cost", help_text="Invoiced cost: sum of BilledCost.")
-    billed = deprecated_money(help_text="Deprecated: use amortised_cost.")
-    billed_cost = deprecated_money(help_text="Deprecated: use invoiced_cost.")
+    invoiced_cost = money(source="invoiced", help_text="Invoiced cost: sum of BilledCost.")
+    billed = deprecated_money(source="amortised", help_text="Deprecated: use amortised_cost.")
+    billed_cost = deprecated_money(source="invoiced", help_text="Deprecated: use invoiced_cost.")
     attributed = serializers.DictField(child=money(), help_text="Ledger amount per category.")
     idle = money()
     unallocated = money()
@@ -237,22 +240,22 @@ class ReconciliationSerializer(serializers.Serializer[Reconciliation]):
         "is billed in several other currencies (see `totals_by_currency` and `note`).",
     )
     amortised_cost = money(
-        source="figures.billed",
+        source="figures.amortised",
         allow_null=True,
         help_text="Amortised cost (EffectiveCost) of the month in `currency`: what is "
         "attributed. Null when there is no single figure (see `note`), never a zero that is "
         "not the bill.",
     )
     invoiced_cost = money(
-        source="figures.billed_cost",
+        source="figures.invoiced",
         allow_null=True,
         help_text="Invoiced cost (BilledCost) of the month in `currency`; null as above.",
     )
     billed = deprecated_money_or_null(
-        source="figures.billed", help_text="Deprecated: use amortised_cost."
+        source="figures.amortised", help_text="Deprecated: use amortised_cost."
     )
     billed_cost = deprecated_money_or_null(
-        source="figures.billed_cost", help_text="Deprecated: use invoiced_cost."
+        source="figures.invoiced", help_text="Deprecated: use invoiced_cost."
     )
     attributed = serializers.DictField(child=money(), source="figures.attributed", allow_null=True)
     idle = money(source="figures.idle", allow_null=True)

@@ -9,12 +9,13 @@ from django.urls import reverse
 
 from finops.chargeback.models import ClosedPeriod
 from finops.chargeback.selectors import Statement
+from finops.core.months import month_format
 from finops.notifications.channel_messages import ChannelMessage, Figure
 
 
 def statement_channel_message(*, statement: Statement, close: ClosedPeriod) -> ChannelMessage:
     team, month = statement.team, statement.month
-    url = settings.SITE_URL + reverse("web:statement", args=[team.slug, f"{month:%Y-%m}"])
+    url = settings.SITE_URL + reverse("web:statement", args=[team.slug, month_format(month)])
     figures = [
         Figure(f"Charged ({n.currency})", n.amount, n.currency) for n in statement.total_native
     ]
@@ -22,7 +23,7 @@ def statement_channel_message(*, statement: Statement, close: ClosedPeriod) -> C
         figures.insert(0, Figure("Total charged", statement.total_reporting, statement.currency))
     return ChannelMessage(
         event="close",
-        key=f"statement:{team.slug}:{month:%Y-%m}:{close.pk}",
+        key=f"statement:{team.slug}:{month_format(month)}:{close.pk}",
         team_id=team.pk,
         team_slug=team.slug,
         title=f"Chargeback statement {team.name} · {month:%B %Y} (closed)",
@@ -49,7 +50,7 @@ def close_channel_message(*, statements: list[Statement], close: ClosedPeriod) -
         summary += f" Not converted to {close.currency} (no FX rate): {', '.join(missing)}."
     return ChannelMessage(
         event="close",
-        key=f"close:{month:%Y-%m}:{close.pk}",
+        key=f"close:{month_format(month)}:{close.pk}",
         team_id=None,
         team_slug=None,
         title=f"{month:%B %Y} closed",

@@ -71,7 +71,7 @@ class DemoDataset:
     # provider key (aws, gcp, ..., oci) -> FOCUS rows: the one price list behind every format
     bills: dict[str, list[Row]] = field(default_factory=dict)
 
-    def billed_total(self) -> Decimal:
+    def invoiced_total(self) -> Decimal:
         return sum(
             (Decimal(r["BilledCost"]) for rows in self.bills.values() for r in rows), Decimal(0)
         )
@@ -175,11 +175,11 @@ def _write(path: Path, data: bytes, compress: bool = False) -> None:
 def _totals(
     provider: str, account: str, pairs: Iterable[tuple[Decimal, Decimal]], currency: str = "USD"
 ) -> Totals:
-    billed = effective = Decimal(0)
+    invoiced = effective = Decimal(0)
     for b, e in pairs:
-        billed += b
+        invoiced += b
         effective += e
-    return {(provider, account, currency): (billed, effective)}
+    return {(provider, account, currency): (invoiced, effective)}
 
 
 def _write_aws(dataset: DemoDataset, root: Path) -> DemoFile:

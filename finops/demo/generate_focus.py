@@ -78,7 +78,7 @@ def _costs(
     quantity: Decimal,
     list_price: Decimal,
     contracted_price: Decimal,
-    billed: Decimal,
+    invoiced: Decimal,
     effective: Decimal,
 ) -> None:
     list_cost = (quantity * list_price).quantize(PLACES)
@@ -91,7 +91,7 @@ def _costs(
         PricingCurrencyContractedUnitPrice=money(contracted_price),
         ListCost=money(list_cost),
         ContractedCost=money(contracted),
-        BilledCost=money(billed),
+        BilledCost=money(invoiced),
         EffectiveCost=money(effective),
         PricingCurrencyEffectiveCost=money(effective),
     )
@@ -172,14 +172,14 @@ def _node_rows(ctx: _Ctx, node: Node, sku: str, spot: list[Decimal]) -> Iterator
         _commitment_columns(template, commitment, "Used", rate)
         _costs(
             template, quantity=one, list_price=itype.list_price,
-            contracted_price=contracted_price, billed=Decimal(0), effective=rate,
+            contracted_price=contracted_price, invoiced=Decimal(0), effective=rate,
         )  # fmt: skip
     elif node.pricing == Pricing.STANDARD:
         template["SkuPriceId"] = f"{sku}.ONDEMAND"
         template["ChargeDescription"] = f"${contracted_price} per On Demand {itype.name} hour"
         _costs(
             template, quantity=one, list_price=itype.list_price,
-            contracted_price=contracted_price, billed=contracted_price,
+            contracted_price=contracted_price, invoiced=contracted_price,
             effective=contracted_price,
         )  # fmt: skip
     else:
@@ -192,7 +192,7 @@ def _node_rows(ctx: _Ctx, node: Node, sku: str, spot: list[Decimal]) -> Iterator
             row["ChargeDescription"] = f"${price} per Spot {itype.name} instance-hour"
             _costs(
                 row, quantity=one, list_price=itype.list_price, contracted_price=price,
-                billed=price, effective=price,
+                invoiced=price, effective=price,
             )  # fmt: skip
         yield row
 
@@ -243,7 +243,7 @@ def _commitment_rows(ctx: _Ctx, commitment: Commitment, nodes: list[Node], sku: 
         effective = rate * unused
         _costs(
             row, quantity=Decimal(unused), list_price=Decimal(0), contracted_price=Decimal(0),
-            billed=Decimal(0), effective=effective,
+            invoiced=Decimal(0), effective=effective,
         )  # fmt: skip
         rows.append(row)
     fee = rate * len(nodes) * hours
@@ -274,7 +274,7 @@ def _commitment_rows(ctx: _Ctx, commitment: Commitment, nodes: list[Node], sku: 
     )
     _costs(
         row, quantity=Decimal(len(nodes) * hours), list_price=rate, contracted_price=rate,
-        billed=fee, effective=Decimal(0),
+        invoiced=fee, effective=Decimal(0),
     )  # fmt: skip
     rows.append(row)
     return rows
@@ -313,7 +313,7 @@ def _daily_rows(ctx: _Ctx, charge: DailyCharge, factor: Decimal) -> Iterator[Row
         )
         _costs(
             row, quantity=quantity, list_price=charge.unit_price,
-            contracted_price=charge.unit_price, billed=cost, effective=cost,
+            contracted_price=charge.unit_price, invoiced=cost, effective=cost,
         )  # fmt: skip
         yield row
 

@@ -19,7 +19,7 @@ from finops.notifications.models import EmailNotification
 @dataclass(frozen=True)
 class DemoSummary:
     line_items: int
-    billed: Decimal
+    invoiced: Decimal
     effective: Decimal
     jobs: int
     allocated: Decimal
@@ -49,7 +49,7 @@ def demo_summary(*, month: Month, clusters: list[str]) -> DemoSummary:
     ).count()
     return DemoSummary(
         line_items=items.count(),
-        billed=_exact_sum(items, "billed_cost"),
+        invoiced=_exact_sum(items, "billed_cost"),
         effective=_exact_sum(items, "effective_cost"),
         jobs=jobs,
         allocated=sum(by_category.values(), Decimal(0)),

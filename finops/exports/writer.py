@@ -85,7 +85,7 @@ class FocusExport:
     month: date
     rows: int
     # Per BillingCurrency, exact sums of what was written.
-    billed: dict[str, Decimal]
+    invoiced: dict[str, Decimal]
     effective: dict[str, Decimal]
     # CSV only: rows whose BillingAccountId or SubAccountId is all digits (every AWS account).
     # They are written quoted, as text, like every string; readers that guess a CSV column's
@@ -121,7 +121,7 @@ def focus_month_export(
     month = month.replace(day=1)
     categories = service_categories_for_month(month)
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    billed: dict[str, Decimal] = {}
+    invoiced: dict[str, Decimal] = {}
     effective: dict[str, Decimal] = {}
     rows = digit_id_rows = 0
     writer = _open_writer(partial, file_format)
@@ -132,7 +132,7 @@ def focus_month_export(
             writer.write_batch(_record_batch(focus_rows, file_format))
             for row in focus_rows:
                 currency = row["BillingCurrency"]
-                billed[currency] = billed.get(currency, _ZERO) + row["BilledCost"]
+                invoiced[currency] = invoiced.get(currency, _ZERO) + row["BilledCost"]
                 effective[currency] = effective.get(currency, _ZERO) + row["EffectiveCost"]
                 digit_id_rows += file_format == "csv" and _digit_ids(row)
             rows += len(focus_rows)
@@ -149,7 +149,7 @@ def focus_month_export(
         file_format=file_format,
         month=month,
         rows=rows,
-        billed=billed,
+        invoiced=invoiced,
         effective=effective,
         digit_id_rows=digit_id_rows,
     )

@@ -22,6 +22,7 @@ from finops.attribution.selectors.reconciliation import month_staleness
 from finops.budgets.models import BudgetEvaluation
 from finops.budgets.selectors import budget_list_visible
 from finops.core.money import MoneySum
+from finops.core.months import month_format
 from finops.org.permissions import AnyUser, user_is_finance
 from finops.org.selectors import team_list_visible
 
@@ -119,13 +120,13 @@ def metric_months(*, count: int | None = None) -> list[dt.date]:
     deliveries = ImportBatch.objects.filter(
         kind=ImportBatch.Kind.BILLING, status=ImportBatch.Status.SUCCEEDED
     ).values_list("billing_periods", flat=True)
-    billed = {
+    delivered = {
         dt.date(int(text[:4]), int(text[5:7]), 1)
         for periods in deliveries
         for text in periods or []
         if isinstance(text, str) and len(text) >= 7
     }
-    return sorted(ledger | billed)[-count:]
+    return sorted(ledger | delivered)[-count:]
 
 
 def _slug(team_slug: str | None) -> str:
@@ -144,7 +145,7 @@ def _cost_rows(months: list[dt.date], teams: QuerySet | None) -> list[CostRow]:
         .annotate(total=MoneySum("amount"))
     )
     return sorted(
-        CostRow(_slug(team), provider, category, f"{month:%Y-%m}", currency, exact(total))
+        CostRow(_slug(team), provider, category, month_format(month), currency, exact(total))
         for team, provider, category, month, currency, total in sums
     )
 
@@ -158,7 +159,7 @@ def _invoiced_rows(months: list[dt.date]) -> list[InvoicedRow]:
         .annotate(total=MoneySum("billed_cost"))
     )
     return sorted(
-        InvoicedRow(provider, account, f"{month:%Y-%m}", currency, exact(total))
+        InvoicedRow(provider, account, month_format(month), currency, exact(total))
         for provider, account, month, currency, total in sums
     )
 
@@ -173,7 +174,7 @@ def _waste_rows(months: list[dt.date], teams: QuerySet | None) -> list[WasteRow]
         .annotate(total=MoneySum("wasted_cost"))
     )
     return sorted(
-        WasteRow(_slug(team), f"{month:%Y-%m}", currency, exact(total))
+        WasteRow(_slug(team), month_format(month), currency, exact(total))
         for team, month, currency, total in sums
     )
 
@@ -226,7 +227,7 @@ def pipeline_freshness(*, months: list[dt.date]) -> Freshness:
     return Freshness(
         last_import={kind: stamp for kind, last in imports if (stamp := _epoch(last)) is not None},
         last_attribution=_epoch(last_attribution),
-        stale={f"{m:%Y-%m}": int(bool(month_staleness(month=m))) for m in months},
+        stale={month_format(m): int(bool(month_staleness(month=m))) for m in months},
     )
 
 
@@ -235,7 +236,7 @@ def money_figures_for(*, user: AnyUser, months: list[dt.date]) -> MoneyFigures:
     finance = user_is_finance(user)
     teams = None if finance else team_list_visible(user=user)
     return MoneyFigures(
-        months=[f"{m:%Y-%m}" for m in months],
+        months=[month_format(m) for m in months],
         costs=_cost_rows(months, teams),
         invoiced=_invoiced_rows(months) if finance else [],
         waste=_waste_rows(months, teams),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from celery import Task, chain, shared_task
 from django.conf import settings
@@ -65,12 +65,46 @@ RETRY_BACKOFF = settings.FINOPS_PIPELINE_RETRY_SECONDS  # then x2, x4
 _ACKS: dict[str, Any] = {"acks_late": True, "reject_on_worker_lost": True}
 
 
+class StepTaskResult(TypedDict):
+    """What run_step returns (the Celery result): the step and how it ended."""
+
+    run: int
+    index: int
+    status: str  # "not run", "waiting", "succeeded", "failed"
+    error: NotRequired[str]
+
+
+class ResumeTaskResult(TypedDict):
+    """What pipeline_resume returns: what pipeline_step_resume did."""
+
+    run: int
+    outcome: str
+    next: int | None
+
+
+class StartedRun(TypedDict):
+    """A run start_pending_pipelines started (eager: already finished)."""
+
+    run: int
+    status: str
+    error: str
+
+
+class WatchdogResult(TypedDict):
+    """What pipeline_watchdog found and did: ids of the work failed, retried or started."""
+
+    batches_failed: list[int]
+    attribution_runs_failed: list[int]
+    pipeline_runs_retried: list[int]
+    pipeline_runs_started: list[int]
+
+
 class PipelineQueueError(RuntimeError):
     """The pipeline could not be queued (broker unreachable); the run is recorded FAILED."""
 
 
 @shared_task(bind=True, name="finops.pipeline.run_step", max_retries=MAX_RETRIES, **_ACKS)
-def run_step(self: Task, pipeline_run_id: int, index: int) -> dict[str, Any]:
+def run_step(self: Task[Any, Any], pipeline_run_id: int, index: int) -> StepTaskResult:
     step = pipeline_step_begin(run_id=pipeline_run_id, index=index)
     if step is None:
         return {"run": pipeline_run_id, "index": index, "status": "not run"}
@@ -119,7 +153,9 @@ RESUME_RETRIES = 150
     bind=True, name=PIPELINE_RESUME_TASK, max_retries=RESUME_RETRIES, soft_time_limit=60,
     time_limit=90, **_ACKS,
 )  # fmt: skip
-def pipeline_resume(self: Task, pipeline_run_id: int, error: str = "") -> dict[str, Any]:
+def pipeline_resume(
+    self: Task[Any, Any], pipeline_run_id: int, error: str = ""
+) -> ResumeTaskResult:
     """The work a WAITING step handed off has committed (or failed: error): claim the step
     (exactly once, pipeline_step_resume) and queue the steps after it."""
     resumed = pipeline_step_resume(run_id=pipeline_run_id, error=error)
@@ -141,7 +177,7 @@ def _close_broken_connection() -> None:
         connection.close()
 
 
-def _failed(step: PipelineStep, error: str) -> dict[str, Any]:
+def _failed(step: PipelineStep, error: str) -> StepTaskResult:
     pipeline_step_fail(step_id=step.pk, error=error)
     return {"run": step.run_id, "index": step.index, "status": "failed", "error": error}
 
@@ -183,11 +219,11 @@ def pipeline_start(*, months: list[dt.date], reason: str) -> list[PipelineRun]:
 
 
 @shared_task(name="finops.pipeline.start_pending", soft_time_limit=60, time_limit=90, **_ACKS)
-def start_pending_pipelines() -> dict[str, dict[str, Any]]:
+def start_pending_pipelines() -> dict[str, StartedRun]:
     """Claim the month changes settled imports recorded and start their runs; returns
     {"YYYY-MM": {"run", "status", "error"}} of the runs started (eager: already finished).
     Sent by name by billing_ingest after a batch settles, and run by the watchdog."""
-    started: dict[str, dict[str, Any]] = {}
+    started: dict[str, StartedRun] = {}
     for run in pipeline_changes_claim():
         try:
             pipeline_launch(run)
@@ -219,7 +255,7 @@ def pipeline_open_months() -> list[str]:
 
 
 @shared_task(name="finops.pipeline.watchdog", soft_time_limit=120, time_limit=180, **_ACKS)
-def pipeline_watchdog() -> dict[str, list[int]]:
+def pipeline_watchdog() -> WatchdogResult:
     """Find work whose worker died (no heartbeat within FINOPS_WORKER_HEARTBEAT_TIMEOUT) and
     fail it with that reason: import batches (their rows dropped, the previous data kept),
     attribution runs, pipeline runs. A pipeline run found dead is started again (up to

@@ -233,11 +233,11 @@ def _idle(
 ) -> Draft | None:
     provider, instance_type, region, mix = pool
     used = in_use.get(pool, np.zeros(len(up)))
-    billed = up > 0.5
-    if not billed.any() or total.paid <= 0:
+    up_hours = up > 0.5
+    if not up_hours.any() or total.paid <= 0:
         return None
-    needed = np.ceil(used[billed] / max(gpus.get(pool, 8), 1) - 1e-6)
-    spare = np.floor(up[billed] + 1e-6) - needed
+    needed = np.ceil(used[up_hours] / max(gpus.get(pool, 8), 1) - 1e-6)
+    spare = np.floor(up[up_hours] + 1e-6) - needed
     # Spare in (100 - P) % of the billed hours: the P-th percentile of the spare nodes.
     release = math.floor(demand.percentile_level(spare, a.recommendation_percentile))
     if release < 1:
@@ -274,8 +274,8 @@ def _idle(
             "idle_share": str(share.quantize(Decimal("0.0001"))),
             "idle_cost": str(cents(idle_paid)), "pool_cost": str(cents(total.paid)),
             "node_hours": str(node_hours.quantize(TENTH)),
-            "mean_nodes_billed": f"{float(up[billed].mean()):.1f}",
-            "mean_gpus_in_use": f"{float(used[billed].mean()):.1f}",
+            "mean_nodes_billed": f"{float(up[up_hours].mean()):.1f}",
+            "mean_gpus_in_use": f"{float(used[up_hours].mean()):.1f}",
             "month": month_format(window.month),
         },
     )  # fmt: skip

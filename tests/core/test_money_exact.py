@@ -51,7 +51,7 @@ def test_reconciliation_difference_is_zero_to_the_last_decimal() -> None:
             billing_currency=line.billing_currency,
         )
     row = next(r for r in reconciliation_for_month(month=MONTH).by_account)
-    assert row.billed == LONG_AMOUNTS[0]
+    assert row.amortised == LONG_AMOUNTS[0]
     assert row.difference == Decimal(0)
     # One unit in the 12th place off must show, not vanish in float rounding.
     AllocatedCost.objects.filter(amount=shares[2]).update(amount=shares[2] + Decimal("1e-12"))

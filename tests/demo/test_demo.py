@@ -442,7 +442,7 @@ def test_full_scale_figures() -> None:
     line_items = sum(len(rows) for rows in dataset.bills.values())
     assert line_items < 70_000
     assert sum(len(jobs) for jobs in dataset.jobs.values()) >= 5_000
-    assert Decimal(1_000_000) < dataset.billed_total() < Decimal(10_000_000)
+    assert Decimal(1_000_000) < dataset.invoiced_total() < Decimal(10_000_000)
     up = {n.hostname: n.up for n in dataset.nodes}
     for jobs in dataset.jobs.values():
         for job in jobs:

@@ -45,7 +45,7 @@ SEPTEMBER = date(2024, 9, 1)
 
 def billed(month: date = SEPTEMBER) -> Decimal:
     """What reconciliation shows as the month's bill (EffectiveCost, USD)."""
-    return reconciliation_for_month(month=month).total.billed
+    return reconciliation_for_month(month=month).total.amortised
 
 
 def batch_of(keys: list[str]) -> ImportBatch:
@@ -352,7 +352,7 @@ def test_readers_of_the_bill_see_only_settled_batches(tmp_path: Path) -> None:
     )
 
     assert month_list_with_data() == [MONTH]
-    assert reconciliation_for_month(month=MONTH).total.billed == Decimal("10")
+    assert reconciliation_for_month(month=MONTH).total.amortised == Decimal("10")
     out = tmp_path / "month.csv"
     call_command("export_focus", "--month", month_format(MONTH), "--out", str(out))
     with out.open() as handle:

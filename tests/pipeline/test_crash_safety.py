@@ -124,7 +124,7 @@ def _wait_for(predicate: Callable[[], bool], seconds: float, what: str) -> None:
 
 def _month_balanced(billed: str) -> None:
     recon = reconciliation_for_month(month=_first(MAY))
-    assert recon.total.billed == Decimal(billed)
+    assert recon.total.amortised == Decimal(billed)
     assert recon.total.difference == 0
     assert not recon.stale, recon.stale_reason
 
@@ -192,7 +192,7 @@ def test_kill_at_commit_the_redelivered_part_settles_and_re_attributes(
     # The part committed, but nobody settled the batch: its rows are not the bill yet.
     assert batch.status == "running"
     assert batch.parts.get().status == "succeeded"
-    assert reconciliation_for_month(month=_first(MAY)).total.billed == Decimal("80")
+    assert reconciliation_for_month(month=_first(MAY)).total.amortised == Decimal("80")
 
     # Nobody runs the command or the watchdog: the broker delivers the part again to the next
     # worker, which settles the batch, and settling starts the pipeline.

@@ -112,7 +112,7 @@ def test_a_settled_import_runs_every_step_for_each_month_it_touched(
     assert claims == {r.month: r.pk for r in runs}
     for month, billed in ((MAY, Decimal("80")), (JUNE, Decimal("20"))):
         recon = reconciliation_for_month(month=month)
-        assert recon.total.billed == billed
+        assert recon.total.amortised == billed
         assert recon.total.difference == 0
         assert recon.stale is False
 
@@ -454,7 +454,7 @@ def test_broker_down_ingest_fails_clearly_and_keeps_the_previous_data(
     assert failed.status == "failed"
     assert "broker unreachable" in failed.error
     recon = reconciliation_for_month(month=MAY)
-    assert recon.total.billed == Decimal("80")
+    assert recon.total.amortised == Decimal("80")
     assert recon.total.difference == 0
     assert not recon.stale
 

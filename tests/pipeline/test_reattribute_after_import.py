@@ -39,7 +39,7 @@ def _bill(folder: Path) -> Path:
 def test_billing_import_attributes_its_month(tmp_path: Path) -> None:
     call_command("ingest_billing", "--format", "focus", str(_bill(tmp_path)))
     row = reconciliation_for_month(month=dt.date(2025, 5, 1)).total
-    assert row.billed == Decimal("80")
+    assert row.amortised == Decimal("80")
     assert row.difference == Decimal(0)
     assert AttributionRun.objects.filter(status=AttributionRun.Status.SUCCEEDED).count() == 1
 

@@ -167,7 +167,7 @@ class CurRowBuilder:
         billing_period_start: datetime = self._required(
             cells, row, "billing_period_start", parse_timestamp
         )
-        billed: Decimal = self._required(cells, row, "unblended_cost", parse_money)
+        invoiced: Decimal = self._required(cells, row, "unblended_cost", parse_money)
         category = charge_category(line_item_type)
         usage_type = self._string(cells, "usage_type")
         reservation_arn = self._string(cells, "reservation_arn")
@@ -202,9 +202,9 @@ class CurRowBuilder:
             "list_cost": self._convert(cells, row, "public_on_demand_cost", parse_money),
             # CUR has no negotiated-rate cost column that means FOCUS ContractedCost.
             "contracted_cost": None,
-            "billed_cost": billed,
+            "billed_cost": invoiced,
             "effective_cost": self._effective_cost(
-                cells, row, line_item_type, billed, reservation_arn
+                cells, row, line_item_type, invoiced, reservation_arn
             ),
             "billing_currency": self._currency(cells, row),
             "tags": tags,
@@ -239,7 +239,7 @@ class CurRowBuilder:
         cells: Sequence[object],
         row: int,
         line_item_type: str,
-        billed: Decimal,
+        invoiced: Decimal,
         reservation_arn: str,
     ) -> Decimal:
         """AWS amortised cost: commitments spread onto the usage they cover, purchases 0."""
@@ -261,7 +261,7 @@ class CurRowBuilder:
         if line_item_type == "Fee" and reservation_arn:
             # An RI upfront payment: amortised onto DiscountedUsage already.
             return ZERO
-        return billed
+        return invoiced
 
     @staticmethod
     def _commitment(

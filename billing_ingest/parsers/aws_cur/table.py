@@ -76,8 +76,8 @@ class CurTableBuilder:
         required_filled(line_item_type)
         billing_period_start = timestamps("billing_period_start")
         required_filled(billing_period_start)
-        billed = money("unblended_cost")
-        required_filled(billed)
+        invoiced = money("unblended_cost")
+        required_filled(invoiced)
         charge_period_start = timestamps("usage_start")
         required_filled(charge_period_start)
         charge_period_end = timestamps("usage_end")
@@ -140,8 +140,10 @@ class CurTableBuilder:
             "consumed_unit": pc.if_else(consuming, text("pricing_unit"), ""),
             "list_cost": money("public_on_demand_cost"),
             "contracted_cost": pa.nulls(length, arrow_type("contracted_cost")),
-            "billed_cost": billed,
-            "effective_cost": self._effective_cost(line_item_type, billed, reservation_arn, money),
+            "billed_cost": invoiced,
+            "effective_cost": self._effective_cost(
+                line_item_type, invoiced, reservation_arn, money
+            ),
             "billing_currency": (
                 map_unique([raw("currency")], parse_currency, pa.string())
                 if "currency" in rows.columns
@@ -211,7 +213,7 @@ class CurTableBuilder:
         }
 
     def _effective_cost(
-        self, line_item_type: Any, billed: Any, reservation_arn: Any, money: Any
+        self, line_item_type: Any, invoiced: Any, reservation_arn: Any, money: Any
     ) -> Any:
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -235,7 +237,7 @@ class CurTableBuilder:
             except pa.ArrowInvalid:
                 raise FallBack("effective cost out of range") from None
 
-        effective = billed
+        effective = invoiced
         if "SavingsPlanCoveredUsage" in present:
             covered = amount("savings_plan_effective_cost")
             effective = pc.if_else(is_type("SavingsPlanCoveredUsage"), covered, effective)

@@ -296,10 +296,10 @@ def check_conservation(
     allocated = allocated_sums(dims, ledger)
     for key, units in (staged or {}).items():
         allocated[key] = allocated.get(key, 0) + units
-    billed = {k: v for k, v in bill.items() if v}
+    bill_sums = {k: v for k, v in bill.items() if v}
     allocated = {k: v for k, v in allocated.items() if v}
-    if billed != allocated:
-        raise ConservationError(f"ledger {allocated} != bill {billed} (in 10^-12 units)")
+    if bill_sums != allocated:
+        raise ConservationError(f"ledger {allocated} != bill {bill_sums} (in 10^-12 units)")
 
 
 def write(

@@ -41,8 +41,8 @@ class ReconciliationRow:
     billing_account_id: str
     currency: str
     # Sum of EffectiveCost (what attribution splits) and of BilledCost (cash).
-    billed: Decimal = ZERO
-    billed_cost: Decimal = ZERO
+    amortised: Decimal = ZERO
+    invoiced: Decimal = ZERO
     attributed: dict[str, Decimal] = field(default_factory=empty_categories)
 
     @property
@@ -59,15 +59,15 @@ class ReconciliationRow:
 
     @property
     def difference(self) -> Decimal:
-        return self.billed - self.attributed_total
+        return self.amortised - self.attributed_total
 
     @property
     def balanced(self) -> bool:
         return self.difference == 0
 
     def add(self, other: ReconciliationRow) -> None:
-        self.billed += other.billed
-        self.billed_cost += other.billed_cost
+        self.amortised += other.amortised
+        self.invoiced += other.invoiced
         for category, amount in other.attributed.items():
             self.attributed[category] += amount
 
@@ -128,8 +128,8 @@ def month_staleness(*, month: date) -> str:
         return f"the last attribution failed: {latest.error}"
     succeeded = runs.filter(status=AttributionRun.Status.SUCCEEDED).order_by("-id").first()
     if succeeded is None:
-        billed = CostLineItem.objects.settled().filter(billing_period=month).exists()
-        return "the month's line items have not been attributed yet" if billed else ""
+        has_lines = CostLineItem.objects.settled().filter(billing_period=month).exists()
+        return "the month's line items have not been attributed yet" if has_lines else ""
     as_of = succeeded.inputs_at or succeeded.started_at
     change = (
         MonthChange.objects.filter(
@@ -163,17 +163,17 @@ def reconciliation_for_month(
 
     # Only rows of SUCCEEDED batches, as attribution reads: a batch still loading (or left
     # RUNNING by an interrupted import) holds rows that are not the bill.
-    billed = (
+    sums = (
         CostLineItem.objects.settled()
         .filter(billing_period=month)
         .order_by()
         .values("provider_name", "billing_account_id", "billing_currency")
         .annotate(effective=MoneySum("effective_cost"), cash=MoneySum("billed_cost"))
     )
-    for b in billed:
+    for b in sums:
         row = row_for(b["provider_name"], b["billing_account_id"], b["billing_currency"])
-        row.billed += b["effective"] or ZERO
-        row.billed_cost += b["cash"] or ZERO
+        row.amortised += b["effective"] or ZERO
+        row.invoiced += b["cash"] or ZERO
 
     # By day too: the converted grand total needs each day's rate (same query, more rows).
     attributed = list(
@@ -233,7 +233,7 @@ def _top_level_currency(
     default = settings.FINOPS_DEFAULT_CURRENCY
     if not currencies or default in currencies:
         return default, ""
-    billed = " and ".join(currencies)
+    named = " and ".join(currencies)
     missing = fx_rates_missing(currencies=currencies, to_currency=reporting, day=month)
     if missing:
         pairs = ", ".join(f"{m.from_currency}\u2192{m.to_currency}" for m in missing)
@@ -245,11 +245,11 @@ def _top_level_currency(
         load = f"Converted to {reporting} at each day's rate, for information only."
     if len(currencies) == 1:
         return currencies[0], (
-            f"Billed in {billed} only (nothing in {default}): the figures are in {billed}, as "
+            f"Billed in {named} only (nothing in {default}): the figures are in {named}, as "
             f"invoiced. {load}"
         )
     return None, (
-        f"Billed in {billed}, nothing in {default}: no single figure, because different "
+        f"Billed in {named}, nothing in {default}: no single figure, because different "
         f"currencies are never added; each currency's total is given apart. {load}"
     )
 

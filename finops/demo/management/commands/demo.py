@@ -121,7 +121,7 @@ class Command(BaseCommand):
 
         dataset = dataset_build(seed=options["seed"], month=month, scale=options["scale"])
         files = dataset_write(dataset=dataset, out=out)
-        self._print_files(files, dataset.billed_total())
+        self._print_files(files, dataset.invoiced_total())
         if options["files_only"]:
             return
 
@@ -173,12 +173,12 @@ class Command(BaseCommand):
         except CommandError as exc:
             raise CommandError(f"demo: `{name} {' '.join(args)}` failed: {exc}") from exc
 
-    def _print_files(self, files: list[DemoFile], billed: object) -> None:
+    def _print_files(self, files: list[DemoFile], invoiced: object) -> None:
         units = {"billing": "rows", "jobs": "jobs", "inference": "samples"}
         for file in files:
             unit = "pods" if file.format == "kubernetes" else units[file.kind]
             self.stdout.write(f"wrote {file.format:<13} {file.path} ({file.rows} {unit})")
-        self.stdout.write(f"bills at list/contract prices (FOCUS BilledCost): {billed} USD")
+        self.stdout.write(f"bills at list/contract prices (FOCUS BilledCost): {invoiced} USD")
 
     def _print_summary(self, month: Month, seconds: float) -> None:
         summary = demo_summary(month=month, clusters=[c.cluster for c in CLOUDS])
@@ -188,7 +188,7 @@ class Command(BaseCommand):
         lines = [
             f"line items:                     {summary.line_items}",
             f"jobs:                           {summary.jobs}",
-            f"invoiced cost (BilledCost):     {summary.billed:,.2f} USD",
+            f"invoiced cost (BilledCost):     {summary.invoiced:,.2f} USD",
             f"amortised cost (EffectiveCost): {summary.effective:,.2f} USD",
             f"attributed:                     {summary.allocated:,.2f} USD",
             *(

@@ -50,9 +50,9 @@ class Command(BaseCommand):
         )
         if result.rows == 0:
             self.stdout.write(f"  no line items have billing month {options['month']}")
-        for currency in sorted(result.billed):
+        for currency in sorted(result.invoiced):
             self.stdout.write(
-                f"  {currency}: BilledCost {result.billed[currency]}, "
+                f"  {currency}: BilledCost {result.invoiced[currency]}, "
                 f"EffectiveCost {result.effective[currency]}"
             )
         if result.digit_id_rows:
