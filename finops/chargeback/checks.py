@@ -180,7 +180,7 @@ def _check_unallocated(month: date) -> PeriodCheck:
     threshold = unallocated_threshold()
     # The reconciliation's figures (the bill's EffectiveCost, the ledger's unallocated), read
     # with two sums per currency instead of the whole reconciliation.
-    billed = dict(
+    amortised = dict(
         CostLineItem.objects.settled()
         .filter(billing_period=month)
         .order_by()
@@ -195,8 +195,8 @@ def _check_unallocated(month: date) -> PeriodCheck:
     )
     figures: list[CheckFigure] = []
     over: list[str] = []
-    for currency in sorted(billed, key=currency_order):
-        bill = billed[currency]
+    for currency in sorted(amortised, key=currency_order):
+        bill = amortised[currency]
         if not bill:
             continue
         lost = unallocated.get(currency) or Decimal(0)
