@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from finops.anomalies.expected_value import ONE, ZERO, Fit, fit_day, median
+from finops.anomalies.ramp import ramp_factor
 
 SPIKE = "spike"
 LEVEL_SHIFT = "level_shift"
@@ -99,6 +100,12 @@ class DetectorSettings:
     sparse_zero_share: Decimal = Decimal("0.3")
     sparse_factor: Decimal = Decimal(2)
     sparse_burst_days: int = 5
+    # Ramps (new runs ramping up, ramp.py): when the ratios of the last `ramp_days` normal days
+    # to their expected value rise along a line with a t-statistic >= ramp_t, the day's
+    # expected value follows that line.
+    ramp: bool = True
+    ramp_days: int = 14
+    ramp_t: Decimal = Decimal(2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,18 +284,23 @@ class _Run:
         self.breaks.append((first, level))
         self.adapt_checked = t - 1
 
-    def _recurring_excess(self, t: int, fit: Fit) -> Decimal:
+    def _recurring_excess(self, t: int, fit: Fit, base: Decimal) -> Decimal:
         """The excess of the same day last month (and, with the month_end rule, of the day as
         far from last month's end), the larger, when that day was above the band's inner edge
-        (continue_threshold) under today's fit, which has its weekday factors and trend, yet
-        no anomaly: a recurring charge, month-end load."""
-        excess = self._twin_excess(_same_day_previous_month(self.days[t]), fit)
+        (continue_threshold) under the fit, which has its weekday factors and trend, yet no
+        anomaly: a recurring charge, month-end load. base: day t's expected value under the fit.
+        A charge on the same day is a sum (a fee is the same on a Sunday); month-end load is a
+        factor of the day's level (closing jobs run at the scale of the team's work, so a load
+        learnt on a Sunday is larger on a Monday)."""
+        excess = self._twin_excess(_same_day_previous_month(self.days[t]), fit, None)
         if self.settings.month_end:
             twin = _same_distance_from_previous_month_end(self.days[t])
-            excess = max(excess, self._twin_excess(twin, fit))
+            excess = max(excess, self._twin_excess(twin, fit, base))
         return excess
 
-    def _twin_excess(self, previous: dt.date | None, fit: Fit) -> Decimal:
+    def _twin_excess(self, previous: dt.date | None, fit: Fit, base: Decimal | None) -> Decimal:
+        """The twin day's excess over its expected value (a sum; with base, its ratio to the
+        expected value applied to base)."""
         p = self.index.get(previous) if previous else None
         if p is None or self.start is None or p < self.start or p in self.excluded:
             return ZERO
@@ -297,7 +309,11 @@ class _Run:
             return ZERO
         expected, sigma = fit.at(p, self.days[p].weekday())
         excess = value * self._scale(p) - expected  # at today's level (after a price cut)
-        return excess if self._z(excess, sigma) >= self.settings.continue_threshold else ZERO
+        if self._z(excess, sigma) < self.settings.continue_threshold:
+            return ZERO
+        if base is None or expected <= 0:
+            return excess
+        return base * excess / expected
 
     def run(self) -> Detection:
         for t in range(len(self.days)):
@@ -319,7 +335,9 @@ class _Run:
         fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
         if fit is None:
             return
-        expected = fit.expected + self._recurring_excess(t, fit)
+        expected = fit.expected + self._recurring_excess(t, fit, fit.expected)
+        if self.settings.ramp:
+            expected = self._ramp(t, positions, history, fit, expected)
         self.expected[t], self.sigma[t] = expected, fit.sigma
         if t in self.accepted_at or t - self.start < self.settings.min_history:
             return
@@ -329,6 +347,19 @@ class _Run:
         z = self._z(value - expected, fit.sigma)
         if z >= self.settings.threshold or self.candidate is not None:
             self._track(t, value, expected, z)
+
+    def _ramp(
+        self, t: int, positions: list[int], history: list[Decimal], fit: Fit, expected: Decimal
+    ) -> Decimal:
+        """The expected value raised along a ramp of the last ramp_days normal days (ramp.py)."""
+        points = []
+        for p, v in zip(positions[: self.settings.ramp_days], history, strict=False):
+            base, _ = fit.at(p, self.days[p].weekday())
+            base += self._recurring_excess(p, fit, base)  # month-end load is no ramp
+            if base > 0:
+                points.append((p, v / base))
+        factor = ramp_factor(points, t, min_t=self.settings.ramp_t)
+        return expected if factor is None else max(expected, fit.expected * factor)
 
     def _sparse(self, history: list[Decimal]) -> bool:
         zeros = sum(1 for v in history if v <= 0)

@@ -16,7 +16,8 @@ forecast = actual to date + expected spend for the rest of the period, where
   + (lever x se_slope)^2 when a trend is used (its error grows with the horizon), times a
   calibration factor: the root mean square of the fit's standardised errors on the sums of the
   same horizon (at most 21 days) after 4 origins a week apart at the end of the history, shrunk
-  toward 1 (as if 2 more had been exact), within 0.8..3. A level change, a trend or tails the
+  toward 1 (as if 2 more had been exact), within 0.8..3; and on a rising trend, times the level
+  at the horizon's middle over the window's mean level (noise is proportional to the level). A level change, a trend or tails the
   fit's own spread does not see show in those errors (bench/forecast.py, 200 series per kind:
   the band held the month's total 24 % of the time after a level change, 81 % now).
 
@@ -305,7 +306,18 @@ def _half_width(model: _Model, days: int) -> Decimal:
     # (the distance to the horizon's middle): the slope's error weighs that much per day.
     lever = m * (Decimal(days + 1) / 2 + model.origin_gap)
     variance = m * model.sigma**2 + (m * model.level_se) ** 2 + (lever * model.slope_se) ** 2
-    return Z90 * variance.sqrt() * model.inflation
+    return Z90 * variance.sqrt() * model.inflation * _noise_scale(model, days)
+
+
+def _noise_scale(model: _Model, days: int) -> Decimal:
+    """How much larger the noise is over the next `days` than over the fitted window: costs
+    vary in proportion to their level, so a series growing along its trend is noisier ahead
+    (its level at the horizon's middle over the window's mean level), never less than 1 (a
+    falling trend keeps the window's spread)."""
+    if model.slope <= 0 or model.level <= 0:
+        return ONE
+    ahead = model.level + model.slope * (Decimal(days + 1) / 2 + model.origin_gap)
+    return max(ONE, ahead / model.level)
 
 
 def run_rate_forecast(*, month_to_date: Decimal, days_elapsed: int, days_in_period: int) -> Decimal:
