@@ -64,6 +64,7 @@ LEVEL_SHIFT = "level_shift"
 NEW_SOURCE = "new_source"
 
 _HUNDRED = Decimal(100)
+_SQRT2 = Decimal(2).sqrt()
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,11 +290,13 @@ class _Run:
         far from last month's end), the larger, when that day was above the band's inner edge
         (continue_threshold) under the fit, which has its weekday factors and trend, yet no
         anomaly: a recurring charge, month-end load. base: day t's expected value under the fit.
-        A charge on the same day is a sum (a fee is the same on a Sunday); month-end load is a
-        factor of the day's level (closing jobs run at the scale of the team's work, so a load
-        learnt on a Sunday is larger on a Monday)."""
-        excess = self._twin_excess(_same_day_previous_month(self.days[t]), fit, None)
+        A fee is a sum (the same on a Sunday), month-end or month-start load a factor of the
+        day's level (closing jobs run at the scale of the team's work, so a load learnt on a
+        Sunday is larger on a Monday): with the month_end rule, the larger reading counts."""
+        same_day = _same_day_previous_month(self.days[t])
+        excess = self._twin_excess(same_day, fit, None)
         if self.settings.month_end:
+            excess = max(excess, self._twin_excess(same_day, fit, base))
             twin = _same_distance_from_previous_month_end(self.days[t])
             excess = max(excess, self._twin_excess(twin, fit, base))
         return excess
@@ -335,16 +338,20 @@ class _Run:
         fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
         if fit is None:
             return
-        expected = fit.expected + self._recurring_excess(t, fit, fit.expected)
+        excess = self._recurring_excess(t, fit, fit.expected)
+        expected, sigma = fit.expected + excess, fit.sigma
+        if excess > 0 and self.settings.month_end:
+            # Noise in proportion to the day's level, and the twin's own noise in the excess.
+            sigma = fit.relative_sigma * expected * _SQRT2
         if self.settings.ramp:
             expected = self._ramp(t, positions, history, fit, expected)
-        self.expected[t], self.sigma[t] = expected, fit.sigma
+        self.expected[t], self.sigma[t] = expected, sigma
         if t in self.accepted_at or t - self.start < self.settings.min_history:
             return
         if self.settings.catch_up:
-            expected = self._catch_up(t, value, expected, fit.sigma)
+            expected = self._catch_up(t, value, expected, sigma)
             self.expected[t] = expected
-        z = self._z(value - expected, fit.sigma)
+        z = self._z(value - expected, sigma)
         if z >= self.settings.threshold or self.candidate is not None:
             self._track(t, value, expected, z)
 
