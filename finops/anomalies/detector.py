@@ -107,6 +107,8 @@ class DetectorSettings:
     ramp: bool = True
     ramp_days: int = 14
     ramp_t: Decimal = Decimal(2)
+    # A ramp followed for at least this many days sets a new level when it ends.
+    ramp_min_run: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,6 +225,11 @@ class _Run:
         # Level changes: (first position of the new level, ratio new / old), oldest first.
         self.breaks: list[tuple[int, Decimal]] = []
         self.adapt_checked = -1
+        # Ramps: the days the ramp rule raised the expected value, and its last factor.
+        self.ramp_run: list[int] = []
+        self.ramp_level = ONE
+        # Days of ended ramps: out of the history, yet still twins for the month-end rule.
+        self.ramp_excluded: set[int] = set()
 
     def _history_start(self, t: int) -> int:
         start = self.start or 0
@@ -239,7 +246,7 @@ class _Run:
         floor = self._history_start(t)
         while j >= floor and len(values) < self.settings.window:
             value = self.values[j]
-            if value is not None and j not in self.excluded:
+            if value is not None and j not in self.excluded and j not in self.ramp_excluded:
                 positions.append(j)
                 values.append(value * self._scale(j))
                 weekdays.append(self.days[j].weekday())
@@ -338,13 +345,22 @@ class _Run:
         fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
         if fit is None:
             return
+        factor = self._ramp(t, positions, history, fit) if self.settings.ramp else None
+        if factor is None and self.ramp_run:
+            self._end_ramp()
+            positions, history, weekdays = self._history(t)
+            fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
+            if fit is None:
+                return
         excess = self._recurring_excess(t, fit, fit.expected)
         expected, sigma = fit.expected + excess, fit.sigma
         if excess > 0 and self.settings.month_end:
             # Noise in proportion to the day's level, and the twin's own noise in the excess.
             sigma = fit.relative_sigma * expected * _SQRT2
-        if self.settings.ramp:
-            expected = self._ramp(t, positions, history, fit, expected)
+        if factor is not None:
+            expected = max(expected, fit.expected * factor)
+            self.ramp_run.append(t)
+            self.ramp_level = factor
         self.expected[t], self.sigma[t] = expected, sigma
         if t in self.accepted_at or t - self.start < self.settings.min_history:
             return
@@ -355,18 +371,30 @@ class _Run:
         if z >= self.settings.threshold or self.candidate is not None:
             self._track(t, value, expected, z)
 
+    def _end_ramp(self) -> None:
+        """A ramp is over: the level it reached is the new baseline (the days before it are
+        rescaled to it) and its own days, with the days its line was first fitted on, leave
+        the history (they are neither the old level nor the new one)."""
+        if len(self.ramp_run) < self.settings.ramp_min_run:
+            self.ramp_run = []  # a few high days (month-end load, noise), not a new level
+            return
+        first = self.ramp_run[0] - self.settings.ramp_days // 2
+        self.breaks.append((first, self.ramp_level))
+        self.ramp_excluded.update(range(max(0, first), self.ramp_run[-1] + 1))
+        self.ramp_run = []
+
     def _ramp(
-        self, t: int, positions: list[int], history: list[Decimal], fit: Fit, expected: Decimal
-    ) -> Decimal:
-        """The expected value raised along a ramp of the last ramp_days normal days (ramp.py)."""
+        self, t: int, positions: list[int], history: list[Decimal], fit: Fit
+    ) -> Decimal | None:
+        """The factor on the fit's expected value along a ramp of the last ramp_days normal
+        days (ramp.py), or None."""
         points = []
         for p, v in zip(positions[: self.settings.ramp_days], history, strict=False):
             base, _ = fit.at(p, self.days[p].weekday())
             base += self._recurring_excess(p, fit, base)  # month-end load is no ramp
             if base > 0:
                 points.append((p, v / base))
-        factor = ramp_factor(points, t, min_t=self.settings.ramp_t)
-        return expected if factor is None else max(expected, fit.expected * factor)
+        return ramp_factor(points, t, min_t=self.settings.ramp_t)
 
     def _sparse(self, history: list[Decimal]) -> bool:
         zeros = sum(1 for v in history if v <= 0)
