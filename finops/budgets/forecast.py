@@ -46,6 +46,8 @@ CALIBRATION_HORIZON = 21
 SEASONAL_MIN_DAYS = 14
 TREND_MIN_DAYS = 7
 TREND_T = Decimal(3)
+# A trend this significant over the window is used when the longest window confirms it.
+TREND_T_SUPPORTED = Decimal(2)
 # z of the 90th percentile of the standard normal: p10 = mean - Z90 sigma, p90 = mean + Z90 sigma.
 Z90 = Decimal("1.2815515655")
 ZERO = Decimal(0)
@@ -173,7 +175,7 @@ def _fit(history: Sequence[Decimal], first_weekday: int, window_days: int) -> _M
     slope = ZERO
     if n >= TREND_MIN_DAYS:
         fitted_slope, t_stat = _trend(deseasoned)
-        if abs(t_stat) > TREND_T:
+        if abs(t_stat) > TREND_T or _supported(history, first_weekday, offsets, t_stat):
             slope = fitted_slope
             method += "+trend"
     mean_index = Decimal(n - 1) / 2
@@ -193,6 +195,21 @@ def _fit(history: Sequence[Decimal], first_weekday: int, window_days: int) -> _M
         last=Decimal(len(history) - 1),
         window=window_days,
     )
+
+
+def _supported(
+    history: Sequence[Decimal], first_weekday: int, offsets: Sequence[Decimal], t_stat: Decimal
+) -> bool:
+    """Whether a trend the window shows weakly (|t| > TREND_T_SUPPORTED) is significant over
+    the longest window too, in the same direction: a steady growth 28 days cannot tell from
+    noise but 56 can is growth (a level change inside the short window shows in both)."""
+    if abs(t_stat) <= TREND_T_SUPPORTED:
+        return False
+    longest = history[-WINDOW_DAYS:]
+    begin = len(history) - len(longest)
+    deseasoned = [v - offsets[(first_weekday + begin + i) % 7] for i, v in enumerate(longest)]
+    _, long_t = _trend(deseasoned)
+    return abs(long_t) > TREND_T and (long_t > 0) == (t_stat > 0)
 
 
 def _calibrate(
