@@ -23,9 +23,7 @@ ZERO = Decimal(0)
 ONE = Decimal(1)
 
 
-def ramp_factor(
-    points: Sequence[tuple[int, Decimal]], t: int, *, min_t: Decimal
-) -> Decimal | None:
+def ramp_factor(points: Sequence[tuple[int, Decimal]], t: int, *, min_t: Decimal) -> Decimal | None:
     """The line through points (position, ratio to expected) extrapolated to position t, when
     it rises with a t-statistic of at least min_t and ends above 1; None otherwise. The line is
     Theil-Sen's (the median of the pairwise slopes, then the median intercept), so two or three
