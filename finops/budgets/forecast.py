@@ -323,8 +323,11 @@ def _half_width(model: _Model, days: int) -> Decimal:
     # Sum over the horizon of the distance (in days) from the window's middle, about m x
     # (the distance to the horizon's middle): the slope's error weighs that much per day.
     lever = m * (Decimal(days + 1) / 2 + model.origin_gap)
-    variance = m * model.sigma**2 + (m * model.level_se) ** 2 + (lever * model.slope_se) ** 2
-    return Z90 * variance.sqrt() * model.inflation * _noise_scale(model, days)
+    # Noise and the level's error scale with the level ahead; the slope's error does not.
+    scale = _noise_scale(model, days)
+    noise = (m * model.sigma**2 + (m * model.level_se) ** 2) * scale**2
+    variance = noise + (lever * model.slope_se) ** 2
+    return Z90 * variance.sqrt() * model.inflation
 
 
 def _noise_scale(model: _Model, days: int) -> Decimal:
