@@ -333,7 +333,9 @@ class _Run(SparseRule):
             base += self._recurring_excess(p, fit, base)  # month-end load is no ramp
             if base > 0:
                 points.append((p, v / base))
-        return ramp_factor(points, t, min_t=self.settings.ramp_t)
+        factor = ramp_factor(points, t, min_t=self.settings.ramp_t)
+        floor = ONE + self.settings.adapt_percent / _HUNDRED  # a line within noise is no ramp
+        return factor if factor is not None and factor >= floor else None
 
     def _catch_up(self, t: int, value: Decimal, expected: Decimal, sigma: Decimal) -> Decimal:
         """Record day t's shortfall below its band's lower edge, or set its excess against the
