@@ -198,11 +198,15 @@ def zscore(history: list[float], today: float) -> bool:
 
 BEFORE = "ours, issue 28 rules off"
 HARD_METHODS: dict[str, Callable[[Series], Events]] = {
-    BEFORE: _ours(month_end=False, catch_up=False, adapt_level=False, sparse_rule=False),
-    "ours + month end": _ours(catch_up=False, adapt_level=False, sparse_rule=False),
-    "ours + catch-up": _ours(month_end=False, adapt_level=False, sparse_rule=False),
-    "ours + level adapt": _ours(month_end=False, catch_up=False, sparse_rule=False),
-    "ours + sparse rule": _ours(month_end=False, catch_up=False, adapt_level=False),
+    BEFORE: _ours(
+        month_end=False, catch_up=False, adapt_level=False, sparse_rule=False, ramp=False
+    ),
+    "ours + month end": _ours(catch_up=False, adapt_level=False, sparse_rule=False, ramp=False),
+    "ours + catch-up": _ours(month_end=False, adapt_level=False, sparse_rule=False, ramp=False),
+    "ours + level adapt": _ours(month_end=False, catch_up=False, sparse_rule=False, ramp=False),
+    "ours + sparse rule": _ours(month_end=False, catch_up=False, adapt_level=False, ramp=False),
+    "ours + ramp": _ours(month_end=False, catch_up=False, adapt_level=False, sparse_rule=False),
+    "ours, ramp rule off": _ours(ramp=False),
 }
 METHODS: dict[str, Callable[[Series], Events]] = {
     "ours (robust seasonal)": ours,

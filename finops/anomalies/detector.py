@@ -17,11 +17,18 @@ For each day t of a series, the expected value comes from the series' own histor
   anomaly (seen during warm-up, itself recurring, or marked expected), its excess is expected
   again: a support fee on the 1st of every month is learnt once, not alerted monthly. So is the
   day as far from the previous month's end (month-end load: the 30th of November's twin is the
-  31st of October), the larger of the two.
+  31st of October), the larger of the two. With the month_end rule a twin's excess is read both
+  as a sum (a fee) and as a factor of the day's level (load learnt on a Sunday is larger on a
+  Monday), the larger counts, and such a day's sigma is in proportion to its level, times
+  sqrt(2) (the twin's own noise is in the excess).
 - Level changes (price cuts, ramps): when the last 5 normal days all sit on one side of their
   expected value by >= 5 % and 1.5 sigma, history before the first of them is rescaled by
   their median ratio to expected, so the new level is the baseline within a week, weekday
   shape kept (the old code took up to the 42-day window's half to follow a price cut).
+- Ramps (new runs ramping up, ramp.py): when the ratios of the last 14 normal days to their
+  expected value rise along a significant line (Theil-Sen, t >= 2) that ends above 1, the day's
+  expected value follows the line; a ramp followed 5+ days sets, when it ends, a new level (the
+  days before it rescaled to the level it reached, its own days out of the history).
 - Late bills and catch-up days: what the last 3 days fell short of their band's lower edge is
   set against a day's excess before it is judged (a bill booked a day late, the work a holiday
   deferred).
@@ -30,7 +37,7 @@ For each day t of a series, the expected value comes from the series' own histor
   day, and 5 days in a row of cost, each at least the median active day, summing to >= 2x the
   history's largest 5-day sum, are a level shift (extended while it goes on).
 
-Each of these four rules is a DetectorSettings switch; bench/anomalies.py measures the detector
+Each of these five rules is a DetectorSettings switch; bench/anomalies.py measures the detector
 with them on and off on hard series (bench/anomaly_series.py).
 
 Events (upward only: a cost drop pages nobody):
@@ -45,103 +52,45 @@ Events (upward only: a cost drop pages nobody):
   is one event extended day by day until it ends, or until it is marked expected.
 - Nothing is evaluated before `min_history` (14) days of the series exist.
 
-The fit of a day (seasonality, trend, spread) is expected_value.py; new cost sources are
-new_sources.py.
+The fit of a day (seasonality, trend, spread) is expected_value.py; the ramp rule's line is
+ramp.py; the settings and results are detector_types.py; new cost sources are new_sources.py.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 
+from finops.anomalies.detector_types import (
+    LEVEL_SHIFT,
+    NEW_SOURCE,
+    SPIKE,
+    Accepted,
+    DayFit,
+    Detection,
+    DetectorSettings,
+    Event,
+)
 from finops.anomalies.expected_value import ONE, ZERO, Fit, fit_day, median
+from finops.anomalies.ramp import ramp_factor
+from finops.anomalies.sparse_rule import SparseRule
 
-SPIKE = "spike"
-LEVEL_SHIFT = "level_shift"
-NEW_SOURCE = "new_source"
+__all__ = [
+    "LEVEL_SHIFT",
+    "NEW_SOURCE",
+    "SPIKE",
+    "Accepted",
+    "DayFit",
+    "Detection",
+    "DetectorSettings",
+    "Event",
+    "detect",
+]
 
 _HUNDRED = Decimal(100)
-
-
-@dataclass(frozen=True, slots=True)
-class DetectorSettings:
-    min_impact: Decimal = Decimal(100)
-    # Percent, e.g. 20 for 20 %.
-    min_percent: Decimal = Decimal(20)
-    min_history: int = 14
-    window: int = 42
-    threshold: Decimal = Decimal("5")
-    continue_threshold: Decimal = Decimal(2)
-    level_shift_days: int = 3
-    max_gap: int = 1
-    # New sources: the days after first sight whose cost counts towards the floor.
-    new_source_days: int = 7
-    # The rules of issue 28 (each can be switched off: bench/anomalies.py measures both).
-    # Month-end load: the excess of the day as far from the previous month's end is expected.
-    month_end: bool = True
-    # Late bills and catch-up days: a day's excess is first set against what the previous
-    # `catch_up_days` fell short of their band's lower edge (work booked, or done, late).
-    catch_up: bool = True
-    catch_up_days: int = 3
-    # Level changes (price cuts, ramps): when the last `adapt_days` normal days all sit on one
-    # side of expected, by at least max(adapt_percent, 1.5 sigma), history before them is
-    # rescaled to their level (the weekday shape is kept).
-    adapt_level: bool = True
-    adapt_days: int = 5
-    adapt_percent: Decimal = Decimal(5)
-    # Sparse series (>= sparse_zero_share of the history's days at zero): a day is a spike when
-    # it is >= sparse_factor x the largest day of the history; a burst (a level shift) when
-    # sparse_burst_days days in a row cost, each >= the history's median non-zero day, and
-    # their sum >= sparse_factor x the history's largest sum of as many days.
-    sparse_rule: bool = True
-    sparse_zero_share: Decimal = Decimal("0.3")
-    sparse_factor: Decimal = Decimal(2)
-    sparse_burst_days: int = 5
-
-
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    """An event someone marked `expected`: its days are normal, and a level shift is the new
-    baseline from its first day on."""
-
-    first: dt.date
-    last: dt.date
-    kind: str
-
-
-@dataclass(frozen=True, slots=True)
-class DayFit:
-    day: dt.date
-    actual: Decimal | None
-    expected: Decimal | None
-    low: Decimal | None
-    high: Decimal | None
-
-
-@dataclass(slots=True)
-class Event:
-    kind: str
-    first: dt.date
-    last: dt.date
-    # Money: sums over [first, last] of value x weight and expected x weight.
-    actual: Decimal
-    expected: Decimal
-    # The day the event first cleared both floors (when it would have been reported).
-    reported_on: dt.date
-    ongoing: bool
-    peak_z: Decimal
-
-    @property
-    def impact(self) -> Decimal:
-        return self.actual - self.expected
-
-
-@dataclass(slots=True)
-class Detection:
-    events: list[Event] = field(default_factory=list)
-    fits: list[DayFit] = field(default_factory=list)
+_SQRT2 = Decimal(2).sqrt()
 
 
 def _percent(deviation: Decimal, expected: Decimal) -> Decimal | None:
@@ -182,7 +131,7 @@ class _Candidate:
     peak_z: Decimal = ZERO
 
 
-class _Run:
+class _Run(SparseRule):
     """One pass over a series, day by day (each day sees only the days before it)."""
 
     def __init__(
@@ -215,6 +164,11 @@ class _Run:
         # Level changes: (first position of the new level, ratio new / old), oldest first.
         self.breaks: list[tuple[int, Decimal]] = []
         self.adapt_checked = -1
+        # Ramps: the days the ramp rule raised the expected value, and its last factor.
+        self.ramp_run: list[int] = []
+        self.ramp_level = ONE
+        # Days of ended ramps: out of the history, yet still twins for the month-end rule.
+        self.ramp_excluded: set[int] = set()
 
     def _history_start(self, t: int) -> int:
         start = self.start or 0
@@ -231,7 +185,7 @@ class _Run:
         floor = self._history_start(t)
         while j >= floor and len(values) < self.settings.window:
             value = self.values[j]
-            if value is not None and j not in self.excluded:
+            if value is not None and j not in self.excluded and j not in self.ramp_excluded:
                 positions.append(j)
                 values.append(value * self._scale(j))
                 weekdays.append(self.days[j].weekday())
@@ -277,18 +231,25 @@ class _Run:
         self.breaks.append((first, level))
         self.adapt_checked = t - 1
 
-    def _recurring_excess(self, t: int, fit: Fit) -> Decimal:
+    def _recurring_excess(self, t: int, fit: Fit, base: Decimal) -> Decimal:
         """The excess of the same day last month (and, with the month_end rule, of the day as
         far from last month's end), the larger, when that day was above the band's inner edge
-        (continue_threshold) under today's fit, which has its weekday factors and trend, yet
-        no anomaly: a recurring charge, month-end load."""
-        excess = self._twin_excess(_same_day_previous_month(self.days[t]), fit)
+        (continue_threshold) under the fit, which has its weekday factors and trend, yet no
+        anomaly: a recurring charge, month-end load. base: day t's expected value under the fit.
+        A fee is a sum (the same on a Sunday), month-end or month-start load a factor of the
+        day's level (closing jobs run at the scale of the team's work, so a load learnt on a
+        Sunday is larger on a Monday): with the month_end rule, the larger reading counts."""
+        same_day = _same_day_previous_month(self.days[t])
+        excess = self._twin_excess(same_day, fit, None)
         if self.settings.month_end:
+            excess = max(excess, self._twin_excess(same_day, fit, base))
             twin = _same_distance_from_previous_month_end(self.days[t])
-            excess = max(excess, self._twin_excess(twin, fit))
+            excess = max(excess, self._twin_excess(twin, fit, base))
         return excess
 
-    def _twin_excess(self, previous: dt.date | None, fit: Fit) -> Decimal:
+    def _twin_excess(self, previous: dt.date | None, fit: Fit, base: Decimal | None) -> Decimal:
+        """The twin day's excess over its expected value (a sum; with base, its ratio to the
+        expected value applied to base)."""
         p = self.index.get(previous) if previous else None
         if p is None or self.start is None or p < self.start or p in self.excluded:
             return ZERO
@@ -297,7 +258,11 @@ class _Run:
             return ZERO
         expected, sigma = fit.at(p, self.days[p].weekday())
         excess = value * self._scale(p) - expected  # at today's level (after a price cut)
-        return excess if self._z(excess, sigma) >= self.settings.continue_threshold else ZERO
+        if self._z(excess, sigma) < self.settings.continue_threshold:
+            return ZERO
+        if base is None or expected <= 0:
+            return excess
+        return base * excess / expected
 
     def run(self) -> Detection:
         for t in range(len(self.days)):
@@ -319,94 +284,58 @@ class _Run:
         fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
         if fit is None:
             return
-        expected = fit.expected + self._recurring_excess(t, fit)
-        self.expected[t], self.sigma[t] = expected, fit.sigma
+        factor = self._ramp(t, positions, history, fit) if self.settings.ramp else None
+        if factor is None and self.ramp_run:
+            self._end_ramp()
+            positions, history, weekdays = self._history(t)
+            fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
+            if fit is None:
+                return
+        excess = self._recurring_excess(t, fit, fit.expected)
+        expected, sigma = fit.expected + excess, fit.sigma
+        if excess > 0 and self.settings.month_end:
+            # Noise in proportion to the day's level, and the twin's own noise in the excess.
+            sigma = fit.relative_sigma * expected * _SQRT2
+        if factor is not None:
+            expected = max(expected, fit.expected * factor)
+            self.ramp_run.append(t)
+            self.ramp_level = factor
+        self.expected[t], self.sigma[t] = expected, sigma
         if t in self.accepted_at or t - self.start < self.settings.min_history:
             return
         if self.settings.catch_up:
-            expected = self._catch_up(t, value, expected, fit.sigma)
+            expected = self._catch_up(t, value, expected, sigma)
             self.expected[t] = expected
-        z = self._z(value - expected, fit.sigma)
+        z = self._z(value - expected, sigma)
         if z >= self.settings.threshold or self.candidate is not None:
             self._track(t, value, expected, z)
 
-    def _sparse(self, history: list[Decimal]) -> bool:
-        zeros = sum(1 for v in history if v <= 0)
-        return len(history) >= self.settings.min_history and (
-            zeros >= self.settings.sparse_zero_share * len(history)
-        )
+    def _end_ramp(self) -> None:
+        """A ramp is over: the level it reached is the new baseline (the days before it are
+        rescaled to it) and its own days, with the days its line was first fitted on, leave
+        the history (they are neither the old level nor the new one)."""
+        if len(self.ramp_run) < self.settings.ramp_min_run:
+            self.ramp_run = []  # a few high days (month-end load, noise), not a new level
+            return
+        first = self.ramp_run[0] - self.settings.ramp_days // 2
+        self.breaks.append((first, self.ramp_level))
+        self.ramp_excluded.update(range(max(0, first), self.ramp_run[-1] + 1))
+        self.ramp_run = []
 
-    def _sparse_step(self, t: int, value: Decimal, history: list[Decimal]) -> None:
-        """The sparse series' rule (DetectorSettings.sparse_rule), judged against every normal
-        day since the history starts (a sparse series has few active days in one window): a
-        spike is a day of at least sparse_factor x the largest of them (5 active days known at
-        least); a burst, sparse_burst_days days in a row each costing at least the median active
-        day and summing to sparse_factor x the largest sum of as many days (a level shift,
-        extended while its days keep costing that much; spikes inside it are part of it)."""
-        s = self.settings
-        b = s.sparse_burst_days
-        known = {
-            j: self.values[j] or ZERO
-            for j in range(self._history_start(t), t)
-            if j not in self.excluded and self.values[j] is not None
-        }
-        nonzero = [v for v in known.values() if v > 0]
-        if not nonzero:
-            return
-        typical, largest = median(nonzero), max(nonzero)
-        self.expected[t] = sum(history, ZERO) / len(history)
-        self.sigma[t] = max(ZERO, s.sparse_factor * largest - self.expected[t]) / s.threshold
-        if t in self.accepted_at or t - (self.start or 0) < s.min_history:
-            return
-        burst = self.events[-1] if self.events and self.events[-1].kind == LEVEL_SHIFT else None
-        if burst is not None and burst.last == self.days[t - 1] and value >= typical:
-            self.excluded.add(t)
-            self.events.pop()
-            self._sparse_event(LEVEL_SHIFT, self.index[burst.first], t, typical)
-            return
-        run = [self.values[j] or ZERO for j in range(t - b + 1, t + 1) if j >= 0]
-        before = [v for j, v in known.items() if j <= t - b]  # not the run's own days
-        sums = [sum(before[i : i + b], ZERO) for i in range(max(1, len(before) - b + 1))]
-        total = sum(run, ZERO)
-        if (
-            len(run) == b
-            and min(run) >= typical
-            and total >= s.sparse_factor * max(sums)
-            and total - b * typical >= s.min_impact
-        ):
-            first = self.days[t - b + 1]
-            while self.events and self.events[-1].kind == SPIKE and self.events[-1].first >= first:
-                self.events.pop()  # a spike of the burst's first days: the burst's start
-            self.excluded.update(range(t - b + 1, t + 1))
-            self._sparse_event(LEVEL_SHIFT, t - b + 1, t, typical)
-            return
-        if (
-            len(nonzero) >= 5
-            and value >= s.sparse_factor * largest
-            and value - typical >= s.min_impact
-        ):
-            self.excluded.add(t)
-            self._sparse_event(SPIKE, t, t, typical)
-
-    def _sparse_event(self, kind: str, first: int, last: int, typical: Decimal) -> None:
-        actual = expected = ZERO
-        for i in range(first, last + 1):
-            value = self.values[i]
-            if value is not None:
-                actual += value * self.weights[i]
-                expected += typical * self.weights[i]
-        self.events.append(
-            Event(
-                kind=kind,
-                first=self.days[first],
-                last=self.days[last],
-                actual=actual,
-                expected=expected,
-                reported_on=self.days[last],
-                ongoing=False,
-                peak_z=self.settings.threshold,
-            )
-        )
+    def _ramp(
+        self, t: int, positions: list[int], history: list[Decimal], fit: Fit
+    ) -> Decimal | None:
+        """The factor on the fit's expected value along a ramp of the last ramp_days normal
+        days (ramp.py), or None."""
+        points = []
+        for p, v in zip(positions[: self.settings.ramp_days], history, strict=False):
+            base, _ = fit.at(p, self.days[p].weekday())
+            base += self._recurring_excess(p, fit, base)  # month-end load is no ramp
+            if base > 0:
+                points.append((p, v / base))
+        factor = ramp_factor(points, t, min_t=self.settings.ramp_t)
+        floor = ONE + self.settings.adapt_percent / _HUNDRED  # a line within noise is no ramp
+        return factor if factor is not None and factor >= floor else None
 
     def _catch_up(self, t: int, value: Decimal, expected: Decimal, sigma: Decimal) -> Decimal:
         """Record day t's shortfall below its band's lower edge, or set its excess against the

@@ -100,3 +100,51 @@ def test_a_sparse_team_suddenly_busy_every_day_is_a_level_shift() -> None:
     assert [(e.kind, e.first, e.last) for e in events] == [
         (LEVEL_SHIFT, dt.date(2025, 11, 10), dt.date(2025, 11, 19))
     ]
+
+
+def _ramp(values: list[float], first: int, length: int, top: float) -> None:
+    for i in range(first, DAYS):
+        values[i] *= 1 + (top - 1) * min(1.0, (i - first + 1) / length)
+
+
+def test_new_runs_ramping_up_are_followed_and_a_spike_after_the_ramp_is_alerted() -> None:
+    values = _flat(6)
+    _ramp(values, _index(dt.date(2025, 10, 20)), 21, 2.2)  # to 2,200 a day by 9 November
+    spike = _index(dt.date(2025, 12, 1))
+    values[spike] *= 1.6
+
+    (event,) = _run(values)
+    assert (event.kind, event.first) == (SPIKE, dt.date(2025, 12, 1))
+    # Without the rule the ramp is alerted, and its history leaves the spike unseen.
+    without = [e.first for e in _run(values, ramp=False)]
+    assert dt.date(2025, 12, 1) not in without
+    assert without != []
+
+
+def test_a_step_up_is_still_a_level_shift_on_its_first_day() -> None:
+    values = _flat(7)
+    first = _index(dt.date(2025, 11, 5))
+    values[first:] = [v * 1.5 for v in values[first:]]
+
+    (event,) = _run(values)
+    assert (event.kind, event.first) == (LEVEL_SHIFT, dt.date(2025, 11, 5))
+
+
+def test_month_end_load_learnt_on_a_weekend_is_a_factor_of_a_weekday() -> None:
+    # Weekends at 60 %; 30 and 31 August 2025 are a Saturday and a Sunday, 29 and 30 September
+    # a Monday and a Tuesday: the load (x 2.5) learnt on the weekend is larger on weekdays.
+    start = dt.date(2025, 8, 20)
+    rng = random.Random(8)
+    days = [start + dt.timedelta(days=i) for i in range(61)]
+    values = []
+    for day in days:
+        value = 1000 * (0.6 if day.weekday() >= 5 else 1.0) * (1 + rng.gauss(0, 0.03))
+        if (day + dt.timedelta(days=2)).day <= 2:
+            value *= 2.5
+        values.append(Decimal(f"{value:.2f}"))
+
+    def run(**rules: bool) -> list[Event]:
+        return detect(days, list(values), settings=DetectorSettings(**rules)).events  # type: ignore[arg-type]
+
+    assert run() == []
+    assert run(month_end=False) != []

@@ -4,6 +4,7 @@ p10-p90 band; and the periods (month, fiscal quarter, fiscal year)."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from datetime import date, timedelta
 from decimal import Decimal
@@ -202,3 +203,45 @@ def test_band_of_a_steady_series_stays_about_its_width() -> None:
     # Four backtests of a noisy series vary: this one calls for 1.5x (bench/forecast.py, 200
     # flat series: the band holds the month 77.5 % of the time, 74.8 % before).
     assert D("0.8") <= ratio <= D("1.6")
+
+
+def _growing_history() -> list[Decimal]:
+    # +6 a day from 1,000, noise sd 60: over the last 28 days the trend's t is about 2.7 (below
+    # TREND_T), over the 56 days about 11.
+    rng = random.Random(12)
+    return [Decimal(f"{1000 + 6 * i + rng.gauss(0, 60):.2f}") for i in range(56)]
+
+
+def test_a_weak_trend_the_longest_window_confirms_is_followed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from finops.budgets import forecast as module
+
+    history = _growing_history()
+    _, short_t = module._trend(history[-28:])
+    assert Decimal(2) < short_t < module.TREND_T
+    assert module._fit(history, 0, 28).method == "weekday+trend"
+    # Without the longest window's support the 28 days are forecast flat.
+    monkeypatch.setattr(module, "TREND_T_SUPPORTED", module.TREND_T)
+    assert module._fit(history, 0, 28).method == "weekday"
+
+
+def test_band_on_a_rising_trend_is_scaled_to_the_level_ahead() -> None:
+    from finops.budgets.forecast import _Model, _noise_scale
+
+    # Level 100 at the window's middle (index 27.5), +2 a day, the history's last day 55: the
+    # next 10 days' middle is 27.5 + 5.5 = 33 days past the middle, at 166: 1.66 x the noise.
+    model = _Model(
+        level=Decimal(100),
+        slope=Decimal(2),
+        origin=Decimal("27.5"),
+        offsets=(Decimal(0),) * 7,
+        sigma=Decimal(10),
+        level_se=Decimal(1),
+        method="weekday+trend",
+        last=Decimal(55),
+    )
+    assert _noise_scale(model, 10) == Decimal("1.66")
+    # A falling trend keeps the window's spread.
+    falling = _Model(**{**model.__dict__, "slope": Decimal(-2)})
+    assert _noise_scale(falling, 10) == 1
