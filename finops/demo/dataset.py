@@ -265,6 +265,16 @@ def _write_oci(dataset: DemoDataset, root: Path) -> DemoFile:
     return DemoFile("billing", Format.FOCUS, path, "oci-focus-demo", "UTC", len(rows), totals)
 
 
+def aws_restated_write(*, focus_rows: list[Row], month: Month, out: Path) -> Path:
+    """The AWS bill of `month` delivered again (as CUR 2.0 re-delivers a restated period),
+    beside the first delivery so that both stay on disk."""
+    rows = export_aws.cur_rows(focus_rows=focus_rows, month=month)
+    path = out / month.label / "billing" / "aws-restated" / "acme-cur2" / "data"
+    path = path / f"BILLING_PERIOD={month.label}" / "acme-cur2-00001.csv.gz"
+    _write(path, csv_bytes(rows, export_aws.CUR_COLUMNS), compress=True)
+    return path
+
+
 def coreweave_rates(dataset: DemoDataset) -> list[export_coreweave.ContractRate]:
     return export_coreweave.contract_rates(focus_rows=dataset.bills["coreweave"])
 

@@ -471,7 +471,7 @@ def schedule_cluster(
         month_len=month.seconds,
         blocked=_blocked_intervals(month, time_zone),
         nodes=[_NodeState(n, [n.up[0][0] if n.up else month.seconds] * 8) for n in nodes],
-        run_base=0 if history is None else 20 * history,
+        run_base=0 if history is None else 1000 * history,
         requeue=requeue,
     )
     utilisation = rng.uniform(0.80, 0.88)
