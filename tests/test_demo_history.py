@@ -17,17 +17,16 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from finops.demo.dataset import dataset_build, dataset_write
+from finops.demo.dataset import dataset_build
 from finops.demo.fleet import DAY, FleetPlan, Month, Pricing, Scale, build_fleet
 from finops.demo.generate_sacct import render_sacct
 from finops.demo.history import (
     RESERVATION,
     RESTATEMENT_CREDIT,
-    RESTATEMENT_DESCRIPTION,
     history_plans,
     restated_index,
 )
-from finops.demo.run_metrics import STARTUP, MODELS, run_logs, run_metrics_write
+from finops.demo.run_metrics import MODELS, STARTUP, run_logs, run_metrics_write
 from finops.demo.workload import Job
 
 LAST = Month(2025, 10)
@@ -39,11 +38,14 @@ def test_six_months_end_at_the_last_and_grow() -> None:
         "2025-05", "2025-06", "2025-07", "2025-08", "2025-09", "2025-10",
     ]  # fmt: skip
     growth = [p.fleet.growth for p in plans]
-    assert growth == sorted(growth) and growth[0] == pytest.approx(0.6) and growth[-1] == 1.0
+    assert growth == sorted(growth)
+    assert growth[0] == pytest.approx(0.6)
+    assert growth[-1] == 1.0
     # The reservation is bought half-way; the runaway is in the last month only.
     assert [RESERVATION in p.fleet.commitments for p in plans] == [False] * 3 + [True] * 3
     assert [bool(p.fleet.runaway) for p in plans] == [False] * 5 + [True]
-    assert restated_index(6) == 2 and restated_index(3) is None
+    assert restated_index(6) == 2
+    assert restated_index(3) is None
     across_a_year = history_plans(last=Month(2026, 2), count=4)
     assert [p.month.label for p in across_a_year] == ["2025-11", "2025-12", "2026-01", "2026-02"]
 
@@ -82,8 +84,10 @@ def test_history_month_requeues_preempted_jobs_under_their_job_id(tmp_path: Path
     assert requeued
     for job in requeued:
         assert job.requeue_of is not None
-        assert job.job_id == job.requeue_of.job_id and job.requeue_of.state == "PREEMPTED"
-        assert job.start is not None and job.requeue_of.end is not None
+        assert job.job_id == job.requeue_of.job_id
+        assert job.requeue_of.state == "PREEMPTED"
+        assert job.start is not None
+        assert job.requeue_of.end is not None
         assert job.start >= job.requeue_of.end
     # sacct -D: the JobID printed once per attempt, each with its own Start.
     text = render_sacct(jobs=jobs, month=first.month, time_zone="UTC")
@@ -99,7 +103,8 @@ def test_history_month_requeues_preempted_jobs_under_their_job_id(tmp_path: Path
         assert not {j.run_id for j in a} & {j.run_id for j in b}
     # The runaway: idle nodes billed in the last month only, with no job on them.
     runaway = [n for n in second.nodes if n.pool.partition == "h100-eval"]
-    assert runaway and not any(n.pool.partition == "h100-eval" for n in first.nodes)
+    assert runaway
+    assert not any(n.pool.partition == "h100-eval" for n in first.nodes)
     used = {h for js in second.jobs.values() for j in js for h in j.nodes}
     assert not used & {n.hostname for n in runaway}
 
@@ -123,7 +128,8 @@ def test_a_preempted_attempt_loses_what_followed_its_last_checkpoint() -> None:
     first, second = log.attempts
     model = MODELS["llama-ft-7b"]
     saved = [s for s in first if s.checkpoint]
-    assert saved and not first[-1].checkpoint  # preempted: no checkpoint on the way out
+    assert saved
+    assert not first[-1].checkpoint
     assert first[-1].step > saved[-1].step
     # The second attempt starts over from the last checkpoint, not from where the first stopped.
     assert saved[-1].step < second[0].step < first[-1].step + (second[0].at - 4 * hour) // 60
@@ -147,3 +153,88 @@ def test_metrics_files_in_three_formats(tmp_path: Path) -> None:
     text = "".join(p.read_text() for p in sorted(megatron.path.iterdir()))
     assert "successfully saved checkpoint from iteration" in text
     assert " | consumed samples: " in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_four_month_demo_end_to_end(
+    tmp_path: Path, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from billing_ingest.models import CostLineItem, ImportBatch
+    from finops.attribution.models import AllocatedCost
+    from finops.budgets.models import BudgetAlert
+    from finops.notifications.models import EmailNotification
+    from finops.org.models import Profile
+    from finops.run_metrics.models import TrainingRun
+
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    monkeypatch.setenv("FINOPS_DEMO_URL", "http://demo.example:9001")
+    out = io.StringIO()
+    call_command(
+        "demo", "--scale", "small", "--month", "2025-10", "--months", "4", "--out",
+        str(tmp_path), stdout=out,
+    )  # fmt: skip
+    text = out.getvalue()
+    months = [p.month for p in history_plans(last=LAST, count=4)]
+
+    # Every month billed and attributed, to the cent.
+    for month in months:
+        period = month.start.date()
+        items = CostLineItem.objects.settled().filter(billing_period=period)
+        effective = sum(items.values_list("effective_cost", flat=True), Decimal(0))
+        ledger = AllocatedCost.objects.filter(billing_period=period)
+        assert effective > 0
+        assert sum(ledger.values_list("amount", flat=True), Decimal(0)) == effective
+        assert month.label in text
+
+    # The restated month: the first AWS delivery superseded, the credit in the current one.
+    restated = months[restated_index(4) or 0]
+    period = restated.start.date()
+    aws = ImportBatch.objects.filter(source="aws-cur-demo")
+    batches = [b for b in aws if restated.label in b.billing_periods]
+    assert sorted(b.status for b in batches) == ["succeeded", "superseded"]
+    first, again = sorted(batches, key=lambda b: b.pk)
+    assert first.status == "superseded"
+
+    def credits(batch: ImportBatch) -> list[Decimal]:
+        rows = CostLineItem.objects.filter(batch=batch, charge_category="Credit")
+        return sorted(rows.values_list("billed_cost", flat=True))
+
+    assert credits(again) == sorted([*credits(first), RESTATEMENT_CREDIT])
+    assert CostLineItem.objects.settled().filter(batch=first).count() == 0
+    assert f"restated {restated.label}" in text
+
+    # The viewer reads what finance reads and changes nothing.
+    viewer = Profile.objects.get(user__username="viewer")
+    assert viewer.role == Profile.Role.VIEWER
+    client = Client()
+    assert client.login(username="viewer", password="viewer-demo")
+    assert client.get("/budgets/").status_code == 200
+    assert client.post("/budgets/new/", {"name": "x"}).status_code == 403
+    assert "viewer (read-only): viewer" in text
+
+    # Alerts raised day by day: each on the day its threshold was crossed, on many days.
+    alerts = list(BudgetAlert.objects.all())
+    assert alerts
+    assert all(a.as_of == a.crossed_on for a in alerts)
+    assert len({a.as_of for a in alerts}) > len(months)
+    for alert in alerts:
+        assert alert.period_start <= alert.as_of < alert.period_start + timedelta(days=31)
+    assert "budget alerts, raised day by day" in text
+
+    # Every email link points at the served site.
+    bodies = list(EmailNotification.objects.values_list("text_body", flat=True))
+    assert bodies
+    assert all("http://demo.example:9001/" in body for body in bodies)
+    assert not any("127.0.0.1" in body for body in bodies)
+
+    # Run metrics in three formats, joined to the ledger's runs.
+    formats = set(ImportBatch.objects.filter(kind="run_metrics").values_list("format", flat=True))
+    assert formats >= {"csv", "megatron", "torchtitan"}
+    assert TrainingRun.objects.filter(team_slug="language").exists()
+
+    # The console speaks finance's words and prints no Python repr.
+    assert "invoiced cost (BilledCost)" in text
+    assert "amortised cost (EffectiveCost)" in text
+    assert "Decimal(" not in text
+    assert "datetime." not in text
+    assert "Summary(" not in text

@@ -171,12 +171,12 @@ def demo_alerts_last_id() -> int:
 def _email_words(alert: BudgetAlert) -> str:
     email = alert.notification
     if email is None:
-        return "no email: nobody to send it to"
+        return "alert raised, no email (nobody to send it to)"
     if email.status == EmailNotification.Status.SENT:
-        return "email sent"
+        return "alert sent"
     if email.status == EmailNotification.Status.FAILED:
-        return "email FAILED"
-    return "email queued"
+        return "alert email FAILED"
+    return "alert queued"
 
 
 def demo_alerts(*, after_id: int) -> list[AlertLine]:

@@ -33,7 +33,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 from django.test import override_settings
 
-from finops.demo.budgets import demo_budgets_ensure
+from finops.demo.budgets import demo_budgets_ensure, demo_budgets_replay
 from finops.demo.dataset import (
     DemoDataset,
     DemoFile,
@@ -262,11 +262,10 @@ class Command(BaseCommand):
             if restated is not None and aws_rows:
                 self._restate(months[restated], aws_rows, out)
             # Budgets sized from the last month, some crossed; evaluated day by day over every
-            # month, so each alert is raised on the day it would have been (once: a re-run
-            # sends nothing new).
+            # month as a daily check_budgets would have, so each alert is raised on its day
+            # (once: a re-run sends nothing new).
             demo_budgets_ensure(month=months[-1].start.date())
-            for day in _days(months):
-                self._call("check_budgets", "--as-of", day.isoformat())
+            demo_budgets_replay(days=_days(months))
         self.log = None
         self._print_metrics(metrics_files)
         self._print_alerts(alerts_before)
@@ -384,8 +383,8 @@ class Command(BaseCommand):
         )
         for a in alerts:
             self.stdout.write(
-                f"  {a.crossed_on} {a.budget:<28} {a.kind} {a.threshold} %: actual "
-                f"{a.actual:,.2f} of {a.amount:,.2f} {a.currency} ({a.email})"
+                f"  {a.crossed_on} {a.budget:<26} {a.email}: {a.kind} {a.threshold} % "
+                f"(actual {a.actual:,.2f} of {a.amount:,.2f} {a.currency})"
             )
 
     def _print_history(self, months: list[Month], restated: int | None) -> None:
@@ -406,8 +405,8 @@ class Command(BaseCommand):
         self.stdout.write("")
         self.stdout.write(self.style.SUCCESS(f"Demo month {month.label} ready in {seconds:.0f} s"))
         lines = [
-            f"line items:                     {summary.line_items}",
-            f"jobs:                           {summary.jobs}",
+            f"line items:                     {summary.line_items:,}",
+            f"jobs (every month):             {summary.jobs:,}",
             f"invoiced cost (BilledCost):     {summary.billed:,.2f} USD",
             f"amortised cost (EffectiveCost): {summary.effective:,.2f} USD",
             f"attributed:                     {summary.allocated:,.2f} USD",
