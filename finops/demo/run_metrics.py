@@ -47,9 +47,9 @@ class Model:
 
 MODELS: dict[str, Model] = {
     "llama-pretrain-70b": Model("language", "megatron", 70_000_000_000, 4096, 1024,
-                                (0.42, 0.50), 600, 3600),
+                                (0.42, 0.50), 1800, 3600),
     "llama-pretrain-70b-coreweave": Model("language", "torchtitan", 70_000_000_000, 4096, 1024,
-                                          (0.40, 0.48), 600, 3600),
+                                          (0.40, 0.48), 1800, 3600),
     "vit-l-pretrain": Model("vision", "csv", 304_000_000, 197, 4096, (0.34, 0.42), 1800, 7200),
     "llama-ft-7b": Model("language", "csv", 7_000_000_000, 4096, 64, (0.28, 0.38), 1800, 3600),
     "sam-ft": Model("vision", "csv", 636_000_000, 4096, 16, (0.18, 0.26), 1800, 3600),
