@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
-from random import Random
 from typing import Any, TextIO
 
 from django.conf import settings
@@ -35,13 +34,9 @@ from django.test import override_settings
 
 from finops.demo.budgets import demo_budgets_ensure, demo_budgets_replay
 from finops.demo.dataset import (
-    DemoDataset,
     DemoFile,
     Format,
     aws_restated_write,
-    coreweave_rates,
-    dataset_build,
-    dataset_write,
 )
 from finops.demo.fleet import CLOUDS, Month, Scale
 from finops.demo.focus_catalogue import Row
@@ -60,7 +55,8 @@ from finops.demo.organisation import (
     coreweave_rates_ensure,
     demo_organisation_ensure,
 )
-from finops.demo.run_metrics import MetricsFile, run_logs, run_metrics_write
+from finops.demo.prebuild import BuiltMonth, months_built
+from finops.demo.run_metrics import MetricsFile
 from finops.demo.selectors import (
     demo_alerts,
     demo_alerts_last_id,
@@ -207,12 +203,11 @@ class Command(BaseCommand):
         url = demo_url()
         with override_settings(SITE_URL=url, FINOPS_BASE_URL=url):
             if options["files_only"]:
-                for index, month in enumerate(months):
-                    plan = plans[index] if plans else None
-                    dataset = dataset_build(
-                        seed=options["seed"], month=month, scale=options["scale"], plan=plan
-                    )
-                    self._print_files(dataset_write(dataset=dataset, out=out), dataset)
+                for built in months_built(
+                    seed=options["seed"], months=months, scale=options["scale"], plans=plans,
+                    out=out, keep_aws=None,
+                ):  # fmt: skip
+                    self._print_files(built.files, built)
                 return
             demo_organisation_ensure(
                 finance_password=demo_password(*FINANCE_PASSWORD)[0],
@@ -238,27 +233,18 @@ class Command(BaseCommand):
         ):
             self.log = log
             aws_rows: list[Row] = []
-            for index, month in enumerate(months):
-                dataset = dataset_build(
-                    seed=options["seed"], month=month, scale=options["scale"],
-                    plan=plans[index] if plans else None,
-                )  # fmt: skip
-                files = dataset_write(dataset=dataset, out=out)
+            for built in months_built(
+                seed=options["seed"], months=months, scale=options["scale"], plans=plans,
+                out=out, keep_aws=restated,
+            ):  # fmt: skip
                 if plans is None:
-                    self._print_files(files, dataset)
-                self._month_ingest(dataset, files)
-                if index == restated:
-                    aws_rows = dataset.bills["aws"]
-                logs = run_logs(
-                    rng=Random(f"{options['seed']}:metrics:{month.label}"),
-                    jobs=[j for jobs in dataset.jobs.values() for j in jobs],
-                    month=month,
-                )  # fmt: skip
-                written = run_metrics_write(logs=logs, month=month, out=out)
-                for file in written:
+                    self._print_files(built.files, built)
+                self._month_ingest(built)
+                aws_rows = built.aws_rows or aws_rows
+                for file in built.metrics:
                     self._metrics_ingest(file)
-                metrics_files.extend(written)
-                self._print_month(month, dataset, files)
+                metrics_files.extend(built.metrics)
+                self._print_month(built)
             if restated is not None and aws_rows:
                 self._restate(months[restated], aws_rows, out)
             # Budgets sized from the last month, some crossed; evaluated day by day over every
@@ -274,15 +260,13 @@ class Command(BaseCommand):
         self._print_history(months, restated)
         self._print_summary(months[-1], time.monotonic() - self.began)
 
-    def _month_ingest(self, dataset: DemoDataset, files: list[DemoFile]) -> None:
-        month = dataset.month
+    def _month_ingest(self, built: BuiltMonth) -> None:
+        month = built.month
         # The CoreWeave export has no prices: the contract rate card must exist before it.
         last_day = (month.end - timedelta(days=1)).date()
-        coreweave_rates_ensure(
-            rates=coreweave_rates(dataset), first=month.start.date(), last=last_day
-        )
+        coreweave_rates_ensure(rates=built.rates, first=month.start.date(), last=last_day)
         # --no-attribute / --no-rollup: attribute the month once, after every file is in.
-        for file in files:
+        for file in built.files:
             self._ingest(file)
         self._call("attribute", "--month", month.label)
 
@@ -348,23 +332,22 @@ class Command(BaseCommand):
         except CommandError as exc:
             raise CommandError(f"demo: `{name} {' '.join(args)}` failed: {exc}") from exc
 
-    def _print_files(self, files: list[DemoFile], dataset: DemoDataset) -> None:
+    def _print_files(self, files: list[DemoFile], built: BuiltMonth) -> None:
         units = {"billing": "rows", "jobs": "jobs", "inference": "samples"}
         for file in files:
             unit = "pods" if file.format == "kubernetes" else units[file.kind]
             self.stdout.write(f"wrote {file.format:<13} {file.path} ({file.rows:,} {unit})")
         self.stdout.write(
-            f"{dataset.month.label} bills at list/contract prices: invoiced cost (BilledCost) "
-            f"{dataset.billed_total():,.2f} USD"
+            f"{built.month.label} bills at list/contract prices: invoiced cost (BilledCost) "
+            f"{built.billed:,.2f} USD"
         )
 
-    def _print_month(self, month: Month, dataset: DemoDataset, files: list[DemoFile]) -> None:
-        jobs = sum(f.rows for f in files if f.kind == "jobs")
+    def _print_month(self, built: BuiltMonth) -> None:
+        jobs = sum(f.rows for f in built.files if f.kind == "jobs")
         self.stdout.write(
-            f"{month.label}: {len(files)} files ingested and attributed, {jobs:,} jobs and pods, "
-            f"invoiced cost (BilledCost) {dataset.billed_total():,.2f} USD, amortised cost "
-            f"(EffectiveCost) {dataset.effective_total():,.2f} USD "
-            f"({time.monotonic() - self.began:.0f} s)"
+            f"{built.month.label}: {len(built.files)} files ingested and attributed, {jobs:,} "
+            f"jobs and pods, invoiced cost (BilledCost) {built.billed:,.2f} USD, amortised cost "
+            f"(EffectiveCost) {built.effective:,.2f} USD ({time.monotonic() - self.began:.0f} s)"
         )
 
     def _print_metrics(self, files: list[MetricsFile]) -> None:
