@@ -44,7 +44,8 @@ demo: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py collectstatic --noinput --verbosity 0
 	FINOPS_DEMO_URL=http://$(HOST):$(PORT) $(BIN)/python manage.py demo
-	$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
+	SITE_URL=http://$(HOST):$(PORT) FINOPS_BASE_URL=http://$(HOST):$(PORT) \
+		$(BIN)/python manage.py runserver --noreload $(HOST):$(PORT)
 
 serve: install
 	$(BIN)/python manage.py runserver $(HOST):$(PORT)

@@ -17,7 +17,7 @@ urlpatterns = [
     # to /oidc/callback/ (finops.org.sso).
     path("oidc/", include("mozilla_django_oidc.urls")),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    # An invitation's link (finops.org.onboarding): choose a password, once.
+    # An invitation's link (finops.onboarding.services): choose a password, once.
     path("accounts/invite/<uidb64>/<token>/", InviteAcceptView.as_view(), name="invite-accept"),
     path("account/tokens/", include("finops.tokens.urls")),
     path("account/notifications/", include("finops.notifications.urls")),

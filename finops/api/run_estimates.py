@@ -33,6 +33,8 @@ from finops.run_metrics.planner import PlanOption
 from finops.run_metrics.services import run_plan_save
 
 DTYPES = sorted({dtype for _, dtype in PEAKS})
+# 0.01 to 1 with at most 6 places, as the field checks (the schema's pattern says the bounds).
+MFU_PATTERN = r"^(1(\.0{1,6})?|0\.(0[1-9][0-9]{0,4}|[1-9][0-9]{0,5}))$"
 _MAX_COUNT = 10**15
 
 
@@ -44,7 +46,8 @@ class RunEstimateRequestSerializer(serializers.Serializer[Any]):
     dtype = serializers.ChoiceField(choices=DTYPES, default="bf16")
     mfu = AsciiDecimalField(
         max_digits=7, decimal_places=6, min_value=Decimal("0.01"), max_value=Decimal("1"),
-        required=False, help_text="0..1; default: the team's median measured MFU on the GPU",
+        schema_pattern=MFU_PATTERN, required=False,
+        help_text="0.01 to 1; default: the team's median measured MFU on the GPU",
     )  # fmt: skip
     flops_per_token = StrictIntegerField(
         min_value=1, max_value=10**16, required=False, help_text="default: 6 x model_params"

@@ -7,7 +7,6 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
@@ -57,7 +56,11 @@ class TeamMonthEfficiencySerializer(serializers.Serializer[Any]):
 EFFICIENCY_SCHEMA = extend_schema(
     parameters=[
         month_parameter(required=False, description="YYYY-MM, the last month; default newest"),
-        OpenApiParameter("months", OpenApiTypes.INT, description="how many months (1-24, 6)"),
+        OpenApiParameter(
+            "months",
+            {"type": "integer", "minimum": 1, "maximum": MAX_MONTHS},
+            description="how many months (default 6)",
+        ),
     ],
     responses=TeamMonthEfficiencySerializer(many=True),
 )

@@ -84,7 +84,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
         return super().list(request, *args, **kwargs)
 
     @EFFICIENCY_SCHEMA
-    @action(detail=True, methods=["get"], url_path="efficiency")
+    @action(detail=True, methods=["get"], url_path="efficiency", pagination_class=None)
     def efficiency(self, request: Request, slug: str | None = None) -> Response:
         """What the team's training runs bought, month by month (a run counts in the month
         it ended, with its whole-run figures): useful tokens, their cost, cost per 1M tokens,

@@ -4,14 +4,18 @@ Idempotent: re-running updates the amounts in place; alerts already sent are nev
 
 from __future__ import annotations
 
-from datetime import date
+from collections import defaultdict
+from datetime import date, timedelta
 from decimal import ROUND_CEILING, Decimal
 
 from django.conf import settings
 from django.db import transaction
 
 from finops.attribution.models import TeamDailyCost
-from finops.budgets.models import Budget
+from finops.budgets.crossings import ACTUAL, FORECAST, level_of
+from finops.budgets.models import Budget, BudgetAlert
+from finops.budgets.selectors import BudgetStatus, budget_statuses
+from finops.budgets.services import budget_evaluate
 from finops.core.money import MoneySum
 from finops.org.models import Team
 
@@ -59,3 +63,42 @@ def demo_budgets_ensure(*, month: date) -> list[Budget]:
         )
         budgets.append(budget)
     return budgets
+
+
+def _due(status: BudgetStatus, alerted: set[tuple[str, int]]) -> bool:
+    """Whether evaluating the budget on status.as_of would raise an alert (a threshold reached,
+    actual or forecast, that the period has no alert for yet)."""
+    if status.error:
+        return False
+    budget = status.budget
+    for kind, thresholds, value in (
+        (ACTUAL, budget.thresholds, status.actual),
+        (FORECAST, budget.forecast_thresholds, status.forecast),
+    ):
+        for threshold in {int(t) for t in thresholds}:
+            if (kind, threshold) not in alerted and value >= level_of(budget, threshold):
+                return True
+    return False
+
+
+def demo_budgets_replay(*, days: list[date]) -> int:
+    """Evaluate every active budget on each day in turn, as a daily check_budgets would have:
+    each alert is raised (and its email sent) on the day its threshold was crossed. A budget
+    is evaluated on a day when an alert is due, and on the last day of each month (the stored
+    evaluation the pages show). Returns how many evaluations ran."""
+    budgets = list(Budget.objects.filter(active=True).select_related("team").order_by("id"))
+    evaluated = 0
+    for day in days:
+        month_end = (day + timedelta(days=1)).day == 1
+        statuses = budget_statuses(budgets=budgets, as_of=day)
+        alerted: dict[tuple[int, date], set[tuple[str, int]]] = defaultdict(set)
+        rows = BudgetAlert.objects.filter(
+            budget__in=budgets, period_start__in={s.period.start for s in statuses}
+        ).values_list("budget_id", "period_start", "kind", "threshold")
+        for budget_id, start, kind, threshold in rows:
+            alerted[(budget_id, start)].add((str(kind), int(threshold)))
+        for budget, status in zip(budgets, statuses, strict=True):
+            if month_end or _due(status, alerted[(budget.pk, status.period.start)]):
+                budget_evaluate(budget_id=budget.pk, as_of=day)
+                evaluated += 1
+    return evaluated

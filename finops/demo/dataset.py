@@ -38,6 +38,7 @@ from finops.demo.generate_kubernetes import (
     serving_nodes,
 )
 from finops.demo.generate_sacct import render_sacct
+from finops.demo.history import MonthPlan
 from finops.demo.workload import Job, schedule_cluster
 
 # (provider name as stored, billing account id, currency) -> (billed, effective)
@@ -102,46 +103,61 @@ class DemoFile:
     totals: Totals = field(default_factory=dict)
 
 
+def _suffix(plan: MonthPlan | None) -> str:
+    # A month of a history draws its own streams (the single-month demo keeps its bytes).
+    return f"@{plan.month.label}" if plan else ""
+
+
 def _rng(seed: int, part: str) -> Random:
     # A separate stream per part: changing how one part is generated leaves the others as they were.
     return Random(f"{seed}:{part}")
 
 
-def dataset_build(*, seed: int, month: Month, scale: str) -> DemoDataset:
-    nodes = build_fleet(rng=_rng(seed, "fleet"), month=month, scale=scale)
+def dataset_build(
+    *, seed: int, month: Month, scale: str, plan: MonthPlan | None = None
+) -> DemoDataset:
+    """One month's data; `plan`: the month's place in a several-month demo (history.py)."""
+    fleet_plan = plan.fleet if plan else None
+    nodes = build_fleet(rng=_rng(seed, f"fleet{_suffix(plan)}"), month=month, scale=scale,
+                        plan=fleet_plan)  # fmt: skip
     dataset = DemoDataset(month=month, seed=seed, scale=scale, nodes=nodes)
+    idle = {
+        n.hostname for n in nodes if fleet_plan and n.pool in [r[0] for r in fleet_plan.runaway]
+    }
     for cloud in CLOUDS:
         cloud_nodes = [n for n in nodes if n.cloud.cluster == cloud.cluster]
         serving: list[Node] = []
         mig: Node | None = None
         if cloud.jobs_format == JobsFormat.KUBERNETES:
             serving, mig = serving_nodes(cloud_nodes)
-        kept = {n.hostname for n in serving} | ({mig.hostname} if mig else set())
+        kept = {n.hostname for n in serving} | ({mig.hostname} if mig else set()) | idle
         dataset.jobs[cloud.cluster] = schedule_cluster(
-            rng=_rng(seed, f"jobs:{cloud.cluster}"),
+            rng=_rng(seed, f"jobs:{cloud.cluster}{_suffix(plan)}"),
             month=month,
             cluster=cloud.cluster,
             time_zone=cloud.time_zone,
             nodes=[n for n in cloud_nodes if n.hostname not in kept],
+            history=plan.index if plan else None,
+            requeue=plan is not None and cloud.jobs_format == JobsFormat.SLURM,
         )
         if cloud.jobs_format == JobsFormat.KUBERNETES:
             pods = cluster_pods(
-                rng=_rng(seed, f"pods:{cloud.cluster}"), month=month,
+                rng=_rng(seed, f"pods:{cloud.cluster}{_suffix(plan)}"), month=month,
                 jobs=dataset.jobs[cloud.cluster], serving=serving, mig=mig,
             )  # fmt: skip
             dataset.pods[cloud.cluster] = pods
             dataset.series[cloud.cluster] = pod_series(
-                rng=_rng(seed, f"counters:{cloud.cluster}"), pods=pods, month=month
+                rng=_rng(seed, f"counters:{cloud.cluster}{_suffix(plan)}"), pods=pods, month=month
             )
         dataset.bills[cloud.key] = provider_rows(
-            rng=_rng(seed, f"bill:{cloud.key}"),
+            rng=_rng(seed, f"bill:{cloud.key}{_suffix(plan)}"),
             month=month,
             provider=cloud.provider,
             nodes=cloud_nodes,
             small=scale != "full",
         )
     dataset.bills["oci"] = provider_rows(
-        rng=_rng(seed, "bill:oci"), month=month, provider="Oracle", nodes=[],
+        rng=_rng(seed, f"bill:oci{_suffix(plan)}"), month=month, provider="Oracle", nodes=[],
         small=scale != "full",
     )  # fmt: skip
     return dataset
@@ -247,6 +263,16 @@ def _write_oci(dataset: DemoDataset, root: Path) -> DemoFile:
         ((Decimal(r["BilledCost"]), Decimal(r["EffectiveCost"])) for r in rows),
     )  # fmt: skip
     return DemoFile("billing", Format.FOCUS, path, "oci-focus-demo", "UTC", len(rows), totals)
+
+
+def aws_restated_write(*, focus_rows: list[Row], month: Month, out: Path) -> Path:
+    """The AWS bill of `month` delivered again (as CUR 2.0 re-delivers a restated period),
+    beside the first delivery so that both stay on disk."""
+    rows = export_aws.cur_rows(focus_rows=focus_rows, month=month)
+    path = out / month.label / "billing" / "aws-restated" / "acme-cur2" / "data"
+    path = path / f"BILLING_PERIOD={month.label}" / "acme-cur2-00001.csv.gz"
+    _write(path, csv_bytes(rows, export_aws.CUR_COLUMNS), compress=True)
+    return path
 
 
 def coreweave_rates(dataset: DemoDataset) -> list[export_coreweave.ContractRate]:

@@ -8,7 +8,7 @@ billed in whole hours, so every availability interval starts and ends on an hour
 from __future__ import annotations
 
 import calendar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from decimal import Decimal
 from random import Random
@@ -116,6 +116,8 @@ class Pool:
     commitment: str = ""
     # Committed pools: one node gets a maintenance gap of a few hours.
     maintenance: bool = False
+    # A resource tag every node of the pool carries on the bill, e.g. ("project", "ranker").
+    tag: tuple[str, str] | None = None
 
 
 POOLS: tuple[Pool, ...] = (
@@ -238,13 +240,62 @@ def _maintenance_intervals(rng: Random, length: int) -> list[tuple[int, int]]:
     return [(0, start * HOUR), ((start + gap) * HOUR, length)]
 
 
-def build_fleet(*, rng: Random, month: Month, scale: str) -> list[Node]:
+@dataclass(frozen=True)
+class FleetPlan:
+    """How one month of a several-month demo differs from the base fleet (history.py)."""
+
+    # Share of the on-demand and spot pools' nodes running this month (the fleet grows).
+    growth: float = 1.0
+    # Commitments already bought: a committed pool whose commitment is not yet bought runs
+    # on demand.
+    commitments: frozenset[str] = frozenset()
+    # On-demand pools: every other node (never the first) is scaled down at weekends.
+    weekends_off: bool = False
+    # Nodes left running with nothing on them: (pool, first day, days), days 0-based.
+    runaway: tuple[tuple[Pool, int, int], ...] = ()
+
+
+def _pool_for(pool: Pool, plan: FleetPlan | None) -> Pool:
+    if plan is None or not pool.commitment or pool.commitment in plan.commitments:
+        return pool
+    return replace(pool, pricing=Pricing.STANDARD, commitment="", maintenance=False)
+
+
+def _count(pool: Pool, scale: str, plan: FleetPlan | None) -> int:
+    count = pool.full if scale == Scale.FULL else pool.small
+    if plan is None or pool.pricing == Pricing.COMMITTED or count == 0:
+        return count
+    return max(1, round(count * plan.growth))
+
+
+def _without_weekends(intervals: list[tuple[int, int]], month: Month) -> list[tuple[int, int]]:
+    """The intervals minus Saturdays and Sundays (UTC): an autoscaler's weekend scale-down."""
+    weekday = month.start.weekday()
+    kept: list[tuple[int, int]] = []
+    for s, e in intervals:
+        start = s
+        for day in range(s // DAY, (e - 1) // DAY + 1):
+            if (weekday + day) % 7 < 5:
+                continue
+            cut_from, cut_to = max(s, day * DAY), min(e, (day + 1) * DAY)
+            if cut_from > start:
+                kept.append((start, cut_from))
+            start = max(start, cut_to)
+        if start < e:
+            kept.append((start, e))
+    return kept
+
+
+def build_fleet(
+    *, rng: Random, month: Month, scale: str, plan: FleetPlan | None = None
+) -> list[Node]:
     nodes: list[Node] = []
     counters: dict[str, int] = {}
-    for pool in POOLS:
+    for base_pool in POOLS:
+        pool = _pool_for(base_pool, plan)
         itype = INSTANCE_TYPES[pool.instance_type]
         cloud = CLOUD_BY_PROVIDER[itype.provider]
-        count = pool.full if scale == Scale.FULL else pool.small
+        count = _count(base_pool, scale, plan)
         for index in range(count):
             counters[itype.prefix] = counters.get(itype.prefix, 0) + 1
             node = Node(f"{itype.prefix}-{counters[itype.prefix]:03d}", itype, cloud, pool)
@@ -256,5 +307,17 @@ def build_fleet(*, rng: Random, month: Month, scale: str) -> list[Node]:
                 node.up = _churn_interval(rng, month.seconds, index, count)
             else:
                 node.up = [(0, month.seconds)]
+            if plan and plan.weekends_off and pool.pricing == Pricing.STANDARD and index % 2:
+                node.up = _without_weekends(node.up, month)
+            nodes.append(node)
+    for pool, first, days in plan.runaway if plan else ():
+        itype = INSTANCE_TYPES[pool.instance_type]
+        for _ in range(pool.full if scale == Scale.FULL else pool.small):
+            counters[itype.prefix] = counters.get(itype.prefix, 0) + 1
+            node = Node(
+                f"{itype.prefix}-{counters[itype.prefix]:03d}", itype,
+                CLOUD_BY_PROVIDER[itype.provider], pool,
+            )  # fmt: skip
+            node.up = [(first * DAY, min(month.seconds, (first + days) * DAY))]
             nodes.append(node)
     return nodes

@@ -142,6 +142,8 @@ def _node_rows(ctx: _Ctx, node: Node, sku: str, spot: list[Decimal]) -> Iterator
     tags = {"cluster": node.cluster}
     if itype.provider == "AWS":
         tags["Name"] = node.hostname
+    if node.pool.tag:
+        tags[node.pool.tag[0]] = node.pool.tag[1]
     # Everything but the charge period (and the spot price) is the same for every hour of a node.
     template = ctx.base(ctx.provider.compute)
     template.update(

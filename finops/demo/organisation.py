@@ -27,6 +27,8 @@ from finops.org.models import MappingRule, Profile, Team
 
 FINANCE_USERNAME = "finance"
 LEAD_USERNAME = "lead"
+# Sees what finance sees and changes nothing (Profile.Role.VIEWER).
+VIEWER_USERNAME = "viewer"
 # Teams, users (no passwords), the lead's teams, mapping rules and the shared-cost rule (GCP's
 # committed use discount fee, shared pro rata to GPU spend on Google Cloud): a Django fixture,
 # so tests and `manage.py loaddata demo_organisation` read the same organisation.
@@ -46,6 +48,7 @@ class DemoOrganisation:
     teams: dict[str, Team]
     finance: User
     lead: User
+    viewer: User | None
 
 
 def _field(model: type[Model], name: str) -> Field[Any, Any]:
@@ -83,14 +86,19 @@ def _password_set(*, username: str, password: str) -> User:
 
 
 @transaction.atomic
-def demo_organisation_ensure(*, finance_password: str, lead_password: str) -> DemoOrganisation:
+def demo_organisation_ensure(
+    *, finance_password: str, lead_password: str, viewer_password: str | None = None
+) -> DemoOrganisation:
     # In file order: a rule's team and a profile's user exist before the entry naming them.
     for entry in json.loads(DEMO_FIXTURE.read_text(encoding="utf-8")):
         _object_ensure(entry)
     teams = {team.slug: team for team in Team.objects.filter(slug__in=[t.slug for t in TEAMS])}
     finance = _password_set(username=FINANCE_USERNAME, password=finance_password)
     lead = _password_set(username=LEAD_USERNAME, password=lead_password)
-    return DemoOrganisation(teams=teams, finance=finance, lead=lead)
+    viewer = None
+    if viewer_password is not None:
+        viewer = _password_set(username=VIEWER_USERNAME, password=viewer_password)
+    return DemoOrganisation(teams=teams, finance=finance, lead=lead, viewer=viewer)
 
 
 @transaction.atomic

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost
+from finops.budgets.models import BudgetAlert
 from finops.demo.fleet import Month
 from finops.inference.models import EndpointCost
 from finops.notifications.models import EmailNotification
@@ -128,3 +130,72 @@ def demo_endpoints(*, month: Month) -> list[EndpointMonth]:
 def demo_emails_count() -> int:
     """Emails in the outbox (the demo prints how many its run queued)."""
     return EmailNotification.objects.count()
+
+
+@dataclass(frozen=True)
+class MonthTotals:
+    invoiced: Decimal
+    effective: Decimal
+
+
+def demo_month_totals(*, month: Month) -> MonthTotals:
+    """The month's current (non-superseded) invoiced and amortised cost, exact."""
+    invoiced = effective = Decimal(0)
+    items = (
+        CostLineItem.objects.settled()
+        .filter(billing_period=month.start.date())
+        .values_list("billed_cost", "effective_cost")
+    )
+    for b, e in items.iterator(chunk_size=5000):
+        invoiced += b
+        effective += e
+    return MonthTotals(invoiced=invoiced, effective=effective)
+
+
+@dataclass(frozen=True)
+class AlertLine:
+    crossed_on: date | None
+    budget: str
+    kind: str
+    threshold: int
+    actual: Decimal
+    amount: Decimal
+    currency: str
+    email: str  # what became of its email, in words
+
+
+def demo_alerts_last_id() -> int:
+    return BudgetAlert.objects.aggregate(last=Max("id"))["last"] or 0
+
+
+def _email_words(alert: BudgetAlert) -> str:
+    email = alert.notification
+    if email is None:
+        return "alert raised, no email (nobody to send it to)"
+    if email.status == EmailNotification.Status.SENT:
+        return "alert sent"
+    if email.status == EmailNotification.Status.FAILED:
+        return "alert email FAILED"
+    return "alert queued"
+
+
+def demo_alerts(*, after_id: int) -> list[AlertLine]:
+    """Budget alerts raised by this run, in the order of the days they were crossed."""
+    alerts = (
+        BudgetAlert.objects.filter(id__gt=after_id)
+        .select_related("budget", "notification")
+        .order_by("crossed_on", "as_of", "budget__name", "kind", "threshold")
+    )
+    return [
+        AlertLine(
+            crossed_on=a.crossed_on,
+            budget=a.budget.name,
+            kind=a.kind,
+            threshold=a.threshold,
+            actual=a.actual,
+            amount=a.budget.amount,
+            currency=a.budget.currency,
+            email=_email_words(a),
+        )
+        for a in alerts
+    ]

@@ -43,6 +43,8 @@ class Job:
     interactive: bool = False
     job_id: str = ""
     job_id_raw: str = ""
+    # Requeued under the same JobID after this job was preempted (`sacct -D` prints both).
+    requeue_of: Job | None = None
 
     @property
     def gpus(self) -> int:
@@ -68,6 +70,7 @@ class _Pending:
     array_key: str = ""
     array_index: int = -1
     restart: bool = False
+    requeue_of: Job | None = None
 
 
 @dataclass
@@ -93,6 +96,10 @@ class _Cluster:
     run_counters: dict[str, int] = field(default_factory=dict)
     pending: dict[str, list[_Pending]] = field(default_factory=dict)
     jobs: list[Job] = field(default_factory=list)
+    # Run numbers start above this (months of a history never share a run id).
+    run_base: int = 0
+    # Preempted Slurm jobs are requeued under their JobID rather than resubmitted.
+    requeue: bool = False
 
 
 def _next_window(node: Node, t: int) -> tuple[int, int] | None:
@@ -146,7 +153,7 @@ def _run_for(rng: Random, cluster: _Cluster, workload: Workload) -> _Run:
         suffix = "" if cluster.name == "aws-east" else f"-{cluster.name.split('-')[0]}"
         run = _Run(
             workload,
-            f"{workload.base}{suffix}-r{number}",
+            f"{workload.base}{suffix}-r{number + cluster.run_base}",
             _user_for(rng, workload),
             rng.randint(*workload.jobs_per_run),
         )
@@ -359,13 +366,14 @@ def _record(
         array_key=array_key,
         array_index=array_index,
         interactive=workload.interactive,
+        requeue_of=pending.requeue_of if pending else None,
     )
     cluster.jobs.append(job)
     if state == "PREEMPTED" and end is not None:
         # The run's wrapper resubmits it as a new job of the same run once capacity is back
         # (an array task too: a requeued task would reuse its JobID, one record per id here).
         queue = cluster.pending.setdefault(chosen[0].node.partition, [])
-        queue.append(_Pending(run, end, restart=True))
+        queue.append(_Pending(run, end, restart=True, requeue_of=job if cluster.requeue else None))
 
 
 def _blocked_intervals(month: Month, time_zone: str) -> list[tuple[int, int]]:
@@ -433,6 +441,9 @@ def _assign_ids(rng: Random, jobs: list[Job], first_id: int, month_len: int) -> 
     array_ids: dict[str, int] = {}
     for job in jobs:
         next_id += rng.randint(1, 3)
+        if job.requeue_of is not None:
+            job.job_id, job.job_id_raw = job.requeue_of.job_id, job.requeue_of.job_id_raw
+            continue
         if job.array_key:
             base = array_ids.setdefault(job.array_key, next_id)
             job.job_id = f"{base}_{job.array_index}"
@@ -442,14 +453,26 @@ def _assign_ids(rng: Random, jobs: list[Job], first_id: int, month_len: int) -> 
 
 
 def schedule_cluster(
-    *, rng: Random, month: Month, cluster: str, time_zone: str, nodes: list[Node]
+    *,
+    rng: Random,
+    month: Month,
+    cluster: str,
+    time_zone: str,
+    nodes: list[Node],
+    history: int | None = None,
+    requeue: bool = False,
 ) -> list[Job]:
-    """All jobs of one cluster for the month, ids assigned, ordered as sacct lists them."""
+    """All jobs of one cluster for the month, ids assigned, ordered as sacct lists them.
+    `history`: the month's index in a several-month demo: run numbers and job ids start past
+    the earlier months'. `requeue`: a preempted job is requeued under its JobID (Slurm's
+    --requeue) instead of resubmitted as a new job of its run."""
     state = _Cluster(
         name=cluster,
         month_len=month.seconds,
         blocked=_blocked_intervals(month, time_zone),
         nodes=[_NodeState(n, [n.up[0][0] if n.up else month.seconds] * 8) for n in nodes],
+        run_base=0 if history is None else 1000 * history,
+        requeue=requeue,
     )
     utilisation = rng.uniform(0.80, 0.88)
     heap = [(ns.ready(1), ns.node.hostname, i) for i, ns in enumerate(state.nodes)]
@@ -469,5 +492,9 @@ def schedule_cluster(
         if not ns.done:
             heapq.heappush(heap, (ns.ready(1), ns.node.hostname, i))
     _pending_at_month_end(rng, state, month.seconds)
-    _assign_ids(rng, state.jobs, rng.randint(100_000, 900_000), month.seconds)
+    first_id = rng.randint(100_000, 900_000)
+    if history is not None:
+        # Job ids grow month after month as a real cluster's do, never reused.
+        first_id = 200_000 + 50_000 * history + first_id % 1000
+    _assign_ids(rng, state.jobs, first_id, month.seconds)
     return state.jobs

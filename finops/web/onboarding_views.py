@@ -1,7 +1,7 @@
 """The onboarding page (finance): add teams, map Slurm accounts, namespaces and tags to them,
 invite leads and viewers, and keep the single sign-on rules. One page; each form posts to its
 own URL and comes back to the page (with its errors, or a message saying what was done).
-Thin: check access, validate the form, call finops.org.onboarding, render."""
+Thin: check access, validate the form, call finops.onboarding.services, render."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from finops.org import onboarding
+from finops.onboarding import services as onboarding
 from finops.org.permissions import user_may_edit
 from finops.org.selectors import onboarding_people, onboarding_teams, sso_rules_org_wide
 from finops.org.sso import sso_enabled

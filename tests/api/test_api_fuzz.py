@@ -48,7 +48,8 @@ CHECKS = "all"
 # letters match its pattern). The pricing settings: bounds on decimal strings (a JSON schema's
 # minimum does not apply to a string) and the bands' shapes, checked by the model's clean().
 # A notification channel: a team the caller may save channels for, and a URL that is https and
-# resolves to a public address (a fuzzed string rarely is).
+# resolves to a public address (a fuzzed string rarely is). A run estimate: a GPU model with a
+# published dense peak for the precision, and an MFU given or measured on that GPU before.
 # positive_data_acceptance takes a 400 there, and only there.
 CONFIG = """
 [[operations]]
@@ -74,6 +75,10 @@ include-name-regex = "^(POST|PUT|PATCH) /api/v1/notification-channels/"
 checks.positive_data_acceptance.expected-statuses = [
     "200", "201", "400", "401", "403", "404", "429",
 ]
+
+[[operations]]
+include-name = "POST /api/v1/run-estimates/"
+checks.positive_data_acceptance.expected-statuses = ["200", "400", "401", "403", "404", "429"]
 
 [[operations]]
 include-path = "/api/v1/notification-channels/{id}/"

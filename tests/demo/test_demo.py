@@ -524,7 +524,7 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
     settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
     out = io.StringIO()
     call_command(
-        "demo", "--scale", "small", "--month", "2025-10", "--out", str(tmp_path),
+        "demo", "--scale", "small", "--month", "2025-10", "--months", "1", "--out", str(tmp_path),
         "--allow-demo-users", stdout=out,
     )  # fmt: skip
     assert "Content-Type:" not in capsys.readouterr().out  # no email printed to the console
@@ -629,7 +629,7 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
     counts = (Team.objects.count(), User.objects.count(), MappingRule.objects.count())
     items_before = CostLineItem.objects.count()
     call_command(
-        "demo", "--scale", "small", "--month", "2025-10", "--out", str(tmp_path),
+        "demo", "--scale", "small", "--month", "2025-10", "--months", "1", "--out", str(tmp_path),
         "--allow-demo-users", stdout=io.StringIO(),
     )  # fmt: skip
     assert (Team.objects.count(), User.objects.count(), MappingRule.objects.count()) == counts
