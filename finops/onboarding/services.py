@@ -116,11 +116,12 @@ def _free_username(email: str) -> str:
 def invitation_link(user: User) -> str:
     """Set a password (one use: the token dies with the password it replaces), or, with local
     passwords off, the login page and its single sign-on button."""
+    base: str = settings.FINOPS_BASE_URL
     if not settings.FINOPS_LOCAL_PASSWORDS:
-        return settings.FINOPS_BASE_URL + reverse("login")
+        return base + reverse("login")
     uid = urlsafe_base64_encode(force_bytes(user.pk))
     token = default_token_generator.make_token(user)
-    return settings.FINOPS_BASE_URL + reverse("invite-accept", args=[uid, token])
+    return base + reverse("invite-accept", args=[uid, token])
 
 
 @transaction.atomic
