@@ -173,7 +173,7 @@ def test_four_month_demo_end_to_end(
     out = io.StringIO()
     call_command(
         "demo", "--scale", "small", "--month", "2025-10", "--months", "4", "--out",
-        str(tmp_path), stdout=out,
+        str(tmp_path), "--allow-demo-users", stdout=out,
     )  # fmt: skip
     text = out.getvalue()
     months = [p.month for p in history_plans(last=LAST, count=4)]

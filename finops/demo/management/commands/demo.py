@@ -140,10 +140,11 @@ def _demo_users_check(*, allowed: bool) -> None:
     (anything but the embedded SQLite) they are created only when asked for explicitly."""
     if connection.vendor != "sqlite" and not allowed:
         raise CommandError(
-            f"demo: refusing to create the demo logins {FINANCE_USERNAME!r} and "
-            f"{LEAD_USERNAME!r} on a {connection.vendor} database: their names and default "
+            f"demo: refusing to create the demo logins {FINANCE_USERNAME!r}, {LEAD_USERNAME!r} "
+            f"and {VIEWER_USERNAME!r} on a {connection.vendor} database: their names and default "
             "passwords are public. Pass --allow-demo-users for a throwaway database (and set "
-            f"{FINANCE_PASSWORD[0]} / {LEAD_PASSWORD[0]}), or use --files-only."
+            f"{FINANCE_PASSWORD[0]} / {LEAD_PASSWORD[0]} / {VIEWER_PASSWORD[0]}), or use "
+            "--files-only."
         )
 
 
