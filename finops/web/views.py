@@ -28,7 +28,7 @@ from finops.attribution.selectors.dashboard import (
 from finops.attribution.selectors.filters import RunCostFilterSet
 from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
-from finops.core.months import month_add, month_format, month_parse
+from finops.core.months import month_format, month_parse
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
@@ -42,7 +42,6 @@ from finops.run_metrics.plan_selectors import plan_against_actual
 from finops.run_metrics.progress import run_progress_points
 from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
-from finops.run_metrics.team_efficiency import team_efficiency_by_month
 from finops.waste.advice import checkpoint_advice
 from finops.web.access import require_finance
 from finops.web.energy_context import endpoint_month_energy, run_month_energy, team_energy
@@ -159,10 +158,6 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "recommendations": team_recommendations(team=team, month=month),
         "energy": team_energy(team=team, month=month),
         "statuses": Recommendation.Status.choices,
-        # The six months up to this one, oldest first (a trend).
-        "efficiency": team_efficiency_by_month(
-            team=team, months=[month_add(month, -i) for i in range(5, -1, -1)]
-        ),
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(

@@ -316,9 +316,10 @@ def test_the_teams_efficiency_by_month(
     # eval has cost but no metrics: counted apart.
     assert [(r["runs_with_metrics"], r["runs_without_metrics"]) for r in speech] == [(0, 1)]
     assert finance_api.get("/api/v1/teams/vision/efficiency/", {"months": 99}).status_code == 400
+    # The team page links the trend (computing it there took 36 s on the six-month demo's 1,200
+    # measured runs of one team: it waits for a rollup stored at import).
     html = finance_client.get("/teams/vision/?month=2025-06").content.decode()
-    assert 'data-testid="team-efficiency-USD"' in html
-    assert "38.7 %" in html
+    assert "/api/v1/teams/vision/efficiency/?month=2025-06" in html
 
 
 def test_the_runs_browser_shows_what_each_run_bought(
