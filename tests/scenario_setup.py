@@ -35,3 +35,20 @@ def run_command(folder: Path, command: list[str]) -> str:
     out = StringIO()
     call_command(name, *args, stdout=out, stderr=StringIO())
     return out.getvalue()
+
+
+def run_metrics_month_attributed() -> None:
+    """The bill and jobs of fixtures/scenarios/focus-slurm-run-metrics (team vision mapped to
+    Slurm account cv), attributed; its run metrics are the caller's to import, in any format."""
+    folder = SCENARIOS / "focus-slurm-run-metrics"
+    call_command("loaddata", str(DJANGO_FIXTURES / "teams.json"), verbosity=0)
+    from finops.org.models import Team
+
+    Team.objects.get(slug="vision").mapping_rules.create(
+        kind="slurm_account", value="cv", priority=50
+    )
+    run_command(folder, ["ingest_billing", "--format", "focus", "focus-2025-06.csv",
+                         "--no-attribute"])  # fmt: skip
+    run_command(folder, ["ingest_jobs", "--format", "slurm", "sacct-D-hpc.txt", "--cluster",
+                         "hpc", "--no-attribute"])  # fmt: skip
+    run_command(folder, ["attribute", "--month", "2025-06"])

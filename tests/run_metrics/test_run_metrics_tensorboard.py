@@ -18,9 +18,9 @@ from tensorboard.util import tensor_util
 
 from finops.attribution.models import RunCost
 from finops.core.errors import ImportFormatError
-from finops.org.models import Team
 from finops.run_metrics.parsers import metrics_files, metrics_parser
 from finops.run_metrics.parsers.common import MetricRow, RunOptions
+from tests.scenario_setup import run_metrics_month_attributed
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 EVENTS = FIXTURES / "run_metrics" / "tensorboard-pretrain"
@@ -86,15 +86,7 @@ def test_tensorboard_through_the_command_gives_the_scenario_efficiency(
         "ingest_run_metrics", "--format", "tensorboard", str(EVENTS), "--run-id", "pretrain",
         "--team", "vision", "--model-params", "7000000000", **quiet,
     )  # fmt: skip
-    call_command("loaddata", str(FIXTURES / "django" / "teams.json"), verbosity=0)
-    Team.objects.get(slug="vision").mapping_rules.create(
-        kind="slurm_account", value="cv", priority=50
-    )
-    call_command("ingest_billing", "--format", "focus", str(SCENARIO / "focus-2025-06.csv"),
-                 "--no-attribute", **quiet)  # fmt: skip
-    call_command("ingest_jobs", "--format", "slurm", str(SCENARIO / "sacct-D-hpc.txt"),
-                 "--cluster", "hpc", "--no-attribute", **quiet)  # fmt: skip
-    call_command("attribute", "--month", "2025-06", **quiet)
+    run_metrics_month_attributed()
     run = RunCost.objects.get(run_id="pretrain")
     efficiency = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["efficiency"]
     assert efficiency["useful_tokens"] == 524288000
