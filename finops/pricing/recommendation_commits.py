@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import ROUND_DOWN, Decimal
 from typing import Any
 
@@ -51,6 +52,15 @@ WINDOWS = (90, 60, 30)
 TERMS = ("1y_no_upfront", "1y_all_upfront", "3y_no_upfront", "3y_all_upfront")
 SAVINGS_PLAN_PROVIDERS = {"aws": "AWS Savings Plan", "azure": "Azure savings plan"}
 ONE = Decimal(1)
+Pool = tuple[str, str, str, str]  # provider, type, region, how bought
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What the jobs asked for (GPUs an hour, before the nodes' limit) and each pool's GPUs."""
+
+    requested: Mapping[DemandKey, demand.Curve]
+    capacity: Mapping[Pool, int]
 
 
 def _ratio(quote: PriceQuote | None, key: str, a: Assumptions) -> tuple[Decimal, bool]:
@@ -102,7 +112,13 @@ def commit_drafts(
     quotes: Quotes,
     a: Assumptions,
     window: Window,
+    requested: Mapping[DemandKey, demand.Curve] | None = None,
+    capacity: Mapping[Pool, int] | None = None,
 ) -> list[Draft]:
+    """requested: the GPUs the jobs asked for (curves: those the nodes held); capacity: each
+    pool's GPUs. A commitment never exceeds the pool's (a savings plan the fleet's) capacity,
+    and says so when the jobs asked for more."""
+    sizes = Sizes(requested or {}, capacity or {})
     plans: dict[tuple[int | None, str, str], list[tuple[tuple[str, str, str], Money]]] = (
         defaultdict(list)
     )
@@ -116,11 +132,13 @@ def commit_drafts(
             plans[(team_id, currency, provider)].append(((provider, instance_type, region), money))
             continue
         draft = _type_commit(team_id, currency, (provider, instance_type, region), money,
-                             curves, starts, quotes, a, window)  # fmt: skip
+                             curves, starts, quotes, a, window, sizes)  # fmt: skip
         if draft is not None:
             drafts.append(draft)
     for (team_id, currency, provider), types in plans.items():
-        draft = _plan_commit(team_id, currency, provider, types, curves, starts, quotes, a, window)
+        draft = _plan_commit(
+            team_id, currency, provider, types, curves, starts, quotes, a, window, sizes
+        )
         if draft is not None:
             drafts.append(draft)
     return drafts
@@ -129,17 +147,27 @@ def commit_drafts(
 def _type_commit(
     team_id: int | None, currency: str, pool: tuple[str, str, str], money: Money,
     curves: Mapping[DemandKey, demand.Curve], starts: Mapping[int | None, dt.datetime],
-    quotes: Quotes, a: Assumptions, window: Window,
+    quotes: Quotes, a: Assumptions, window: Window, sizes: Sizes,
 ) -> Draft | None:  # fmt: skip
     provider, instance_type, region = pool
     days = _days(starts.get(team_id), window)
     if days is None:
         return None
-    curve = curves[(team_id, provider, instance_type, region, "on_demand")][-days * 24 :]
+    key = (team_id, provider, instance_type, region, "on_demand")
+    curve = curves[key][-days * 24 :]
     pct = a.recommendation_percentile
     level = as_decimal(demand.percentile_level(curve, pct)).quantize(TENTH, rounding=ROUND_DOWN)
+    limit = sizes.capacity.get((provider, instance_type, region, "on_demand"))
+    if limit is not None:
+        level = min(level, Decimal(limit))
     if level < TENTH:
         return None
+    asked = sizes.requested.get(key)
+    wanted = (
+        as_decimal(demand.percentile_level(asked[-days * 24 :], pct)).quantize(TENTH, ROUND_DOWN)
+        if asked is not None
+        else level
+    )
     quote = quotes.get(pool)
     ratios = {key: _ratio(quote, key, a) for key in TERMS}
     paid, listed = money.paid / money.gpu_hours, money.listed / money.gpu_hours
@@ -153,6 +181,13 @@ def _type_commit(
         f"saves {money_text(savings, currency)} a month at the P{pct} demand of the last "
         f"{days} days; break-even after {best['break_even_months']} months."
     )
+    over = limit is not None and wanted > limit
+    if over:
+        action += (
+            f" Its jobs asked for {wanted} GPUs at P{pct}, more than the pool's {limit} GPUs: "
+            "the advice counts the GPUs the nodes could hold (overlapping jobs, or jobs whose "
+            "end was never reported)."
+        )
     return Draft(
         team_id=team_id, kind="commit", key=f"{provider}:{instance_type}:{region}",
         title=f"Commit {level} {instance_type} GPUs for 1 year", action=action,
@@ -160,7 +195,9 @@ def _type_commit(
         confidence=_confidence(days, ratios["1y_no_upfront"][1]),
         assumptions=_assumptions(pct, days, best, paid, listed, "GPU-hour"),
         evidence={
-            "gpus": str(level), "mean_gpus_in_use": f"{float(curve.mean()):.2f}",
+            "gpus": str(level), "gpus_requested": str(wanted),
+            "pool_gpus": limit, "demand_exceeds_pool": over,
+            "mean_gpus_in_use": f"{float(curve.mean()):.2f}",
             "mean_gpus_covered": f"{float(covered):.2f}", "hours": len(curve),
             "month": month_format(window.month), "terms": terms,
         },
@@ -171,21 +208,36 @@ def _plan_commit(
     team_id: int | None, currency: str, provider: str,
     types: list[tuple[tuple[str, str, str], Money]],
     curves: Mapping[DemandKey, demand.Curve], starts: Mapping[int | None, dt.datetime],
-    quotes: Quotes, a: Assumptions, window: Window,
+    quotes: Quotes, a: Assumptions, window: Window, sizes: Sizes,
 ) -> Draft | None:  # fmt: skip
     days = _days(starts.get(team_id), window)
     if days is None:
         return None
     # Use in list currency units an hour: each type's GPUs x its list GPU-hour.
-    curve = sum(
-        (curves[(team_id, *pool, "on_demand")][-days * 24 :]
-         * float(money.listed / money.gpu_hours) for pool, money in types),
-        np.zeros(days * 24),
-    )  # fmt: skip
+    curve = _in_money(curves, team_id, types, days)
+    asked = _in_money(sizes.requested, team_id, types, days)
     pct = a.recommendation_percentile
     level = as_decimal(demand.percentile_level(curve, pct)).quantize(ONE, rounding=ROUND_DOWN)
+    # The fleet's capacity in the same unit: each type's pool GPUs x its list GPU-hour.
+    limits = [sizes.capacity.get((*pool, "on_demand")) for pool, _ in types]
+    limit = (
+        sum(
+            (Decimal(n) * money.listed / money.gpu_hours
+             for n, (_, money) in zip(limits, types, strict=True) if n is not None),
+            Decimal(0),
+        ).quantize(ONE, rounding=ROUND_DOWN)
+        if all(n is not None for n in limits) and sizes.capacity
+        else None
+    )  # fmt: skip
+    if limit is not None:
+        level = min(level, limit)
     if level < ONE:
         return None
+    wanted = (
+        as_decimal(demand.percentile_level(asked, pct)).quantize(ONE, ROUND_DOWN)
+        if sizes.requested
+        else level
+    )
     listed = sum((money.listed for _, money in types), Decimal(0))
     paid = sum((money.paid for _, money in types), Decimal(0)) / listed
     ratios = {}
@@ -207,6 +259,13 @@ def _plan_commit(
         f"{money_text(savings, currency)} a month at the P{pct} demand of the last {days} days; "
         f"break-even after {best['break_even_months']} months."
     )
+    over = limit is not None and wanted > limit
+    if over:
+        action += (
+            f" Its jobs asked for {money_text(wanted, currency)} an hour of on-demand use at "
+            f"P{pct}, more than the fleet's {money_text(limit, currency)} an hour: the advice "
+            "counts the GPUs the nodes could hold."
+        )
     return Draft(
         team_id=team_id, kind="commit", key=f"{provider}:savings-plan",
         title=f"{plan}: {money_text(hourly, currency)} an hour for 1 year", action=action,
@@ -218,11 +277,27 @@ def _plan_commit(
         },
         evidence={
             "commitment_per_hour": str(hourly), "covers_per_hour": str(level),
+            "requested_per_hour": str(wanted),
+            "fleet_per_hour": str(limit) if limit is not None else None,
+            "demand_exceeds_fleet": over,
             "mean_use_per_hour": f"{float(curve.mean()):.2f}",
             "mean_covered_per_hour": f"{float(covered):.2f}", "types": names,
             "hours": len(curve), "month": month_format(window.month), "terms": terms,
         },
     )  # fmt: skip
+
+
+def _in_money(
+    curves: Mapping[DemandKey, demand.Curve], team_id: int | None,
+    types: list[tuple[tuple[str, str, str], Money]], days: int,
+) -> demand.Curve:  # fmt: skip
+    """The team's GPUs on these types an hour, in list currency units an hour."""
+    out = np.zeros(days * 24)
+    for pool, money in types:
+        found = curves.get((team_id, *pool, "on_demand"))
+        if found is not None:
+            out = out + found[-days * 24 :] * float(money.listed / money.gpu_hours)
+    return out
 
 
 def _assumptions(

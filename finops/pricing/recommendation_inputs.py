@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+import numpy as np
 from django.db.models import Max, Min, Q, Sum
 
 from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
@@ -150,19 +151,43 @@ DemandKey = tuple[int | None, str, str, str, str]  # team, provider, type, regio
 def demand_curves(
     jobs: Iterable[Job], nodes: dict[str, NodeInfo], window: Window
 ) -> dict[DemandKey, demand.Curve]:
-    """GPUs in use per hour of the window by (team, provider, type, region, mix)."""
-    spans: dict[DemandKey, list[tuple[float, float, float]]] = defaultdict(list)
+    """GPUs held per hour of the window by (team, provider, type, region, mix): on each node
+    the jobs' GPUs, at most the node's GPUs (held_and_requested)."""
+    return held_and_requested(jobs, nodes, window)[0]
+
+
+def held_and_requested(
+    jobs: Iterable[Job], nodes: dict[str, NodeInfo], window: Window
+) -> tuple[dict[DemandKey, demand.Curve], dict[DemandKey, demand.Curve]]:
+    """(GPUs held, GPUs requested) per hour of the window by (team, provider, type, region,
+    mix). Requested: each job's GPUs split evenly over its nodes, summed. Held: on a node whose
+    jobs ask in an hour for more GPUs than it has (overlapping jobs, a job whose end the
+    scheduler never reported), each team's part scaled down pro rata so the node holds its
+    GPUs at most: demand never exceeds the nodes that serve it."""
+    by_node: dict[str, dict[int | None, list[tuple[float, float, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
     for job in jobs:
-        known = [nodes[n] for n in job.nodes if n in nodes]
-        if not known:
-            continue
-        share = float(job.gpus) / len(job.nodes)
-        for info in known:
-            spans[(job.team_id, *info.pool)].append(
-                (job.start.timestamp(), job.end.timestamp(), share)
-            )
+        share = float(job.gpus) / len(job.nodes) if job.nodes else 0.0
+        for name in job.nodes:
+            if name in nodes:
+                by_node[name][job.team_id].append(
+                    (job.start.timestamp(), job.end.timestamp(), share)
+                )
     start = window.since.timestamp()
-    return {key: demand.hourly(s, start=start, hours=window.hours) for key, s in spans.items()}
+    held: dict[DemandKey, demand.Curve] = {}
+    requested: dict[DemandKey, demand.Curve] = {}
+    for name, by_team in by_node.items():
+        info = nodes[name]
+        curves = {t: demand.hourly(s, start=start, hours=window.hours) for t, s in by_team.items()}
+        total = sum(curves.values(), np.zeros(window.hours))
+        scale = np.where(total > info.gpus, info.gpus / np.maximum(total, 1e-12), 1.0)
+        for team_id, curve in curves.items():
+            key = (team_id, *info.pool)
+            requested[key] = requested[key] + curve if key in requested else curve
+            part = curve * scale
+            held[key] = held[key] + part if key in held else part
+    return held, requested
 
 
 def history_starts(jobs: Iterable[Job]) -> dict[int | None, dt.datetime]:
@@ -198,6 +223,18 @@ def supply_curves(
         merged = [(a, b, 1.0) for periods in by_node.values() for a, b in _merge(periods)]
         curves[pool] = demand.hourly(merged, start=start.timestamp(), hours=window.month_hours)
     return curves
+
+
+def pool_gpus(
+    supply: dict[tuple[str, str, str, str], demand.Curve], nodes: dict[str, NodeInfo]
+) -> dict[tuple[str, str, str, str], int]:
+    """Each pool's capacity: the most nodes billed in an hour of the month x GPUs a node."""
+    gpus = {info.pool: info.gpus for info in nodes.values()}
+    return {
+        pool: int(np.floor(curve.max() + 1e-6)) * gpus.get(pool, 8)
+        for pool, curve in supply.items()
+        if len(curve)
+    }
 
 
 def _merge(periods: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -245,6 +282,32 @@ def job_money(month: dt.date, nodes: dict[str, NodeInfo]) -> dict[RateKey, Money
     return sums
 
 
+def per_held_gpu_hour(
+    rates: dict[RateKey, Money], held: dict[DemandKey, demand.Curve], window: Window
+) -> dict[RateKey, Money]:
+    """The rates with their GPU-hours the GPUs the team held in the month (held curve), not
+    the ledger's: on an over-asked node the ledger counts every job's GPUs in full and splits
+    the node's cost among them, which would halve the price of a GPU-hour. Currencies of one
+    team and pool share the held hours pro rata to the ledger's."""
+    ledger: dict[DemandKey, Decimal] = defaultdict(Decimal)
+    for (team_id, _, *pool), money in rates.items():
+        ledger[(team_id, pool[0], pool[1], pool[2], pool[3])] += money.gpu_hours
+    out = {}
+    for key, money in rates.items():
+        team_id, _, provider, instance_type, region, mix = key
+        demand_key = (team_id, provider, instance_type, region, mix)
+        curve = held.get(demand_key)
+        hours = (
+            Decimal(repr(float(curve[-window.month_hours :].sum()))) if curve is not None else _ZERO
+        )
+        total = ledger[demand_key]
+        if hours <= 0 or total <= 0:
+            out[key] = money
+            continue
+        out[key] = Money(money.paid, money.listed, hours * money.gpu_hours / total)
+    return out
+
+
 @dataclass
 class RunMoney:
     """One run's on-demand training rows in the month, per node kind, and its attempts."""
@@ -286,6 +349,7 @@ def on_demand_runs(month: dt.date, nodes: dict[str, NodeInfo]) -> list[RunMoney]
 def _attempts(month: dt.date, runs: dict[tuple[int | None, str, str, str], RunMoney]) -> None:
     """Each run's attempts (jobs) and its longest one, in hours."""
     wanted = {(team_id, run_id, cluster) for team_id, _, run_id, cluster in runs}
+    until = dt.datetime.combine(month_next(month), dt.time(), dt.UTC)
     spans = (
         AllocatedCost.objects.filter(billing_period=month, category=Category.TRAINING)
         .filter(job__isnull=False)
@@ -298,7 +362,8 @@ def _attempts(month: dt.date, runs: dict[tuple[int | None, str, str, str], RunMo
         key = (team_id, run_id, cluster)
         if key not in wanted or start is None:
             continue
-        hours = ((end or start) - start).total_seconds() / 3600
+        # A job with no end (still running, or its end never reported) lasts to the month's end.
+        hours = ((end or until) - start).total_seconds() / 3600
         most, count = longest.get(key, (0.0, 0))
         longest[key] = (max(most, hours), count + 1)
     for (team_id, _, run_id, cluster), run in runs.items():

@@ -46,7 +46,7 @@ from finops.pricing.recommendation_rules import (
 
 AnyUser = AbstractBaseUser | AnonymousUser
 # Bumped when the rules change, so stored months are computed again.
-RULES_VERSION = "1"
+RULES_VERSION = "2"
 
 
 class RecommendationPermissionError(Exception):
@@ -58,7 +58,8 @@ def recommendations_compute(*, month: dt.date) -> list[Draft]:
     window = recommendation_inputs.window_of(month)
     nodes = recommendation_inputs.nodes_of(window)
     jobs = recommendation_inputs.jobs_of(window)
-    curves = recommendation_inputs.demand_curves(jobs, nodes, window)
+    curves, requested = recommendation_inputs.held_and_requested(jobs, nodes, window)
+    supply = recommendation_inputs.supply_curves(nodes, window)
     pools = {info.pool for info in nodes.values()}
     quotes = {(p[0], p[1], p[2]): prices.quote(p[0], p[1], p[2]) for p in pools}
     gpus = {info.instance_type: info.gpus for info in nodes.values()}
@@ -73,15 +74,18 @@ def recommendations_compute(*, month: dt.date) -> list[Draft]:
     return [
         *commit_drafts(
             curves=curves, starts=recommendation_inputs.history_starts(jobs),
-            rates=recommendation_inputs.job_money(month, nodes), quotes=quotes, a=a,
-            window=window,
+            rates=recommendation_inputs.per_held_gpu_hour(
+                recommendation_inputs.job_money(month, nodes), curves, window
+            ),
+            quotes=quotes, a=a, window=window, requested=requested,
+            capacity=recommendation_inputs.pool_gpus(supply, nodes),
         ),
         *spot_drafts(
             runs=recommendation_inputs.on_demand_runs(month, nodes), gpus=gpus, quotes=quotes,
             a=a, window=window,
         ),
         *idle_drafts(
-            supply=recommendation_inputs.supply_curves(nodes, window), curves=curves,
+            supply=supply, curves=curves,
             sums=recommendation_inputs.idle_money(month, nodes), nodes=nodes, a=a, window=window,
         ),
         *rightsize_drafts(
