@@ -52,7 +52,7 @@ def test_commitments_count_the_gpus_the_nodes_held_and_say_when_jobs_asked_for_m
 
 def test_a_job_with_no_end_is_not_a_short_spot_candidate(tmp_path: Path) -> None:
     """The stale job (RUNNING, End Unknown) lasts to the month's end, not zero hours."""
-    from finops.pricing.recommendation_inputs import on_demand_runs, nodes_of, window_of
+    from finops.pricing.recommendation_inputs import nodes_of, on_demand_runs, window_of
 
     _month(tmp_path)
     month = dt.date(2025, 6, 1)
