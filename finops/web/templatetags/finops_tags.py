@@ -173,6 +173,27 @@ def about(value: Any) -> str:
     return f"{amount.quantize(Decimal(1), rounding=ROUND_HALF_UP):,}"
 
 
+_KEY_WORDS = {"gpus": "GPUs", "gpu": "GPU", "p10": "P10", "pct": "percentile"}
+
+
+@register.filter
+def key_words(value: str) -> str:
+    """An evidence or assumption key in words: 'mean_gpus_in_use' -> 'Mean GPUs in use'."""
+    words = [_KEY_WORDS.get(w.lower(), w) for w in str(value).split("_") if w]
+    text = " ".join(words)
+    return text[:1].upper() + text[1:]
+
+
+@register.filter
+def value_words(value: object) -> object:
+    """A recommendation's evidence value: booleans as yes / no, nothing as a dash."""
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    return "-" if value is None else value
+
+
 @register.filter
 def term_label(value: str) -> str:
     """A way of buying in words: '1y_no_upfront' -> '1 year, no upfront'."""
