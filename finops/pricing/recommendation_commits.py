@@ -260,7 +260,7 @@ def _plan_commit(
         f"break-even after {best['break_even_months']} months."
     )
     over = limit is not None and wanted > limit
-    if over:
+    if limit is not None and over:
         action += (
             f" Its jobs asked for {money_text(wanted, currency)} an hour of on-demand use at "
             f"P{pct}, more than the fleet's {money_text(limit, currency)} an hour: the advice "
