@@ -16,6 +16,10 @@ ListCost per unit, the ratio the catalogue's term price / on demand, else the co
 
 - GCP, CoreWeave and others: per (provider, type, region); the unit is a GPU (to a tenth:
   GCP commits GPUs, CoreWeave reserves capacity), "commit N x TYPE GPUs".
+- Demand is the GPUs the nodes held (finops.pricing.recommendation_inputs.held_and_requested:
+  on each node at most its GPUs) and a GPU-hour is priced over them; the level is at most the
+  pool's GPUs (a savings plan: the fleet's, in list units an hour), and the action says so when
+  the jobs asked for more (overlapping jobs, jobs whose end was never reported).
 - AWS and Azure: one savings plan per provider covering every type; the unit is a currency
   unit of on-demand use an hour (to a whole unit), so the commitment paid is level x ratio an
   hour; the ratio is the types' committed ratios weighted by their list cost (the catalogue
