@@ -21,7 +21,6 @@ usage on 31 August on the September invoice is September's).
 from __future__ import annotations
 
 import ast
-import csv
 import gzip
 import json
 import re
@@ -40,7 +39,6 @@ from billing_ingest.parsers.bounds import (
     max_json_depth,
 )
 from billing_ingest.parsers.checks import (
-    check_cells,
     check_record_batch,
     check_unique_columns,
     text_problem,
@@ -55,6 +53,7 @@ from billing_ingest.parsers.values import (
     built_chunks,
     cell_text,
     column_max_length,
+    csv_header,
     csv_rows,
     is_null,
     open_text,
@@ -394,15 +393,7 @@ class _GcpRow:
 
 def _csv_records(handle: CappedText, *, file_label: str) -> Iterator[tuple[int, dict[str, Any]]]:
     reader = csv_reader(handle, file_label=file_label)
-    try:
-        header = [name.strip() for name in next(reader)]
-    except StopIteration:
-        raise ImportFormatError("file is empty (no header row)", file=file_label) from None
-    except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as exc:
-        raise ImportFormatError(
-            f"cannot read the header row ({exc})", file=file_label, row=1
-        ) from None
-    check_cells(header, file_label=file_label, row=1)
+    header = [name.strip() for name in csv_header(reader, file_label=file_label)]
     missing = [column for column in REQUIRED_COLUMNS if column not in header]
     if missing:
         raise ImportFormatError(
