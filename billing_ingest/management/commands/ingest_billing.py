@@ -24,13 +24,8 @@ from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_parser, billing_paths
 from billing_ingest.selectors import months_changed_by_batches
 from billing_ingest.services.batches import import_batch_fail_if_dead, import_batch_pipeline_set
-from billing_ingest.services.billing import (
-    BillingFile,
-    billing_batch_create,
-    billing_batch_finish,
-    billing_default_source,
-    billing_file_wanted,
-)
+from billing_ingest.services.billing import BillingFile, billing_batch_create, billing_batch_finish
+from billing_ingest.services.billing_files import billing_default_source, billing_file_wanted
 from billing_ingest.services.deliveries import billing_uri_ingest
 from billing_ingest.services.dispatch import billing_batch_dispatch
 from billing_ingest.sources import SourceFetchError
