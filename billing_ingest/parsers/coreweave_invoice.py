@@ -30,7 +30,7 @@ from typing import Any
 
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import csv_reader
-from billing_ingest.parsers.checks import check_unique_columns
+from billing_ingest.parsers.checks import check_unique_columns, missing_columns_error
 from billing_ingest.parsers.coreweave import DEFAULT_PRICING_CATEGORY, PROVIDER_NAME, price
 from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
@@ -86,12 +86,7 @@ class _InvoiceRow:
             positions.setdefault(name.strip().lower(), index)
         missing = [name for name in REQUIRED if name not in positions]
         if missing:
-            raise ImportFormatError(
-                f"missing required CoreWeave invoice column(s): {', '.join(missing)}",
-                file=file_label,
-                row=1,
-                column=missing[0],
-            )
+            raise missing_columns_error("CoreWeave invoice", missing, file_label=file_label, row=1)
         self.positions = {
             name: positions[name] for name in (*REQUIRED, *OPTIONAL) if name in positions
         }

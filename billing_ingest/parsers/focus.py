@@ -20,7 +20,7 @@ from django.conf import settings
 
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import csv_reader
-from billing_ingest.parsers.checks import check_unique_columns
+from billing_ingest.parsers.checks import check_unique_columns, missing_columns_error
 from billing_ingest.parsers.columnar import (
     FallBack,
     LineItemTable,
@@ -130,11 +130,7 @@ def _column_positions(
         positions.setdefault(name.strip().lower(), index)
     missing = [name for name in required_columns if name.lower() not in positions]
     if missing:
-        raise ImportFormatError(
-            f"missing required FOCUS column(s): {', '.join(missing)}",
-            file=file_label,
-            column=missing[0],
-        )
+        raise missing_columns_error("FOCUS", missing, file_label=file_label)
     return positions
 
 

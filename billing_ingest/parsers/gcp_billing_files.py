@@ -20,6 +20,7 @@ from billing_ingest.parsers.bounds import (
 from billing_ingest.parsers.checks import (
     check_record_batch,
     check_unique_columns,
+    missing_columns_error,
     text_problem,
 )
 from billing_ingest.parsers.lines import CappedText
@@ -52,12 +53,7 @@ def _csv_records(handle: CappedText, *, file_label: str) -> Iterator[tuple[int, 
     header = [name.strip() for name in csv_header(reader, file_label=file_label)]
     missing = [column for column in REQUIRED_COLUMNS if column not in header]
     if missing:
-        raise ImportFormatError(
-            f"missing required BigQuery export column(s): {', '.join(missing)}",
-            file=file_label,
-            row=1,
-            column=missing[0],
-        )
+        raise missing_columns_error("BigQuery export", missing, file_label=file_label, row=1)
     try:
         # Every column: cells are zipped into a dict by name, so a repeated name loses one.
         check_unique_columns(header, range(len(header)), file_label=file_label, key=str.strip)
@@ -140,11 +136,7 @@ def _parquet_records(
     names = _schema_names(list(parquet.schema_arrow))
     missing = [column for column in REQUIRED_COLUMNS if column not in names]
     if missing:
-        raise ImportFormatError(
-            f"missing required BigQuery export column(s): {', '.join(missing)}",
-            file=file_label,
-            column=missing[0],
-        )
+        raise missing_columns_error("BigQuery export", missing, file_label=file_label)
     number = 1
     try:
         for batch in parquet.iter_batches(batch_size=chunk_size):
