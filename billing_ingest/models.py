@@ -31,7 +31,7 @@ class Cluster(models.Model):
     # replica is 1/replicas of a GPU. Every node's, unless a node pool says otherwise.
     gpu_sharing_replicas = models.PositiveIntegerField(default=1)
     # Node pools with their own replicas: {"<node-name prefix>": replicas}, the longest prefix
-    # matching a pod's node wins (1: whole GPUs). billing_ingest.parsers.kubernetes.GpuSharing.
+    # matching a pod's node wins (1: whole GPUs). billing_ingest.parsers.kubernetes_gpus.GpuSharing.
     gpu_sharing_pools = models.JSONField(default=dict, blank=True)
 
     class Meta:

@@ -3,12 +3,14 @@ draws it as a progress bar)."""
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from django.db.models import Count, Q, Sum
 
-from billing_ingest.models import ImportBatch, ImportBatchPart
+from billing_ingest.models import ImportBatch, ImportBatchPart, MonthChange
 
 FINISHED = frozenset(
     {
@@ -67,3 +69,9 @@ def batch_progress(*, batch_id: int) -> BatchProgress | None:
         error=batch.public_error,
         billing_periods=list(batch.billing_periods or []),
     )
+
+
+def months_changed_by_batches(*, batch_ids: Iterable[int]) -> list[dt.date]:
+    """The months (first days) the batches' settling recorded as changed for the pipeline."""
+    rows = MonthChange.objects.filter(batch_id__in=list(batch_ids), start_pipeline=True)
+    return sorted(set(rows.values_list("month", flat=True)))

@@ -19,13 +19,13 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     # An invitation's link (finops.onboarding.services): choose a password, once.
     path("accounts/invite/<uidb64>/<token>/", InviteAcceptView.as_view(), name="invite-accept"),
-    path("account/tokens/", include("finops.tokens.urls")),
-    path("account/notifications/", include("finops.notifications.urls")),
+    path("account/tokens/", include("finops.web.tokens_urls")),
+    path("account/notifications/", include("finops.web.notifications_urls")),
     path("api/", include("finops.api.urls")),
     # Prometheus scrapes /metrics (no slash), with an API token.
     path("metrics", MetricsView.as_view(), name="metrics"),
-    path("budgets/", include("finops.budgets.urls")),
-    path("channels/", include("finops.notifications.channel_urls")),
+    path("budgets/", include("finops.web.budgets_urls")),
+    path("channels/", include("finops.web.channels_urls")),
     path("", include("finops.web.urls")),
 ]
 

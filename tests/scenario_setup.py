@@ -52,3 +52,21 @@ def run_metrics_month_attributed() -> None:
     run_command(folder, ["ingest_jobs", "--format", "slurm", "sacct-D-hpc.txt", "--cluster",
                          "hpc", "--no-attribute"])  # fmt: skip
     run_command(folder, ["attribute", "--month", "2025-06"])
+
+
+def run_metrics_scenario_efficiency(api: Any) -> dict[str, Any]:
+    """Run pretrain's efficiency as the API gives it (GET /api/v1/runs/{id}/) once the month is
+    attributed (run_metrics_month_attributed); its metrics are the caller's to import first."""
+    run_metrics_month_attributed()
+    from finops.attribution.models import RunCost
+
+    run = RunCost.objects.get(run_id="pretrain")
+    efficiency: dict[str, Any] = api.get(f"/api/v1/runs/{run.pk}/").json()["efficiency"]
+    return efficiency
+
+
+def metric_row_facts(rows: list[Any]) -> list[tuple[object, ...]]:
+    """What two formats of one run must agree on, row by row (run_metrics MetricRow)."""
+    return [
+        (r.run_id, r.team, r.timestamp, r.step, r.tokens, r.samples, r.checkpoint) for r in rows
+    ]

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django.core.management.base import BaseCommand
 from django.db import transaction
-from django.db.models import QuerySet
 
-from billing_ingest.models import MonthChange
 from billing_ingest.services.months import month_changes_record
 from finops.core.months import month_format
 from finops.core.pipeline_wake import pipeline_kick
@@ -16,10 +16,11 @@ from finops.core.pipeline_wake import pipeline_kick
 CLAIM_WAIT = 30.0
 
 
-def start_pipeline(command: BaseCommand, *, months: QuerySet[MonthChange]) -> None:
-    """Wake the pipeline for the recorded month changes and print one line per month: its
-    run's status, or "queued" (a worker, or the watchdog's next sweep, will start it)."""
-    labels = sorted({month_format(m) for m in months.values_list("month", flat=True)})
+def start_pipeline(command: BaseCommand, *, months: list[dt.date]) -> None:
+    """Wake the pipeline for the months whose changes were recorded (first days) and print one
+    line per month: its run's status, or "queued" (a worker, or the watchdog's next sweep, will
+    start it)."""
+    labels = sorted({month_format(m) for m in months})
     if not labels:
         return
     outcome = pipeline_kick(wait=CLAIM_WAIT) or {}
@@ -40,4 +41,4 @@ def request_pipeline(command: BaseCommand, *, months: list[str], kind: str) -> N
         return
     with transaction.atomic():
         changes = month_changes_record(months=months, kind=kind)
-    start_pipeline(command, months=MonthChange.objects.filter(id__in=[c.pk for c in changes]))
+    start_pipeline(command, months=[c.month for c in changes])

@@ -26,9 +26,6 @@ its own shape.
 
 from __future__ import annotations
 
-import csv
-import gzip
-import zlib
 from collections.abc import Iterator, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -45,7 +42,7 @@ from billing_ingest.parsers.azure_values import (
     vm_size,
 )
 from billing_ingest.parsers.bounds import csv_reader
-from billing_ingest.parsers.checks import check_cells, check_record_batch, check_unique_columns
+from billing_ingest.parsers.checks import check_record_batch, check_unique_columns
 from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
 from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
@@ -56,6 +53,7 @@ from billing_ingest.parsers.values import (
     built_chunks,
     cell_text,
     column_max_length,
+    csv_header,
     csv_rows,
     is_null,
     open_text,
@@ -339,20 +337,12 @@ def _no_data(file_label: str) -> ImportFormatError:
 
 def _csv_header(path: Path, *, file_label: str, compressed: bool) -> list[str]:
     with open_text(path, compressed=compressed, file_label=file_label) as handle:
-        try:
-            return next(csv_reader(handle, file_label=file_label))
-        except StopIteration:
-            raise ImportFormatError("file is empty (no header row)", file=file_label) from None
-        except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as exc:
-            raise ImportFormatError(
-                f"cannot read the header row ({exc})", file=file_label, row=1
-            ) from None
+        return csv_header(csv_reader(handle, file_label=file_label), file_label=file_label)
 
 
 def _parse_csv(
     path: Path, header: list[str], *, file_label: str, compressed: bool, chunk_size: int
 ) -> LineItemChunks:
-    check_cells(header, file_label=file_label, row=1)
     try:
         mapper = _AzureRow(header, file_label=file_label)
     except ImportFormatError as exc:

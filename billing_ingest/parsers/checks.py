@@ -126,3 +126,16 @@ def check_record_batch(batch: Any, *, first_row: int, file_label: str) -> None:
             raise ImportFormatError(
                 "contains a NUL character", file=file_label, row=first_row + index, column=where
             )
+
+
+def missing_columns_error(
+    kind: str, missing: Sequence[str], *, file_label: str, row: int | None = None
+) -> ImportFormatError:
+    """A header without columns the format requires: names every one missing (``kind``: the
+    format, as "FOCUS"), the first as the error's column."""
+    return ImportFormatError(
+        f"missing required {kind} column(s): {', '.join(missing)}",
+        file=file_label,
+        row=row,
+        column=missing[0],
+    )

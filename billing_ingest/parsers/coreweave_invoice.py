@@ -22,10 +22,7 @@ says nothing finer; attribution spreads it over that month.
 
 from __future__ import annotations
 
-import csv
-import gzip
 import re
-import zlib
 from collections.abc import Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -33,7 +30,7 @@ from typing import Any
 
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import csv_reader
-from billing_ingest.parsers.checks import check_cells, check_unique_columns
+from billing_ingest.parsers.checks import check_unique_columns, missing_columns_error
 from billing_ingest.parsers.coreweave import DEFAULT_PRICING_CATEGORY, PROVIDER_NAME, price
 from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
@@ -43,6 +40,7 @@ from billing_ingest.parsers.values import (
     built_chunks,
     cell_text,
     column_max_length,
+    csv_header,
     csv_rows,
     open_text,
     parse_currency,
@@ -88,12 +86,7 @@ class _InvoiceRow:
             positions.setdefault(name.strip().lower(), index)
         missing = [name for name in REQUIRED if name not in positions]
         if missing:
-            raise ImportFormatError(
-                f"missing required CoreWeave invoice column(s): {', '.join(missing)}",
-                file=file_label,
-                row=1,
-                column=missing[0],
-            )
+            raise missing_columns_error("CoreWeave invoice", missing, file_label=file_label, row=1)
         self.positions = {
             name: positions[name] for name in (*REQUIRED, *OPTIONAL) if name in positions
         }
@@ -188,15 +181,7 @@ def parse_coreweave_invoice(
     compressed = read_magic(path)[:2] == GZIP_MAGIC or path.suffix.lower() == ".gz"
     with open_text(path, compressed=compressed, file_label=file_label) as handle:
         reader = csv_reader(handle, file_label=file_label)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ImportFormatError("file is empty (no header row)", file=file_label) from None
-        except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as exc:
-            raise ImportFormatError(
-                f"cannot read the header row ({exc})", file=file_label, row=1
-            ) from None
-        check_cells(header, file_label=file_label, row=1)
+        header = csv_header(reader, file_label=file_label)
         mapper = _InvoiceRow(header, file_label=file_label)
         no_data = ImportFormatError("file has a header but no data rows", file=file_label)
         rows = csv_rows(reader, file_label=file_label, header=header)

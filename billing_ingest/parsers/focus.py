@@ -10,10 +10,7 @@ the csv module, Parquet one record batch at a time.
 
 from __future__ import annotations
 
-import csv
-import gzip
 import json
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from datetime import date
 from pathlib import Path
@@ -23,7 +20,7 @@ from django.conf import settings
 
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.bounds import csv_reader
-from billing_ingest.parsers.checks import check_cells, check_unique_columns
+from billing_ingest.parsers.checks import check_unique_columns, missing_columns_error
 from billing_ingest.parsers.columnar import (
     FallBack,
     LineItemTable,
@@ -44,6 +41,7 @@ from billing_ingest.parsers.values import (
     BadValue,
     cell_text,
     column_max_length,
+    csv_header,
     csv_rows,
     open_text,
     parse_currency,
@@ -132,11 +130,7 @@ def _column_positions(
         positions.setdefault(name.strip().lower(), index)
     missing = [name for name in required_columns if name.lower() not in positions]
     if missing:
-        raise ImportFormatError(
-            f"missing required FOCUS column(s): {', '.join(missing)}",
-            file=file_label,
-            column=missing[0],
-        )
+        raise missing_columns_error("FOCUS", missing, file_label=file_label)
     return positions
 
 
@@ -412,15 +406,7 @@ def _parse_csv(
 ) -> LineItemChunks:
     with open_text(path, compressed=compressed, file_label=file_label) as handle:
         reader = csv_reader(handle, file_label=file_label)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ImportFormatError("file is empty (no header row)", file=file_label) from None
-        except (EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as exc:
-            raise ImportFormatError(
-                f"cannot read the header row ({exc})", file=file_label, row=1
-            ) from None
-        check_cells(header, file_label=file_label, row=1)
+        header = csv_header(reader, file_label=file_label)
         try:
             builder = make_builder(header)
         except ImportFormatError as exc:

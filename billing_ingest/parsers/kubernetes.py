@@ -59,59 +59,46 @@ merge keys are read as plain keys.
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_EVEN, Context, Decimal
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-try:
-    from yaml import CSafeLoader as _SafeLoader
-except ImportError:  # pragma: no cover (PyYAML built without libyaml)
-    from yaml import SafeLoader as _SafeLoader  # type: ignore[assignment]
-
 from billing_ingest.models import JobRecord
-from billing_ingest.parsers.bounds import json_loads
+from billing_ingest.parsers.kubernetes_fields import (
+    ENDPOINT_LABEL,
+    RUN_LABELS,
+    TEAM_LABELS,
+    _dicts,
+    account_for,
+    label_text,
+    parse_time,
+    pod_times,
+    run_id_for,
+)
+from billing_ingest.parsers.kubernetes_files import load_pods
+from billing_ingest.parsers.kubernetes_gpus import (
+    CLUSTER_REPLICAS,
+    NVIDIA_GPU,
+    SHARED_GPU_RESOURCE,
+    FieldError,
+    GpuSharing,
+    PodGpus,
+    _get,
+    _list_of_objects,
+    _nested,
+    pod_gpus,
+    pod_replicas,
+    rounded_gpus,
+)
 from billing_ingest.parsers.rows import END_FROM_SNAPSHOT, JobRow, row_text
 from billing_ingest.parsers.slurm import SacctStats
 from finops.core.errors import ImportFormatError
 
 DEFAULT_CHUNK_SIZE = 5000
-GPU_PLACES = Decimal("0.000001")
-_CTX = Context(prec=50)
 
-NVIDIA_GPU = "nvidia.com/gpu"
-WHOLE_GPU_RESOURCES = frozenset({NVIDIA_GPU, "amd.com/gpu"})
-SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
-# What a time-sliced node advertises: the plain name by default, `.shared` with renameByDefault.
-TIME_SLICED_RESOURCES = frozenset({NVIDIA_GPU, SHARED_GPU_RESOURCE})
-# Node labels that tell a node's replicas per GPU, when a pod selects its node by one: GPU
-# Feature Discovery's, and GKE's for time-sharing and MPS node pools.
-GFD_REPLICAS_LABEL = "nvidia.com/gpu.replicas"
-GKE_STRATEGY_LABEL = "cloud.google.com/gke-gpu-sharing-strategy"
-GKE_CLIENTS_LABEL = "cloud.google.com/gke-max-shared-clients-per-gpu"
-GKE_SHARING_STRATEGIES = frozenset({"time-sharing", "mps"})
-# `nvidia.com/mig-3g.40gb`, `nvidia.com/mig-1c.3g.20gb`, `nvidia.com/mig-1g.10gb.me` (media ext.).
-_MIG = re.compile(r"nvidia\.com/mig-(?:(\d+)c\.)?(\d+)g\.(\d+)gb(?:\.[a-z0-9]+)*")
-MIG_SLICES = 7
-# A30: 4 compute slices; its profiles are the only ones with these names.
-_A30_PROFILES = frozenset({(1, 6), (2, 12), (4, 24)})
-A30_SLICES = 4
 
-RUN_LABEL = "finops.io/run"
-TEAM_LABELS = ("finops.io/team", "team")
-ENDPOINT_LABEL = "finops.io/endpoint"
-JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
-RUN_LABELS = (RUN_LABEL, *JOB_NAME_LABELS)
-# The hash a Deployment (or an Argo Rollout) appends to its ReplicaSet's name and labels the
-# pods with.
-TEMPLATE_HASH_LABELS = ("pod-template-hash", "rollouts-pod-template-hash")
 # Pods killed from outside (eviction, preemption): their GPU time is lost work.
 _PREEMPTED_REASONS = frozenset({"Evicted", "Preempting"})
 _STATES = {"Succeeded": "COMPLETED", "Failed": "FAILED", "Running": "RUNNING", "Pending": "PENDING"}
@@ -145,65 +132,10 @@ WARNING_RENAMED = (
 # Where the snapshot time came from; what set a pod's replicas when no label or pool did.
 SNAPSHOT_READ = "when the API was read"
 SNAPSHOT_LATEST = "the latest time the file shows"
-CLUSTER_REPLICAS = "the cluster's replicas"
 
 # JobRecord fields checked against their max_length before writing: PostgreSQL's error would
 # name neither pod nor field.
 _BOUNDED = ("job_id", "job_id_raw", "name", "account", "run_id", "namespace", "endpoint", "state")
-
-
-class FieldError(ValueError):
-    """A bad value at a JSON path inside one pod; the parser adds file and item index."""
-
-    def __init__(self, path: str, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-
-
-@dataclass
-class PodGpus:
-    """What a pod holds, before it is written: the exact GPU count and the resources behind it."""
-
-    gpus: Fraction = Fraction(0)
-    resources: dict[str, int] = field(default_factory=dict)
-
-    def divided(self, replicas: int, *, renamed: bool = False) -> list[str]:
-        """The time-sliced resources the pod holds that `replicas` divide (on a `renamed` node
-        only `nvidia.com/gpu.shared`)."""
-        if replicas <= 1:
-            return []
-        sliced = {SHARED_GPU_RESOURCE} if renamed else TIME_SLICED_RESOURCES
-        return sorted(name for name in self.resources if name in sliced)
-
-
-@dataclass(frozen=True)
-class GpuSharing:
-    """How many ways the cluster's GPUs are time-sliced: `replicas` for every node, unless the
-    node's name starts with a `pools` prefix (node pool -> replicas; the longest prefix wins)."""
-
-    replicas: int = 1
-    pools: Mapping[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        for where, value in (("cluster", self.replicas), *self.pools.items()):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"GPU sharing replicas of {where} must be at least 1: {value!r}")
-
-    @property
-    def any_set(self) -> bool:
-        return self.replicas > 1 or any(n > 1 for n in self.pools.values())
-
-    def describe(self) -> str:
-        pools = ", ".join(f"node pool {p}*: {n}" for p, n in sorted(self.pools.items()))
-        return f"cluster: {self.replicas}" + (f", {pools}" if pools else "")
-
-    def for_node(self, node: str) -> tuple[int, str]:
-        """(replicas, what says so) for a pod on `node` that selects no sharing label."""
-        matches = [prefix for prefix in self.pools if node.startswith(prefix)]
-        if matches:
-            prefix = max(matches, key=len)
-            return self.pools[prefix], f"node pool {prefix}*"
-        return self.replicas, CLUSTER_REPLICAS
 
 
 class SnapshotClock:
@@ -250,104 +182,6 @@ class PodContext:
 # --- value helpers (pure) ---------------------------------------------------------------------
 
 
-def gpu_fraction(resource: str, *, shared_replicas: int) -> Fraction | None:
-    """GPUs one unit of a resource is, or None when the resource is not a GPU. On a time-sliced
-    node (`shared_replicas` > 1) `nvidia.com/gpu` is a replica too, as `.shared` is."""
-    if resource in TIME_SLICED_RESOURCES:
-        return Fraction(1, shared_replicas)
-    if resource in WHOLE_GPU_RESOURCES:
-        return Fraction(1)
-    match = _MIG.fullmatch(resource)
-    if match is None:
-        return None
-    compute, slices, memory = match.group(1), int(match.group(2)), int(match.group(3))
-    total = A30_SLICES if (slices, memory) in _A30_PROFILES else MIG_SLICES
-    if slices < 1 or slices > total:
-        raise ValueError(f"MIG profile {resource!r} has {slices} of {total} slices")
-    used = int(compute) if compute is not None else slices
-    if used < 1 or used > slices:
-        raise ValueError(f"MIG profile {resource!r} has {used} compute slices of {slices}")
-    return Fraction(used, total)
-
-
-def quantity(value: object) -> int:
-    """An extended-resource quantity: Kubernetes only allows whole numbers ("2" or 2)."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a quantity: {value!r}")
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, str) and value.strip().isdigit():
-        number = int(value.strip())
-    else:
-        raise ValueError(f"not a whole-number quantity: {value!r}")
-    if number < 0:
-        raise ValueError(f"negative quantity: {value!r}")
-    return number
-
-
-def parse_time(value: object) -> datetime:
-    """An RFC 3339 time as Kubernetes prints it (`2024-09-03T10:00:00Z`), as UTC."""
-    if not isinstance(value, str):
-        raise ValueError(f"expected an RFC 3339 time string, found {value!r}")
-    try:
-        parsed = datetime.fromisoformat(value.strip())
-    except ValueError:
-        raise ValueError(f"unparseable time {value!r}") from None
-    if parsed.tzinfo is None:
-        raise ValueError(f"time {value!r} has no offset")
-    return parsed.astimezone(UTC)
-
-
-def rounded_gpus(gpus: Fraction) -> Decimal:
-    """The 6-place value stored in JobRecord.gpus (the exact one is kept beside it)."""
-    exact = _CTX.divide(Decimal(gpus.numerator), Decimal(gpus.denominator))
-    return exact.quantize(GPU_PLACES, rounding=ROUND_HALF_EVEN)
-
-
-def label_text(labels: Mapping[str, object], *keys: str) -> str:
-    for key in keys:
-        value = labels.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return ""
-
-
-def workload_name(*, owner: str, pod_name: str, template_hash: str) -> str:
-    """The workload a pod belongs to: its controller without the pod-template hash (a
-    Deployment's ReplicaSet `nginx-7fb78fb6d8` -> `nginx`, as OpenCost names the controller),
-    else the pod without `-<hash>-<suffix>`, else the owner or pod as given."""
-    if template_hash:
-        suffix = f"-{template_hash}"
-        if owner.endswith(suffix) and len(owner) > len(suffix):
-            return owner[: -len(suffix)]
-        cut = pod_name.rfind(f"{suffix}-")
-        if not owner and cut > 0:
-            return pod_name[:cut]
-    return owner or pod_name
-
-
-def run_id_for(
-    *,
-    labels: Mapping[str, object],
-    run_labels: tuple[str, ...],
-    owner: str,
-    pod_name: str,
-    hash_labels: tuple[str, ...] = TEMPLATE_HASH_LABELS,
-) -> str:
-    """The first run label present (`finops.io/run`, then the Job name), else the workload
-    (the controlling owner without its pod-template hash), else the pod."""
-    template_hash = label_text(labels, *hash_labels)
-    return label_text(labels, *run_labels) or workload_name(
-        owner=owner, pod_name=pod_name, template_hash=template_hash
-    )
-
-
-def account_for(
-    *, labels: Mapping[str, object], namespace: str, team_labels: tuple[str, ...]
-) -> str:
-    return label_text(labels, *team_labels) or namespace
-
-
 def check_lengths(record: JobRow) -> None:
     for name in _BOUNDED:
         limit = getattr(JobRecord._meta.get_field(name), "max_length", None)
@@ -356,87 +190,6 @@ def check_lengths(record: JobRow) -> None:
 
 
 # --- one pod ----------------------------------------------------------------------------------
-
-
-def _get(obj: Mapping[str, Any], key: str, path: str, kind: type | tuple[type, ...]) -> Any:
-    value = obj.get(key)
-    if value is not None and not isinstance(value, kind):
-        expected = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise FieldError(f"{path}.{key}", f"expected {expected}, found {type(value).__name__}")
-    return value
-
-
-def _list_of_objects(
-    obj: Mapping[str, Any], key: str, path: str
-) -> list[tuple[str, dict[str, Any]]]:
-    items = _get(obj, key, path, list) or []
-    result = []
-    for i, item in enumerate(items):
-        if not isinstance(item, dict):
-            raise FieldError(f"{path}.{key}[{i}]", "expected an object")
-        result.append((f"{path}.{key}[{i}]", item))
-    return result
-
-
-def _container_resources(container: dict[str, Any], path: str) -> dict[str, int]:
-    resources = _get(container, "resources", path, dict) or {}
-    limits = _get(resources, "limits", f"{path}.resources", dict) or {}
-    requests = _get(resources, "requests", f"{path}.resources", dict) or {}
-    held: dict[str, int] = {}
-    for source, where in ((requests, "requests"), (limits, "limits")):
-        # limits are read last: they win where both are given.
-        for name, value in source.items():
-            if _is_gpu_resource(name):
-                try:
-                    gpu_fraction(name, shared_replicas=1)  # a bad MIG profile fails here
-                    held[name] = quantity(value)
-                except ValueError as exc:
-                    raise FieldError(f"{path}.resources.{where}.{name}", str(exc)) from None
-    return held
-
-
-def _is_gpu_resource(name: str) -> bool:
-    return (
-        name in WHOLE_GPU_RESOURCES
-        or name == SHARED_GPU_RESOURCE
-        or name.startswith("nvidia.com/mig-")
-    )
-
-
-def pod_gpus(
-    spec: dict[str, Any], path: str, *, shared_replicas: int, renamed: bool = False
-) -> PodGpus:
-    """GPUs a pod holds for its lifetime (module docstring: max, not sum, for init containers).
-    On a `renamed` node (renameByDefault: its replicas are `nvidia.com/gpu.shared`),
-    `nvidia.com/gpu` is a whole GPU."""
-    app: dict[str, int] = {}
-    for c_path, container in _list_of_objects(spec, "containers", path):
-        for name, count in _container_resources(container, c_path).items():
-            app[name] = app.get(name, 0) + count
-    sidecars: dict[str, int] = {}
-    peak_init: dict[str, int] = {}
-    for c_path, container in _list_of_objects(spec, "initContainers", path):
-        held = _container_resources(container, c_path)
-        if container.get("restartPolicy") == "Always":
-            # A sidecar runs beside everything started after it.
-            for name, count in held.items():
-                sidecars[name] = sidecars.get(name, 0) + count
-            continue
-        for name in set(held) | set(sidecars):
-            during = held.get(name, 0) + sidecars.get(name, 0)
-            peak_init[name] = max(peak_init.get(name, 0), during)
-    effective: dict[str, int] = {}
-    for name in set(app) | set(sidecars) | set(peak_init):
-        count = max(app.get(name, 0) + sidecars.get(name, 0), peak_init.get(name, 0))
-        if count:
-            effective[name] = count
-    gpus = Fraction(0)
-    for name, count in effective.items():
-        whole = renamed and name == NVIDIA_GPU
-        unit = gpu_fraction(name, shared_replicas=1 if whole else shared_replicas)
-        if unit is not None:
-            gpus += unit * count
-    return PodGpus(gpus=gpus, resources=dict(sorted(effective.items())))
 
 
 def _terminations(status: dict[str, Any], path: str) -> list[tuple[str, dict[str, Any]]]:
@@ -642,106 +395,6 @@ def _pod_gpus_counted(spec: dict[str, Any], node: str, path: str, context: PodCo
     return held
 
 
-def pod_replicas(
-    spec: dict[str, Any], node: str, path: str, sharing: GpuSharing
-) -> tuple[int, str]:
-    """(replicas per GPU of the pod's node, what says so): a sharing label the pod selects its
-    node by, else the node pool's or the cluster's setting."""
-    label = GFD_REPLICAS_LABEL
-    value, where = selected_node_label(spec, label, path)
-    if not value:
-        label = GKE_CLIENTS_LABEL
-        value, where = selected_node_label(spec, label, path)
-        strategy, _ = selected_node_label(spec, GKE_STRATEGY_LABEL, path)
-        if strategy and strategy not in GKE_SHARING_STRATEGIES:
-            value = ""
-    if not value:
-        return sharing.for_node(node)
-    try:
-        replicas = quantity(value)
-    except ValueError as exc:
-        raise FieldError(where, str(exc)) from None
-    if replicas < 1:
-        raise FieldError(where, f"GPU sharing replicas must be at least 1: {value!r}")
-    return replicas, f"node label {label}={replicas} the pod selects"
-
-
-def selected_node_label(spec: dict[str, Any], key: str, path: str) -> tuple[str, str]:
-    """(value, JSON path) a pod requires of its node's label `key`: its nodeSelector's, else
-    the one value every required node-affinity term names with `In`; ("", "") when neither."""
-    selector = _get(spec, "nodeSelector", path, dict) or {}
-    value = selector.get(key)
-    if isinstance(value, str) and value.strip():
-        return value.strip(), f"{path}.nodeSelector.{key}"
-    terms = _nested(spec, "affinity", "nodeAffinity", REQUIRED_AFFINITY, "nodeSelectorTerms")
-    if not isinstance(terms, list) or not terms:
-        return "", ""
-    found = {_term_value(term, key) for term in terms}
-    if len(found) != 1 or "" in found:
-        return "", ""
-    return found.pop(), f"{path}.affinity.nodeAffinity.{key}"
-
-
-REQUIRED_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
-
-
-def _nested(obj: object, *keys: str) -> object:
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def _term_value(term: object, key: str) -> str:
-    expressions = _nested(term, "matchExpressions")
-    for expression in expressions if isinstance(expressions, list) else []:
-        if not isinstance(expression, dict) or expression.get("key") != key:
-            continue
-        values = expression.get("values")
-        if expression.get("operator") == "In" and isinstance(values, list) and len(values) == 1:
-            value = values[0]
-            return value.strip() if isinstance(value, str) else ""
-    return ""
-
-
-# Times a pod shows (RFC 3339 strings), for the snapshot time of a file: metadata, status,
-# conditions and container states. deletionTimestamp is left out: it may lie in the future.
-_CONDITION_TIMES = ("lastTransitionTime", "lastProbeTime")
-_STATE_TIMES = ("startedAt", "finishedAt")
-_STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
-
-
-def pod_times(pod: object) -> Iterator[datetime]:
-    """Every well-formed time the pod shows (bad ones are the pod reader's to report)."""
-    if not isinstance(pod, dict):
-        return
-    texts: list[object] = [
-        _nested(pod, "metadata", "creationTimestamp"),
-        _nested(pod, "status", "startTime"),
-    ]
-    managed = _nested(pod, "metadata", "managedFields")
-    texts += [m.get("time") for m in _dicts(managed)]
-    conditions = _dicts(_nested(pod, "status", "conditions"))
-    texts += [c.get(k) for c in conditions for k in _CONDITION_TIMES]
-    for key in _STATUS_LISTS:
-        for container in _dicts(_nested(pod, "status", key)):
-            for which in ("state", "lastState"):
-                states = _nested(container, which)
-                for state in _dicts(list(states.values()) if isinstance(states, dict) else []):
-                    texts += [state.get(k) for k in _STATE_TIMES]
-    for text in texts:
-        if isinstance(text, str):
-            try:
-                yield parse_time(text)
-            except ValueError:
-                continue
-
-
-def _dicts(value: object) -> list[dict[str, Any]]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
 def renamed_nodes(items: list[Any]) -> frozenset[str]:
     """Nodes some pod of the file holds `nvidia.com/gpu.shared` on: their device plugin renames
     its replicas (renameByDefault), so it advertises no time-sliced plain `nvidia.com/gpu`."""
@@ -761,161 +414,6 @@ def renamed_nodes(items: list[Any]) -> frozenset[str]:
 
 
 # --- the file parser --------------------------------------------------------------------------
-
-
-def load_json(path: Path, file_label: str) -> Any:
-    """The whole file as JSON (numbers with a fraction as Decimal), or ImportFormatError naming
-    line and column."""
-    try:
-        with path.open(encoding="utf-8-sig") as handle:
-            # Nesting bounded (FINOPS_MAX_JSON_DEPTH) before json.loads recurses through it.
-            return json_loads(handle.read(), file_label=file_label, parse_float=Decimal)
-    except json.JSONDecodeError as exc:
-        raise ImportFormatError(
-            f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-            file=file_label,
-            row=exc.lineno,
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"not UTF-8 text: {exc.reason}", file=file_label) from None
-
-
-# YAML (`kubectl get pods -o yaml`): PyYAML's safe loader (the C one where PyYAML was built with
-# libyaml), with times kept as the strings kubectl writes (the pod reader parses them), `<<` read
-# as a plain key, and anchors/aliases refused: kubectl never writes them, and a few nested
-# aliases or merges expand to billions of nodes ("billion laughs").
-_NOT_RESOLVED = frozenset({"tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:merge"})
-
-
-class YamlAliasError(Exception):
-    """An alias in a YAML pod list: refused before it is expanded."""
-
-    def __init__(self, mark: Any) -> None:
-        super().__init__("alias")
-        self.line = int(getattr(mark, "line", 0)) + 1
-        self.column = int(getattr(mark, "column", 0)) + 1
-
-
-class PodYamlLoader(_SafeLoader):
-    """Safe loader for pod lists (see above)."""
-
-    yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag not in _NOT_RESOLVED]
-        for first, resolvers in _SafeLoader.yaml_implicit_resolvers.items()
-    }
-
-    def construct_object(self, node: Any, deep: bool = False) -> Any:
-        # An alias is the node it names, met again: refused the first time it is met, before
-        # anything is built from it twice.
-        if node in self.constructed_objects or node in self.recursive_objects:
-            raise YamlAliasError(node.start_mark)
-        return super().construct_object(node, deep=deep)
-
-
-def load_yaml(path: Path, file_label: str) -> list[Any]:
-    """The file's YAML documents (one for `kubectl get pods -o yaml`), or ImportFormatError
-    naming line and column."""
-    try:
-        with path.open(encoding="utf-8-sig") as handle:
-            loader = PodYamlLoader(handle)
-            try:
-                documents = []
-                while loader.check_data():
-                    documents.append(loader.get_data())
-                return documents
-            finally:
-                loader.dispose()
-    except YamlAliasError as exc:
-        raise ImportFormatError(
-            "YAML anchors and aliases are not read (kubectl never writes them): the node "
-            f"anchored at line {exc.line}, column {exc.column} is used again by an alias",
-            file=file_label,
-            row=exc.line,
-        ) from None
-    except yaml.YAMLError as exc:
-        raise _yaml_error(exc, file_label) from None
-    except RecursionError:
-        raise ImportFormatError(
-            "YAML nested too deeply to be a pod list", file=file_label
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise ImportFormatError(f"not UTF-8 text: {exc.reason}", file=file_label) from None
-
-
-def _yaml_error(exc: yaml.YAMLError, file_label: str) -> ImportFormatError:
-    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
-    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-    return ImportFormatError(
-        f"not valid YAML: {problem}{where}; export pods with `kubectl get pods -A -o json` "
-        "(or `-o yaml`)",
-        file=file_label,
-        row=mark.line + 1 if mark is not None else None,
-    )
-
-
-def is_json_text(path: Path) -> bool:
-    """Whether the file is JSON (its first character, past a BOM and blanks, opens an object or
-    array) rather than YAML."""
-    with path.open("rb") as handle:
-        text = handle.read(_SNIFF).removeprefix(b"\xef\xbb\xbf").lstrip(_BLANKS)
-        while not text:
-            more = handle.read(_SNIFF)
-            if not more:
-                return False
-            text = more.lstrip(_BLANKS)
-    return text[:1] in (b"{", b"[")
-
-
-_SNIFF = 4096
-_BLANKS = b" \t\r\n"
-
-
-# YAML takes some 20 times JSON's time and 30 times its size in memory while it is read (the
-# whole node graph is built first): past this size, JSON is asked for (about 9,000 pods as kubectl
-# writes them, some 1 GB while read).
-YAML_MAX_BYTES = 32 * 2**20
-
-
-def load_pods(path: Path, file_label: str) -> list[Any]:
-    """The pods of a `kubectl get pods` file, JSON or YAML (a YAML stream's documents, each a
-    Pod or a List, one after the other; at most YAML_MAX_BYTES)."""
-    if is_json_text(path):
-        return pod_items(load_json(path, file_label), file_label)
-    size = path.stat().st_size
-    if size > YAML_MAX_BYTES:
-        raise ImportFormatError(
-            f"a YAML pod list of {size / 2**20:.1f} MiB is more than the "
-            f"{YAML_MAX_BYTES / 2**20:g} MiB read as YAML; export it with `kubectl get pods -A "
-            "-o json`, which reads many times faster in a fraction of the memory",
-            file=file_label,
-        )
-    documents = load_yaml(path, file_label)
-    if not documents:
-        raise ImportFormatError(_NOT_A_LIST.format(found="an empty file"), file=file_label)
-    return [item for document in documents for item in pod_items(document, file_label)]
-
-
-_NOT_A_LIST = (
-    "expected a pod List as `kubectl get pods -A -o json` (or `-o yaml`) prints it, found {found}"
-)
-
-
-def pod_items(document: Any, file_label: str) -> list[Any]:
-    if not isinstance(document, dict):
-        found = "text" if isinstance(document, str) else f"a {type(document).__name__}"
-        raise ImportFormatError(_NOT_A_LIST.format(found=found), file=file_label)
-    kind = document.get("kind")
-    if kind == "Pod":
-        return [document]
-    items = document.get("items")
-    if kind not in ("List", "PodList") or not isinstance(items, list):
-        raise ImportFormatError(
-            f"expected kind List or PodList with an `items` array, found kind {kind!r}",
-            file=file_label,
-            column="kind",
-        )
-    return items
 
 
 def parse_pods(

@@ -30,20 +30,19 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from billing_ingest.parsers.kubernetes import (
+from billing_ingest.parsers.kubernetes import check_lengths
+from billing_ingest.parsers.kubernetes_fields import (
     ENDPOINT_LABEL,
-    GPU_PLACES,
     RUN_LABELS,
     TEAM_LABELS,
     TEMPLATE_HASH_LABELS,
-    FieldError,
     account_for,
-    check_lengths,
     label_text,
-    load_json,
     parse_time,
     run_id_for,
 )
+from billing_ingest.parsers.kubernetes_files import load_json
+from billing_ingest.parsers.kubernetes_gpus import GPU_PLACES, FieldError
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
 from finops.core.errors import ImportFormatError

@@ -238,6 +238,39 @@ def open_text(path: Path, *, compressed: bool, file_label: str | None = None) ->
     return CappedText(handle, file_label=label)
 
 
+# What reading a CSV's first row can raise, each the file's fault: a truncated or corrupt gzip,
+# bytes that are not UTF-8, a malformed row.
+HEADER_READ_ERRORS: tuple[type[Exception], ...] = (
+    EOFError,
+    zlib.error,
+    gzip.BadGzipFile,
+    UnicodeDecodeError,
+    csv.Error,
+)
+
+
+def csv_header(
+    reader: Iterator[list[str]],
+    *,
+    file_label: str,
+    errors: tuple[type[Exception], ...] = HEADER_READ_ERRORS,
+) -> list[str]:
+    """The header row (row 1) of a CSV reader, its cells checked (check_cells): an empty file,
+    an unreadable first row or a bad byte in a column name fails as an ImportFormatError naming
+    the file (and row 1, and the column). ``errors``: what else counts as unreadable (a zip
+    member's OSError, say)."""
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise ImportFormatError("file is empty (no header row)", file=file_label) from None
+    except errors as exc:
+        raise ImportFormatError(
+            f"cannot read the header row ({exc})", file=file_label, row=1
+        ) from None
+    check_cells(header, file_label=file_label, row=1)
+    return header
+
+
 def csv_rows(
     reader: Iterator[list[str]], *, file_label: str, header: Sequence[str] | None = None
 ) -> Iterator[tuple[int, list[str]]]:

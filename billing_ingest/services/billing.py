@@ -27,13 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
 from pathlib import Path
-from typing import Any, NotRequired, Required, TypedDict
 
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
@@ -45,8 +42,7 @@ from billing_ingest.loading.read_ahead import read_before_writing, writers_queue
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, MonthChange
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.columnar import LineItemTable
-from billing_ingest.parsers.rows import ROW_NOTE, LineItemRow
-from billing_ingest.parsers.values import GZIP_MAGIC, PARQUET_MAGIC, ZIP_MAGIC
+from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.services.batches import (
     file_sha256,
     import_batch_claim,
@@ -54,6 +50,7 @@ from billing_ingest.services.batches import (
     import_batch_touch,
     line_items_batch_delete,
 )
+from billing_ingest.services.billing_totals import _Totals
 from billing_ingest.services.line_item_tables import (
     PartTables,
     partitions_swap,
@@ -64,178 +61,8 @@ from billing_ingest.services.months import month_changes_record
 from finops.core.errors import ImportFormatError
 from finops.core.faults import fault_point
 from finops.core.heartbeat import heartbeat
-from finops.core.months import month_format, month_from_label
 
 logger = logging.getLogger("finops.billing_ingest")
-
-_SOURCE_SUFFIXES = (".gz", ".csv", ".parquet")
-
-
-def billing_default_source(*, format: str, path: Path) -> str:
-    """`<format>:<file name without .csv/.gz/.parquet suffixes>`, e.g. focus:acme-2024-09 for
-    acme-2024-09.csv.gz. One source per file means files never restate each other unless the
-    caller names a shared source on purpose."""
-    name = path.name
-    stripped = True
-    while stripped:
-        stripped = False
-        for suffix in _SOURCE_SUFFIXES:
-            if name.lower().endswith(suffix) and len(name) > len(suffix):
-                name = name[: -len(suffix)]
-                stripped = True
-    # Cut to the column (ImportBatch.source): a 255-character file name would not fit.
-    return f"{format}:{name}"[: ImportBatch._meta.get_field("source").max_length]
-
-
-# Names beside the exports that are documents, not data, whatever their text looks like:
-# manifests (JSON), notes, reports. Their content is still checked for Parquet and gzip.
-_DOCUMENT_SUFFIXES = frozenset({".json", ".md", ".txt", ".html", ".pdf", ".xml", ".yaml", ".yml"})
-_HEAD_BYTES = 4096
-
-
-def billing_file_kind(path: Path) -> str | None:
-    """What a file found in a folder holds, told by its content as the parsers tell it (AWS and
-    Athena write Parquet parts without an extension): "parquet", "gzip", "zip", "csv", "json"
-    (a suffix-less JSON-lines shard, as BigQuery names them), or None for anything else, such
-    as manifests, notes and reports sitting beside the exports."""
-    with path.open("rb") as handle:
-        head = handle.read(_HEAD_BYTES)
-    if head[:4] == PARQUET_MAGIC:
-        return "parquet"
-    if head[:2] == GZIP_MAGIC:
-        return "gzip"
-    if head[:4] == ZIP_MAGIC:
-        return "zip"
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return "csv"  # named CSV: the parser judges (and names the row of) what is wrong
-    if suffix in _DOCUMENT_SUFFIXES or b"\x00" in head:
-        return None
-    try:
-        # The head may end inside a multi-byte character: decode what is whole.
-        text = head.decode("utf-8-sig", errors="strict")
-    except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 3:
-            return None
-        text = head[: exc.start].decode("utf-8-sig")
-    first_line = next((line.strip() for line in text.splitlines() if line.strip()), "")
-    if first_line.startswith("{"):
-        return "json" if not suffix else None
-    # A CSV header: several comma-separated column names.
-    if first_line.count(",") >= 1 and all(name.strip() for name in first_line.split(",")[:2]):
-        return "csv"
-    return None
-
-
-def billing_file_wanted(path: Path) -> bool:
-    """Whether a file found in a folder holds billing data (billing_file_kind)."""
-    return billing_file_kind(path) is not None
-
-
-# One currency's totals as stored in ImportBatch(Part).currency_totals, decimal strings. The
-# keys are stored data (and the import page's JSON), kept: "billed" is the invoiced cost
-# (BilledCost), "effective" the amortised cost (EffectiveCost); "credits" only where the rows
-# carry credits (GCP): their sum by type.
-CurrencyTotalsJson = TypedDict(  # noqa: UP013 (the key "billed" is data, not a name)
-    "CurrencyTotalsJson",
-    {
-        "billed": Required[str],
-        "effective": Required[str],
-        "rows": Required[int],
-        "credits": NotRequired[dict[str, str]],
-    },
-)
-
-
-@dataclass
-class CurrencySums:
-    """One currency's sums while a delivery loads."""
-
-    invoiced: Decimal = Decimal(0)
-    amortised: Decimal = Decimal(0)
-    rows: int = 0
-    credits: dict[str, Decimal] = field(default_factory=dict)
-
-    def add_credit(self, kind: object, amount: object) -> None:
-        """Credits by type (GCP's PROMOTION, SUSTAINED_USAGE_DISCOUNT, ...): already in the
-        sums above, kept apart so that the import says what reduced the invoice."""
-        if amount is None:
-            return
-        key = str(kind or "") or "(no type)"
-        self.credits[key] = self.credits.get(key, Decimal(0)) + Decimal(str(amount))
-
-    def as_json(self) -> CurrencyTotalsJson:
-        # Fixed-point text: "0.000000000000", never "0E-12".
-        stored: CurrencyTotalsJson = {
-            "billed": f"{self.invoiced:f}",
-            "effective": f"{self.amortised:f}",
-            "rows": self.rows,
-        }
-        if self.credits:
-            stored["credits"] = {k: f"{v:f}" for k, v in sorted(self.credits.items())}
-        return stored
-
-
-class _Totals:
-    """Row count, billing periods and per-currency sums, accumulated chunk by chunk."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.periods: set[date] = set()
-        self.currencies: dict[str, CurrencySums] = {}
-        self.notes: Counter[str] = Counter()
-
-    def take_notes(self, items: Iterable[LineItemRow]) -> None:
-        """Count and remove the rows' notes (ROW_NOTE), which are not columns."""
-        for item in items:
-            note = item.pop(ROW_NOTE, None)
-            if note is not None:
-                self.notes[note] += 1
-
-    def add(self, items: Iterable[LineItemRow]) -> None:
-        for item in items:
-            self.rows += 1
-            self.periods.add(item["billing_period"])
-            totals = self.currencies.setdefault(item["billing_currency"], CurrencySums())
-            totals.invoiced += item["billed_cost"]
-            totals.amortised += item["effective_cost"]
-            totals.rows += 1
-            for credit in item.get("x_credits") or ():
-                totals.add_credit(credit.get("type"), credit.get("amount"))
-
-    def add_table(self, table: Any) -> None:
-        """add() for a columnar chunk: the same sums, taken by pyarrow (exact decimal sums)."""
-        import pyarrow.compute as pc
-
-        self.rows += table.num_rows
-        self.periods.update(pc.unique(table.column("billing_period")).to_pylist())
-        grouped = table.group_by("billing_currency").aggregate(
-            [("billed_cost", "sum"), ("effective_cost", "sum"), ("billed_cost", "count")]
-        )
-        for row in grouped.to_pylist():
-            totals = self.currencies.setdefault(row["billing_currency"], CurrencySums())
-            totals.invoiced += row["billed_cost_sum"]
-            totals.amortised += row["effective_cost_sum"]
-            totals.rows += row["billed_cost_count"]
-
-    def merge(self, part: ImportBatchPart) -> None:
-        """Add a loaded part's recorded count, periods and totals."""
-        self.rows += part.row_count
-        self.periods.update(month_from_label(label) for label in part.billing_periods)
-        for currency, values in part.currency_totals.items():
-            totals = self.currencies.setdefault(currency, CurrencySums())
-            totals.invoiced += Decimal(values["billed"])
-            totals.amortised += Decimal(values["effective"])
-            totals.rows += values["rows"]
-            for kind, amount in values.get("credits", {}).items():
-                totals.add_credit(kind, amount)
-        self.notes.update(part.notes)
-
-    def as_json(self) -> dict[str, CurrencyTotalsJson]:
-        return {currency: totals.as_json() for currency, totals in sorted(self.currencies.items())}
-
-    def period_labels(self) -> list[str]:
-        return [month_format(period) for period in sorted(self.periods)]
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from billing_ingest.loading.read_ahead import read_before_writing
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
-from billing_ingest.parsers.kubernetes import GpuSharing, parse_pods
+from billing_ingest.parsers.kubernetes import parse_pods
+from billing_ingest.parsers.kubernetes_gpus import GpuSharing
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import END_FROM_SNAPSHOT, JobRow
 from billing_ingest.parsers.slurm import DEFAULT_DELIMITER, SacctStats, parse_sacct

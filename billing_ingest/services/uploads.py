@@ -14,11 +14,8 @@ from django.utils.text import get_valid_filename
 
 from billing_ingest.models import ImportBatch
 from billing_ingest.services.batches import import_batch_create
-from billing_ingest.services.billing import (
-    BillingFile,
-    billing_batch_create,
-    billing_default_source,
-)
+from billing_ingest.services.billing import BillingFile, billing_batch_create
+from billing_ingest.services.billing_files import billing_default_source
 from billing_ingest.services.dispatch import billing_batch_dispatch, jobs_batch_dispatch
 from billing_ingest.services.jobs import cluster_get_or_create
 

@@ -2,7 +2,7 @@
 
 Same permissions as the pages: finance sees and saves any budget; a team lead only their
 teams' (organisation and provider budgets are finance's). Validation is the service's
-(finops.budgets.services.budget_validate), so the API and the forms reject the same input.
+(finops.budgets.validation.budget_validate), so the API and the forms reject the same input.
 """
 
 from __future__ import annotations
@@ -42,14 +42,8 @@ from finops.budgets.selectors import (
     budget_status,
     budget_statuses,
 )
-from finops.budgets.services import (
-    MAX_THRESHOLDS,
-    THRESHOLD_MAX,
-    THRESHOLD_MIN,
-    budget_create,
-    budget_delete,
-    budget_update,
-)
+from finops.budgets.services import budget_create, budget_delete, budget_update
+from finops.budgets.validation import MAX_THRESHOLDS, THRESHOLD_MAX, THRESHOLD_MIN
 from finops.core.months import MONTH_PATTERN
 
 

@@ -18,6 +18,7 @@ from celery import current_app
 from celery.result import AsyncResult
 from django.conf import settings
 
+from finops.attribution.inputs.month import MonthScope
 from finops.attribution.ledger import staging
 from finops.attribution.models import AttributionRun
 from finops.attribution.services import (
@@ -65,7 +66,7 @@ def attribution_month_split(
     # Names the parts' staging tables (PostgreSQL: ledger/staging.py), which the reduce drops.
     stage = staging.stage_new(month)
     # Read once here rather than by every part.
-    scope = attribution_month_scope(month=month, plan=plan)
+    scope: MonthScope | None = attribution_month_scope(month=month, plan=plan)
     state = None if scope is None else scope.state()
     label = month_format(month)
     header = [

@@ -8,7 +8,8 @@ from django.http import HttpRequest
 
 from finops.audit.admin import AuditedAdminMixin
 from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation, BudgetOptOut
-from finops.budgets.services import budget_evaluations_restate, budget_validate
+from finops.budgets.services import budget_evaluations_restate
+from finops.budgets.validation import budget_validate
 
 # The service's keys that are named otherwise on the model.
 _MODEL_FIELD = {"tag": "tag_key", "provider": "provider_name"}

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from finops.budgets.models import Budget
-from finops.budgets.selectors import budget_period
+from finops.budgets.selectors import budget_ids_touching_month
 from finops.budgets.series import last_ledger_day
 from finops.budgets.services import Evaluation, budgets_evaluate_active
-from finops.core.months import month_add
 from finops.core.steps import StepResult
 
 
@@ -31,12 +29,8 @@ def budgets_month_step(month: dt.date, pipeline_run_id: int | None) -> StepResul
     as_of = last_ledger_day(month=month)
     if as_of is None:
         return StepResult(month, {"budgets": 0, "alerts": []})
-    last = month_add(month, 1)
-    ids = [
-        b.pk
-        for b in Budget.objects.filter(active=True)
-        if budget_period(budget=b, day=as_of).overlaps(month, last)
-    ]
-    summary = evaluations_summary(budgets_evaluate_active(as_of=as_of, budget_ids=ids))
+    ids = budget_ids_touching_month(month=month, as_of=as_of)
+    evaluations = budgets_evaluate_active(as_of=as_of, budget_ids=ids)
+    summary = evaluations_summary(evaluations)
     summary["as_of"] = as_of.isoformat()
     return StepResult(month, summary)

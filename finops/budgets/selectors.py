@@ -53,6 +53,17 @@ def budget_period(*, budget: Budget, day: date) -> Period:
     )
 
 
+def budget_ids_touching_month(*, month: date, as_of: date) -> list[int]:
+    """The active budgets whose period containing as_of overlaps the month (first day)."""
+    last = month_add(month, 1)
+    ids: list[int] = []
+    for budget in Budget.objects.filter(active=True):
+        period: Period = budget_period(budget=budget, day=as_of)
+        if period.overlaps(month, last):
+            ids.append(budget.pk)
+    return ids
+
+
 @dataclass
 class BurnDay:
     """One day of the burn-down chart, cumulative since the period start, budget currency."""

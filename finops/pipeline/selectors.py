@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from django.db.models import Max, Prefetch
@@ -31,3 +32,9 @@ def pipeline_last_runs(*, limit: int = 36) -> list[tuple[PipelineRun, list[StepV
 
 def pipeline_step_views(run: PipelineRun) -> list[StepView]:
     return [StepView(step, STEP_LABELS.get(step.key, step.key)) for step in run.steps.all()]
+
+
+def pipeline_run_month(*, run_id: int) -> dt.date:
+    """The month (first day) a run is for."""
+    month: dt.date = PipelineRun.objects.values_list("month", flat=True).get(pk=run_id)
+    return month

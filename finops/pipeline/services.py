@@ -16,14 +16,21 @@ import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.module_loading import import_string
+from kombu.exceptions import OperationalError as BrokerError
 
-from billing_ingest.models import MonthChange
+from billing_ingest.models import CostLineItem, MonthChange
+from billing_ingest.services.batches import import_batches_fail_dead
+from finops.attribution.services import attribution_runs_fail_dead
 from finops.core.heartbeat import dead_worker_message, heartbeat_deadline
+from finops.core.months import month_format, month_previous
+from finops.core.queue import task_signature, tasks_chain_send
 from finops.org.services import data_version_bump
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.steps import STEPS
@@ -34,6 +41,31 @@ logger = logging.getLogger(__name__)
 MAX_ATTEMPTS = 3
 _DONE = (PipelineRun.Status.SUCCEEDED, PipelineRun.Status.FAILED)
 _STEP_DONE = (PipelineStep.Status.SUCCEEDED, PipelineStep.Status.SKIPPED)
+
+# finops.pipeline.tasks.run_step: one step of a run, queued by name (a service never imports a
+# tasks module: finops.core.queue).
+RUN_STEP_TASK = "finops.pipeline.run_step"
+
+
+class PipelineQueueError(RuntimeError):
+    """The pipeline could not be queued (broker unreachable); the run is recorded FAILED."""
+
+
+class StartedRun(TypedDict):
+    """A run pipeline_pending_start started (eager: already finished)."""
+
+    run: int
+    status: str
+    error: str
+
+
+class WatchdogResult(TypedDict):
+    """What pipeline_watchdog_sweep found and did: ids of the work failed, retried or started."""
+
+    batches_failed: list[int]
+    attribution_runs_failed: list[int]
+    pipeline_runs_retried: list[int]
+    pipeline_runs_started: list[int]
 
 
 def pipeline_run_create(
@@ -292,3 +324,112 @@ def pipeline_runs_fail_dead(*, run_id: int | None = None) -> list[PipelineRun]:
         run.refresh_from_db()
         dead.append(run)
     return dead
+
+
+def pipeline_chain_send(run: PipelineRun, *, start: int = 0) -> None:
+    """Queue the run's steps (from index start) as one Celery chain of run_step, each with its
+    own task's time limits (eager: run them here). Raises what the broker raises."""
+    signatures = []
+    for step in run.steps.filter(index__gte=start).order_by("index"):
+        task = import_string(step.task)  # the step's own task: only its time limits are read
+        limits: dict[str, Any] = {
+            "soft_time_limit": task.soft_time_limit or settings.CELERY_TASK_SOFT_TIME_LIMIT,
+            "time_limit": task.time_limit or settings.CELERY_TASK_TIME_LIMIT,
+        }
+        signatures.append(
+            task_signature(RUN_STEP_TASK, run.pk, step.index).set(immutable=True, **limits)
+        )
+    tasks_chain_send(*signatures)
+
+
+def pipeline_launch(run: PipelineRun) -> None:
+    """Queue the run's chain (eager: run it here). A broker that cannot be reached fails the
+    run with that reason and raises PipelineQueueError; its month changes go back to wait."""
+    try:
+        pipeline_chain_send(run)
+    except BrokerError as exc:
+        error = f"could not queue the pipeline (broker unreachable): {exc}"
+        pipeline_run_fail(run_id=run.pk, error=error)
+        pipeline_changes_unclaim(run_id=run.pk)
+        raise PipelineQueueError(error) from exc
+
+
+def pipeline_start(*, months: list[dt.date], reason: str) -> list[PipelineRun]:
+    """Start a run for each month (first days); raises PipelineQueueError when the broker is
+    unreachable (the runs are recorded FAILED with that reason)."""
+    runs = [pipeline_run_create(month=month, reason=reason) for month in sorted(set(months))]
+    for run in runs:
+        pipeline_launch(run)
+    return runs
+
+
+def pipeline_continue(*, run_id: int, start: int) -> None:
+    """Queue the run's steps from index start (after a WAITING step was resumed). A broker
+    that cannot be reached fails the run and raises."""
+    run = PipelineRun.objects.get(pk=run_id)
+    try:
+        pipeline_chain_send(run, start=start)
+    except BrokerError as exc:
+        pipeline_run_fail(run_id=run.pk, error=f"could not queue the next steps: {exc}")
+        raise
+
+
+def pipeline_pending_start() -> dict[str, StartedRun]:
+    """Claim the month changes settled imports recorded and start their runs; returns
+    {"YYYY-MM": {"run", "status", "error"}} of the runs started (eager: already finished)."""
+    started: dict[str, StartedRun] = {}
+    for run in pipeline_changes_claim():
+        try:
+            pipeline_launch(run)
+        except PipelineQueueError:
+            logger.warning("pipeline run %s not queued; its months wait for the watchdog", run.pk)
+            continue
+        run.refresh_from_db()
+        started[month_format(run.month)] = {
+            "run": run.pk,
+            "status": run.status,
+            "error": run.error,
+        }
+    return started
+
+
+def pipeline_open_months_start(*, today: dt.date) -> list[dt.date]:
+    """Run the pipeline for the month of today and the previous one, those that have line
+    items (providers restate both for weeks); returns the months started."""
+    current = today.replace(day=1)
+    months = [
+        m
+        for m in (month_previous(current), current)
+        if CostLineItem.objects.settled().filter(billing_period=m).exists()
+    ]
+    pipeline_start(months=months, reason="nightly")
+    return months
+
+
+def pipeline_watchdog_sweep() -> WatchdogResult:
+    """Fail work whose worker died (no heartbeat within FINOPS_WORKER_HEARTBEAT_TIMEOUT):
+    import batches (their rows dropped, the previous data kept), attribution runs, pipeline
+    runs. A pipeline run found dead is started again (up to MAX_ATTEMPTS runs in all): its
+    steps are idempotent. Then start the pipeline for month changes nobody claimed (their
+    wake-up message was lost)."""
+    batches = import_batches_fail_dead()
+    attributions = attribution_runs_fail_dead()
+    retried: list[int] = []
+    for dead in pipeline_runs_fail_dead():
+        if dead.attempt >= MAX_ATTEMPTS:
+            continue
+        retry = pipeline_run_create(
+            month=dead.month, reason=f"retry of run {dead.pk} ({dead.error})", retry_of=dead
+        )
+        try:
+            pipeline_launch(retry)
+        except PipelineQueueError:
+            continue
+        retried.append(retry.pk)
+    started = [run["run"] for run in pipeline_pending_start().values()]
+    return {
+        "batches_failed": batches,
+        "attribution_runs_failed": attributions,
+        "pipeline_runs_retried": retried,
+        "pipeline_runs_started": started,
+    }

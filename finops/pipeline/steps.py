@@ -10,18 +10,19 @@ a Celery chain of run_step, which calls the step function), records each one's s
 and error (PipelineStep), retries a step on transient errors only (a dropped database connection,
 an unreachable broker or SMTP server), and stops at the first step that fails. Each step also has
 a Celery task of its own (``task``, its explicit name) that runs it alone, and whose time limits
-the pipeline gives the step. Adding a step is one entry here; runs already recorded keep the steps
-they started with.
+the pipeline gives the step. Adding a step is one entry in STEPS and one call in step_run; runs
+already recorded keep the steps they started with.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 
 from finops.anomalies.month_step import anomalies_month_step
 from finops.attribution.month_step import attribution_month_step
 from finops.budgets.month_step import budgets_month_step
-from finops.core.steps import StepFunction
+from finops.core.steps import StepFunction, StepResult
 from finops.inference.month_step import endpoint_costs_month_step
 from finops.pricing.month_step import recommendations_month_step
 
@@ -70,3 +71,23 @@ STEPS: tuple[Step, ...] = (
 
 STEP_LABELS = {step.key: step.label for step in STEPS}
 STEPS_BY_KEY = {step.key: step for step in STEPS}
+
+
+class UnknownStepError(LookupError):
+    """A recorded step whose key is no longer defined here."""
+
+
+def step_run(key: str, month: dt.date, pipeline_run_id: int | None) -> StepResult:
+    """Run the step recorded as ``key`` for the month: one plain call per step, in the
+    pipeline's order, so a reader (and mypy) follows the month from here into each app."""
+    if key == "attribute":
+        return attribution_month_step(month, pipeline_run_id)
+    if key == "endpoint_costs":
+        return endpoint_costs_month_step(month, pipeline_run_id)
+    if key == "budgets":
+        return budgets_month_step(month, pipeline_run_id)
+    if key == "anomalies":
+        return anomalies_month_step(month, pipeline_run_id)
+    if key == "recommendations":
+        return recommendations_month_step(month, pipeline_run_id)
+    raise UnknownStepError(f"step {key!r} is no longer defined (finops.pipeline.steps)")

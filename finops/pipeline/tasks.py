@@ -1,6 +1,8 @@
-"""Pipeline tasks: the chain of steps as a Celery canvas, and what starts it.
+"""Pipeline tasks: thin, each calls the pipeline's services (finops.pipeline.services starts
+and queues runs; finops.pipeline.steps.step_run runs one step).
 
-A run is ``chain(run_step(run, 0), run_step(run, 1), ...)`` over finops.pipeline.steps.STEPS.
+A run is ``chain(run_step(run, 0), run_step(run, 1), ...)`` over finops.pipeline.steps.STEPS,
+queued by finops.pipeline.services.pipeline_launch.
 run_step records the step, calls the step function (finops.core.steps) in-process with (month,
 run id), and retries it on transient errors only; a step that fails ends the run and the steps
 after it see that and do nothing. A step that hands its work to other tasks (its StepResult is
@@ -13,31 +15,27 @@ and the step runs again (each step is idempotent).
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from typing import Any, NotRequired, TypedDict
 
-from celery import Task, chain, shared_task
+from celery import Task, shared_task
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
-from django.utils.module_loading import import_string
 from kombu.exceptions import OperationalError as BrokerError
 
-from billing_ingest.models import CostLineItem
-from billing_ingest.services.batches import import_batches_fail_dead
-from finops.attribution.services import attribution_runs_fail_dead
 from finops.core.heartbeat import heartbeat
-from finops.core.months import month_format, month_previous
+from finops.core.months import month_format
 from finops.core.pipeline_wake import PIPELINE_RESUME_TASK
-from finops.pipeline.models import PipelineRun, PipelineStep
+from finops.pipeline.models import PipelineStep
+from finops.pipeline.selectors import pipeline_run_month
 from finops.pipeline.services import (
-    MAX_ATTEMPTS,
-    pipeline_changes_claim,
-    pipeline_changes_unclaim,
-    pipeline_run_create,
-    pipeline_run_fail,
-    pipeline_runs_fail_dead,
+    RUN_STEP_TASK,
+    StartedRun,
+    WatchdogResult,
+    pipeline_continue,
+    pipeline_open_months_start,
+    pipeline_pending_start,
     pipeline_step_begin,
     pipeline_step_fail,
     pipeline_step_resume,
@@ -45,8 +43,9 @@ from finops.pipeline.services import (
     pipeline_step_succeed,
     pipeline_step_touch,
     pipeline_step_wait,
+    pipeline_watchdog_sweep,
 )
-from finops.pipeline.steps import STEPS_BY_KEY
+from finops.pipeline.steps import STEPS_BY_KEY, step_run
 
 logger = logging.getLogger(__name__)
 
@@ -82,42 +81,20 @@ class ResumeTaskResult(TypedDict):
     next: int | None
 
 
-class StartedRun(TypedDict):
-    """A run start_pending_pipelines started (eager: already finished)."""
-
-    run: int
-    status: str
-    error: str
-
-
-class WatchdogResult(TypedDict):
-    """What pipeline_watchdog found and did: ids of the work failed, retried or started."""
-
-    batches_failed: list[int]
-    attribution_runs_failed: list[int]
-    pipeline_runs_retried: list[int]
-    pipeline_runs_started: list[int]
-
-
-class PipelineQueueError(RuntimeError):
-    """The pipeline could not be queued (broker unreachable); the run is recorded FAILED."""
-
-
-@shared_task(bind=True, name="finops.pipeline.run_step", max_retries=MAX_RETRIES, **_ACKS)
+@shared_task(bind=True, name=RUN_STEP_TASK, max_retries=MAX_RETRIES, **_ACKS)
 def run_step(self: Task[Any, Any], pipeline_run_id: int, index: int) -> StepTaskResult:
     step = pipeline_step_begin(run_id=pipeline_run_id, index=index)
     if step is None:
         return {"run": pipeline_run_id, "index": index, "status": "not run"}
-    month = PipelineRun.objects.values_list("month", flat=True).get(pk=pipeline_run_id)
-    definition = STEPS_BY_KEY.get(step.key)
-    if definition is None:
+    month = pipeline_run_month(run_id=pipeline_run_id)
+    if step.key not in STEPS_BY_KEY:
         return _failed(step, f"step {step.key!r} is no longer defined (finops.pipeline.steps)")
     logger.info("pipeline run %s %s: step %s (%s)", pipeline_run_id, month, step.key, step.task)
     retries = self.request.retries
     while True:
         try:
             with heartbeat(lambda: pipeline_step_touch(step_id=step.pk, run_id=pipeline_run_id)):
-                result = definition.run(month, pipeline_run_id)
+                result = step_run(step.key, month, pipeline_run_id)
         except TRANSIENT_ERRORS as exc:
             if isinstance(exc, OperationalError | InterfaceError):
                 _close_broken_connection()
@@ -162,12 +139,7 @@ def pipeline_resume(
     if resumed.outcome == "not yet":
         raise self.retry(countdown=RESUME_RETRY_SECONDS)
     if resumed.next_index is not None:
-        run = PipelineRun.objects.get(pk=pipeline_run_id)
-        try:
-            pipeline_canvas(run, start=resumed.next_index).apply_async()
-        except BrokerError as exc:
-            pipeline_run_fail(run_id=run.pk, error=f"could not queue the next steps: {exc}")
-            raise
+        pipeline_continue(run_id=pipeline_run_id, start=resumed.next_index)
     return {"run": pipeline_run_id, "outcome": resumed.outcome, "next": resumed.next_index}
 
 
@@ -182,61 +154,12 @@ def _failed(step: PipelineStep, error: str) -> StepTaskResult:
     return {"run": step.run_id, "index": step.index, "status": "failed", "error": error}
 
 
-def pipeline_canvas(run: PipelineRun, *, start: int = 0) -> chain:
-    """The run's steps (from index start) as one Celery chain, each with its own task's time
-    limits."""
-    signatures = []
-    for step in run.steps.filter(index__gte=start).order_by("index"):
-        task = import_string(step.task)
-        signatures.append(
-            run_step.si(run.pk, step.index).set(
-                soft_time_limit=task.soft_time_limit or settings.CELERY_TASK_SOFT_TIME_LIMIT,
-                time_limit=task.time_limit or settings.CELERY_TASK_TIME_LIMIT,
-            )
-        )
-    return chain(*signatures)
-
-
-def pipeline_launch(run: PipelineRun) -> None:
-    """Queue the run's chain (eager: run it here). A broker that cannot be reached fails the
-    run with that reason and raises PipelineQueueError; its month changes go back to wait."""
-    try:
-        pipeline_canvas(run).apply_async()
-    except BrokerError as exc:
-        error = f"could not queue the pipeline (broker unreachable): {exc}"
-        pipeline_run_fail(run_id=run.pk, error=error)
-        pipeline_changes_unclaim(run_id=run.pk)
-        raise PipelineQueueError(error) from exc
-
-
-def pipeline_start(*, months: list[dt.date], reason: str) -> list[PipelineRun]:
-    """Start a run for each month (first days); raises PipelineQueueError when the broker is
-    unreachable (the runs are recorded FAILED with that reason)."""
-    runs = [pipeline_run_create(month=month, reason=reason) for month in sorted(set(months))]
-    for run in runs:
-        pipeline_launch(run)
-    return runs
-
-
 @shared_task(name="finops.pipeline.start_pending", soft_time_limit=60, time_limit=90, **_ACKS)
 def start_pending_pipelines() -> dict[str, StartedRun]:
     """Claim the month changes settled imports recorded and start their runs; returns
     {"YYYY-MM": {"run", "status", "error"}} of the runs started (eager: already finished).
     Sent by name by billing_ingest after a batch settles, and run by the watchdog."""
-    started: dict[str, StartedRun] = {}
-    for run in pipeline_changes_claim():
-        try:
-            pipeline_launch(run)
-        except PipelineQueueError:
-            logger.warning("pipeline run %s not queued; its months wait for the watchdog", run.pk)
-            continue
-        run.refresh_from_db()
-        started[month_format(run.month)] = {
-            "run": run.pk,
-            "status": run.status,
-            "error": run.error,
-        }
-    return started
+    return pipeline_pending_start()
 
 
 @shared_task(name="finops.pipeline.open_months", soft_time_limit=60, time_limit=120, **_ACKS)
@@ -244,41 +167,12 @@ def pipeline_open_months() -> list[str]:
     """Nightly: run the pipeline for the current and the previous month, those that have line
     items (providers restate both for weeks). One run per month: one failing month does not
     stop the other."""
-    current = timezone.now().date().replace(day=1)
-    months = [
-        m
-        for m in (month_previous(current), current)
-        if CostLineItem.objects.settled().filter(billing_period=m).exists()
-    ]
-    pipeline_start(months=months, reason="nightly")
+    months = pipeline_open_months_start(today=timezone.now().date())
     return [month_format(m) for m in months]
 
 
 @shared_task(name="finops.pipeline.watchdog", soft_time_limit=120, time_limit=180, **_ACKS)
 def pipeline_watchdog() -> WatchdogResult:
-    """Find work whose worker died (no heartbeat within FINOPS_WORKER_HEARTBEAT_TIMEOUT) and
-    fail it with that reason: import batches (their rows dropped, the previous data kept),
-    attribution runs, pipeline runs. A pipeline run found dead is started again (up to
-    MAX_ATTEMPTS runs in all): its steps are idempotent. Then start the pipeline for month
-    changes nobody claimed (their wake-up message was lost)."""
-    batches = import_batches_fail_dead()
-    attributions = attribution_runs_fail_dead()
-    retried: list[int] = []
-    for dead in pipeline_runs_fail_dead():
-        if dead.attempt >= MAX_ATTEMPTS:
-            continue
-        retry = pipeline_run_create(
-            month=dead.month, reason=f"retry of run {dead.pk} ({dead.error})", retry_of=dead
-        )
-        try:
-            pipeline_launch(retry)
-        except PipelineQueueError:
-            continue
-        retried.append(retry.pk)
-    started = [run["run"] for run in start_pending_pipelines().values()]
-    return {
-        "batches_failed": batches,
-        "attribution_runs_failed": attributions,
-        "pipeline_runs_retried": retried,
-        "pipeline_runs_started": started,
-    }
+    """Fail work whose worker died and start it again (finops.pipeline.services
+    .pipeline_watchdog_sweep)."""
+    return pipeline_watchdog_sweep()

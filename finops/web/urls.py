@@ -1,7 +1,7 @@
 from django.urls import path
 
 from finops.web import (
-    anomalies,
+    anomalies_views,
     chargeback_views,
     explorer_views,
     onboarding_views,
@@ -22,8 +22,8 @@ urlpatterns = [
     path("explorer/", explorer_views.explorer, name="explorer"),
     # Run ids may hold "/" and spaces: <path:> keeps them whole (reverse() quotes them).
     path("runs/<slug:team_slug>/<path:run_id>/", views.run_detail, name="run"),
-    path("anomalies/", anomalies.anomaly_list, name="anomalies"),
-    path("anomalies/<int:pk>/", anomalies.anomaly_detail, name="anomaly"),
+    path("anomalies/", anomalies_views.anomaly_list, name="anomalies"),
+    path("anomalies/<int:pk>/", anomalies_views.anomaly_detail, name="anomaly"),
     path(
         "teams/<slug:slug>/statements/<str:month>/",
         chargeback_views.statement,

@@ -34,7 +34,7 @@ from finops.org.models import Team
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.pipeline.selectors import pipeline_last_runs
-from finops.pipeline.tasks import PipelineQueueError, pipeline_start
+from finops.pipeline.services import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations

@@ -15,12 +15,13 @@ from finops.attribution.services import attribution_month_run
 from finops.pipeline.models import PipelineRun, PipelineStep
 from finops.pipeline.services import (
     pipeline_run_create,
+    pipeline_start,
     pipeline_step_begin,
     pipeline_step_resume,
     pipeline_step_wait,
 )
 from finops.pipeline.steps import STEPS
-from finops.pipeline.tasks import pipeline_resume, pipeline_start
+from finops.pipeline.tasks import pipeline_resume
 from tests.split_months import MONTH, scenario_build, snapshot
 
 Status = PipelineStep.Status

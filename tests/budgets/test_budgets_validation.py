@@ -27,7 +27,7 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from finops.budgets.models import Budget
-from finops.budgets.services import MAX_RECIPIENTS, MAX_THRESHOLDS, THRESHOLD_MAX
+from finops.budgets.validation import MAX_RECIPIENTS, MAX_THRESHOLDS, THRESHOLD_MAX
 from finops.notifications.models import EmailNotification
 from finops.org.models import Team
 from tests.budget_data import ledger_days

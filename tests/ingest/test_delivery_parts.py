@@ -297,7 +297,7 @@ def test_gzip_and_csv_parts_without_an_extension_are_found_by_their_content(tmp_
 def test_billing_file_kind_reads_the_content(
     tmp_path: Path, name: str, content: bytes, kind: str | None
 ) -> None:
-    from billing_ingest.services.billing import billing_file_kind
+    from billing_ingest.services.billing_files import billing_file_kind
 
     path = tmp_path / name
     path.write_bytes(content)

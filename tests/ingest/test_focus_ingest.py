@@ -20,7 +20,8 @@ from pytest_django import Settings
 
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.parsers.focus import parse_focus
-from billing_ingest.services.billing import billing_batch_ingest, billing_default_source
+from billing_ingest.services.billing import billing_batch_ingest
+from billing_ingest.services.billing_files import billing_default_source
 from finops.core.months import month_format
 from tests.builders import FOCUS_COLUMNS as COLUMNS
 from tests.builders import csv_text, focus_row

@@ -21,7 +21,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
-from billing_ingest.parsers import kubernetes
+from billing_ingest.parsers import kubernetes_files
 from billing_ingest.parsers.kubernetes import parse_pods
 from billing_ingest.parsers.opencost import parse_allocations
 from billing_ingest.parsers.rows import JobRow
@@ -352,7 +352,7 @@ def test_the_command_imports_yaml() -> None:
 
 
 def test_yaml_past_its_size_bound_asks_for_json(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kubernetes, "YAML_MAX_BYTES", 16 * 1024)
+    monkeypatch.setattr(kubernetes_files, "YAML_MAX_BYTES", 16 * 1024)
     with pytest.raises(ImportFormatError, match="kubectl get pods -A -o json") as info:
         parse(SHAPES / "pods-gke.yaml")
     assert "more than the 0.015625 MiB read as YAML" in str(info.value)

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from billing_ingest.parsers.kubernetes import gpu_fraction, parse_pods
+from billing_ingest.parsers.kubernetes import parse_pods
+from billing_ingest.parsers.kubernetes_gpus import gpu_fraction
 from billing_ingest.parsers.rows import JobRow
 from billing_ingest.parsers.slurm import SacctStats
 from finops.core.errors import ImportFormatError

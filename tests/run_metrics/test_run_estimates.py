@@ -36,6 +36,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from finops.org.models import Profile, Team
 from finops.pricing.models import InstancePrice, PricingAssumptions
 from tests.chromium import _login
+from tests.scenario_setup import run_metrics_month_attributed
 from tests.ui_screens import screenshot
 
 pytestmark = pytest.mark.django_db
@@ -48,18 +49,9 @@ PLAN = {"model_params": 7_000_000_000, "tokens": 524_288_000, "gpu_model": "H100
 
 @pytest.fixture
 def measured_run() -> None:
-    call_command("loaddata", str(SCENARIO.parent / "django" / "teams.json"), verbosity=0)
-    Team.objects.get(slug="vision").mapping_rules.create(
-        kind="slurm_account", value="cv", priority=50
-    )
-    quiet = {"stdout": StringIO(), "stderr": StringIO()}
+    run_metrics_month_attributed()
     call_command("ingest_run_metrics", "--format", "csv", str(RUN / "run-metrics-pretrain.csv"),
-                 **quiet)  # fmt: skip
-    call_command("ingest_billing", "--format", "focus", str(RUN / "focus-2025-06.csv"),
-                 "--no-attribute", **quiet)  # fmt: skip
-    call_command("ingest_jobs", "--format", "slurm", str(RUN / "sacct-D-hpc.txt"),
-                 "--cluster", "hpc", "--no-attribute", **quiet)  # fmt: skip
-    call_command("attribute", "--month", "2025-06", **quiet)
+                 stdout=StringIO(), stderr=StringIO())  # fmt: skip
     settings = PricingAssumptions.current()
     settings.family_bands = {"p5": ">20%"}
     settings.save()

@@ -14,23 +14,19 @@ import pytest
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
-from finops.attribution.models import RunCost
 from finops.core.errors import ImportFormatError
 from finops.run_metrics.models import TrainingRun
 from finops.run_metrics.parsers import metrics_files, metrics_parser
 from finops.run_metrics.parsers.common import MetricRow, RunOptions
-from tests.scenario_setup import run_metrics_month_attributed
+from tests.scenario_setup import (
+    metric_row_facts,
+    run_metrics_scenario_efficiency,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 EXPORT = FIXTURES / "run_metrics" / "mlflow-export" / "pretrain" / "run.json"
 REST = FIXTURES / "run_metrics" / "mlflow-rest" / "pretrain" / "run.json"
 SCENARIO = FIXTURES / "scenarios" / "focus-slurm-run-metrics"
-
-
-def _facts(rows: list[MetricRow]) -> list[tuple[object, ...]]:
-    return [
-        (r.run_id, r.team, r.timestamp, r.step, r.tokens, r.samples, r.checkpoint) for r in rows
-    ]
 
 
 def _csv_rows() -> list[MetricRow]:
@@ -44,7 +40,7 @@ def test_both_mlflow_shapes_are_the_csv_rows_with_their_constants(path: Path) ->
     # Steps in step order, not time order: the resumed attempt's step 260 (11:05) comes before
     # step 300 (10:50) of the first. The stored points are read in time order.
     by_time = sorted(parsed.rows, key=lambda r: r.timestamp)
-    assert _facts(by_time) == _facts(_csv_rows())
+    assert metric_row_facts(by_time) == metric_row_facts(_csv_rows())
     constants = parsed.constants[("vision", "pretrain")]
     assert (constants.model_params, constants.flops_per_token, constants.dtype) == (
         7_000_000_000, None, "bf16",
@@ -62,9 +58,7 @@ def test_mlflow_through_the_command_gives_the_scenario_efficiency(
     quiet = {"stdout": StringIO(), "stderr": StringIO()}
     call_command("ingest_run_metrics", "--format", "mlflow", str(EXPORT.parent), **quiet)
     assert TrainingRun.objects.get().run_id == "pretrain"
-    run_metrics_month_attributed()
-    run = RunCost.objects.get(run_id="pretrain")
-    efficiency = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["efficiency"]
+    efficiency = run_metrics_scenario_efficiency(finance_api)
     assert efficiency["useful_tokens"] == 524288000
     assert efficiency["cost_per_million_tokens"] == "0.305175781250"
     assert efficiency["mfu"] == "0.386545"

@@ -14,23 +14,19 @@ from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from billing_ingest.models import ImportBatch
-from finops.attribution.models import RunCost
-from finops.org.models import Team
 from finops.run_metrics.models import RunMetricPoint
 from finops.run_metrics.parsers import metrics_parser
 from finops.run_metrics.parsers.common import MetricRow, RunOptions
+from tests.scenario_setup import (
+    metric_row_facts,
+    run_metrics_scenario_efficiency,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 LOGS = FIXTURES / "run_metrics"
 SCENARIO = FIXTURES / "scenarios" / "focus-slurm-run-metrics"
 RUN = RunOptions(run_id="pretrain", team="vision")
 _ATTEMPTS = ("torchtitan-pretrain-attempt-1.log", "torchtitan-pretrain-attempt-2.log")
-
-
-def _facts(rows: list[MetricRow]) -> list[tuple[object, ...]]:
-    return [
-        (r.run_id, r.team, r.timestamp, r.step, r.tokens, r.samples, r.checkpoint) for r in rows
-    ]
 
 
 def _csv_rows() -> list[MetricRow]:
@@ -44,12 +40,12 @@ def test_torchtitan_logs_of_both_attempts_are_the_csv_rows() -> None:
         for name in _ATTEMPTS
         for row in metrics_parser("torchtitan")(LOGS / name, RUN, name).rows
     ]
-    assert _facts(rows) == _facts(_csv_rows())
+    assert metric_row_facts(rows) == metric_row_facts(_csv_rows())
 
 
 def test_megatron_log_is_the_csv_rows_with_the_dtype_of_its_arguments() -> None:
     parsed = metrics_parser("megatron")(LOGS / "megatron-pretrain.log", RUN, "megatron.log")
-    assert _facts(parsed.rows) == _facts(_csv_rows())
+    assert metric_row_facts(parsed.rows) == metric_row_facts(_csv_rows())
     assert parsed.constants[("vision", "pretrain")].dtype == "bf16"
 
 
@@ -93,21 +89,7 @@ def test_a_log_through_the_command_gives_the_scenario_efficiency(
             "ingest_run_metrics", "--format", fmt, str(LOGS / name), "--run-id", "pretrain",
             "--team", "vision", "--model-params", "7000000000", **quiet,
         )  # fmt: skip
-    call_command("loaddata", str(FIXTURES / "django" / "teams.json"), verbosity=0)
-    Team.objects.get(slug="vision").mapping_rules.create(
-        kind="slurm_account", value="cv", priority=50
-    )
-    call_command(
-        "ingest_billing", "--format", "focus", str(SCENARIO / "focus-2025-06.csv"),
-        "--no-attribute", **quiet,
-    )  # fmt: skip
-    call_command(
-        "ingest_jobs", "--format", "slurm", str(SCENARIO / "sacct-D-hpc.txt"), "--cluster",
-        "hpc", "--no-attribute", **quiet,
-    )  # fmt: skip
-    call_command("attribute", "--month", "2025-06", **quiet)
-    run = RunCost.objects.get(run_id="pretrain")
-    efficiency = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["efficiency"]
+    efficiency = run_metrics_scenario_efficiency(finance_api)
     # fixtures/scenarios/focus-slurm-run-metrics/README.md: 160 USD / 524.288M tokens, and
     # 42e9 x 524,288,000 / (57,600 GPU-s x 989e12).
     assert efficiency["useful_tokens"] == 524288000
@@ -146,7 +128,7 @@ def test_lightning_versions_of_both_attempts_are_the_csv_rows() -> None:
         run_id="pretrain", team="vision", started_at=dt.datetime(2025, 6, 3, 11, tzinfo=dt.UTC)
     )
     second = parse(LIGHTNING / "version_1" / "metrics.csv", started, "v1")
-    assert _facts(first.rows + second.rows) == _facts(_csv_rows())
+    assert metric_row_facts(first.rows + second.rows) == metric_row_facts(_csv_rows())
     constants = first.constants[("vision", "pretrain")]
     assert (constants.model_params, constants.dtype) == (7000000000, "bf16")
 

@@ -16,11 +16,13 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 from tensorboard.util import tensor_util
 
-from finops.attribution.models import RunCost
 from finops.core.errors import ImportFormatError
 from finops.run_metrics.parsers import metrics_files, metrics_parser
-from finops.run_metrics.parsers.common import MetricRow, RunOptions
-from tests.scenario_setup import run_metrics_month_attributed
+from finops.run_metrics.parsers.common import RunOptions
+from tests.scenario_setup import (
+    metric_row_facts,
+    run_metrics_scenario_efficiency,
+)
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 EVENTS = FIXTURES / "run_metrics" / "tensorboard-pretrain"
@@ -28,18 +30,14 @@ SCENARIO = FIXTURES / "scenarios" / "focus-slurm-run-metrics"
 RUN = RunOptions(run_id="pretrain", team="vision")
 
 
-def _facts(rows: list[MetricRow]) -> list[tuple[object, ...]]:
-    return [
-        (r.run_id, r.team, r.timestamp, r.step, r.tokens, r.samples, r.checkpoint) for r in rows
-    ]
-
-
 def test_both_attempts_event_files_are_the_csv_rows() -> None:
     files = metrics_files("tensorboard", sorted(EVENTS.iterdir()))
     assert len(files) == 2
     rows = [row for f in files for row in metrics_parser("tensorboard")(f, RUN, f.name).rows]
     csv = SCENARIO / "run-metrics-pretrain.csv"
-    assert _facts(rows) == _facts(metrics_parser("csv")(csv, RunOptions(), str(csv)).rows)
+    assert metric_row_facts(rows) == metric_row_facts(
+        metrics_parser("csv")(csv, RunOptions(), str(csv)).rows
+    )
 
 
 def _write(folder: Path, value: summary_pb2.Summary.Value) -> Path:
@@ -86,9 +84,7 @@ def test_tensorboard_through_the_command_gives_the_scenario_efficiency(
         "ingest_run_metrics", "--format", "tensorboard", str(EVENTS), "--run-id", "pretrain",
         "--team", "vision", "--model-params", "7000000000", **quiet,
     )  # fmt: skip
-    run_metrics_month_attributed()
-    run = RunCost.objects.get(run_id="pretrain")
-    efficiency = finance_api.get(f"/api/v1/runs/{run.pk}/").json()["efficiency"]
+    efficiency = run_metrics_scenario_efficiency(finance_api)
     assert efficiency["useful_tokens"] == 524288000
     assert efficiency["cost_per_million_tokens"] == "0.305175781250"
     assert efficiency["mfu"] == "0.386545"

@@ -20,16 +20,12 @@ from django.core.management.base import BaseCommand, CommandError
 
 from billing_ingest.loading.progress import BatchProgressBar
 from billing_ingest.management.pipeline import start_pipeline
-from billing_ingest.models import ImportBatch, MonthChange
+from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_parser, billing_paths
+from billing_ingest.selectors import months_changed_by_batches
 from billing_ingest.services.batches import import_batch_fail_if_dead, import_batch_pipeline_set
-from billing_ingest.services.billing import (
-    BillingFile,
-    billing_batch_create,
-    billing_batch_finish,
-    billing_default_source,
-    billing_file_wanted,
-)
+from billing_ingest.services.billing import BillingFile, billing_batch_create, billing_batch_finish
+from billing_ingest.services.billing_files import billing_default_source, billing_file_wanted
 from billing_ingest.services.deliveries import billing_uri_ingest
 from billing_ingest.services.dispatch import billing_batch_dispatch
 from billing_ingest.sources import SourceFetchError
@@ -198,8 +194,8 @@ class Command(BaseCommand):
         if not options["no_attribute"]:
             # Settling each batch recorded its months; start their pipeline (finops.pipeline:
             # attribute, endpoint costs, ...) once for all of them.
-            changed = MonthChange.objects.filter(batch_id__in=[b.pk for b in batches])
-            start_pipeline(self, months=changed.filter(start_pipeline=True))
+            months = months_changed_by_batches(batch_ids=[b.pk for b in batches])
+            start_pipeline(self, months=months)
         done = {ImportBatch.Status.SUCCEEDED, ImportBatch.Status.DUPLICATE}
         failed = [b for b in batches if b.status not in done]
         if failed:

@@ -34,17 +34,14 @@ Mapping decisions (beyond the obvious one-to-one columns):
 
 from __future__ import annotations
 
-import csv
 import io
 import zipfile
-import zlib
 from pathlib import Path
 
 from billing_ingest.parsers import LineItemChunks, register_billing_parser
 from billing_ingest.parsers.aws_cur.row import CurRowBuilder
 from billing_ingest.parsers.aws_cur.table import CurTableBuilder
 from billing_ingest.parsers.bounds import bounded_binary, csv_reader
-from billing_ingest.parsers.checks import check_cells
 from billing_ingest.parsers.columnar import (
     arrow_csv_tables,
     parquet_chunks,
@@ -53,8 +50,10 @@ from billing_ingest.parsers.lines import CappedText
 from billing_ingest.parsers.values import (
     CHUNK_ROWS,
     GZIP_MAGIC,
+    HEADER_READ_ERRORS,
     PARQUET_MAGIC,
     built_chunks,
+    csv_header,
     csv_rows,
     open_text,
     read_magic,
@@ -91,15 +90,8 @@ def _parse_csv(path: Path, *, file_label: str, kind: str, chunk_size: int) -> Li
         handle = open_text(path, compressed=kind == "gzip", file_label=file_label)
     with handle:
         reader = csv_reader(handle, file_label=file_label)
-        try:
-            header = next(reader)
-        except StopIteration:
-            raise ImportFormatError("file is empty (no header row)", file=file_label) from None
-        except (OSError, EOFError, zlib.error, UnicodeDecodeError, csv.Error) as exc:
-            raise ImportFormatError(
-                f"cannot read the header row ({exc})", file=file_label, row=1
-            ) from None
-        check_cells(header, file_label=file_label, row=1)
+        # A zip member's read errors are OSErrors (zipfile.BadZipFile, a bad CRC).
+        header = csv_header(reader, file_label=file_label, errors=(OSError, *HEADER_READ_ERRORS))
         try:
             builder = CurRowBuilder(header, file_label=file_label)
         except ImportFormatError as exc:

@@ -26,7 +26,7 @@ from billing_ingest.parsers.aws_cur.columns import (
     squash,
     strip_user_prefix,
 )
-from billing_ingest.parsers.checks import check_unique_columns
+from billing_ingest.parsers.checks import check_unique_columns, missing_columns_error
 from billing_ingest.parsers.rows import LineItemRow, row_text
 from billing_ingest.parsers.values import (
     BadValue,
@@ -73,11 +73,7 @@ class CurRowBuilder:
         missing = [key for key in REQUIRED if key not in self.columns]
         if missing:
             names = [COLUMNS[key].name(self.flavour) for key in missing]
-            raise ImportFormatError(
-                f"missing required AWS CUR column(s): {', '.join(names)}",
-                file=file_label,
-                column=names[0],
-            )
+            raise missing_columns_error("AWS CUR", names, file_label=file_label)
         mapped = [position for _, position in self.columns.values()]
         check_unique_columns(header, mapped, file_label=file_label, key=squash)
         self.default_currency: str = settings.FINOPS_DEFAULT_CURRENCY

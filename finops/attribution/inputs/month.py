@@ -84,7 +84,7 @@ class ResourceRange:
     first: str | None = None
     stop: str | None = None
 
-    def filter(self, queryset: _QuerySet) -> _QuerySet:
+    def restrict(self, queryset: _QuerySet) -> _QuerySet:
         if self.first is not None:
             queryset = queryset.filter(resource_id__gte=self.first)
         if self.stop is not None:
@@ -102,7 +102,7 @@ def lines_queryset(
     help; SQLite hands out text, which _rows converts once per distinct hour."""
     queryset = CostLineItem.objects.settled().filter(billing_period=month).order_by("id")
     if part is not None:
-        queryset = part.filter(queryset)
+        queryset = part.restrict(queryset)
     if not epochs:
         return queryset.values_list(*_LINE_FIELDS)
     return values_with_epochs(queryset, _LINE_FIELDS, ("charge_period_start", "charge_period_end"))

@@ -16,8 +16,7 @@ from finops.attribution.tasks import TIME_LIMIT
 from finops.core.months import month_argument, month_parse
 from finops.pipeline.models import PipelineRun
 from finops.pipeline.selectors import pipeline_step_views
-from finops.pipeline.services import pipeline_runs_fail_dead
-from finops.pipeline.tasks import PipelineQueueError, pipeline_start
+from finops.pipeline.services import PipelineQueueError, pipeline_runs_fail_dead, pipeline_start
 
 
 class Command(BaseCommand):

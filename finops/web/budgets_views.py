@@ -15,7 +15,6 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from finops.budgets.forms import BudgetForm
 from finops.budgets.models import Budget, BudgetOptOut
 from finops.budgets.periods import as_of_parse
 from finops.budgets.selectors import (
@@ -32,6 +31,7 @@ from finops.budgets.series import last_ledger_day
 from finops.budgets.services import budget_create, budget_delete, budget_opt_out_set, budget_update
 from finops.org.permissions import own_account_write, user_is_finance
 from finops.org.selectors import team_list_visible
+from finops.web.budgets_forms import BudgetForm
 
 SORTS = {
     "name": lambda s: (s.budget.name.lower(),),

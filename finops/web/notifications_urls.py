@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.notifications import views
+from finops.web import notifications_views as views
 
 app_name = "notifications"
 urlpatterns = [path("", views.preferences, name="preferences")]

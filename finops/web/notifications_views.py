@@ -9,10 +9,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from finops.notifications.forms import NotificationPreferenceForm
 from finops.notifications.selectors import notification_preference_get
 from finops.notifications.services import notification_preference_set
 from finops.org.permissions import own_account_write
+from finops.web.notifications_forms import NotificationPreferenceForm
 
 
 @own_account_write  # anyone signed in, a viewer too, chooses their own emails

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.notifications import channel_views
+from finops.web import channels_views as channel_views
 
 app_name = "channels"
 urlpatterns = [

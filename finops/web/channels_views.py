@@ -11,7 +11,6 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from finops.notifications.channel_forms import ORGANISATION, ChannelForm
 from finops.notifications.channel_selectors import (
     channel_deliveries,
     channel_list_visible,
@@ -25,6 +24,7 @@ from finops.notifications.channels import (
 )
 from finops.org.permissions import user_is_finance, user_is_viewer, user_may_edit
 from finops.org.selectors import team_list_visible
+from finops.web.channels_forms import ORGANISATION, ChannelForm
 
 
 def _form(request: HttpRequest) -> ChannelForm | None:

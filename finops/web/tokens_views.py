@@ -14,10 +14,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from finops.org.permissions import own_account_write, user_is_viewer
 from finops.org.selectors import team_list_visible
-from finops.tokens.forms import ApiTokenForm
 from finops.tokens.models import ApiToken
 from finops.tokens.selectors import api_token_list_for_user
 from finops.tokens.services import TokenError, api_token_create, api_token_revoke
+from finops.web.tokens_forms import ApiTokenForm
 
 
 @own_account_write  # a viewer makes and revokes their own (read-only) tokens

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.tokens import views
+from finops.web import tokens_views as views
 
 app_name = "tokens"
 urlpatterns = [

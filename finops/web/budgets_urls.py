@@ -1,6 +1,6 @@
 from django.urls import path
 
-from finops.budgets import views
+from finops.web import budgets_views as views
 
 app_name = "budgets"
 urlpatterns = [

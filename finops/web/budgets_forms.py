@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.forms.utils import ErrorDict
 
 from finops.budgets.models import Budget
-from finops.budgets.services import NAME_MAX, PROVIDER_MAX, TAG_KEY_MAX, TAG_VALUE_MAX
+from finops.budgets.validation import NAME_MAX, PROVIDER_MAX, TAG_KEY_MAX, TAG_VALUE_MAX
 from finops.org.models import Team
 from finops.text import SingleLineCharField
 
