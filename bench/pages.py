@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from finops.core.months import month_format
 
@@ -27,6 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", choices=["full", "small"], default="full")
     parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--only", default="", help="comma-separated labels to time (default all)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{ROOT / 'var' / 'bench-pages.sqlite3'}")
@@ -41,7 +43,9 @@ def main() -> None:
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
+    from billing_ingest.models import CostLineItem
     from finops.attribution.models import RunCost, TeamDailyCost
+    from finops.budgets.models import Budget
     from finops.demo.organisation import FINANCE_USERNAME, LEAD_USERNAME
 
     settings.ALLOWED_HOSTS = ["*"]
@@ -59,6 +63,8 @@ def main() -> None:
         f"{RunCost.objects.filter(billing_period=month).count():,} run rollups, "
         f"{TeamDailyCost.objects.filter(billing_period=month).count():,} team-day rows in {param}"
     )
+    org_budget = Budget.objects.filter(team__isnull=True, provider_name="").order_by("pk").first()
+    tag_key = _common_tag_key(CostLineItem.objects.filter(billing_period=month))
     pages = [
         ("overview", f"/?month={param}"),
         ("overview 12 months", f"/?month={param}&months=12&by=category"),
@@ -71,9 +77,19 @@ def main() -> None:
         ("recommendations (API)", f"/api/v1/recommendations/?month={param}"),
         ("runs CSV (API)", f"/api/v1/runs/?month={param}&format=csv"),
         ("explorer by service", f"/explorer/?month={param}&group_by=service"),
+        ("explorer by region", f"/explorer/?month={param}&group_by=region"),
+        (f"explorer by tag:{tag_key}", f"/explorer/?month={param}&group_by=tag:{tag_key}"),
+        ("budgets", "/budgets/"),
+        ("org budget", f"/budgets/{org_budget.pk}/" if org_budget else "/budgets/"),
+        ("reconciliation", f"/reconciliation/?month={param}"),
+        ("statement", f"/teams/{team}/statements/{param}/"),
         ("close review", f"/close/{param}/"),
         ("checks (API)", f"/api/v1/periods/{param}/checks/"),
+        ("imports", "/imports/"),
     ]
+    only = {label.strip() for label in args.only.split(",") if label.strip()}
+    if only:
+        pages = [(label, url) for label, url in pages if label in only]
     from django.db import connection
 
     for user_name in (FINANCE_USERNAME, LEAD_USERNAME):
@@ -93,10 +109,19 @@ def main() -> None:
             flag = "-" if "format=csv" in url else "ok" if median <= GOAL_MS else "OVER"
             size = len(response.content)
             print(
-                f"  {label:<22} {median:8.1f} / {worst:8.1f}  {flag:<4} "
+                f"  {label:<24} {median:8.1f} / {worst:8.1f}  {flag:<4} "
                 f"{len(queries.captured_queries):3d} q  {size / 1024:7.1f} KiB"
                 f"{'  (403)' if response.status_code == 403 else ''}"
             )
+
+
+def _common_tag_key(items: Any) -> str:
+    """The tag key most line items of the month carry (the explorer's tag:KEY grouping)."""
+    counts: dict[str, int] = {}
+    for tags in items.exclude(tags={}).values_list("tags", flat=True)[:2000]:
+        for key in tags or {}:
+            counts[key] = counts.get(key, 0) + 1
+    return max(sorted(counts), key=lambda k: counts[k]) if counts else "team"
 
 
 if __name__ == "__main__":

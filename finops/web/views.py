@@ -18,6 +18,7 @@ from finops.attribution.selectors import overview as overview_selectors
 from finops.attribution.selectors import reconciliation as reconciliation_selectors
 from finops.attribution.selectors import runs as run_selectors
 from finops.attribution.selectors import team as team_selectors
+from finops.attribution.selectors.idle_showback import idle_showback
 from finops.attribution.selectors.dashboard import (
     DEFAULT_MONTHS,
     MAX_MONTHS,
@@ -38,6 +39,7 @@ from finops.pipeline.tasks import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
+from finops.pricing.selectors import idle_advice_of_teams
 from finops.run_metrics.plan_selectors import plan_against_actual
 from finops.run_metrics.progress import run_progress_points
 from finops.run_metrics.progress_cost import progress_against_cost
@@ -86,6 +88,7 @@ def several_currencies(totals: list[CategoryRow], reporting: Reporting | None) -
 
 
 TEAM_TOP_RUNS = 20
+IDLE_ADVICE_KINDS = (Recommendation.Kind.IDLE, Recommendation.Kind.RIGHTSIZE)
 
 
 @login_required
@@ -110,6 +113,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         "several_currencies": several_currencies(data.totals, data.reporting),
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
         "waste_card": waste_card(month=month, teams=teams, include_unowned=finance),
+        "idle_showback": idle_showback(month=month, teams=teams),
+        "idle_advice": idle_advice_of_teams(month=month, teams=teams),
         "show_teams": True,
         "categories": CATEGORIES,
         "open_anomalies": sum(
@@ -134,6 +139,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     )
     data = team_selectors.team_month(team=team, month=month)
     runs = runs_filter.qs
+    recommendations = team_recommendations(team=team, month=month)
     context = {
         "team": team,
         "month": month,
@@ -155,7 +161,13 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "checkpoint_advice": checkpoint_advice(
             month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
         ),
-        "recommendations": team_recommendations(team=team, month=month),
+        "recommendations": recommendations,
+        "idle_showback": idle_showback(month=month, teams=Team.objects.filter(pk=team.pk)),
+        "idle_advice": [
+            r
+            for r in recommendations
+            if r.kind in IDLE_ADVICE_KINDS and r.status == Recommendation.Status.OPEN
+        ],
         "energy": team_energy(team=team, month=month),
         "statuses": Recommendation.Status.choices,
         "pricing": [
