@@ -18,7 +18,6 @@ from finops.attribution.selectors import overview as overview_selectors
 from finops.attribution.selectors import reconciliation as reconciliation_selectors
 from finops.attribution.selectors import runs as run_selectors
 from finops.attribution.selectors import team as team_selectors
-from finops.attribution.selectors.idle_showback import idle_showback
 from finops.attribution.selectors.dashboard import (
     DEFAULT_MONTHS,
     MAX_MONTHS,
@@ -27,6 +26,7 @@ from finops.attribution.selectors.dashboard import (
     team_daily_by_category,
 )
 from finops.attribution.selectors.filters import RunCostFilterSet
+from finops.attribution.selectors.idle_showback import idle_showback
 from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.core.months import month_format, month_parse

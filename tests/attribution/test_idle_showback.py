@@ -109,7 +109,9 @@ def test_charged_and_shown_idle_per_team(attributed: None, team: Team, other_tea
 
 def test_a_lead_reads_only_their_team(attributed: None, team: Team) -> None:
     [only] = idle_showback(month=MONTH, teams=Team.objects.filter(pk=team.pk))
-    assert only.team == team and only.shown == Decimal("29.333333333333") and only.charged == 0
+    assert only.team == team
+    assert only.shown == Decimal("29.333333333333")
+    assert only.charged == 0
 
 
 def test_no_ledger_no_rows(team: Team) -> None:
@@ -121,7 +123,8 @@ def test_team_page_shows_the_leads_idle(attributed: None, lead_client: Client, t
     assert 'data-testid="idle-showback"' in html
     assert 'data-testid="idle-shown-vision-USD">29.33<' in html
     assert 'data-testid="idle-charged-vision-USD">0.00<' in html
-    assert "Shown, not charged" in html and "What to do:" in html
+    assert "Shown, not charged" in html
+    assert "What to do:" in html
 
 
 def test_overview_lists_every_team_for_finance_and_one_for_the_lead(
