@@ -49,4 +49,3 @@ def test_without_cache_it_always_computes_and_reads_no_key() -> None:
     for _ in range(2):
         panel_cached("p", key=key, compute=lambda: counting(calls, 1))
     assert len(calls) == 2
-
