@@ -111,7 +111,7 @@ def main() -> None:
                     began = time.perf_counter()
                     response = client.get(url)
                     timings.append((time.perf_counter() - began) * 1000)
-                # 400: a bill dimension of the explorer asked by a lead (refused, by design); 404: the
+                # 400: a lead's bill dimension in the explorer (refused, by design); 404: the
                 # organisation budget, which a lead may not see.
                 assert response.status_code in (200, 400, 403, 404), (url, response.status_code)
             median, worst, first = statistics.median(timings), max(timings), timings[0]
