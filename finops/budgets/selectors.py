@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from fractions import Fraction
 
 from django.conf import settings
@@ -348,6 +349,10 @@ class Driver:
     amount: Decimal
 
 
+# Digits of an exact Decimal sum of ledger amounts (12 places, up to 10^15 each).
+_EXACT_DIGITS = 60
+
+
 def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, list[Driver]]:
     """The DRIVERS biggest runs, services and endpoints of the period to as_of, converted.
     A tag budget has no ledger rows of its own: its services come from its line items."""
@@ -383,21 +388,30 @@ def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, 
 def _top(dimension: str, column: str, rows: list[dict], currency: str) -> list[Driver]:
     if not rows:
         return []
-    try:
-        converter = converter_for(
-            to_currency=currency,
-            currencies={r["billing_currency"] for r in rows},
-            first_day=min(r["day"] for r in rows),
-            last_day=max(r["day"] for r in rows),
-        )
-        sums: dict[str, Fraction] = defaultdict(Fraction)
+    # Rows already in the budget's currency are summed as Decimals, exactly (enough digits for
+    # any sum of 12-place amounts): thousands of run-days need no rate and no Fraction each.
+    same: dict[str, Decimal] = defaultdict(Decimal)
+    others = [r for r in rows if r["billing_currency"] != currency]
+    with localcontext(prec=_EXACT_DIGITS):
         for r in rows:
-            sums[r[column]] += converter.exact(
-                day=r["day"], currency=r["billing_currency"], amount=r["amount"]
+            if r["billing_currency"] == currency:
+                same[r[column]] += r["amount"]
+    sums: dict[str, Fraction] = {key: Fraction(value) for key, value in same.items()}
+    if others:
+        try:
+            converter = converter_for(
+                to_currency=currency,
+                currencies={r["billing_currency"] for r in others},
+                first_day=min(r["day"] for r in others),
+                last_day=max(r["day"] for r in others),
             )
-    except FxRateMissing:
-        return []
-    ranked = sorted(sums.items(), key=lambda kv: (-kv[1], kv[0]))[:DRIVERS]
+            for r in others:
+                sums[r[column]] = sums.get(r[column], Fraction(0)) + converter.exact(
+                    day=r["day"], currency=r["billing_currency"], amount=r["amount"]
+                )
+        except FxRateMissing:
+            return []
+    ranked = heapq.nsmallest(DRIVERS, sums.items(), key=lambda kv: (-kv[1], kv[0]))
     return [Driver(dimension, key, money_round(v).quantize(Decimal("0.01"))) for key, v in ranked]
 
 

@@ -1,8 +1,14 @@
-"""Reads: catalogue prices for pricing comparisons."""
+"""Reads: catalogue prices for pricing comparisons; the idle advice of teams."""
 
 from __future__ import annotations
 
-from finops.pricing.models import SkuPrice
+import datetime as dt
+
+from django.db.models import FloatField, QuerySet
+from django.db.models.functions import Cast
+
+from finops.org.models import Team
+from finops.pricing.models import Recommendation, SkuPrice
 
 HOUR_UNITS = ("h",)
 
@@ -34,3 +40,15 @@ def gpu_hour_price(
     if not candidates:
         return None
     return min(candidates, key=lambda p: (len(p.regions), -p.effective_time.timestamp()))
+
+
+def idle_advice_of_teams(*, month: dt.date, teams: QuerySet[Team]) -> list[Recommendation]:
+    """The month's open idle and rightsizing recommendations of these teams, largest saving
+    first (what the idle showback tells a lead to do). Reads what the pricing step stored."""
+    rows = Recommendation.objects.filter(
+        billing_period=month,
+        team__in=teams,
+        kind__in=[Recommendation.Kind.IDLE, Recommendation.Kind.RIGHTSIZE],
+        status=Recommendation.Status.OPEN,
+    )
+    return list(rows.order_by(Cast("monthly_savings", FloatField()).desc(), "kind", "key", "pk"))

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from datetime import date
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from finops.energy.endpoint_selectors import EndpointEnergy, endpoint_energy
+from finops.energy.models import JobEnergy
 from finops.energy.selectors import RunEnergy, TeamEnergy, run_energy, team_month_energy
 from finops.inference.selectors import EndpointMonth
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
+from finops.web.page_cache import panel_cached
 
 
 def run_month_energy(*, team: Team, run_id: str, month: date) -> RunEnergy | None:
@@ -19,8 +21,19 @@ def run_month_energy(*, team: Team, run_id: str, month: date) -> RunEnergy | Non
 
 
 def team_energy(*, team: Team, month: date) -> TeamEnergy | None:
-    rows = team_month_energy(month=month, team_ids=[team.pk])
-    return rows[0] if rows else None
+    """The team's month of energy, computed once per data version and energy import (every
+    run of the month, seconds at demo scale: finops.web.page_cache)."""
+
+    def compute() -> TeamEnergy | None:
+        rows = team_month_energy(month=month, team_ids=[team.pk])
+        return rows[0] if rows else None
+
+    # DCGM energy imports replace their rows: the newest row's id follows them.
+    return panel_cached(
+        "team_energy",
+        key=lambda: (month, team.pk, JobEnergy.objects.aggregate(newest=Max("pk"))["newest"]),
+        compute=compute,
+    )
 
 
 def endpoint_month_energy(

@@ -7,11 +7,13 @@ from datetime import date
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
+from django.db.models import Count, Max, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from billing_ingest.models import ImportBatch
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import overview as overview_selectors
@@ -26,6 +28,7 @@ from finops.attribution.selectors.dashboard import (
     team_daily_by_category,
 )
 from finops.attribution.selectors.filters import RunCostFilterSet
+from finops.attribution.selectors.idle_showback import IdleShowback, idle_showback
 from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.core.months import month_format, month_parse
@@ -38,19 +41,39 @@ from finops.pipeline.services import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import run_spot_advice, team_recommendations
+from finops.pricing.selectors import idle_advice_of_teams
 from finops.run_metrics.plan_selectors import plan_against_actual
 from finops.run_metrics.progress import run_progress_points
 from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
-from finops.waste.advice import checkpoint_advice
 from finops.web.access import require_finance
 from finops.web.energy_context import endpoint_month_energy, run_month_energy, team_energy
-from finops.web.waste_views import run_waste_panels, runs_with_waste, waste_card
+from finops.web.page_cache import panel_cached
+from finops.web.waste_views import (
+    checkpoint_advice_cached,
+    run_waste_panels,
+    runs_with_waste,
+    waste_card_cached,
+)
+
+
+def _months_with_data() -> list[date]:
+    """month_list_with_data once per data version and settled billing import (it reads every
+    line item's month: finops.web.page_cache)."""
+    return panel_cached(
+        "months_with_data",
+        key=lambda: (
+            ImportBatch.objects.filter(status=ImportBatch.Status.SUCCEEDED)
+            .aggregate(newest=Max("finished_at"), batches=Count("pk"))
+            .values()
+        ),
+        compute=overview_selectors.month_list_with_data,
+    )
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
     """The ?month=YYYY-MM asked for, else the latest month with data (else this month)."""
-    months = overview_selectors.month_list_with_data()
+    months = _months_with_data()
     raw = request.GET.get("month", "").strip()
     if raw:
         try:
@@ -63,6 +86,15 @@ def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
         return months[0], months
     month = timezone.now().date().replace(day=1)
     return month, [month]
+
+
+def _idle_showback(*, month: date, teams: QuerySet[Team]) -> list[IdleShowback]:
+    """idle_showback once per data version (the ledger changes only with attribution)."""
+    return panel_cached(
+        "idle_showback",
+        key=lambda: (month, sorted(teams.values_list("pk", flat=True))),
+        compute=lambda: idle_showback(month=month, teams=teams),
+    )
 
 
 # Public for the other page modules (runs browser, uploads).
@@ -86,6 +118,7 @@ def several_currencies(totals: list[CategoryRow], reporting: Reporting | None) -
 
 
 TEAM_TOP_RUNS = 20
+IDLE_ADVICE_KINDS = (Recommendation.Kind.IDLE, Recommendation.Kind.RIGHTSIZE)
 
 
 @login_required
@@ -109,7 +142,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         "month_choices": range(MIN_MONTHS, MAX_MONTHS + 1),
         "several_currencies": several_currencies(data.totals, data.reporting),
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
-        "waste_card": waste_card(month=month, teams=teams, include_unowned=finance),
+        "waste_card": waste_card_cached(month=month, teams=teams, include_unowned=finance),
+        "idle_showback": _idle_showback(month=month, teams=teams),
+        "idle_advice": idle_advice_of_teams(month=month, teams=teams),
         "show_teams": True,
         "categories": CATEGORIES,
         "open_anomalies": sum(
@@ -134,6 +169,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     )
     data = team_selectors.team_month(team=team, month=month)
     runs = runs_filter.qs
+    recommendations = team_recommendations(team=team, month=month)
     context = {
         "team": team,
         "month": month,
@@ -149,13 +185,19 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             teams=team_list_visible(user=request.user).filter(pk=team.pk), include_unowned=False
         ).get(team.pk, 0),
         "team_budgets": budget_statuses_of_team(team=team, month=month),
-        "waste_card": waste_card(
+        "waste_card": waste_card_cached(
             month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
         ),
-        "checkpoint_advice": checkpoint_advice(
+        "checkpoint_advice": checkpoint_advice_cached(
             month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
         ),
-        "recommendations": team_recommendations(team=team, month=month),
+        "recommendations": recommendations,
+        "idle_showback": _idle_showback(month=month, teams=Team.objects.filter(pk=team.pk)),
+        "idle_advice": [
+            r
+            for r in recommendations
+            if r.kind in IDLE_ADVICE_KINDS and r.status == Recommendation.Status.OPEN
+        ],
         "energy": team_energy(team=team, month=month),
         "statuses": Recommendation.Status.choices,
         "pricing": [

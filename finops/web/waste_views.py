@@ -18,6 +18,7 @@ from finops.attribution.models import RunCost
 from finops.core.months import month_add
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
+from finops.waste.advice import CheckpointAdvice, checkpoint_advice, checkpoint_write_minutes
 from finops.waste.causes import WasteParts
 from finops.waste.selectors import (
     AttemptWaste,
@@ -26,7 +27,9 @@ from finops.waste.selectors import (
     run_waste,
     run_wastes,
     team_months_waste,
+    waste_settings,
 )
+from finops.web.page_cache import panel_cached
 
 WIDTH = 1000
 TREND_MONTHS = 3
@@ -151,6 +154,42 @@ def waste_card(
         for currency, row in rows.items():
             row.trend.append(WasteTrend(before, totals.get(currency, Decimal(0))))
     return sorted(rows.values(), key=lambda r: r.currency)
+
+
+def waste_card_cached(
+    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
+) -> list[WasteCardRow]:
+    """waste_card, computed once per data version and waste settings (finops.web.page_cache):
+    it sums every run of four months, seconds at demo scale."""
+    return panel_cached(
+        "waste_card",
+        key=lambda: (
+            month,
+            sorted(teams.values_list("pk", flat=True)),
+            include_unowned,
+            waste_settings(),
+        ),
+        compute=lambda: waste_card(month=month, teams=teams, include_unowned=include_unowned),
+    )
+
+
+def checkpoint_advice_cached(
+    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
+) -> list[CheckpointAdvice]:
+    """checkpoint_advice, computed once per data version and waste settings."""
+    return panel_cached(
+        "checkpoint_advice",
+        key=lambda: (
+            month,
+            sorted(teams.values_list("pk", flat=True)),
+            include_unowned,
+            waste_settings(),
+            checkpoint_write_minutes(),
+        ),
+        compute=lambda: checkpoint_advice(
+            month=month, teams=teams, include_unowned=include_unowned
+        ),
+    )
 
 
 def runs_with_waste(runs: list[RunCost], *, month: dt.date) -> list[RunCost]:

@@ -48,6 +48,9 @@ def test_lead_sees_their_team_and_not_the_bill(
     page = lead_client.get("/explorer/", {"month": "2025-09", "group_by": "region"})
     assert page.status_code == 400
     assert b"finance only" in page.content
+    # A refused question shows no total, CSV link or "no cost" line (it was not answered).
+    assert b"explorer-total" not in page.content
+    assert b"No cost matches" not in page.content
 
 
 @pytest.mark.parametrize("params", [{"group_by": "colour"}, {"tag": "x"}, {"team": "a b"}])

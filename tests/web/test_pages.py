@@ -24,7 +24,12 @@ from tests.factories import (
     TeamDailyCostFactory,
     TeamFactory,
 )
-from tests.query_budgets import WASTE_CARD_QUERIES, WASTE_PAGE_QUERIES
+from tests.query_budgets import (
+    IDLE_ADVICE_QUERIES,
+    IDLE_SHOWBACK_QUERIES,
+    WASTE_CARD_QUERIES,
+    WASTE_PAGE_QUERIES,
+)
 
 
 def _text(response: Response) -> str:
@@ -213,7 +218,10 @@ def test_overview_query_count_is_flat(
     for i in range(20):
         TeamDailyCostFactory.create(team=TeamFactory.create(slug=f"many-{i}"), amount=Decimal(i))
     # 11: the overview's 10 and the dashboard's one read of the rollup (tests/test_overview_
-    # dashboard.py holds the overview to a fixed count at any size), and the waste card.
-    with django_assert_max_num_queries(14 + WASTE_CARD_QUERIES):
+    # dashboard.py holds the overview to a fixed count at any size), the waste card, the idle
+    # showback and its advice.
+    with django_assert_max_num_queries(
+        14 + WASTE_CARD_QUERIES + IDLE_SHOWBACK_QUERIES + IDLE_ADVICE_QUERIES
+    ):
         html = _text(finance_client.get(reverse("web:overview")))
     assert "Many 19" in html

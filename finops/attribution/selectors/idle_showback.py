@@ -1,0 +1,167 @@
+"""Idle cost as a team lead should see it (issue 29): what the team is charged for idle GPUs under
+the idle policies (DESIGN 5.4), and its share of the idle it is not charged for (showback).
+
+Charged (in the team's bill, category `idle`):
+- `kept`: idle of node lines the team owns (policy `keep` with the team as the pool's owner, or
+  the node line's owner), rows with a node;
+- `spread`: idle of `spread` pools put onto the team's jobs pro rata to their cost, rows without
+  a node but with a job;
+- `commitment`: idle without a node (unused commitment cost the service gave the team).
+
+Shown, not charged (showback): on every node and UTC day where the team's jobs had GPU cost,
+the idle of that node-day that another bucket bears (the platform's, no team, or another team
+owning the pool) times the team's share of the GPU cost of all jobs on that node-day. It is
+what the team's use of those pools leaves idle, as information: it is in nobody's statement
+twice, and the team's bill does not change.
+
+Three aggregate queries over the month's ledger, whatever the number of rows; amounts are
+summed exactly (Fractions) and rounded once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from fractions import Fraction
+
+from django.db.models import Case, CharField, Q, QuerySet, Value, When
+
+from finops.attribution.models import AllocatedCost, Category
+from finops.attribution.selectors.reporting import currency_order
+from finops.core.money import MoneySum
+from finops.currency.selectors import money_round
+from finops.org.models import Team
+
+ZERO = Decimal(0)
+JOB_CATEGORIES = (Category.TRAINING, Category.INFERENCE)
+KEPT, SPREAD, COMMITMENT = "kept", "spread", "commitment"
+
+
+@dataclass(slots=True)
+class IdleShowback:
+    """One team's idle in one currency for a month."""
+
+    team: Team
+    currency: str
+    # Charged, by how the idle policy put it on the team's bill.
+    kept: Decimal = ZERO
+    spread: Decimal = ZERO
+    commitment: Decimal = ZERO
+    # Shown, not charged: the team's share of idle others bear on the nodes its jobs ran on,
+    # split by who bears it (the platform bucket: no team; another team owning the pool).
+    shown_platform: Decimal = ZERO
+    shown_other_teams: Decimal = ZERO
+    # The team's GPU job cost on those nodes (training and inference), and how many nodes.
+    job_cost: Decimal = ZERO
+    nodes: int = 0
+
+    @property
+    def charged(self) -> Decimal:
+        return self.kept + self.spread + self.commitment
+
+    @property
+    def shown(self) -> Decimal:
+        return self.shown_platform + self.shown_other_teams
+
+    @property
+    def idle_share(self) -> Decimal | None:
+        """Idle (charged and shown) as a share of the team's GPU cost with it (0.2 = 20 %)."""
+        whole = self.job_cost + self.charged + self.shown
+        return (self.charged + self.shown) / whole if whole > 0 else None
+
+
+def idle_showback(*, month: date, teams: QuerySet[Team]) -> list[IdleShowback]:
+    """Per team of `teams` and currency: the month's idle charged and shown (module docstring),
+    teams by name; teams with neither idle nor GPU jobs on nodes are left out."""
+    month_rows = AllocatedCost.objects.filter(billing_period=month).order_by()
+    by_team = {team.pk: team for team in teams}
+    result: dict[tuple[int, str], IdleShowback] = {}
+
+    def row(team_id: int, currency: str) -> IdleShowback:
+        key = (team_id, currency)
+        if key not in result:
+            result[key] = IdleShowback(team=by_team[team_id], currency=currency)
+        return result[key]
+
+    kinds = Case(
+        When(~Q(node=""), then=Value(KEPT)),
+        When(job__isnull=False, then=Value(SPREAD)),
+        default=Value(COMMITMENT),
+        output_field=CharField(),
+    )
+    charged = (
+        month_rows.filter(category=Category.IDLE, team__in=teams)
+        .annotate(kind=kinds)
+        .values("team_id", "billing_currency", "kind")
+        .annotate(amount=MoneySum("amount"))
+    )
+    for item in charged:
+        target = row(item["team_id"], item["billing_currency"])
+        setattr(target, item["kind"], getattr(target, item["kind"]) + item["amount"])
+
+    # The node-days where the teams' jobs had GPU cost, then everything on those nodes.
+    own_nodes = set(
+        month_rows.filter(category__in=JOB_CATEGORIES, team__in=teams)
+        .exclude(node="")
+        .values_list("node", flat=True)
+        .distinct()
+    )
+    if own_nodes:
+        _shown(month_rows.filter(node__in=own_nodes), by_team, row)
+    return sorted(
+        result.values(), key=lambda r: (r.team.name, r.team.pk, currency_order(r.currency))
+    )
+
+
+NodeDay = tuple[str, date, str]
+
+
+def _shown(
+    rows: QuerySet[AllocatedCost],
+    by_team: dict[int, Team],
+    row: Callable[[int, str], IdleShowback],
+) -> None:
+    """Fill the shown idle and job cost of the teams in by_team from the rows on their nodes."""
+    jobs: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
+    idle: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
+    for item in (
+        rows.filter(Q(category=Category.IDLE) | Q(category__in=JOB_CATEGORIES))
+        .values("node", "day", "billing_currency", "team_id", "category")
+        .annotate(amount=MoneySum("amount"))
+    ):
+        key = (item["node"], item["day"], item["billing_currency"])
+        into = idle if item["category"] == Category.IDLE else jobs
+        into[key][item["team_id"]] = into[key].get(item["team_id"], ZERO) + item["amount"]
+    shown: dict[tuple[int, str], list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+    nodes: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for key, costs in jobs.items():
+        # Gross weights: a credit never makes a share negative (as the engine spreads idle).
+        weights = {team_id: abs(amount) for team_id, amount in costs.items()}
+        total = sum(weights.values(), ZERO)
+        if total == 0:
+            continue
+        borne = idle.get(key, {})
+        for team_id, weight in weights.items():
+            if team_id not in by_team or weight == 0:
+                continue
+            acc = shown[(team_id, key[2])]
+            share = Fraction(weight) / Fraction(total)
+            acc[0] += Fraction(borne.get(None, ZERO)) * share
+            acc[1] += (
+                sum(
+                    (Fraction(a) for t, a in borne.items() if t is not None and t != team_id),
+                    Fraction(0),
+                )
+                * share
+            )
+            acc[2] += Fraction(costs[team_id])
+            nodes[(team_id, key[2])].add(key[0])
+    for (team_id, currency), (platform, others, cost) in shown.items():
+        target = row(team_id, currency)
+        target.shown_platform = money_round(platform)
+        target.shown_other_teams = money_round(others)
+        target.job_cost = money_round(cost)
+        target.nodes = len(nodes[(team_id, currency)])

@@ -1,0 +1,142 @@
+"""Idle showback (issue 29): the idle a team is charged under the idle policies, and its share of
+the idle others bear on the nodes its jobs ran on; hand-computed, through `attribute --month`,
+on the team page (a lead) and the overview (finance, a lead).
+
+The scene (cluster c1, 8-GPU p5.48xlarge nodes, 2025-06-03 00:00-01:00 UTC):
+- gpu-a, $80, no policy (keep, untagged line: no team): job 1 (vision, 4 GPUs) -> training 40,
+  job 2 (speech, 2 GPUs) -> training 20, idle 20 owned by nobody (the platform bucket).
+  Shown: vision 20 x 40/60 = 13.333.. -> 13.33; speech 20 x 20/60 = 6.666.. -> 6.67.
+- gpu-b, $32, keep with speech as the pool owner: job 3 (vision, 4 GPUs) -> training 16, idle
+  16 charged to speech (kept). Shown to vision: 16 x 16/16 = 16.00, borne by another team.
+- gpu-c, $48, spread: job 4 (speech, 4 GPUs) -> training 24, idle 24 spread onto job 4 (speech,
+  charged spread).
+
+vision: job cost 40 + 16 = 56.00, charged 0, shown 13.33 + 16.00 = 29.33,
+        idle share 29.33 / 85.33 = 34.4 %.
+speech: job cost 20 + 24 = 44.00, charged kept 16 + spread 24 = 40.00, shown 6.67 + 0,
+        idle share 46.67 / 90.67 = 51.5 %.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.test import Client
+
+from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
+from finops.attribution.models import IdlePolicy
+from finops.attribution.selectors.idle_showback import idle_showback
+from finops.org.models import Team
+
+pytestmark = pytest.mark.django_db
+
+MONTH = dt.date(2025, 6, 1)
+T0 = dt.datetime(2025, 6, 3, tzinfo=dt.UTC)
+
+
+def node_line(batch: ImportBatch, node: str, cost: str) -> None:
+    CostLineItem.objects.create(
+        batch=batch, source="aws", billing_period=MONTH,
+        billing_period_start=dt.datetime(2025, 6, 1, tzinfo=dt.UTC), provider_name="AWS",
+        billing_account_id="111", billing_currency="USD", charge_period_start=T0,
+        charge_period_end=T0 + dt.timedelta(hours=1), billed_cost=Decimal(cost),
+        effective_cost=Decimal(cost), service_name="Amazon EC2", resource_name=node,
+        x_instance_type="p5.48xlarge",
+    )  # fmt: skip
+
+
+def job(batch: ImportBatch, job_id: str, node: str, account: str, gpus: int) -> None:
+    JobRecord.objects.create(
+        batch=batch, cluster="c1", job_id=job_id, state="COMPLETED", start=T0,
+        end=T0 + dt.timedelta(hours=1), gpus=Decimal(gpus), nodes=[node], account=account,
+        run_id=f"run-{job_id}",
+    )  # fmt: skip
+
+
+@pytest.fixture
+def attributed(team: Team, other_team: Team) -> None:
+    billing = ImportBatch.objects.create(
+        kind="billing", format="focus", source="aws", file_name="f", status="succeeded"
+    )
+    jobs = ImportBatch.objects.create(
+        kind="jobs", format="slurm", source="c1", file_name="j", status="succeeded"
+    )
+    for node, cost in (("gpu-a", "80"), ("gpu-b", "32"), ("gpu-c", "48")):
+        node_line(billing, node, cost)
+    # The Slurm accounts are the fixture teams' slugs: vision (team) and speech (other_team).
+    job(jobs, "1", "gpu-a", team.slug, 4)
+    job(jobs, "2", "gpu-a", other_team.slug, 2)
+    job(jobs, "3", "gpu-b", team.slug, 4)
+    job(jobs, "4", "gpu-c", other_team.slug, 4)
+    IdlePolicy.objects.create(node_prefix="gpu-b", policy="keep", owner_team=other_team)
+    IdlePolicy.objects.create(node_prefix="gpu-c", policy="spread")
+    out = StringIO()
+    call_command("attribute", "--month", "2025-06", stdout=out)
+    assert "difference 0" in out.getvalue()
+
+
+def test_charged_and_shown_idle_per_team(attributed: None, team: Team, other_team: Team) -> None:
+    vision, speech = idle_showback(month=MONTH, teams=Team.objects.order_by("name"))[::-1]
+    assert (vision.team, speech.team) == (team, other_team)
+    assert (vision.currency, speech.currency) == ("USD", "USD")
+    assert (vision.kept, vision.spread, vision.commitment) == (0, 0, 0)
+    # Exact to the ledger's 12 places, rounded once.
+    assert (vision.shown_platform, vision.shown_other_teams) == (
+        Decimal("13.333333333333"),
+        Decimal(16),
+    )
+    assert (vision.job_cost, vision.nodes) == (Decimal("56.00"), 2)
+    assert vision.idle_share is not None
+    assert round(vision.idle_share * 100, 1) == Decimal("34.4")
+    assert (speech.kept, speech.spread, speech.charged) == (
+        Decimal(16),
+        Decimal(24),
+        Decimal(40),
+    )
+    assert (speech.shown_platform, speech.shown_other_teams) == (
+        Decimal("6.666666666667"),
+        Decimal(0),
+    )
+    assert (speech.job_cost, speech.nodes) == (Decimal("44.00"), 2)
+    assert speech.idle_share is not None
+    assert round(speech.idle_share * 100, 1) == Decimal("51.5")
+
+
+def test_a_lead_reads_only_their_team(attributed: None, team: Team) -> None:
+    [only] = idle_showback(month=MONTH, teams=Team.objects.filter(pk=team.pk))
+    assert only.team == team
+    assert only.shown == Decimal("29.333333333333")
+    assert only.charged == 0
+
+
+def test_no_ledger_no_rows(team: Team) -> None:
+    assert idle_showback(month=MONTH, teams=Team.objects.all()) == []
+
+
+def test_team_page_shows_the_leads_idle(attributed: None, lead_client: Client, team: Team) -> None:
+    html = lead_client.get(f"/teams/{team.slug}/?month=2025-06").content.decode()
+    assert 'data-testid="idle-showback"' in html
+    assert 'data-testid="idle-shown-vision-USD">29.33<' in html
+    assert 'data-testid="idle-charged-vision-USD">0.00<' in html
+    assert "Shown, not charged" in html
+    assert "What to do:" in html
+
+
+def test_overview_lists_every_team_for_finance_and_one_for_the_lead(
+    attributed: None, finance_user: User, lead_user: User
+) -> None:
+    finance_client, lead_client = Client(), Client()
+    finance_client.force_login(finance_user)
+    lead_client.force_login(lead_user)
+    finance = finance_client.get("/?month=2025-06").content.decode()
+    assert 'data-testid="idle-charged-speech-USD">40.00<' in finance
+    assert 'data-testid="idle-shown-speech-USD">6.67<' in finance
+    assert 'data-testid="idle-shown-vision-USD">29.33<' in finance
+    lead = lead_client.get("/?month=2025-06").content.decode()
+    assert 'data-testid="idle-shown-vision-USD">29.33<' in lead
+    assert "idle-showback-speech" not in lead
