@@ -30,7 +30,9 @@ class CheckFigureSerializer(serializers.Serializer[Any]):
 
 class PeriodCheckSerializer(serializers.Serializer[Any]):
     name = serializers.CharField(
-        help_text="imports, attribution, anomalies, unallocated, recipients, budgets, fx_rates"
+        help_text=(
+            "imports, open_jobs, attribution, anomalies, unallocated, recipients, budgets, fx_rates"
+        )
     )
     title = serializers.CharField()
     status = serializers.ChoiceField(choices=CHECK_STATUSES)

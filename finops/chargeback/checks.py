@@ -22,6 +22,7 @@ from django.utils import timezone
 from billing_ingest.models import CostLineItem, ImportBatch
 from finops.anomalies.models import Anomaly
 from finops.attribution.models import AllocatedCost, Category, TeamDailyCost
+from finops.attribution.selectors.open_jobs import open_jobs_unlisted
 from finops.attribution.selectors.reconciliation import month_staleness
 from finops.attribution.selectors.reporting import currency_order
 from finops.budgets.models import Budget
@@ -119,6 +120,40 @@ def _check_imports(month: date) -> PeriodCheck:
         )  # fmt: skip
     return PeriodCheck(
         "imports", "Imports", OK, f"Every import of {label} succeeded.", "Nothing to do.",
+        link, figures,
+    )  # fmt: skip
+
+
+OPEN_JOBS_ACTION = (
+    "Re-export sacct for the window (sacct -S <their start> -E <month end>) or the cluster's "
+    "pod list and import it, or end them."
+)
+
+
+def _check_open_jobs(month: date) -> PeriodCheck:
+    """Jobs with no end, started before the month, that a newer jobs import of their cluster
+    did not list (attribution/selectors/open_jobs.py): charged as running all month."""
+    found = open_jobs_unlisted(started_before=month, charged_in=month)
+    figures = [CheckFigure("open jobs", str(found.jobs), "")] + [
+        CheckFigure("amortised cost charged to them", _money(amount), currency)
+        for currency, amount in found.charged.items()
+    ]
+    link = reverse("web:imports")
+    if found.jobs:
+        where = ", ".join(
+            f"{c.cluster} ({c.jobs}, oldest started {c.oldest_start:%Y-%m-%d})"
+            for c in found.clusters[:5]
+        )
+        return PeriodCheck(
+            "open_jobs", "Open jobs", WARN,
+            f"{found.jobs} job(s) started before {month_format(month)} have no end and their "
+            f"cluster's newer job imports did not list them: {where}. The ledger charges them "
+            "as running.",
+            OPEN_JOBS_ACTION, link, figures,
+        )  # fmt: skip
+    return PeriodCheck(
+        "open_jobs", "Open jobs", OK,
+        "Every job still open was listed by its cluster's latest job import.", "Nothing to do.",
         link, figures,
     )  # fmt: skip
 
@@ -301,6 +336,7 @@ def period_checks(*, month: date) -> list[PeriodCheck]:
     month = month.replace(day=1)
     return [
         _check_imports(month),
+        _check_open_jobs(month),
         _check_attribution(month),
         _check_anomalies(month),
         _check_unallocated(month),

@@ -25,6 +25,7 @@ from pathlib import Path
 from random import Random
 
 from finops.demo import export_aws, export_azure, export_coreweave, export_gcp
+from finops.demo.carry import StillOpen, jobs_carried, next_month, pods_carried, still_open
 from finops.demo.fleet import CLOUDS, JobsFormat, Month, Node, build_fleet
 from finops.demo.focus_catalogue import FOCUS_COLUMNS, PROVIDERS, Row
 from finops.demo.generate_focus import provider_rows
@@ -39,7 +40,7 @@ from finops.demo.generate_kubernetes import (
 )
 from finops.demo.generate_sacct import render_sacct
 from finops.demo.history import MonthPlan
-from finops.demo.workload import Job, schedule_cluster
+from finops.demo.workload import Job, blocked_intervals, schedule_cluster
 
 # (provider name as stored, billing account id, currency) -> (billed, effective)
 Totals = dict[tuple[str, str, str], tuple[Decimal, Decimal]]
@@ -71,6 +72,26 @@ class DemoDataset:
     series: dict[str, list[Series]] = field(default_factory=dict)
     # provider key (aws, gcp, ..., oci) -> FOCUS rows: the one price list behind every format
     bills: dict[str, list[Row]] = field(default_factory=dict)
+    # The previous month's jobs and pods still running at its end, as this month's exports list
+    # them again (carry.py): in the files only, not in this month's schedule or counters.
+    carried_jobs: dict[str, list[Job]] = field(default_factory=dict)
+    carried_pods: dict[str, list[Pod]] = field(default_factory=dict)
+
+    def still_open(self) -> StillOpen:
+        """What this month's exports list as still running, for the next month's."""
+        slurm = {c.cluster for c in CLOUDS if c.jobs_format == JobsFormat.SLURM}
+        return still_open(
+            seconds=self.month.seconds,
+            jobs={
+                cluster: self.carried_jobs.get(cluster, []) + jobs
+                for cluster, jobs in self.jobs.items()
+                if cluster in slurm
+            },
+            pods={
+                cluster: self.carried_pods.get(cluster, []) + pods
+                for cluster, pods in self.pods.items()
+            },
+        )
 
     def invoiced_total(self) -> Decimal:
         return sum(
@@ -114,9 +135,15 @@ def _rng(seed: int, part: str) -> Random:
 
 
 def dataset_build(
-    *, seed: int, month: Month, scale: str, plan: MonthPlan | None = None
+    *,
+    seed: int,
+    month: Month,
+    scale: str,
+    plan: MonthPlan | None = None,
+    carried: StillOpen | None = None,
 ) -> DemoDataset:
-    """One month's data; `plan`: the month's place in a several-month demo (history.py)."""
+    """One month's data; `plan`: the month's place in a several-month demo (history.py);
+    `carried`: what the month before left running, listed again in this month's exports."""
     fleet_plan = plan.fleet if plan else None
     nodes = build_fleet(rng=_rng(seed, f"fleet{_suffix(plan)}"), month=month, scale=scale,
                         plan=fleet_plan)  # fmt: skip
@@ -149,6 +176,8 @@ def dataset_build(
             dataset.series[cloud.cluster] = pod_series(
                 rng=_rng(seed, f"counters:{cloud.cluster}{_suffix(plan)}"), pods=pods, month=month
             )
+        if carried is not None:
+            _carry(dataset, carried, cloud.cluster, cloud.time_zone, cloud_nodes)
         dataset.bills[cloud.key] = provider_rows(
             rng=_rng(seed, f"bill:{cloud.key}{_suffix(plan)}"),
             month=month,
@@ -161,6 +190,28 @@ def dataset_build(
         small=scale != "full",
     )  # fmt: skip
     return dataset
+
+
+def _carry(
+    dataset: DemoDataset, carried: StillOpen, cluster: str, time_zone: str, nodes: list[Node]
+) -> None:
+    month = dataset.month
+    if cluster in dataset.pods:
+        pods = dataset.pods[cluster]
+        placed = (([p.node] if p.node else [], p.start) for p in pods)
+        after = next_month(seconds=month.seconds, nodes=nodes, placed=placed)
+        dataset.carried_pods[cluster] = pods_carried(
+            carried.pods.get(cluster, []), shift=carried.seconds, after=after
+        )
+        return
+    after = next_month(
+        seconds=month.seconds, nodes=nodes,
+        placed=((j.nodes, j.start) for j in dataset.jobs[cluster]),
+        blocked=blocked_intervals(month, time_zone),
+    )  # fmt: skip
+    dataset.carried_jobs[cluster] = jobs_carried(
+        carried.jobs.get(cluster, []), shift=carried.seconds, after=after
+    )
 
 
 # --- writing ------------------------------------------------------------------------------------
@@ -291,13 +342,16 @@ def dataset_write(*, dataset: DemoDataset, out: Path) -> list[DemoFile]:
     ]
     for cloud in CLOUDS:
         if cloud.jobs_format == JobsFormat.KUBERNETES:
-            pods = dataset.pods[cloud.cluster]
+            pods = sorted(
+                dataset.carried_pods.get(cloud.cluster, []) + dataset.pods[cloud.cluster],
+                key=lambda p: (p.namespace, p.name),
+            )
             path = root / "jobs" / f"{cloud.cluster}-pods.json"
             _write(path, pod_list_bytes(pods, dataset.month))
             files.append(DemoFile("jobs", Format.KUBERNETES, path, cloud.cluster, "UTC", len(pods)))
             files.extend(_write_counters(dataset, root, cloud.cluster))
             continue
-        jobs = dataset.jobs[cloud.cluster]
+        jobs = dataset.carried_jobs.get(cloud.cluster, []) + dataset.jobs[cloud.cluster]
         path = root / "jobs" / f"{cloud.cluster}.sacct"
         text = render_sacct(jobs=jobs, month=dataset.month, time_zone=cloud.time_zone)
         _write(path, text.encode("utf-8"))

@@ -102,6 +102,8 @@ class Pod:
     terminated_reason: str = ""
     disrupted: bool = False
     restart_at: int | None = None  # one container restart (counter reset)
+    # A training pod running at month end: when its job would have ended (Job.planned_end).
+    planned_end: int | None = None
 
     @property
     def gpus(self) -> Fraction:
@@ -184,6 +186,7 @@ def _job_pods(rng: Random, job: Job) -> list[Pod]:
                 phase=phase, owner_kind="PyTorchJob" if len(hosts) > 1 else "Job",
                 owner_name=owner, image="nvcr.io/nvidia/pytorch:24.09-py3", reason=reason,
                 exit_code=exit_code, terminated_reason=terminated, disrupted=disrupted,
+                planned_end=job.planned_end,
             )
         )  # fmt: skip
     return pods

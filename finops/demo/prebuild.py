@@ -1,6 +1,8 @@
 """Each month's files built in a second process while the first ingests the month before:
 generating a month (fleet, jobs, bills, counters, run metrics; pure, no database) takes a few
-seconds of CPU that the other core does meanwhile. Only what the ingest needs comes back."""
+seconds of CPU that the other core does meanwhile. Only what the ingest needs comes back, and
+what the month left running, which the next month's exports list again (carry.py): so each
+month is submitted once the month before is built, while that one ingests."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from decimal import Decimal
 from pathlib import Path
 from random import Random
 
+from finops.demo.carry import StillOpen
 from finops.demo.dataset import DemoFile, coreweave_rates, dataset_build, dataset_write
 from finops.demo.export_coreweave import ContractRate
 from finops.demo.fleet import Month
@@ -30,12 +33,21 @@ class BuiltMonth:
     rates: list[ContractRate]
     # The AWS bill's FOCUS rows, for the month that is restated later (else empty).
     aws_rows: list[Row]
+    # The jobs and pods its exports list as still running (the next month lists them again).
+    still_open: StillOpen
 
 
 def build_month(
-    *, seed: int, month: Month, scale: str, plan: MonthPlan | None, out: Path, keep_aws: bool
+    *,
+    seed: int,
+    month: Month,
+    scale: str,
+    plan: MonthPlan | None,
+    out: Path,
+    keep_aws: bool,
+    carried: StillOpen | None = None,
 ) -> BuiltMonth:
-    dataset = dataset_build(seed=seed, month=month, scale=scale, plan=plan)
+    dataset = dataset_build(seed=seed, month=month, scale=scale, plan=plan, carried=carried)
     files = dataset_write(dataset=dataset, out=out)
     logs = run_logs(
         rng=Random(f"{seed}:metrics:{month.label}"),
@@ -50,6 +62,7 @@ def build_month(
         effective=dataset.effective_total(),
         rates=coreweave_rates(dataset),
         aws_rows=dataset.bills["aws"] if keep_aws else [],
+        still_open=dataset.still_open(),
     )
 
 
@@ -66,17 +79,24 @@ def months_built(
     worker touches no database)."""
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=1, mp_context=context) as pool:
-        futures: list[Future[BuiltMonth]] = [
-            pool.submit(
+
+        def submit(index: int, carried: StillOpen | None) -> Future[BuiltMonth]:
+            return pool.submit(
                 build_month,
                 seed=seed,
-                month=month,
+                month=months[index],
                 scale=scale,
                 plan=plans[index] if plans else None,
                 out=out,
                 keep_aws=index == keep_aws,
+                # A single month (no history) stands alone.
+                carried=carried if plans else None,
             )
-            for index, month in enumerate(months)
-        ]
-        for future in futures:
-            yield future.result()
+
+        future = submit(0, None) if months else None
+        for index in range(len(months)):
+            assert future is not None
+            built = future.result()
+            if index + 1 < len(months):
+                future = submit(index + 1, built.still_open)
+            yield built

@@ -45,6 +45,9 @@ class Job:
     job_id_raw: str = ""
     # Requeued under the same JobID after this job was preempted (`sacct -D` prints both).
     requeue_of: Job | None = None
+    # A job running at month end: when it would have ended (seconds from this month's start,
+    # past its end); the next month's export lists it again with its real end (carry.py).
+    planned_end: int | None = None
 
     @property
     def gpus(self) -> int:
@@ -286,6 +289,7 @@ def _place(rng: Random, cluster: _Cluster, anchor: _NodeState, utilisation: floa
     duration, state = _duration_and_state(rng, workload)
     end: int | None = start + duration
     assert end is not None
+    planned_end = end
     if end > window_end:
         # Cut short by the reclaim of a spot node (rather than the end of the month).
         spot = any(
@@ -309,7 +313,9 @@ def _place(rng: Random, cluster: _Cluster, anchor: _NodeState, utilisation: floa
                 return True
     if end is not None:
         end = _fix_end(cluster, start, end, window_end)
-    _record(rng, cluster, run, pending, chosen, gpus, start, end, state)
+    job = _record(rng, cluster, run, pending, chosen, gpus, start, end, state)
+    if end is None:
+        job.planned_end = planned_end
     _occupy(chosen, gpus, cluster.month_len if end is None else end)
     return True
 
@@ -324,7 +330,7 @@ def _record(
     start: int,
     end: int | None,
     state: str,
-) -> None:
+) -> Job:
     workload = run.workload
     assert end is None or start < end, (start, end)
     restart = pending is not None and pending.restart
@@ -374,9 +380,10 @@ def _record(
         # (an array task too: a requeued task would reuse its JobID, one record per id here).
         queue = cluster.pending.setdefault(chosen[0].node.partition, [])
         queue.append(_Pending(run, end, restart=True, requeue_of=job if cluster.requeue else None))
+    return job
 
 
-def _blocked_intervals(month: Month, time_zone: str) -> list[tuple[int, int]]:
+def blocked_intervals(month: Month, time_zone: str) -> list[tuple[int, int]]:
     """UTC intervals whose local wall-clock time is ambiguous (the hour repeated when DST ends):
     a job boundary there could not be converted back to UTC unambiguously."""
     if time_zone == "UTC":
@@ -469,7 +476,7 @@ def schedule_cluster(
     state = _Cluster(
         name=cluster,
         month_len=month.seconds,
-        blocked=_blocked_intervals(month, time_zone),
+        blocked=blocked_intervals(month, time_zone),
         nodes=[_NodeState(n, [n.up[0][0] if n.up else month.seconds] * 8) for n in nodes],
         run_base=0 if history is None else 1000 * history,
         requeue=requeue,

@@ -26,6 +26,8 @@ from billing_ingest.services.uploads import (
     upload_jobs_ingest,
     upload_store,
 )
+from finops.attribution.selectors.open_jobs import ledger_latest_month, open_jobs_unlisted
+from finops.chargeback.checks import OPEN_JOBS_ACTION
 from finops.org.permissions import user_is_finance
 from finops.run_metrics.parsers.common import RunOptions
 from finops.run_metrics.services import (
@@ -166,12 +168,23 @@ def progress(request: HttpRequest, batch_id: int) -> JsonResponse:
 @login_required
 def import_batches(request: HttpRequest) -> HttpResponse:
     require_finance(request)
-    context = {"page": import_batches_page(request), **imports_context()}
+    context = {"page": import_batches_page(request), **imports_context(), **_open_jobs_context()}
     uploaded = request.GET.get("uploaded", "")
     if uploaded.isdigit():
         # The batch just uploaded: the page polls its progress (static/finops-imports.js).
         context["uploaded"] = ImportBatch.objects.filter(id=int(uploaded)).first()
     return render(request, "web/imports.html", context)
+
+
+def _open_jobs_context() -> dict[str, Any]:
+    """The close check "open jobs" for every start: open jobs their cluster's newer job imports
+    did not list, and what the newest month of the ledger charges them."""
+    month = ledger_latest_month()
+    return {
+        "open_jobs": open_jobs_unlisted(charged_in=month),
+        "open_jobs_month": month,
+        "open_jobs_action": OPEN_JOBS_ACTION,
+    }
 
 
 def import_batches_page(request: HttpRequest) -> Any:

@@ -203,6 +203,19 @@ def check_team_waste(api: APIClient, month: str, expected: dict[str, dict[str, A
         assert_fields(f"{month} team {slug} waste", rows[slug], fields)
 
 
+def check_close_checks(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    """Named checks of `GET /api/v1/periods/YYYY-MM/checks/`: each one's status and figures
+    ([label, value, unit], in order)."""
+    response = api.get(f"/api/v1/periods/{month}/checks/")
+    assert response.status_code == 200, response.content
+    checks = {check["name"]: check for check in response.json()["checks"]}
+    for name, fields in expected.items():
+        check = checks[name]
+        figures = [[f["label"], f["value"], f["unit"]] for f in check["figures"]]
+        assert check["status"] == fields["status"], f"{month} check {name}: {check}"
+        assert figures == fields["figures"], f"{month} check {name}: {figures}"
+
+
 CHECKERS: dict[str, Checker] = {
     "run_energy": check_run_energy,
     "team_energy": check_team_energy,
@@ -213,6 +226,7 @@ CHECKERS: dict[str, Checker] = {
     "run_efficiency": check_run_efficiency,
     "run_waste": check_run_waste,
     "team_waste": check_team_waste,
+    "close_checks": check_close_checks,
 }
 
 

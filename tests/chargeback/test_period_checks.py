@@ -37,7 +37,8 @@ def test_contract_fields_and_order(finance_api: APIClient, scenario: Scenario) -
     found = _checks(finance_api)
     names = [c["name"] for c in found["body"]["checks"]]
     assert names == [
-        "imports", "attribution", "anomalies", "unallocated", "recipients", "budgets", "fx_rates"
+        "imports", "open_jobs", "attribution", "anomalies", "unallocated", "recipients", "budgets",
+        "fx_rates",
     ]  # fmt: skip
     for check in found["body"]["checks"]:
         assert {"name", "status", "detail", "link", "action", "figures"} <= check.keys()
