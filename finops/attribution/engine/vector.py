@@ -19,7 +19,9 @@ all columns and all rows; VectorStats says which.
 Largest remainder on columns: parts = floor(T x w / D), and the missing units go to the items
 with the largest remainders, ties to the earlier item (jobs in id order, idle last), as
 units.largest_remainder does. The weights are divided by their gcd per line first (the split
-does not change), so T x w fits in int64 for every usual amount.
+does not change); where T x w could still pass int64 (amounts of dollars over buckets cut at
+odd seconds), those products are Python integers (object arrays), and the parts and
+remainders, below T and D, are int64 again.
 """
 
 from __future__ import annotations
@@ -284,8 +286,10 @@ class Split:
         for values in self.signed:
             huge = np.array([abs(v) > LIMIT for v in values], dtype=np.bool_)
             array = np.array([0 if h else abs(v) for v, h in zip(values, huge, strict=True)])
-            self.big |= huge | (array.astype(np.int64) > limit)
+            self.big |= huge
             magnitudes.append(array.astype(np.int64))
+        # Lines whose T x w could pass int64 are multiplied in Python integers (object arrays).
+        self.wide = (magnitudes[0] > limit) | (magnitudes[1] > limit) | (magnitudes[2] > limit)
         if self.big.any():
             self.big_nodes = {self.node_names[i] for i in np.unique(self.l_node[self.big])}
             return
@@ -308,9 +312,16 @@ class Split:
     ) -> I64:
         """largest_remainder(|amount|, weights) of every line at once, the sign given back."""
         line = self.i_line
-        product = total[line] * weight
+        wide = self.wide[line]
+        narrow = np.where(wide, 0, total[line])
+        product = narrow * weight
         parts = product // denominator[line]
         remainder = product - parts * denominator[line]
+        if wide.any():
+            exact = total[line][wide].astype(object) * weight[wide].astype(object)
+            below = denominator[line][wide].astype(object)
+            parts[wide] = (exact // below).astype(np.int64)
+            remainder[wide] = (exact % below).astype(np.int64)
         missing = total - np.add.reduceat(parts, self.i_first)
         if missing.any():
             position, _ = order_key

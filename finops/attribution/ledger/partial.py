@@ -125,10 +125,11 @@ def part_first_pass(inputs: Inputs, *, engine_name: str | None = None) -> PartRe
         allocate_lines_vector(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
     else:
         engine.allocate_lines_into(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
-    return _part_of_fold(inputs, fold)
+    return part_of_fold(inputs, fold)
 
 
-def _part_of_fold(inputs: Inputs, fold: engine.ShareFold) -> PartResult:
+def part_of_fold(inputs: Inputs, fold: engine.ShareFold) -> PartResult:
+    """The part's result from its folded first pass (and its line items' sums)."""
     part = PartResult(dims=inputs.dims, line_items=len(inputs.lines))
     part.jobs = inputs.month_jobs
     _line_sums(inputs, part)
