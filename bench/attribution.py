@@ -370,14 +370,14 @@ def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, A
         result["engine_traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
     result["first_pass_rows"] = len(part.ledger)
-    first_pass = [
+    rows = [
         repr(sorted(map(repr, part.ledger.items()))),
         repr(sorted(map(repr, part.pooled.items()))),
         repr(sorted((repr(k), sorted(v.items())) for k, v in part.spread_weights.items())),
         repr(sorted((repr(k), sorted(map(repr, v.items()))) for k, v in part.pending.items())),
         repr(sorted(map(repr, part.shared))),
     ]
-    return result, [digest, *first_pass]
+    return result, [digest, *rows]
 
 
 def _scratch_database(base_url: str) -> tuple[str, Any]:

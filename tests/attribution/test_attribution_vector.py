@@ -92,7 +92,8 @@ def hourly_month(draw: st.DrawFn) -> tuple[list[LineItem], list[Job]]:
         ]
         lines.append(
             LineItem(
-                i + 1, start, end, cost, node, gpus_of[node], team_id=draw(st.sampled_from([None, 9])),
+                i + 1, start, end, cost, node, gpus_of[node],
+                team_id=draw(st.sampled_from([None, 9])),
                 group=draw(st.integers(min_value=0, max_value=1)), provider="AWS", currency="USD",
                 spread_pool=pools.get(node), list_cost=cost + extra[0],
                 contracted_cost=cost + extra[1],
@@ -100,14 +101,14 @@ def hourly_month(draw: st.DrawFn) -> tuple[list[LineItem], list[Job]]:
         )  # fmt: skip
     jobs: list[Job] = []
     for j in range(draw(st.integers(min_value=0, max_value=30))):
-        start = BASE + draw(st.integers(min_value=-3600, max_value=HOURS * 3600))
+        begin = BASE + draw(st.integers(min_value=-3600, max_value=HOURS * 3600))
         running = draw(st.integers(min_value=0, max_value=6)) == 0
-        end = None if running else start + draw(st.integers(min_value=-10, max_value=20 * 3600))
+        stop = None if running else begin + draw(st.integers(min_value=-10, max_value=20 * 3600))
         nodes = draw(st.lists(st.sampled_from([*NODES, "elsewhere"]), min_size=1, max_size=4))
         micros = draw(st.sampled_from([10**6, 2 * 10**6, 8 * 10**6, 500_000, 1, 3_333_333]))
         jobs.append(
             Job(
-                100 + j, tuple(nodes), start, end, micros * len(set(nodes)),
+                100 + j, tuple(nodes), begin, stop, micros * len(set(nodes)),
                 team_id=draw(st.sampled_from([1, 2, None])),
                 gpu_denominator=draw(st.sampled_from([1, 1, 7])),
                 category=draw(st.sampled_from([TRAINING, TRAINING, INFERENCE])),

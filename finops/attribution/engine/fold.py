@@ -75,7 +75,7 @@ class ShareFold:
         self._line: LineItem | None = None
 
     @property
-    def node_pool(self) -> dict[str | None, str | None]:
+    def node_pool(self) -> dict[str, str]:
         """Nodes of `spread` node lines -> their pool (the vectorised pass weighs the same)."""
         return self._node_pool
 
