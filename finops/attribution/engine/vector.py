@@ -43,6 +43,8 @@ from finops.attribution.engine.values import HOUR, Job, LineItem
 I64 = npt.NDArray[np.int64]
 # Every integer of the split stays at most this (T x w, weights, capacities).
 LIMIT = 2**62
+# Denominators up to this are split in int64 whatever the amount (remainder x weight < D x D).
+_SQUARE_LIMIT = 2**31
 # Jobs with more GPU micros than this (a million GPUs) leave the whole pass to the rows.
 _MICROS_LIMIT = 2**40
 
@@ -288,8 +290,10 @@ class Split:
             array = np.array([0 if h else abs(v) for v, h in zip(values, huge, strict=True)])
             self.big |= huge
             magnitudes.append(array.astype(np.int64))
-        # Lines whose T x w could pass int64 are multiplied in Python integers (object arrays).
-        self.wide = (magnitudes[0] > limit) | (magnitudes[1] > limit) | (magnitudes[2] > limit)
+        # T x w / D is computed as q x w + r x w / D (T = q x D + r): exact in int64 while
+        # r x w < D x D fits, or T x w itself does; else in Python integers (object arrays).
+        over = (magnitudes[0] > limit) | (magnitudes[1] > limit) | (magnitudes[2] > limit)
+        self.wide = over & (denominator > _SQUARE_LIMIT)
         if self.big.any():
             self.big_nodes = {self.node_names[i] for i in np.unique(self.l_node[self.big])}
             return
@@ -313,23 +317,29 @@ class Split:
         """largest_remainder(|amount|, weights) of every line at once, the sign given back."""
         line = self.i_line
         wide = self.wide[line]
-        narrow = np.where(wide, 0, total[line])
-        product = narrow * weight
-        parts = product // denominator[line]
-        remainder = product - parts * denominator[line]
+        narrow = np.where(self.wide, 0, total)
+        quotient, rest = np.divmod(narrow, denominator)
+        below = denominator[line]
+        parts, remainder = np.divmod(rest[line] * weight, below)
+        parts += quotient[line] * weight
         if wide.any():
             exact = total[line][wide].astype(object) * weight[wide].astype(object)
-            below = denominator[line][wide].astype(object)
-            parts[wide] = (exact // below).astype(np.int64)
-            remainder[wide] = (exact % below).astype(np.int64)
+            wide_below = below[wide].astype(object)
+            parts[wide] = (exact // wide_below).astype(np.int64)
+            remainder[wide] = (exact % wide_below).astype(np.int64)
         missing = total - np.add.reduceat(parts, self.i_first)
         if missing.any():
+            # Only the items of lines missing units (whole lines, contiguous): by line, the
+            # largest remainder first, ties to the earlier item.
             position, _ = order_key
-            # By line, the largest remainder first, ties to the earlier item.
-            order = np.lexsort((position, -remainder, line))
+            chosen = np.flatnonzero(missing[line] > 0)
+            c_line = line[chosen]
+            order = np.lexsort((position[chosen], -remainder[chosen], c_line))
+            count = np.where(missing > 0, self.i_count, 0)
+            first = np.cumsum(count) - count
             rank = np.empty_like(order)
-            rank[order] = np.arange(len(order), dtype=np.int64) - self.i_first[line[order]]
-            parts += rank < missing[line]
+            rank[order] = np.arange(len(order), dtype=np.int64) - first[c_line[order]]
+            parts[chosen] += rank < missing[c_line]
         negative = np.array([v < 0 for v in signed], dtype=np.bool_)
         result: I64 = np.where(negative[line], -parts, parts)
         return result

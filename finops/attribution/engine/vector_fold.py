@@ -91,15 +91,25 @@ def _job_rows(split: Split, fold: ShareFold, stats: VectorStats) -> None:
         decimal_rows |= np.add.reduceat(numerator[order].astype(np.float64), starts) >= 2.0**62
     stats.decimal_rows = int(decimal_rows.sum())
     terms = _decimal_seconds(order, starts, decimal_rows, weight, k)
-    names, jobs, ledger = split.node_names, split.jobs, fold.ledger
-    for r, (n, g, d, j) in enumerate(keys[starts].tolist()):
-        job_item = jobs[j]
-        s = seconds[r]
-        gpu_seconds = (
-            terms[r] if r in terms else Decimal(s).scaleb(_SECONDS_EXPONENT) if s else ZERO
+    # The rows as dict items, built column by column. Their keys are new to the fold: each
+    # names a node of this split, whose lines no other pass saw.
+    names, jobs = split.node_names, split.jobs
+    rows = keys[starts].T.tolist() if len(order) else [[], [], [], []]
+    n, g, d, j = rows
+    exponent = _SECONDS_EXPONENT
+    gpu_seconds = [Decimal(s).scaleb(exponent) if s else ZERO for s in seconds]
+    for r, value in terms.items():
+        gpu_seconds[r] = value
+    fold.ledger.update(
+        zip(
+            zip(
+                g, d, [jobs[x].category for x in j], [jobs[x].team_id for x in j],
+                [jobs[x].id for x in j], [names[x] for x in n], strict=True,
+            ),
+            map(list, zip(sums[0], gpu_seconds, sums[1], sums[2], strict=True)),
+            strict=True,
         )
-        key = (g, d, job_item.category, job_item.team_id, job_item.id, names[n])
-        _add(ledger, key, [sums[0][r], gpu_seconds, sums[1][r], sums[2][r]])
+    )  # fmt: skip
     _spread_weights(split, fold, node, day, job, parts[0])
 
 
@@ -153,26 +163,44 @@ def _spread_weights(
 
 
 def _idle_rows(split: Split, fold: ShareFold) -> None:
-    """Idle parts per line: a row of the ledger, or for a `spread` line pooled per (pool, day,
-    group) and kept aside as a pending row (the reduce spreads it or keeps it)."""
+    """Idle parts summed per (ledger group, day, owner team, node): a row of the ledger, or for
+    `spread` lines pooled per (pool, day, group) and kept aside as a pending row (the reduce
+    spreads it or keeps it). Integer sums: the order they are made in does not matter."""
     is_idle = split.i_hit < 0
     line = split.i_line[is_idle]
+    if not len(line):
+        return
     lines = split.lines
-    columns = [p[is_idle].tolist() for p in split.parts]
-    for i, units, list_units, contracted_units in zip(line.tolist(), *columns, strict=True):
-        item = lines[i]
-        day = item.start // DAY
-        key = (item.group, day, IDLE, item.team_id, None, item.node or "")
+    teams = sorted({item.team_id for item in lines}, key=lambda t: (t is not None, t or 0))
+    team_index = {t: i for i, t in enumerate(teams)}
+    named = sorted({item.spread_pool for item in lines if item.spread_pool is not None})
+    pools: list[str | None] = [None, *named]
+    pool_index = {p: i for i, p in enumerate(pools)}
+    per_line = np.array(
+        [(item.group, team_index[item.team_id], pool_index[item.spread_pool])
+         for item in lines],
+        dtype=np.int64,
+    ).reshape(-1, 3)[line]  # fmt: skip
+    day = split.l_start[line] // DAY
+    keys = np.stack([split.l_node[line], day, per_line[:, 0], per_line[:, 1], per_line[:, 2]], 1)
+    order = np.lexsort(keys.T[::-1])
+    keys = keys[order]
+    starts = _runs(keys)
+    sums = [np.add.reduceat(p[is_idle][order], starts).tolist() for p in split.parts]
+    for (n, d, g, t, p), units, list_units, contracted_units in zip(
+        keys[starts].tolist(), *sums, strict=True
+    ):
+        key = (g, d, IDLE, teams[t], None, split.node_names[n])
         values: list[Any] = [units, ZERO, list_units, contracted_units]
-        pool = item.spread_pool
+        pool = pools[p]
         if pool is None:
             _add(fold.ledger, key, values)
             continue
-        acc = fold.pooled.setdefault((pool, day, item.group), [0, 0, 0])
+        acc = fold.pooled.setdefault((pool, d, g), [0, 0, 0])
         acc[0] += units
         acc[1] += list_units
         acc[2] += contracted_units
-        _add(fold.pending.setdefault((pool, day), {}), key, values)
+        _add(fold.pending.setdefault((pool, d), {}), key, values)
 
 
 def _add(rows: dict[Any, list[Any]], key: Any, values: list[Any]) -> None:
