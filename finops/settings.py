@@ -443,10 +443,11 @@ FINOPS_ENERGY_WINDOW_DAYS = env.int("FINOPS_ENERGY_WINDOW_DAYS", default=35)
 # A number fixes the count (1: one process). Eager runs (no broker) always use one process.
 FINOPS_ATTRIBUTION_PARTS = _attribution_parts(env.str("FINOPS_ATTRIBUTION_PARTS", default="auto"))
 FINOPS_ATTRIBUTION_PART_LINE_ITEMS = env.int("FINOPS_ATTRIBUTION_PART_LINE_ITEMS", default=10**6)
-# The first pass of each part: "python" (the per-row engine) or "vector" (GPU node lines on
-# NumPy columns, the rest per row; the same ledger to the last decimal: engine/vector.py).
+# The first pass of each part: "vector" (hourly GPU node lines on NumPy columns, the rest per
+# row; engine/vector.py) or "python" (the per-row engine). The same ledger to the last decimal
+# (tests/attribution/test_attribution_vector.py, bench/attribution.py compares them row by row).
 FINOPS_ATTRIBUTION_ENGINE = _attribution_engine(
-    env.str("FINOPS_ATTRIBUTION_ENGINE", default="python").strip().lower()
+    env.str("FINOPS_ATTRIBUTION_ENGINE", default="vector").strip().lower()
 )
 CELERY_TASK_DEFAULT_QUEUE = "attribution"
 CELERY_TASK_ROUTES = {

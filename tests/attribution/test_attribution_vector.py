@@ -8,6 +8,7 @@ running jobs, overlapping and repeated buckets, credits, ListCost and Contracted
 from __future__ import annotations
 
 from decimal import Decimal
+from unittest import mock
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +20,7 @@ from finops.attribution.engine import (
     LineItem,
     ShareFold,
     allocate_lines_into,
+    vector,
 )
 from finops.attribution.engine.vector import allocate_lines_vector
 from finops.attribution.ledger.writer import finish
@@ -125,6 +127,10 @@ def test_vector_folds_hourly_node_lines_as_the_rows(
     lines, jobs = month
     columns, rows = _both(lines, jobs)
     assert columns == rows
+    # The same in chunks of a few lines' nodes at a time (vector.CHUNK_LINES).
+    with mock.patch.object(vector, "CHUNK_LINES", 4):
+        chunked, _ = _both(lines, jobs)
+    assert chunked == rows
 
 
 def test_vector_splits_hourly_lines_on_columns_and_leaves_the_rest_to_the_rows() -> None:

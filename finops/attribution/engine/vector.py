@@ -27,7 +27,7 @@ remainders, below T and D, are int64 again.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -45,6 +45,8 @@ I64 = npt.NDArray[np.int64]
 LIMIT = 2**62
 # Denominators up to this are split in int64 whatever the amount (remainder x weight < D x D).
 _SQUARE_LIMIT = 2**31
+# Lines of one chunk of nodes on columns at a time (memory: bench/README).
+CHUNK_LINES = 100_000
 # Jobs with more GPU micros than this (a million GPUs) leave the whole pass to the rows.
 _MICROS_LIMIT = 2**40
 
@@ -82,8 +84,6 @@ def allocate_lines_vector(
 ) -> VectorStats:
     """engine.allocate_lines_into(lines, jobs, fold): the same fold (rows, sums, spread weights,
     pooled and pending idle), the eligible nodes on columns (module docstring)."""
-    from finops.attribution.engine.vector_fold import fold_columns
-
     stats = VectorStats()
     began = time.perf_counter()
     ordered = sorted(lines, key=lambda line: line.id)
@@ -96,31 +96,68 @@ def allocate_lines_vector(
             simple[line.node] = simple.get(line.node, True) and _single_bucket(line)
     if any(job.gpu_micros >= _MICROS_LIMIT for job in job_list):
         simple = dict.fromkeys(simple, False)
-    columns: Split | None = None
-    while True:
-        vector = [line for line in ordered if line.node is not None and simple[line.node]]
-        if not vector:
-            columns = None
-            break
-        columns = Split(vector, job_list, horizon, stats)
-        if not columns.big_nodes:
-            break
-        # Large integers somewhere: those nodes go to the rows, the rest is split again.
-        stats.big_nodes += len(columns.big_nodes)
-        for node in columns.big_nodes:
-            simple[node] = False
+    for chunk_lines, chunk_jobs in _chunks(ordered, job_list, simple):
+        _columns(chunk_lines, chunk_jobs, fold, horizon, simple, stats)
     rows = [line for line in ordered if line.node is None or not simple[line.node]]
     stats.row_lines = len(rows)
     if rows:
         per_row_began = time.perf_counter()
         _per_row(rows, job_list, fold, horizon)
         stats.phase("per_row_s", per_row_began)
-    if columns is not None:
-        stats.vector_lines = len(columns.lines)
-        stats.vector_nodes = len(columns.node_names)
-        fold_columns(columns, fold, stats)
     stats.phase("first_pass_s", began)
     return stats
+
+
+def _chunks(
+    ordered: list[LineItem], jobs: list[Job], simple: dict[str, bool]
+) -> Iterator[tuple[list[LineItem], list[Job]]]:
+    """The eligible lines by chunks of whole nodes of about CHUNK_LINES lines, each with the
+    jobs that ran on its nodes (in id order), so the columns' memory is that of one chunk."""
+    chunk_of: dict[str, int] = {}
+    size = chunk = 0
+    per_node: dict[str, int] = {}
+    for line in ordered:
+        if line.node is not None and simple[line.node]:
+            per_node[line.node] = per_node.get(line.node, 0) + 1
+    for node in sorted(per_node):
+        if size >= CHUNK_LINES:
+            chunk, size = chunk + 1, 0
+        chunk_of[node] = chunk
+        size += per_node[node]
+    if not chunk_of:
+        return
+    chunk_lines: list[list[LineItem]] = [[] for _ in range(chunk + 1)]
+    chunk_jobs: list[list[Job]] = [[] for _ in range(chunk + 1)]
+    for line in ordered:
+        if line.node is not None and line.node in chunk_of:
+            chunk_lines[chunk_of[line.node]].append(line)
+    for job in jobs:
+        for index in {chunk_of[node] for node in job.nodes if node in chunk_of}:
+            chunk_jobs[index].append(job)
+    for index in range(chunk + 1):
+        yield chunk_lines[index], chunk_jobs[index]
+        chunk_lines[index], chunk_jobs[index] = [], []
+
+
+def _columns(
+    lines: list[LineItem], jobs: list[Job], fold: ShareFold, horizon: int,
+    simple: dict[str, bool], stats: VectorStats,
+) -> None:  # fmt: skip
+    """One chunk on columns into the fold; nodes with large integers (Split.big_nodes) are
+    marked for the rows and the rest of the chunk split again."""
+    from finops.attribution.engine.vector_fold import fold_columns
+
+    while lines:
+        columns = Split(lines, jobs, horizon, stats)
+        if not columns.big_nodes:
+            stats.vector_lines += len(columns.lines)
+            stats.vector_nodes += len(columns.node_names)
+            fold_columns(columns, fold, stats)
+            return
+        stats.big_nodes += len(columns.big_nodes)
+        for node in columns.big_nodes:
+            simple[node] = False
+        lines = [line for line in lines if line.node is not None and simple[line.node]]
 
 
 def _per_row(lines: list[LineItem], jobs: list[Job], fold: ShareFold, horizon: int) -> None:
