@@ -22,7 +22,7 @@ import numpy.typing as npt
 from finops.attribution.engine.fold import ShareFold
 from finops.attribution.engine.units import CTX, GPU_SCALE, ZERO
 from finops.attribution.engine.values import DAY, GPU_CATEGORIES, IDLE
-from finops.attribution.engine.vector import I64, Split, VectorStats
+from finops.attribution.engine.vector_split import I64, Split, VectorStats
 
 # GPU-seconds of exact rows as integers of 10^-(6 + _SECONDS_DIGITS): K must divide this power.
 _SECONDS_DIGITS = 6
