@@ -37,9 +37,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from finops.core.months import month_format
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 MONTH = dt.date(2025, 1, 1)
 HOURS = 31 * 24
 CHUNK = 5000
@@ -281,55 +280,104 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
         result["line_items"] = CostLineItem.objects.count()
         return result
 
+    from billing_ingest.models import CostLineItem
+
+    result["line_items"] = CostLineItem.objects.count()
+    result["baseline_read_s"] = _time_baseline()
+    result["engines"] = {}
+    digests = {}
+    for engine_name in args.engines:
+        result["engines"][engine_name], digests[engine_name] = _engine_run(engine_name, args)
+    # Row by row: every ledger row (all columns but the id) and every first-pass row alike.
+    first = args.engines[0]
+    result["identical"] = {
+        name: digests[name] == digests[first] for name in args.engines if name != first
+    }
+    return result
+
+
+def _ledger_digest() -> tuple[str, int]:
+    """A digest of the month's ledger rows as stored, sorted (the ids are left out: they are
+    the order rows were written in, not what they say)."""
+    import hashlib
+
+    from finops.attribution.models import AllocatedCost
+
+    names = [f.attname for f in AllocatedCost._meta.concrete_fields if not f.primary_key]
+    rows = sorted(map(repr, AllocatedCost.objects.values_list(*names).iterator(chunk_size=20000)))
+    return hashlib.sha256("\n".join(rows).encode()).hexdigest(), len(rows)
+
+
+def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """`attribute --month` with one engine end to end, then its first pass alone with its
+    phases and traced peak memory; the digests of its ledger and first-pass rows."""
     from io import StringIO
 
     from django.core.management import call_command
     from django.db import transaction
+    from django.test import override_settings
 
-    from billing_ingest.models import CostLineItem
-    from finops.attribution import services
+    from finops.attribution import engine, services
+    from finops.attribution.engine.vector import allocate_lines_vector
     from finops.attribution.inputs.month import inputs_load
-    from finops.attribution.ledger.partial import part_first_pass
-    from finops.attribution.models import AllocatedCost
+    from finops.attribution.ledger.partial import part_of_fold
     from finops.attribution.selectors import ledger as ledger_selectors
+    from finops.core.months import month_format
 
-    result["line_items"] = CostLineItem.objects.count()
-    result["baseline_read_s"] = _time_baseline()
-
+    result: dict[str, Any] = {}
     out = StringIO()
-    began = time.perf_counter()
-    call_command("attribute", "--month", month_format(MONTH), stdout=out)
-    result["attribute_s"] = time.perf_counter() - began
+    with override_settings(FINOPS_ATTRIBUTION_ENGINE=engine_name):
+        began = time.perf_counter()
+        call_command("attribute", "--month", month_format(MONTH), stdout=out)
+        result["attribute_s"] = time.perf_counter() - began
     result["rss_after_attribute_mb"] = _maxrss_mb()
-    result["ledger_rows"] = AllocatedCost.objects.count()
+    digest, result["ledger_rows"] = _ledger_digest()
     result["balanced"] = "difference 0" in out.getvalue()
-
     # The command's post-write reads (category totals and the conservation check).
     began = time.perf_counter()
     ledger_selectors.month_category_totals(month=MONTH)
     ledger_selectors.month_conservation(month=MONTH)
     result["checks_s"] = time.perf_counter() - began
-
     if args.skip_whole:
-        result.update(load_s=float("nan"), engine_s=float("nan"), first_pass_rows=0)
-        return result
+        return result, [digest]
     # Load and engine alone, under the same conditions as in attribution_month_run (GC paused).
     with transaction.atomic(), services._gc_paused():
         began = time.perf_counter()
         inputs, _ = inputs_load(month=MONTH)
         result["load_s"] = time.perf_counter() - began
-    if args.tracemalloc:
-        tracemalloc.start()
+
+    def first_pass() -> Any:
+        fold = engine.ShareFold(inputs.lines)
+        if engine_name == "vector":
+            stats = allocate_lines_vector(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
+            result["phases"] = stats.phases
+            result["vector_lines"], result["row_lines"] = stats.vector_lines, stats.row_lines
+        else:
+            engine.allocate_lines_into(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
+        return fold
+
     with services._gc_paused():
         began = time.perf_counter()
-        # The engine as the service runs it: shares folded into ledger rows as they are made.
-        first = part_first_pass(inputs)
+        fold = first_pass()
         result["engine_s"] = time.perf_counter() - began
-    if args.tracemalloc:
+        part = part_of_fold(inputs, fold)
+        result["fold_s"] = time.perf_counter() - began - result["engine_s"]
+    del fold
+    if args.tracemalloc:  # a second, traced run (tracing slows the per-row engine down)
+        tracemalloc.start()  # NumPy's buffers are traced too
+        with services._gc_paused():
+            first_pass()
         result["engine_traced_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
-    result["first_pass_rows"] = len(first.ledger)
-    return result
+    result["first_pass_rows"] = len(part.ledger)
+    rows = [
+        repr(sorted(map(repr, part.ledger.items()))),
+        repr(sorted(map(repr, part.pooled.items()))),
+        repr(sorted((repr(k), sorted(v.items())) for k, v in part.spread_weights.items())),
+        repr(sorted((repr(k), sorted(map(repr, v.items()))) for k, v in part.pending.items())),
+        repr(sorted(map(repr, part.shared))),
+    ]
+    return result, [digest, *rows]
 
 
 def _scratch_database(base_url: str) -> tuple[str, Any]:
@@ -376,6 +424,7 @@ def _run_size(nodes: int, jobs: int, args: argparse.Namespace) -> dict[str, Any]
         if getattr(args, flag):
             command.append(f"--{flag.replace('_', '-')}")
     command += ["--tile", str(args.tile), "--generator", args.generator]
+    command += ["--engines", *args.engines]
     try:
         result = _child_json(command)
         if args.workers:
@@ -398,7 +447,7 @@ def _child_json(command: list[str]) -> dict[str, Any]:
 
 
 def _print(result: dict[str, Any]) -> None:
-    if "attribute_s" not in result:  # --split-only
+    if "engines" not in result:  # --split-only
         print(
             f"nodes {result['nodes']}, jobs {result['jobs']}: {result['line_items']} line items, "
             f"built in {result['build_s']:.1f} s"
@@ -410,33 +459,54 @@ def _print(result: dict[str, Any]) -> None:
             print_runs(result["workers"])
         return
     print(
-        f"nodes {result['nodes']}, jobs {result['jobs']}: {result['line_items']} line items, "
-        f"{result['first_pass_rows']} first-pass rows, {result['ledger_rows']} ledger rows, "
-        f"balanced {result['balanced']}"
+        f"nodes {result['nodes']}, jobs {result['jobs']}: {result['line_items']} line items; "
+        f"build (bulk load) {result['build_s']:.1f} s, baseline (read rows) "
+        f"{result['baseline_read_s']:.1f} s"
     )
-    print(f"  build (bulk load)        {result['build_s']:8.1f} s")
-    print(f"  baseline (read rows)     {result['baseline_read_s']:8.1f} s")
-    print(
-        f"  attribute --month        {result['attribute_s']:8.1f} s  "
-        f"({result['attribute_s'] / result['baseline_read_s']:.1f}x baseline)"
-    )
-    print(f"  load inputs alone        {result['load_s']:8.1f} s")
-    print(f"  engine alone (1st pass)  {result['engine_s']:8.1f} s")
-    print(
-        f"  post-write checks        {result['checks_s']:8.1f} s  (category totals, conservation)"
-    )
-    rest = result["attribute_s"] - result["load_s"] - result["engine_s"] - result["checks_s"]
-    print(f"  rest (write ledger, ...) {rest:8.1f} s  (attribute - load - engine - checks)")
-    print(
-        f"  peak RSS: {result['rss_after_build_mb']:.0f} MB after build, "
-        f"{result['rss_after_attribute_mb']:.0f} MB after attribute"
-    )
-    if "engine_traced_peak_mb" in result:
-        print(f"  engine traced peak       {result['engine_traced_peak_mb']:8.0f} MB")
+    for name, run in result["engines"].items():
+        _print_engine(name, run, result["baseline_read_s"])
+    engines = list(result["engines"].values())
+    if len(engines) > 1:
+        first, *others = list(result["engines"])
+        for other in others:
+            a, b = result["engines"][first], result["engines"][other]
+            same = "IDENTICAL" if result["identical"][other] else "DIFFERENT"
+            print(
+                f"  {other} / {first}: attribute {b['attribute_s'] / a['attribute_s']:.2f}x"
+                + (
+                    f", first pass {b['engine_s'] / a['engine_s']:.2f}x"
+                    if "engine_s" in a and "engine_s" in b
+                    else ""
+                )
+                + f"; ledger and first-pass rows {same}"
+            )
     if "workers" in result:
         from attribution_parts import print_runs
 
         print_runs(result["workers"])
+
+
+def _print_engine(name: str, run: dict[str, Any], baseline: float) -> None:
+    print(
+        f"  engine {name}: {run['ledger_rows']} ledger rows, balanced {run['balanced']}, "
+        f"peak RSS {run['rss_after_attribute_mb']:.0f} MB after attribute"
+    )
+    print(f"    attribute --month        {run['attribute_s']:8.1f} s  "
+          f"({run['attribute_s'] / baseline:.1f}x baseline)")  # fmt: skip
+    print(f"    post-write checks        {run['checks_s']:8.1f} s  (totals, conservation)")
+    if "engine_s" not in run:
+        return
+    print(f"    load inputs alone        {run['load_s']:8.1f} s")
+    print(f"    first pass alone         {run['engine_s']:8.1f} s  "
+          f"(+ {run['fold_s']:.1f} s rows finished, line sums)")  # fmt: skip
+    for phase, seconds in run.get("phases", {}).items():
+        print(f"      {phase:<22} {seconds:8.2f} s")
+    if "vector_lines" in run:
+        print(f"      lines on columns {run['vector_lines']}, per row {run['row_lines']}")
+    rest = run["attribute_s"] - run["load_s"] - run["engine_s"] - run["checks_s"]
+    print(f"    rest (reduce, write ...) {rest:8.1f} s  (attribute - load - first pass - checks)")
+    if "engine_traced_peak_mb" in run:
+        print(f"    first pass traced peak   {run['engine_traced_peak_mb']:8.0f} MB")
 
 
 def main() -> None:
@@ -470,6 +540,11 @@ def main() -> None:
     # orm: the Python generator (the month the earlier figures are about); sql: the same shape
     # generated by PostgreSQL (bench/month_sql.py), for the goal sizes (PostgreSQL only).
     parser.add_argument("--generator", choices=["orm", "sql"], default="orm")
+    parser.add_argument(
+        "--engines", nargs="+", choices=["python", "vector"], default=["python", "vector"],
+        help="FINOPS_ATTRIBUTION_ENGINE values to run one after the other on the same month "
+        "(the ratio is to the first; the ledgers are compared row by row)",
+    )  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--child-workers", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--database-url", default="", help=argparse.SUPPRESS)
@@ -486,6 +561,10 @@ def main() -> None:
         print(json.dumps(_child(args)))
         return
 
+    # Imported here: importing finops reads the settings, so the children (which point
+    # DATABASE_URL at their scratch database first) must not import it at module level.
+    from finops.core.months import month_format
+
     backend = "PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite (temp file)"
     if args.generator == "sql" and not os.environ.get("DATABASE_URL"):
         raise SystemExit("--generator sql needs DATABASE_URL on PostgreSQL")
@@ -496,14 +575,18 @@ def main() -> None:
         return
     double = _run_size(2 * args.nodes, 2 * args.jobs, args)
     _print(double)
-    ratio = double["attribute_s"] / base["attribute_s"]
-    engine_ratio = double["engine_s"] / base["engine_s"]
-    baseline_ratio = double["baseline_read_s"] / base["baseline_read_s"]
-    verdict = "ok" if ratio <= 2.3 else "ABOVE TARGET"
-    print(
-        f"2N/2J vs N/J: attribute {ratio:.2f}x (target <= 2.3: {verdict}), engine "
-        f"{engine_ratio:.2f}x, baseline read {baseline_ratio:.2f}x"
-    )
+    for name in args.engines:
+        a, b = base["engines"][name], double["engines"][name]
+        ratio = b["attribute_s"] / a["attribute_s"]
+        verdict = "ok" if ratio <= 2.3 else "ABOVE TARGET"
+        engine_ratio = (
+            f", first pass {b['engine_s'] / a['engine_s']:.2f}x" if "engine_s" in a else ""
+        )
+        print(
+            f"2N/2J vs N/J, engine {name}: attribute {ratio:.2f}x (target <= 2.3: {verdict})"
+            f"{engine_ratio}, baseline read "
+            f"{double['baseline_read_s'] / base['baseline_read_s']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -18,13 +18,14 @@ import time
 NODE_LINES = """
 INSERT INTO billing_ingest_costlineitem (
     batch_id, source, billing_period, billing_period_start, provider_name, billing_account_id,
-    sub_account_id, charge_period_start, charge_period_end, charge_category, pricing_category,
+    sub_account_id, billing_account_name, sub_account_name, x_credits, charge_period_start,
+    charge_period_end, charge_category, pricing_category,
     service_category, service_name, sku_id, region_id, resource_id, resource_name, resource_type,
     commitment_discount_id, commitment_discount_status, commitment_discount_type, consumed_unit,
     list_cost, contracted_cost, billed_cost, effective_cost, billing_currency, tags,
     x_instance_type, x_gpu_model)
 SELECT %(batch)s, 'aws', DATE '2025-01-01', TIMESTAMPTZ '2025-01-01 00:00+00', 'AWS',
-    'acct-' || (i %% 3), '', start_at, start_at + INTERVAL '1 hour', 'Usage',
+    'acct-' || (i %% 3), '', '', '', '[]'::jsonb, start_at, start_at + INTERVAL '1 hour', 'Usage',
     CASE WHEN i %% 3 = 0 THEN 'Committed' ELSE 'Standard' END, 'Compute', 'Amazon EC2', '', '',
     'i-' || lpad(to_hex(i), 8, '0'),
     'gpu-' || substr('abc', i %% 3 + 1, 1) || lpad(i::text, greatest(5, length(i::text)), '0'),
@@ -40,12 +41,13 @@ FROM generate_series(0, %(nodes)s - 1) AS i,
 OTHER_LINES = """
 INSERT INTO billing_ingest_costlineitem (
     batch_id, source, billing_period, billing_period_start, provider_name, billing_account_id,
-    sub_account_id, charge_period_start, charge_period_end, charge_category, pricing_category,
+    sub_account_id, billing_account_name, sub_account_name, x_credits, charge_period_start,
+    charge_period_end, charge_category, pricing_category,
     service_category, service_name, sku_id, region_id, resource_id, resource_name, resource_type,
     commitment_discount_id, commitment_discount_status, commitment_discount_type, consumed_unit,
     billed_cost, effective_cost, billing_currency, tags, x_instance_type, x_gpu_model)
 SELECT %(batch)s, 'aws', DATE '2025-01-01', TIMESTAMPTZ '2025-01-01 00:00+00', 'AWS', 'acct-0',
-    '', day, day + INTERVAL '1 day', 'Usage', '',
+    '', '', '', '[]'::jsonb, day, day + INTERVAL '1 day', 'Usage', '',
     CASE WHEN k < 10 THEN 'Storage' ELSE 'Support' END,
     CASE WHEN k < 10 THEN 'Amazon S3' ELSE 'AWS Support' END, '', '', '', '', '', '', '', '', '',
     CASE WHEN k < 10 THEN 12.5 ELSE 333.333333333333 END,

@@ -34,6 +34,13 @@ def _attribution_parts(value: str) -> int | None:
     return int(value)
 
 
+def _attribution_engine(value: str) -> str:
+    """FINOPS_ATTRIBUTION_ENGINE: "python" (per row) or "vector" (on columns, issue 34)."""
+    if value not in ("python", "vector"):
+        raise ImproperlyConfigured(f"FINOPS_ATTRIBUTION_ENGINE={value!r}: 'python' or 'vector'")
+    return value
+
+
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 # Where imported files, demo data and the generated secret key live.
 FINOPS_DATA_DIR = Path(env.str("FINOPS_DATA_DIR", default=str(BASE_DIR / "var")))
@@ -436,6 +443,12 @@ FINOPS_ENERGY_WINDOW_DAYS = env.int("FINOPS_ENERGY_WINDOW_DAYS", default=35)
 # A number fixes the count (1: one process). Eager runs (no broker) always use one process.
 FINOPS_ATTRIBUTION_PARTS = _attribution_parts(env.str("FINOPS_ATTRIBUTION_PARTS", default="auto"))
 FINOPS_ATTRIBUTION_PART_LINE_ITEMS = env.int("FINOPS_ATTRIBUTION_PART_LINE_ITEMS", default=10**6)
+# The first pass of each part: "vector" (hourly GPU node lines on NumPy columns, the rest per
+# row; engine/vector.py) or "python" (the per-row engine). The same ledger to the last decimal
+# (tests/attribution/test_attribution_vector.py, bench/attribution.py compares them row by row).
+FINOPS_ATTRIBUTION_ENGINE = _attribution_engine(
+    env.str("FINOPS_ATTRIBUTION_ENGINE", default="vector").strip().lower()
+)
 CELERY_TASK_DEFAULT_QUEUE = "attribution"
 CELERY_TASK_ROUTES = {
     # Exact names first: Celery tries them before the patterns.

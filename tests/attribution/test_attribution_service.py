@@ -16,6 +16,7 @@ from pytest_django import DjangoAssertNumQueries
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution import engine
 from finops.attribution.engine import Job, LineItem, Share, ShareFold, fold_shares
+from finops.attribution.ledger import partial
 from finops.attribution.ledger.writer import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
 from finops.attribution.services import attribution_month_run
@@ -125,7 +126,9 @@ def test_failed_run_leaves_the_previous_rows(
     ) -> NoReturn:
         raise RuntimeError("engine exploded")
 
+    # Either engine (FINOPS_ATTRIBUTION_ENGINE): the per-row one, or the vectorised one.
     monkeypatch.setattr(engine, "allocate_lines_into", broken)
+    monkeypatch.setattr(partial, "allocate_lines_vector", broken)
     with pytest.raises(CommandError, match="engine exploded"):
         attribute()
     latest = AttributionRun.objects.order_by("-id").first()
@@ -252,6 +255,7 @@ def test_a_ledger_that_does_not_add_up_is_never_written(
         fold_shares(lines, shares[1:], out)
 
     monkeypatch.setattr(engine, "allocate_lines_into", loses_a_share)
+    monkeypatch.setattr(partial, "allocate_lines_vector", loses_a_share)  # either engine
     with pytest.raises(ConservationError):
         attribution_month_run(month=MONTH)
     assert AllocatedCost.objects.count() == 0

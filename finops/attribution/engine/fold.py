@@ -74,6 +74,11 @@ class ShareFold:
         self._shared: tuple[str, tuple[tuple[int, int], ...]] | None = None
         self._line: LineItem | None = None
 
+    @property
+    def node_pool(self) -> dict[str, str]:
+        """Nodes of `spread` node lines -> their pool (the vectorised pass weighs the same)."""
+        return self._node_pool
+
     def begin(self, line: LineItem) -> None:
         """The shares that follow are this line's."""
         self._line = line

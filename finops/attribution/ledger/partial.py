@@ -35,9 +35,12 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
+
 from finops.attribution import engine
 from finops.attribution.engine.redistribute import pool_idle_split, shared_weights
 from finops.attribution.engine.units import ZERO, split_units
+from finops.attribution.engine.vector import allocate_lines_vector
 from finops.attribution.inputs.charge_rollups import ChargeSums
 from finops.attribution.inputs.month import Dims, Inputs, JobMeta
 from finops.attribution.ledger.rollup_sums import Bill, Ledger, LedgerKey
@@ -111,14 +114,22 @@ def _ledger_in(ledger: dict[LedgerKey, list[Any]]) -> Ledger:
     return {k: [v[0], Decimal(v[1]), v[2], v[3]] for k, v in ledger.items()}
 
 
-def part_first_pass(inputs: Inputs) -> PartResult:
-    """A part's first pass (engine.allocate_lines_into), its shares summed as they are made."""
+def part_first_pass(inputs: Inputs, *, engine_name: str | None = None) -> PartResult:
+    """A part's first pass (engine.allocate_lines_into), its shares summed as they are made;
+    engine_name "vector" (default: settings.FINOPS_ATTRIBUTION_ENGINE) splits the GPU node
+    lines on columns into the same fold (engine/vector.py)."""
+    if engine_name is None:
+        engine_name = settings.FINOPS_ATTRIBUTION_ENGINE
     fold = engine.ShareFold(inputs.lines)
-    engine.allocate_lines_into(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
-    return _part_of_fold(inputs, fold)
+    if engine_name == "vector":
+        allocate_lines_vector(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
+    else:
+        engine.allocate_lines_into(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
+    return part_of_fold(inputs, fold)
 
 
-def _part_of_fold(inputs: Inputs, fold: engine.ShareFold) -> PartResult:
+def part_of_fold(inputs: Inputs, fold: engine.ShareFold) -> PartResult:
+    """The part's result from its folded first pass (and its line items' sums)."""
     part = PartResult(dims=inputs.dims, line_items=len(inputs.lines))
     part.jobs = inputs.month_jobs
     _line_sums(inputs, part)
