@@ -164,9 +164,9 @@ class _Run(SparseRule):
         # Level changes: (first position of the new level, ratio new / old), oldest first.
         self.breaks: list[tuple[int, Decimal]] = []
         self.adapt_checked = -1
-        # Ramps: the days the ramp rule raised the expected value, and its last factor.
+        # Ramps: the days the ramp rule raised the expected value, and its last expected value.
         self.ramp_run: list[int] = []
-        self.ramp_level = ONE
+        self.ramp_expected = ZERO
         # Days of ended ramps: out of the history, yet still twins for the month-end rule.
         self.ramp_excluded: set[int] = set()
 
@@ -299,7 +299,7 @@ class _Run(SparseRule):
         if factor is not None:
             expected = max(expected, fit.expected * factor)
             self.ramp_run.append(t)
-            self.ramp_level = factor
+            self.ramp_expected = fit.expected * factor
         self.expected[t], self.sigma[t] = expected, sigma
         if t in self.accepted_at or t - self.start < self.settings.min_history:
             return
@@ -318,9 +318,15 @@ class _Run(SparseRule):
             self.ramp_run = []  # a few high days (month-end load, noise), not a new level
             return
         first = self.ramp_run[0] - self.settings.ramp_days // 2
-        self.breaks.append((first, self.ramp_level))
-        self.ramp_excluded.update(range(max(0, first), self.ramp_run[-1] + 1))
+        last = self.ramp_run[-1]
+        self.ramp_excluded.update(range(max(0, first), last + 1))
         self.ramp_run = []
+        # The new level: where the ramp's line reached on its last day, over what the history
+        # before the ramp expects on that day (the fit's trend may have followed part of it).
+        positions, history, weekdays = self._history(last)
+        before = fit_day(positions, history, weekdays, last, self.days[last].weekday())
+        if before is not None and before.expected > 0:
+            self.breaks.append((first, self.ramp_expected / before.expected))
 
     def _ramp(
         self, t: int, positions: list[int], history: list[Decimal], fit: Fit

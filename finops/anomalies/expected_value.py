@@ -93,7 +93,7 @@ def _theil_sen(points: list[tuple[int, Decimal]]) -> Decimal:
         (dj - di) / (j - i)
         for a, (i, di) in enumerate(points)
         for j, dj in points[a + 1 :]
-        if j - i >= _TREND_MIN_SPAN
+        if abs(j - i) >= _TREND_MIN_SPAN
     ]
     return median(slopes) if slopes else ZERO
 
