@@ -15,6 +15,8 @@ _MAD_TO_SIGMA = Decimal("1.4826")
 _MIN_RELATIVE_SIGMA = Decimal("0.01")
 # Pairs closer than this do not vote for the trend: adjacent days differ by noise mostly.
 _TREND_MIN_SPAN = 7
+# A trend is used when its slope is this many standard errors from 0.
+_TREND_T = Decimal(3)
 # The smallest history to compute any expected value from (after an accepted level shift).
 _MIN_FIT_DAYS = 3
 # Weight of the weekday group's median in a weekday's factor, in samples.
@@ -98,6 +100,25 @@ def _theil_sen(points: list[tuple[int, Decimal]]) -> Decimal:
     return median(slopes) if slopes else ZERO
 
 
+def _significant(slope: Decimal, points: list[tuple[int, Decimal]]) -> Decimal:
+    """slope when it is at least _TREND_T standard errors from 0, else 0: noise in a few weeks
+    of history leaves a slope too, and a slope is extrapolated. The standard error is the least
+    squares one, with the residuals' spread read robustly (1.4826 x MAD)."""
+    if slope == 0 or len(points) < 3:
+        return ZERO
+    n = len(points)
+    mean_x = sum((Decimal(p) for p, _ in points), ZERO) / n
+    sxx = sum(((Decimal(p) - mean_x) ** 2 for p, _ in points), ZERO)
+    if sxx <= 0:
+        return ZERO
+    intercept = median([d - slope * p for p, d in points])
+    residuals = [d - intercept - slope * p for p, d in points]
+    centre = median(residuals)
+    spread = _MAD_TO_SIGMA * median([abs(r - centre) for r in residuals])
+    se = spread / sxx.sqrt()
+    return slope if abs(slope) >= _TREND_T * se else ZERO
+
+
 def fit_day(
     positions: list[int], values: list[Decimal], weekdays: list[int], t: int, weekday: int
 ) -> Fit | None:
@@ -111,7 +132,7 @@ def fit_day(
     points = [(p, v / f) for p, v, f in zip(positions, values, factors, strict=True) if f > 0]
     if not points:
         return Fit(ZERO, ZERO)
-    slope = _theil_sen(points) if len(values) >= 14 else ZERO
+    slope = _significant(_theil_sen(points), points) if len(values) >= 14 else ZERO
     level = median([d + slope * (t - p) for p, d in points])
     factor_t = season.get(weekday, ONE) if season else ONE
     expected = max(ZERO, level * factor_t)

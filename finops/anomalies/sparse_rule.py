@@ -40,9 +40,10 @@ class SparseRule:
         """The sparse series' rule (DetectorSettings.sparse_rule), judged against every normal
         day since the history starts (a sparse series has few active days in one window): a
         spike is a day of at least sparse_factor x the largest of them and sparse_typical_factor
-        x their median active day (5 active days known at least); a burst, sparse_burst_days days in a row each costing at least the median active
-        day and summing to sparse_factor x the largest sum of as many days (a level shift,
-        extended while its days keep costing that much; spikes inside it are part of it)."""
+        x their median active day (5 active days known at least); a burst, sparse_burst_days
+        days in a row each costing at least the median active day and summing to sparse_factor
+        x the largest sum of as many days (a level shift, extended while its days keep costing
+        that much; spikes inside it are part of it)."""
         s = self.settings
         b = s.sparse_burst_days
         known = {

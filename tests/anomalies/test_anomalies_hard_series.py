@@ -148,3 +148,19 @@ def test_month_end_load_learnt_on_a_weekend_is_a_factor_of_a_weekday() -> None:
 
     assert run() == []
     assert run(month_end=False) != []
+
+
+def test_a_steady_growth_is_the_trend_and_a_spike_on_it_is_alerted() -> None:
+    # +1 % of the start level a day (x1.9 over the 91 days), 3 % noise, a day at +35 %, on six
+    # noise draws. Before the trend was fitted (its pairs were skipped: the slope was always 0)
+    # four of these six were a level shift weeks early or nothing at all.
+    spike = _index(dt.date(2025, 11, 22))
+    for seed in range(1, 7):
+        rng = random.Random(seed)
+        values = [1000 * (1 + 0.01 * i) * (1 + rng.gauss(0, 0.03)) for i in range(DAYS)]
+        values[spike] *= 1.35
+
+        (event,) = _run(values)
+        assert (event.kind, event.first) == (SPIKE, dt.date(2025, 11, 22)), seed
+        # The day's expected value follows the trend: 1,000 x (1 + 0.01 x 63) = 1,630.
+        assert Decimal(1500) <= event.expected <= Decimal(1760), seed
