@@ -9,7 +9,8 @@ For each day t of a series, the expected value comes from the series' own histor
 - Weekday seasonality (14+ history days, 2+ of each weekday): season[w] = median of weekday w /
   median of all, multiplicative, as costs are.
 - Trend (14+ history days): a Theil-Sen slope (median of pairwise slopes of the deseasonalised
-  values, pairs at least a week apart so weekly noise cancels), so steady growth does not alert.
+  values, pairs at least a week apart so weekly noise cancels), so steady growth does not alert;
+  used when it is 3 standard errors from 0 (a few noisy weeks leave a slope too).
   level(t) = median(d_j + slope x (t - j)); expected = max(0, level(t) x season[weekday(t)]).
 - Spread: sigma = 1.4826 x MAD of the relative in-sample residuals (robust; at least 1 %),
   times the expected value: noise is proportional to the level.
@@ -28,7 +29,8 @@ For each day t of a series, the expected value comes from the series' own histor
 - Ramps (new runs ramping up, ramp.py): when the ratios of the last 14 normal days to their
   expected value rise along a significant line (Theil-Sen, t >= 2) that ends above 1, the day's
   expected value follows the line; a ramp followed 5+ days sets, when it ends, a new level (the
-  days before it rescaled to the level it reached, its own days out of the history).
+  days before it rescaled by the ramp's last expected value over what they expect on that day,
+  its own days out of the history).
 - Late bills and catch-up days: what the last 3 days fell short of their band's lower edge is
   set against a day's excess before it is judged (a bill booked a day late, the work a holiday
   deferred).
