@@ -286,7 +286,9 @@ class _Run(SparseRule):
         fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
         if fit is None:
             return
-        factor = self._ramp(t, positions, history, fit) if self.settings.ramp else None
+        # The ramp rule's line needs the warm-up's days: on fewer it is noise.
+        ramps = self.settings.ramp and t - self.start >= self.settings.min_history
+        factor = self._ramp(t, positions, history, fit) if ramps else None
         if factor is None and self.ramp_run:
             self._end_ramp()
             positions, history, weekdays = self._history(t)
@@ -321,14 +323,18 @@ class _Run(SparseRule):
             return
         first = self.ramp_run[0] - self.settings.ramp_days // 2
         last = self.ramp_run[-1]
-        self.ramp_excluded.update(range(max(0, first), last + 1))
+        span = set(range(max(0, first), last + 1)) - self.ramp_excluded
+        self.ramp_excluded |= span
         self.ramp_run = []
         # The new level: where the ramp's line reached on its last day, over what the history
         # before the ramp expects on that day (the fit's trend may have followed part of it).
+        # With too little history before it, the ramp's days stay in the history instead.
         positions, history, weekdays = self._history(last)
         before = fit_day(positions, history, weekdays, last, self.days[last].weekday())
-        if before is not None and before.expected > 0:
-            self.breaks.append((first, self.ramp_expected / before.expected))
+        if before is None or before.expected <= 0:
+            self.ramp_excluded -= span
+            return
+        self.breaks.append((first, self.ramp_expected / before.expected))
 
     def _ramp(
         self, t: int, positions: list[int], history: list[Decimal], fit: Fit

@@ -17,6 +17,8 @@ _MIN_RELATIVE_SIGMA = Decimal("0.01")
 _TREND_MIN_SPAN = 7
 # A trend is used when its slope is this many standard errors from 0.
 _TREND_T = Decimal(3)
+# How many days past its history's newest day a trend is extrapolated.
+_TREND_HORIZON = 7
 # The smallest history to compute any expected value from (after an accepted level shift).
 _MIN_FIT_DAYS = 3
 # Weight of the weekday group's median in a weekday's factor, in samples.
@@ -46,7 +48,8 @@ class Fit:
     def at(self, position: int, weekday: int) -> tuple[Decimal, Decimal]:
         """Expected value and sigma of another day under this fit."""
         factor = self.season.get(weekday, ONE) if self.season else ONE
-        expected = max(ZERO, (self.level - self.slope * (self.t - position)) * factor)
+        # No further along the trend than the fit's own day (its horizon).
+        expected = max(ZERO, (self.level - self.slope * max(0, self.t - position)) * factor)
         return expected, self.relative_sigma * expected
 
 
@@ -133,6 +136,9 @@ def fit_day(
     if not points:
         return Fit(ZERO, ZERO)
     slope = _significant(_theil_sen(points), points) if len(values) >= 14 else ZERO
+    # The trend is followed _TREND_HORIZON days past the newest history day at most: the days of
+    # a long event are out of the history, and the slope of the weeks before it goes no further.
+    t = min(t, max(positions) + _TREND_HORIZON)
     level = median([d + slope * (t - p) for p, d in points])
     factor_t = season.get(weekday, ONE) if season else ONE
     expected = max(ZERO, level * factor_t)
