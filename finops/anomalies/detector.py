@@ -10,7 +10,8 @@ For each day t of a series, the expected value comes from the series' own histor
   median of all, multiplicative, as costs are.
 - Trend (14+ history days): a Theil-Sen slope (median of pairwise slopes of the deseasonalised
   values, pairs at least a week apart so weekly noise cancels), so steady growth does not alert;
-  used when it is 3 standard errors from 0 (a few noisy weeks leave a slope too).
+  used when it is 3 standard errors from 0 (a few noisy weeks leave a slope too), and followed
+  7 days past the history's newest day at most (an event's days are out of the history).
   level(t) = median(d_j + slope x (t - j)); expected = max(0, level(t) x season[weekday(t)]).
 - Spread: sigma = 1.4826 x MAD of the relative in-sample residuals (robust; at least 1 %),
   times the expected value: noise is proportional to the level.
