@@ -9,7 +9,9 @@ For each day t of a series, the expected value comes from the series' own histor
 - Weekday seasonality (14+ history days, 2+ of each weekday): season[w] = median of weekday w /
   median of all, multiplicative, as costs are.
 - Trend (14+ history days): a Theil-Sen slope (median of pairwise slopes of the deseasonalised
-  values, pairs at least a week apart so weekly noise cancels), so steady growth does not alert.
+  values, pairs at least a week apart so weekly noise cancels), so steady growth does not alert;
+  used when it is 3 standard errors from 0 (a few noisy weeks leave a slope too), and followed
+  7 days past the history's newest day at most (an event's days are out of the history).
   level(t) = median(d_j + slope x (t - j)); expected = max(0, level(t) x season[weekday(t)]).
 - Spread: sigma = 1.4826 x MAD of the relative in-sample residuals (robust; at least 1 %),
   times the expected value: noise is proportional to the level.
@@ -28,7 +30,8 @@ For each day t of a series, the expected value comes from the series' own histor
 - Ramps (new runs ramping up, ramp.py): when the ratios of the last 14 normal days to their
   expected value rise along a significant line (Theil-Sen, t >= 2) that ends above 1, the day's
   expected value follows the line; a ramp followed 5+ days sets, when it ends, a new level (the
-  days before it rescaled to the level it reached, its own days out of the history).
+  days before it rescaled by the ramp's last expected value over what they expect on that day,
+  its own days out of the history).
 - Late bills and catch-up days: what the last 3 days fell short of their band's lower edge is
   set against a day's excess before it is judged (a bill booked a day late, the work a holiday
   deferred).
@@ -164,9 +167,9 @@ class _Run(SparseRule):
         # Level changes: (first position of the new level, ratio new / old), oldest first.
         self.breaks: list[tuple[int, Decimal]] = []
         self.adapt_checked = -1
-        # Ramps: the days the ramp rule raised the expected value, and its last factor.
+        # Ramps: the days the ramp rule raised the expected value, and its last expected value.
         self.ramp_run: list[int] = []
-        self.ramp_level = ONE
+        self.ramp_expected = ZERO
         # Days of ended ramps: out of the history, yet still twins for the month-end rule.
         self.ramp_excluded: set[int] = set()
 
@@ -284,7 +287,9 @@ class _Run(SparseRule):
         fit = fit_day(positions, history, weekdays, t, self.days[t].weekday())
         if fit is None:
             return
-        factor = self._ramp(t, positions, history, fit) if self.settings.ramp else None
+        # The ramp rule's line needs the warm-up's days: on fewer it is noise.
+        ramps = self.settings.ramp and t - self.start >= self.settings.min_history
+        factor = self._ramp(t, positions, history, fit) if ramps else None
         if factor is None and self.ramp_run:
             self._end_ramp()
             positions, history, weekdays = self._history(t)
@@ -299,7 +304,7 @@ class _Run(SparseRule):
         if factor is not None:
             expected = max(expected, fit.expected * factor)
             self.ramp_run.append(t)
-            self.ramp_level = factor
+            self.ramp_expected = fit.expected * factor
         self.expected[t], self.sigma[t] = expected, sigma
         if t in self.accepted_at or t - self.start < self.settings.min_history:
             return
@@ -318,9 +323,19 @@ class _Run(SparseRule):
             self.ramp_run = []  # a few high days (month-end load, noise), not a new level
             return
         first = self.ramp_run[0] - self.settings.ramp_days // 2
-        self.breaks.append((first, self.ramp_level))
-        self.ramp_excluded.update(range(max(0, first), self.ramp_run[-1] + 1))
+        last = self.ramp_run[-1]
+        span = set(range(max(0, first), last + 1)) - self.ramp_excluded
+        self.ramp_excluded |= span
         self.ramp_run = []
+        # The new level: where the ramp's line reached on its last day, over what the history
+        # before the ramp expects on that day (the fit's trend may have followed part of it).
+        # With too little history before it, the ramp's days stay in the history instead.
+        positions, history, weekdays = self._history(last)
+        before = fit_day(positions, history, weekdays, last, self.days[last].weekday())
+        if before is None or before.expected <= 0:
+            self.ramp_excluded -= span
+            return
+        self.breaks.append((first, self.ramp_expected / before.expected))
 
     def _ramp(
         self, t: int, positions: list[int], history: list[Decimal], fit: Fit

@@ -38,12 +38,15 @@ class DetectorSettings:
     adapt_days: int = 5
     adapt_percent: Decimal = Decimal(5)
     # Sparse series (>= sparse_zero_share of the history's days at zero): a day is a spike when
-    # it is >= sparse_factor x the largest day of the history; a burst (a level shift) when
-    # sparse_burst_days days in a row cost, each >= the history's median non-zero day, and
-    # their sum >= sparse_factor x the history's largest sum of as many days.
+    # it is >= sparse_factor x the largest day of the history and >= sparse_typical_factor x
+    # its median non-zero day (a few active days tell little of how large the largest can be);
+    # a burst (a level shift) when sparse_burst_days days in a row cost, each >= the history's
+    # median non-zero day, and their sum >= sparse_factor x the history's largest sum of as
+    # many days.
     sparse_rule: bool = True
     sparse_zero_share: Decimal = Decimal("0.3")
     sparse_factor: Decimal = Decimal(2)
+    sparse_typical_factor: Decimal = Decimal("3.5")
     sparse_burst_days: int = 5
     # Ramps (new runs ramping up, ramp.py): when the ratios of the last `ramp_days` normal days
     # to their expected value rise along a line with a t-statistic >= ramp_t, the day's

@@ -15,6 +15,10 @@ _MAD_TO_SIGMA = Decimal("1.4826")
 _MIN_RELATIVE_SIGMA = Decimal("0.01")
 # Pairs closer than this do not vote for the trend: adjacent days differ by noise mostly.
 _TREND_MIN_SPAN = 7
+# A trend is used when its slope is this many standard errors from 0.
+_TREND_T = Decimal(3)
+# How many days past its history's newest day a trend is extrapolated.
+_TREND_HORIZON = 7
 # The smallest history to compute any expected value from (after an accepted level shift).
 _MIN_FIT_DAYS = 3
 # Weight of the weekday group's median in a weekday's factor, in samples.
@@ -44,7 +48,8 @@ class Fit:
     def at(self, position: int, weekday: int) -> tuple[Decimal, Decimal]:
         """Expected value and sigma of another day under this fit."""
         factor = self.season.get(weekday, ONE) if self.season else ONE
-        expected = max(ZERO, (self.level - self.slope * (self.t - position)) * factor)
+        # No further along the trend than the fit's own day (its horizon).
+        expected = max(ZERO, (self.level - self.slope * max(0, self.t - position)) * factor)
         return expected, self.relative_sigma * expected
 
 
@@ -93,9 +98,28 @@ def _theil_sen(points: list[tuple[int, Decimal]]) -> Decimal:
         (dj - di) / (j - i)
         for a, (i, di) in enumerate(points)
         for j, dj in points[a + 1 :]
-        if j - i >= _TREND_MIN_SPAN
+        if abs(j - i) >= _TREND_MIN_SPAN
     ]
     return median(slopes) if slopes else ZERO
+
+
+def _significant(slope: Decimal, points: list[tuple[int, Decimal]]) -> Decimal:
+    """slope when it is at least _TREND_T standard errors from 0, else 0: noise in a few weeks
+    of history leaves a slope too, and a slope is extrapolated. The standard error is the least
+    squares one, with the residuals' spread read robustly (1.4826 x MAD)."""
+    if slope == 0 or len(points) < 3:
+        return ZERO
+    n = len(points)
+    mean_x = sum((Decimal(p) for p, _ in points), ZERO) / n
+    sxx = sum(((Decimal(p) - mean_x) ** 2 for p, _ in points), ZERO)
+    if sxx <= 0:
+        return ZERO
+    intercept = median([d - slope * p for p, d in points])
+    residuals = [d - intercept - slope * p for p, d in points]
+    centre = median(residuals)
+    spread = _MAD_TO_SIGMA * median([abs(r - centre) for r in residuals])
+    se = spread / sxx.sqrt()
+    return slope if abs(slope) >= _TREND_T * se else ZERO
 
 
 def fit_day(
@@ -111,7 +135,10 @@ def fit_day(
     points = [(p, v / f) for p, v, f in zip(positions, values, factors, strict=True) if f > 0]
     if not points:
         return Fit(ZERO, ZERO)
-    slope = _theil_sen(points) if len(values) >= 14 else ZERO
+    slope = _significant(_theil_sen(points), points) if len(values) >= 14 else ZERO
+    # The trend is followed _TREND_HORIZON days past the newest history day at most: the days of
+    # a long event are out of the history, and the slope of the weeks before it goes no further.
+    t = min(t, max(positions) + _TREND_HORIZON)
     level = median([d + slope * (t - p) for p, d in points])
     factor_t = season.get(weekday, ONE) if season else ONE
     expected = max(ZERO, level * factor_t)

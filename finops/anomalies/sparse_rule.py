@@ -39,10 +39,11 @@ class SparseRule:
     def _sparse_step(self, t: int, value: Decimal, history: list[Decimal]) -> None:
         """The sparse series' rule (DetectorSettings.sparse_rule), judged against every normal
         day since the history starts (a sparse series has few active days in one window): a
-        spike is a day of at least sparse_factor x the largest of them (5 active days known at
-        least); a burst, sparse_burst_days days in a row each costing at least the median active
-        day and summing to sparse_factor x the largest sum of as many days (a level shift,
-        extended while its days keep costing that much; spikes inside it are part of it)."""
+        spike is a day of at least sparse_factor x the largest of them and sparse_typical_factor
+        x their median active day (5 active days known at least); a burst, sparse_burst_days
+        days in a row each costing at least the median active day and summing to sparse_factor
+        x the largest sum of as many days (a level shift, extended while its days keep costing
+        that much; spikes inside it are part of it)."""
         s = self.settings
         b = s.sparse_burst_days
         known = {
@@ -83,6 +84,7 @@ class SparseRule:
         if (
             len(nonzero) >= 5
             and value >= s.sparse_factor * largest
+            and value >= s.sparse_typical_factor * typical
             and value - typical >= s.min_impact
         ):
             self.excluded.add(t)

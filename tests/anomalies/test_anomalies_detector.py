@@ -17,6 +17,7 @@ from finops.anomalies.detector import (
     DetectorSettings,
     detect,
 )
+from finops.anomalies.expected_value import fit_day
 from finops.anomalies.findings import allocate, split_drivers
 from finops.anomalies.new_sources import new_sources
 
@@ -251,3 +252,17 @@ def test_allocate_sums_to_the_total_when_any_weight_is_positive(
     if any(w > 0 for w in weights):
         assert sum(shares, D(0)) == total
     assert all(s == 0 for s, w in zip(shares, weights, strict=True) if w <= 0)
+
+
+def test_the_trend_is_fitted_from_a_history_given_newest_first() -> None:
+    # The detector passes its history newest first: 28 days of 1,000 + 10 a day, no noise. The
+    # weekday factors are read from the rising values (the day after, a Monday, is the oldest of
+    # its week: it looks about 2 % low), so the slope and the expected value are near 10 and
+    # 1,280, not exactly; with no trend they were 0 and 1,114.
+    positions = list(range(27, -1, -1))
+    values = [D(1000 + 10 * p) for p in positions]
+    weekdays = [(START + dt.timedelta(days=p)).weekday() for p in positions]
+    fit = fit_day(positions, values, weekdays, 28, (START + dt.timedelta(days=28)).weekday())
+    assert fit is not None
+    assert D(9) <= fit.slope <= D(11)
+    assert D(1240) <= fit.expected <= D(1300)  # 1,000 + 10 x 28 = 1,280

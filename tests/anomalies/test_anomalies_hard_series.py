@@ -148,3 +148,36 @@ def test_month_end_load_learnt_on_a_weekend_is_a_factor_of_a_weekday() -> None:
 
     assert run() == []
     assert run(month_end=False) != []
+
+
+def test_a_steady_growth_is_the_trend_and_a_spike_on_it_is_alerted() -> None:
+    # +1 % of the start level a day (x1.9 over the 91 days), 3 % noise, a day at +35 %, on six
+    # noise draws. Before the trend was fitted (its pairs were skipped: the slope was always 0)
+    # four of these six were a level shift weeks early or nothing at all.
+    spike = _index(dt.date(2025, 11, 22))
+    for seed in range(1, 7):
+        rng = random.Random(seed)
+        values = [1000 * (1 + 0.01 * i) * (1 + rng.gauss(0, 0.03)) for i in range(DAYS)]
+        values[spike] *= 1.35
+
+        (event,) = _run(values)
+        assert (event.kind, event.first) == (SPIKE, dt.date(2025, 11, 22)), seed
+        # The day's expected value follows the trend: 1,000 x (1 + 0.01 x 63) = 1,630.
+        assert Decimal(1500) <= event.expected <= Decimal(1760), seed
+
+
+def test_a_sparse_team_with_few_active_days_is_not_alerted_on_an_ordinary_large_one() -> None:
+    # Five active days of 900-1,100 in the first weeks, then one of 3,000: twice the largest
+    # (2,200) but only 3x the median active day (1,000), as a team's larger days are; 4,000 is.
+    values = [0.0] * DAYS
+    for day, value in zip((2, 6, 11, 15, 19), (1000.0, 900.0, 1100.0, 1000.0, 1050.0), strict=True):
+        values[day] = value
+    values[40] = 3000.0
+    assert _run(values) == []
+    decimals: list[Decimal | None] = [Decimal(f"{v:.2f}") for v in values]
+    settings = DetectorSettings(sparse_typical_factor=Decimal(2))  # the rule before: alerted
+    (event,) = detect(_days(), decimals, settings=settings).events
+    assert (event.kind, event.first) == (SPIKE, START + dt.timedelta(days=40))
+    values[40] = 4000.0
+    (event,) = _run(values)
+    assert (event.kind, event.first) == (SPIKE, START + dt.timedelta(days=40))
