@@ -51,3 +51,19 @@ def pipeline_resume_send(*, run_id: int, error: str = "") -> None:
     Raises when the broker is unreachable: the caller's task fails and is logged, and the
     watchdog fails the run after FINOPS_PIPELINE_QUEUED_TIMEOUT (then runs it again)."""
     task_send(PIPELINE_RESUME_TASK, run_id, error=error)
+
+
+# finops.economics.tasks.refresh_run_economics: the stored run economics of a month, sent when
+# run metrics or energy of the month were imported (the ledger did not change: no pipeline).
+ECONOMICS_REFRESH_TASK = "finops.economics.tasks.refresh_run_economics"
+
+
+def economics_refresh_send(months: list[str]) -> None:
+    """Ask for the run economics of these months ("YYYY-MM") to be rebuilt. Never raises: the
+    import itself succeeded, and the next pipeline run of the month rebuilds them anyway."""
+    for month in sorted(set(months)):
+        try:
+            task_send(ECONOMICS_REFRESH_TASK, month)
+        except Exception:
+            logger.warning("could not queue %s for %s", ECONOMICS_REFRESH_TASK, month,
+                           exc_info=True)  # fmt: skip

@@ -20,6 +20,7 @@ from billing_ingest.services.batches import (
 )
 from finops.core.errors import ImportFormatError
 from finops.core.months import month_format
+from finops.core.pipeline_wake import economics_refresh_send
 from finops.core.queue import task_send
 from finops.org.models import Team
 from finops.org.services import data_version_bump
@@ -123,6 +124,8 @@ def metrics_batch_ingest(*, batch_id: int) -> ImportBatch:
         import_batch_fail(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}")
         raise
     batch.refresh_from_db()
+    if batch.status == ImportBatch.Status.SUCCEEDED:
+        economics_refresh_send(list(batch.billing_periods or []))
     return batch
 
 

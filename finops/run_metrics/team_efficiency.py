@@ -80,7 +80,8 @@ class TeamMonthEfficiency:
 
 
 def team_efficiency_by_month(*, team: Team, months: list[date]) -> list[TeamMonthEfficiency]:
-    """One row per month (of `months`) and currency in which the team's training runs ended."""
+    """One row per month (of `months`) and currency in which the team's training runs ended,
+    computed at read time (finops.economics reads the same from its stored rollup)."""
     wanted = set(months)
     ends = (
         RunCost.objects.filter(team=team, category=Category.TRAINING)
@@ -93,10 +94,19 @@ def team_efficiency_by_month(*, team: Team, months: list[date]) -> list[TeamMont
         for row in ends
         if row["last"] in wanted
     }
+    return team_efficiency_rows(keys, run_efficiencies(keys))
+
+
+def team_efficiency_rows(
+    ends: dict[RunKey, date], efficiencies: dict[RunKey, RunEfficiency | None]
+) -> list[TeamMonthEfficiency]:
+    """The trend's rows from each run's last month (`ends`) and whole-run efficiency (None: no
+    metrics): pure, shared by the read-time and the stored rollup's trend."""
     rows: dict[tuple[date, str], TeamMonthEfficiency] = {}
     without: dict[tuple[date, str], int] = defaultdict(int)
-    for key, e in run_efficiencies(keys).items():
-        slot = (keys[key], key.currency)
+    for key in sorted(ends, key=lambda k: (k.run_id, k.currency)):
+        e = efficiencies.get(key)
+        slot = (ends[key], key.currency)
         if e is None:
             without[slot] += 1
             continue

@@ -1,0 +1,62 @@
+"""The stored rollup (finops.economics) keeps the efficiency the read-time selectors give, on the
+hand-worked run-metrics scenario (fixtures/scenarios/focus-slurm-run-metrics, README.md there):
+metrics imported after the month was attributed refresh its rows, and the team trend read from
+the rollup equals the one computed at read time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from decimal import Decimal
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from finops.economics.models import RunEconomics
+from finops.economics.selectors import row_efficiency, team_efficiency_stored
+from finops.org.models import Team
+from finops.run_metrics.team_efficiency import team_efficiency_by_month
+from tests.scenario_setup import (
+    SCENARIOS,
+    economics_against_read_time,
+    run_metrics_month_attributed,
+)
+
+FOLDER = SCENARIOS / "focus-slurm-run-metrics"
+EXPECTED = json.loads((FOLDER / "expected.json").read_text())["months"]["2025-06"]
+MONTH = dt.date(2025, 6, 1)
+
+pytestmark = pytest.mark.django_db
+
+
+def _import_metrics() -> None:
+    call_command("ingest_run_metrics", "--format", "csv", str(FOLDER / "run-metrics-pretrain.csv"),
+                 stdout=StringIO(), stderr=StringIO())  # fmt: skip
+
+
+def test_metrics_imported_after_attribution_refresh_the_stored_efficiency() -> None:
+    run_metrics_month_attributed()
+    assert RunEconomics.objects.get(run_id="pretrain").has_metrics is False
+    _import_metrics()
+    rows = {r.run_id: r for r in economics_against_read_time()}
+    expected = EXPECTED["run_efficiency"]["pretrain"]
+    stored = row_efficiency(rows["pretrain"])
+    assert stored is not None
+    assert stored.cost_per_million_tokens == Decimal(expected["cost_per_million_tokens"])
+    assert stored.mfu == Decimal(expected["mfu"])
+    assert stored.useful_tokens == expected["useful_tokens"]
+    assert stored.gpu_hours == Decimal(expected["gpu_hours"])
+    assert row_efficiency(rows["eval"]) is None
+
+
+def test_the_team_trend_from_the_rollup_equals_the_read_time_trend() -> None:
+    run_metrics_month_attributed()
+    _import_metrics()
+    vision = Team.objects.get(slug="vision")
+    months = [dt.date(2025, 5, 1), MONTH]
+    stored = team_efficiency_stored(team=vision, months=months)
+    assert stored == team_efficiency_by_month(team=vision, months=months)
+    [june] = stored
+    assert june.runs_with_metrics == 1
+    assert june.best is not None and june.best.run_id == "pretrain"
