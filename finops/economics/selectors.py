@@ -78,6 +78,15 @@ class WastefulRun:
     def amount(self) -> Decimal:
         return self.waste.total
 
+    @property
+    def share(self) -> Decimal | None:
+        """The waste's share of the row's cost (None: no cost)."""
+        return self.waste.total / self.cost if self.cost > 0 else None
+
+    @property
+    def cause_label(self) -> str:
+        return self.cause.replace("_", " ")
+
 
 def runs_wasting_most(
     *, month: dt.date, teams: QuerySet[Team], include_unowned: bool, limit: int = 5

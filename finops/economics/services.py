@@ -14,7 +14,6 @@ A fixed number of queries for any number of runs (bulk reads, bulk writes; per 9
 from __future__ import annotations
 
 import datetime as dt
-from collections import defaultdict
 from decimal import Decimal
 from typing import Any
 
@@ -37,13 +36,18 @@ EFFICIENCY_FIELDS = (
 _CHUNK = 900
 
 
+_NO_METRICS: dict[str, Any] = {
+    "has_metrics": False, "useful_tokens": None, "samples": None, "steps": None,
+    "run_cost": None, "run_gpu_seconds": Decimal(0), "cost_per_million_tokens": None,
+    "cost_per_thousand_samples": None, "tokens_per_gpu_hour": None, "mfu": None,
+    "flops_per_token": None, "peak_flops_per_gpu": None, "peak_source": "", "gpu_model": "",
+    "dtype": "",
+}  # fmt: skip
+
+
 def _efficiency_values(e: RunEfficiency | None) -> dict[str, Any]:
     if e is None:
-        return {"has_metrics": False, "useful_tokens": None, "samples": None, "steps": None,
-                "run_cost": None, "run_gpu_seconds": Decimal(0),
-                "cost_per_million_tokens": None, "cost_per_thousand_samples": None,
-                "tokens_per_gpu_hour": None, "mfu": None, "flops_per_token": None,
-                "peak_flops_per_gpu": None, "peak_source": "", "gpu_model": "", "dtype": ""}  # fmt: skip
+        return dict(_NO_METRICS)
     return {
         "has_metrics": True, "useful_tokens": e.useful_tokens, "samples": e.samples,
         "steps": e.steps, "run_cost": e.cost, "run_gpu_seconds": e.gpu_seconds,

@@ -7,7 +7,6 @@ import json
 from decimal import Decimal
 
 import pytest
-
 from django.core.management import call_command
 
 from finops.economics.models import RunEconomics

@@ -59,4 +59,5 @@ def test_the_team_trend_from_the_rollup_equals_the_read_time_trend() -> None:
     assert stored == team_efficiency_by_month(team=vision, months=months)
     [june] = stored
     assert june.runs_with_metrics == 1
-    assert june.best is not None and june.best.run_id == "pretrain"
+    assert june.best is not None
+    assert june.best.run_id == "pretrain"
