@@ -14,7 +14,7 @@ from finops.attribution.models import RunCost
 from finops.attribution.selectors import runs as run_selectors
 from finops.attribution.selectors.filters import RunState
 from finops.core.months import month_format
-from finops.economics.filters import RUN_ORDERING_FIELDS, RunFilterSet
+from finops.economics.filters import RunFilterSet
 from finops.economics.models import RunEconomics
 from finops.economics.selectors import runs_wasting_most
 from finops.org.permissions import user_is_finance
@@ -80,16 +80,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         "clusters": [c for c in clusters if c],
         "states": RunState.CHOICES,
         "ordering": ordering,
-        "sort": {
-            name: {
-                "label": label,
-                "next": _next_ordering(name, ordering),
-                "active": ordering.lstrip("-") == name,
-                "name": name,
-            }
-            for name, label in SORTABLE
-            if name in RUN_ORDERING_FIELDS
-        },  # fmt: skip
+        "sort": {name: _sort_header(name, label, ordering) for name, label in SORTABLE},
         "query": {k: v for k, v in data.items() if k not in ("page", "format")},
         # What each run of the page bought (None: no metrics), beside its cost.
         # Waste by cause (issue 31) and what each run bought (issue 30), beside its cost.
@@ -123,6 +114,15 @@ def _with_efficiency(
                      run.billing_currency)))
         for run in runs
     ]  # fmt: skip
+
+
+def _sort_header(name: str, label: str, ordering: str) -> dict[str, object]:
+    return {
+        "name": name,
+        "label": label,
+        "next": _next_ordering(name, ordering),
+        "active": ordering.lstrip("-") == name,
+    }
 
 
 def _next_ordering(name: str, current: str) -> str:

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from decimal import Decimal
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
 
 from finops.economics.models import RunEconomics
 from finops.economics.selectors import row_efficiency, team_efficiency_stored
@@ -61,3 +64,19 @@ def test_the_team_trend_from_the_rollup_equals_the_read_time_trend() -> None:
     assert june.runs_with_metrics == 1
     assert june.best is not None
     assert june.best.run_id == "pretrain"
+
+
+def test_the_team_page_shows_the_trend_from_the_rollup(finance_client: Client) -> None:
+    run_metrics_month_attributed()
+    _import_metrics()
+    response = finance_client.get(reverse("web:team", args=["vision"]), {"month": "2025-06"})
+    assert response.status_code == 200
+    text = re.sub(r"\s+", " ", response.content.decode())
+    table = re.search(r'data-testid="team-efficiency-USD">(.*?)</table>', text)
+    assert table is not None
+    # June: 160 USD for 524,288,000 useful tokens = 0.31 USD per 1M (0.30517...), MFU 38.7 %,
+    # the only measured run best (no worst: one run).
+    body = table.group(1).split("</thead>")[1]
+    assert "0.31" in body
+    assert "38.7 %" in body
+    assert ">pretrain</a>" in body
