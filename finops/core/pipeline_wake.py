@@ -58,12 +58,13 @@ def pipeline_resume_send(*, run_id: int, error: str = "") -> None:
 ECONOMICS_REFRESH_TASK = "finops.economics.tasks.refresh_run_economics"
 
 
-def economics_refresh_send(months: list[str]) -> None:
-    """Ask for the run economics of these months ("YYYY-MM") to be rebuilt. Never raises: the
-    import itself succeeded, and the next pipeline run of the month rebuilds them anyway."""
+def economics_refresh_send(months: list[str], run_ids: list[str] | None = None) -> None:
+    """Ask for the run economics of these months ("YYYY-MM") to be rebuilt (only the runs
+    `run_ids` when given: an import of run metrics names its runs). Never raises: the import
+    itself succeeded, and the next pipeline run of the month rebuilds them anyway."""
     for month in sorted(set(months)):
         try:
-            task_send(ECONOMICS_REFRESH_TASK, month)
+            task_send(ECONOMICS_REFRESH_TASK, month, run_ids=run_ids)
         except Exception:
             logger.warning("could not queue %s for %s", ECONOMICS_REFRESH_TASK, month,
                            exc_info=True)  # fmt: skip

@@ -21,9 +21,6 @@ from django.db import models
 from finops.core.money import money_field
 from finops.org.models import Team
 
-RATIO = {"max_digits": 20, "decimal_places": 6}
-KWH = {"max_digits": 24, "decimal_places": 6}
-
 
 class RunEconomics(models.Model):
     billing_period = models.DateField()
@@ -50,11 +47,11 @@ class RunEconomics(models.Model):
 
     # Energy of this cluster's attempts in this month (finops.energy.selectors); null: the run
     # had no GPU time on a node in the ledger.
-    gpu_kwh = models.DecimalField(null=True, blank=True, **KWH)
-    measured_kwh = models.DecimalField(null=True, blank=True, **KWH)
-    estimated_kwh = models.DecimalField(null=True, blank=True, **KWH)
-    facility_kwh = models.DecimalField(null=True, blank=True, **KWH)
-    co2e_kg = models.DecimalField(null=True, blank=True, **KWH)
+    gpu_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    measured_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    estimated_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    facility_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    co2e_kg = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
     energy_estimated = models.BooleanField(default=False)
 
     # The whole run's efficiency (finops.run_metrics.selectors.RunEfficiency); has_metrics
@@ -70,7 +67,7 @@ class RunEconomics(models.Model):
     cost_per_thousand_samples = money_field(null=True, blank=True)
     tokens_per_gpu_hour = models.DecimalField(null=True, blank=True, max_digits=30,
                                               decimal_places=6)  # fmt: skip
-    mfu = models.DecimalField(null=True, blank=True, **RATIO)
+    mfu = models.DecimalField(null=True, blank=True, max_digits=20, decimal_places=6)
     flops_per_token = models.BigIntegerField(null=True, blank=True)
     peak_flops_per_gpu = models.DecimalField(null=True, blank=True, max_digits=30,
                                              decimal_places=0)  # fmt: skip

@@ -93,24 +93,34 @@ def _team_q(team_ids: set[int | None]) -> Q:
     return q | Q(team__isnull=True) if None in team_ids else q
 
 
-def _month_energy(month: dt.date, rollups: list[RunCost]) -> dict[tuple[Any, ...], RunEnergy]:
+def _month_energy(
+    month: dt.date, rollups: list[RunCost], run_ids: list[str] | None
+) -> dict[tuple[Any, ...], RunEnergy]:
     """Energy per (team id, run id, cluster) of the month: energies() per cluster."""
     found: dict[tuple[Any, ...], RunEnergy] = {}
     for cluster in sorted({r.cluster for r in rollups}):
         teams = {r.team_id for r in rollups if r.cluster == cluster}
         selected = _team_q(teams) & Q(job__cluster=cluster)
+        if run_ids is not None:
+            selected &= Q(run_id__in=run_ids)
         for (team_id, run_id), energy in energies(months=[month], runs=selected).items():
             found[(team_id, run_id, cluster)] = energy
     return found
 
 
 @transaction.atomic
-def economics_refresh(*, month: dt.date) -> dict[str, int]:
+def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> dict[str, int]:
     """Replace the month's RunEconomics rows (one per RunCost row) and refresh the efficiency
-    columns of the same runs' rows in other months. Idempotent."""
-    rollups = list(RunCost.objects.filter(billing_period=month).select_related("team").order_by(
-        "team_id", "run_id", "cluster", "billing_currency"
-    ))  # fmt: skip
+    columns of the same runs' rows in other months. Idempotent. With `run_ids` (an import of
+    run metrics names its runs), only those runs' rows (of any team)."""
+    wanted = RunCost.objects.filter(billing_period=month)
+    stale = RunEconomics.objects.filter(billing_period=month)
+    if run_ids is not None:
+        run_ids = sorted(set(run_ids))
+        wanted, stale = wanted.filter(run_id__in=run_ids), stale.filter(run_id__in=run_ids)
+    rollups = list(
+        wanted.select_related("team").order_by("team_id", "run_id", "cluster", "billing_currency")
+    )
     key_of = {
         r.pk: RunKey(r.team_id, r.team.slug if r.team else "", r.run_id, r.billing_currency)
         for r in rollups
@@ -118,7 +128,7 @@ def economics_refresh(*, month: dt.date) -> dict[str, int]:
     keys = sorted(set(key_of.values()), key=lambda k: (k.team_slug, k.run_id, k.currency))
     wastes = run_wastes(keys, month=month)
     efficiencies = run_efficiencies(keys)
-    energy = _month_energy(month, rollups)
+    energy = _month_energy(month, rollups, run_ids)
     energy_given: set[tuple[Any, ...]] = set()
     rows = []
     for rollup in rollups:
@@ -136,7 +146,7 @@ def economics_refresh(*, month: dt.date) -> dict[str, int]:
                 **_efficiency_values(efficiencies.get(key)),
             )
         )  # fmt: skip
-    RunEconomics.objects.filter(billing_period=month).delete()
+    stale.delete()
     RunEconomics.objects.bulk_create(rows, batch_size=1000)
     others = _refresh_other_months(month, efficiencies)
     return {"runs": len(rows), "measured_runs": sum(1 for r in rows if r.has_metrics),

@@ -19,8 +19,11 @@ TIME_LIMIT = SOFT_TIME_LIMIT + 5 * 60
     soft_time_limit=SOFT_TIME_LIMIT,
     time_limit=TIME_LIMIT,
 )
-def refresh_run_economics(month: str, pipeline_run_id: int | None = None) -> dict[str, int]:
-    """Rebuild one billing month's ("YYYY-MM") RunEconomics rows; idempotent. The pipeline's
-    step after attribution (finops.pipeline.steps), and sent by name when run metrics or energy
-    of the month are imported (finops.core.pipeline_wake.economics_refresh_send)."""
-    return economics_refresh(month=month_parse(month))
+def refresh_run_economics(
+    month: str, pipeline_run_id: int | None = None, run_ids: list[str] | None = None
+) -> dict[str, int]:
+    """Rebuild one billing month's ("YYYY-MM") RunEconomics rows (only those of `run_ids` when
+    given); idempotent. The pipeline's step after attribution (finops.pipeline.steps), and sent
+    by name when run metrics or energy of the month are imported
+    (finops.core.pipeline_wake.economics_refresh_send)."""
+    return economics_refresh(month=month_parse(month), run_ids=run_ids)

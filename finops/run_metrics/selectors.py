@@ -122,16 +122,19 @@ def run_ledger_facts(keys: Iterable[RunKey]) -> dict[RunKey, RunLedgerFacts]:
     if not keys:
         return {}
     team_q = _team_q(k.team_id for k in keys)
-    totals: dict[tuple[int | None, str], list[dict[str, object]]] = defaultdict(list)
+    totals: dict[tuple[int | None, str], list[_PeriodTotal]] = defaultdict(list)
     seconds: dict[tuple[int | None, str], list[tuple[date, str, Decimal]]] = defaultdict(list)
     for chunk in _chunks(k.run_id for k in keys):
         for row in (
             RunCost.objects.filter(team_q, run_id__in=chunk)
             .order_by()
-            .values("team_id", "run_id", "billing_currency", "billing_period")
+            .values_list("team_id", "run_id", "billing_currency", "billing_period")
             .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
         ):
-            totals[(row["team_id"], row["run_id"])].append(row)
+            team_id, run_id, currency, period, cost, seconds = row
+            totals[(team_id, run_id)].append(
+                _PeriodTotal(currency, period, Decimal(str(cost or 0)), Decimal(str(seconds or 0)))
+            )
         for team_id, run_id, period, node, node_seconds in (
             AllocatedCost.objects.filter(team_q, run_id__in=chunk, gpu_seconds__gt=0)
             .exclude(node="")
@@ -161,14 +164,20 @@ def run_ledger_facts(keys: Iterable[RunKey]) -> dict[RunKey, RunLedgerFacts]:
     }
 
 
-def _ledger_of(key: RunKey, rows: list[dict[str, object]]) -> _LedgerTotals:
-    currencies = {r["billing_currency"] for r in rows}
-    cost = None
-    if currencies == {key.currency}:
-        cost = sum((Decimal(str(r["cost"])) for r in rows), Decimal(0))
-    total = sum((Decimal(str(r["seconds"] or 0)) for r in rows), Decimal(0))
-    months = sorted({r["billing_period"] for r in rows if isinstance(r["billing_period"], date)})
-    return _LedgerTotals(cost=cost, gpu_seconds=total, months=months)
+@dataclass(frozen=True, slots=True)
+class _PeriodTotal:
+    currency: str
+    month: date
+    cost: Decimal
+    seconds: Decimal
+
+
+def _ledger_of(key: RunKey, rows: list[_PeriodTotal]) -> _LedgerTotals:
+    """The run's totals over its months (cost None when it has cost in several currencies)."""
+    currencies = {r.currency for r in rows}
+    cost = sum((r.cost for r in rows), Decimal(0)) if currencies == {key.currency} else None
+    total = sum((r.seconds for r in rows), Decimal(0))
+    return _LedgerTotals(cost=cost, gpu_seconds=total, months=sorted({r.month for r in rows}))
 
 
 def _node_models(nodes: Iterable[str], months: list[date]) -> dict[str, str]:

@@ -101,11 +101,13 @@ def metrics_batch_ingest(*, batch_id: int) -> ImportBatch:
     if not import_batch_claim(batch_id=batch_id):
         return ImportBatch.objects.get(id=batch_id)
     batch = ImportBatch.objects.get(id=batch_id)
+    run_ids: list[str] = []
     try:
         root = Path(batch.file_name)
         parse = metrics_parser(batch.format)
         options = _options(batch)
         files = {str(path): parse(path, options, str(path)) for path in billing_paths(root)}
+        run_ids = sorted({row.run_id for parsed in files.values() for row in parsed.rows})
         with transaction.atomic():
             rows = sum(_file_write(batch, name, parsed) for name, parsed in files.items())
             TrainingRun.objects.filter(points__isnull=True).delete()
@@ -125,7 +127,8 @@ def metrics_batch_ingest(*, batch_id: int) -> ImportBatch:
         raise
     batch.refresh_from_db()
     if batch.status == ImportBatch.Status.SUCCEEDED:
-        economics_refresh_send(list(batch.billing_periods or []))
+        # Only the runs the files name: a month's other runs did not change.
+        economics_refresh_send(list(batch.billing_periods or []), run_ids=run_ids)
     return batch
 
 
