@@ -53,9 +53,10 @@ def pipeline_resume_send(*, run_id: int, error: str = "") -> None:
     task_send(PIPELINE_RESUME_TASK, run_id, error=error)
 
 
-# finops.economics.tasks.refresh_run_economics: the stored run economics of a month, sent when
+# finops.economics.tasks: the stored run economics of a month (of some of its runs), sent when
 # run metrics or energy of the month were imported (the ledger did not change: no pipeline).
 ECONOMICS_REFRESH_TASK = "finops.economics.tasks.refresh_run_economics"
+ECONOMICS_REFRESH_RUNS_TASK = "finops.economics.tasks.refresh_run_economics_of_runs"
 
 
 def economics_refresh_send(months: list[str], run_ids: list[str] | None = None) -> None:
@@ -64,7 +65,9 @@ def economics_refresh_send(months: list[str], run_ids: list[str] | None = None) 
     itself succeeded, and the next pipeline run of the month rebuilds them anyway."""
     for month in sorted(set(months)):
         try:
-            task_send(ECONOMICS_REFRESH_TASK, month, run_ids=run_ids)
+            if run_ids is None:
+                task_send(ECONOMICS_REFRESH_TASK, month)
+            elif run_ids:
+                task_send(ECONOMICS_REFRESH_RUNS_TASK, month, sorted(set(run_ids)))
         except Exception:
-            logger.warning("could not queue %s for %s", ECONOMICS_REFRESH_TASK, month,
-                           exc_info=True)  # fmt: skip
+            logger.warning("could not queue the run economics of %s", month, exc_info=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from django.db import models
 
 from finops.core.money import money_field
+from finops.core.months import month_format
 from finops.org.models import Team
 
 
@@ -89,4 +90,4 @@ class RunEconomics(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.run_id} {self.billing_period:%Y-%m} {self.cluster} {self.currency}"
+        return f"{self.run_id} {month_format(self.billing_period)} {self.cluster} {self.currency}"

@@ -131,9 +131,11 @@ def run_ledger_facts(keys: Iterable[RunKey]) -> dict[RunKey, RunLedgerFacts]:
             .values_list("team_id", "run_id", "billing_currency", "billing_period")
             .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
         ):
-            team_id, run_id, currency, period, cost, seconds = row
+            team_id, run_id, currency, period, cost, total_seconds = row
             totals[(team_id, run_id)].append(
-                _PeriodTotal(currency, period, Decimal(str(cost or 0)), Decimal(str(seconds or 0)))
+                _PeriodTotal(
+                    currency, period, Decimal(str(cost or 0)), Decimal(str(total_seconds or 0))
+                )
             )
         for team_id, run_id, period, node, node_seconds in (
             AllocatedCost.objects.filter(team_q, run_id__in=chunk, gpu_seconds__gt=0)
