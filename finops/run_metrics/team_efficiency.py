@@ -6,7 +6,8 @@ whole-run figures (every month and attempt: selectors.run_efficiency), so a run 
 months is counted once. Per month and currency, over the runs that have metrics:
 - useful tokens and their cost: the sums; $/1M tokens = cost / tokens x 10^6;
 - MFU: the GPU-hour weighted mean of the runs' MFU (runs without one left out);
-- the best and worst run by $/1M tokens.
+- the best and worst run by $/1M tokens (runs whose GPU-hours carry no amortised cost, e.g.
+  covered by a commitment whose fee is billed apart, are not ranked).
 Runs without metrics are counted apart (`runs_without_metrics`): their cost bought nothing the
 ledger can measure.
 """
@@ -73,7 +74,13 @@ class TeamMonthEfficiency:
             self.cost_per_million_tokens = per.quantize(MONEY, context=_CTX)
         if self._mfu_hours:
             self.mfu = _CTX.divide(self._mfu_weighted, self._mfu_hours).quantize(RATIO)
-        ranked = sorted(self._figures, key=lambda f: (f.cost_per_million_tokens, f.run_id))
+        # A run whose GPU-hours carry no amortised cost (hours covered by a commitment whose fee
+        # the bill keeps on fee lines, not on the nodes: GCP's CUD) is not the best run at
+        # 0.00 per 1M tokens: its cost is elsewhere. It still counts in the month's sums.
+        ranked = sorted(
+            (f for f in self._figures if f.cost_per_million_tokens > 0),
+            key=lambda f: (f.cost_per_million_tokens, f.run_id),
+        )
         self.best = ranked[0] if ranked else None
         self.worst = ranked[-1] if len(ranked) > 1 else None
         return self

@@ -19,7 +19,8 @@ from django.urls import reverse
 from finops.economics.models import RunEconomics
 from finops.economics.selectors import row_efficiency, team_efficiency_stored
 from finops.org.models import Team
-from finops.run_metrics.team_efficiency import team_efficiency_by_month
+from finops.run_metrics.selectors import RunEfficiency
+from finops.run_metrics.team_efficiency import TeamMonthEfficiency, team_efficiency_by_month
 from tests.scenario_setup import (
     SCENARIOS,
     economics_against_read_time,
@@ -80,3 +81,30 @@ def test_the_team_page_shows_the_trend_from_the_rollup(finance_client: Client) -
     assert "0.31" in body
     assert "38.7 %" in body
     assert ">pretrain</a>" in body
+
+
+def _efficiency(cost: str, tokens: int) -> RunEfficiency:
+    return RunEfficiency(
+        useful_tokens=tokens, samples=None, steps=1, currency="USD", cost=Decimal(cost),
+        gpu_hours=Decimal(10), cost_per_million_tokens=Decimal(cost) * 10**6 / tokens,
+        cost_per_thousand_samples=None, tokens_per_gpu_hour=None, mfu=Decimal("0.3"),
+        flops_per_token=None, peak_flops_per_gpu=None, peak_source="", gpu_model="H100",
+        dtype="bf16",
+    )  # fmt: skip
+
+
+def test_a_run_without_amortised_cost_is_not_the_best_run() -> None:
+    """The six-month demo's GCP fine-tunes run on A3 nodes a committed use discount covers: the
+    bill keeps the fee on its own lines (shared by GPU spend), so the runs' ledger cost is 0 and
+    they read 0.00 per 1M tokens. They count in the month's sums, never as its best run."""
+    row = TeamMonthEfficiency(month=MONTH, currency="USD")
+    row.add("covered-by-cud", _efficiency("0", 10**9))
+    row.add("cheap", _efficiency("100", 10**8))  # 1.00 per 1M
+    row.add("dear", _efficiency("300", 10**8))  # 3.00 per 1M
+    row.finish()
+    assert row.runs_with_metrics == 3
+    assert row.cost == 400
+    assert row.best is not None
+    assert row.best.run_id == "cheap"
+    assert row.worst is not None
+    assert row.worst.run_id == "dear"
