@@ -154,7 +154,8 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
 
 
 def _refresh_other_months(month: dt.date, found: dict[RunKey, RunEfficiency | None]) -> int:
-    """The whole-run efficiency on the runs' rows of their other months."""
+    """The whole-run efficiency on the runs' rows of their other months (only the rows whose
+    figures changed are written)."""
     by_key = {(k.team_id, k.run_id, k.currency): e for k, e in found.items()}
     run_ids = sorted({k.run_id for k in found})
     changed = []
@@ -165,11 +166,20 @@ def _refresh_other_months(month: dt.date, found: dict[RunKey, RunEfficiency | No
             ident = (row.team_id, row.run_id, row.currency)
             if ident not in by_key:
                 continue
-            for name, value in _efficiency_values(by_key[ident]).items():
+            values = _efficiency_values(by_key[ident])
+            if all(_same(getattr(row, name), value) for name, value in values.items()):
+                continue
+            for name, value in values.items():
                 setattr(row, name, value)
             changed.append(row)
-    RunEconomics.objects.bulk_update(changed, EFFICIENCY_FIELDS, batch_size=1000)
+    RunEconomics.objects.bulk_update(changed, EFFICIENCY_FIELDS, batch_size=500)
     return len(changed)
+
+
+def _same(stored: object, value: object) -> bool:
+    if isinstance(stored, Decimal) or isinstance(value, Decimal):
+        return stored is not None and value is not None and Decimal(str(stored)) == value
+    return stored == value
 
 
 def economics_delete_month(*, month: dt.date) -> int:
