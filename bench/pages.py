@@ -18,8 +18,6 @@ import sys
 import time
 from pathlib import Path
 
-from finops.core.months import month_format
-
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_MS = 300.0
 
@@ -44,6 +42,7 @@ def main() -> None:
     from django.test.utils import CaptureQueriesContext
 
     from finops.attribution.models import RunCost, TeamDailyCost
+    from finops.core.months import month_format
     from finops.demo.organisation import FINANCE_USERNAME, LEAD_USERNAME
 
     settings.ALLOWED_HOSTS = ["*"]
