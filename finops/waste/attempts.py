@@ -113,11 +113,11 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
     # Plain rows, not model instances (a month's runs have tens of thousands of attempts).
     jobs: dict[int, _JobRow] = {}
     for start in range(0, len(job_ids), 900):
-        for row in JobRecord.objects.filter(pk__in=job_ids[start : start + 900]).values_list(
+        for job_row in JobRecord.objects.filter(pk__in=job_ids[start : start + 900]).values_list(
             "pk", "cluster", "job_id", "attempt", "state", "start", "end", "gpus",
             "gpu_numerator", "gpu_denominator",
         ):  # fmt: skip
-            jobs[row[0]] = _JobRow(*row)
+            jobs[job_row[0]] = _JobRow(*job_row)
     utilisation = _utilisations(jobs.values())
     result: dict[RunKey, list[Attempt]] = {key: [] for key in keys}
     for key, per_job in costs.items():
