@@ -4,6 +4,7 @@ client: routing, middleware, queries, template; no network), median and worst, a
 
     .venv/bin/python bench/pages.py                      # var/bench-pages.sqlite3, full demo
     .venv/bin/python bench/pages.py --scale small --repeat 5
+    .venv/bin/python bench/pages.py --only team,runs --repeat 3   # pages whose label starts so
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/finops_pagesbench \
         .venv/bin/python bench/pages.py
 """
@@ -26,7 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", choices=["full", "small"], default="full")
     parser.add_argument("--repeat", type=int, default=10)
-    parser.add_argument("--only", default="", help="comma-separated labels to time (default all)")
+    parser.add_argument("--only", default="", help="comma-separated label prefixes (default all)")
     parser.add_argument("--skip", default="", help="comma-separated labels not to time")
     parser.add_argument("--roles", default="finance,lead", help="demo logins to time as")
     args = parser.parse_args()
@@ -73,6 +74,13 @@ def main() -> None:
         ("run", f"/runs/{team}/{team_run.run_id}/?month={param}"),
         ("runs", f"/runs/?month={param}"),
         ("runs by $/GPU-h, p2", f"/runs/?month={param}&ordering=-cost_per_gpu_hour&page=2"),
+        # The stored run economics' sorts (finops.economics) and the biggest team's trend.
+        ("runs by waste", f"/runs/?month={param}&ordering=-waste"),
+        ("runs by $/1M tokens", f"/runs/?month={param}&ordering=cost_per_million_tokens"),
+        ("runs by MFU", f"/runs/?month={param}&ordering=-mfu"),
+        ("runs by kWh", f"/runs/?month={param}&ordering=-kwh"),
+        ("team language", f"/teams/language/?month={param}"),
+        ("team efficiency (API)", f"/api/v1/teams/language/efficiency/?month={param}"),
         ("endpoints", f"/endpoints/?month={param}"),
         ("pricing", f"/pricing/?month={param}"),
         ("recommendations (API)", f"/api/v1/recommendations/?month={param}"),
@@ -88,11 +96,12 @@ def main() -> None:
         ("checks (API)", f"/api/v1/periods/{param}/checks/"),
         ("imports", "/imports/"),
     ]
-    only = {label.strip() for label in args.only.split(",") if label.strip()}
+    only = tuple(label.strip() for label in args.only.split(",") if label.strip())
     if only:
-        pages = [(label, url) for label, url in pages if label in only]
+        pages = [(label, url) for label, url in pages if label.startswith(only)]
     skip = {label.strip() for label in args.skip.split(",") if label.strip()}
     pages = [(label, url) for label, url in pages if label not in skip]
+    _trend_against_read_time(month)
     from django.db import connection
 
     logins = {"finance": FINANCE_USERNAME, "lead": LEAD_USERNAME}
@@ -131,6 +140,34 @@ def _common_tag_key(items: Any) -> str:
         for key in tags or {}:
             counts[key] = counts.get(key, 0) + 1
     return max(sorted(counts), key=lambda k: counts[k]) if counts else "team"
+
+
+def _trend_against_read_time(month: object) -> None:
+    """The language team's six-month efficiency trend from the stored rollup against the same
+    trend computed at read time (the baseline), in this run."""
+    import datetime as dt
+
+    from finops.core.months import month_add
+    from finops.economics.selectors import team_efficiency_stored
+    from finops.org.models import Team
+    from finops.run_metrics.team_efficiency import team_efficiency_by_month
+
+    assert isinstance(month, dt.date)
+    team = Team.objects.filter(slug="language").first()
+    if team is None:
+        return
+    months = [month_add(month, -i) for i in range(5, -1, -1)]
+    began = time.perf_counter()
+    read_time = team_efficiency_by_month(team=team, months=months)
+    baseline = time.perf_counter() - began
+    began = time.perf_counter()
+    stored = team_efficiency_stored(team=team, months=months)
+    rollup = time.perf_counter() - began
+    same = "the same rows" if stored == read_time else "DIFFERENT rows"
+    print(
+        f"language team trend, 6 months: read time {baseline * 1000:.0f} ms, stored rollup "
+        f"{rollup * 1000:.0f} ms (x{baseline / max(rollup, 1e-9):.0f} faster), {same}"
+    )
 
 
 if __name__ == "__main__":

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "finops.inference",
     "finops.run_metrics",
     "finops.energy",
+    "finops.economics",
     "finops.notifications",
     "finops.anomalies",
     "finops.budgets",
@@ -290,6 +291,14 @@ FINOPS_BUDGET_RECIPIENT_DOMAINS = [
 # Absolute links in emails (no request to build them from in a worker).
 SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
 
+# Waste advice (finops.waste.advice, Young/Daly): the minutes a training run takes to write one
+# checkpoint (C in tau* = sqrt(2 C M)), when the run metrics do not show it. Positive.
+FINOPS_CHECKPOINT_WRITE_MINUTES = Decimal(env.str("FINOPS_CHECKPOINT_WRITE_MINUTES", default="2"))
+if not FINOPS_CHECKPOINT_WRITE_MINUTES.is_finite() or FINOPS_CHECKPOINT_WRITE_MINUTES <= 0:
+    raise ImproperlyConfigured(
+        "FINOPS_CHECKPOINT_WRITE_MINUTES must be a positive number of minutes"
+    )
+
 # GET /metrics (Prometheus): the newest months with a ledger or a bill it exposes.
 FINOPS_METRICS_MONTHS = env.int("FINOPS_METRICS_MONTHS", default=12)
 # Chat and webhook channels (finops.notifications): hosts a channel may post to although they
@@ -462,6 +471,7 @@ CELERY_TASK_ROUTES = {
     "finops.notifications.tasks.*": {"queue": "notifications"},
     "finops.attribution.tasks.*": {"queue": "attribution"},
     "finops.inference.tasks.*": {"queue": "attribution"},
+    "finops.economics.tasks.*": {"queue": "attribution"},
     "finops.anomalies.tasks.*": {"queue": "attribution"},
 }
 

@@ -70,3 +70,46 @@ def metric_row_facts(rows: list[Any]) -> list[tuple[object, ...]]:
     return [
         (r.run_id, r.team, r.timestamp, r.step, r.tokens, r.samples, r.checkpoint) for r in rows
     ]
+
+
+def economics_against_read_time() -> list[Any]:
+    """Every stored RunEconomics row (finops.economics) checked against the read-time selectors
+    on the same data: the waste by cause of the row's attempts in its month
+    (finops.waste.selectors.run_wastes), the run's energy in the month
+    (finops.energy.selectors.energies) and its whole-run efficiency
+    (finops.run_metrics.selectors.run_efficiency). Raises AssertionError on a difference;
+    returns the rows (a caller asserts its scenario's own figures on them)."""
+    from django.db.models import Q
+
+    from finops.economics.models import RunEconomics
+    from finops.economics.selectors import row_efficiency, row_waste
+    from finops.energy.selectors import energies
+    from finops.run_metrics.selectors import RunKey, run_efficiency
+    from finops.waste.causes import CAUSES, WasteParts
+    from finops.waste.selectors import run_wastes
+
+    rows = list(RunEconomics.objects.select_related("team").order_by("billing_period", "run_id"))
+    for row in rows:
+        slug = row.team.slug if row.team else ""
+        key = RunKey(row.team_id, slug, row.run_id, row.currency)
+        parts = WasteParts()
+        for attempt in run_wastes([key], month=row.billing_period)[key].attempts:
+            if attempt.attempt.cluster == row.cluster:
+                parts.add(attempt.parts)
+        stored = row_waste(row)
+        for cause in CAUSES:
+            assert getattr(stored, cause) == getattr(parts, cause), (row, cause)
+        assert stored.estimated_causes == parts.estimated_causes, row
+        assert stored.total == parts.total, row
+        assert row_efficiency(row) == run_efficiency(key), row
+        team = Q(team__isnull=True) if row.team_id is None else Q(team_id=row.team_id)
+        found = energies(months=[row.billing_period], runs=team & Q(run_id=row.run_id))
+        energy = found.get((row.team_id, row.run_id))
+        if energy is None:
+            assert row.gpu_kwh is None, row
+            continue
+        assert (row.gpu_kwh, row.measured_kwh, row.estimated_kwh, row.facility_kwh,
+                row.co2e_kg, row.energy_estimated) == (
+            energy.gpu_kwh, energy.measured_kwh, energy.estimated_kwh, energy.facility_kwh,
+            energy.co2e_kg, energy.estimated), row  # fmt: skip
+    return rows

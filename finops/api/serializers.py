@@ -96,7 +96,12 @@ class RunCostSerializer(serializers.ModelSerializer[RunCost]):
     month = serializers.SerializerMethodField()
     currency = serializers.CharField(source="billing_currency", read_only=True)
     cost = money()
-    wasted_cost = money()
+    wasted_cost = deprecated_money(
+        help_text=(
+            "Deprecated: the whole cost of the run's failed and preempted attempts. Use waste "
+            "by cause (`waste` on the run's detail; ?ordering=waste; /api/v1/waste/)."
+        )
+    )
     cost_per_gpu_hour = money(allow_null=True)
     gpu_hours = serializers.DecimalField(
         max_digits=None, decimal_places=GPU_HOUR_PLACES, coerce_to_string=True, read_only=True

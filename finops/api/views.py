@@ -50,7 +50,6 @@ from finops.attribution.selectors.explorer import (
     explorer_series,
 )
 from finops.attribution.selectors.explorer_filters import DIMENSION_FILTERS, CostExplorerFilterSet
-from finops.attribution.selectors.filters import RunCostFilterSet
 from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.attribution.selectors.reporting import SECONDS_PER_HOUR
 from finops.attribution.selectors.runs import run_cost_list_visible
@@ -62,12 +61,13 @@ from finops.attribution.selectors.timeseries import (
 )
 from finops.core.months import month_format, month_parse
 from finops.currency.selectors import FxRateMissing
+from finops.economics.filters import RunFilterSet
+from finops.economics.selectors import team_efficiency_stored
 from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.pricing.comparisons import run_pricing, team_month_pricing
-from finops.run_metrics.team_efficiency import team_efficiency_by_month
 
 
 class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
@@ -90,7 +90,7 @@ class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
         it ended, with its whole-run figures): useful tokens, their cost, cost per 1M tokens,
         GPU-hour weighted MFU, the best and worst run."""
         team = self.get_object()
-        rows = team_efficiency_by_month(team=team, months=efficiency_months(request.query_params))
+        rows = team_efficiency_stored(team=team, months=efficiency_months(request.query_params))
         return Response(TeamMonthEfficiencySerializer(rows, many=True).data)
 
 
@@ -103,7 +103,7 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
     much."""
 
     serializer_class = RunCostSerializer
-    filterset_class = RunCostFilterSet
+    filterset_class = RunFilterSet
 
     def get_serializer_class(self) -> type[RunCostSerializer]:
         # The detail adds the whole `efficiency` object; the list carries its headline.

@@ -51,3 +51,23 @@ def pipeline_resume_send(*, run_id: int, error: str = "") -> None:
     Raises when the broker is unreachable: the caller's task fails and is logged, and the
     watchdog fails the run after FINOPS_PIPELINE_QUEUED_TIMEOUT (then runs it again)."""
     task_send(PIPELINE_RESUME_TASK, run_id, error=error)
+
+
+# finops.economics.tasks: the stored run economics of a month (of some of its runs), sent when
+# run metrics or energy of the month were imported (the ledger did not change: no pipeline).
+ECONOMICS_REFRESH_TASK = "finops.economics.tasks.refresh_run_economics"
+ECONOMICS_REFRESH_RUNS_TASK = "finops.economics.tasks.refresh_run_economics_of_runs"
+
+
+def economics_refresh_send(months: list[str], run_ids: list[str] | None = None) -> None:
+    """Ask for the run economics of these months ("YYYY-MM") to be rebuilt (only the runs
+    `run_ids` when given: an import of run metrics names its runs). Never raises: the import
+    itself succeeded, and the next pipeline run of the month rebuilds them anyway."""
+    for month in sorted(set(months)):
+        try:
+            if run_ids is None:
+                task_send(ECONOMICS_REFRESH_TASK, month)
+            elif run_ids:
+                task_send(ECONOMICS_REFRESH_RUNS_TASK, month, sorted(set(run_ids)))
+        except Exception:
+            logger.warning("could not queue the run economics of %s", month, exc_info=True)

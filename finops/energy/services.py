@@ -29,7 +29,10 @@ from billing_ingest.models import ImportBatch, JobRecord
 from billing_ingest.parsers.dcgm import SLURM
 from billing_ingest.services.batches import import_batch_create, import_batch_fail
 from billing_ingest.services.utilisation import slurm_job_ids
+from finops.attribution.models import AllocatedCost
 from finops.core.errors import ImportFormatError
+from finops.core.months import month_format
+from finops.core.pipeline_wake import economics_refresh_send
 from finops.energy.dcgm_energy import GpuSeries, read_dcgm_energy
 from finops.energy.models import JobEnergy
 
@@ -163,6 +166,7 @@ def energy_import(*, path: Path, cluster: str, format: str = "prometheus") -> En
             finished_at=now,
         )  # fmt: skip
     batch.refresh_from_db()
+    economics_refresh_send(_ledger_months(cluster, sorted({r.job_id for r in rows})))
     return EnergyImport(
         batch=batch,
         rows=len(rows),
@@ -171,6 +175,22 @@ def energy_import(*, path: Path, cluster: str, format: str = "prometheus") -> En
         series_without_job=read.series_without_job,
         unknown_jobs=tuple(sorted(unknown)),
     )
+
+
+def _ledger_months(cluster: str, job_ids: list[str]) -> list[str]:
+    """The billing months ("YYYY-MM") the ledger charged these jobs in."""
+    months: set[str] = set()
+    for start in range(0, len(job_ids), 500):
+        periods = (
+            AllocatedCost.objects.filter(
+                job__cluster=cluster, job__job_id__in=job_ids[start : start + 500]
+            )
+            .order_by()
+            .values_list("billing_period", flat=True)
+            .distinct()
+        )
+        months |= {month_format(p) for p in periods}
+    return sorted(months)
 
 
 def _joules(value: Fraction) -> Decimal:

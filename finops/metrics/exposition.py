@@ -56,12 +56,34 @@ def _cost_families(metrics: Metrics) -> Iterator[Metric]:
         _add(invoiced, [i.provider, i.account, i.month, i.currency], i.amount)
     waste = GaugeMetricFamily(
         "finops_waste_cost",
-        "Cost of failed and preempted training attempts (wasted work) of the team's runs",
-        labels=["team", "month", "currency"],
+        "Waste of the team's runs in the month by cause: rework, restart, abandoned, "
+        "idle_in_allocation, and cancelled (apart: a cancellation may be a decision); rework "
+        "and restart of runs without metrics are estimates",
+        labels=["team", "month", "currency", "cause"],
     )
     for w in metrics.money.waste:
-        _add(waste, [w.team, w.month, w.currency], w.amount)
+        _add(waste, [w.team, w.month, w.currency, w.cause], w.amount)
     yield from (cost, idle, invoiced, waste)
+
+
+def _energy_families(metrics: Metrics) -> Iterator[Metric]:
+    energy = GaugeMetricFamily(
+        "finops_energy_kwh",
+        "Energy of the team's runs in the month, kWh: GPU (measured by DCGM, else estimated from "
+        "the GPU model's power) and facility (GPU x PUE)",
+        labels=["team", "month", "scope"],
+    )
+    carbon = GaugeMetricFamily(
+        "finops_carbon_kg",
+        "kg CO2e of the team's runs' facility energy in the month (location-based grid intensity)",
+        labels=["team", "month"],
+    )
+    for e in metrics.money.energy:
+        _add(energy, [e.team, e.month, "gpu"], e.gpu_kwh)
+        _add(energy, [e.team, e.month, "facility"], e.facility_kwh)
+        if e.co2e_kg is not None:
+            _add(carbon, [e.team, e.month], e.co2e_kg)
+    yield from (energy, carbon)
 
 
 def _budget_families(metrics: Metrics) -> Iterator[Metric]:
@@ -122,6 +144,7 @@ class FinopsCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         yield from _cost_families(self.metrics)
+        yield from _energy_families(self.metrics)
         yield from _budget_families(self.metrics)
         yield from _freshness_families(self.metrics)
 

@@ -10,19 +10,20 @@ Pipeline freshness is the same for everyone.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import Max, QuerySet
 
 from billing_ingest.models import CostLineItem, ImportBatch
-from finops.attribution.models import AttributionRun, RunCost, TeamDailyCost
+from finops.attribution.models import AttributionRun, TeamDailyCost
 from finops.attribution.selectors.reconciliation import month_staleness
 from finops.budgets.models import BudgetEvaluation
 from finops.budgets.selectors import budget_list_visible
 from finops.core.money import MoneySum
 from finops.core.months import month_format
+from finops.economics.selectors import energy_by_team, waste_by_cause
 from finops.org.permissions import AnyUser, user_is_finance
 from finops.org.selectors import team_list_visible
 
@@ -62,12 +63,25 @@ class InvoicedRow:
 
 @dataclass(frozen=True, slots=True, order=True)
 class WasteRow:
-    """Cost of failed and preempted attempts (RunCost.wasted_cost) of a team's runs."""
+    """Waste of a team's runs in a month by cause (finops.waste: rework, restart, abandoned,
+    idle_in_allocation, and cancelled apart), from the stored run economics."""
 
     team: str
     month: str
     currency: str
+    cause: str
     amount: Decimal
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class EnergyRow:
+    """GPU and facility kWh and kg CO2e of a team's runs in a month (measured or estimated)."""
+
+    team: str
+    month: str
+    gpu_kwh: Decimal
+    facility_kwh: Decimal
+    co2e_kg: Decimal | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +116,7 @@ class MoneyFigures:
     invoiced: list[InvoicedRow]
     waste: list[WasteRow]
     budgets: list[BudgetRow]
+    energy: list[EnergyRow] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,18 +180,18 @@ def _invoiced_rows(months: list[dt.date]) -> list[InvoicedRow]:
 
 
 def _waste_rows(months: list[dt.date], teams: QuerySet | None) -> list[WasteRow]:
-    rows = RunCost.objects.filter(billing_period__in=months)
-    if teams is not None:
-        rows = rows.filter(team__in=teams)
-    sums = (
-        rows.order_by()
-        .values_list("team__slug", "billing_period", "billing_currency")
-        .annotate(total=MoneySum("wasted_cost"))
-    )
     return sorted(
-        WasteRow(_slug(team), month_format(month), currency, exact(total))
-        for team, month, currency, total in sums
+        WasteRow(_slug(w.team_slug), month_format(w.month), w.currency, w.cause, exact(w.amount))
+        for w in waste_by_cause(months=months, teams=teams)
     )
+
+
+def _energy_rows(months: list[dt.date], teams: QuerySet | None) -> list[EnergyRow]:
+    return sorted(
+        EnergyRow(_slug(e.team_slug), month_format(e.month), exact(e.gpu_kwh),
+                  exact(e.facility_kwh), None if e.co2e_kg is None else exact(e.co2e_kg))
+        for e in energy_by_team(months=months, teams=teams)
+    )  # fmt: skip
 
 
 def _budget_rows(user: AnyUser) -> list[BudgetRow]:
@@ -241,6 +256,7 @@ def money_figures_for(*, user: AnyUser, months: list[dt.date]) -> MoneyFigures:
         invoiced=_invoiced_rows(months) if finance else [],
         waste=_waste_rows(months, teams),
         budgets=_budget_rows(user),
+        energy=_energy_rows(months, teams),
     )
 
 

@@ -1,7 +1,7 @@
 """The pipeline, declared once: what runs, in order, after a billing month's data changed.
 
-    batch settled (billing_ingest: MonthChange rows)  ->  attribute the month  ->  endpoint
-    costs  ->  budgets  ->  anomalies  ->  recommendations
+    batch settled (billing_ingest: MonthChange rows)  ->  attribute the month  ->  run
+    economics  ->  endpoint costs  ->  budgets  ->  anomalies  ->  recommendations
 
 Each step is a plain function ``(month: date, pipeline_run_id: int | None) -> StepResult``
 (finops.core.steps), in its app's ``month_step.py``; idempotent (a re-run replaces what it
@@ -23,6 +23,7 @@ from finops.anomalies.month_step import anomalies_month_step
 from finops.attribution.month_step import attribution_month_step
 from finops.budgets.month_step import budgets_month_step
 from finops.core.steps import StepFunction, StepResult
+from finops.economics.month_step import economics_month_step
 from finops.inference.month_step import endpoint_costs_month_step
 from finops.pricing.month_step import recommendations_month_step
 
@@ -41,6 +42,14 @@ STEPS: tuple[Step, ...] = (
         attribution_month_step,
         "finops.attribution.tasks.attribute_month",
         "Attribute the month",
+    ),
+    # After attribution (it reads the month's RunCost rows and ledger), before the steps and
+    # pages that read the stored waste, energy and efficiency.
+    Step(
+        "run_economics",
+        economics_month_step,
+        "finops.economics.tasks.refresh_run_economics",
+        "Run economics (waste, energy, efficiency)",
     ),
     Step(
         "endpoint_costs",
@@ -82,6 +91,8 @@ def step_run(key: str, month: dt.date, pipeline_run_id: int | None) -> StepResul
     pipeline's order, so a reader (and mypy) follows the month from here into each app."""
     if key == "attribute":
         return attribution_month_step(month, pipeline_run_id)
+    if key == "run_economics":
+        return economics_month_step(month, pipeline_run_id)
     if key == "endpoint_costs":
         return endpoint_costs_month_step(month, pipeline_run_id)
     if key == "budgets":

@@ -31,7 +31,7 @@ from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.core.money import MONEY_QUANTUM, MoneySum
 from finops.run_metrics.peaks import PeakFlops, gpu_family, peak_flops
-from finops.run_metrics.progress import RunProgress, run_progress, training_runs_matching
+from finops.run_metrics.progress import RunProgress, run_progresses, training_runs_matching
 
 _CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
 RATIO_QUANTUM = Decimal("0.000001")
@@ -66,6 +66,8 @@ class RunEfficiency:
     peak_source: str
     gpu_model: str
     dtype: str
+    # The ledger's GPU-seconds behind gpu_hours (gpu_hours = gpu_seconds / 3600).
+    gpu_seconds: Decimal = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,62 +87,127 @@ def _per(total: Decimal | None, count: int | None, unit: int) -> Decimal | None:
     return _round(_CTX.divide(total * unit, Decimal(count)), MONEY_QUANTUM)
 
 
-def _team(key: RunKey) -> Q:
-    """The run's team; a run no team owns (finance's view) is the rows without one."""
-    return Q(team__isnull=True) if key.team_id is None else Q(team_id=key.team_id)
+def _team_q(team_ids: Iterable[int | None], field: str = "team") -> Q:
+    """Rows of these teams; None is the rows no team owns (finance's view)."""
+    ids = set(team_ids)
+    q = Q(**{f"{field}_id__in": sorted(t for t in ids if t is not None)})
+    if None in ids:
+        q |= Q(**{f"{field}__isnull": True})
+    return q
 
 
-def _ledger_totals(key: RunKey) -> _LedgerTotals:
-    rows = list(
-        RunCost.objects.filter(_team(key), run_id=key.run_id)
-        .order_by()
-        .values("billing_currency", "billing_period")
-        .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
-    )
-    currencies = {r["billing_currency"] for r in rows}
-    cost = sum((r["cost"] for r in rows), Decimal(0)) if currencies == {key.currency} else None
-    seconds = sum((r["seconds"] or Decimal(0) for r in rows), Decimal(0))
-    months = sorted({r["billing_period"] for r in rows})
-    return _LedgerTotals(cost=cost, gpu_seconds=seconds, months=months)
+_CHUNK = 900
 
 
-def _node_seconds(key: RunKey, months: list[date]) -> dict[str, Decimal]:
-    """GPU-seconds of the run per node (the billed resource), over its months."""
-    rows = (
-        AllocatedCost.objects.filter(
-            _team(key), billing_period__in=months, run_id=key.run_id, gpu_seconds__gt=0
+def _chunks(values: Iterable[str]) -> Iterable[list[str]]:
+    items = sorted(set(values))
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+@dataclass(frozen=True, slots=True)
+class RunLedgerFacts:
+    """What the efficiency formula reads of the ledger for one run: its totals over every
+    month, its GPU-seconds per node over those months and each node's GPU model."""
+
+    ledger: _LedgerTotals
+    node_seconds: dict[str, Decimal]
+    node_models: dict[str, str]
+
+
+def run_ledger_facts(keys: Iterable[RunKey]) -> dict[RunKey, RunLedgerFacts]:
+    """RunLedgerFacts of many runs: a fixed number of queries (per 900 run ids), whatever the
+    number of runs (the rollup of a month, a page of the runs list, a team's trend)."""
+    keys = list(keys)
+    if not keys:
+        return {}
+    team_q = _team_q(k.team_id for k in keys)
+    totals: dict[tuple[int | None, str], list[_PeriodTotal]] = defaultdict(list)
+    seconds: dict[tuple[int | None, str], list[tuple[date, str, Decimal]]] = defaultdict(list)
+    for chunk in _chunks(k.run_id for k in keys):
+        for row in (
+            RunCost.objects.filter(team_q, run_id__in=chunk)
+            .order_by()
+            .values_list("team_id", "run_id", "billing_currency", "billing_period")
+            .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
+        ):
+            team_id, run_id, currency, period, cost, total_seconds = row
+            totals[(team_id, run_id)].append(
+                _PeriodTotal(
+                    currency, period, Decimal(str(cost or 0)), Decimal(str(total_seconds or 0))
+                )
+            )
+        for team_id, run_id, period, node, node_seconds in (
+            AllocatedCost.objects.filter(team_q, run_id__in=chunk, gpu_seconds__gt=0)
+            .exclude(node="")
+            .order_by()
+            .values_list("team_id", "run_id", "billing_period", "node")
+            .annotate(seconds=Sum("gpu_seconds"))
+        ):
+            seconds[(team_id, run_id)].append((period, node, Decimal(node_seconds)))
+    ledgers: dict[RunKey, _LedgerTotals] = {}
+    per_node: dict[RunKey, dict[str, Decimal]] = {}
+    for key in keys:
+        ledger = _ledger_of(key, totals.get((key.team_id, key.run_id), []))
+        ledgers[key] = ledger
+        months = set(ledger.months)
+        by_node: dict[str, Decimal] = defaultdict(Decimal)
+        for period, node, node_seconds in seconds.get((key.team_id, key.run_id), []):
+            if period in months:
+                by_node[node] += node_seconds
+        per_node[key] = dict(by_node)
+    every_month = sorted({m for ledger in ledgers.values() for m in ledger.months})
+    models = _node_models({n for by_node in per_node.values() for n in by_node}, every_month)
+    return {
+        key: RunLedgerFacts(
+            ledgers[key], per_node[key], {n: models[n] for n in per_node[key] if n in models}
         )
-        .exclude(node="")
-        .order_by()
-        .values("node")
-        .annotate(seconds=Sum("gpu_seconds"))
-    )
-    return {r["node"]: Decimal(r["seconds"]) for r in rows}
+        for key in keys
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _PeriodTotal:
+    currency: str
+    month: date
+    cost: Decimal
+    seconds: Decimal
+
+
+def _ledger_of(key: RunKey, rows: list[_PeriodTotal]) -> _LedgerTotals:
+    """The run's totals over its months (cost None when it has cost in several currencies)."""
+    currencies = {r.currency for r in rows}
+    cost = sum((r.cost for r in rows), Decimal(0)) if currencies == {key.currency} else None
+    total = sum((r.seconds for r in rows), Decimal(0))
+    return _LedgerTotals(cost=cost, gpu_seconds=total, months=sorted({r.month for r in rows}))
 
 
 def _node_models(nodes: Iterable[str], months: list[date]) -> dict[str, str]:
     """The GPU model of each node, from its line items (x_GpuModel, the instance catalogue)."""
     names = set(nodes)
-    lines = (
-        CostLineItem.objects.settled()
-        .filter(billing_period__in=months)
-        .filter(Q(resource_name__in=names) | Q(resource_id__in=names))
-        .values_list("resource_name", "resource_id", "x_instance_type", "x_gpu_count",
-                     "x_gpu_model", "sku_id", "resource_type")
-        .distinct()
-        .order_by()
-    )  # fmt: skip
     models: dict[str, str] = {}
-    for name, resource_id, x_type, x_count, x_model, sku, res_type in lines:
-        spec = line_gpu_spec(
-            x_instance_type=x_type, x_gpu_count=x_count, x_gpu_model=x_model, sku_id=sku,
-            resource_type=res_type,
+    if not names or not months:
+        return models
+    for chunk in _chunks(names):
+        lines = (
+            CostLineItem.objects.settled()
+            .filter(billing_period__in=months)
+            .filter(Q(resource_name__in=chunk) | Q(resource_id__in=chunk))
+            .values_list("resource_name", "resource_id", "x_instance_type", "x_gpu_count",
+                         "x_gpu_model", "sku_id", "resource_type")
+            .distinct()
+            .order_by()
         )  # fmt: skip
-        if spec is None or not spec.model:
-            continue
-        for node in (name, resource_id):
-            if node in names:
-                models.setdefault(node, spec.model)
+        for name, resource_id, x_type, x_count, x_model, sku, res_type in lines:
+            spec = line_gpu_spec(
+                x_instance_type=x_type, x_gpu_count=x_count, x_gpu_model=x_model, sku_id=sku,
+                resource_type=res_type,
+            )  # fmt: skip
+            if spec is None or not spec.model:
+                continue
+            for node in (name, resource_id):
+                if node in names:
+                    models.setdefault(node, spec.model)
     return models
 
 
@@ -152,13 +219,11 @@ class _Peak:
     gpu_model: str
 
 
-def _peak(key: RunKey, months: list[date], dtype: str) -> _Peak:
-    seconds = _node_seconds(key, months)
-    models = _node_models(seconds, months)
+def _peak(facts: RunLedgerFacts, dtype: str) -> _Peak:
     by_model: dict[str, Decimal] = defaultdict(Decimal)
     peaks: dict[str, PeakFlops | None] = {}
-    for node, node_seconds in seconds.items():
-        model = models.get(node, "")
+    for node, node_seconds in facts.node_seconds.items():
+        model = facts.node_models.get(node, "")
         family = gpu_family(model) or model or "unknown"
         by_model[family] += node_seconds
         peaks[family] = peak_flops(model, dtype) if model else None
@@ -174,10 +239,12 @@ def _peak(key: RunKey, months: list[date], dtype: str) -> _Peak:
     return _Peak(capacity, _round(_CTX.divide(capacity, total), Decimal(1)), sources, gpu_model)
 
 
-def run_efficiency_of(key: RunKey, progress: RunProgress) -> RunEfficiency:
-    ledger = _ledger_totals(key)
+def efficiency_from(key: RunKey, progress: RunProgress, facts: RunLedgerFacts) -> RunEfficiency:
+    """The formula (pure): a run's metrics and its ledger facts in, its efficiency out. The
+    read-time selectors and the stored rollup (finops.economics) both call this."""
+    ledger = facts.ledger
     tokens, samples = progress.useful_tokens, progress.useful_samples
-    peak = _peak(key, ledger.months, progress.dtype)
+    peak = _peak(facts, progress.dtype)
     fpt = progress.flops_per_token
     mfu = None
     if peak.capacity and fpt and tokens is not None:
@@ -202,7 +269,12 @@ def run_efficiency_of(key: RunKey, progress: RunProgress) -> RunEfficiency:
         peak_source=peak.source,
         gpu_model=peak.gpu_model,
         dtype=progress.dtype,
+        gpu_seconds=ledger.gpu_seconds,
     )
+
+
+def run_efficiency_of(key: RunKey, progress: RunProgress) -> RunEfficiency:
+    return efficiency_from(key, progress, run_ledger_facts([key])[key])
 
 
 def run_efficiency(key: RunKey) -> RunEfficiency | None:
@@ -211,18 +283,23 @@ def run_efficiency(key: RunKey) -> RunEfficiency | None:
 
 
 def run_efficiencies(keys: Iterable[RunKey]) -> dict[RunKey, RunEfficiency | None]:
-    """Efficiency of each run (None: no metrics). One query for runs without metrics (a page
-    of the runs list); a few per run that has them."""
+    """Efficiency of each run (None: no metrics). A fixed number of queries however many runs
+    (the metrics points of the runs that have them, their ledger facts)."""
     keys = list(keys)
     runs = training_runs_matching((k.team_slug, k.run_id) for k in keys)
+    progresses = run_progresses(runs.values())
     result: dict[RunKey, RunEfficiency | None] = {}
+    measured: list[tuple[RunKey, RunProgress]] = []
     for key in keys:
         run = runs.get((key.team_slug, key.run_id))
-        progress = run_progress(run) if run is not None else None
+        progress = progresses.get(run.pk) if run is not None else None
         if progress is None or not progress.points:
             result[key] = None
             continue
-        result[key] = run_efficiency_of(key, progress)
+        measured.append((key, progress))
+    facts = run_ledger_facts(k for k, _ in measured)
+    for key, progress in measured:
+        result[key] = efficiency_from(key, progress, facts[key])
     return result
 
 

@@ -20,6 +20,7 @@ from billing_ingest.services.batches import (
 )
 from finops.core.errors import ImportFormatError
 from finops.core.months import month_format
+from finops.core.pipeline_wake import economics_refresh_send
 from finops.core.queue import task_send
 from finops.org.models import Team
 from finops.org.services import data_version_bump
@@ -100,11 +101,13 @@ def metrics_batch_ingest(*, batch_id: int) -> ImportBatch:
     if not import_batch_claim(batch_id=batch_id):
         return ImportBatch.objects.get(id=batch_id)
     batch = ImportBatch.objects.get(id=batch_id)
+    run_ids: list[str] = []
     try:
         root = Path(batch.file_name)
         parse = metrics_parser(batch.format)
         options = _options(batch)
         files = {str(path): parse(path, options, str(path)) for path in billing_paths(root)}
+        run_ids = sorted({row.run_id for parsed in files.values() for row in parsed.rows})
         with transaction.atomic():
             rows = sum(_file_write(batch, name, parsed) for name, parsed in files.items())
             TrainingRun.objects.filter(points__isnull=True).delete()
@@ -123,6 +126,9 @@ def metrics_batch_ingest(*, batch_id: int) -> ImportBatch:
         import_batch_fail(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}")
         raise
     batch.refresh_from_db()
+    if batch.status == ImportBatch.Status.SUCCEEDED:
+        # Only the runs the files name: a month's other runs did not change.
+        economics_refresh_send(list(batch.billing_periods or []), run_ids=run_ids)
     return batch
 
 

@@ -6,7 +6,8 @@ whole-run figures (every month and attempt: selectors.run_efficiency), so a run 
 months is counted once. Per month and currency, over the runs that have metrics:
 - useful tokens and their cost: the sums; $/1M tokens = cost / tokens x 10^6;
 - MFU: the GPU-hour weighted mean of the runs' MFU (runs without one left out);
-- the best and worst run by $/1M tokens.
+- the best and worst run by $/1M tokens (runs whose GPU-hours carry no amortised cost, e.g.
+  covered by a commitment whose fee is billed apart, are not ranked).
 Runs without metrics are counted apart (`runs_without_metrics`): their cost bought nothing the
 ledger can measure.
 """
@@ -73,14 +74,21 @@ class TeamMonthEfficiency:
             self.cost_per_million_tokens = per.quantize(MONEY, context=_CTX)
         if self._mfu_hours:
             self.mfu = _CTX.divide(self._mfu_weighted, self._mfu_hours).quantize(RATIO)
-        ranked = sorted(self._figures, key=lambda f: (f.cost_per_million_tokens, f.run_id))
+        # A run whose GPU-hours carry no amortised cost (hours covered by a commitment whose fee
+        # the bill keeps on fee lines, not on the nodes: GCP's CUD) is not the best run at
+        # 0.00 per 1M tokens: its cost is elsewhere. It still counts in the month's sums.
+        ranked = sorted(
+            (f for f in self._figures if f.cost_per_million_tokens > 0),
+            key=lambda f: (f.cost_per_million_tokens, f.run_id),
+        )
         self.best = ranked[0] if ranked else None
         self.worst = ranked[-1] if len(ranked) > 1 else None
         return self
 
 
 def team_efficiency_by_month(*, team: Team, months: list[date]) -> list[TeamMonthEfficiency]:
-    """One row per month (of `months`) and currency in which the team's training runs ended."""
+    """One row per month (of `months`) and currency in which the team's training runs ended,
+    computed at read time (finops.economics reads the same from its stored rollup)."""
     wanted = set(months)
     ends = (
         RunCost.objects.filter(team=team, category=Category.TRAINING)
@@ -93,10 +101,19 @@ def team_efficiency_by_month(*, team: Team, months: list[date]) -> list[TeamMont
         for row in ends
         if row["last"] in wanted
     }
+    return team_efficiency_rows(keys, run_efficiencies(keys))
+
+
+def team_efficiency_rows(
+    ends: dict[RunKey, date], efficiencies: dict[RunKey, RunEfficiency | None]
+) -> list[TeamMonthEfficiency]:
+    """The trend's rows from each run's last month (`ends`) and whole-run efficiency (None: no
+    metrics): pure, shared by the read-time and the stored rollup's trend."""
     rows: dict[tuple[date, str], TeamMonthEfficiency] = {}
     without: dict[tuple[date, str], int] = defaultdict(int)
-    for key, e in run_efficiencies(keys).items():
-        slot = (keys[key], key.currency)
+    for key in sorted(ends, key=lambda k: (k.run_id, k.currency)):
+        e = efficiencies.get(key)
+        slot = (ends[key], key.currency)
         if e is None:
             without[slot] += 1
             continue

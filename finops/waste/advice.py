@@ -32,14 +32,13 @@ from finops.waste.attempts import run_attempts, run_metrics
 from finops.waste.causes import INTERRUPTED_STATES
 from finops.waste.selectors import run_waste_of, waste_settings
 
-DEFAULT_CHECKPOINT_WRITE_MINUTES = Decimal(2)
 _CTX = Context(prec=40)
 _MINUTES = Decimal(60)
 
 
 def checkpoint_write_minutes() -> Decimal:
-    value = getattr(django_settings, "FINOPS_CHECKPOINT_WRITE_MINUTES", None)
-    return Decimal(str(value)) if value is not None else DEFAULT_CHECKPOINT_WRITE_MINUTES
+    """The setting FINOPS_CHECKPOINT_WRITE_MINUTES (finops/settings.py, default 2)."""
+    return Decimal(str(django_settings.FINOPS_CHECKPOINT_WRITE_MINUTES))
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from django.db.models import Q
 
-from billing_ingest.models import JobGpuUtilisation, JobRecord
+from billing_ingest.models import JobGpuUtilisation, JobRecord, job_gpus_exact
 from finops.attribution.models import AllocatedCost, ChargeBasis
 from finops.core.money import MoneySum
 from finops.run_metrics.models import RunMetricPoint
@@ -55,7 +55,21 @@ def _sort_key(a: Attempt) -> tuple[bool, dt.datetime, str, int]:
     return (a.start is None, a.start or dt.datetime.min.replace(tzinfo=dt.UTC), a.job_id, a.attempt)
 
 
-def _utilisations(jobs: Iterable[JobRecord]) -> dict[tuple[str, str], Fraction]:
+@dataclass(frozen=True, slots=True)
+class _JobRow:
+    pk: int
+    cluster: str
+    job_id: str
+    attempt: int
+    state: str
+    start: dt.datetime | None
+    end: dt.datetime | None
+    gpus: Decimal
+    gpu_numerator: int | None
+    gpu_denominator: int | None
+
+
+def _utilisations(jobs: Iterable[_JobRow]) -> dict[tuple[str, str], Fraction]:
     """Measured utilisation of each job charged as requested (on a `used` cluster the job was
     charged only what it used, and the rest is its node's idle, not the run's). One query."""
     jobs = list(jobs)
@@ -95,10 +109,15 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
             continue
         by_month = costs[key].setdefault(row["job_id"], {})
         by_month[row["billing_period"]] = Decimal(row["cost"] or 0)
-    job_ids = {pk for per_job in costs.values() for pk in per_job}
-    fields = ("cluster", "job_id", "attempt", "state", "start", "end", "gpus", "gpu_numerator",
-              "gpu_denominator")  # fmt: skip
-    jobs = JobRecord.objects.only(*fields).in_bulk(job_ids)
+    job_ids = sorted({pk for per_job in costs.values() for pk in per_job})
+    # Plain rows, not model instances (a month's runs have tens of thousands of attempts).
+    jobs: dict[int, _JobRow] = {}
+    for start in range(0, len(job_ids), 900):
+        for job_row in JobRecord.objects.filter(pk__in=job_ids[start : start + 900]).values_list(
+            "pk", "cluster", "job_id", "attempt", "state", "start", "end", "gpus",
+            "gpu_numerator", "gpu_denominator",
+        ):  # fmt: skip
+            jobs[job_row[0]] = _JobRow(*job_row)
     utilisation = _utilisations(jobs.values())
     result: dict[RunKey, list[Attempt]] = {key: [] for key in keys}
     for key, per_job in costs.items():
@@ -116,10 +135,13 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
                     start=job.start,
                     end=job.end,
                     utilisation=utilisation.get((job.cluster, job.job_id)),
-                    gpus=job.exact_gpus(),
+                    gpus=job_gpus_exact(
+                        gpus=job.gpus, numerator=job.gpu_numerator,
+                        denominator=job.gpu_denominator,
+                    ),
                     cost_by_month=by_month,
                 )
-            )
+            )  # fmt: skip
         result[key].sort(key=_sort_key)
     return result
 

@@ -121,9 +121,14 @@ def _clamp(value: Fraction) -> Fraction:
 
 
 def attempt_shares(
-    attempts: Iterable[AttemptTimes], *, metrics: Metrics | None, settings: Settings
+    attempts: Iterable[AttemptTimes],
+    *,
+    metrics: Metrics | None,
+    settings: Settings,
+    only: set[int] | None = None,
 ) -> list[AttemptShares]:
-    """The share of each cause in each attempt's cost. `attempts` are the run's, any order.
+    """The share of each cause in each attempt's cost. `attempts` are the run's, any order;
+    with `only`, the shares of those attempts (by pk), still judged against all of them.
 
     Attempts of a run may run side by side (a job array's tasks): an interrupted attempt is
     resumed when an attempt of the run starts at or after its end, and an attempt resumes the
@@ -131,6 +136,8 @@ def attempt_shares(
     ordered = sorted(attempts, key=lambda a: (a.start is None, a.start or _EARLIEST, a.pk))
     result: list[AttemptShares] = []
     for attempt in ordered:
+        if only is not None and attempt.pk not in only:
+            continue
         before = [
             a for a in ordered if a.end is not None and attempt.start and a.end <= attempt.start
         ]

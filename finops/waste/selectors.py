@@ -77,7 +77,11 @@ def run_waste_of(
     settings: Settings,
     month: dt.date | None = None,
 ) -> RunWaste:
-    shares = attempt_shares((a.times() for a in attempts), metrics=metrics, settings=settings)
+    # A month's parts need the shares of its attempts only (judged against all of them).
+    only = None if month is None else {a.pk for a in attempts if month in a.cost_by_month}
+    shares = attempt_shares(
+        (a.times() for a in attempts), metrics=metrics, settings=settings, only=only
+    )
     by_pk = {s.pk: s for s in shares}
     total = WasteParts()
     rows: list[AttemptWaste] = []

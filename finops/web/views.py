@@ -27,11 +27,12 @@ from finops.attribution.selectors.dashboard import (
     overview_dashboard,
     team_daily_by_category,
 )
-from finops.attribution.selectors.filters import RunCostFilterSet
 from finops.attribution.selectors.idle_showback import IdleShowback, idle_showback
 from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
-from finops.core.months import month_format, month_parse
+from finops.core.months import month_add, month_format, month_parse
+from finops.economics.filters import RunFilterSet
+from finops.economics.selectors import team_efficiency_stored
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
@@ -161,7 +162,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     # A team the viewer may not see is indistinguishable from one that does not exist.
     team = get_object_or_404(team_list_visible(user=request.user), slug=slug)
     month, months = _resolve_month(request)
-    runs_filter = RunCostFilterSet(
+    runs_filter = RunFilterSet(
         data={"month": month_format(month), "team": team.slug},
         queryset=run_selectors.run_cost_list_visible(
             teams=team_list_visible(user=request.user), include_unowned=False
@@ -200,6 +201,10 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ],
         "energy": team_energy(team=team, month=month),
         "statuses": Recommendation.Status.choices,
+        # The six months up to this one, oldest first (a trend), from the stored rollup.
+        "efficiency": team_efficiency_stored(
+            team=team, months=[month_add(month, -i) for i in range(5, -1, -1)]
+        ),
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(

@@ -7,7 +7,10 @@ worked by hand in its docstring and comments:
   150.50, idle 120.00, unallocated 80.00 (USD), Azure unallocated 50 EUR.
 - invoiced (BilledCost): AWS 111111111111 1200.00 + 200.25 = 1400.25 USD, GCP billing-1 300.125
   USD, Azure az-1 50 EUR.
-- waste: vision's run llama/7b v2 100.00 (its failed attempt), speech 0.
+- waste by cause (the stored run economics, finops.economics, refreshed as the pipeline does
+  after attribution): vision's run llama/7b v2 abandoned 100.00 (its FAILED attempt 5002, which
+  no attempt of the run started after: never resumed), every other cause 0; speech's asr-1
+  (COMPLETED) 0 for every cause.
 """
 
 from __future__ import annotations
@@ -26,10 +29,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from pytest_django import DjangoCaptureOnCommitCallbacks
 from rest_framework.test import APIClient
 
-from billing_ingest.models import ImportBatch
-from finops.attribution.models import AttributionRun, TeamDailyCost
+from billing_ingest.models import CostLineItem, ImportBatch
+from finops.attribution.models import AllocatedCost, AttributionRun, TeamDailyCost
 from finops.budgets.models import Budget, BudgetEvaluation
 from finops.budgets.services import budget_evaluation_refresh
+from finops.economics.services import economics_refresh
 from finops.org.models import Team
 from finops.org.services import data_version_bump
 from finops.tokens.services import api_token_create
@@ -78,6 +82,7 @@ def budget(scenario: Scenario, team: Team) -> Budget:
 def test_finance_scrape_parses_and_carries_the_hand_worked_figures(
     scenario: Scenario, budget: Budget, finance_key: str
 ) -> None:
+    economics_refresh(month=dt.date(2025, 9, 1))
     text, samples = _scrape(finance_key)
 
     assert _of(samples, "finops_amortised_cost") == {
@@ -107,8 +112,15 @@ def test_finance_scrape_parses_and_carries_the_hand_worked_figures(
         ("GCP", "billing-1", "USD"): 300.125,
         ("Azure", "az-1", "EUR"): 50.0,
     }
-    waste = {dict(k)["team"]: v for k, v in _of(samples, "finops_waste_cost").items()}
-    assert waste == {"vision": 100.0, "speech": 0.0}
+    waste = {
+        (dict(k)["team"], dict(k)["cause"]): v for k, v in _of(samples, "finops_waste_cost").items()
+    }
+    causes = ("rework", "restart", "abandoned", "cancelled", "idle_in_allocation")
+    assert waste == {
+        **{("vision", c): 0.0 for c in causes},
+        ("vision", "abandoned"): 100.0,
+        **{("speech", c): 0.0 for c in causes},
+    }
 
     evaluation = BudgetEvaluation.objects.get(budget=budget)
     labels = frozenset(
@@ -220,6 +232,12 @@ def test_every_metric_and_label_the_grafana_dashboard_uses_is_exposed(
         finished_at=dt.datetime(2025, 10, 2, tzinfo=dt.UTC),
     )
     ImportBatch.objects.update(finished_at=dt.datetime(2025, 10, 1, tzinfo=dt.UTC))
+    # The jobs ran on an AWS H100 node in us-east-1: their energy is estimated from its power.
+    AllocatedCost.objects.filter(job__isnull=False).update(node="gpu-node-01")
+    CostLineItem.objects.filter(provider_name="AWS").update(
+        resource_name="gpu-node-01", x_instance_type="p5.48xlarge", region_id="us-east-1"
+    )
+    economics_refresh(month=dt.date(2025, 9, 1))  # the pipeline's step after attribution
     _, samples = _scrape(finance_key)
     exposed: dict[str, set[str]] = {}
     for name, pairs in samples:

@@ -71,7 +71,7 @@ def _ingest(path: Path, *extra: str) -> None:
 
 
 def test_the_steps_are_declared_once_in_order_and_each_takes_month_and_run_id() -> None:
-    assert [s.key for s in STEPS][:2] == ["attribute", "endpoint_costs"]
+    assert [s.key for s in STEPS][:3] == ["attribute", "run_economics", "endpoint_costs"]
     for step in STEPS:
         task = import_string(step.task)
         assert task.name in celery_app.tasks
@@ -184,8 +184,8 @@ def test_a_failing_step_fails_the_run_skips_the_rest_and_keeps_the_ledger(
     assert run.error.startswith("step attribute: ConservationError")
     steps = dict(run.steps.values_list("key", "status"))
     later = {
-        "endpoint_costs": "skipped", "budgets": "skipped", "anomalies": "skipped",
-        "recommendations": "skipped",
+        "run_economics": "skipped", "endpoint_costs": "skipped", "budgets": "skipped",
+        "anomalies": "skipped", "recommendations": "skipped",
     }  # fmt: skip
     assert steps == {"attribute": "failed", **later}
     assert run.steps.get(key="attribute").attempts == 1  # not transient: not retried
@@ -257,6 +257,7 @@ def test_the_watchdog_fails_what_a_dead_worker_left_and_runs_the_pipeline_again(
     assert dead.error.startswith(f"step attribute: worker died / no heartbeat since {long_ago:%Y}")
     assert dict(dead.steps.values_list("key", "status")) == {
         "attribute": "failed",
+        "run_economics": "skipped",
         "endpoint_costs": "skipped",
         "budgets": "skipped",
         "anomalies": "skipped",

@@ -25,6 +25,7 @@ MAY = dt.date(2025, 5, 1)
 def test_the_steps_in_order() -> None:
     assert [s.key for s in STEPS] == [
         "attribute",
+        "run_economics",
         "endpoint_costs",
         "budgets",
         "anomalies",

@@ -47,6 +47,8 @@ def test_every_project_task_is_on_a_consumed_queue() -> None:
         ("finops.inference.tasks.ingest_inference_batch", "ingest"),
         ("finops.attribution.tasks.attribute_month", "attribution"),
         ("finops.inference.tasks.rebuild_endpoint_costs", "attribution"),
+        ("finops.economics.tasks.refresh_run_economics", "attribution"),
+        ("finops.economics.tasks.refresh_run_economics_of_runs", "attribution"),
         ("finops.anomalies.tasks.detect_anomalies_for_month", "attribution"),
         ("finops.notifications.tasks.send_notification", "notifications"),
         ("finops.notifications.tasks.resend_unsent_notifications", "notifications"),

@@ -17,6 +17,9 @@ from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.attribution.selectors.ledger import month_conservation
 from finops.attribution.services import attribution_month_run
+from finops.economics.models import RunEconomics
+from finops.economics.selectors import row_waste
+from finops.economics.services import economics_refresh
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.causes import (
@@ -29,6 +32,7 @@ from finops.waste.causes import (
     parts_of,
 )
 from finops.waste.selectors import run_wastes, team_month_waste
+from tests.scenario_setup import economics_against_read_time
 from tests.strategies import BASE, JobSpec, jobs
 
 STATES = ["COMPLETED", "TIMEOUT", "RUNNING", "CANCELLED", "FAILED", "PREEMPTED", "NODE_FAIL",
@@ -176,6 +180,18 @@ def test_attributed_runs_waste_within_their_cost_and_the_ledger_conserves(
         assert sum(values) <= waste.cost, (key, waste.parts, waste.cost)
     for row in team_month_waste(month=MONTH, teams=Team.objects.all(), include_unowned=True):
         assert 0 <= row.parts.total + row.parts.cancelled <= row.cost, row
+    # Through the stored rollup (the pipeline's step after attribution): each row's parts are
+    # >= 0, within the row's cost, and add up to the run's read-time parts.
+    economics_refresh(month=MONTH)
+    stored = list(RunEconomics.objects.all())
+    assert len(stored) == RunCost.objects.filter(billing_period=MONTH).count()
+    for economics in stored:
+        parts = row_waste(economics)
+        values = [getattr(parts, cause) for cause in CAUSES]
+        assert all(v >= 0 for v in values), economics
+        assert sum(values) <= economics.cost, (economics, parts)
+        assert economics.waste_total == parts.total
+    economics_against_read_time()
 
 
 def _at(minutes: int) -> dt.datetime:

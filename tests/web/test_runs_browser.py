@@ -14,6 +14,7 @@ from django.urls import reverse
 from pytest_django import DjangoAssertNumQueries
 
 from finops.attribution.models import Category, RunCost
+from finops.economics.models import RunEconomics
 from finops.org.models import Team
 from finops.pricing.recommendations import recommendations_refresh
 from tests.factories import (
@@ -213,3 +214,78 @@ TEAM_QUERIES = 28 + 2 * WASTE_CARD_QUERIES + WASTE_PAGE_QUERIES
 # The pricing comparison, the run's spot advice, its attempts' waste and the energy of the run
 # (the ledger by job and node; with jobs, a fixed few more: finops/energy/selectors.energies).
 RUN_QUERIES = 16 + WASTE_CARD_QUERIES
+
+
+def _store(run_id: str, **values: Any) -> None:
+    """A stored run-economics row (finops.economics) for the month's rollup of `run_id`, as
+    the pipeline's step writes it (waste_total the sum of the parts given)."""
+    run = RunCost.objects.get(run_id=run_id, billing_period=SEP)
+    parts = ("waste_rework", "waste_restart", "waste_abandoned", "waste_idle")
+    values["waste_total"] = sum((values.get(p, Decimal(0)) for p in parts), Decimal(0))
+    RunEconomics.objects.create(
+        billing_period=SEP, team_id=run.team_id, run_id=run.run_id, cluster=run.cluster,
+        currency=run.billing_currency, category=run.category, cost=run.cost, **values,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def stored(runs: None) -> None:
+    """waste: a 5 (abandoned), b 0, c 1 (idle), d 20 (rework 15, estimated, + restart 5), e 3
+    (idle); per 1M tokens: a 2, c 0.5, d 1 (b, e no metrics); MFU: a 30 %, c 45 %, d 10 %;
+    GPU kWh: a 10, b 2, c 50, e 7 (d none)."""
+    _store("a-vision", waste_abandoned=Decimal(5), has_metrics=True, mfu=Decimal("0.3"),
+           cost_per_million_tokens=Decimal(2), gpu_kwh=Decimal(10))  # fmt: skip
+    _store("b-vision", gpu_kwh=Decimal(2))
+    _store("c-speech", waste_idle=Decimal(1), has_metrics=True, mfu=Decimal("0.45"),
+           cost_per_million_tokens=Decimal("0.5"), gpu_kwh=Decimal(50))  # fmt: skip
+    _store("d-vision", waste_rework=Decimal(15), waste_restart=Decimal(5),
+           waste_estimated="rework", has_metrics=True, mfu=Decimal("0.1"),
+           cost_per_million_tokens=Decimal(1))  # fmt: skip
+    _store("e-speech", waste_idle=Decimal(3), gpu_kwh=Decimal(7))
+
+
+@pytest.mark.parametrize(
+    ("ordering", "expected"),
+    [
+        ("-waste", ["d-vision", "a-vision", "e-speech", "c-speech", "b-vision"]),
+        ("waste", ["b-vision", "c-speech", "e-speech", "a-vision", "d-vision"]),
+        # Runs without metrics last either way, by cost (e 30 before b 10).
+        ("cost_per_million_tokens", ["c-speech", "d-vision", "a-vision", "e-speech", "b-vision"]),
+        ("-cost_per_million_tokens", ["a-vision", "d-vision", "c-speech", "e-speech", "b-vision"]),
+        ("-mfu", ["c-speech", "a-vision", "d-vision", "e-speech", "b-vision"]),
+        ("-kwh", ["c-speech", "a-vision", "e-speech", "b-vision", "d-vision"]),
+    ],
+)
+def test_sorts_by_the_stored_run_economics_page_and_api_alike(
+    finance_client: Client, stored: None, ordering: str, expected: list[str]
+) -> None:
+    assert _run_ids(_page(finance_client, ordering=ordering)) == expected
+    assert _api_ids(finance_client, ordering=ordering) == expected
+
+
+def test_a_run_no_team_owns_sorts_by_its_own_stored_figures(
+    finance_client: Client, stored: None
+) -> None:
+    RunCostFactory.create(team=None, run_id="z-nobody", cost=Decimal(1))
+    _store("z-nobody", waste_abandoned=Decimal(100))
+    assert _api_ids(finance_client, ordering="-waste")[:2] == ["z-nobody", "d-vision"]
+
+
+def test_the_runs_that_waste_most_head_the_page_with_cause_and_fix(
+    finance_client: Client, stored: None
+) -> None:
+    html = _page(finance_client)
+    table = match(r'data-testid="runs-wasting-most">(.*?)</table>', html).group(1)
+    rows = re.findall(r'<tr data-testid="wasting-row">(.*?)</tr>', table)
+    assert [match(r"<a [^>]*>(.*?)</a>", r).group(1) for r in rows] == [
+        "d-vision", "a-vision", "e-speech", "c-speech",
+    ]  # fmt: skip
+    # d: 20 of its 100 USD, mostly rework (an estimate), and what to change.
+    assert "20.00 USD*" in rows[0]
+    assert "20.0 %" in rows[0]
+    assert "rework (estimated)" in rows[0]
+    assert "checkpoint more often" in rows[0]
+    assert "abandoned" in rows[1]
+    # The old "Failed attempts" column is gone from the page (the API keeps wasted_cost).
+    assert "Failed attempts" not in html
+    assert 'data-testid="sort-waste"' in html

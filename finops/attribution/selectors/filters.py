@@ -78,15 +78,20 @@ def run_costs_sortable(queryset: QuerySet[RunCost]) -> QuerySet[RunCost]:
 
 
 class RunOrderingFilter(django_filters.OrderingFilter):
-    """Sorts by one of ORDERING_FIELDS; ties by cost, then run id, so pages never overlap."""
+    """Sorts by one of its sort keys (default ORDERING_FIELDS: name -> annotation); ties by
+    cost, then run id, so pages never overlap."""
+
+    def __init__(self, *args: Any, sort_keys: dict[str, str] | None = None, **kwargs: Any) -> None:
+        self.sort_keys = sort_keys or ORDERING_FIELDS
+        super().__init__(*args, **kwargs)
 
     def filter(self, qs: QuerySet[RunCost], value: Any) -> QuerySet[RunCost]:
-        orderings = [v for v in (value or []) if v.lstrip("-") in ORDERING_FIELDS]
+        orderings = [v for v in (value or []) if v.lstrip("-") in self.sort_keys]
         if not orderings:
             return qs
         keys = []
         for name in orderings:
-            field = F(ORDERING_FIELDS[name.lstrip("-")])
+            field = F(self.sort_keys[name.lstrip("-")])
             desc = name.startswith("-")
             keys.append(field.desc(nulls_last=True) if desc else field.asc(nulls_last=True))
         return qs.order_by(*keys, F("sort_cost").desc(), "run_id", "id")

@@ -240,10 +240,13 @@ class Command(BaseCommand):
             ):  # fmt: skip
                 if plans is None:
                     self._print_files(built.files, built)
-                self._month_ingest(built)
-                aws_rows = built.aws_rows or aws_rows
+                # Metrics first (kept until their jobs are in the ledger): the month's
+                # attribution then stores their run economics once (finops.economics), instead
+                # of every metrics file refreshing the attributed month's runs again.
                 for file in built.metrics:
                     self._metrics_ingest(file)
+                self._month_ingest(built)
+                aws_rows = built.aws_rows or aws_rows
                 metrics_files.extend(built.metrics)
                 self._print_month(built)
             if restated is not None and aws_rows:

@@ -1,0 +1,93 @@
+"""The stored run-economics rollup (issues 30, 31, 32): one row per run rollup (RunCost: month,
+team, run id, cluster, currency).
+
+Why one row per RunCost row: the runs browser lists RunCost rows and sorts them; a row with the
+same natural key is one unique-index lookup per listed run (no foreign key: the attribution
+ledger replaces its RunCost rows in bulk, and must not have to know about this table). The
+month-bound figures (waste by cause of the attempts on this cluster in this month, GPU and
+facility kWh, kg CO2e) are this row's; the efficiency figures are the whole run's (every month,
+cluster and attempt, as finops.run_metrics.selectors computes them), repeated on each of its
+rows and refreshed on all of them whenever one of its months is rolled up.
+
+Written only by finops.economics.services.economics_refresh (a pipeline step after attribution,
+and after run metrics or energy are imported for a month); every figure is the one the
+read-time selectors give for the same data.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+from finops.core.money import money_field
+from finops.core.months import month_format
+from finops.org.models import Team
+
+
+class RunEconomics(models.Model):
+    billing_period = models.DateField()
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False
+    )
+    run_id = models.CharField(max_length=500)
+    cluster = models.CharField(max_length=100, blank=True)
+    currency = models.CharField(max_length=3)
+    category = models.CharField(max_length=16)
+    # This row's cost (RunCost.cost), for shares.
+    cost = money_field()
+
+    # Waste by cause of this cluster's attempts in this month (finops.waste), rounded down to
+    # the money quantum; waste_total = rework + restart + abandoned + idle (cancelled apart).
+    waste_rework = money_field(default=0)
+    waste_restart = money_field(default=0)
+    waste_abandoned = money_field(default=0)
+    waste_cancelled = money_field(default=0)
+    waste_idle = money_field(default=0)
+    waste_total = money_field(default=0)
+    # Causes whose part is an estimate (comma separated, in finops.waste.causes.CAUSES order).
+    waste_estimated = models.CharField(max_length=100, blank=True)
+
+    # Energy of this cluster's attempts in this month (finops.energy.selectors); null: the run
+    # had no GPU time on a node in the ledger.
+    gpu_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    measured_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    estimated_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    facility_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    co2e_kg = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    energy_estimated = models.BooleanField(default=False)
+
+    # The whole run's efficiency (finops.run_metrics.selectors.RunEfficiency); has_metrics
+    # False: the run has no metrics and these are null.
+    has_metrics = models.BooleanField(default=False)
+    useful_tokens = models.BigIntegerField(null=True, blank=True)
+    samples = models.BigIntegerField(null=True, blank=True)
+    steps = models.BigIntegerField(null=True, blank=True)
+    run_cost = money_field(null=True, blank=True)
+    # The whole run's GPU-seconds (the ledger's, exact); GPU-hours are these / 3600.
+    run_gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=0)
+    cost_per_million_tokens = money_field(null=True, blank=True)
+    cost_per_thousand_samples = money_field(null=True, blank=True)
+    tokens_per_gpu_hour = models.DecimalField(null=True, blank=True, max_digits=30,
+                                              decimal_places=6)  # fmt: skip
+    mfu = models.DecimalField(null=True, blank=True, max_digits=20, decimal_places=6)
+    flops_per_token = models.BigIntegerField(null=True, blank=True)
+    peak_flops_per_gpu = models.DecimalField(null=True, blank=True, max_digits=30,
+                                             decimal_places=0)  # fmt: skip
+    peak_source = models.TextField(blank=True)
+    gpu_model = models.CharField(max_length=200, blank=True)
+    dtype = models.CharField(max_length=16, blank=True)
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["billing_period", "team", "run_id", "cluster", "currency"],
+                name="unique_run_economics",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["team", "run_id", "currency"], name="runeconomics_run"),
+            models.Index(fields=["billing_period", "category", "team"], name="runeconomics_month"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {month_format(self.billing_period)} {self.cluster} {self.currency}"

@@ -1,0 +1,189 @@
+"""Reads of the stored run-economics rollup (finops.economics.models.RunEconomics): a row's
+figures as the read-time types (WasteParts, RunEfficiency), so pages and the API show the same
+objects whichever way they were computed; the runs that waste most; sums for /metrics."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from decimal import Decimal
+
+from django.db.models import Max, QuerySet, Sum
+
+from finops.attribution.models import Category
+from finops.attribution.selectors.reporting import visible_to
+from finops.core.money import MoneySum
+from finops.economics.models import RunEconomics
+from finops.org.models import Team
+from finops.run_metrics.selectors import SECONDS_PER_HOUR, RunEfficiency, RunKey
+from finops.run_metrics.team_efficiency import TeamMonthEfficiency, team_efficiency_rows
+from finops.waste.causes import CAUSES, WasteParts
+
+# WasteParts attribute -> RunEconomics column.
+WASTE_COLUMNS = {
+    "rework": "waste_rework",
+    "restart": "waste_restart",
+    "abandoned": "waste_abandoned",
+    "cancelled": "waste_cancelled",
+    "idle_in_allocation": "waste_idle",
+}
+
+
+def row_waste(row: RunEconomics) -> WasteParts:
+    parts = WasteParts()
+    for cause, column in WASTE_COLUMNS.items():
+        setattr(parts, cause, Decimal(getattr(row, column)))
+    parts.estimated_causes = {c for c in row.waste_estimated.split(",") if c in CAUSES}
+    return parts
+
+
+def row_efficiency(row: RunEconomics) -> RunEfficiency | None:
+    """The whole run's efficiency as stored; None when the run has no metrics."""
+    if not row.has_metrics:
+        return None
+    seconds = Decimal(row.run_gpu_seconds)
+    return RunEfficiency(
+        useful_tokens=row.useful_tokens,
+        samples=row.samples,
+        steps=row.steps,
+        currency=row.currency,
+        cost=row.run_cost,
+        gpu_hours=seconds / SECONDS_PER_HOUR,
+        cost_per_million_tokens=row.cost_per_million_tokens,
+        cost_per_thousand_samples=row.cost_per_thousand_samples,
+        tokens_per_gpu_hour=row.tokens_per_gpu_hour,
+        mfu=row.mfu,
+        flops_per_token=row.flops_per_token,
+        peak_flops_per_gpu=row.peak_flops_per_gpu,
+        peak_source=row.peak_source,
+        gpu_model=row.gpu_model,
+        dtype=row.dtype,
+        gpu_seconds=seconds,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class WastefulRun:
+    """A run of the month's headline: its waste, the biggest cause, whether it is estimated."""
+
+    team: Team | None
+    run_id: str
+    cluster: str
+    currency: str
+    cost: Decimal
+    waste: WasteParts
+    cause: str
+
+    @property
+    def amount(self) -> Decimal:
+        return self.waste.total
+
+    @property
+    def share(self) -> Decimal | None:
+        """The waste's share of the row's cost (None: no cost)."""
+        return self.waste.total / self.cost if self.cost > 0 else None
+
+    @property
+    def cause_label(self) -> str:
+        return self.cause.replace("_", " ")
+
+
+def runs_wasting_most(
+    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool, limit: int = 5
+) -> list[WastefulRun]:
+    """The month's training runs with the most waste (rework + restart + abandoned + idle),
+    from the stored rollup: one query."""
+    rows = visible_to(
+        RunEconomics.objects.filter(billing_period=month, category=Category.TRAINING),
+        teams=teams,
+        include_unowned=include_unowned,
+    ).select_related("team")
+    ranked = sorted(
+        (r for r in rows if Decimal(r.waste_total) > 0),
+        key=lambda r: (-Decimal(r.waste_total), r.run_id, r.cluster, r.currency),
+    )[:limit]
+    found = []
+    for row in ranked:
+        parts = row_waste(row)
+        cause = max((c for c in CAUSES if c != "cancelled"), key=lambda c: (getattr(parts, c), c))
+        found.append(
+            WastefulRun(row.team, row.run_id, row.cluster, row.currency, row.cost, parts, cause)
+        )
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class WasteByCause:
+    team_slug: str | None
+    month: dt.date
+    currency: str
+    cause: str
+    amount: Decimal
+
+
+def waste_by_cause(*, months: list[dt.date], teams: QuerySet[Team] | None) -> list[WasteByCause]:
+    """Waste per team, month, currency and cause (cancelled included, as its own cause) from
+    the stored rollup: one query."""
+    rows = RunEconomics.objects.filter(billing_period__in=months)
+    if teams is not None:
+        rows = rows.filter(team__in=teams)
+    sums = (
+        rows.order_by()
+        .values_list("team__slug", "billing_period", "currency")
+        .annotate(**{cause: MoneySum(column) for cause, column in WASTE_COLUMNS.items()})
+    )
+    found = []
+    for team, month, currency, *amounts in sums:
+        for cause, amount in zip(WASTE_COLUMNS, amounts, strict=True):
+            found.append(WasteByCause(team, month, currency, cause, Decimal(amount or 0)))
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class EnergySum:
+    team_slug: str | None
+    month: dt.date
+    gpu_kwh: Decimal
+    facility_kwh: Decimal
+    co2e_kg: Decimal | None
+
+
+def energy_by_team(*, months: list[dt.date], teams: QuerySet[Team] | None) -> list[EnergySum]:
+    """GPU and facility kWh and kg CO2e per team and month from the stored rollup."""
+    rows = RunEconomics.objects.filter(billing_period__in=months, gpu_kwh__isnull=False)
+    if teams is not None:
+        rows = rows.filter(team__in=teams)
+    sums = (
+        rows.order_by()
+        .values_list("team__slug", "billing_period")
+        .annotate(gpu=Sum("gpu_kwh"), facility=Sum("facility_kwh"), co2e=Sum("co2e_kg"))
+    )
+    return [
+        EnergySum(team, month, Decimal(gpu or 0), Decimal(facility or 0),
+                  None if co2e is None else Decimal(co2e))
+        for team, month, gpu, facility, co2e in sums
+    ]  # fmt: skip
+
+
+def team_efficiency_stored(*, team: Team, months: list[dt.date]) -> list[TeamMonthEfficiency]:
+    """finops.run_metrics.team_efficiency.team_efficiency_by_month, read from the stored
+    rollup: each run counts in its last month with its whole-run efficiency. Two queries."""
+    wanted = set(months)
+    training = RunEconomics.objects.filter(team=team, category=Category.TRAINING)
+    ends = {
+        (row["run_id"], row["currency"]): row["last"]
+        for row in training.order_by()
+        .values("run_id", "currency")
+        .annotate(last=Max("billing_period"))
+        if row["last"] in wanted
+    }
+    keys: dict[RunKey, dt.date] = {}
+    found: dict[RunKey, RunEfficiency | None] = {}
+    for row in training.filter(billing_period__in=wanted).order_by("run_id", "cluster"):
+        if ends.get((row.run_id, row.currency)) != row.billing_period:
+            continue
+        key = RunKey(team.pk, team.slug, row.run_id, row.currency)
+        if key not in keys:
+            keys[key] = row.billing_period
+            found[key] = row_efficiency(row)
+    return team_efficiency_rows(keys, found)

@@ -1,0 +1,188 @@
+"""Writes the run-economics rollup (finops.economics.models.RunEconomics) of a month.
+
+economics_refresh(month) replaces the month's rows, one per RunCost row of the month, from the
+read-time formulas themselves (no copy of them here):
+- waste by cause: finops.waste.selectors.run_wastes(month=...) (the parts of this month), each
+  row the attempts on its cluster (as the runs browser's waste column sums them);
+- energy: finops.energy.selectors.energies over the month, per cluster (the ledger rows of the
+  cluster's jobs); a run with two currencies on one cluster has its energy on the first;
+- efficiency: finops.run_metrics.selectors.run_efficiencies (the whole run), written on the
+  month's rows and on the run's rows of its other months (they show the whole run too).
+A fixed number of queries for any number of runs (bulk reads, bulk writes; per 900 run ids).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Q
+
+from finops.attribution.models import RunCost
+from finops.economics.models import RunEconomics
+from finops.energy.selectors import RunEnergy, energies
+from finops.run_metrics.selectors import RunEfficiency, RunKey, run_efficiencies
+from finops.waste.causes import CAUSES, WasteParts
+from finops.waste.selectors import RunWaste, run_wastes
+
+# The efficiency columns, refreshed on every row of a run whenever one of its months is.
+EFFICIENCY_FIELDS = (
+    "has_metrics", "useful_tokens", "samples", "steps", "run_cost", "run_gpu_seconds",
+    "cost_per_million_tokens", "cost_per_thousand_samples", "tokens_per_gpu_hour", "mfu",
+    "flops_per_token", "peak_flops_per_gpu", "peak_source", "gpu_model", "dtype",
+)  # fmt: skip
+_CHUNK = 900
+
+
+_NO_METRICS: dict[str, Any] = {
+    "has_metrics": False, "useful_tokens": None, "samples": None, "steps": None,
+    "run_cost": None, "run_gpu_seconds": Decimal(0), "cost_per_million_tokens": None,
+    "cost_per_thousand_samples": None, "tokens_per_gpu_hour": None, "mfu": None,
+    "flops_per_token": None, "peak_flops_per_gpu": None, "peak_source": "", "gpu_model": "",
+    "dtype": "",
+}  # fmt: skip
+
+
+def _efficiency_values(e: RunEfficiency | None) -> dict[str, Any]:
+    if e is None:
+        return dict(_NO_METRICS)
+    return {
+        "has_metrics": True, "useful_tokens": e.useful_tokens, "samples": e.samples,
+        "steps": e.steps, "run_cost": e.cost, "run_gpu_seconds": e.gpu_seconds,
+        "cost_per_million_tokens": e.cost_per_million_tokens,
+        "cost_per_thousand_samples": e.cost_per_thousand_samples,
+        "tokens_per_gpu_hour": e.tokens_per_gpu_hour, "mfu": e.mfu,
+        "flops_per_token": e.flops_per_token, "peak_flops_per_gpu": e.peak_flops_per_gpu,
+        "peak_source": e.peak_source, "gpu_model": e.gpu_model, "dtype": e.dtype,
+    }  # fmt: skip
+
+
+def _waste_values(waste: RunWaste | None, cluster: str) -> dict[str, Any]:
+    parts = WasteParts()
+    for row in waste.attempts if waste is not None else []:
+        if row.attempt.cluster == cluster:
+            parts.add(row.parts)
+    return {
+        "waste_rework": parts.rework,
+        "waste_restart": parts.restart,
+        "waste_abandoned": parts.abandoned,
+        "waste_cancelled": parts.cancelled,
+        "waste_idle": parts.idle_in_allocation,
+        "waste_total": parts.total,
+        "waste_estimated": ",".join(c for c in CAUSES if c in parts.estimated_causes),
+    }
+
+
+def _energy_values(energy: RunEnergy | None) -> dict[str, Any]:
+    if energy is None:
+        return {}
+    return {
+        "gpu_kwh": energy.gpu_kwh,
+        "measured_kwh": energy.measured_kwh,
+        "estimated_kwh": energy.estimated_kwh,
+        "facility_kwh": energy.facility_kwh,
+        "co2e_kg": energy.co2e_kg,
+        "energy_estimated": energy.estimated,
+    }
+
+
+def _team_q(team_ids: set[int | None]) -> Q:
+    q = Q(team_id__in=sorted(t for t in team_ids if t is not None))
+    return q | Q(team__isnull=True) if None in team_ids else q
+
+
+def _month_energy(
+    month: dt.date, rollups: list[RunCost], run_ids: list[str] | None
+) -> dict[tuple[Any, ...], RunEnergy]:
+    """Energy per (team id, run id, cluster) of the month: energies() per cluster."""
+    found: dict[tuple[Any, ...], RunEnergy] = {}
+    for cluster in sorted({r.cluster for r in rollups}):
+        teams = {r.team_id for r in rollups if r.cluster == cluster}
+        selected = _team_q(teams) & Q(job__cluster=cluster)
+        if run_ids is not None:
+            selected &= Q(run_id__in=run_ids)
+        for (team_id, run_id), energy in energies(months=[month], runs=selected).items():
+            found[(team_id, run_id, cluster)] = energy
+    return found
+
+
+@transaction.atomic
+def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> dict[str, int]:
+    """Replace the month's RunEconomics rows (one per RunCost row) and refresh the efficiency
+    columns of the same runs' rows in other months. Idempotent. With `run_ids` (an import of
+    run metrics names its runs), only those runs' rows (of any team)."""
+    wanted = RunCost.objects.filter(billing_period=month)
+    stale = RunEconomics.objects.filter(billing_period=month)
+    if run_ids is not None:
+        run_ids = sorted(set(run_ids))
+        wanted, stale = wanted.filter(run_id__in=run_ids), stale.filter(run_id__in=run_ids)
+    rollups = list(
+        wanted.select_related("team").order_by("team_id", "run_id", "cluster", "billing_currency")
+    )
+    key_of = {
+        r.pk: RunKey(r.team_id, r.team.slug if r.team else "", r.run_id, r.billing_currency)
+        for r in rollups
+    }
+    keys = sorted(set(key_of.values()), key=lambda k: (k.team_slug, k.run_id, k.currency))
+    wastes = run_wastes(keys, month=month)
+    efficiencies = run_efficiencies(keys)
+    energy = _month_energy(month, rollups, run_ids)
+    energy_given: set[tuple[Any, ...]] = set()
+    rows = []
+    for rollup in rollups:
+        key = key_of[rollup.pk]
+        place = (rollup.team_id, rollup.run_id, rollup.cluster)
+        run_energy = None if place in energy_given else energy.get(place)
+        energy_given.add(place)
+        rows.append(
+            RunEconomics(
+                billing_period=month, team_id=rollup.team_id, run_id=rollup.run_id,
+                cluster=rollup.cluster, currency=rollup.billing_currency,
+                category=rollup.category, cost=rollup.cost,
+                **_waste_values(wastes.get(key), rollup.cluster),
+                **_energy_values(run_energy),
+                **_efficiency_values(efficiencies.get(key)),
+            )
+        )  # fmt: skip
+    stale.delete()
+    RunEconomics.objects.bulk_create(rows, batch_size=1000)
+    others = _refresh_other_months(month, efficiencies)
+    return {"runs": len(rows), "measured_runs": sum(1 for r in rows if r.has_metrics),
+            "other_month_rows": others}  # fmt: skip
+
+
+def _refresh_other_months(month: dt.date, found: dict[RunKey, RunEfficiency | None]) -> int:
+    """The whole-run efficiency on the runs' rows of their other months (only the rows whose
+    figures changed are written)."""
+    by_key = {(k.team_id, k.run_id, k.currency): e for k, e in found.items()}
+    run_ids = sorted({k.run_id for k in found})
+    changed = []
+    for start in range(0, len(run_ids), _CHUNK):
+        for row in RunEconomics.objects.filter(run_id__in=run_ids[start : start + _CHUNK]).exclude(
+            billing_period=month
+        ):
+            ident = (row.team_id, row.run_id, row.currency)
+            if ident not in by_key:
+                continue
+            values = _efficiency_values(by_key[ident])
+            if all(_same(getattr(row, name), value) for name, value in values.items()):
+                continue
+            for name, value in values.items():
+                setattr(row, name, value)
+            changed.append(row)
+    RunEconomics.objects.bulk_update(changed, EFFICIENCY_FIELDS, batch_size=500)
+    return len(changed)
+
+
+def _same(stored: object, value: object) -> bool:
+    if isinstance(stored, Decimal) or isinstance(value, Decimal):
+        return stored is not None and value is not None and Decimal(str(stored)) == value
+    return stored == value
+
+
+def economics_delete_month(*, month: dt.date) -> int:
+    """Drop a month's rows (its ledger was removed)."""
+    deleted, _ = RunEconomics.objects.filter(billing_period=month).delete()
+    return deleted
