@@ -88,6 +88,22 @@ def run_progress(run: TrainingRun) -> RunProgress:
     return RunProgress(run=run, points=points)
 
 
+def runs_progress(runs: Iterable[TrainingRun]) -> dict[int, RunProgress]:
+    """run_progress of many runs (by the run's pk): one query per 500 runs."""
+    by_pk = {run.pk: run for run in runs}
+    points: dict[int, list[Point]] = {pk: [] for pk in by_pk}
+    pks = sorted(by_pk)
+    for start in range(0, len(pks), 500):
+        rows = (
+            RunMetricPoint.objects.filter(run__in=pks[start : start + 500])
+            .order_by("run", "timestamp", "source_file", "line")
+            .values_list("run_id", "timestamp", "step", "tokens", "samples", "checkpoint")
+        )
+        for run_pk, *values in rows:
+            points[run_pk].append(Point(*values))
+    return {pk: RunProgress(run=by_pk[pk], points=points[pk]) for pk in pks}
+
+
 def run_progress_points(*, team_slug: str, run_id: str) -> list[Point]:
     """The points of the team's run (else of the run id with no team), in time order."""
     run = training_runs_matching([(team_slug, run_id)]).get((team_slug, run_id))

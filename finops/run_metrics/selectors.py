@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from typing import Any
 
 from django.db.models import Q, Sum
 
@@ -31,7 +32,7 @@ from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.core.money import MONEY_QUANTUM, MoneySum
 from finops.run_metrics.peaks import PeakFlops, gpu_family, peak_flops
-from finops.run_metrics.progress import RunProgress, run_progress, training_runs_matching
+from finops.run_metrics.progress import RunProgress, runs_progress, training_runs_matching
 
 _CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
 RATIO_QUANTUM = Decimal("0.000001")
@@ -90,37 +91,90 @@ def _team(key: RunKey) -> Q:
     return Q(team__isnull=True) if key.team_id is None else Q(team_id=key.team_id)
 
 
-def _ledger_totals(key: RunKey) -> _LedgerTotals:
-    rows = list(
-        RunCost.objects.filter(_team(key), run_id=key.run_id)
-        .order_by()
-        .values("billing_currency", "billing_period")
-        .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
-    )
-    currencies = {r["billing_currency"] for r in rows}
-    cost = sum((r["cost"] for r in rows), Decimal(0)) if currencies == {key.currency} else None
-    seconds = sum((r["seconds"] or Decimal(0) for r in rows), Decimal(0))
-    months = sorted({r["billing_period"] for r in rows})
-    return _LedgerTotals(cost=cost, gpu_seconds=seconds, months=months)
+def _team_q(keys: Iterable[RunKey]) -> Q:
+    teams = {k.team_id for k in keys}
+    q = Q(team_id__in={t for t in teams if t is not None})
+    if None in teams:
+        q |= Q(team__isnull=True)
+    return q
 
 
-def _node_seconds(key: RunKey, months: list[date]) -> dict[str, Decimal]:
-    """GPU-seconds of the run per node (the billed resource), over its months."""
-    rows = (
-        AllocatedCost.objects.filter(
-            _team(key), billing_period__in=months, run_id=key.run_id, gpu_seconds__gt=0
+_CHUNK = 500
+
+
+def _chunks(keys: list[RunKey]) -> Iterable[list[RunKey]]:
+    for start in range(0, len(keys), _CHUNK):
+        yield keys[start : start + _CHUNK]
+
+
+def _ledger_totals(keys: list[RunKey]) -> dict[RunKey, _LedgerTotals]:
+    """Cost (in the key's currency when it is the run's only one), GPU-seconds and months of
+    each run's rollups: one query per 500 runs."""
+    rows: dict[tuple[int | None, str], list[dict[str, Any]]] = defaultdict(list)
+    for chunk in _chunks(keys):
+        found = (
+            RunCost.objects.filter(_team_q(chunk), run_id__in={k.run_id for k in chunk})
+            .order_by()
+            .values("team_id", "run_id", "billing_currency", "billing_period")
+            .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
         )
-        .exclude(node="")
-        .order_by()
-        .values("node")
-        .annotate(seconds=Sum("gpu_seconds"))
-    )
-    return {r["node"]: Decimal(r["seconds"]) for r in rows}
+        for row in found:
+            rows[(row["team_id"], row["run_id"])].append(row)
+    result = {}
+    for key in keys:
+        mine = rows.get((key.team_id, key.run_id), [])
+        currencies = {r["billing_currency"] for r in mine}
+        cost = sum((r["cost"] for r in mine), Decimal(0)) if currencies == {key.currency} else None
+        seconds = sum((r["seconds"] or Decimal(0) for r in mine), Decimal(0))
+        months = sorted({r["billing_period"] for r in mine})
+        result[key] = _LedgerTotals(cost=cost, gpu_seconds=seconds, months=months)
+    return result
 
 
-def _node_models(nodes: Iterable[str], months: list[date]) -> dict[str, str]:
+def _node_seconds(
+    ledgers: dict[RunKey, _LedgerTotals],
+) -> dict[RunKey, dict[str, Decimal]]:
+    """GPU-seconds of each run per node (the billed resource), over its months: one query per
+    500 runs."""
+    keys = list(ledgers)
+    by_run: dict[tuple[int | None, str], list[tuple[date, str, Decimal]]] = defaultdict(list)
+    for chunk in _chunks(keys):
+        months = {m for k in chunk for m in ledgers[k].months}
+        if not months:
+            continue
+        rows = (
+            AllocatedCost.objects.filter(
+                _team_q(chunk),
+                billing_period__in=months,
+                run_id__in={k.run_id for k in chunk},
+                gpu_seconds__gt=0,
+            )
+            .exclude(node="")
+            .order_by()
+            .values("team_id", "run_id", "billing_period", "node")
+            .annotate(seconds=Sum("gpu_seconds"))
+        )
+        for r in rows:
+            by_run[(r["team_id"], r["run_id"])].append(
+                (r["billing_period"], r["node"], Decimal(r["seconds"]))
+            )
+    result: dict[RunKey, dict[str, Decimal]] = {}
+    for key in keys:
+        wanted = set(ledgers[key].months)
+        seconds: dict[str, Decimal] = defaultdict(Decimal)
+        for month, node, value in by_run.get((key.team_id, key.run_id), []):
+            if month in wanted:
+                seconds[node] += value
+        result[key] = dict(seconds)
+    return result
+
+
+def _node_models(nodes: Iterable[str], months: Iterable[date]) -> dict[str, str]:
     """The GPU model of each node, from its line items (x_GpuModel, the instance catalogue)."""
     names = set(nodes)
+    months = set(months)
+    if not names or not months:
+        return {}
     lines = (
         CostLineItem.objects.settled()
         .filter(billing_period__in=months)
@@ -152,9 +206,7 @@ class _Peak:
     gpu_model: str
 
 
-def _peak(key: RunKey, months: list[date], dtype: str) -> _Peak:
-    seconds = _node_seconds(key, months)
-    models = _node_models(seconds, months)
+def _peak(seconds: dict[str, Decimal], models: dict[str, str], dtype: str) -> _Peak:
     by_model: dict[str, Decimal] = defaultdict(Decimal)
     peaks: dict[str, PeakFlops | None] = {}
     for node, node_seconds in seconds.items():
@@ -174,10 +226,10 @@ def _peak(key: RunKey, months: list[date], dtype: str) -> _Peak:
     return _Peak(capacity, _round(_CTX.divide(capacity, total), Decimal(1)), sources, gpu_model)
 
 
-def run_efficiency_of(key: RunKey, progress: RunProgress) -> RunEfficiency:
-    ledger = _ledger_totals(key)
+def _efficiency(
+    key: RunKey, progress: RunProgress, ledger: _LedgerTotals, peak: _Peak
+) -> RunEfficiency:
     tokens, samples = progress.useful_tokens, progress.useful_samples
-    peak = _peak(key, ledger.months, progress.dtype)
     fpt = progress.flops_per_token
     mfu = None
     if peak.capacity and fpt and tokens is not None:
@@ -205,24 +257,42 @@ def run_efficiency_of(key: RunKey, progress: RunProgress) -> RunEfficiency:
     )
 
 
+def run_efficiency_of(key: RunKey, progress: RunProgress) -> RunEfficiency:
+    return _efficiencies({key: progress})[key]
+
+
+def _efficiencies(progress: dict[RunKey, RunProgress]) -> dict[RunKey, RunEfficiency]:
+    ledgers = _ledger_totals(list(progress))
+    seconds = _node_seconds(ledgers)
+    models = _node_models(
+        {n for by_node in seconds.values() for n in by_node},
+        {m for ledger in ledgers.values() for m in ledger.months},
+    )
+    return {
+        key: _efficiency(key, p, ledgers[key], _peak(seconds[key], models, p.dtype))
+        for key, p in progress.items()
+    }
+
+
 def run_efficiency(key: RunKey) -> RunEfficiency | None:
     """The run's efficiency; None when it has no metrics."""
     return run_efficiencies([key]).get(key)
 
 
 def run_efficiencies(keys: Iterable[RunKey]) -> dict[RunKey, RunEfficiency | None]:
-    """Efficiency of each run (None: no metrics). One query for runs without metrics (a page
-    of the runs list); a few per run that has them."""
+    """Efficiency of each run (None: no metrics). A fixed number of queries per 500 runs (their
+    metrics points, ledger rollups, GPU-seconds per node and the nodes' GPU models)."""
     keys = list(keys)
     runs = training_runs_matching((k.team_slug, k.run_id) for k in keys)
-    result: dict[RunKey, RunEfficiency | None] = {}
+    progress = runs_progress(runs.values())
+    result: dict[RunKey, RunEfficiency | None] = {key: None for key in keys}
+    measured: dict[RunKey, RunProgress] = {}
     for key in keys:
         run = runs.get((key.team_slug, key.run_id))
-        progress = run_progress(run) if run is not None else None
-        if progress is None or not progress.points:
-            result[key] = None
-            continue
-        result[key] = run_efficiency_of(key, progress)
+        found = progress.get(run.pk) if run is not None else None
+        if found is not None and found.points:
+            measured[key] = found
+    result.update(_efficiencies(measured))
     return result
 
 
