@@ -365,6 +365,8 @@ def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[Te
     if None in wanted:
         selected |= Q(team__isnull=True)
     found = energies(months=[month], runs=selected)
+    if not found:
+        return []
     slugs = dict(Team.objects.filter(pk__in=ids).values_list("pk", "slug"))
     sums: dict[str, list[RunEnergy]] = defaultdict(list)
     for (team_id, _run_id), energy in found.items():

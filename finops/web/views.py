@@ -44,7 +44,12 @@ from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
 from finops.waste.advice import checkpoint_advice
 from finops.web.access import require_finance
-from finops.web.energy_context import endpoint_month_energy, run_month_energy, team_energy
+from finops.web.energy_context import (
+    endpoint_month_energy,
+    energy_card,
+    run_month_energy,
+    team_energy,
+)
 from finops.web.waste_views import run_waste_panels, runs_with_waste, waste_card
 
 
@@ -110,6 +115,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "several_currencies": several_currencies(data.totals, data.reporting),
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
         "waste_card": waste_card(month=month, teams=teams, include_unowned=finance),
+        "energy_card": energy_card(month=month, teams=teams, include_unowned=finance),
         "show_teams": True,
         "categories": CATEGORIES,
         "open_anomalies": sum(
