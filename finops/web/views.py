@@ -29,6 +29,7 @@ from finops.attribution.selectors.filters import RunCostFilterSet
 from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.core.months import month_format, month_parse
+from finops.energy.selectors import measured_power
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
@@ -140,6 +141,8 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     )
     data = team_selectors.team_month(team=team, month=month)
     runs = runs_filter.qs
+    energy = team_energy(team=team, month=month)
+    power = measured_power(energy)
     context = {
         "team": team,
         "month": month,
@@ -162,7 +165,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
         ),
         "recommendations": team_recommendations(team=team, month=month),
-        "energy": team_energy(team=team, month=month),
+        "energy": energy,
         "statuses": Recommendation.Status.choices,
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
@@ -171,6 +174,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
                     month=month,
                     teams=Team.objects.filter(pk=team.pk),
                     org_wide=user_is_finance(request.user),
+                    power={team.pk: power} if power is not None else None,
                 )
             )
         ],
@@ -186,9 +190,12 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
     if detail is None:
         raise Http404("No such run in this month.")
     rollups = RunCost.objects.filter(team=team, run_id=run_id, billing_period=month)
+    energy = run_month_energy(team=team, run_id=run_id, month=month)
     pricing = [
         {
-            **run_pricing(run=rollup, org_wide=user_is_finance(request.user)),
+            **run_pricing(
+                run=rollup, org_wide=user_is_finance(request.user), measured=measured_power(energy)
+            ),
             "chart_id": f"pricing-{i}",
         }
         for i, rollup in enumerate(rollups.order_by("cluster", "billing_currency"))
@@ -205,7 +212,7 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
         "efficiency": efficiency, "progress": progress,
         "plan": plan_against_actual(team=team, run_id=run_id),
-        "energy": run_month_energy(team=team, run_id=run_id, month=month),
+        "energy": energy,
         "waste_panels": run_waste_panels(team=team, run_id=run_id, month=month),
     }  # fmt: skip
     return render(request, "web/run.html", context)
