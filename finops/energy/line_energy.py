@@ -117,9 +117,11 @@ class MonthLineEnergy:
         self.facts = node_facts({n for by_node in seconds.values() for n in by_node}, [month])
         for pk, by_node in seconds.items():
             job = jobs.get(pk)
-            if job is None or job[3] is None or job[4] is None:
+            if job is None:
                 continue
             cluster, job_id, attempt, start, end = job
+            if start is None or end is None:
+                continue
             got = measured.get((cluster, job_id, attempt))
             if got:
                 for node, joules in got.items():

@@ -99,8 +99,8 @@ def runs_progress(runs: Iterable[TrainingRun]) -> dict[int, RunProgress]:
             .order_by("run", "timestamp", "source_file", "line")
             .values_list("run_id", "timestamp", "step", "tokens", "samples", "checkpoint")
         )
-        for run_pk, *values in rows:
-            points[run_pk].append(Point(*values))
+        for run_pk, timestamp, step, tokens, samples, checkpoint in rows:
+            points[run_pk].append(Point(timestamp, step, tokens, samples, checkpoint))
     return {pk: RunProgress(run=by_pk[pk], points=points[pk]) for pk in pks}
 
 

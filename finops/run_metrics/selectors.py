@@ -110,7 +110,7 @@ def _chunks(keys: list[RunKey]) -> Iterable[list[RunKey]]:
 def _ledger_totals(keys: list[RunKey]) -> dict[RunKey, _LedgerTotals]:
     """Cost (in the key's currency when it is the run's only one), GPU-seconds and months of
     each run's rollups: one query per 500 runs."""
-    rows: dict[tuple[int | None, str], list[dict[str, Any]]] = defaultdict(list)
+    rows: dict[tuple[int | None, str], list[Any]] = defaultdict(list)
     for chunk in _chunks(keys):
         found = (
             RunCost.objects.filter(_team_q(chunk), run_id__in={k.run_id for k in chunk})
