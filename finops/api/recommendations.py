@@ -64,6 +64,17 @@ class RecommendationStatusSerializer(serializers.Serializer[Any]):
     )
 
 
+_STATUS_BODY = {
+    "type": "object",
+    "required": ["status"],
+    "additionalProperties": False,
+    "properties": {
+        "status": {"type": "string", "enum": list(Recommendation.Status.values)},
+        "comment": {"type": "string", "maxLength": 2000},
+    },
+}
+
+
 class RecommendationQuerySerializer(serializers.Serializer[Any]):
     month = serializers.CharField(required=False)
     # A team slug, as the schema's pattern says (any other text is a 400, not an empty list).
@@ -113,7 +124,9 @@ class RecommendationViewSet(
             rows, month=month, team=team, status=query.validated_data.get("status")
         )
 
-    @extend_schema(request=RecommendationStatusSerializer, responses=RecommendationSerializer)
+    # Inline, not the serializer: drf-spectacular documents a PATCH body with every field
+    # optional, and `status` is required (an empty body is a 400 the schema must state).
+    @extend_schema(request={"application/json": _STATUS_BODY}, responses=RecommendationSerializer)
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         row = self.get_object()
         body = RecommendationStatusSerializer(data=request.data)

@@ -63,11 +63,13 @@ from finops.core.months import month_format, month_parse
 from finops.currency.selectors import FxRateMissing
 from finops.economics.filters import RunFilterSet
 from finops.economics.selectors import team_efficiency_stored
+from finops.energy.selectors import measured_power, run_energy, teams_measured_power
 from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.pricing.comparisons import run_pricing, team_month_pricing
+from finops.run_metrics.selectors import RunKey
 
 
 class TeamViewSet(viewsets.ReadOnlyModelViewSet[Team]):
@@ -133,7 +135,14 @@ class RunCostViewSet(viewsets.ReadOnlyModelViewSet[RunCost]):
     @extend_schema(responses=OpenApiTypes.OBJECT)
     @action(detail=True, methods=["get"])
     def pricing(self, request: Request, pk: str | None = None) -> Response:
-        return Response(run_pricing(run=self.get_object(), org_wide=user_is_finance(request.user)))
+        run = self.get_object()
+        key = RunKey(run.team_id, "", run.run_id, run.billing_currency)
+        energy = run_energy(key, [run.billing_period])
+        return Response(
+            run_pricing(
+                run=run, org_wide=user_is_finance(request.user), measured=measured_power(energy)
+            )
+        )
 
 
 class PricingComparisonView(APIView):
@@ -163,8 +172,11 @@ class PricingComparisonView(APIView):
             teams = teams.filter(slug=slug)
             if not teams.exists():
                 raise NotFound("no such team")
+        measured = teams_measured_power(month=month, team_ids=teams.values_list("pk", flat=True))
         return Response(
-            team_month_pricing(month=month, teams=teams, org_wide=user_is_finance(request.user))
+            team_month_pricing(
+                month=month, teams=teams, org_wide=user_is_finance(request.user), power=measured
+            )
         )
 
 

@@ -107,6 +107,78 @@ def statement_csv_rows(statement: Statement) -> list[list[str]]:
     for section in BREAKDOWN_SECTIONS:
         for line in sections[section]:
             add(line, section, "no")
+    rows.extend(economics_csv_rows(statement, head))
+    return rows
+
+
+def _figure_row(
+    head: list[str],
+    section: str,
+    item: str,
+    value: Decimal | int | None,
+    *,
+    currency: str = "",
+    note: str = "",
+) -> list[str]:
+    """A row of what the runs bought, wasted and burned: never in the total (in_total `no`).
+    Money rows carry their currency (`amount` to the cent); the other figures name their unit
+    in `item` and carry the figure itself in `amount` and `amount_exact`."""
+    exact = "" if value is None else _text(Decimal(value))
+    shown = _cents(Decimal(value)) if currency and value is not None else exact
+    return [*head, section, "no", item, "", note, currency, shown, exact, "", "", "", ""]
+
+
+def economics_csv_rows(statement: Statement, head: list[str]) -> list[list[str]]:
+    """Sections `bought`, `wasted` (per currency) and `burned`, after the breakdowns."""
+    economics = statement.economics
+    if economics is None:
+        return []
+    rows = []
+    for c in economics.currencies:
+        cur = c.currency
+        bought = "training runs that ended in the month, whole runs"
+        rows += [
+            _figure_row(head, "bought", "runs_with_metrics", c.runs_with_metrics, note=bought),
+            _figure_row(head, "bought", "runs_without_metrics", c.runs_without_metrics,
+                        note="counted apart: nothing measured"),
+            _figure_row(head, "bought", "useful_tokens", c.useful_tokens, note=bought),
+            _figure_row(head, "bought", "measured_runs_cost", c.measured_cost, currency=cur,
+                        note="amortised cost of the runs with metrics"),
+            _figure_row(head, "bought", "cost_per_million_tokens", c.cost_per_million_tokens,
+                        currency=cur),
+            _figure_row(head, "bought", "mfu_ratio", c.mfu, note="GPU-hour weighted"),
+            _figure_row(head, "wasted", "runs_cost", c.runs_cost, currency=cur,
+                        note=f"{c.waste_runs} run(s) of the month"),
+        ]  # fmt: skip
+        for cause, _label, amount, estimated in c.waste_parts:
+            note = "apart: not in the waste" if cause == "cancelled" else ""
+            note = "estimate" if estimated else note
+            rows.append(_figure_row(head, "wasted", cause, amount, currency=cur, note=note))
+        rows.append(
+            _figure_row(head, "wasted", "waste_total", c.waste_total, currency=cur,
+                        note="partly an estimate" if c.waste_estimated else "")
+        )  # fmt: skip
+    energy = economics.energy
+    if energy is not None:
+        estimate = "partly an estimate" if energy.estimated else "measured"
+        factors = "; ".join(
+            part for part in (
+                f"PUE {_text(energy.pue)}: {energy.pue_source}" if energy.pue is not None else "",
+                f"grid {_text(energy.grid_g_per_kwh)} g CO2e/kWh: {energy.grid_source}, "
+                f"year {energy.grid_year}" if energy.grid_g_per_kwh is not None else "",
+            ) if part
+        )  # fmt: skip
+        rows += [
+            _figure_row(head, "burned", "gpu_kwh", energy.gpu_kwh, note=estimate),
+            _figure_row(head, "burned", "measured_kwh", energy.measured_kwh),
+            _figure_row(head, "burned", "estimated_kwh", energy.estimated_kwh,
+                        note="estimate" if energy.estimated_kwh else ""),
+            _figure_row(head, "burned", "measured_share_ratio", energy.measured_share),
+            _figure_row(head, "burned", "facility_kwh", energy.facility_kwh,
+                        note=f"{estimate}; {factors}" if factors else estimate),
+            _figure_row(head, "burned", "co2e_kg", energy.co2e_kg,
+                        note=f"{estimate}; location-based; {factors}" if factors else estimate),
+        ]  # fmt: skip
     return rows
 
 

@@ -83,3 +83,25 @@ class StatementLine(models.Model):
 
     def __str__(self) -> str:
         return f"{self.section}:{self.key} {self.amount} {self.currency}"
+
+
+class StatementEconomics(models.Model):
+    """What the team's runs bought, wasted and burned in the month, frozen with its statement
+    (finops.chargeback.economics.TeamMonthEconomics as JSON, decimals as strings): metrics,
+    energy or job logs that arrive after the close do not change a closed statement."""
+
+    closed_period = models.ForeignKey(
+        ClosedPeriod, on_delete=models.CASCADE, related_name="economics"
+    )
+    team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="+")
+    body = models.JSONField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["closed_period", "team"], name="one_economics_per_close_and_team"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"economics of team {self.team_id} in close #{self.closed_period_id}"

@@ -28,7 +28,8 @@ from django.db.models import QuerySet, Sum
 from finops.attribution.models import AllocatedCost, Category
 from finops.attribution.selectors.reporting import currency_order
 from finops.chargeback.adjustment_reasons import adjustment_reason
-from finops.chargeback.models import ClosedPeriod, Section, StatementLine
+from finops.chargeback.economics import TeamMonthEconomics, teams_month_economics
+from finops.chargeback.models import ClosedPeriod, Section, StatementEconomics, StatementLine
 from finops.chargeback.period_selectors import closes_active
 from finops.core.money import MoneySum
 from finops.core.months import month_previous
@@ -94,6 +95,9 @@ class Statement:
     adjustments: list[Line] = field(default_factory=list)
     org: list[Line] = field(default_factory=list)
     fx_error: str = ""
+    # What the team's runs bought, wasted and burned (statements_build(economics=True)); None
+    # when not read, or for a month closed before these figures were frozen.
+    economics: TeamMonthEconomics | None = None
 
     @property
     def runs_shown(self) -> list[Line]:
@@ -349,12 +353,30 @@ def _frozen(close: ClosedPeriod, team_ids: list[int] | None) -> dict[int, list[L
     return result
 
 
+def _economics(
+    *, month: date, close: ClosedPeriod | None, team_ids: list[int]
+) -> dict[int, TeamMonthEconomics]:
+    """The economics of the teams: frozen with a closed month, else read now."""
+    if close is None:
+        return teams_month_economics(month=month, team_ids=team_ids)
+    rows = StatementEconomics.objects.filter(closed_period=close, team_id__in=team_ids)
+    return {
+        row.team_id: TeamMonthEconomics.from_json(row.body, month=month) for row in rows.order_by()
+    }
+
+
 def statements_build(
-    *, month: date, teams: QuerySet[Team] | None = None, live: bool = False
+    *,
+    month: date,
+    teams: QuerySet[Team] | None = None,
+    live: bool = False,
+    economics: bool = False,
 ) -> list[Statement]:
     """Statements of the month for `teams` (default: every team) that have any figure, by team
     name. A closed month is read from its frozen lines unless `live` (what closing it would
-    freeze now). A fixed number of queries, whatever the number of teams and lines."""
+    freeze now). A fixed number of queries, whatever the number of teams and lines; with
+    `economics`, what the runs bought, wasted and burned too (chargeback.economics: a fixed
+    number of queries per 500 runs)."""
     month = month.replace(day=1)
     closes = closes_active()
     close = None if live else closes.get(month)
@@ -385,11 +407,13 @@ def statements_build(
         for lines in by_team.values():
             lines.extend(Line(o.section, o.key, o.currency, o.amount, None) for o in org)
     team_by_id = Team.objects.in_bulk(list(by_team))
+    figures = _economics(month=month, close=close, team_ids=list(by_team)) if economics else {}
     statements = []
     for team_id, lines in by_team.items():
         statement = Statement(
-            team=team_by_id[team_id], month=month, currency=currency, close=close, fx_error=fx_error
-        )
+            team=team_by_id[team_id], month=month, currency=currency, close=close,
+            fx_error=fx_error, economics=figures.get(team_id),
+        )  # fmt: skip
         for line in sorted(lines, key=lambda ln: (ln.section, _line_order(ln))):
             {
                 Section.CATEGORY: statement.categories,
@@ -406,7 +430,7 @@ def statements_build(
 
 def statement_get(*, team: Team, month: date) -> Statement:
     """The team's statement of the month (empty when it has no figure)."""
-    found = statements_build(month=month, teams=Team.objects.filter(pk=team.pk))
+    found = statements_build(month=month, teams=Team.objects.filter(pk=team.pk), economics=True)
     if found:
         return found[0]
     month = month.replace(day=1)

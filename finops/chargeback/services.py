@@ -15,7 +15,7 @@ from django.utils.html import escape
 from finops.attribution.selectors.reconciliation import reconciliation_for_month
 from finops.audit.services import audit_record
 from finops.chargeback.channel_alerts import close_channel_message, statement_channel_message
-from finops.chargeback.models import ClosedPeriod, Section, StatementLine
+from finops.chargeback.models import ClosedPeriod, Section, StatementEconomics, StatementLine
 from finops.chargeback.period_selectors import month_is_closed
 from finops.chargeback.selectors import (
     Statement,
@@ -101,12 +101,19 @@ def period_close(*, month: date, actor: AnyUser | None, reason: str = "") -> Clo
     currency = settings.FINOPS_REPORTING_CURRENCY
     try:
         with transaction.atomic():
-            statements = statements_build(month=month, live=True)
+            statements = statements_build(month=month, live=True, economics=True)
             close = ClosedPeriod.objects.create(
                 month=month, closed_by=_user(actor), reason=reason, currency=currency
             )
             StatementLine.objects.bulk_create(
                 [line for s in statements for line in _statement_lines(close, s)], batch_size=2000
+            )
+            StatementEconomics.objects.bulk_create(
+                [
+                    StatementEconomics(closed_period=close, team=s.team, body=s.economics.as_json())
+                    for s in statements
+                    if s.economics is not None
+                ]
             )
             audit_record(
                 actor=actor,

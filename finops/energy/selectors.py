@@ -38,6 +38,7 @@ from finops.energy.figures import (
 )
 from finops.energy.models import JobEnergy
 from finops.org.models import Team
+from finops.pricing.comparison import MeasuredPower
 from finops.run_metrics.peaks import gpu_family
 from finops.run_metrics.selectors import RunKey
 
@@ -76,6 +77,8 @@ class RunEnergy:
     grid_year: str = ""
     power_source: str = ""
     estimated: bool = False
+    # GPU-hours (the ledger's) of the attempts whose energy was measured.
+    measured_gpu_hours: Decimal = Decimal(0)
     parts: list[dict[str, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -244,6 +247,7 @@ def _run_energy(
             continue
         got = measured.get(job)
         if got:
+            result.measured_gpu_hours += sum(by_node.values(), Decimal(0)) / SECONDS_PER_HOUR
             for node, joules in got.items():
                 share = within.get(pk, Decimal(1))
                 per_node[node][0] += _CTX.divide(joules * share, JOULES_PER_KWH)
@@ -348,6 +352,7 @@ class TeamEnergy:
     co2e_kg: Decimal | None
     estimated: bool
     co2e_missing_kwh: Decimal = Decimal(0)
+    measured_gpu_hours: Decimal = Decimal(0)
     # Shown when every run had the same (else None / ""; the runs' own pages show theirs).
     pue: Decimal | None = None
     pue_source: str = ""
@@ -365,6 +370,8 @@ def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[Te
     if None in wanted:
         selected |= Q(team__isnull=True)
     found = energies(months=[month], runs=selected)
+    if not found:
+        return []
     slugs = dict(Team.objects.filter(pk__in=ids).values_list("pk", "slug"))
     sums: dict[str, list[RunEnergy]] = defaultdict(list)
     for (team_id, _run_id), energy in found.items():
@@ -382,6 +389,7 @@ def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[Te
                 co2e_kg=(None if all(c is None for c in co2)
                          else sum((c or Decimal(0) for c in co2), Decimal(0))),
                 co2e_missing_kwh=sum((e.co2e_missing_kwh for e in runs), Decimal(0)),
+                measured_gpu_hours=sum((e.measured_gpu_hours for e in runs), Decimal(0)),
                 estimated=any(e.estimated for e in runs),
                 **_shared_factors(runs),
             )
@@ -402,3 +410,24 @@ def _shared_factors(energies: list[RunEnergy]) -> dict[str, Any]:
         sorted({part for e in energies if e.power_source for part in e.power_source.split("; ")})
     )
     return shared
+
+
+def measured_power(energy: RunEnergy | TeamEnergy | None) -> MeasuredPower | None:
+    """What the pricing comparison's on-prem power reads: the measured GPU kWh and the
+    GPU-hours they cover (None when nothing was measured)."""
+    if energy is None or not energy.measured_kwh or not energy.measured_gpu_hours:
+        return None
+    return MeasuredPower(kwh=energy.measured_kwh, gpu_hours=energy.measured_gpu_hours)
+
+
+def teams_measured_power(*, month: date, team_ids: Iterable[int]) -> dict[int, MeasuredPower]:
+    """measured_power of each team's runs in the month, by team id."""
+    ids = list(team_ids)
+    rows = team_month_energy(month=month, team_ids=ids)
+    slugs = dict(Team.objects.filter(pk__in=ids).values_list("slug", "pk")) if rows else {}
+    found = {}
+    for row in rows:
+        power = measured_power(row)
+        if power is not None and row.team in slugs:
+            found[slugs[row.team]] = power
+    return found

@@ -92,6 +92,13 @@ CUSTOM_COLUMNS: tuple[tuple[str, pa.DataType], ...] = (
     # The credits already in the row's BilledCost and EffectiveCost (GCP's credits array), as a
     # JSON list of {type, name, amount, id, ...}; null when none.
     ("x_Credits", _STRING),
+    # Energy of the jobs that ran on the row's GPU node in its charge period (docs/focus-export.md,
+    # finops.energy.line_energy): GPU kWh, facility kWh (x PUE), kg CO2e (location-based), and
+    # whether it was measured (DCGM), estimated (GPU model power) or mixed; null elsewhere.
+    ("x_GpuEnergyKWh", _QUANTITY),
+    ("x_EnergyKWh", _QUANTITY),
+    ("x_CarbonKgCO2e", _QUANTITY),
+    ("x_EnergyMethod", _STRING),
 )
 COLUMNS = FOCUS_COLUMNS + CUSTOM_COLUMNS
 PARQUET_SCHEMA = pa.schema(

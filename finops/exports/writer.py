@@ -24,6 +24,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from finops.core.csv_safety import csv_safe
+from finops.energy.line_energy import MonthLineEnergy
 from finops.exports.columns import CSV_SCHEMA, PARQUET_SCHEMA
 from finops.exports.mapping import focus_row
 from finops.exports.selectors import line_items_for_month, service_categories_for_month
@@ -120,6 +121,7 @@ def focus_month_export(
     file_format = focus_export_format(out)
     month = month.replace(day=1)
     categories = service_categories_for_month(month)
+    energy = MonthLineEnergy(month)
     partial = out.with_name(f".{out.name}.{os.getpid()}.partial")
     invoiced: dict[str, Decimal] = {}
     effective: dict[str, Decimal] = {}
@@ -128,7 +130,10 @@ def focus_month_export(
     closed = False
     try:
         for items in _chunks(line_items_for_month(month, chunk_size), chunk_size):
-            focus_rows = [focus_row(item, service_categories=categories) for item in items]
+            focus_rows = [
+                focus_row(item, service_categories=categories) | energy.columns(item)
+                for item in items
+            ]
             writer.write_batch(_record_batch(focus_rows, file_format))
             for row in focus_rows:
                 currency = row["BillingCurrency"]

@@ -64,6 +64,19 @@ class TypeUsage:
 
 
 @dataclass(frozen=True)
+class MeasuredPower:
+    """GPU energy measured (DCGM) for the scope: the on-prem comparison's power then uses the
+    measured kWh per GPU-hour instead of the nameplate watts (finops.energy)."""
+
+    kwh: Decimal
+    gpu_hours: Decimal
+
+    @property
+    def kwh_per_gpu_hour(self) -> Decimal:
+        return self.kwh / self.gpu_hours
+
+
+@dataclass(frozen=True)
 class Assumptions:
     spot_price_ratio: Decimal
     interruption_bands: Mapping[str, Decimal]
@@ -113,7 +126,13 @@ class Assumptions:
 
     @property
     def node_month_tco(self) -> Decimal:
-        power_kwh = self.watts_per_gpu * self.gpus_per_node * self.pue * HOURS_PER_MONTH / 1000
+        return self.node_month_tco_at(None)
+
+    def node_month_tco_at(self, kwh_per_gpu_hour: Decimal | None) -> Decimal:
+        """TCO per node-month; power from the measured kWh per GPU-hour when given, else the
+        nameplate watts per GPU."""
+        per_gpu_hour = self.watts_per_gpu / 1000 if kwh_per_gpu_hour is None else kwh_per_gpu_hour
+        power_kwh = per_gpu_hour * self.gpus_per_node * self.pue * HOURS_PER_MONTH
         return (
             self.node_capex / self.amortisation_months
             + power_kwh * self.price_per_kwh
@@ -125,7 +144,10 @@ class Assumptions:
     @property
     def gpu_hour_tco(self) -> Decimal:
         """On-prem cost of one GPU-hour at 100 % utilisation."""
-        return self.node_month_tco / (self.gpus_per_node * HOURS_PER_MONTH)
+        return self.gpu_hour_tco_at(None)
+
+    def gpu_hour_tco_at(self, kwh_per_gpu_hour: Decimal | None) -> Decimal:
+        return self.node_month_tco_at(kwh_per_gpu_hour) / (self.gpus_per_node * HOURS_PER_MONTH)
 
 
 def unknown_reason(usage: Sequence[TypeUsage]) -> str | None:
@@ -167,10 +189,15 @@ def compare(
     cluster_utilisation: Decimal | None,
     currency: str,
     on_prem_rate: Decimal | None = ONE,
+    measured: MeasuredPower | None = None,
 ) -> dict[str, Any]:
     """The pricing body of DESIGN section 7 (money as decimal strings, to the cent).
     `on_prem_rate` converts the on-prem assumptions' currency to the scope's (None: no rate,
-    so on premises is unknown, and says why)."""
+    so on premises is unknown, and says why). `measured`: the scope's measured GPU energy, whose
+    kWh per GPU-hour the on-prem power uses instead of the nameplate watts."""
+    if measured is not None and not (measured.gpu_hours > 0 and measured.kwh > 0):
+        measured = None
+    kwh_per_gpu_hour = measured.kwh_per_gpu_hour if measured is not None else None
     on_demand = sum((u.on_demand for u in usage), ZERO)
     unpriced = sum((u.unpriced for u in usage), ZERO)
     known = unpriced == 0
@@ -233,7 +260,8 @@ def compare(
         }  # fmt: skip
     else:
         on_prem = _on_prem(
-            gpu_hours=gpu_hours, actual=actual, tco=assumptions.gpu_hour_tco * on_prem_rate,
+            gpu_hours=gpu_hours, actual=actual,
+            tco=assumptions.gpu_hour_tco_at(kwh_per_gpu_hour) * on_prem_rate,
             team_utilisation=team_utilisation, cluster_utilisation=cluster_utilisation,
         )  # fmt: skip
     alternatives = {} if on_prem["cost"] is None else {"on_prem": Decimal(on_prem["cost"])}
@@ -274,7 +302,7 @@ def compare(
             for kind in ("on_demand", "spot", "commitment", "other")
         },
         "assumptions": _assumptions_body(
-            assumptions, spot_rows, team_utilisation, cluster_utilisation
+            assumptions, spot_rows, team_utilisation, cluster_utilisation, measured
         ),
         # The catalogue figures behind the spot and reserved ratios (and behind on-demand
         # estimates), each with its region and source.
@@ -316,7 +344,9 @@ def _assumptions_body(
     spot_rows: list[dict[str, Any]],
     team_utilisation: Decimal | None,
     cluster_utilisation: Decimal | None,
+    measured: MeasuredPower | None = None,
 ) -> dict[str, Any]:
+    per_gpu_hour = measured.kwh_per_gpu_hour if measured is not None else None
     return {
         "currency": a.currency,
         "warnings": list(a.warnings),
@@ -346,8 +376,19 @@ def _assumptions_body(
             "rack_per_node_month": money(a.rack_per_node_month),
             "network_per_node_month": money(a.network_per_node_month),
             "staff_per_node_month": money(a.staff_per_node_month),
-            "node_month_tco": money(a.node_month_tco),
-            "gpu_hour_tco": str(a.gpu_hour_tco.quantize(Decimal("0.0001"))),
+            # "measured": the scope's DCGM kWh per GPU-hour replaces watts_per_gpu / 1000.
+            "power_basis": "measured" if measured is not None else "nameplate",
+            "kwh_per_gpu_hour": (
+                str(per_gpu_hour.quantize(Decimal("0.000001"), rounding=ROUND_HALF_EVEN))
+                if per_gpu_hour is not None
+                else str(a.watts_per_gpu / 1000)
+            ),
+            "measured_gpu_kwh": str(measured.kwh) if measured is not None else None,
+            "measured_gpu_hours": (
+                str(measured.gpu_hours.quantize(Decimal("0.000001"))) if measured else None
+            ),
+            "node_month_tco": money(a.node_month_tco_at(per_gpu_hour)),
+            "gpu_hour_tco": str(a.gpu_hour_tco_at(per_gpu_hour).quantize(Decimal("0.0001"))),
             "cluster_utilisation": ratio(cluster_utilisation),
         },
     }

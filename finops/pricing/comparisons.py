@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -23,7 +24,7 @@ from finops.core.months import month_format, month_next
 from finops.currency.selectors import FxRateMissing, fx_rate_for
 from finops.org.models import Team
 from finops.pricing import prices
-from finops.pricing.comparison import Assumptions, TypeUsage, compare
+from finops.pricing.comparison import Assumptions, MeasuredPower, TypeUsage, compare
 from finops.pricing.models import PricingAssumptions
 
 GPU_CATEGORIES = (Category.TRAINING, Category.INFERENCE, Category.IDLE)
@@ -213,8 +214,11 @@ def team_utilisation(*, team_id: int | None, until: dt.date, days: int) -> Decim
     return sum(values, _ZERO) / (peak * span)
 
 
-def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
-    """`org_wide`: the viewer may see figures that depend on other teams' use (finance)."""
+def run_pricing(
+    *, run: RunCost, org_wide: bool, measured: MeasuredPower | None = None
+) -> dict[str, Any]:
+    """`org_wide`: the viewer may see figures that depend on other teams' use (finance).
+    `measured`: the run's measured GPU energy of the month (finops.energy), for on-prem power."""
     month = run.billing_period
     rows = _gpu_rows(month).filter(
         Q(team_id=run.team_id), run_id=run.run_id, billing_currency=run.billing_currency
@@ -235,15 +239,21 @@ def run_pricing(*, run: RunCost, org_wide: bool) -> dict[str, Any]:
         cluster_utilisation=cluster_utilisation(month=month) if org_wide else None,
         currency=run.billing_currency,
         on_prem_rate=on_prem_rate(assumptions=a, currency=run.billing_currency, month=month),
+        measured=measured,
     )
     return {"run_id": run.run_id, "month": month_format(month), **body}
 
 
 def team_month_pricing(
-    *, month: dt.date, teams: QuerySet[Team], org_wide: bool
+    *,
+    month: dt.date,
+    teams: QuerySet[Team],
+    org_wide: bool,
+    power: Mapping[int, MeasuredPower] | None = None,
 ) -> list[dict[str, Any]]:
     """One comparison per team (and billing currency) with GPU cost in the month. `org_wide`:
-    the viewer may see figures that depend on other teams' use (finance)."""
+    the viewer may see figures that depend on other teams' use (finance). `power`: per team
+    id, its measured GPU energy of the month (finops.energy), for the on-prem power."""
     a = assumptions_current()
     measured = cluster_utilisation(month=month) if org_wide else None
     daily = TeamDailyCost.objects.filter(
@@ -277,6 +287,7 @@ def team_month_pricing(
             cluster_utilisation=measured,
             currency=currency,
             on_prem_rate=on_prem_rate(assumptions=a, currency=currency, month=month),
+            measured=(power or {}).get(team_id),
         )
         result.append({"team": slugs[team_id], "month": month_format(month), **body})
     return sorted(result, key=lambda r: (r["team"], r["currency"]))

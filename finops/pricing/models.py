@@ -302,6 +302,8 @@ class Recommendation(models.Model):
         SPOT = "spot"
         RIGHTSIZE = "rightsize"
         IDLE = "idle"
+        # From waste (finops.waste.recommendations): the Young/Daly checkpoint interval.
+        CHECKPOINT = "checkpoint"
 
     class Status(models.TextChoices):
         OPEN = "open"

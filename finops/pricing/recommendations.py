@@ -15,11 +15,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
 from django.db.models import FloatField, Max, QuerySet
 from django.db.models.functions import Cast
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
 from finops.attribution.models import AttributionRun
 from finops.audit.services import audit_record
@@ -46,7 +48,7 @@ from finops.pricing.recommendation_rules import (
 
 AnyUser = AbstractBaseUser | AnonymousUser
 # Bumped when the rules change, so stored months are computed again.
-RULES_VERSION = "2"
+RULES_VERSION = "3"
 
 
 class RecommendationPermissionError(Exception):
@@ -92,7 +94,19 @@ def recommendations_compute(*, month: dt.date) -> list[Draft]:
             utilisation=recommendation_inputs.endpoint_utilisation(window, jobs),
             endpoints=endpoints, gpus=gpus, quotes=quotes, window=window,
         ),
+        *_other_drafts(month),
     ]  # fmt: skip
+
+
+def _other_drafts(month: dt.date) -> list[Draft]:
+    """Drafts of the sources in FINOPS_RECOMMENDATION_SOURCES (dotted paths of functions
+    `(*, month) -> list[Draft]`, e.g. waste's checkpoint and idle-allocation advice): named in
+    settings because those apps read pricing's assumptions, so pricing may not import them."""
+    drafts: list[Draft] = []
+    for path in settings.FINOPS_RECOMMENDATION_SOURCES:
+        source = import_string(path)
+        drafts.extend(source(month=month))
+    return drafts
 
 
 def _smaller(provider: str) -> str | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date
+from decimal import Decimal
 
 from django.db.models import Max, QuerySet
 
@@ -50,4 +52,62 @@ def endpoint_month_energy(
         team_ids=teams.values_list("pk", flat=True),
         include_unowned=finance,
         usage=usage,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class EnergyCard:
+    """The overview's energy and carbon of the month's runs, summed over the teams shown."""
+
+    runs: int
+    gpu_kwh: Decimal
+    measured_kwh: Decimal
+    facility_kwh: Decimal
+    # None: no run had a grid intensity; co2e_missing_kwh: facility kWh left out of it.
+    co2e_kg: Decimal | None
+    co2e_missing_kwh: Decimal
+    estimated: bool
+    grid_year: str
+
+    @property
+    def measured_share(self) -> Decimal | None:
+        return self.measured_kwh / self.gpu_kwh if self.gpu_kwh else None
+
+
+def energy_card(*, month: date, teams: QuerySet[Team], include_unowned: bool) -> EnergyCard | None:
+    """Energy of the month's runs of the teams (and of no team, for finance); None when none."""
+    ids: list[int | None] = list(teams.values_list("pk", flat=True))
+    if include_unowned:
+        ids.append(None)
+    rows = team_month_energy(month=month, team_ids=ids)
+    if not rows:
+        return None
+    co2 = [r.co2e_kg for r in rows if r.co2e_kg is not None]
+    years = {r.grid_year for r in rows if r.grid_year}
+    return EnergyCard(
+        runs=sum(r.runs for r in rows),
+        gpu_kwh=sum((r.gpu_kwh for r in rows), Decimal(0)),
+        measured_kwh=sum((r.measured_kwh for r in rows), Decimal(0)),
+        facility_kwh=sum((r.facility_kwh for r in rows), Decimal(0)),
+        co2e_kg=sum(co2, Decimal(0)) if co2 else None,
+        co2e_missing_kwh=sum((r.co2e_missing_kwh for r in rows), Decimal(0)),
+        estimated=any(r.estimated for r in rows),
+        grid_year=", ".join(sorted(years)),
+    )
+
+
+def energy_card_cached(
+    *, month: date, teams: QuerySet[Team], include_unowned: bool
+) -> EnergyCard | None:
+    """energy_card once per data version and energy import (it reads every run of the month:
+    seconds at demo scale; finops.web.page_cache)."""
+    return panel_cached(
+        "energy_card",
+        key=lambda: (
+            month,
+            sorted(teams.values_list("pk", flat=True)),
+            include_unowned,
+            JobEnergy.objects.aggregate(newest=Max("pk"))["newest"],
+        ),
+        compute=lambda: energy_card(month=month, teams=teams, include_unowned=include_unowned),
     )

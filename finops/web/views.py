@@ -33,6 +33,7 @@ from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.core.months import month_add, month_format, month_parse
 from finops.economics.filters import RunFilterSet
 from finops.economics.selectors import team_efficiency_stored
+from finops.energy.selectors import measured_power
 from finops.inference import selectors as inference_selectors
 from finops.org.models import Team
 from finops.org.permissions import user_is_finance
@@ -48,7 +49,12 @@ from finops.run_metrics.progress import run_progress_points
 from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
 from finops.web.access import require_finance
-from finops.web.energy_context import endpoint_month_energy, run_month_energy, team_energy
+from finops.web.energy_context import (
+    endpoint_month_energy,
+    energy_card_cached,
+    run_month_energy,
+    team_energy,
+)
 from finops.web.page_cache import panel_cached
 from finops.web.waste_views import (
     checkpoint_advice_cached,
@@ -146,6 +152,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "waste_card": waste_card_cached(month=month, teams=teams, include_unowned=finance),
         "idle_showback": _idle_showback(month=month, teams=teams),
         "idle_advice": idle_advice_of_teams(month=month, teams=teams),
+        "energy_card": energy_card_cached(month=month, teams=teams, include_unowned=finance),
         "show_teams": True,
         "categories": CATEGORIES,
         "open_anomalies": sum(
@@ -171,6 +178,8 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     data = team_selectors.team_month(team=team, month=month)
     runs = runs_filter.qs
     recommendations = team_recommendations(team=team, month=month)
+    energy = team_energy(team=team, month=month)
+    power = measured_power(energy)
     context = {
         "team": team,
         "month": month,
@@ -199,7 +208,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             for r in recommendations
             if r.kind in IDLE_ADVICE_KINDS and r.status == Recommendation.Status.OPEN
         ],
-        "energy": team_energy(team=team, month=month),
+        "energy": energy,
         "statuses": Recommendation.Status.choices,
         # The six months up to this one, oldest first (a trend), from the stored rollup.
         "efficiency": team_efficiency_stored(
@@ -212,6 +221,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
                     month=month,
                     teams=Team.objects.filter(pk=team.pk),
                     org_wide=user_is_finance(request.user),
+                    power={team.pk: power} if power is not None else None,
                 )
             )
         ],
@@ -227,9 +237,12 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
     if detail is None:
         raise Http404("No such run in this month.")
     rollups = RunCost.objects.filter(team=team, run_id=run_id, billing_period=month)
+    energy = run_month_energy(team=team, run_id=run_id, month=month)
     pricing = [
         {
-            **run_pricing(run=rollup, org_wide=user_is_finance(request.user)),
+            **run_pricing(
+                run=rollup, org_wide=user_is_finance(request.user), measured=measured_power(energy)
+            ),
             "chart_id": f"pricing-{i}",
         }
         for i, rollup in enumerate(rollups.order_by("cluster", "billing_currency"))
@@ -246,7 +259,7 @@ def run_detail(request: HttpRequest, team_slug: str, run_id: str) -> HttpRespons
         "spot_advice": run_spot_advice(team=team, month=month, run_id=run_id),
         "efficiency": efficiency, "progress": progress,
         "plan": plan_against_actual(team=team, run_id=run_id),
-        "energy": run_month_energy(team=team, run_id=run_id, month=month),
+        "energy": energy,
         "waste_panels": run_waste_panels(team=team, run_id=run_id, month=month),
     }  # fmt: skip
     return render(request, "web/run.html", context)

@@ -15,6 +15,8 @@ pending key never silently stays unchecked.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
@@ -216,7 +218,26 @@ def check_close_checks(api: APIClient, month: str, expected: dict[str, dict[str,
         assert figures == fields["figures"], f"{month} check {name}: {figures}"
 
 
+def check_team_statement(api: APIClient, month: str, expected: dict[str, dict[str, str]]) -> None:
+    """Each team's statement CSV (`GET /api/v1/statements/{team}/{month}.csv`): its rows of what
+    the runs bought, wasted and burned, keyed `section/item/currency`, `amount_exact` as worked
+    out by hand; every one of them outside the total (in_total `no`)."""
+    for slug, fields in expected.items():
+        answer = api.get(f"/api/v1/statements/{slug}/{month}.csv")
+        assert answer.status_code == 200, (slug, answer.status_code)
+        rows = list(csv.DictReader(io.StringIO(answer.content.decode())))
+        figures = {
+            f"{r['section']}/{r['item']}/{r['currency']}": r
+            for r in rows
+            if r["section"] in ("bought", "wasted", "burned")
+        }
+        assert {r["in_total"] for r in figures.values()} <= {"no"}, slug
+        got = {key: figures[key]["amount_exact"] if key in figures else None for key in fields}
+        assert_fields(f"{month} team {slug} statement", got, fields)
+
+
 CHECKERS: dict[str, Checker] = {
+    "team_statement": check_team_statement,
     "run_energy": check_run_energy,
     "team_energy": check_team_energy,
     "reconciliation": check_reconciliation,

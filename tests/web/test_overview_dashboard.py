@@ -22,7 +22,7 @@ from finops.org.models import Team
 from tests.client_types import Response
 from tests.factories import TeamDailyCostFactory, TeamFactory
 from tests.page_tables import table_rows
-from tests.query_budgets import IDLE_ADVICE_QUERIES, IDLE_SHOWBACK_QUERIES
+from tests.query_budgets import ENERGY_CARD_QUERIES, IDLE_ADVICE_QUERIES, IDLE_SHOWBACK_QUERIES
 
 SEP, AUG, JUL = dt.date(2025, 9, 1), dt.date(2025, 8, 1), dt.date(2025, 7, 1)
 
@@ -196,5 +196,7 @@ def test_overview_queries_do_not_grow_with_teams_or_months(
 # Session, user, months with data (2), profile, the month's overview (3: teams x categories,
 # providers, the reporting-currency rows), the dashboard (1); one more for FX rates when several
 # currencies are converted (none here); the waste card (its rollups: 1 with no runs); the idle
-# showback (tests/query_budgets.py) and its advice.
-OVERVIEW_QUERIES = 13 + IDLE_SHOWBACK_QUERIES + IDLE_ADVICE_QUERIES  # + anomalies, budgets at risk
+# showback (tests/query_budgets.py) and its advice; the energy card.
+OVERVIEW_QUERIES = (
+    13 + IDLE_SHOWBACK_QUERIES + IDLE_ADVICE_QUERIES + ENERGY_CARD_QUERIES
+)  # + anomalies, budgets at risk

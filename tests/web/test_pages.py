@@ -25,6 +25,7 @@ from tests.factories import (
     TeamFactory,
 )
 from tests.query_budgets import (
+    ENERGY_CARD_QUERIES,
     IDLE_ADVICE_QUERIES,
     IDLE_SHOWBACK_QUERIES,
     WASTE_CARD_QUERIES,
@@ -221,7 +222,7 @@ def test_overview_query_count_is_flat(
     # dashboard.py holds the overview to a fixed count at any size), the waste card, the idle
     # showback and its advice.
     with django_assert_max_num_queries(
-        14 + WASTE_CARD_QUERIES + IDLE_SHOWBACK_QUERIES + IDLE_ADVICE_QUERIES
+        14 + WASTE_CARD_QUERIES + IDLE_SHOWBACK_QUERIES + IDLE_ADVICE_QUERIES + ENERGY_CARD_QUERIES
     ):
         html = _text(finance_client.get(reverse("web:overview")))
     assert "Many 19" in html

@@ -224,3 +224,19 @@ def millions(value: Any) -> str:
     if value is None or value == "":
         return ""
     return f"{(Decimal(value) / 1_000_000).quantize(Decimal('0.01'), rounding=ROUND_HALF_UP)}"
+
+
+FIGURE_QUANTUM = Decimal("0.000001")
+
+
+@register.filter
+def figure(value: Any) -> str:
+    """A physical quantity (kWh, kg CO2e, PUE, g/kWh) with every place it holds up to six,
+    thousands separators, never an exponent: 2.951000 -> '2.951', 1234.5 -> '1,234.5'."""
+    if value is None or value == "":
+        return "\u2013"
+    amount = Decimal(value).quantize(FIGURE_QUANTUM, rounding=ROUND_HALF_UP)
+    text = f"{abs(amount) if amount == 0 else amount:,f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text

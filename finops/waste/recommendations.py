@@ -1,0 +1,108 @@
+"""Waste advice as recommendations (issue 31 item 3, DESIGN section 10): the checkpoint
+interval that minimises expected loss (Young/Daly) and the GPUs that jobs held but did not use,
+each per team, cluster and currency, with its monthly saving and assumptions.
+
+Drafts only: finops.pricing.recommendations stores them with the pricing ones (same model,
+status and comment flow), reading this source from FINOPS_RECOMMENDATION_SOURCES.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from finops.core.months import month_format
+from finops.org.models import Team
+from finops.pricing.recommendation_rules import Draft, cents, money_text
+from finops.waste.advice import CheckpointAdvice, checkpoint_advice
+
+MINIMUM = Decimal("0.01")
+YOUNG_DALY = "sqrt(2 x checkpoint write time x mean time between interruptions) (Young/Daly)"
+
+
+def _text(value: Decimal | None) -> str | None:
+    return None if value is None else f"{value:f}"
+
+
+def _evidence(a: CheckpointAdvice, month: dt.date) -> dict[str, object]:
+    return {
+        "month": month_format(month),
+        "cluster": a.cluster,
+        "runs_cost": str(cents(a.cost)),
+        "attempt_hours": _text(a.attempt_hours),
+        "gpu_hours": _text(a.gpu_hours),
+        "interruptions": a.interruptions,
+        "interruptions_per_gpu_hour": _text(a.interruptions_per_gpu_hour),
+        "mean_hours_between_interruptions": _text(a.mean_hours_between_interruptions),
+    }
+
+
+def _checkpoint(a: CheckpointAdvice, month: dt.date) -> Draft | None:
+    saving = cents(a.monthly_saving)
+    # Below a cent the advice is to keep the interval (CheckpointAdvice.action): no action.
+    if a.optimal_interval_minutes is None or a.monthly_saving < MINIMUM:
+        return None
+    best = a.optimal_interval_minutes.quantize(Decimal(1), rounding=ROUND_HALF_EVEN)
+    measured = a.current_interval_source == "metrics"
+    return Draft(
+        team_id=a.team.pk if a.team else None,
+        kind="checkpoint",
+        key=f"checkpoint:{a.cluster}",
+        title=f"Checkpoint every {best} minutes on {a.cluster}",
+        action=a.action,
+        monthly_savings=saving,
+        currency=a.currency,
+        confidence="high" if measured and a.interruptions >= 3 else "medium" if measured else "low",
+        assumptions={
+            "formula": YOUNG_DALY,
+            "checkpoint_write_minutes": _text(a.checkpoint_write_minutes),
+            "current_interval_minutes": _text(a.current_interval_minutes),
+            "current_interval_source": (
+                "the run metrics' checkpoints" if measured else "the pricing assumptions"
+            ),
+            "optimal_interval_minutes": _text(a.optimal_interval_minutes),
+            "saving": "this month's runs cost x (expected loss share at the current interval "
+            "- at the advised one), at this month's interruption rate",
+            "estimated": not measured,
+        },
+        evidence=_evidence(a, month),
+    )
+
+
+def _idle(a: CheckpointAdvice, month: dt.date) -> Draft | None:
+    saving = cents(a.idle_in_allocation)
+    if a.idle_in_allocation < MINIMUM:
+        return None
+    used = a.measured_utilisation
+    share = f"{(used * 100).quantize(Decimal(1))} %" if used is not None else "part"
+    return Draft(
+        team_id=a.team.pk if a.team else None,
+        kind="idle",
+        key=f"allocation:{a.cluster}",
+        title=f"Jobs on {a.cluster} used {share} of their GPUs",
+        action=(
+            f"Jobs on {a.cluster} used {share} of the GPUs they held: "
+            f"{money_text(a.idle_in_allocation, a.currency)} of allocated GPU time was idle this "
+            "month. Request fewer GPUs per job, or pack more work onto them."
+        ),
+        monthly_savings=saving,
+        currency=a.currency,
+        confidence="medium",
+        assumptions={
+            "measured_utilisation": _text(used),
+            "saving": "the idle share of the allocated cost of the jobs whose GPU utilisation "
+            "was measured (cost x (1 - utilisation)), had they held only what they used",
+            "estimated": False,
+        },
+        evidence=_evidence(a, month) | {"idle_in_allocation": str(saving)},
+    )
+
+
+def waste_drafts(*, month: dt.date) -> list[Draft]:
+    """The month's checkpoint and idle-allocation recommendations, every team and none."""
+    drafts = []
+    for advice in checkpoint_advice(month=month, teams=Team.objects.all(), include_unowned=True):
+        for draft in (_checkpoint(advice, month), _idle(advice, month)):
+            if draft is not None:
+                drafts.append(draft)
+    return drafts
