@@ -113,3 +113,14 @@ def economics_against_read_time() -> list[Any]:
             energy.gpu_kwh, energy.measured_kwh, energy.estimated_kwh, energy.facility_kwh,
             energy.co2e_kg, energy.estimated), row  # fmt: skip
     return rows
+
+
+def waste_month_attributed(tmp_path: Path) -> None:
+    """fixtures/scenarios/focus-slurm-waste loaded through its setup.json and attributed
+    (2025-06): the hand-worked waste by cause."""
+    folder = SCENARIOS / "focus-slurm-waste"
+    setup = json.loads((folder / "setup.json").read_text())
+    load_setup(setup, tmp_path)
+    for command in setup["commands"]:
+        run_command(folder, command)
+    run_command(folder, ["attribute", "--month", "2025-06"])

@@ -8,7 +8,7 @@ import datetime as dt
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Max, QuerySet, Sum
+from django.db.models import Count, Max, QuerySet, Sum
 
 from finops.attribution.models import Category
 from finops.attribution.selectors.reporting import visible_to
@@ -18,6 +18,7 @@ from finops.org.models import Team
 from finops.run_metrics.selectors import SECONDS_PER_HOUR, RunEfficiency, RunKey
 from finops.run_metrics.team_efficiency import TeamMonthEfficiency, team_efficiency_rows
 from finops.waste.causes import CAUSES, WasteParts
+from finops.waste.selectors import TeamWaste
 
 # WasteParts attribute -> RunEconomics column.
 WASTE_COLUMNS = {
@@ -187,3 +188,42 @@ def team_efficiency_stored(*, team: Team, months: list[dt.date]) -> list[TeamMon
             keys[key] = row.billing_period
             found[key] = row_efficiency(row)
     return team_efficiency_rows(keys, found)
+
+
+def team_months_waste_stored(
+    *, months: list[dt.date], teams: QuerySet[Team], include_unowned: bool
+) -> dict[dt.date, list[TeamWaste]]:
+    """finops.waste.selectors.team_months_waste (the read-time reference) from the stored
+    rollup: per month, team and currency, the runs, their cost and their parts by cause. Three
+    queries whatever the number of months and runs."""
+    rows = visible_to(
+        RunEconomics.objects.filter(billing_period__in=months),
+        teams=teams,
+        include_unowned=include_unowned,
+    ).order_by()
+    sums = rows.values_list("billing_period", "team_id", "currency").annotate(
+        runs=Count("run_id", distinct=True),
+        cost_sum=MoneySum("cost"),
+        **{f"{cause}_sum": MoneySum(column) for cause, column in WASTE_COLUMNS.items()},
+    )
+    estimated: dict[tuple[dt.date, int | None, str], set[str]] = {}
+    for month, team_id, currency, causes in (
+        rows.exclude(waste_estimated="")
+        .values_list("billing_period", "team_id", "currency", "waste_estimated")
+        .distinct()
+    ):
+        found = estimated.setdefault((month, team_id, currency), set())
+        found |= {c for c in causes.split(",") if c in CAUSES}
+    grouped = list(sums)
+    team_of = Team.objects.in_bulk({t for _, t, *_ in grouped if t is not None})
+    result: dict[dt.date, list[TeamWaste]] = {month: [] for month in months}
+    for month, team_id, currency, runs, cost, *amounts in grouped:
+        parts = WasteParts()
+        for cause, amount in zip(WASTE_COLUMNS, amounts, strict=True):
+            setattr(parts, cause, Decimal(amount or 0))
+        parts.estimated_causes = estimated.get((month, team_id, currency), set())
+        team = None if team_id is None else team_of[team_id]
+        result[month].append(TeamWaste(team, currency, Decimal(cost or 0), runs, parts))
+    for month_rows in result.values():
+        month_rows.sort(key=lambda r: (r.team is None, r.team.slug if r.team else "", r.currency))
+    return result

@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 
 from finops.attribution.models import RunCost
 from finops.core.months import month_add
+from finops.economics.selectors import team_months_waste_stored
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.advice import CheckpointAdvice, checkpoint_advice, checkpoint_write_minutes
@@ -128,15 +129,7 @@ class WasteCardRow:
         return self.parts.total / self.cost if self.cost > 0 else None
 
 
-def waste_card(
-    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
-) -> list[WasteCardRow]:
-    """The waste of the teams' runs this month by cause, per currency, with each team's row
-    and the totals of the TREND_MONTHS months before."""
-    earlier = [month_add(month, -back) for back in range(TREND_MONTHS, 0, -1)]
-    by_month = team_months_waste(
-        months=[*earlier, month], teams=teams, include_unowned=include_unowned
-    )
+def _card(by_month: dict[dt.date, list[TeamWaste]], month: dt.date) -> list[WasteCardRow]:
     rows: dict[str, WasteCardRow] = {}
     for team_row in by_month[month]:
         row = rows.setdefault(
@@ -145,7 +138,7 @@ def waste_card(
         row.cost += team_row.cost
         row.parts.add(team_row.parts)
         row.teams.append(team_row)
-    for before in earlier:
+    for before in _earlier(month):
         totals: dict[str, Decimal] = {}
         for team_row in by_month[before]:
             totals[team_row.currency] = (
@@ -154,6 +147,33 @@ def waste_card(
         for currency, row in rows.items():
             row.trend.append(WasteTrend(before, totals.get(currency, Decimal(0))))
     return sorted(rows.values(), key=lambda r: r.currency)
+
+
+def _earlier(month: dt.date) -> list[dt.date]:
+    return [month_add(month, -back) for back in range(TREND_MONTHS, 0, -1)]
+
+
+def waste_card(
+    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
+) -> list[WasteCardRow]:
+    """The waste of the teams' runs this month by cause, per currency, with each team's row
+    and the totals of the TREND_MONTHS months before: from the stored rollup
+    (finops.economics), the same figures as waste_card_read_time. A few queries."""
+    by_month = team_months_waste_stored(
+        months=[*_earlier(month), month], teams=teams, include_unowned=include_unowned
+    )
+    return _card(by_month, month)
+
+
+def waste_card_read_time(
+    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
+) -> list[WasteCardRow]:
+    """waste_card computed from the jobs and the ledger at read time (every attempt of every
+    run of four months: seconds at demo scale); the reference the rollup is tested against."""
+    by_month = team_months_waste(
+        months=[*_earlier(month), month], teams=teams, include_unowned=include_unowned
+    )
+    return _card(by_month, month)
 
 
 def waste_card_cached(

@@ -1,0 +1,46 @@
+"""The page and statement readers backed by the stored rollup (finops.economics) give the same
+objects and figures as their read-time references, on the hand-worked scenarios
+fixtures/scenarios/focus-slurm-waste, focus-slurm-energy and focus-slurm-run-metrics."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from finops.org.models import Team
+from finops.web.waste_views import waste_card, waste_card_read_time
+from tests.energy_inputs import energy_month
+from tests.scenario_setup import run_metrics_month_attributed, waste_month_attributed
+
+MONTH = date(2025, 6, 1)
+SCENARIOS = ["waste", "energy", "run-metrics"]
+
+pytestmark = pytest.mark.django_db
+
+
+def _scenario(name: str, tmp_path: Path) -> None:
+    if name == "waste":
+        waste_month_attributed(tmp_path)
+    elif name == "energy":
+        energy_month()
+    else:
+        run_metrics_month_attributed()
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_waste_card_from_the_rollup_is_the_read_time_card(name: str, tmp_path: Path) -> None:
+    _scenario(name, tmp_path)
+    for teams, unowned in [
+        (Team.objects.all(), True),
+        (Team.objects.all(), False),
+        (Team.objects.filter(slug="vision"), False),
+    ]:
+        stored = waste_card(month=MONTH, teams=teams, include_unowned=unowned)
+        reference = waste_card_read_time(month=MONTH, teams=teams, include_unowned=unowned)
+        assert stored == reference
+        assert stored, "the scenario's month has runs"
+    if name == "waste":
+        card = waste_card(month=MONTH, teams=Team.objects.all(), include_unowned=True)
+        assert sum(row.parts.total for row in card) > 0
