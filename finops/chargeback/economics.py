@@ -23,6 +23,7 @@ closed statement keeps the figures it was frozen with.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -32,12 +33,13 @@ from django.db.models import Max
 
 from finops.attribution.models import Category, RunCost
 from finops.core.months import month_format
+from finops.economics.selectors import team_months_waste_stored
 from finops.energy.selectors import TeamEnergy, team_month_energy
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey, run_efficiencies
 from finops.run_metrics.team_efficiency import TeamMonthEfficiency
 from finops.waste.causes import CAUSES
-from finops.waste.selectors import team_months_waste
+from finops.waste.selectors import TeamWaste, team_months_waste
 
 ZERO = Decimal(0)
 SHARE = Decimal("0.0001")
@@ -228,7 +230,26 @@ def _energy(month: date, teams: dict[int, Team]) -> dict[str, EnergyEconomics]:
 
 def teams_month_economics(*, month: date, team_ids: list[int]) -> dict[int, TeamMonthEconomics]:
     """What each team's runs bought, wasted and burned in the month (teams without runs are
-    left out). Bulk: a fixed number of queries per 500 runs."""
+    left out). Bulk: a fixed number of queries per 500 runs. The waste is read from the stored
+    rollup (finops.economics); bought and burned at read time (the rollup has neither the
+    PUE, grid and power sources nor the facility kWh left out of the carbon)."""
+    return _teams_month_economics(month, team_ids, team_months_waste_stored)
+
+
+def teams_month_economics_read_time(
+    *, month: date, team_ids: list[int]
+) -> dict[int, TeamMonthEconomics]:
+    """teams_month_economics with the waste computed at read time from the jobs and the
+    ledger (seconds at demo scale): the reference the rollup is tested against."""
+    return _teams_month_economics(month, team_ids, team_months_waste)
+
+
+_WasteReader = Callable[..., dict[date, list[TeamWaste]]]
+
+
+def _teams_month_economics(
+    month: date, team_ids: list[int], waste_reader: _WasteReader
+) -> dict[int, TeamMonthEconomics]:
     month = month.replace(day=1)
     teams = Team.objects.in_bulk(team_ids)
     if not teams:
@@ -247,7 +268,7 @@ def teams_month_economics(*, month: date, team_ids: list[int]) -> dict[int, Team
         row.gpu_hours = bought.gpu_hours
         row.cost_per_million_tokens = bought.cost_per_million_tokens
         row.mfu = bought.mfu
-    wasted = team_months_waste(
+    wasted = waste_reader(
         months=[month], teams=Team.objects.filter(pk__in=list(teams)), include_unowned=False
     )[month]
     for waste in wasted:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from finops.chargeback.economics import teams_month_economics, teams_month_economics_read_time
 from finops.org.models import Team
 from finops.web.waste_views import waste_card, waste_card_read_time
 from tests.energy_inputs import energy_month
@@ -44,3 +45,16 @@ def test_the_waste_card_from_the_rollup_is_the_read_time_card(name: str, tmp_pat
     if name == "waste":
         card = waste_card(month=MONTH, teams=Team.objects.all(), include_unowned=True)
         assert sum(row.parts.total for row in card) > 0
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_statement_economics_from_the_rollup_are_the_read_time_ones(
+    name: str, tmp_path: Path
+) -> None:
+    _scenario(name, tmp_path)
+    ids = list(Team.objects.values_list("pk", flat=True))
+    stored = teams_month_economics(month=MONTH, team_ids=ids)
+    assert stored == teams_month_economics_read_time(month=MONTH, team_ids=ids)
+    assert stored, "the scenario's month has runs"
+    if name == "waste":
+        assert sum(c.waste_total for e in stored.values() for c in e.currencies) > 0
