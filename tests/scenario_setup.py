@@ -112,6 +112,10 @@ def economics_against_read_time() -> list[Any]:
                 row.co2e_kg, row.energy_estimated) == (
             energy.gpu_kwh, energy.measured_kwh, energy.estimated_kwh, energy.facility_kwh,
             energy.co2e_kg, energy.estimated), row  # fmt: skip
+        assert (row.co2e_missing_kwh, row.pue, row.pue_source, row.grid_g_per_kwh,
+                row.grid_source, row.grid_year, row.power_source) == (
+            energy.co2e_missing_kwh, energy.pue, energy.pue_source, energy.grid_g_per_kwh,
+            energy.grid_source, energy.grid_year, energy.power_source), row  # fmt: skip
     return rows
 
 

@@ -4,7 +4,8 @@ overview and anything else that shows these figures beside cost (issues 30, 31, 
 `teams_month_economics(month, team_ids)` is the one selector; it is built on the read-time
 selectors of run economics (finops.run_metrics), waste (finops.waste) and energy
 (finops.energy), in bulk: a fixed number of queries per 500 runs, whatever the number of teams.
-A stored rollup can later stand behind it without changing its callers.
+The waste and energy parts are read from the stored rollup (finops.economics); the
+`_read_time` twin computes them from the jobs and the ledger (the reference of the tests).
 
 What each part counts (each follows its own selector's definition):
 - bought: the team's training runs that ENDED in the month (their last month of cost), whole-run
@@ -33,7 +34,7 @@ from django.db.models import Max
 
 from finops.attribution.models import Category, RunCost
 from finops.core.months import month_format
-from finops.economics.selectors import team_months_waste_stored
+from finops.economics.selectors import team_month_energy_stored, team_months_waste_stored
 from finops.energy.selectors import TeamEnergy, team_month_energy
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey, run_efficiencies
@@ -205,10 +206,9 @@ def _bought(month: date, teams: dict[int, Team]) -> dict[tuple[int, str], TeamMo
     return {slot: row.finish() for slot, row in rows.items()}
 
 
-def _energy(month: date, teams: dict[int, Team]) -> dict[str, EnergyEconomics]:
+def _energy(rows: list[TeamEnergy]) -> dict[str, EnergyEconomics]:
     found: dict[str, EnergyEconomics] = {}
-    row: TeamEnergy
-    for row in team_month_energy(month=month, team_ids=list(teams)):
+    for row in rows:
         found[row.team] = EnergyEconomics(
             runs=row.runs,
             gpu_kwh=row.gpu_kwh,
@@ -230,25 +230,27 @@ def _energy(month: date, teams: dict[int, Team]) -> dict[str, EnergyEconomics]:
 
 def teams_month_economics(*, month: date, team_ids: list[int]) -> dict[int, TeamMonthEconomics]:
     """What each team's runs bought, wasted and burned in the month (teams without runs are
-    left out). Bulk: a fixed number of queries per 500 runs. The waste is read from the stored
-    rollup (finops.economics); bought and burned at read time (the rollup has neither the
-    PUE, grid and power sources nor the facility kWh left out of the carbon)."""
-    return _teams_month_economics(month, team_ids, team_months_waste_stored)
+    left out). Bulk: a fixed number of queries per 500 runs. The waste and the energy are
+    read from the stored rollup (finops.economics); what the runs bought at read time."""
+    return _teams_month_economics(
+        month, team_ids, team_months_waste_stored, team_month_energy_stored
+    )
 
 
 def teams_month_economics_read_time(
     *, month: date, team_ids: list[int]
 ) -> dict[int, TeamMonthEconomics]:
-    """teams_month_economics with the waste computed at read time from the jobs and the
+    """teams_month_economics with the waste and energy computed at read time from the jobs and the
     ledger (seconds at demo scale): the reference the rollup is tested against."""
-    return _teams_month_economics(month, team_ids, team_months_waste)
+    return _teams_month_economics(month, team_ids, team_months_waste, team_month_energy)
 
 
 _WasteReader = Callable[..., dict[date, list[TeamWaste]]]
+_EnergyReader = Callable[..., list[TeamEnergy]]
 
 
 def _teams_month_economics(
-    month: date, team_ids: list[int], waste_reader: _WasteReader
+    month: date, team_ids: list[int], waste_reader: _WasteReader, energy_reader: _EnergyReader
 ) -> dict[int, TeamMonthEconomics]:
     month = month.replace(day=1)
     teams = Team.objects.in_bulk(team_ids)
@@ -279,7 +281,7 @@ def _teams_month_economics(
         for cause in CAUSES:
             setattr(row, cause, getattr(waste.parts, cause))
         row.estimated_causes = sorted(waste.parts.estimated_causes)
-    energy = _energy(month, teams)
+    energy = _energy(energy_reader(month=month, team_ids=list(teams)))
     by_team: dict[int, list[CurrencyEconomics]] = defaultdict(list)
     for (team_id, _currency), row in sorted(slots.items()):
         by_team[team_id].append(row)

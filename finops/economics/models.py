@@ -54,6 +54,16 @@ class RunEconomics(models.Model):
     facility_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
     co2e_kg = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
     energy_estimated = models.BooleanField(default=False)
+    # Facility kWh left out of co2e_kg (no grid intensity) and the factors applied (None / "":
+    # parts of the row had different ones), as RunEnergy has them. Not the measured GPU-hours
+    # (an inexact quotient: the team page's energy reads them at read time).
+    co2e_missing_kwh = models.DecimalField(null=True, blank=True, max_digits=24, decimal_places=6)
+    pue = models.DecimalField(null=True, blank=True, max_digits=12, decimal_places=6)
+    pue_source = models.TextField(blank=True)
+    grid_g_per_kwh = models.DecimalField(null=True, blank=True, max_digits=20, decimal_places=6)
+    grid_source = models.TextField(blank=True)
+    grid_year = models.CharField(max_length=20, blank=True)
+    power_source = models.TextField(blank=True)
 
     # The whole run's efficiency (finops.run_metrics.selectors.RunEfficiency); has_metrics
     # False: the run has no metrics and these are null.

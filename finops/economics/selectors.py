@@ -5,15 +5,18 @@ objects whichever way they were computed; the runs that waste most; sums for /me
 from __future__ import annotations
 
 import datetime as dt
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Count, Max, QuerySet, Sum
+from django.db.models import Count, Max, Q, QuerySet, Sum
 
 from finops.attribution.models import Category
 from finops.attribution.selectors.reporting import visible_to
 from finops.core.money import MoneySum
 from finops.economics.models import RunEconomics
+from finops.energy.selectors import RunEnergy, TeamEnergy, team_energy_of
 from finops.org.models import Team
 from finops.run_metrics.selectors import SECONDS_PER_HOUR, RunEfficiency, RunKey
 from finops.run_metrics.team_efficiency import TeamMonthEfficiency, team_efficiency_rows
@@ -227,3 +230,51 @@ def team_months_waste_stored(
     for month_rows in result.values():
         month_rows.sort(key=lambda r: (r.team is None, r.team.slug if r.team else "", r.currency))
     return result
+
+
+_ENERGY_COLUMNS = (
+    "team_id", "run_id", "gpu_kwh", "measured_kwh", "estimated_kwh", "facility_kwh", "co2e_kg",
+    "co2e_missing_kwh", "pue", "pue_source", "grid_g_per_kwh", "grid_source", "grid_year",
+    "power_source", "energy_estimated",
+)  # fmt: skip
+
+
+def team_month_energy_stored(*, month: dt.date, team_ids: Iterable[int | None]) -> list[TeamEnergy]:
+    """finops.energy.selectors.team_month_energy (the read-time reference) from the stored
+    rollup, each run's parts (one per cluster) summed per team: two queries. Its
+    measured_gpu_hours are 0 (not stored: the measured power reads them at read time)."""
+    wanted = set(team_ids)
+    ids = [t for t in wanted if t is not None]
+    selected = Q(team_id__in=ids)
+    if None in wanted:
+        selected |= Q(team__isnull=True)
+    rows = list(
+        RunEconomics.objects.filter(selected, billing_period=month, gpu_kwh__isnull=False)
+        .order_by("team_id", "run_id", "cluster", "currency")
+        .values_list(*_ENERGY_COLUMNS)
+    )
+    if not rows:
+        return []
+    slugs = dict(Team.objects.filter(pk__in=ids).values_list("pk", "slug"))
+    parts: dict[str, list[RunEnergy]] = defaultdict(list)
+    runs: dict[str, set[tuple[int | None, str]]] = defaultdict(set)
+    for team_id, run_id, *figures in rows:
+        gpu, measured, estimated, facility, co2e, missing, pue, pue_source, *rest = figures
+        grid, grid_source, grid_year, power_source, energy_estimated = rest
+        slug = slugs.get(team_id, "") if team_id is not None else ""
+        runs[slug].add((team_id, run_id))
+        parts[slug].append(
+            RunEnergy(
+                gpu_kwh=Decimal(gpu), measured_kwh=Decimal(measured),
+                estimated_kwh=Decimal(estimated), facility_kwh=Decimal(facility),
+                co2e_kg=None if co2e is None else Decimal(co2e),
+                co2e_missing_kwh=Decimal(missing or 0),
+                pue=None if pue is None else Decimal(pue), pue_source=pue_source,
+                grid_g_per_kwh=None if grid is None else Decimal(grid), grid_source=grid_source,
+                grid_year=grid_year, power_source=power_source, estimated=energy_estimated,
+            )
+        )  # fmt: skip
+    return [
+        team_energy_of(slug=slug, month=month, parts=found, runs=len(runs[slug]))
+        for slug, found in sorted(parts.items())
+    ]

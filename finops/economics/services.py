@@ -85,6 +85,13 @@ def _energy_values(energy: RunEnergy | None) -> dict[str, Any]:
         "facility_kwh": energy.facility_kwh,
         "co2e_kg": energy.co2e_kg,
         "energy_estimated": energy.estimated,
+        "co2e_missing_kwh": energy.co2e_missing_kwh,
+        "pue": energy.pue,
+        "pue_source": energy.pue_source,
+        "grid_g_per_kwh": energy.grid_g_per_kwh,
+        "grid_source": energy.grid_source,
+        "grid_year": energy.grid_year,
+        "power_source": energy.power_source,
     }
 
 

@@ -376,25 +376,29 @@ def team_month_energy(*, month: date, team_ids: Iterable[int | None]) -> list[Te
     sums: dict[str, list[RunEnergy]] = defaultdict(list)
     for (team_id, _run_id), energy in found.items():
         sums[slugs.get(team_id, "") if team_id is not None else ""].append(energy)
-    rows = []
-    for slug, runs in sorted(sums.items()):
-        co2 = [e.co2e_kg for e in runs]
-        rows.append(
-            TeamEnergy(
-                team=slug, month=month_format(month), runs=len(runs),
-                gpu_kwh=sum((e.gpu_kwh for e in runs), Decimal(0)),
-                measured_kwh=sum((e.measured_kwh for e in runs), Decimal(0)),
-                estimated_kwh=sum((e.estimated_kwh for e in runs), Decimal(0)),
-                facility_kwh=sum((e.facility_kwh for e in runs), Decimal(0)),
-                co2e_kg=(None if all(c is None for c in co2)
-                         else sum((c or Decimal(0) for c in co2), Decimal(0))),
-                co2e_missing_kwh=sum((e.co2e_missing_kwh for e in runs), Decimal(0)),
-                measured_gpu_hours=sum((e.measured_gpu_hours for e in runs), Decimal(0)),
-                estimated=any(e.estimated for e in runs),
-                **_shared_factors(runs),
-            )
-        )  # fmt: skip
-    return rows
+    return [
+        team_energy_of(slug=slug, month=month, parts=runs, runs=len(runs))
+        for slug, runs in sorted(sums.items())
+    ]
+
+
+def team_energy_of(*, slug: str, month: date, parts: list[RunEnergy], runs: int) -> TeamEnergy:
+    """A team's month of energy from its runs' (or its runs' parts': the stored rollup has
+    one per cluster) RunEnergy."""
+    co2 = [e.co2e_kg for e in parts]
+    return TeamEnergy(
+        team=slug, month=month_format(month), runs=runs,
+        gpu_kwh=sum((e.gpu_kwh for e in parts), Decimal(0)),
+        measured_kwh=sum((e.measured_kwh for e in parts), Decimal(0)),
+        estimated_kwh=sum((e.estimated_kwh for e in parts), Decimal(0)),
+        facility_kwh=sum((e.facility_kwh for e in parts), Decimal(0)),
+        co2e_kg=(None if all(c is None for c in co2)
+                 else sum((c or Decimal(0) for c in co2), Decimal(0))),
+        co2e_missing_kwh=sum((e.co2e_missing_kwh for e in parts), Decimal(0)),
+        measured_gpu_hours=sum((e.measured_gpu_hours for e in parts), Decimal(0)),
+        estimated=any(e.estimated for e in parts),
+        **_shared_factors(parts),
+    )  # fmt: skip
 
 
 def _shared_factors(energies: list[RunEnergy]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.db.models import Max, QuerySet
 
+from finops.economics.selectors import team_month_energy_stored
 from finops.energy.endpoint_selectors import EndpointEnergy, endpoint_energy
 from finops.energy.models import JobEnergy
 from finops.energy.selectors import RunEnergy, TeamEnergy, run_energy, team_month_energy
@@ -75,11 +76,27 @@ class EnergyCard:
 
 
 def energy_card(*, month: date, teams: QuerySet[Team], include_unowned: bool) -> EnergyCard | None:
-    """Energy of the month's runs of the teams (and of no team, for finance); None when none."""
+    """Energy of the month's runs of the teams (and of no team, for finance); None when none.
+    From the stored rollup (finops.economics): the same figures as energy_card_read_time."""
+    return _card(team_month_energy_stored(month=month, team_ids=_ids(teams, include_unowned)))
+
+
+def energy_card_read_time(
+    *, month: date, teams: QuerySet[Team], include_unowned: bool
+) -> EnergyCard | None:
+    """energy_card from the ledger, jobs and energy at read time (seconds at demo scale): the
+    reference the rollup is tested against."""
+    return _card(team_month_energy(month=month, team_ids=_ids(teams, include_unowned)))
+
+
+def _ids(teams: QuerySet[Team], include_unowned: bool) -> list[int | None]:
     ids: list[int | None] = list(teams.values_list("pk", flat=True))
     if include_unowned:
         ids.append(None)
-    rows = team_month_energy(month=month, team_ids=ids)
+    return ids
+
+
+def _card(rows: list[TeamEnergy]) -> EnergyCard | None:
     if not rows:
         return None
     co2 = [r.co2e_kg for r in rows if r.co2e_kg is not None]

@@ -11,6 +11,7 @@ import pytest
 
 from finops.chargeback.economics import teams_month_economics, teams_month_economics_read_time
 from finops.org.models import Team
+from finops.web.energy_context import energy_card, energy_card_read_time
 from finops.web.waste_views import waste_card, waste_card_read_time
 from tests.energy_inputs import energy_month
 from tests.scenario_setup import run_metrics_month_attributed, waste_month_attributed
@@ -58,3 +59,21 @@ def test_the_statement_economics_from_the_rollup_are_the_read_time_ones(
     assert stored, "the scenario's month has runs"
     if name == "waste":
         assert sum(c.waste_total for e in stored.values() for c in e.currencies) > 0
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_energy_card_from_the_rollup_is_the_read_time_card(name: str, tmp_path: Path) -> None:
+    _scenario(name, tmp_path)
+    for teams, unowned in [
+        (Team.objects.all(), True),
+        (Team.objects.all(), False),
+        (Team.objects.filter(slug="vision"), False),
+    ]:
+        stored = energy_card(month=MONTH, teams=teams, include_unowned=unowned)
+        assert stored == energy_card_read_time(month=MONTH, teams=teams, include_unowned=unowned)
+    card = energy_card(month=MONTH, teams=Team.objects.all(), include_unowned=True)
+    assert card is not None
+    assert card.gpu_kwh > 0
+    if name == "energy":
+        assert card.measured_kwh > 0
+        assert card.co2e_kg is not None
