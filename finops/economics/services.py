@@ -193,3 +193,13 @@ def economics_delete_month(*, month: dt.date) -> int:
     """Drop a month's rows (its ledger was removed)."""
     deleted, _ = RunEconomics.objects.filter(billing_period=month).delete()
     return deleted
+
+
+def economics_refresh_months(
+    *, months: list[dt.date] | None = None
+) -> list[tuple[dt.date, dict[str, int]]]:
+    """economics_refresh of each month (default: every month the ledger has run rollups of),
+    in order; each month in its own transaction."""
+    if months is None:
+        months = sorted(set(RunCost.objects.values_list("billing_period", flat=True)))
+    return [(month, economics_refresh(month=month)) for month in months]
