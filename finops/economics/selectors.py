@@ -9,6 +9,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import Count, Max, Q, QuerySet, Sum
 
@@ -241,7 +242,7 @@ _ENERGY_COLUMNS = (
 
 def team_month_energy_stored(*, month: dt.date, team_ids: Iterable[int | None]) -> list[TeamEnergy]:
     """finops.energy.selectors.team_month_energy (the read-time reference) from the stored
-    rollup, each run's parts (one per cluster) summed per team: two queries. Its
+    rollup, each run's rows (one per cluster) merged, summed per team: two queries. Its
     measured_gpu_hours are 0 (not stored: the measured power reads them at read time)."""
     wanted = set(team_ids)
     ids = [t for t in wanted if t is not None]
@@ -256,25 +257,45 @@ def team_month_energy_stored(*, month: dt.date, team_ids: Iterable[int | None]) 
     if not rows:
         return []
     slugs = dict(Team.objects.filter(pk__in=ids).values_list("pk", "slug"))
-    parts: dict[str, list[RunEnergy]] = defaultdict(list)
-    runs: dict[str, set[tuple[int | None, str]]] = defaultdict(set)
+    by_run: dict[tuple[int | None, str], list[tuple[Any, ...]]] = defaultdict(list)
     for team_id, run_id, *figures in rows:
-        gpu, measured, estimated, facility, co2e, missing, pue, pue_source, *rest = figures
-        grid, grid_source, grid_year, power_source, energy_estimated = rest
+        by_run[(team_id, run_id)].append(tuple(figures))
+    parts: dict[str, list[RunEnergy]] = defaultdict(list)
+    for (team_id, _run_id), clusters in by_run.items():
         slug = slugs.get(team_id, "") if team_id is not None else ""
-        runs[slug].add((team_id, run_id))
-        parts[slug].append(
-            RunEnergy(
-                gpu_kwh=Decimal(gpu), measured_kwh=Decimal(measured),
-                estimated_kwh=Decimal(estimated), facility_kwh=Decimal(facility),
-                co2e_kg=None if co2e is None else Decimal(co2e),
-                co2e_missing_kwh=Decimal(missing or 0),
-                pue=None if pue is None else Decimal(pue), pue_source=pue_source,
-                grid_g_per_kwh=None if grid is None else Decimal(grid), grid_source=grid_source,
-                grid_year=grid_year, power_source=power_source, estimated=energy_estimated,
-            )
-        )  # fmt: skip
+        parts[slug].append(_run_energy(clusters))
     return [
-        team_energy_of(slug=slug, month=month, parts=found, runs=len(runs[slug]))
+        team_energy_of(slug=slug, month=month, parts=found, runs=len(found))
         for slug, found in sorted(parts.items())
     ]
+
+
+def _decimal(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(value)
+
+
+def _run_energy(clusters: list[tuple[Any, ...]]) -> RunEnergy:
+    """A run's month of energy from its rows (one per cluster), as finops.energy.selectors
+    .energies gives it over all its clusters: figures summed; the PUE and grid intensity
+    only when every row had the same single one (else the run's parts differ: None)."""
+    run = RunEnergy(co2e_kg=None)
+    factors = set()
+    for row in clusters:
+        gpu, measured, estimated, facility, co2e, missing, *shared, power, estimated_flag = row
+        run.gpu_kwh += Decimal(gpu)
+        run.measured_kwh += Decimal(measured)
+        run.estimated_kwh += Decimal(estimated)
+        run.facility_kwh += Decimal(facility)
+        if co2e is not None:
+            run.co2e_kg = (run.co2e_kg or Decimal(0)) + Decimal(co2e)
+        run.co2e_missing_kwh += Decimal(missing or 0)
+        run.estimated = run.estimated or estimated_flag
+        factors.add((_decimal(shared[0]), shared[1], _decimal(shared[2]), *shared[3:]))
+        if power:
+            run.power_source = "; ".join(sorted({*run.power_source.split("; "), power} - {""}))
+    if len(factors) == 1:
+        pue, pue_source, grid, grid_source, grid_year = next(iter(factors))
+        if pue is not None:
+            run.pue, run.pue_source = pue, pue_source
+            run.grid_g_per_kwh, run.grid_source, run.grid_year = grid, grid_source, grid_year
+    return run
