@@ -28,6 +28,7 @@ from tests.query_budgets import (
     ENERGY_CARD_QUERIES,
     IDLE_ADVICE_QUERIES,
     IDLE_SHOWBACK_QUERIES,
+    RUN_WASTE_QUERIES,
     WASTE_CARD_QUERIES,
     WASTE_PAGE_QUERIES,
 )
@@ -134,9 +135,11 @@ def test_team_page_query_count_is_flat(
     recommendations_refresh(month=scenario.month)
     # 12 for the page, plus a fixed 8 for its pricing comparison (assumptions, node types, usage,
     # team and cluster utilisation) and 6 for the recommendations (whether their inputs moved,
-    # the team's), 7 for the waste card, 6 for the top runs' waste and 7 for the checkpoint
+    # the team's), 3 for the waste card, 6 for the top runs' waste and 7 for the checkpoint
     # advice (tests/test_runs_browser): none grows with the number of runs.
-    with django_assert_max_num_queries(32 + 2 * WASTE_CARD_QUERIES + WASTE_PAGE_QUERIES):
+    with django_assert_max_num_queries(
+        32 + WASTE_CARD_QUERIES + RUN_WASTE_QUERIES + WASTE_PAGE_QUERIES
+    ):
         html = _text(finance_client.get(reverse("web:team", args=["vision"]), {"month": "2025-09"}))
     assert "extra-24" in html
 
@@ -171,7 +174,7 @@ def test_run_page_query_count_is_flat(
     # 10 for the page, plus a fixed 8 for the run's pricing comparison (see the team page), and
     # the run's energy (the ledger by job and node here; a fixed few more where it has jobs), its
     # attempts' waste, and what it bought: its metrics run (none here) and a kept plan (1 each).
-    with django_assert_max_num_queries(22 + WASTE_CARD_QUERIES):
+    with django_assert_max_num_queries(22 + RUN_WASTE_QUERIES):
         assert finance_client.get(url, {"month": "2025-09"}).status_code == 200
 
 
