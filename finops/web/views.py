@@ -151,6 +151,9 @@ def overview(request: HttpRequest) -> HttpResponse:
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
         "waste_card": waste_card_cached(month=month, teams=teams, include_unowned=finance),
         "idle_showback": _idle_showback(month=month, teams=teams),
+        # Shared idle moves with other teams' use of the nodes: finance sees it, a lead does not
+        # (no figure a lead sees may move with another team's cost: tests/security).
+        "idle_shared_shown": finance,
         "idle_advice": idle_advice_of_teams(month=month, teams=teams),
         "energy_card": energy_card_cached(month=month, teams=teams, include_unowned=finance),
         "show_teams": True,
@@ -203,6 +206,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ),
         "recommendations": recommendations,
         "idle_showback": _idle_showback(month=month, teams=Team.objects.filter(pk=team.pk)),
+        "idle_shared_shown": user_is_finance(request.user),
         "idle_advice": [
             r
             for r in recommendations
