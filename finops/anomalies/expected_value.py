@@ -6,8 +6,9 @@ spread, as the detector's docstring describes. Pure Python and Decimal, no ORM.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
+from functools import lru_cache
 
 ZERO = Decimal(0)
 ONE = Decimal(1)
@@ -122,10 +123,48 @@ def _significant(slope: Decimal, points: list[tuple[int, Decimal]]) -> Decimal:
     return slope if abs(slope) >= _TREND_T * se else ZERO
 
 
+# No history point with a positive factor: nothing expected (its t is 0, not relative).
+_EMPTY_FIT = Fit(ZERO, ZERO)
+# Fits kept (a re-evaluation of later months fits the same histories again: each month's
+# anomalies step re-reads LOOKBACK_DAYS before it). A fit is a pure function of its history.
+_FITS_KEPT = 16384
+
+
 def fit_day(
     positions: list[int], values: list[Decimal], weekdays: list[int], t: int, weekday: int
 ) -> Fit | None:
-    """Expected value and sigma at position t from history (positions are day numbers)."""
+    """Expected value and sigma at position t from history (positions are day numbers).
+
+    Computed in days before t (t - position), so the same history gives the same fit whatever
+    day the series starts on; kept in a bounded cache keyed by the history's exact values
+    (sign and exponent too: 1.0 and 1.00 are the same number, not the same text)."""
+    if len(values) < _MIN_FIT_DAYS:
+        return None
+    key = (
+        tuple(t - p for p in positions),
+        tuple(values),
+        tuple(-2 * int(v.as_tuple().exponent) + v.is_signed() for v in values),
+        tuple(weekdays),
+        weekday,
+    )
+    fit, relative = _fit_before(key)
+    return replace(fit, t=fit.t + t) if fit is not None and relative and t else fit
+
+
+@lru_cache(maxsize=_FITS_KEPT)
+def _fit_before(
+    key: tuple[tuple[int, ...], tuple[Decimal, ...], tuple[int, ...], tuple[int, ...], int],
+) -> tuple[Fit | None, bool]:
+    """The fit at day 0 of a history given in days before it, and whether its t is relative
+    (False: the empty fit, whose t is 0 wherever it is asked)."""
+    before, values, _, weekdays, weekday = key
+    fit = _fit_day([-d for d in before], list(values), list(weekdays), 0, weekday)
+    return fit, fit is not None and fit is not _EMPTY_FIT
+
+
+def _fit_day(
+    positions: list[int], values: list[Decimal], weekdays: list[int], t: int, weekday: int
+) -> Fit | None:
     if len(values) < _MIN_FIT_DAYS:
         return None
     seasonal = _seasonal_factors(values, weekdays) if len(values) >= 14 else None
@@ -134,7 +173,7 @@ def fit_day(
     held_out = seasonal[1] if seasonal else factors
     points = [(p, v / f) for p, v, f in zip(positions, values, factors, strict=True) if f > 0]
     if not points:
-        return Fit(ZERO, ZERO)
+        return _EMPTY_FIT
     slope = _significant(_theil_sen(points), points) if len(values) >= 14 else ZERO
     # The trend is followed _TREND_HORIZON days past the newest history day at most: the days of
     # a long event are out of the history, and the slope of the weeks before it goes no further.

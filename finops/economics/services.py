@@ -167,18 +167,24 @@ def _refresh_other_months(month: dt.date, found: dict[RunKey, RunEfficiency | No
     run_ids = sorted({k.run_id for k in found})
     changed = []
     for start in range(0, len(run_ids), _CHUNK):
-        for row in RunEconomics.objects.filter(run_id__in=run_ids[start : start + _CHUNK]).exclude(
-            billing_period=month
-        ):
-            ident = (row.team_id, row.run_id, row.currency)
+        # Plain rows (the stored figures only): most are unchanged, and only the changed ones
+        # become instances, carrying just the columns bulk_update writes.
+        stored = (
+            RunEconomics.objects.filter(run_id__in=run_ids[start : start + _CHUNK])
+            .exclude(billing_period=month)
+            .values_list("pk", "team_id", "run_id", "currency", *EFFICIENCY_FIELDS)
+        )
+        for pk, team_id, run_id, currency, *figures in stored:
+            ident = (team_id, run_id, currency)
             if ident not in by_key:
                 continue
             values = _efficiency_values(by_key[ident])
-            if all(_same(getattr(row, name), value) for name, value in values.items()):
+            if all(
+                _same(old, values[name])
+                for name, old in zip(EFFICIENCY_FIELDS, figures, strict=True)
+            ):
                 continue
-            for name, value in values.items():
-                setattr(row, name, value)
-            changed.append(row)
+            changed.append(RunEconomics(pk=pk, **values))
     RunEconomics.objects.bulk_update(changed, EFFICIENCY_FIELDS, batch_size=500)
     return len(changed)
 
