@@ -92,7 +92,7 @@ class CheckpointAdvice:
             )
         return (
             f"Checkpoint every {best} minutes instead of {now}: saves "
-            f"{self.monthly_saving:.2f} {self.currency} a month at this month's interruption "
+            f"{self.monthly_saving:,.2f} {self.currency} a month at this month's interruption "
             "rate."
         )
 
