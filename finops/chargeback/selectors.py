@@ -111,7 +111,7 @@ class Statement:
         for total in self._natives(rest):
             mine = [line for line in rest if line.currency == total.currency]
             lines.append(
-                Line(Section.RUN, f"{len(mine)} other runs", total.currency, total.amount,
+                Line(Section.RUN, f"{len(mine):,} other runs", total.currency, total.amount,
                      self._reporting(mine), sum((ln.gpu_seconds for ln in mine), ZERO))
             )  # fmt: skip
         return lines

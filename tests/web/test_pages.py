@@ -112,7 +112,8 @@ def test_team_page(finance_client: Client, scenario: Scenario) -> None:
     for day in {a.day for a in own}:
         assert money(_sum(own, day=day)) in html
         assert day.strftime("%a %-d %b") in html
-    # Runs table: id links to the run page (quoted), cost, $/GPU-hour and wasted cost.
+    # Runs table: id links to the run page (quoted), cost, $/GPU-hour; waste by cause, not the
+    # old failed-attempt cost (the runs browser dropped that column too).
     run = scenario.run
     assert run is not None
     run_url = reverse("web:run", args=[team.slug, run.run_id])
@@ -120,7 +121,8 @@ def test_team_page(finance_client: Client, scenario: Scenario) -> None:
     assert f'href="{run_url}?month=2025-09">llama/7b v2</a>' in html
     assert money(run.cost) in html
     assert money(run.cost / (run.gpu_seconds / 3600)) in html  # 50.03 per GPU-hour
-    assert money(run.wasted_cost) in html
+    assert "Failed attempts" not in html
+    assert 'data-testid="team-run-waste"' in html
     assert "asr-1" not in html  # the other team's run
 
 
