@@ -24,10 +24,9 @@ from typing import Any
 
 from django.db.models import Sum
 
-from billing_ingest.models import JobGpuUtilisation, JobRecord
+from billing_ingest.models import JobRecord
 from finops.attribution.models import AllocatedCost
 from finops.energy.figures import Sourced, grid_intensity, pue_for, region_country
-from finops.energy.models import JobEnergy
 from finops.energy.selectors import (
     _CTX,
     JOULES_PER_KWH,
@@ -36,6 +35,7 @@ from finops.energy.selectors import (
     _on_prem_pue,
     _power,
     _round,
+    jobs_measured,
     node_facts,
 )
 
@@ -84,26 +84,6 @@ def _jobs(seconds: dict[int, dict[str, Decimal]]) -> dict[int, _Job]:
     return jobs
 
 
-def _measured(
-    jobs: dict[int, _Job],
-) -> tuple[dict[tuple[str, str, int], dict[str, Decimal]], dict[tuple[str, str], Decimal]]:
-    """DCGM joules per (cluster, job id, attempt) and node; utilisation per (cluster, job id)."""
-    measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
-    utilisation: dict[tuple[str, str], Decimal] = {}
-    for cluster in {job[0] for job in jobs.values()}:
-        ids = {job[1] for job in jobs.values() if job[0] == cluster}
-        for chunk in _chunks(ids):
-            for job_id, attempt, node, joules in JobEnergy.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "attempt", "node", "joules"):
-                measured[(cluster, job_id, attempt)][node] = joules
-            for job_id, value in JobGpuUtilisation.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "utilisation"):
-                utilisation[(cluster, job_id)] = value
-    return measured, utilisation
-
-
 class MonthLineEnergy:
     """The spans of every GPU node of a billing month, read once (a few queries per 500 jobs);
     `columns(item)` gives a line item's x_ energy columns."""
@@ -113,7 +93,7 @@ class MonthLineEnergy:
         self._on_prem: Sourced | None = None
         seconds = _job_node_seconds(month)
         jobs = _jobs(seconds)
-        measured, utilisation = _measured(jobs)
+        measured, utilisation = jobs_measured(job[:3] for job in jobs.values())
         self.facts = node_facts({n for by_node in seconds.values() for n in by_node}, [month])
         for pk, by_node in seconds.items():
             job = jobs.get(pk)

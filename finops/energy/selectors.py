@@ -140,6 +140,29 @@ def _chunks(values: Iterable[Any]) -> Iterable[list[Any]]:
         yield items[start : start + _CHUNK]
 
 
+def jobs_measured(
+    jobs: Iterable[tuple[str, str, int]],
+) -> tuple[dict[tuple[str, str, int], dict[str, Decimal]], dict[tuple[str, str], Decimal]]:
+    """DCGM joules per (cluster, job id, attempt) and node, and measured GPU utilisation per
+    (cluster, job id), of these jobs: two queries per cluster and 500 job ids."""
+    measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
+    utilisation: dict[tuple[str, str], Decimal] = {}
+    by_cluster: dict[str, set[str]] = defaultdict(set)
+    for cluster, job_id, _attempt in jobs:
+        by_cluster[cluster].add(job_id)
+    for cluster, ids in by_cluster.items():
+        for chunk in _chunks(ids):
+            for job_id, attempt, node, joules in JobEnergy.objects.filter(
+                cluster=cluster, job_id__in=chunk
+            ).values_list("job_id", "attempt", "node", "joules"):
+                measured[(cluster, job_id, attempt)][node] = joules
+            for job_id, value in JobGpuUtilisation.objects.filter(
+                cluster=cluster, job_id__in=chunk
+            ).values_list("job_id", "utilisation"):
+                utilisation[(cluster, job_id)] = value
+    return measured, utilisation
+
+
 def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | None:
     """The run's energy over `months` (default: every month the run has cost in); None when
     the run has no GPU time in the ledger."""
@@ -185,19 +208,7 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
         ).values_list("pk", "cluster", "job_id", "attempt", "start", "end"):
             jobs[pk] = (cluster, job_id, attempt)
             within[pk] = month_share(start, end, months)
-    measured: dict[tuple[str, str, int], dict[str, Decimal]] = defaultdict(dict)
-    utilisation: dict[tuple[str, str], Decimal] = {}
-    for cluster in {c for c, _, _ in jobs.values()}:
-        ids = {j for c, j, _ in jobs.values() if c == cluster}
-        for chunk in _chunks(ids):
-            for job_id, attempt, node, joules in JobEnergy.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "attempt", "node", "joules"):
-                measured[(cluster, job_id, attempt)][node] = joules
-            for job_id, value in JobGpuUtilisation.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "utilisation"):
-                utilisation[(cluster, job_id)] = value
+    measured, utilisation = jobs_measured(jobs.values())
     nodes = {n for by_job in seconds.values() for by_node in by_job.values() for n in by_node}
     nodes |= {n for by_node in measured.values() for n in by_node}
     facts = node_facts(nodes, months)
