@@ -218,11 +218,13 @@ def advice_body(row: CheckpointAdvice) -> dict[str, Any]:
         "team": row.team.slug if row.team else None,
         "cluster": row.cluster,
         "currency": row.currency,
+        "pricing": row.pricing,
         "cost": _money(row.cost),
         "attempt_hours": text(row.attempt_hours),
         "gpu_hours": text(row.gpu_hours),
         "interruptions": row.interruptions,
         "interruptions_per_gpu_hour": text(row.interruptions_per_gpu_hour),
+        "interruptions_per_1000_gpu_hours": text(row.interruptions_per_thousand_gpu_hours),
         "mean_hours_between_interruptions": text(row.mean_hours_between_interruptions),
         "current_interval_minutes": text(row.current_interval_minutes),
         "current_interval_source": row.current_interval_source,
@@ -241,10 +243,11 @@ def advice_body(row: CheckpointAdvice) -> dict[str, Any]:
 
 
 class WasteAdviceView(APIView):
-    """What to change, with money: per team, cluster and currency of a month, the observed
-    interruption rate, the Young/Daly checkpoint interval and what it would have saved this
-    month, the measured GPU utilisation and the allocated cost left idle. Teams the caller may
-    see; `team` narrows."""
+    """What to change, with money: per team, cluster, currency and pricing category (`pricing`:
+    spot, on_demand, commitment, other, as the ledger says the attempts' cost was bought) of a
+    month, the observed interruption rate, the Young/Daly checkpoint interval and what it would
+    have saved this month, the measured GPU utilisation and the allocated cost left idle. Teams
+    the caller may see; `team` narrows."""
 
     @extend_schema(
         parameters=[month_parameter(required=True), team_parameter()],

@@ -1,7 +1,11 @@
-"""What to change, with money (issue 31, part 3): per team, cluster and currency of a month,
-the observed interruption rate, the checkpoint interval that minimises the expected loss
-(Young/Daly), what it would have saved, and the measured GPU utilisation of the allocations
-with the cost left idle in them.
+"""What to change, with money (issue 31, part 3): per team, cluster, currency and pricing
+category of a month, the observed interruption rate, the checkpoint interval that minimises the
+expected loss (Young/Daly), what it would have saved, and the measured GPU utilisation of the
+allocations with the cost left idle in them.
+
+The pricing category of an attempt is how the ledger says its cost was bought (the kind that
+carries most of it: spot, on demand, commitment, other; finops.waste.attempts): spot jobs are
+interrupted far more often than on-demand ones, so each category has its own rate and interval.
 
 Young/Daly, first order: with a checkpoint that takes C to write every tau, and a mean time M
 between interruptions, the share of time lost is C / tau (writing checkpoints) + tau / (2 M)
@@ -23,6 +27,7 @@ from itertools import pairwise
 from django.conf import settings as django_settings
 from django.db.models import QuerySet
 
+from finops.attribution.inputs.list_cost import COMMITMENT, MIX_KINDS, ON_DEMAND, OTHER, SPOT
 from finops.attribution.models import RunCost
 from finops.attribution.selectors.reporting import visible_to
 from finops.core.money import MONEY_QUANTUM
@@ -34,6 +39,10 @@ from finops.waste.selectors import run_waste_of, waste_settings
 
 _CTX = Context(prec=40)
 _MINUTES = Decimal(60)
+_THOUSAND = Decimal(1000)
+PRICING_LABELS = {SPOT: "spot", ON_DEMAND: "on-demand", COMMITMENT: "committed", OTHER: "other"}
+# Spot first: the category whose interval most often differs from the others'.
+_PRICING_ORDER = {kind: i for i, kind in enumerate((SPOT, ON_DEMAND, COMMITMENT, OTHER))}
 
 
 def checkpoint_write_minutes() -> Decimal:
@@ -58,11 +67,14 @@ class CheckpointAdvice:
     team: Team | None
     cluster: str
     currency: str
+    # list_cost.pricing_mix of the attempts: spot, on_demand, commitment, other.
+    pricing: str
     cost: Decimal
     attempt_hours: Decimal
     gpu_hours: Decimal
     interruptions: int
     interruptions_per_gpu_hour: Decimal | None
+    interruptions_per_thousand_gpu_hours: Decimal | None
     mean_hours_between_interruptions: Decimal | None
     checkpoint_write_minutes: Decimal
     current_interval_minutes: Decimal
@@ -72,29 +84,76 @@ class CheckpointAdvice:
     # Cost-weighted measured utilisation of the attempts that have one; None: none measured.
     measured_utilisation: Decimal | None
     idle_in_allocation: Decimal
+    # Exact sums behind measured_utilisation (to merge the categories of a cluster).
+    measured_cost: Decimal = Decimal(0)
+    used_cost: Decimal = Decimal(0)
+
+    @property
+    def pricing_label(self) -> str:
+        return PRICING_LABELS.get(self.pricing, self.pricing)
 
     @property
     def action(self) -> str:
+        jobs = f"{self.pricing_label} jobs"
         if self.optimal_interval_minutes is None:
-            return "No interruption this month: keep the checkpoint interval."
+            return f"No interruption of {jobs} this month: keep the checkpoint interval."
         if self.current_interval_minutes <= 0:
             return (
-                f"Checkpoint every {self.optimal_interval_minutes:.0f} minutes (Young/Daly); "
-                "the current interval is not known, so no saving is claimed."
+                f"Checkpoint {jobs} every {self.optimal_interval_minutes:.0f} minutes "
+                "(Young/Daly); the current interval is not known, so no saving is claimed."
             )
         now = f"{self.current_interval_minutes:.0f}"
         best = f"{self.optimal_interval_minutes:.0f}"
         if best == now or self.monthly_saving < Decimal("0.01"):
             return (
-                f"Keep checkpointing every {now} minutes: the Young/Daly interval "
+                f"Keep checkpointing {jobs} every {now} minutes: the Young/Daly interval "
                 f"({self.optimal_interval_minutes} minutes) would save less than 0.01 "
                 f"{self.currency} a month."
             )
         return (
-            f"Checkpoint every {best} minutes instead of {now}: saves "
-            f"{self.monthly_saving:,.2f} {self.currency} a month at this month's interruption "
-            "rate."
+            f"Checkpoint {jobs} every {best} minutes instead of {now}: saves "
+            f"{self.monthly_saving:,.2f} {self.currency} a month at their interruption rate "
+            "this month."
         )
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationIdle:
+    """The allocated GPU time left idle on a cluster, every pricing category together."""
+
+    team: Team | None
+    cluster: str
+    currency: str
+    cost: Decimal
+    gpu_hours: Decimal
+    measured_utilisation: Decimal | None
+    idle_in_allocation: Decimal
+
+
+def allocation_idle(rows: list[CheckpointAdvice]) -> list[AllocationIdle]:
+    """The rows of checkpoint_advice merged per team, cluster and currency (same order)."""
+    merged: dict[tuple[int | None, str, str], list[CheckpointAdvice]] = {}
+    for row in rows:
+        team_id = row.team.pk if row.team else None
+        merged.setdefault((team_id, row.cluster, row.currency), []).append(row)
+    result = []
+    for group in merged.values():
+        measured = sum((r.measured_cost for r in group), Decimal(0))
+        used = sum((r.used_cost for r in group), Decimal(0))
+        utilisation = None
+        if measured > 0:
+            utilisation = _CTX.divide(used, measured).quantize(Decimal("0.0001"))
+        first = group[0]
+        result.append(
+            AllocationIdle(
+                team=first.team, cluster=first.cluster, currency=first.currency,
+                cost=sum((r.cost for r in group), Decimal(0)),
+                gpu_hours=sum((r.gpu_hours for r in group), Decimal(0)),
+                measured_utilisation=utilisation,
+                idle_in_allocation=sum((r.idle_in_allocation for r in group), Decimal(0)),
+            )
+        )  # fmt: skip
+    return result
 
 
 def _loss(interval: Decimal, write: Decimal, mtbi: Decimal) -> Decimal:
@@ -105,7 +164,7 @@ def _loss(interval: Decimal, write: Decimal, mtbi: Decimal) -> Decimal:
 def checkpoint_advice(
     *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
 ) -> list[CheckpointAdvice]:
-    """One row per team, cluster and currency of the month's runs."""
+    """One row per team, cluster, currency and pricing category of the month's runs."""
     rollups = visible_to(
         RunCost.objects.filter(billing_period=month), teams=teams, include_unowned=include_unowned
     ).select_related("team")
@@ -119,13 +178,14 @@ def checkpoint_advice(
     config = waste_settings()
     attempts = run_attempts(keys)
     metrics = run_metrics(keys)
-    groups: dict[tuple[int | None, str, str], _Group] = {}
+    groups: dict[tuple[int | None, str, str, str], _Group] = {}
     for key in keys:
         waste = run_waste_of(key, attempts[key], metrics.get(key), config, month)
         for row in waste.attempts:
             a = row.attempt
             cost = a.cost_by_month.get(month, Decimal(0))
-            group = groups.setdefault((key.team_id, a.cluster, key.currency), _Group())
+            pricing = a.pricing if a.pricing in MIX_KINDS else OTHER
+            group = groups.setdefault((key.team_id, a.cluster, key.currency, pricing), _Group())
             group.cost += cost
             group.idle_in_allocation += row.parts.idle_in_allocation
             if a.utilisation is not None and cost > 0:
@@ -147,22 +207,26 @@ def checkpoint_advice(
     write = checkpoint_write_minutes()
     assumed = config.checkpoint_interval_minutes
     result = [
-        _advice(team_of[team_id], cluster, currency, group, write, assumed)
-        for (team_id, cluster, currency), group in groups.items()
+        _advice(team_of[team_id], (cluster, currency, pricing), group, write, assumed)
+        for (team_id, cluster, currency, pricing), group in groups.items()
     ]
     return sorted(
-        result, key=lambda r: (r.team is None, r.team.slug if r.team else "", r.cluster, r.currency)
-    )
+        result,
+        key=lambda r: (
+            r.team is None, r.team.slug if r.team else "", r.cluster, r.currency,
+            _PRICING_ORDER.get(r.pricing, len(_PRICING_ORDER)),
+        ),
+    )  # fmt: skip
 
 
 def _advice(
     team: Team | None,
-    cluster: str,
-    currency: str,
+    where: tuple[str, str, str],
     g: _Group,
     write: Decimal,
     assumed_interval: Decimal,
 ) -> CheckpointAdvice:
+    cluster, currency, pricing = where
     gaps = [gap for gap in g.gaps_minutes if gap > 0]
     if gaps:
         current, source = Decimal(statistics.median(gaps)), "metrics"
@@ -170,9 +234,11 @@ def _advice(
         current, source = assumed_interval, "assumption"
     mtbi = optimal = None
     saving = Decimal(0)
-    rate = None
+    rate = per_thousand = None
     if g.gpu_hours > 0:
-        rate = _CTX.divide(Decimal(g.interruptions), g.gpu_hours).quantize(Decimal("0.000001"))
+        exact = _CTX.divide(Decimal(g.interruptions), g.gpu_hours)
+        rate = exact.quantize(Decimal("0.000001"))
+        per_thousand = (exact * _THOUSAND).quantize(Decimal("0.001"))
     if g.interruptions and g.hours > 0:
         mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
         mtbi_minutes = mtbi * _MINUTES
@@ -188,13 +254,15 @@ def _advice(
     if g.measured_cost > 0:
         utilisation = _CTX.divide(g.used_cost, g.measured_cost).quantize(Decimal("0.0001"))
     return CheckpointAdvice(
-        team=team, cluster=cluster, currency=currency, cost=g.cost,
+        team=team, cluster=cluster, currency=currency, pricing=pricing, cost=g.cost,
         attempt_hours=g.hours.quantize(Decimal("0.0001")),
         gpu_hours=g.gpu_hours.quantize(Decimal("0.0001")),
         interruptions=g.interruptions, interruptions_per_gpu_hour=rate,
+        interruptions_per_thousand_gpu_hours=per_thousand,
         mean_hours_between_interruptions=mtbi, checkpoint_write_minutes=write,
         current_interval_minutes=current.quantize(Decimal("0.01")),
         current_interval_source=source, optimal_interval_minutes=optimal,
         monthly_saving=saving, measured_utilisation=utilisation,
-        idle_in_allocation=g.idle_in_allocation,
+        idle_in_allocation=g.idle_in_allocation, measured_cost=g.measured_cost,
+        used_cost=g.used_cost,
     )  # fmt: skip

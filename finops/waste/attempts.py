@@ -19,6 +19,7 @@ from fractions import Fraction
 from django.db.models import Q
 
 from billing_ingest.models import JobGpuUtilisation, JobRecord, job_gpus_exact
+from finops.attribution.inputs.list_cost import MIX_KINDS, OTHER
 from finops.attribution.models import AllocatedCost, ChargeBasis
 from finops.core.money import MoneySum
 from finops.run_metrics.models import RunMetricPoint
@@ -42,6 +43,9 @@ class Attempt:
     # GPUs the attempt held (exact: MIG slices are fractions).
     gpus: Fraction = Fraction(0)
     cost_by_month: dict[dt.date, Decimal] = field(default_factory=dict)
+    # How the ledger says its cost was bought (list_cost.pricing_mix: on_demand, spot,
+    # commitment, other): the kind that carries most of it, so a job on a spot node is spot.
+    pricing: str = OTHER
 
     @property
     def cost(self) -> Decimal:
@@ -84,6 +88,13 @@ def _utilisations(jobs: Iterable[_JobRow]) -> dict[tuple[str, str], Fraction]:
     return {(c, j): Fraction(u) for c, j, u in rows}
 
 
+def _pricing_of(by_mix: dict[str, Decimal]) -> str:
+    """The pricing kind carrying most of a job's cost (ties: the order of MIX_KINDS)."""
+    if not by_mix:
+        return OTHER
+    return max(MIX_KINDS, key=lambda kind: (by_mix.get(kind, Decimal(-1)), -MIX_KINDS.index(kind)))
+
+
 def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
     """The attempts of each run in time order (every month the ledger has for it). A few
     queries for any number of runs."""
@@ -99,16 +110,24 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
         AllocatedCost.objects.filter(team_q, run_id__in={k.run_id for k in keys})
         .filter(job__isnull=False)
         .order_by()
-        .values("team_id", "run_id", "billing_currency", "job_id", "billing_period")
+        .values(
+            "team_id", "run_id", "billing_currency", "job_id", "billing_period", "pricing_mix"
+        )
         .annotate(cost=MoneySum("amount"))
-    )
+    )  # fmt: skip
     costs: dict[RunKey, dict[int, dict[dt.date, Decimal]]] = defaultdict(dict)
+    mixes: dict[int, dict[str, Decimal]] = defaultdict(dict)
     for row in rows:
         key = wanted.get((row["team_id"], row["run_id"], row["billing_currency"]))
         if key is None:
             continue
         by_month = costs[key].setdefault(row["job_id"], {})
-        by_month[row["billing_period"]] = Decimal(row["cost"] or 0)
+        cost = Decimal(row["cost"] or 0)
+        month = row["billing_period"]
+        by_month[month] = by_month.get(month, Decimal(0)) + cost
+        mix = row["pricing_mix"] if row["pricing_mix"] in MIX_KINDS else OTHER
+        by_mix = mixes[row["job_id"]]
+        by_mix[mix] = by_mix.get(mix, Decimal(0)) + cost
     job_ids = sorted({pk for per_job in costs.values() for pk in per_job})
     # Plain rows, not model instances (a month's runs have tens of thousands of attempts).
     jobs: dict[int, _JobRow] = {}
@@ -140,6 +159,7 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
                         denominator=job.gpu_denominator,
                     ),
                     cost_by_month=by_month,
+                    pricing=_pricing_of(mixes[pk]),
                 )
             )  # fmt: skip
         result[key].sort(key=_sort_key)

@@ -1,6 +1,9 @@
 """Waste advice as recommendations (issue 31 item 3, DESIGN section 10): the checkpoint
-interval that minimises expected loss (Young/Daly) and the GPUs that jobs held but did not use,
-each per team, cluster and currency, with its monthly saving and assumptions.
+interval that minimises expected loss (Young/Daly), per team, cluster, currency and pricing
+category (spot jobs are interrupted more often than on-demand ones: their interval differs; key
+`checkpoint:<cluster>:<category>`, so a status survives a recompute), and the GPUs that jobs held
+but did not use, per team, cluster and currency (key `allocation:<cluster>`), each with its
+monthly saving and assumptions.
 
 Drafts only: finops.pricing.recommendations stores them with the pricing ones (same model,
 status and comment flow), reading this source from FINOPS_RECOMMENDATION_SOURCES.
@@ -14,7 +17,12 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from finops.core.months import month_format
 from finops.org.models import Team
 from finops.pricing.recommendation_rules import Draft, cents, money_text
-from finops.waste.advice import CheckpointAdvice, checkpoint_advice
+from finops.waste.advice import (
+    AllocationIdle,
+    CheckpointAdvice,
+    allocation_idle,
+    checkpoint_advice,
+)
 
 MINIMUM = Decimal("0.01")
 YOUNG_DALY = "sqrt(2 x checkpoint write time x mean time between interruptions) (Young/Daly)"
@@ -28,11 +36,13 @@ def _evidence(a: CheckpointAdvice, month: dt.date) -> dict[str, object]:
     return {
         "month": month_format(month),
         "cluster": a.cluster,
+        "pricing": a.pricing,
         "runs_cost": str(cents(a.cost)),
         "attempt_hours": _text(a.attempt_hours),
         "gpu_hours": _text(a.gpu_hours),
         "interruptions": a.interruptions,
         "interruptions_per_gpu_hour": _text(a.interruptions_per_gpu_hour),
+        "interruptions_per_1000_gpu_hours": _text(a.interruptions_per_thousand_gpu_hours),
         "mean_hours_between_interruptions": _text(a.mean_hours_between_interruptions),
     }
 
@@ -47,8 +57,8 @@ def _checkpoint(a: CheckpointAdvice, month: dt.date) -> Draft | None:
     return Draft(
         team_id=a.team.pk if a.team else None,
         kind="checkpoint",
-        key=f"checkpoint:{a.cluster}",
-        title=f"Checkpoint every {best} minutes on {a.cluster}",
+        key=f"checkpoint:{a.cluster}:{a.pricing}",
+        title=f"Checkpoint {a.pricing_label} jobs on {a.cluster} every {best} minutes",
         action=a.action,
         monthly_savings=saving,
         currency=a.currency,
@@ -61,15 +71,16 @@ def _checkpoint(a: CheckpointAdvice, month: dt.date) -> Draft | None:
                 "the run metrics' checkpoints" if measured else "the pricing assumptions"
             ),
             "optimal_interval_minutes": _text(a.optimal_interval_minutes),
-            "saving": "this month's runs cost x (expected loss share at the current interval "
-            "- at the advised one), at this month's interruption rate",
+            "saving": f"this month's cost of the {a.pricing_label} attempts x (expected loss "
+            "share at the current interval - at the advised one), at their interruption rate "
+            "this month",
             "estimated": not measured,
         },
         evidence=_evidence(a, month),
     )
 
 
-def _idle(a: CheckpointAdvice, month: dt.date) -> Draft | None:
+def _idle(a: AllocationIdle, month: dt.date) -> Draft | None:
     saving = cents(a.idle_in_allocation)
     if a.idle_in_allocation < MINIMUM:
         return None
@@ -94,15 +105,19 @@ def _idle(a: CheckpointAdvice, month: dt.date) -> Draft | None:
             "was measured (cost x (1 - utilisation)), had they held only what they used",
             "estimated": False,
         },
-        evidence=_evidence(a, month) | {"idle_in_allocation": str(saving)},
+        evidence={
+            "month": month_format(month),
+            "cluster": a.cluster,
+            "runs_cost": str(cents(a.cost)),
+            "gpu_hours": _text(a.gpu_hours),
+            "idle_in_allocation": str(saving),
+        },
     )
 
 
 def waste_drafts(*, month: dt.date) -> list[Draft]:
     """The month's checkpoint and idle-allocation recommendations, every team and none."""
-    drafts = []
-    for advice in checkpoint_advice(month=month, teams=Team.objects.all(), include_unowned=True):
-        for draft in (_checkpoint(advice, month), _idle(advice, month)):
-            if draft is not None:
-                drafts.append(draft)
-    return drafts
+    rows = checkpoint_advice(month=month, teams=Team.objects.all(), include_unowned=True)
+    drafts = [_checkpoint(row, month) for row in rows]
+    drafts += [_idle(idle, month) for idle in allocation_idle(rows)]
+    return [draft for draft in drafts if draft is not None]

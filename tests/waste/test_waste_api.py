@@ -117,8 +117,14 @@ def test_checkpoint_advice_of_the_scenario(scene: None, finance_user: User) -> N
     )
     assert Decimal(speech["monthly_saving"]).quantize(Decimal("0.0001")) == Decimal("0.0068")
     assert (speech["measured_utilisation"], Decimal(speech["idle_in_allocation"])) == ("0.7500", 25)
-    assert "Checkpoint every 23 minutes instead of 30: saves 2.44 USD" in vision["action"]
-    assert speech["action"].startswith("Keep checkpointing every 24 minutes")
+    # Every node is billed Standard: one row per team, its pricing category on demand.
+    assert (vision["pricing"], speech["pricing"]) == ("on_demand", "on_demand")
+    assert vision["interruptions_per_1000_gpu_hours"] == "58.824"
+    assert (
+        "Checkpoint on-demand jobs every 23 minutes instead of 30: saves 2.44 USD"
+        in (vision["action"])
+    )
+    assert speech["action"].startswith("Keep checkpointing on-demand jobs every 24 minutes")
 
 
 def test_advice_with_a_zero_checkpoint_interval_claims_no_saving(

@@ -54,12 +54,14 @@ def test_checkpoint_and_idle_allocation_advice_are_recommendations(
     assert set(actions) == {("vision", "checkpoint"), ("speech", "idle")}
     checkpoint = actions[("vision", "checkpoint")]
     assert (checkpoint["monthly_savings"], checkpoint["currency"]) == ("2.44", "USD")
-    assert checkpoint["title"] == "Checkpoint every 23 minutes on hpc"
+    assert checkpoint["title"] == "Checkpoint on-demand jobs on hpc every 23 minutes"
     assert checkpoint["assumptions"]["optimal_interval_minutes"] == "22.58"
     assert checkpoint["assumptions"]["current_interval_minutes"] == "30.00"
     assert checkpoint["assumptions"]["checkpoint_write_minutes"] == "2"
     assert "Young/Daly" in checkpoint["assumptions"]["formula"]
     assert checkpoint["evidence"]["interruptions_per_gpu_hour"] == "0.058824"
+    assert checkpoint["evidence"]["interruptions_per_1000_gpu_hours"] == "58.824"
+    assert checkpoint["evidence"]["pricing"] == "on_demand"
     assert checkpoint["status"] == "open"
     idle = actions[("speech", "idle")]
     assert (Decimal(idle["monthly_savings"]), idle["evidence"]["cluster"]) == (25, "hpc")
