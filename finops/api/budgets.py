@@ -32,13 +32,12 @@ from finops.api.fields import (
 )
 from finops.budgets.models import Budget, BudgetAlert
 from finops.budgets.periods import as_of_parse
+from finops.budgets.recipients import budget_no_recipient_warning, budget_recipient_list
 from finops.budgets.selectors import (
     BudgetStatus,
     budget_alerts_of_period,
     budget_alerts_of_periods,
     budget_list_visible,
-    budget_no_recipient_warning,
-    budget_recipient_list,
     budget_status,
     budget_statuses,
 )

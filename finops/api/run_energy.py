@@ -11,7 +11,6 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -19,11 +18,11 @@ from rest_framework.views import APIView
 from finops.api.run_efficiency import run_key
 from finops.api.schema import month_parameter, team_parameter
 from finops.api.serializers import PricingQuerySerializer, RunCostDetailSerializer
+from finops.api.teams import teams_asked
 from finops.attribution.models import RunCost
 from finops.core.months import month_parse
 from finops.energy.selectors import RunEnergy, TeamEnergy, run_energy, team_month_energy
 from finops.org.permissions import user_is_finance
-from finops.org.selectors import team_list_visible
 
 _DECIMAL = {"type": "string", "format": "decimal"}
 _NULLABLE_DECIMAL = {**_DECIMAL, "nullable": True}
@@ -118,12 +117,8 @@ class EnergyView(APIView):
         query = PricingQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = month_parse(query.validated_data["month"])
-        teams = team_list_visible(user=request.user)
         slug = query.validated_data.get("team")
-        if slug:
-            teams = teams.filter(slug=slug)
-            if not teams.exists():
-                raise NotFound("no such team")
+        teams = teams_asked(user=request.user, slug=slug)
         ids: list[int | None] = list(teams.values_list("pk", flat=True))
         if user_is_finance(request.user) and not slug:
             ids.append(None)

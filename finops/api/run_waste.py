@@ -17,7 +17,6 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,11 +24,11 @@ from rest_framework.views import APIView
 from finops.api.run_efficiency import run_key
 from finops.api.schema import BAD_REQUEST, month_parameter, team_parameter
 from finops.api.serializers import PricingQuerySerializer, RunCostDetailSerializer
+from finops.api.teams import teams_asked
 from finops.attribution.models import RunCost
 from finops.core.money import MONEY_QUANTUM
 from finops.core.months import month_parse
 from finops.org.permissions import user_is_finance
-from finops.org.selectors import team_list_visible
 from finops.waste.advice import CheckpointAdvice, checkpoint_advice
 from finops.waste.causes import CAUSES, WasteParts
 from finops.waste.selectors import AttemptWaste, RunWaste, TeamWaste, run_waste, team_month_waste
@@ -199,13 +198,9 @@ class WasteView(APIView):
         query = PricingQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = month_parse(query.validated_data["month"])
-        teams = team_list_visible(user=request.user)
         slug = query.validated_data.get("team")
+        teams = teams_asked(user=request.user, slug=slug)
         finance = user_is_finance(request.user)
-        if slug:
-            teams = teams.filter(slug=slug)
-            if not teams.exists():
-                raise NotFound("no such team")
         rows = team_month_waste(month=month, teams=teams, include_unowned=finance and not slug)
         return Response([team_waste_body(row) for row in rows])
 
@@ -257,12 +252,8 @@ class WasteAdviceView(APIView):
         query = PricingQuerySerializer(data=request.query_params)
         query.is_valid(raise_exception=True)
         month = month_parse(query.validated_data["month"])
-        teams = team_list_visible(user=request.user)
         slug = query.validated_data.get("team")
-        if slug:
-            teams = teams.filter(slug=slug)
-            if not teams.exists():
-                raise NotFound("no such team")
+        teams = teams_asked(user=request.user, slug=slug)
         finance = user_is_finance(request.user)
         rows = checkpoint_advice(month=month, teams=teams, include_unowned=finance and not slug)
         return Response([advice_body(row) for row in rows])

@@ -10,7 +10,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, PolymorphicProxySerializer, extend_schema
 from rest_framework import status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import ValidationError
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -39,6 +39,7 @@ from finops.api.team_efficiency import (
     TeamMonthEfficiencySerializer,
     efficiency_months,
 )
+from finops.api.teams import teams_asked
 from finops.attribution.models import Category, RunCost
 from finops.attribution.selectors.explorer import (
     AMORTISED,
@@ -166,12 +167,8 @@ class PricingComparisonView(APIView):
             month = month_parse(query.validated_data["month"])
         except ValueError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        teams = team_list_visible(user=request.user)
         slug = query.validated_data.get("team")
-        if slug:
-            teams = teams.filter(slug=slug)
-            if not teams.exists():
-                raise NotFound("no such team")
+        teams = teams_asked(user=request.user, slug=slug)
         measured = teams_measured_power(month=month, team_ids=teams.values_list("pk", flat=True))
         return Response(
             team_month_pricing(

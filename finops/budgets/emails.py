@@ -11,7 +11,8 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from finops.budgets.crossings import ACTUAL, Crossing
-from finops.budgets.selectors import BudgetStatus, Driver
+from finops.budgets.drivers import Driver
+from finops.budgets.selectors import BudgetStatus
 
 
 def budget_url(budget_id: int) -> str:

@@ -3,36 +3,30 @@
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
-from decimal import Decimal, localcontext
+from decimal import Decimal
 from fractions import Fraction
 
 from django.conf import settings
-from django.contrib.auth.models import User
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from finops.attribution.models import AllocatedCost, TeamDailyCost
+from finops.attribution.models import TeamDailyCost
 from finops.budgets.forecast import WINDOW_DAYS, Forecast, ForecastInput, forecast_rest
 from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation
 from finops.budgets.periods import Period, period_containing
 from finops.budgets.series import ScopeSeries, SeriesRollups, scope_series
-from finops.core.money import MoneySum
 from finops.core.months import month_add
-from finops.currency.selectors import FxRateMissing, converter_for, money_round
-from finops.notifications.models import NotificationPreference
-from finops.notifications.selectors import addresses_not_wanting
+from finops.currency.selectors import FxRateMissing, money_round
 from finops.org.models import Team
 from finops.org.permissions import AnyUser, user_is_finance
 from finops.org.selectors import team_list_visible
 
 ZERO = Decimal(0)
 HUNDRED = Decimal(100)
-DRIVERS = 5
 
 
 def budget_list_visible(*, user: AnyUser) -> QuerySet[Budget]:
@@ -293,126 +287,6 @@ def budget_alert_history(*, budget: Budget) -> list[BudgetAlert]:
         .select_related("notification")
         .order_by("-period_start", "kind", "threshold")
     )
-
-
-def budget_recipients(*, budget: Budget) -> list[str]:
-    """The team's leads (with an address) and the listed addresses, minus those opted out."""
-    addresses = {a.strip().lower() for a in budget.recipients if a.strip()}
-    if budget.team_id:
-        leads = User.objects.filter(finops_profile__teams=budget.team_id, is_active=True).exclude(
-            email=""
-        )
-        addresses |= {email.lower() for email in leads.values_list("email", flat=True)}
-    opted_out = {
-        e.lower()
-        for e in User.objects.filter(budgetoptout__budget=budget).values_list("email", flat=True)
-    }
-    return sorted(addresses - opted_out)
-
-
-@dataclass(frozen=True)
-class RecipientList:
-    """Who gets a budget's alerts (`receiving`), and who would but turned budget emails off in
-    their email settings (`opted_out`: notification_enqueue drops them when sending)."""
-
-    receiving: list[str]
-    opted_out: list[str]
-
-
-def budget_recipient_list(*, budget: Budget) -> RecipientList:
-    addresses = budget_recipients(budget=budget)
-    declined = addresses_not_wanting(kind=NotificationPreference.KIND_BUDGET, addresses=addresses)
-    return RecipientList([a for a in addresses if a not in declined], sorted(declined))
-
-
-NO_RECIPIENT = (
-    "Nobody receives this budget's alert emails: {why}. Its alerts are still recorded and "
-    "shown on its page; add recipients to have them emailed."
-)
-
-
-def budget_no_recipient_warning(*, budget: Budget, receiving: Sequence[str]) -> str:
-    """What the pages and the API say of a budget whose alerts go to nobody ("" otherwise)."""
-    if receiving:
-        return ""
-    if budget.team_id:
-        why = "no recipient is listed and no lead of the team with an email address receives them"
-    else:
-        why = "no recipient is listed (an organisation or provider budget has no team leads)"
-    return NO_RECIPIENT.format(why=why)
-
-
-@dataclass
-class Driver:
-    dimension: str
-    key: str
-    amount: Decimal
-
-
-# Digits of an exact Decimal sum of ledger amounts (12 places, up to 10^15 each).
-_EXACT_DIGITS = 60
-
-
-def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, list[Driver]]:
-    """The DRIVERS biggest runs, services and endpoints of the period to as_of, converted.
-    A tag budget has no ledger rows of its own: its services come from its line items."""
-    if budget.tag_key:
-        return {"services": []}
-    qs = AllocatedCost.objects.filter(
-        billing_period__gte=month_add(period.start, -1),
-        billing_period__lte=month_add(period.end.replace(day=1), 1),
-        day__gte=period.start,
-        day__lte=min(as_of, period.end),
-    )
-    if budget.team_id:
-        qs = qs.filter(team_id=budget.team_id)
-    elif budget.provider_name:
-        qs = qs.filter(provider_name=budget.provider_name)
-    out: dict[str, list[Driver]] = {}
-    for dimension, column in (
-        ("runs", "run_id"),
-        ("services", "service_name"),
-        ("endpoints", "job__endpoint"),
-    ):
-        rows = list(
-            qs.exclude(**{column: ""})
-            .exclude(**{f"{column}__isnull": True})
-            .order_by()
-            .values(column, "day", "billing_currency")
-            .annotate(amount=MoneySum("amount"))
-        )
-        out[dimension] = _top(dimension, column, rows, budget.currency)
-    return out
-
-
-def _top(dimension: str, column: str, rows: list[dict], currency: str) -> list[Driver]:
-    if not rows:
-        return []
-    # Rows already in the budget's currency are summed as Decimals, exactly (enough digits for
-    # any sum of 12-place amounts): thousands of run-days need no rate and no Fraction each.
-    same: dict[str, Decimal] = defaultdict(Decimal)
-    others = [r for r in rows if r["billing_currency"] != currency]
-    with localcontext(prec=_EXACT_DIGITS):
-        for r in rows:
-            if r["billing_currency"] == currency:
-                same[r[column]] += r["amount"]
-    sums: dict[str, Fraction] = {key: Fraction(value) for key, value in same.items()}
-    if others:
-        try:
-            converter = converter_for(
-                to_currency=currency,
-                currencies={r["billing_currency"] for r in others},
-                first_day=min(r["day"] for r in others),
-                last_day=max(r["day"] for r in others),
-            )
-            for r in others:
-                sums[r[column]] = sums.get(r[column], Fraction(0)) + converter.exact(
-                    day=r["day"], currency=r["billing_currency"], amount=r["amount"]
-                )
-        except FxRateMissing:
-            return []
-    ranked = heapq.nsmallest(DRIVERS, sums.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [Driver(dimension, key, money_round(v).quantize(Decimal("0.01"))) for key, v in ranked]
 
 
 def last_ledger_day_of_scope(*, budget: Budget) -> date | None:

@@ -24,13 +24,13 @@ from django.utils import timezone
 from finops.audit.services import audit_record
 from finops.budgets.channel_alerts import budget_channel_message
 from finops.budgets.crossings import Crossing, crossings_due
+from finops.budgets.drivers import budget_drivers
 from finops.budgets.emails import alert_email
 from finops.budgets.enqueue import budget_evaluation_refresh_enqueue
 from finops.budgets.models import Budget, BudgetAlert, BudgetEvaluation, BudgetOptOut
+from finops.budgets.recipients import budget_recipients
 from finops.budgets.selectors import (
     BudgetStatus,
-    budget_drivers,
-    budget_recipients,
     budget_status,
     last_ledger_day_of_scope,
 )

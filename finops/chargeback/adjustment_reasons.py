@@ -31,6 +31,18 @@ def _listed(items: list[str]) -> str:
     return ", ".join(items[:_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
+def _imports(changes: list[MonthChange], kind: str, *, unnamed: str) -> list[str]:
+    """The month's changes of one kind, each named by its import (or its day, after `unnamed`,
+    where no import batch is recorded)."""
+    return [
+        f"{c.batch.source} (import #{c.batch.pk}, {c.changed_at:%Y-%m-%d})"
+        if c.batch is not None
+        else f"{unnamed}{c.changed_at:%Y-%m-%d}"
+        for c in changes
+        if c.kind == kind
+    ]
+
+
 def adjustment_reason(*, close: ClosedPeriod, later: Iterable[ClosedPeriod] = ()) -> str:
     """Why a closed month's ledger moved beyond what was booked for it: read from what was
     recorded when it happened, not guessed from timestamps.
@@ -95,20 +107,8 @@ def adjustment_reason(*, close: ClosedPeriod, later: Iterable[ClosedPeriod] = ()
             .select_related("batch")
             .order_by("changed_at", "id")
         )
-        bills = [
-            f"{c.batch.source} (import #{c.batch.pk}, {c.changed_at:%Y-%m-%d})"
-            if c.batch is not None
-            else f"an import of {c.changed_at:%Y-%m-%d}"
-            for c in changes
-            if c.kind == MonthChange.Kind.BILLING
-        ]
-        jobs = [
-            f"{c.batch.source} (import #{c.batch.pk}, {c.changed_at:%Y-%m-%d})"
-            if c.batch is not None
-            else f"{c.changed_at:%Y-%m-%d}"
-            for c in changes
-            if c.kind == MonthChange.Kind.JOBS
-        ]
+        bills = _imports(changes, MonthChange.Kind.BILLING, unnamed="an import of ")
+        jobs = _imports(changes, MonthChange.Kind.JOBS, unnamed="")
         rules = [
             f"{RULE_ACTIONS[kind]} {e.obj_repr} {_VERBS.get(verb, verb)}"
             f"{f' by {e.actor_name}' if e.actor_name else ''} on {e.at:%Y-%m-%d}"

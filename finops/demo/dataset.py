@@ -26,7 +26,7 @@ from random import Random
 
 from finops.demo import export_aws, export_azure, export_coreweave, export_gcp
 from finops.demo.carry import StillOpen, jobs_carried, next_month, pods_carried, still_open
-from finops.demo.fleet import CLOUDS, JobsFormat, Month, Node, build_fleet
+from finops.demo.fleet import CLOUDS, JobsFormat, Month, Node, blocked_intervals, build_fleet
 from finops.demo.focus_catalogue import FOCUS_COLUMNS, PROVIDERS, Row
 from finops.demo.generate_focus import provider_rows
 from finops.demo.generate_kubernetes import (
@@ -40,7 +40,7 @@ from finops.demo.generate_kubernetes import (
 )
 from finops.demo.generate_sacct import render_sacct
 from finops.demo.history import MonthPlan
-from finops.demo.workload import Job, blocked_intervals, schedule_cluster
+from finops.demo.workload import Job, schedule_cluster
 
 # (provider name as stored, billing account id, currency) -> (billed, effective)
 Totals = dict[tuple[str, str, str], tuple[Decimal, Decimal]]

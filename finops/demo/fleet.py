@@ -210,6 +210,30 @@ class Month:
         return self.days * DAY
 
 
+def blocked_intervals(month: Month, time_zone: str) -> list[tuple[int, int]]:
+    """UTC intervals whose local wall-clock time is ambiguous (the hour repeated when DST ends):
+    a job boundary there could not be converted back to UTC unambiguously."""
+    if time_zone == "UTC":
+        return []
+    from datetime import timedelta
+    from zoneinfo import ZoneInfo
+
+    zone = ZoneInfo(time_zone)
+    blocked: list[tuple[int, int]] = []
+    t = month.start
+    previous = t.astimezone(zone).utcoffset()
+    while t < month.end:
+        offset = t.astimezone(zone).utcoffset()
+        if previous is not None and offset is not None and offset < previous:
+            # Offset dropped at t: local times in [t - (previous - offset), t + ...) repeat.
+            width = int((previous - offset).total_seconds())
+            base = int((t - month.start).total_seconds())
+            blocked.append((base - width, base + width))
+        previous = offset
+        t += timedelta(hours=1)
+    return blocked
+
+
 def _spot_intervals(rng: Random, length: int) -> list[tuple[int, int]]:
     """Spot capacity: up for a few days at a time, reclaimed, re-acquired hours later."""
     hours = length // HOUR

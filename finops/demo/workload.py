@@ -12,7 +12,7 @@ import heapq
 from dataclasses import dataclass, field
 from random import Random
 
-from finops.demo.fleet import HOUR, Month, Node, Pricing
+from finops.demo.fleet import HOUR, Month, Node, Pricing, blocked_intervals
 from finops.demo.teams import ADMIN_UID, SANDBOX_USERS, TEAM_BY_SLUG, WORKLOADS, RunKey, Workload
 
 
@@ -381,30 +381,6 @@ def _record(
         queue = cluster.pending.setdefault(chosen[0].node.partition, [])
         queue.append(_Pending(run, end, restart=True, requeue_of=job if cluster.requeue else None))
     return job
-
-
-def blocked_intervals(month: Month, time_zone: str) -> list[tuple[int, int]]:
-    """UTC intervals whose local wall-clock time is ambiguous (the hour repeated when DST ends):
-    a job boundary there could not be converted back to UTC unambiguously."""
-    if time_zone == "UTC":
-        return []
-    from datetime import timedelta
-    from zoneinfo import ZoneInfo
-
-    zone = ZoneInfo(time_zone)
-    blocked: list[tuple[int, int]] = []
-    t = month.start
-    previous = t.astimezone(zone).utcoffset()
-    while t < month.end:
-        offset = t.astimezone(zone).utcoffset()
-        if previous is not None and offset is not None and offset < previous:
-            # Offset dropped at t: local times in [t - (previous - offset), t + ...) repeat.
-            width = int((previous - offset).total_seconds())
-            base = int((t - month.start).total_seconds())
-            blocked.append((base - width, base + width))
-        previous = offset
-        t += timedelta(hours=1)
-    return blocked
 
 
 def _pending_at_month_end(rng: Random, cluster: _Cluster, month_len: int) -> None:

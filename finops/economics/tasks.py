@@ -5,6 +5,7 @@ from __future__ import annotations
 from celery import shared_task
 
 from finops.core.months import month_parse
+from finops.core.pipeline_wake import ECONOMICS_REFRESH_RUNS_TASK, ECONOMICS_REFRESH_TASK
 from finops.economics.services import economics_refresh
 
 # A month's runs in bulk queries: seconds to a few minutes at the largest scale.
@@ -13,7 +14,7 @@ TIME_LIMIT = SOFT_TIME_LIMIT + 5 * 60
 
 
 @shared_task(
-    name="finops.economics.tasks.refresh_run_economics",
+    name=ECONOMICS_REFRESH_TASK,
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=SOFT_TIME_LIMIT,
@@ -27,7 +28,7 @@ def refresh_run_economics(month: str, pipeline_run_id: int | None = None) -> dic
 
 
 @shared_task(
-    name="finops.economics.tasks.refresh_run_economics_of_runs",
+    name=ECONOMICS_REFRESH_RUNS_TASK,
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=SOFT_TIME_LIMIT,

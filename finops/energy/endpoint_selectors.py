@@ -11,7 +11,8 @@ from decimal import Decimal
 
 from django.db.models import Q
 
-from finops.energy.selectors import _CTX, KWH_PLACES, RunEnergy, energies
+from finops.energy.factors import CTX, KWH_PLACES
+from finops.energy.selectors import RunEnergy, energies
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +34,7 @@ class EndpointEnergy:
 def _per(total: Decimal | None, count: int, unit: int) -> Decimal | None:
     if total is None or not count:
         return None
-    return _CTX.divide(total * unit, Decimal(count)).quantize(KWH_PLACES, context=_CTX)
+    return CTX.divide(total * unit, Decimal(count)).quantize(KWH_PLACES, context=CTX)
 
 
 def endpoint_energy(

@@ -26,18 +26,17 @@ from django.db.models import Sum
 
 from billing_ingest.models import JobRecord
 from finops.attribution.models import AllocatedCost
-from finops.energy.figures import Sourced, grid_intensity, pue_for, region_country
-from finops.energy.selectors import (
-    _CTX,
+from finops.energy.factors import (
+    CTX,
     JOULES_PER_KWH,
-    SECONDS_PER_HOUR,
-    _chunks,
-    _on_prem_pue,
-    _power,
-    _round,
-    jobs_measured,
-    node_facts,
+    Pue,
+    chunks,
+    estimated_kwh,
+    gpu_power,
+    round_kwh,
 )
+from finops.energy.figures import grid_intensity, region_country
+from finops.energy.selectors import jobs_measured, node_facts
 
 ENERGY_COLUMNS = ("x_GpuEnergyKWh", "x_EnergyKWh", "x_CarbonKgCO2e", "x_EnergyMethod")
 
@@ -76,7 +75,7 @@ def _job_node_seconds(month: date) -> dict[int, dict[str, Decimal]]:
 
 def _jobs(seconds: dict[int, dict[str, Decimal]]) -> dict[int, _Job]:
     jobs: dict[int, _Job] = {}
-    for chunk in _chunks(seconds):
+    for chunk in chunks(seconds):
         for pk, cluster, job_id, attempt, start, end in JobRecord.objects.filter(
             pk__in=chunk
         ).values_list("pk", "cluster", "job_id", "attempt", "start", "end"):
@@ -90,7 +89,7 @@ class MonthLineEnergy:
 
     def __init__(self, month: date) -> None:
         self.spans: dict[str, list[Span]] = defaultdict(list)
-        self._on_prem: Sourced | None = None
+        self._pue = Pue()
         seconds = _job_node_seconds(month)
         jobs = _jobs(seconds)
         measured, utilisation = jobs_measured(job[:3] for job in jobs.values())
@@ -105,26 +104,15 @@ class MonthLineEnergy:
             got = measured.get((cluster, job_id, attempt))
             if got:
                 for node, joules in got.items():
-                    kwh = _CTX.divide(joules, JOULES_PER_KWH)
+                    kwh = CTX.divide(joules, JOULES_PER_KWH)
                     self.spans[node].append(Span(start, end, kwh, False))
                 continue
             u = utilisation.get((cluster, job_id), Decimal(1))
             for node, s in by_node.items():
                 fact = self.facts.get(node)
-                power = _power(fact.gpu_model if fact else "")
+                power = gpu_power(fact.gpu_model if fact else "")
                 if power is not None:
-                    idle, peak = power
-                    watts = idle.value + u * (peak.value - idle.value)
-                    kwh = _CTX.divide(s * watts, SECONDS_PER_HOUR * 1000)
-                    self.spans[node].append(Span(start, end, kwh, True))
-
-    def _pue(self, provider: str, region: str) -> Sourced:
-        found = pue_for(provider, region)
-        if found is not None:
-            return found
-        if self._on_prem is None:
-            self._on_prem = _on_prem_pue()
-        return self._on_prem
+                    self.spans[node].append(Span(start, end, estimated_kwh(s, u, power), True))
 
     def columns(self, item: Mapping[str, Any]) -> dict[str, Any]:
         """x_GpuEnergyKWh, x_EnergyKWh (facility), x_CarbonKgCO2e and x_EnergyMethod
@@ -144,15 +132,15 @@ class MonthLineEnergy:
             length = _seconds(span.start, span.end)
             if not inside or not length:
                 continue
-            gpu += _CTX.divide(span.kwh * inside, Decimal(length)) if inside < length else span.kwh
+            gpu += CTX.divide(span.kwh * inside, Decimal(length)) if inside < length else span.kwh
             kinds.add(span.estimated)
         if not kinds:
             return empty
-        gpu = _round(gpu)
-        facility = _round(gpu * self._pue(item["provider_name"], item["region_id"]).value)
+        gpu = round_kwh(gpu)
+        facility = round_kwh(gpu * self._pue.of(item["provider_name"], item["region_id"]).value)
         country = region_country(item["region_id"] or "")
         grid = grid_intensity(country) if country else None
-        carbon = _round(_CTX.divide(facility * grid.value, Decimal(1000))) if grid else None
+        carbon = round_kwh(CTX.divide(facility * grid.value, Decimal(1000))) if grid else None
         method = "mixed" if len(kinds) > 1 else ("estimated" if True in kinds else "measured")
         return {
             "x_GpuEnergyKWh": gpu,

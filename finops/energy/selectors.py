@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q, Sum
@@ -29,27 +29,21 @@ from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
 from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.core.months import month_format
-from finops.energy.figures import (
-    GPU_POWER,
-    Sourced,
-    grid_intensity,
-    pue_for,
-    region_country,
+from finops.energy.factors import (
+    CTX,
+    JOULES_PER_KWH,
+    SECONDS_PER_HOUR,
+    Pue,
+    chunks,
+    estimated_kwh,
+    gpu_power,
+    round_kwh,
 )
+from finops.energy.figures import Sourced, grid_intensity, region_country
 from finops.energy.models import JobEnergy
 from finops.org.models import Team
 from finops.pricing.comparison import MeasuredPower
-from finops.run_metrics.peaks import gpu_family
 from finops.run_metrics.selectors import RunKey
-
-_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
-KWH_PLACES = Decimal("0.000001")
-JOULES_PER_KWH = Decimal(3_600_000)
-SECONDS_PER_HOUR = Decimal(3600)
-
-
-def _round(value: Decimal) -> Decimal:
-    return value.quantize(KWH_PLACES, context=_CTX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,31 +107,8 @@ def node_facts(nodes: Iterable[str], months: list[date]) -> dict[str, NodeFacts]
     return facts
 
 
-def _power(model: str) -> tuple[Sourced, Sourced] | None:
-    family = gpu_family(model) or ("A10G" if "A10G" in model.upper() else None)
-    for name in (family, model.upper().strip()):
-        if name and name in GPU_POWER:
-            power = GPU_POWER[name]
-            return power.idle_w, power.max_w
-    return None
-
-
-def _on_prem_pue() -> Sourced:
-    from finops.pricing.comparisons import assumptions_current
-
-    value = assumptions_current().pue
-    return Sourced(value, "pricing settings: on-prem PUE", "current", "this organisation's setting")
-
-
 # (team id, run id): a run as the ledger names it.
 RunRef = tuple[int | None, str]
-_CHUNK = 500
-
-
-def _chunks(values: Iterable[Any]) -> Iterable[list[Any]]:
-    items = sorted(values)
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
 
 
 def jobs_measured(
@@ -151,7 +122,7 @@ def jobs_measured(
     for cluster, job_id, _attempt in jobs:
         by_cluster[cluster].add(job_id)
     for cluster, ids in by_cluster.items():
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             for job_id, attempt, node, joules in JobEnergy.objects.filter(
                 cluster=cluster, job_id__in=chunk
             ).values_list("job_id", "attempt", "node", "joules"):
@@ -202,7 +173,7 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
     jobs: dict[int, tuple[str, str, int]] = {}
     # Share of each job's time inside the months: what of its measured energy they hold.
     within: dict[int, Decimal] = {}
-    for chunk in _chunks(pks):
+    for chunk in chunks(pks):
         for pk, cluster, job_id, attempt, start, end in JobRecord.objects.filter(
             pk__in=chunk
         ).values_list("pk", "cluster", "job_id", "attempt", "start", "end"):
@@ -237,7 +208,7 @@ def month_share(start: datetime | None, end: datetime | None, months: list[date]
         inside += max(0, int((min(stop, after) - max(start, first)).total_seconds()))
     if inside >= length:
         return Decimal(1)
-    return _CTX.divide(Decimal(inside), Decimal(length))
+    return CTX.divide(Decimal(inside), Decimal(length))
 
 
 def _run_energy(
@@ -261,21 +232,20 @@ def _run_energy(
             result.measured_gpu_hours += sum(by_node.values(), Decimal(0)) / SECONDS_PER_HOUR
             for node, joules in got.items():
                 share = within.get(pk, Decimal(1))
-                per_node[node][0] += _CTX.divide(joules * share, JOULES_PER_KWH)
+                per_node[node][0] += CTX.divide(joules * share, JOULES_PER_KWH)
             continue
         u = utilisation.get((job[0], job[1]), Decimal(1))
         for node, s in sorted(by_node.items()):
             model = factors.facts[node].gpu_model if node in factors.facts else ""
-            power = _power(model)
+            power = gpu_power(model)
             if power is None:
                 result.notes.append(
-                    f"{_round(s / SECONDS_PER_HOUR)} GPU-hours on {node} not estimated: "
+                    f"{round_kwh(s / SECONDS_PER_HOUR)} GPU-hours on {node} not estimated: "
                     f"no power figure for GPU model {model or 'unknown'}"
                 )
                 continue
             idle, peak = power
-            watts = idle.value + u * (peak.value - idle.value)
-            per_node[node][1] += _CTX.divide(s * watts, SECONDS_PER_HOUR * 1000)
+            per_node[node][1] += estimated_kwh(s, u, power)
             power_sources |= {
                 f"idle {idle.value} W: {idle.source}",
                 f"max {peak.value} W: {peak.source}",
@@ -290,15 +260,10 @@ class _Factors:
 
     def __init__(self, facts: dict[str, NodeFacts]) -> None:
         self.facts = facts
-        self._on_prem: Sourced | None = None
+        self._pue = Pue()
 
     def pue(self, fact: NodeFacts) -> Sourced:
-        found = pue_for(fact.provider, fact.region)
-        if found is not None:
-            return found
-        if self._on_prem is None:
-            self._on_prem = _on_prem_pue()
-        return self._on_prem
+        return self._pue.of(fact.provider, fact.region)
 
 
 def _apply_factors(
@@ -322,10 +287,10 @@ def _apply_factors(
     co2e = Decimal(0)
     known = False
     for (pue, grid), (measured, estimated) in groups.items():
-        gpu = _round(measured + estimated)
-        facility = _round(gpu * pue.value)
-        result.measured_kwh += _round(measured)
-        result.estimated_kwh += _round(estimated)
+        gpu = round_kwh(measured + estimated)
+        facility = round_kwh(gpu * pue.value)
+        result.measured_kwh += round_kwh(measured)
+        result.estimated_kwh += round_kwh(estimated)
         result.gpu_kwh += gpu
         result.facility_kwh += facility
         part = {"gpu_kwh": f"{gpu:f}", "pue": f"{pue.value:f}", "pue_source": pue.source,
@@ -333,7 +298,7 @@ def _apply_factors(
         if grid is None:
             result.co2e_missing_kwh += facility
         else:
-            kg = _round(_CTX.divide(facility * grid.value, Decimal(1000)))
+            kg = round_kwh(CTX.divide(facility * grid.value, Decimal(1000)))
             co2e += kg
             known = True
             part |= {"grid_g_per_kwh": f"{grid.value:f}", "grid_source": grid.source,

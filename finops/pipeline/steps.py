@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from finops.anomalies.month_step import anomalies_month_step
 from finops.attribution.month_step import attribution_month_step
 from finops.budgets.month_step import budgets_month_step
+from finops.core.pipeline_wake import ECONOMICS_REFRESH_TASK
 from finops.core.steps import StepFunction, StepResult
 from finops.economics.month_step import economics_month_step
 from finops.inference.month_step import endpoint_costs_month_step
@@ -48,7 +49,7 @@ STEPS: tuple[Step, ...] = (
     Step(
         "run_economics",
         economics_month_step,
-        "finops.economics.tasks.refresh_run_economics",
+        ECONOMICS_REFRESH_TASK,
         "Run economics (waste, energy, efficiency)",
     ),
     Step(

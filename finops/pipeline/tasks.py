@@ -26,7 +26,7 @@ from kombu.exceptions import OperationalError as BrokerError
 
 from finops.core.heartbeat import heartbeat
 from finops.core.months import month_format
-from finops.core.pipeline_wake import PIPELINE_RESUME_TASK
+from finops.core.pipeline_wake import PIPELINE_RESUME_TASK, PIPELINE_START_TASK
 from finops.pipeline.models import PipelineStep
 from finops.pipeline.selectors import pipeline_run_month
 from finops.pipeline.services import (
@@ -154,7 +154,7 @@ def _failed(step: PipelineStep, error: str) -> StepTaskResult:
     return {"run": step.run_id, "index": step.index, "status": "failed", "error": error}
 
 
-@shared_task(name="finops.pipeline.start_pending", soft_time_limit=60, time_limit=90, **_ACKS)
+@shared_task(name=PIPELINE_START_TASK, soft_time_limit=60, time_limit=90, **_ACKS)
 def start_pending_pipelines() -> dict[str, StartedRun]:
     """Claim the month changes settled imports recorded and start their runs; returns
     {"YYYY-MM": {"run", "status", "error"}} of the runs started (eager: already finished).

@@ -15,15 +15,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from finops.budgets.drivers import budget_drivers
 from finops.budgets.models import Budget, BudgetOptOut
 from finops.budgets.periods import as_of_parse
+from finops.budgets.recipients import budget_no_recipient_warning, budget_recipient_list
 from finops.budgets.selectors import (
     BudgetStatus,
     budget_alert_history,
-    budget_drivers,
     budget_list_visible,
-    budget_no_recipient_warning,
-    budget_recipient_list,
     budget_status,
     budget_statuses,
 )

@@ -21,15 +21,15 @@ from billing_ingest.parsers.columnar import FallBack, LineItemTable
 
 # A parser chunk: a list of row dicts, or a LineItemTable on the columnar path.
 Chunk = Any
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "ingest.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "ingest_files.py"
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_ingest", BENCH)
+    spec = importlib.util.spec_from_file_location("bench_ingest_files", BENCH)
     assert spec is not None
     assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_ingest"] = module
+    sys.modules["bench_ingest_files"] = module
     spec.loader.exec_module(module)
     return module
 
