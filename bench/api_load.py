@@ -64,10 +64,6 @@ def _bench_module(name: str) -> Any:
     return module
 
 
-def _attribution_bench() -> Any:
-    return _bench_module("attribution")
-
-
 def _ensure_database(url: str) -> None:
     import psycopg
 
@@ -148,7 +144,7 @@ def _build(
             mock.patch.object(CostLineItem.objects, "bulk_create", _copy_bulk_create(CostLineItem)),
             mock.patch.object(JobRecord.objects, "bulk_create", _copy_bulk_create(JobRecord)),
         ):
-            built = _attribution_bench()._build_month(nodes, jobs, seed)
+            built = _bench_module("attribution_month").build_month(nodes, jobs, seed)
     built["load_s"] = time.perf_counter() - began
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")

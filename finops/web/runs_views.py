@@ -40,7 +40,8 @@ SORTABLE = [
 # What to change for a run whose waste is mostly one cause (finops.waste.advice for the
 # checkpoint interval: the team page shows its figures).
 FIXES = {
-    "rework": "checkpoint more often (the team page's checkpoint advice gives the interval)",
+    "rework": "checkpoint more often (the team page's checkpoint advice gives the interval "
+    "for spot and on-demand jobs apart)",
     "restart": "shorten start-up (data loading, compilation) or resume from a warm cache",
     "abandoned": "resume interrupted runs from their last checkpoint, or stop them sooner",
     "idle_in_allocation": "request fewer GPUs or raise utilisation (data pipeline, batch size)",
