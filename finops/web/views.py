@@ -151,9 +151,10 @@ def overview(request: HttpRequest) -> HttpResponse:
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
         "waste_card": waste_card_cached(month=month, teams=teams, include_unowned=finance),
         "idle_showback": _idle_showback(month=month, teams=teams),
-        # Shared idle moves with other teams' use of the nodes: finance sees it, a lead does not
-        # (no figure a lead sees may move with another team's cost: tests/security).
-        "idle_shared_shown": finance,
+        # The showback (shown, not charged) moves with other teams' use of the pools: the ONE
+        # lead-visible figure allowed to (tests/security/test_lead_isolation.py), labelled so.
+        # Who bears it (platform or other teams' pools) is split out for finance only.
+        "idle_shared_split": finance,
         "idle_advice": idle_advice_of_teams(month=month, teams=teams),
         "energy_card": energy_card_cached(month=month, teams=teams, include_unowned=finance),
         "show_teams": True,
@@ -206,7 +207,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ),
         "recommendations": recommendations,
         "idle_showback": _idle_showback(month=month, teams=Team.objects.filter(pk=team.pk)),
-        "idle_shared_shown": user_is_finance(request.user),
+        "idle_shared_split": user_is_finance(request.user),
         "idle_advice": [
             r
             for r in recommendations
