@@ -132,12 +132,13 @@ API_URLS = [
 
 _CSRF = re.compile(r'name="csrfmiddlewaretoken" value="[^"]*"')
 # The ONE allowed exception (issue 29, the lead's decision): the idle showback, "your share of
-# idle on the pools your jobs ran on, not charged", and the idle share made with it. It is the
-# team's share of idle that the platform or another team bears on the nodes its jobs ran on, so
-# it moves when other teams use those nodes: that is what showback means. It is labelled as not
-# charged, is in no bill or statement, and names no other team and none of their figures
-# (test_lead_showback_names_no_other_team). Every other figure must stay byte for byte.
-_SHOWBACK = re.compile(r'(data-testid="idle-(?:shown|share)-[^"]*"[^>]*>)[^<]*(<)')
+# idle on the pools your jobs ran on, not charged", the idle share made with it, and its total
+# on the overview's KPI. It is the team's share of idle that the platform or another team bears
+# on the nodes its jobs ran on, so it moves when other teams use those nodes: that is what
+# showback means. It is labelled as not charged, is in no bill or statement, and names no other
+# team and none of their figures (test_lead_showback_names_no_other_team). Every other figure
+# must stay byte for byte.
+_SHOWBACK = re.compile(r'(data-testid="idle-(?:shown|share|showback-kpi)-[^"]*"[^>]*>)[^<]*(<)')
 # A run's rollup row is rebuilt by every attribution, so its surrogate id (and the URL made from
 # it) changes with any re-attribution; the figures are what must not move.
 _ROLLUP_ID = re.compile(r'"id":\d+|/api/v1/runs/\d+/')
@@ -200,6 +201,13 @@ def test_lead_showback_names_no_other_team(
         # Nor anywhere else on the lead's page.
         assert other_team.name not in html
         assert f"/teams/{other_team.slug}/" not in html
+    # The overview's KPI beside the charged idle: the same showback, labelled the same way.
+    kpi = re.search(
+        r'data-testid="idle-showback-kpi-USD"[^>]*>([^<]*)<',
+        lead.get("/?month=2025-06").content.decode(),
+    )
+    assert kpi is not None
+    assert kpi.group(1) == "29.33"
     # The check above is not vacuous: finance's overview holds speech's figures.
     overview = finance.get("/?month=2025-06").content.decode()
     assert 'data-testid="idle-shown-speech-USD">6.67<' in overview
