@@ -48,7 +48,7 @@ from finops.pricing.recommendation_rules import (
 
 AnyUser = AbstractBaseUser | AnonymousUser
 # Bumped when the rules change, so stored months are computed again.
-RULES_VERSION = "3"
+RULES_VERSION = "4"
 
 
 class RecommendationPermissionError(Exception):
