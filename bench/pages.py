@@ -102,6 +102,7 @@ def main() -> None:
     skip = {label.strip() for label in args.skip.split(",") if label.strip()}
     pages = [(label, url) for label, url in pages if label not in skip]
     _trend_against_read_time(month)
+    _team_energy_against_read_time(month)
     from django.db import connection
 
     logins = {"finance": FINANCE_USERNAME, "lead": LEAD_USERNAME}
@@ -167,6 +168,32 @@ def _trend_against_read_time(month: object) -> None:
     print(
         f"language team trend, 6 months: read time {baseline * 1000:.0f} ms, stored rollup "
         f"{rollup * 1000:.0f} ms (x{baseline / max(rollup, 1e-9):.0f} faster), {same}"
+    )
+
+
+def _team_energy_against_read_time(month: object) -> None:
+    """The language team's month of energy as the team page reads it (the stored rollup and
+    the measured GPU-hours) against the read-time computation it replaced (the baseline)."""
+    import datetime as dt
+
+    from finops.energy.selectors import team_month_energy
+    from finops.org.models import Team
+    from finops.web.energy_context import team_energy
+
+    assert isinstance(month, dt.date)
+    team = Team.objects.filter(slug="language").first()
+    if team is None:
+        return
+    began = time.perf_counter()
+    read_time = team_month_energy(month=month, team_ids=[team.pk])
+    baseline = time.perf_counter() - began
+    began = time.perf_counter()
+    stored = team_energy(team=team, month=month)
+    rollup = time.perf_counter() - began
+    same = "the same figures" if [stored] == read_time else "DIFFERENT figures"
+    print(
+        f"language team energy, {month:%Y-%m}: read time {baseline * 1000:.0f} ms, stored "
+        f"rollup {rollup * 1000:.0f} ms (x{baseline / max(rollup, 1e-9):.1f} faster), {same}"
     )
 
 

@@ -23,7 +23,7 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 
 from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
 from finops.attribution.inputs.catalogue import line_gpu_spec
@@ -188,6 +188,39 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
     for ref, by_job in seconds.items():
         result[ref] = _run_energy(by_job, jobs, within, measured, utilisation, factors)
     return result
+
+
+def measured_gpu_hours_of_team(*, month: date, team_id: int) -> Decimal:
+    """The team's month of GPU-hours that DCGM measured (TeamEnergy.measured_gpu_hours, what
+    the measured power divides by), without the rest of `energies`: its ledger rows of jobs
+    with energy rows, summed as `energies` and team_energy_of sum them (per job: its nodes'
+    seconds / 3600, added per run in job order, runs added in turn): the same Decimal."""
+    has_energy = JobEnergy.objects.filter(
+        cluster=OuterRef("job__cluster"),
+        job_id=OuterRef("job__job_id"),
+        attempt=OuterRef("job__attempt"),
+    )
+    rows = (
+        AllocatedCost.objects.filter(
+            team_id=team_id, billing_period=month, gpu_seconds__gt=0, job__isnull=False
+        )
+        .exclude(node="")
+        .exclude(run_id="")
+        .filter(Exists(has_energy))
+        .order_by()
+        .values("run_id", "job_id", "node")
+        .annotate(seconds=Sum("gpu_seconds"))
+    )
+    by_run: dict[str, dict[int, list[Decimal]]] = defaultdict(lambda: defaultdict(list))
+    for row in rows:
+        by_run[row["run_id"]][row["job_id"]].append(Decimal(row["seconds"]))
+    total = Decimal(0)
+    for by_job in by_run.values():
+        hours = Decimal(0)
+        for _pk, seconds in sorted(by_job.items()):
+            hours += sum(seconds, Decimal(0)) / SECONDS_PER_HOUR
+        total += hours
+    return total
 
 
 def month_share(start: datetime | None, end: datetime | None, months: list[date]) -> Decimal:

@@ -154,7 +154,7 @@ def _spot(
     paid = sum((r.paid for r in runs), Decimal(0))
     estimated = any(r.estimated for r in runs)
     month = f"{window.month:%B %Y}"
-    these = "this training run" if len(runs) == 1 else f"these {len(runs)} training runs"
+    these = "this training run" if len(runs) == 1 else f"these {len(runs):,} training runs"
     they = "it" if len(runs) == 1 else "they"
     action = (
         f"Run {these} on spot: every attempt lasted at most {SHORT_ATTEMPT_HOURS} hours, so an "
@@ -174,7 +174,7 @@ def _spot(
     ]  # fmt: skip
     return Draft(
         team_id=team_id, kind="spot", key="short-training-runs",
-        title=f"Move {len(runs)} short training run{'s' if len(runs) > 1 else ''} to spot",
+        title=f"Move {len(runs):,} short training run{'s' if len(runs) > 1 else ''} to spot",
         action=action,
         monthly_savings=savings, currency=currency,
         confidence="low" if estimated else "medium",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from decimal import Decimal
 
@@ -11,7 +11,13 @@ from django.db.models import Max, QuerySet
 from finops.economics.selectors import team_month_energy_stored
 from finops.energy.endpoint_selectors import EndpointEnergy, endpoint_energy
 from finops.energy.models import JobEnergy
-from finops.energy.selectors import RunEnergy, TeamEnergy, run_energy, team_month_energy
+from finops.energy.selectors import (
+    RunEnergy,
+    TeamEnergy,
+    measured_gpu_hours_of_team,
+    run_energy,
+    team_month_energy,
+)
 from finops.inference.selectors import EndpointMonth
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
@@ -24,19 +30,14 @@ def run_month_energy(*, team: Team, run_id: str, month: date) -> RunEnergy | Non
 
 
 def team_energy(*, team: Team, month: date) -> TeamEnergy | None:
-    """The team's month of energy, computed once per data version and energy import (every
-    run of the month, seconds at demo scale: finops.web.page_cache)."""
-
-    def compute() -> TeamEnergy | None:
-        rows = team_month_energy(month=month, team_ids=[team.pk])
-        return rows[0] if rows else None
-
-    # DCGM energy imports replace their rows: the newest row's id follows them.
-    return panel_cached(
-        "team_energy",
-        key=lambda: (month, team.pk, JobEnergy.objects.aggregate(newest=Max("pk"))["newest"]),
-        compute=compute,
-    )
+    """The team's month of energy from the stored rollup (finops.economics: the figures the
+    read-time team_month_energy gives, tests/economics/test_stored_readers.py), with the
+    measured GPU-hours the rollup does not keep read from the ledger (one query)."""
+    rows = team_month_energy_stored(month=month, team_ids=[team.pk])
+    if not rows:
+        return None
+    [row] = rows
+    return replace(row, measured_gpu_hours=measured_gpu_hours_of_team(month=month, team_id=team.pk))
 
 
 def endpoint_month_energy(

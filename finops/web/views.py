@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date
+from decimal import Decimal
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -141,6 +142,11 @@ def overview(request: HttpRequest) -> HttpResponse:
         teams=teams,
         include_unowned=finance,
     )
+    showback = _idle_showback(month=month, teams=teams)
+    # A lead's KPI beside the charged idle: the showback of their teams, per currency.
+    shown_totals: dict[str, Decimal] = {}
+    for row in showback:
+        shown_totals[row.currency] = shown_totals.get(row.currency, Decimal(0)) + row.shown
     context = {
         "month": month,
         "months": months,
@@ -150,10 +156,12 @@ def overview(request: HttpRequest) -> HttpResponse:
         "several_currencies": several_currencies(data.totals, data.reporting),
         "budgets_at_risk": budgets_at_risk(user=request.user, month=month),
         "waste_card": waste_card_cached(month=month, teams=teams, include_unowned=finance),
-        "idle_showback": _idle_showback(month=month, teams=teams),
-        # Shared idle moves with other teams' use of the nodes: finance sees it, a lead does not
-        # (no figure a lead sees may move with another team's cost: tests/security).
-        "idle_shared_shown": finance,
+        "idle_showback": showback,
+        "idle_shown_totals": shown_totals,
+        # The showback (shown, not charged) moves with other teams' use of the pools: the ONE
+        # lead-visible figure allowed to (tests/security/test_lead_isolation.py), labelled so.
+        # Who bears it (platform or other teams' pools) is split out for finance only.
+        "idle_shared_split": finance,
         "idle_advice": idle_advice_of_teams(month=month, teams=teams),
         "energy_card": energy_card_cached(month=month, teams=teams, include_unowned=finance),
         "show_teams": True,
@@ -206,7 +214,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         ),
         "recommendations": recommendations,
         "idle_showback": _idle_showback(month=month, teams=Team.objects.filter(pk=team.pk)),
-        "idle_shared_shown": user_is_finance(request.user),
+        "idle_shared_split": user_is_finance(request.user),
         "idle_advice": [
             r
             for r in recommendations

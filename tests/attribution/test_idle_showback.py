@@ -19,65 +19,23 @@ speech: job cost 20 + 24 = 44.00, charged kept 16 + spread 24 = 40.00, shown 6.6
 
 from __future__ import annotations
 
-import datetime as dt
 from decimal import Decimal
-from io import StringIO
 
 import pytest
 from django.contrib.auth.models import User
-from django.core.management import call_command
 from django.test import Client
 
-from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
-from finops.attribution.models import IdlePolicy
 from finops.attribution.selectors.idle_showback import idle_showback
 from finops.org.models import Team
+from tests.idle_scene import MONTH, attribute_idle_scene
 
 pytestmark = pytest.mark.django_db
-
-MONTH = dt.date(2025, 6, 1)
-T0 = dt.datetime(2025, 6, 3, tzinfo=dt.UTC)
-
-
-def node_line(batch: ImportBatch, node: str, cost: str) -> None:
-    CostLineItem.objects.create(
-        batch=batch, source="aws", billing_period=MONTH,
-        billing_period_start=dt.datetime(2025, 6, 1, tzinfo=dt.UTC), provider_name="AWS",
-        billing_account_id="111", billing_currency="USD", charge_period_start=T0,
-        charge_period_end=T0 + dt.timedelta(hours=1), billed_cost=Decimal(cost),
-        effective_cost=Decimal(cost), service_name="Amazon EC2", resource_name=node,
-        x_instance_type="p5.48xlarge",
-    )  # fmt: skip
-
-
-def job(batch: ImportBatch, job_id: str, node: str, account: str, gpus: int) -> None:
-    JobRecord.objects.create(
-        batch=batch, cluster="c1", job_id=job_id, state="COMPLETED", start=T0,
-        end=T0 + dt.timedelta(hours=1), gpus=Decimal(gpus), nodes=[node], account=account,
-        run_id=f"run-{job_id}",
-    )  # fmt: skip
 
 
 @pytest.fixture
 def attributed(team: Team, other_team: Team) -> None:
-    billing = ImportBatch.objects.create(
-        kind="billing", format="focus", source="aws", file_name="f", status="succeeded"
-    )
-    jobs = ImportBatch.objects.create(
-        kind="jobs", format="slurm", source="c1", file_name="j", status="succeeded"
-    )
-    for node, cost in (("gpu-a", "80"), ("gpu-b", "32"), ("gpu-c", "48")):
-        node_line(billing, node, cost)
     # The Slurm accounts are the fixture teams' slugs: vision (team) and speech (other_team).
-    job(jobs, "1", "gpu-a", team.slug, 4)
-    job(jobs, "2", "gpu-a", other_team.slug, 2)
-    job(jobs, "3", "gpu-b", team.slug, 4)
-    job(jobs, "4", "gpu-c", other_team.slug, 4)
-    IdlePolicy.objects.create(node_prefix="gpu-b", policy="keep", owner_team=other_team)
-    IdlePolicy.objects.create(node_prefix="gpu-c", policy="spread")
-    out = StringIO()
-    call_command("attribute", "--month", "2025-06", stdout=out)
-    assert "difference 0" in out.getvalue()
+    attribute_idle_scene(team, other_team)
 
 
 def test_charged_and_shown_idle_per_team(attributed: None, team: Team, other_team: Team) -> None:
@@ -122,10 +80,17 @@ def test_team_page_shows_the_leads_idle(attributed: None, lead_client: Client, t
     html = lead_client.get(f"/teams/{team.slug}/?month=2025-06").content.decode()
     assert 'data-testid="idle-showback"' in html
     assert 'data-testid="idle-charged-vision-USD">0.00<' in html
-    # Shared idle moves with other teams' use of the nodes: a lead reads why it is not shown
-    # (tests/security/test_lead_isolation.py), finance reads the figure.
-    assert "idle-shown-vision-USD" not in html
-    assert 'data-testid="idle-shared-hidden"' in html
+    # The showback is the one lead-visible figure that moves with other teams' use of the
+    # nodes (tests/security/test_lead_isolation.py): shown, labelled as not charged; who bears
+    # it (platform 13.33, speech's pool 16.00) is finance's.
+    assert ">29.33<" in html
+    assert 'data-testid="idle-shown-vision-USD"' in html
+    assert 'data-testid="idle-share-vision-USD">34.4 %<' in html
+    assert "Showback: your share of idle on the pools your jobs ran on, not charged." in html
+    section = html[html.index('data-testid="idle-showback"') :]
+    section = section[: section.index("</section>")]
+    assert "13.33" not in section
+    assert "16.00" not in section
     assert "What to do:" in html
 
 
@@ -149,5 +114,6 @@ def test_overview_lists_every_team_for_finance_and_one_for_the_lead(
     assert 'data-testid="idle-shown-vision-USD">29.33<' in finance
     lead = lead_client.get("/?month=2025-06").content.decode()
     assert 'data-testid="idle-charged-vision-USD">0.00<' in lead
-    assert "idle-shown-vision-USD" not in lead
+    assert ">29.33<" in lead
+    assert "Showback, not charged" in lead
     assert "idle-showback-speech" not in lead

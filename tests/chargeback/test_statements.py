@@ -251,6 +251,18 @@ def test_schema_documents_the_statement_endpoints(finance_user: User) -> None:
     assert set(files["responses"]["200"]["content"]) == {"text/csv", "application/pdf"}
 
 
+def test_page_names_how_many_runs_and_links_the_csv(team: Team, finance_client: Client) -> None:
+    """'the 100 largest of 103 runs' (counts with the count formatter), and where the rest are:
+    a link to the statement CSV on the page (the PDF names the CSV without a link)."""
+    from finops.chargeback.selectors import RUNS_SHOWN
+
+    for i in range(RUNS_SHOWN + 3):
+        AllocatedCostFactory.create(team=team, run_id=f"run-{i:03d}", amount=Decimal(i + 1) / 100)
+    html = finance_client.get(f"/teams/{team.slug}/statements/2025-09/").content.decode()
+    assert f"(the {RUNS_SHOWN} largest of {RUNS_SHOWN + 3} runs)" in html
+    assert f'href="/teams/{team.slug}/statements/2025-09.csv">statement CSV</a>' in html
+
+
 def test_page_and_pdf_list_the_largest_runs_and_sum_the_others(team: Team) -> None:
     from finops.chargeback.selectors import RUNS_SHOWN
 

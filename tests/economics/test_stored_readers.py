@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from finops.chargeback.economics import teams_month_economics, teams_month_economics_read_time
+from finops.energy.selectors import team_month_energy
 from finops.org.models import Team
-from finops.web.energy_context import energy_card, energy_card_read_time
+from finops.web.energy_context import energy_card, energy_card_read_time, team_energy
 from finops.web.waste_views import waste_card, waste_card_read_time
 from tests.energy_inputs import energy_month
 from tests.scenario_setup import run_metrics_month_attributed, waste_month_attributed
@@ -77,3 +78,19 @@ def test_the_energy_card_from_the_rollup_is_the_read_time_card(name: str, tmp_pa
     if name == "energy":
         assert card.measured_kwh > 0
         assert card.co2e_kg is not None
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_team_energy_from_the_rollup_is_the_read_time_one(name: str, tmp_path: Path) -> None:
+    """The team page's energy (stored rollup + the measured GPU-hours read apart) is the
+    read-time TeamEnergy, every Decimal equal (sums of divisions: the same ones, same order)."""
+    _scenario(name, tmp_path)
+    for team in Team.objects.all():
+        reference = team_month_energy(month=MONTH, team_ids=[team.pk])
+        assert team_energy(team=team, month=MONTH) == (reference[0] if reference else None)
+    vision = team_energy(team=Team.objects.get(slug="vision"), month=MONTH)
+    assert vision is not None
+    assert vision.gpu_kwh > 0
+    if name == "energy":
+        assert vision.measured_kwh > 0
+        assert vision.measured_gpu_hours > 0

@@ -320,7 +320,7 @@ def test_the_runs_browser_shows_what_each_run_bought(
     html = re.sub(r"\s+", " ", finance_client.get("/runs/?month=2025-06").content.decode())
     rows = dict(
         (re.sub(r"<[^>]+>", "", m.group(1)).strip(), m.group(0))
-        for m in re.finditer(r'<tr data-testid="run-row"> <td>(.*?)</td>.*?</tr>', html)
+        for m in re.finditer(r'<tr data-testid="run-row"> <td[^>]*>(.*?)</td>.*?</tr>', html)
     )
     assert 'data-testid="per-million-tokens">0.31<' in rows["pretrain"]
     assert 'data-testid="mfu">38.7 %<' in rows["pretrain"]

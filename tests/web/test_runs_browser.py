@@ -39,7 +39,7 @@ def _page(client: Client, **params: Any) -> str:
 
 def _run_ids(html: str) -> list[str]:
     rows = re.findall(r'<tr data-testid="run-row">(.*?)</tr>', html)
-    return [re.sub(r"<[^>]+>", "", match(r"<td>(.*?)</td>", r).group(1)) for r in rows]
+    return [re.sub(r"<[^>]+>", "", match(r"<td[^>]*>(.*?)</td>", r).group(1)) for r in rows]
 
 
 def _api_ids(client: Client, **params: Any) -> list[str]:
