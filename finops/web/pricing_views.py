@@ -26,6 +26,7 @@ from finops.pricing.recommendations import (
     RecommendationPermissionError,
     recommendation_list_filtered,
     recommendation_list_visible,
+    recommendation_notes,
     recommendation_status_change,
     recommendations_current,
 )
@@ -131,6 +132,8 @@ def pricing(request: HttpRequest) -> HttpResponse:
         # Commitments are bought for the organisation, not a team: finance only.
         "commitments": commitment_utilisation(month=month) if finance else None,
         "recommendations": recommendations,
+        # Why a team has no commitment advice (no steady use, spot only, ...), not nothing.
+        "recommendation_notes": recommendation_notes(month=month, teams=teams),
         "savings_total": _totals(recommendations),
         "statuses": Recommendation.Status.choices,
         "assumption_warnings": assumptions_current().warnings,
