@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from finops.energy.selectors import teams_measured_power
+from finops.economics.selectors import teams_measured_power_stored
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.pricing.commitments import commitment_utilisation, coverage
@@ -108,7 +108,7 @@ def pricing(request: HttpRequest) -> HttpResponse:
         _with_best(p, names)
         for p in team_month_pricing(
             month=month, teams=teams, org_wide=finance,
-            power=teams_measured_power(month=month, team_ids=[t.pk for t in teams]),
+            power=teams_measured_power_stored(month=month, team_ids=[t.pk for t in teams]),
         )
     ]  # fmt: skip
     catalogue = catalogue_rows(comparisons, month)
