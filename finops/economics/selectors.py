@@ -310,10 +310,10 @@ def teams_measured_power_stored(
     rest measured nothing, so their power is the nameplate's. A month without DCGM energy then
     costs two queries instead of every run's energy."""
     ids = list(team_ids)
-    stored = {row.team: row for row in team_month_energy_stored(month=month, team_ids=ids)}
-    slugs = dict(Team.objects.filter(pk__in=ids).values_list("pk", "slug"))
-    live = [
-        pk for pk in ids
-        if slugs.get(pk) not in stored or stored[slugs[pk]].measured_kwh > 0
-    ]  # fmt: skip
+    rows = RunEconomics.objects.filter(
+        billing_period=month, team_id__in=ids, gpu_kwh__isnull=False
+    ).order_by()
+    stored = set(rows.values_list("team_id", flat=True).distinct())
+    measured = set(rows.filter(measured_kwh__gt=0).values_list("team_id", flat=True).distinct())
+    live = [pk for pk in ids if pk not in stored or pk in measured]
     return teams_measured_power(month=month, team_ids=live) if live else {}
