@@ -63,8 +63,8 @@ from finops.attribution.selectors.timeseries import (
 from finops.core.months import month_format, month_parse
 from finops.currency.selectors import FxRateMissing
 from finops.economics.filters import RunFilterSet
-from finops.economics.selectors import team_efficiency_stored
-from finops.energy.selectors import measured_power, run_energy, teams_measured_power
+from finops.economics.selectors import team_efficiency_stored, teams_measured_power_stored
+from finops.energy.selectors import measured_power, run_energy
 from finops.inference.selectors import endpoint_month_totals
 from finops.org.models import Team
 from finops.org.permissions import IsFinance, user_is_finance
@@ -169,7 +169,9 @@ class PricingComparisonView(APIView):
             return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         slug = query.validated_data.get("team")
         teams = teams_asked(user=request.user, slug=slug)
-        measured = teams_measured_power(month=month, team_ids=teams.values_list("pk", flat=True))
+        measured = teams_measured_power_stored(
+            month=month, team_ids=teams.values_list("pk", flat=True)
+        )
         return Response(
             team_month_pricing(
                 month=month, teams=teams, org_wide=user_is_finance(request.user), power=measured

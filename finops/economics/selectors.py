@@ -17,8 +17,9 @@ from finops.attribution.models import Category
 from finops.attribution.selectors.reporting import visible_to
 from finops.core.money import MoneySum
 from finops.economics.models import RunEconomics
-from finops.energy.selectors import RunEnergy, TeamEnergy, team_energy_of
+from finops.energy.selectors import RunEnergy, TeamEnergy, team_energy_of, teams_measured_power
 from finops.org.models import Team
+from finops.pricing.comparison import MeasuredPower
 from finops.run_metrics.selectors import SECONDS_PER_HOUR, RunEfficiency, RunKey
 from finops.run_metrics.team_efficiency import TeamMonthEfficiency, team_efficiency_rows
 from finops.waste.causes import CAUSES, WasteParts
@@ -299,3 +300,20 @@ def _run_energy(clusters: list[tuple[Any, ...]]) -> RunEnergy:
             run.pue, run.pue_source = pue, pue_source
             run.grid_g_per_kwh, run.grid_source, run.grid_year = grid, grid_source, grid_year
     return run
+
+
+def teams_measured_power_stored(
+    *, month: dt.date, team_ids: Iterable[int]
+) -> dict[int, MeasuredPower]:
+    """finops.energy.selectors.teams_measured_power, computed at read time only for the teams
+    whose stored run economics hold measured (DCGM) GPU energy, or hold no energy at all: the
+    rest measured nothing, so their power is the nameplate's. A month without DCGM energy then
+    costs two queries instead of every run's energy."""
+    ids = list(team_ids)
+    rows = RunEconomics.objects.filter(
+        billing_period=month, team_id__in=ids, gpu_kwh__isnull=False
+    ).order_by()
+    stored = set(rows.values_list("team_id", flat=True).distinct())
+    measured = set(rows.filter(measured_kwh__gt=0).values_list("team_id", flat=True).distinct())
+    live = [pk for pk in ids if pk not in stored or pk in measured]
+    return teams_measured_power(month=month, team_ids=live) if live else {}

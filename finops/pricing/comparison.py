@@ -36,6 +36,7 @@ from typing import Any
 HOURS_PER_MONTH = Decimal(730)
 CENT = Decimal("0.01")
 RATIO = Decimal("0.0001")
+TENTH = Decimal("0.1")
 ZERO = Decimal(0)
 ONE = Decimal(1)
 RESERVED_OPTIONS = ("no_upfront", "all_upfront")
@@ -190,11 +191,14 @@ def compare(
     currency: str,
     on_prem_rate: Decimal | None = ONE,
     measured: MeasuredPower | None = None,
+    peak_gpus: Decimal | None = None,
 ) -> dict[str, Any]:
     """The pricing body of DESIGN section 7 (money as decimal strings, to the cent).
     `on_prem_rate` converts the on-prem assumptions' currency to the scope's (None: no rate,
     so on premises is unknown, and says why). `measured`: the scope's measured GPU energy, whose
-    kWh per GPU-hour the on-prem power uses instead of the nameplate watts."""
+    kWh per GPU-hour the on-prem power uses instead of the nameplate watts. `peak_gpus`: the
+    team's peak day's GPUs in use, the size of the reservation priced (said beside it: at a low
+    utilisation a reservation costs more than on demand, and the body says so)."""
     if measured is not None and not (measured.gpu_hours > 0 and measured.kwh > 0):
         measured = None
     kwh_per_gpu_hour = measured.kwh_per_gpu_hour if measured is not None else None
@@ -242,11 +246,15 @@ def compare(
                         estimated.add(u.instance_type)
                 total += u.on_demand * Decimal(r)
             costs[option] = total / u_team
+        dearer = known and costs["no_upfront"] > on_demand
         reserved[f"reserved_{term}"] = {
             "cost": known_money(costs["no_upfront"], known),
             "no_upfront": known_money(costs["no_upfront"], known),
             "all_upfront": known_money(costs["all_upfront"], known),
             "utilisation": ratio(u_team),
+            "peak_gpus": str(peak_gpus.quantize(TENTH)) if peak_gpus is not None else None,
+            "dearer_than_on_demand": dearer,
+            "basis": _reserved_basis(term, u_team, peak_gpus, dearer),
             "estimated": bool(estimated),
             "estimated_types": sorted(estimated),
             "unknown_reason": reason,
@@ -308,6 +316,22 @@ def compare(
         # estimates), each with its region and source.
         "prices": [dict(u.prices) for u in usage if u.prices],
     }
+
+
+def _reserved_basis(term: str, u: Decimal, peak_gpus: Decimal | None, dearer: bool) -> str:
+    """What the reserved figure buys, in words: a reservation sized to the team's peak day,
+    paid every hour, of which the team used u."""
+    size = f"the team's peak day ({peak_gpus.quantize(TENTH)} GPUs)" if peak_gpus else "its use"
+    text = (
+        f"reserved for {size} every hour of the {term.replace('y', '-year')} term; the team "
+        f"used {(u * 100).quantize(ONE)} % of it"
+    )
+    if dearer:
+        text += (
+            ": at that utilisation the reservation costs more than on demand; a commitment "
+            "sized to the steady part of the use (the commitment advice) costs less"
+        )
+    return text
 
 
 def _on_prem(

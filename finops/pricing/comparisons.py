@@ -10,22 +10,29 @@ from __future__ import annotations
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Q, QuerySet, Sum
+from django.db.models import Max, Q, QuerySet, Sum
 
 from billing_ingest.models import CostLineItem
 from finops.attribution.inputs.catalogue import gpu_spec
 from finops.attribution.inputs.list_cost import MIX_KINDS, UNPRICED
-from finops.attribution.models import AllocatedCost, Category, RunCost, TeamDailyCost
+from finops.attribution.models import (
+    AllocatedCost,
+    AttributionRun,
+    Category,
+    RunCost,
+    TeamDailyCost,
+)
 from finops.core.money import MoneySum
 from finops.core.months import month_format, month_next
 from finops.currency.selectors import FxRateMissing, fx_rate_for
 from finops.org.models import Team
 from finops.pricing import prices
 from finops.pricing.comparison import Assumptions, MeasuredPower, TypeUsage, compare
-from finops.pricing.models import PricingAssumptions
+from finops.pricing.models import PricingAssumptions, TeamTypeUsage, TeamUsageMonth
 
 GPU_CATEGORIES = (Category.TRAINING, Category.INFERENCE, Category.IDLE)
 _ZERO = Decimal(0)
@@ -127,15 +134,15 @@ def _type_usage(key: tuple[str, str, str], sums: list[Decimal], catalogue: _Cata
     )
 
 
-def _usage_by(
-    month: dt.date, rows: QuerySet[AllocatedCost], scope: tuple[str, ...], catalogue: _Catalogue
-) -> dict[tuple[Any, ...], list[TypeUsage]]:
-    """Per scope (the values of the `scope` fields, e.g. team and currency): its on-demand
-    equivalent and GPU-hours per (provider, instance type, region), in one read."""
+UsageSums = dict[tuple[Any, ...], dict[tuple[str, str, str], list[Decimal]]]
+
+
+def usage_sums(month: dt.date, rows: QuerySet[AllocatedCost], scope: tuple[str, ...]) -> UsageSums:
+    """Per scope (the values of the `scope` fields, e.g. team and currency), per (provider,
+    instance type, region): [on-demand equivalent, GPU-seconds, cost with no list price], in
+    one read."""
     types = _node_types(month)
-    grouped: dict[tuple[Any, ...], dict[tuple[str, str, str], list[Decimal]]] = defaultdict(
-        lambda: defaultdict(lambda: [_ZERO] * 3)
-    )
+    grouped: UsageSums = defaultdict(lambda: defaultdict(lambda: [_ZERO] * 3))
     sums = (
         rows.values_list(*scope, "provider_name", "node", "list_cost_source")
         .annotate(listed=MoneySum("list_cost"), cost=MoneySum("amount"), seconds=Sum("gpu_seconds"))
@@ -147,18 +154,66 @@ def _usage_by(
         instance_type, region = types.get(node, ("", ""))
         acc = grouped[tuple(row[:width])][(provider, instance_type, region)]
         acc[0] += listed or _ZERO
-        acc[1] += (seconds or _ZERO) / _SECONDS_PER_HOUR
+        acc[1] += seconds or _ZERO
         # Usage with no list price anywhere (or rows written before the source was kept):
         # its on-demand figure is unknown (list_cost).
         if source in (UNPRICED, ""):
             acc[2] += cost or _ZERO
+    return grouped
+
+
+def _usage_of(grouped: UsageSums, catalogue: _Catalogue) -> dict[tuple[Any, ...], list[TypeUsage]]:
     return {
-        key: [_type_usage(k, v, catalogue) for k, v in sorted(by_type.items())]
+        key: [
+            _type_usage(k, [listed, seconds / _SECONDS_PER_HOUR, unpriced], catalogue)
+            for k, (listed, seconds, unpriced) in sorted(by_type.items())
+        ]
         for key, by_type in grouped.items()
     }
 
 
-def _gpu_rows(month: dt.date) -> QuerySet[AllocatedCost]:
+def _usage_by(
+    month: dt.date, rows: QuerySet[AllocatedCost], scope: tuple[str, ...], catalogue: _Catalogue
+) -> dict[tuple[Any, ...], list[TypeUsage]]:
+    """Per scope: its on-demand equivalent and GPU-hours per (provider, instance type, region)."""
+    return _usage_of(usage_sums(month, rows, scope), catalogue)
+
+
+def _team_usage_stored(month: dt.date, teams: QuerySet[Team]) -> UsageSums | None:
+    """The teams' usage of the month as the pricing step stored it (TeamTypeUsage), while the
+    attribution it summed is still the month's newest; None otherwise (read the ledger)."""
+    stored = TeamUsageMonth.objects.filter(billing_period=month).first()
+    if stored is None or stored.attributed_at != newest_attribution(month=month):
+        return None
+    grouped: UsageSums = defaultdict(dict)
+    rows = TeamTypeUsage.objects.filter(billing_period=month, team__in=teams).values_list(
+        "team_id",
+        "currency",
+        "provider",
+        "instance_type",
+        "region",
+        "listed",
+        "gpu_seconds",
+        "unpriced",
+    )
+    for team_id, currency, provider, instance_type, region, listed, seconds, unpriced in rows:
+        grouped[(team_id, currency)][(provider, instance_type, region)] = [
+            listed,
+            seconds,
+            unpriced,
+        ]
+    return grouped
+
+
+def newest_attribution(*, month: dt.date) -> dt.datetime | None:
+    """When the month's newest successful attribution finished (None: never attributed)."""
+    found: dt.datetime | None = AttributionRun.objects.filter(
+        billing_period=month, status=AttributionRun.Status.SUCCEEDED
+    ).aggregate(at=Max("finished_at"))["at"]
+    return found
+
+
+def gpu_rows(month: dt.date) -> QuerySet[AllocatedCost]:
     return AllocatedCost.objects.filter(billing_period=month).filter(
         Q(job__isnull=False) | ~Q(node="")
     )
@@ -183,7 +238,7 @@ def on_prem_rate(*, assumptions: Assumptions, currency: str, month: dt.date) -> 
 def cluster_utilisation(*, month: dt.date) -> Decimal | None:
     """Measured GPU utilisation of the month: job cost / all GPU node cost (jobs + idle)."""
     totals = dict(
-        _gpu_rows(month)
+        gpu_rows(month)
         .filter(category__in=GPU_CATEGORIES)
         .values_list("category")
         .annotate(s=MoneySum("amount"))
@@ -195,9 +250,29 @@ def cluster_utilisation(*, month: dt.date) -> Decimal | None:
     return used / whole if whole > 0 and used > 0 else None
 
 
-def team_utilisation(*, team_id: int | None, until: dt.date, days: int) -> Decimal | None:
-    """Mean / peak daily GPUs in use by the team over the window ending before `until`: the
-    share of a commitment sized to the peak the team would have used."""
+@dataclass(frozen=True)
+class TeamUse:
+    """A team's GPU-seconds over the days from its first use in a window, and its peak day's
+    (a reservation sized to cover every day is sized to the peak)."""
+
+    gpu_seconds: Decimal
+    peak_day_seconds: Decimal
+    days: int
+
+    @property
+    def utilisation(self) -> Decimal:
+        """Mean / peak daily GPUs in use."""
+        return self.gpu_seconds / (self.peak_day_seconds * self.days)
+
+    @property
+    def peak_gpus(self) -> Decimal:
+        """The peak day's mean GPUs in use."""
+        return self.peak_day_seconds / _SECONDS_PER_DAY
+
+
+def team_use(*, team_id: int | None, until: dt.date, days: int) -> TeamUse | None:
+    """Mean and peak daily GPUs in use by the team over the window ending before `until`, from
+    the team's first day with GPU use in it (None: no GPU use)."""
     since = until - dt.timedelta(days=days)
     daily: dict[dt.date, Decimal | None] = dict(
         TeamDailyCost.objects.filter(Q(team_id=team_id), day__gte=since, day__lt=until)
@@ -210,8 +285,14 @@ def team_utilisation(*, team_id: int | None, until: dt.date, days: int) -> Decim
         return None
     first = min(day for day, v in daily.items() if v)
     span = (until - first).days or 1
-    peak = max(values)
-    return sum(values, _ZERO) / (peak * span)
+    return TeamUse(gpu_seconds=sum(values, _ZERO), peak_day_seconds=max(values), days=span)
+
+
+def team_utilisation(*, team_id: int | None, until: dt.date, days: int) -> Decimal | None:
+    """Mean / peak daily GPUs in use by the team over the window ending before `until`: the
+    share of a commitment sized to the peak the team would have used."""
+    use = team_use(team_id=team_id, until=until, days=days)
+    return use.utilisation if use is not None else None
 
 
 def run_pricing(
@@ -220,26 +301,26 @@ def run_pricing(
     """`org_wide`: the viewer may see figures that depend on other teams' use (finance).
     `measured`: the run's measured GPU energy of the month (finops.energy), for on-prem power."""
     month = run.billing_period
-    rows = _gpu_rows(month).filter(
+    rows = gpu_rows(month).filter(
         Q(team_id=run.team_id), run_id=run.run_id, billing_currency=run.billing_currency
     )
     if run.cluster:
         rows = rows.filter(job__cluster=run.cluster)
     a = assumptions_current()
     usage = _usage_by(month, rows, (), _Catalogue()).get((), [])
+    use = team_use(team_id=run.team_id, until=month_next(month), days=a.utilisation_window_days)
     body = compare(
         actual=run.cost,
         on_demand_estimated=run.list_cost_estimated,
         mix={kind: getattr(run, f"cost_{kind}") for kind in MIX_KINDS},
         usage=usage,
         assumptions=a,
-        team_utilisation=team_utilisation(
-            team_id=run.team_id, until=month_next(month), days=a.utilisation_window_days
-        ),
+        team_utilisation=use.utilisation if use is not None else None,
         cluster_utilisation=cluster_utilisation(month=month) if org_wide else None,
         currency=run.billing_currency,
         on_prem_rate=on_prem_rate(assumptions=a, currency=run.billing_currency, month=month),
         measured=measured,
+        peak_gpus=use.peak_gpus if use is not None else None,
     )
     return {"run_id": run.run_id, "month": month_format(month), **body}
 
@@ -269,25 +350,27 @@ def team_month_pricing(
         .order_by()
     )
     slugs = dict(Team.objects.filter(pk__in=teams).values_list("pk", "slug"))
-    usage = _usage_by(
-        month, _gpu_rows(month).filter(team__in=teams), ("team_id", "billing_currency"),
-        _Catalogue(),
-    )  # fmt: skip
+    grouped = _team_usage_stored(month, teams)
+    if grouped is None:
+        grouped = usage_sums(
+            month, gpu_rows(month).filter(team__in=teams), ("team_id", "billing_currency")
+        )
+    usage = _usage_of(grouped, _Catalogue())
     result = []
     for team_id, currency, actual, estimated, *mix_values in totals:
+        use = team_use(team_id=team_id, until=month_next(month), days=a.utilisation_window_days)
         body = compare(
             actual=actual or _ZERO,
             on_demand_estimated=estimated or _ZERO,
             mix=dict(zip(MIX_KINDS, (v or _ZERO for v in mix_values), strict=True)),
             usage=usage.get((team_id, currency), []),
             assumptions=a,
-            team_utilisation=team_utilisation(
-                team_id=team_id, until=month_next(month), days=a.utilisation_window_days
-            ),
+            team_utilisation=use.utilisation if use is not None else None,
             cluster_utilisation=measured,
             currency=currency,
             on_prem_rate=on_prem_rate(assumptions=a, currency=currency, month=month),
             measured=(power or {}).get(team_id),
+            peak_gpus=use.peak_gpus if use is not None else None,
         )
         result.append({"team": slugs[team_id], "month": month_format(month), **body})
     return sorted(result, key=lambda r: (r["team"], r["currency"]))

@@ -7,7 +7,7 @@ from decimal import Decimal
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from finops.core.money import MoneyField
+from finops.core.money import MoneyField, money_field
 from finops.core.months import month_format
 from finops.pricing.assumption_checks import BOUNDS, CURRENCY_CODE, structured_errors
 
@@ -357,6 +357,46 @@ class RecommendationMonth(models.Model):
     billing_period = models.DateField(unique=True)
     computed_at = models.DateTimeField()
     inputs = models.CharField(max_length=200)
+    # Why a team with GPU use has no advice of a kind: [{"team_id", "kind", "text"}], e.g. no
+    # commitment because its P10 demand is 0 GPUs (recommendation_commits.commit_notes).
+    notes = models.JSONField(default=list, blank=True)
 
     def __str__(self) -> str:
         return f"{month_format(self.billing_period)} computed {self.computed_at:%Y-%m-%d %H:%M}"
+
+
+class TeamTypeUsage(models.Model):
+    """A team's GPU compute of a month on one (provider, instance type, region), in one billing
+    currency: its on-demand equivalent (ListCost), GPU-seconds, and the cost with no list price
+    anywhere (`unpriced`). Stored by the pricing step (finops.pricing.services.team_usage_store)
+    so the pricing page reads a few rows instead of summing the month's ledger."""
+
+    billing_period = models.DateField()
+    team = models.ForeignKey(
+        "org.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    currency = models.CharField(max_length=3)
+    provider = models.CharField(max_length=100, blank=True)
+    instance_type = models.CharField(max_length=100, blank=True)
+    region = models.CharField(max_length=100, blank=True)
+    listed = money_field(default=Decimal(0))
+    gpu_seconds = models.DecimalField(max_digits=28, decimal_places=6, default=Decimal(0))
+    unpriced = money_field(default=Decimal(0))
+
+    class Meta:
+        indexes = [models.Index(fields=["billing_period", "team"])]
+
+    def __str__(self) -> str:
+        return f"{month_format(self.billing_period)} {self.team_id} {self.instance_type}"
+
+
+class TeamUsageMonth(models.Model):
+    """Which attribution of the month the stored TeamTypeUsage rows sum (its finish time): a
+    reader uses them only while that is still the month's newest attribution."""
+
+    billing_period = models.DateField(unique=True)
+    attributed_at = models.DateTimeField()
+    stored_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{month_format(self.billing_period)} usage of {self.attributed_at:%Y-%m-%d %H:%M}"

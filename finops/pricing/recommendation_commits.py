@@ -316,3 +316,82 @@ def _assumptions(
                          "committed = list x the committed ratio",
         "hours_per_month": str(HOURS_PER_MONTH),
     }  # fmt: skip
+
+
+# --- why a team has no commitment advice --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Note:
+    """Why a team with GPU use has no advice of a kind (shown instead of nothing)."""
+
+    team_id: int | None
+    kind: str
+    text: str
+
+
+def commit_notes(
+    *,
+    curves: Mapping[DemandKey, demand.Curve],
+    starts: Mapping[int | None, dt.datetime],
+    drafts: list[Draft],
+    a: Assumptions,
+    window: Window,
+) -> list[Note]:
+    """For each team that held GPUs in the window but has no commit draft, why: too short a
+    history, no steady use (its P-th percentile demand, over all its nodes, is under a tenth
+    of a GPU), steady use only on nodes not bought on demand (spot, or already committed), or
+    a price already at or below the committed one."""
+    advised = {d.team_id for d in drafts if d.kind == "commit"}
+    teams: dict[int | None, dict[str, demand.Curve]] = defaultdict(dict)
+    for (team_id, *pool), curve in curves.items():
+        mix = pool[3]
+        found = teams[team_id].get(mix)
+        teams[team_id][mix] = curve if found is None else found + curve
+    pct = a.recommendation_percentile
+    notes = []
+    for team_id, by_mix in teams.items():
+        if team_id in advised:
+            continue
+        days = _days(starts.get(team_id), window)
+        if days is None:
+            first = starts.get(team_id)
+            since = f" (first job {first:%Y-%m-%d})" if first else ""
+            notes.append(Note(team_id, "commit", (
+                f"No commitment advice: under {WINDOWS[-1]} days of demand history{since}."
+            )))  # fmt: skip
+            continue
+        hours = days * 24
+        total = sum((c[-hours:] for c in by_mix.values()), np.zeros(hours))
+        level = _level(total, pct)
+        on_demand = by_mix.get("on_demand")
+        steady = _level(on_demand[-hours:], pct) if on_demand is not None else Decimal(0)
+        if level < TENTH:
+            text = (
+                f"No commitment advice: no steady use: P{pct} demand {_gpus(level)} GPUs over the "
+                f"last {days} days (no GPU in use in at least {pct} % of the hours, mean "
+                f"{float(total.mean()):.1f} GPUs); a commitment would stand idle."
+            )
+        elif steady < TENTH:
+            bought = ", ".join(sorted(m.replace("_", "-") for m in by_mix if m != "on_demand"))
+            text = (
+                f"No commitment advice: its steady use (P{pct} demand {_gpus(level)} GPUs over the "
+                f"last {days} days) runs on {bought} nodes, not on demand: nothing to commit."
+            )
+        else:
+            text = (
+                f"No commitment advice: committing its P{pct} on-demand demand "
+                f"({_gpus(steady)} GPUs over the last {days} days) saves nothing at the price it "
+                "already pays (a contract or discounted rate at or below the committed one)."
+            )
+        notes.append(Note(team_id, "commit", text))
+    return notes
+
+
+def _level(curve: demand.Curve, pct: int) -> Decimal:
+    return as_decimal(demand.percentile_level(curve, pct)).quantize(TENTH, rounding=ROUND_DOWN)
+
+
+def _gpus(level: Decimal) -> str:
+    """GPUs to a tenth, a whole number without its ".0": 0 GPUs, 2.5 GPUs."""
+    return str(level) if level % 1 else str(level.quantize(ONE))

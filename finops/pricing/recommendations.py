@@ -37,7 +37,7 @@ from finops.pricing.models import (
     Recommendation,
     RecommendationMonth,
 )
-from finops.pricing.recommendation_commits import commit_drafts
+from finops.pricing.recommendation_commits import Note, commit_drafts, commit_notes
 from finops.pricing.recommendation_rules import (
     SMALLER_TYPES,
     Draft,
@@ -57,6 +57,11 @@ class RecommendationPermissionError(Exception):
 
 def recommendations_compute(*, month: dt.date) -> list[Draft]:
     """Every recommendation the month's data supports (nothing is stored)."""
+    return recommendations_and_notes(month=month)[0]
+
+
+def recommendations_and_notes(*, month: dt.date) -> tuple[list[Draft], list[Note]]:
+    """The month's recommendations, and why a team with GPU use has no commitment advice."""
     window = recommendation_inputs.window_of(month)
     nodes = recommendation_inputs.nodes_of(window)
     jobs = recommendation_inputs.jobs_of(window)
@@ -73,15 +78,18 @@ def recommendations_compute(*, month: dt.date) -> list[Draft]:
             quotes.setdefault((provider, smaller, region), prices.quote(provider, smaller, region))
             entry = snapshot.price_entry_any(smaller)
             gpus.setdefault(smaller, int(entry["gpus"]) if entry else 1)
-    return [
-        *commit_drafts(
-            curves=curves, starts=recommendation_inputs.history_starts(jobs),
-            rates=recommendation_inputs.per_held_gpu_hour(
-                recommendation_inputs.job_money(month, nodes), curves, window
-            ),
-            quotes=quotes, a=a, window=window, requested=requested,
-            capacity=recommendation_inputs.pool_gpus(supply, nodes),
+    starts = recommendation_inputs.history_starts(jobs)
+    commits = commit_drafts(
+        curves=curves, starts=starts,
+        rates=recommendation_inputs.per_held_gpu_hour(
+            recommendation_inputs.job_money(month, nodes), curves, window
         ),
+        quotes=quotes, a=a, window=window, requested=requested,
+        capacity=recommendation_inputs.pool_gpus(supply, nodes),
+    )  # fmt: skip
+    notes = commit_notes(curves=curves, starts=starts, drafts=commits, a=a, window=window)
+    return [
+        *commits,
         *spot_drafts(
             runs=recommendation_inputs.on_demand_runs(month, nodes), gpus=gpus, quotes=quotes,
             a=a, window=window,
@@ -95,7 +103,7 @@ def recommendations_compute(*, month: dt.date) -> list[Draft]:
             endpoints=endpoints, gpus=gpus, quotes=quotes, window=window,
         ),
         *_other_drafts(month),
-    ]  # fmt: skip
+    ], notes  # fmt: skip
 
 
 def _other_drafts(month: dt.date) -> list[Draft]:
@@ -129,7 +137,7 @@ def inputs_stamp(*, month: dt.date) -> str:
 def recommendations_refresh(*, month: dt.date) -> int:
     """Compute and store the month's recommendations; returns how many it holds."""
     stamp = inputs_stamp(month=month)
-    drafts = recommendations_compute(month=month)
+    drafts, notes = recommendations_and_notes(month=month)
     now = timezone.now()
     with transaction.atomic():
         existing = {
@@ -155,8 +163,12 @@ def recommendations_refresh(*, month: dt.date) -> int:
         stale = [r.pk for k, r in existing.items() if k not in kept and r.status == "open"]
         Recommendation.objects.filter(pk__in=stale).delete()
         RecommendationMonth.objects.update_or_create(
-            billing_period=month, defaults={"computed_at": now, "inputs": stamp}
-        )
+            billing_period=month,
+            defaults={
+                "computed_at": now, "inputs": stamp,
+                "notes": [{"team_id": n.team_id, "kind": n.kind, "text": n.text} for n in notes],
+            },
+        )  # fmt: skip
     return len(kept)
 
 
@@ -251,6 +263,22 @@ def recommendation_body(row: Recommendation) -> dict[str, Any]:
         "status_changed_at": row.status_changed_at,
         "status_changed_by": row.status_changed_by,
     }
+
+
+def recommendation_notes(*, month: dt.date, teams: QuerySet[Team]) -> list[dict[str, Any]]:
+    """Why these teams have no advice of a kind in the month (e.g. no commitment: no steady
+    use), as the last computation stored them: each with the team's name and the text."""
+    stored = RecommendationMonth.objects.filter(billing_period=month).first()
+    names = dict(teams.values_list("pk", "name"))
+    notes = stored.notes if stored is not None else []
+    return sorted(
+        (
+            {"team": names[note["team_id"]], "kind": note["kind"], "text": note["text"]}
+            for note in notes
+            if note.get("team_id") in names
+        ),
+        key=lambda note: (note["team"], note["kind"]),
+    )
 
 
 def team_recommendations(*, team: Team, month: dt.date) -> list[Recommendation]:

@@ -1,22 +1,32 @@
 """Writes: catalogue price tiers into SkuPrice, refreshed instance prices into InstancePrice,
-and the pricing assumptions (checked by the model's validation, for the form and the API)."""
+the month's usage per team and instance type (TeamTypeUsage, read by the pricing page), and the
+pricing assumptions (checked by the model's validation, for the form and the API)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
 from finops.attribution.inputs.catalogue import normalise_instance_type
 from finops.audit.services import audit_record
 from finops.pricing.catalogues import Figure
+from finops.pricing.comparisons import gpu_rows, newest_attribution, usage_sums
 from finops.pricing.gcp_catalog import PriceTier
-from finops.pricing.models import PRICE_QUANTUM, InstancePrice, PricingAssumptions, SkuPrice
+from finops.pricing.models import (
+    PRICE_QUANTUM,
+    InstancePrice,
+    PricingAssumptions,
+    SkuPrice,
+    TeamTypeUsage,
+    TeamUsageMonth,
+)
 
 # The settings a person may change (the form's and the API's keys).
 ASSUMPTION_FIELDS = tuple(
@@ -165,3 +175,30 @@ def pricing_assumptions_update(
         )
     row.refresh_from_db()
     return row
+
+
+def team_usage_store(*, month: date) -> int:
+    """Store the month's GPU usage per team, currency and instance type (TeamTypeUsage) with the
+    attribution it sums, replacing what was stored; returns the rows stored. Nothing when the
+    month was never attributed."""
+    attributed_at = newest_attribution(month=month)
+    if attributed_at is None:
+        return 0
+    grouped = usage_sums(month, gpu_rows(month), ("team_id", "billing_currency"))
+    rows = [
+        TeamTypeUsage(
+            billing_period=month, team_id=team_id, currency=currency, provider=provider,
+            instance_type=instance_type, region=region, listed=listed, gpu_seconds=seconds,
+            unpriced=unpriced,
+        )
+        for (team_id, currency), by_type in grouped.items()
+        for (provider, instance_type, region), (listed, seconds, unpriced) in by_type.items()
+    ]  # fmt: skip
+    with transaction.atomic():
+        TeamTypeUsage.objects.filter(billing_period=month).delete()
+        TeamTypeUsage.objects.bulk_create(rows)
+        TeamUsageMonth.objects.update_or_create(
+            billing_period=month,
+            defaults={"attributed_at": attributed_at, "stored_at": timezone.now()},
+        )
+    return len(rows)

@@ -15,7 +15,7 @@ from django.shortcuts import redirect, render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from finops.energy.selectors import teams_measured_power
+from finops.economics.selectors import teams_measured_power_stored
 from finops.org.permissions import user_is_finance
 from finops.org.selectors import team_list_visible
 from finops.pricing.commitments import commitment_utilisation, coverage
@@ -26,6 +26,7 @@ from finops.pricing.recommendations import (
     RecommendationPermissionError,
     recommendation_list_filtered,
     recommendation_list_visible,
+    recommendation_notes,
     recommendation_status_change,
     recommendations_current,
 )
@@ -107,7 +108,7 @@ def pricing(request: HttpRequest) -> HttpResponse:
         _with_best(p, names)
         for p in team_month_pricing(
             month=month, teams=teams, org_wide=finance,
-            power=teams_measured_power(month=month, team_ids=[t.pk for t in teams]),
+            power=teams_measured_power_stored(month=month, team_ids=[t.pk for t in teams]),
         )
     ]  # fmt: skip
     catalogue = catalogue_rows(comparisons, month)
@@ -131,6 +132,8 @@ def pricing(request: HttpRequest) -> HttpResponse:
         # Commitments are bought for the organisation, not a team: finance only.
         "commitments": commitment_utilisation(month=month) if finance else None,
         "recommendations": recommendations,
+        # Why a team has no commitment advice (no steady use, spot only, ...), not nothing.
+        "recommendation_notes": recommendation_notes(month=month, teams=teams),
         "savings_total": _totals(recommendations),
         "statuses": Recommendation.Status.choices,
         "assumption_warnings": assumptions_current().warnings,

@@ -43,7 +43,11 @@ from finops.pipeline.selectors import pipeline_last_runs
 from finops.pipeline.services import PipelineQueueError, pipeline_start
 from finops.pricing.comparisons import run_pricing, team_month_pricing
 from finops.pricing.models import Recommendation
-from finops.pricing.recommendations import run_spot_advice, team_recommendations
+from finops.pricing.recommendations import (
+    recommendation_notes,
+    run_spot_advice,
+    team_recommendations,
+)
 from finops.pricing.selectors import idle_advice_of_teams
 from finops.run_metrics.plan_selectors import plan_against_actual
 from finops.run_metrics.progress import run_progress_points
@@ -213,6 +217,9 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
             month=month, teams=Team.objects.filter(pk=team.pk), include_unowned=False
         ),
         "recommendations": recommendations,
+        "recommendation_notes": recommendation_notes(
+            month=month, teams=Team.objects.filter(pk=team.pk)
+        ),
         "idle_showback": _idle_showback(month=month, teams=Team.objects.filter(pk=team.pk)),
         "idle_shared_split": user_is_finance(request.user),
         "idle_advice": [

@@ -66,6 +66,7 @@ from finops.demo.selectors import (
     demo_reconciliation,
     demo_summary,
 )
+from finops.demo.utilisation import serving_utilisation_files
 
 # Endpoints listed with their unit costs in the summary.
 TOP_ENDPOINTS = 5
@@ -233,6 +234,7 @@ class Command(BaseCommand):
             _logs_to(log if not self.sub_verbosity else None),
         ):
             self.log = log
+            self.out = out
             aws_rows: list[Row] = []
             for built in months_built(
                 seed=options["seed"], months=months, scale=options["scale"], plans=plans,
@@ -272,6 +274,9 @@ class Command(BaseCommand):
         # --no-attribute / --no-rollup: attribute the month once, after every file is in.
         for file in built.files:
             self._ingest(file)
+        # The serving pods' measured GPU utilisation (DCGM), as a team would import it.
+        for cluster, path in serving_utilisation_files(month=month, out=self.out):
+            self._call("ingest_utilisation", "--format", "csv", str(path), "--cluster", cluster)
         self._call("attribute", "--month", month.label)
 
     def _restate(self, month: Month, aws_rows: list[Row], out: Path) -> None:
