@@ -288,6 +288,10 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     digests = {}
     for engine_name in args.engines:
         result["engines"][engine_name], digests[engine_name] = _engine_run(engine_name, args)
+    if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        from columnar_baseline import columnar_month
+
+        result["columnar"] = columnar_month(MONTH)
     # Row by row: every ledger row (all columns but the id) and every first-pass row alike.
     first = args.engines[0]
     result["identical"] = {
@@ -465,6 +469,8 @@ def _print(result: dict[str, Any]) -> None:
     )
     for name, run in result["engines"].items():
         _print_engine(name, run, result["baseline_read_s"])
+    if "columnar" in result:
+        _print_columnar(result)
     engines = list(result["engines"].values())
     if len(engines) > 1:
         first, *others = list(result["engines"])
@@ -484,6 +490,20 @@ def _print(result: dict[str, Any]) -> None:
         from attribution_parts import print_runs
 
         print_runs(result["workers"])
+
+
+def _print_columnar(result: dict[str, Any]) -> None:
+    """The plain columnar baseline (columnar_baseline.py) and each engine's ratio to it."""
+    base = result["columnar"]
+    print(
+        f"  columnar baseline: {base['rows']:,} rows, read {base['read_s']:.1f} s, split and sums "
+        f"{base['split_s']:.1f} s, write {base['write_s']:.1f} s = {base['total_s']:.1f} s "
+        f"(units not conserved: {base['left_units']})"
+    )
+    for name, run in result["engines"].items():
+        ratio = run["attribute_s"] / base["total_s"]
+        verdict = "ok" if ratio <= 1.5 else "ABOVE TARGET"
+        print(f"    {name}: attribute / columnar baseline {ratio:.2f}x (target <= 1.5: {verdict})")
 
 
 def _print_engine(name: str, run: dict[str, Any], baseline: float) -> None:
