@@ -17,7 +17,9 @@ What it does, with NumPy and the server only (no Python loop over rows):
 - write: the rows as bigint columns by binary COPY into a scratch table, then one INSERT ...
   SELECT on the server into a table LIKE the ledger (numeric money, dates, node names, run ids
   from the jobs), and the ledger's primary key and three indexes built, as the month's fresh
-  table is. All in a transaction rolled back at the end: it leaves nothing.
+  table is. All in a transaction rolled back at the end: it leaves nothing. (The scratch tables
+  are ANALYZEd before they are joined: unanalysed, a 200-node month's read took 21 s of
+  nested loops instead of under 1 s.)
 
 Not done (the engine does them): idle policies (spread), shared-cost lines, tagged and other
 non-node lines, fractional node counts by lcm, team mapping, rollups (TeamDailyCost, RunCost),
@@ -52,6 +54,8 @@ FROM (SELECT DISTINCT provider_name, billing_account_id, sub_account_id, service
              pricing_category, billing_currency, batch_id
       FROM billing_ingest_costlineitem
       WHERE billing_period = %(month)s AND service_category = 'Compute') AS s;
+ANALYZE cb_nodes;
+ANALYZE cb_dims;
 """
 
 _LINES = """
@@ -90,6 +94,7 @@ ALTER TABLE cb_ledger ALTER COLUMN id
 """
 
 _INSERT = """
+ANALYZE cb_rows;
 INSERT INTO cb_ledger (billing_period, day, category, team_id, job_id, run_id, node,
     provider_name, billing_account_id, sub_account_id, service_name, pricing_category,
     billing_currency, source_batch_id, pricing_mix, list_cost_source, amount, gpu_seconds,
