@@ -346,10 +346,15 @@ def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, A
     out = StringIO()
     with override_settings(FINOPS_ATTRIBUTION_ENGINE=engine_name):
         began = time.perf_counter()
-        call_command("attribute", "--month", month_format(MONTH), stdout=out)
+        if args.step_only:
+            # The run checks conservation before it writes (ConservationError otherwise).
+            services.attribution_month_run(month=MONTH)
+            out.write("difference 0")
+        else:
+            call_command("attribute", "--month", month_format(MONTH), stdout=out)
         result["attribute_s"] = time.perf_counter() - began
     result["rss_after_attribute_mb"] = _maxrss_mb()
-    result["steps"] = _pipeline_steps()
+    result["steps"] = {"attribute": result["attribute_s"]} if args.step_only else _pipeline_steps()
     digest, result["ledger_rows"] = _ledger_digest()
     result["balanced"] = "difference 0" in out.getvalue()
     # The command's post-write reads (category totals and the conservation check).
@@ -439,7 +444,7 @@ def _run_size(nodes: int, jobs: int, args: argparse.Namespace) -> dict[str, Any]
     ]  # fmt: skip
     if args.tracemalloc:
         command.append("--tracemalloc")
-    for flag in ("skip_whole", "copy", "split_only"):
+    for flag in ("skip_whole", "copy", "split_only", "step_only"):
         if getattr(args, flag):
             command.append(f"--{flag.replace('_', '-')}")
     command += ["--tile", str(args.tile), "--generator", args.generator]
@@ -568,6 +573,11 @@ def main() -> None:
     parser.add_argument(
         "--skip-whole", action="store_true", help="skip timing load and engine alone (big months)"
     )
+    parser.add_argument(
+        "--step-only", action="store_true",
+        help="time the attribution step alone (services.attribution_month_run), not the whole "
+        "pipeline that `attribute --month` runs (run economics, recommendations ...)",
+    )  # fmt: skip
     parser.add_argument(
         "--copy", action="store_true", help="load the month with COPY (PostgreSQL; big months)"
     )
