@@ -36,11 +36,13 @@ def _measure(nodes: int, jobs: int) -> None:
     from finops.attribution.ledger.staging import stage_create
     from finops.attribution.ledger.writer import _insert
     from finops.attribution.models import AllocatedCost
+    from finops.attribution.services import _gc_paused
 
     build_month_sql(nodes, jobs, 7)
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
-    with transaction.atomic():
+    # GC paused, as in the attribution run (services._gc_paused).
+    with transaction.atomic(), _gc_paused():
         inputs, _ = inputs_load(month=MONTH)
         part = part_first_pass(inputs, engine_name="vector")
         ledger = part.ledger

@@ -92,8 +92,9 @@ def ledger_columns(inputs: Inputs, ledger: Ledger) -> tuple[list[I64], dict[str,
     (categories, run ids and nodes share one list) and 'dims' (inputs.dims)."""
     keys = list(ledger)
     values = list(ledger.values())
-    dims_i, day, category, team, job, node = zip(*keys, strict=True)
-    units, seconds, list_units, contracted_units = zip(*values, strict=True)
+    # Comprehensions, not zip(*keys): a few times faster with hundreds of thousands of rows.
+    dims_i, day, category, team, job, node = ([key[i] for key in keys] for i in range(6))
+    units, seconds, list_units, contracted_units = ([v[i] for v in values] for i in range(4))
     job_meta = inputs.job_meta
     runs = [job_meta[j].run_id if j is not None else "" for j in job]
     text_codes, texts = _codes([*category, *runs, *node])
