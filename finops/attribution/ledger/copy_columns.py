@@ -93,7 +93,9 @@ def ledger_columns(inputs: Inputs, ledger: Ledger) -> tuple[list[I64], dict[str,
     keys = list(ledger)
     values = list(ledger.values())
     # Comprehensions, not zip(*keys): a few times faster with hundreds of thousands of rows.
-    dims_i, day, category, team, job, node = ([key[i] for key in keys] for i in range(6))
+    dims_i, day = [key[0] for key in keys], [key[1] for key in keys]
+    category, node = [key[2] for key in keys], [key[5] for key in keys]
+    team, job = [key[3] for key in keys], [key[4] for key in keys]
     units, seconds, list_units, contracted_units = ([v[i] for v in values] for i in range(4))
     job_meta = inputs.job_meta
     runs = [job_meta[j].run_id if j is not None else "" for j in job]
