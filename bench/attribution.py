@@ -109,6 +109,10 @@ def _child(args: argparse.Namespace) -> dict[str, Any]:
     digests = {}
     for engine_name in args.engines:
         result["engines"][engine_name], digests[engine_name] = _engine_run(engine_name, args)
+    if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        from columnar_baseline import columnar_month
+
+        result["columnar"] = columnar_month(MONTH)
     # Row by row: every ledger row (all columns but the id) and every first-pass row alike.
     first = args.engines[0]
     result["identical"] = {
@@ -127,6 +131,20 @@ def _ledger_digest() -> tuple[str, int]:
     names = [f.attname for f in AllocatedCost._meta.concrete_fields if not f.primary_key]
     rows = sorted(map(repr, AllocatedCost.objects.values_list(*names).iterator(chunk_size=20000)))
     return hashlib.sha256("\n".join(rows).encode()).hexdigest(), len(rows)
+
+
+def _pipeline_steps() -> dict[str, float]:
+    """Seconds of each step of the latest pipeline run (`attribute --month` runs the month's
+    whole pipeline: the attribution step, then run economics, budgets, anomalies ...)."""
+    from finops.pipeline.models import PipelineRun, PipelineStep
+
+    run = PipelineRun.objects.order_by("-id").first()
+    steps = PipelineStep.objects.filter(run=run).order_by("id")
+    return {
+        step.key: (step.finished_at - step.started_at).total_seconds()
+        for step in steps
+        if step.started_at is not None and step.finished_at is not None
+    }
 
 
 def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
@@ -149,9 +167,15 @@ def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, A
     out = StringIO()
     with override_settings(FINOPS_ATTRIBUTION_ENGINE=engine_name):
         began = time.perf_counter()
-        call_command("attribute", "--month", month_format(MONTH), stdout=out)
+        if args.step_only:
+            # The run checks conservation before it writes (ConservationError otherwise).
+            services.attribution_month_run(month=MONTH)
+            out.write("difference 0")
+        else:
+            call_command("attribute", "--month", month_format(MONTH), stdout=out)
         result["attribute_s"] = time.perf_counter() - began
     result["rss_after_attribute_mb"] = _maxrss_mb()
+    result["steps"] = {"attribute": result["attribute_s"]} if args.step_only else _pipeline_steps()
     digest, result["ledger_rows"] = _ledger_digest()
     result["balanced"] = "difference 0" in out.getvalue()
     # The command's post-write reads (category totals and the conservation check).
@@ -241,7 +265,7 @@ def _run_size(nodes: int, jobs: int, args: argparse.Namespace) -> dict[str, Any]
     ]  # fmt: skip
     if args.tracemalloc:
         command.append("--tracemalloc")
-    for flag in ("skip_whole", "copy", "split_only"):
+    for flag in ("skip_whole", "copy", "split_only", "step_only"):
         if getattr(args, flag):
             command.append(f"--{flag.replace('_', '-')}")
     command += ["--tile", str(args.tile), "--generator", args.generator]
@@ -286,6 +310,8 @@ def _print(result: dict[str, Any]) -> None:
     )
     for name, run in result["engines"].items():
         _print_engine(name, run, result["baseline_read_s"])
+    if "columnar" in result:
+        _print_columnar(result)
     engines = list(result["engines"].values())
     if len(engines) > 1:
         first, *others = list(result["engines"])
@@ -307,6 +333,25 @@ def _print(result: dict[str, Any]) -> None:
         print_runs(result["workers"])
 
 
+def _print_columnar(result: dict[str, Any]) -> None:
+    """The plain columnar baseline (columnar_baseline.py) and each engine's ratio to it."""
+    base = result["columnar"]
+    print(
+        f"  columnar baseline: {base['rows']:,} rows, read {base['read_s']:.1f} s, split and sums "
+        f"{base['split_s']:.1f} s, write {base['write_s']:.1f} s = {base['total_s']:.1f} s "
+        f"(units not conserved: {base['left_units']})"
+    )
+    for name, run in result["engines"].items():
+        step = run["steps"].get("attribute", run["attribute_s"])
+        ratio = step / base["total_s"]
+        whole = run["attribute_s"] / base["total_s"]
+        verdict = "ok" if ratio <= 1.5 else "ABOVE TARGET"
+        print(
+            f"    {name}: attribution step / columnar baseline {ratio:.2f}x "
+            f"(target <= 1.5: {verdict}); whole pipeline {whole:.2f}x"
+        )
+
+
 def _print_engine(name: str, run: dict[str, Any], baseline: float) -> None:
     print(
         f"  engine {name}: {run['ledger_rows']} ledger rows, balanced {run['balanced']}, "
@@ -314,6 +359,8 @@ def _print_engine(name: str, run: dict[str, Any], baseline: float) -> None:
     )
     print(f"    attribute --month        {run['attribute_s']:8.1f} s  "
           f"({run['attribute_s'] / baseline:.1f}x baseline)")  # fmt: skip
+    steps = ", ".join(f"{key} {seconds:.1f} s" for key, seconds in run.get("steps", {}).items())
+    print(f"      pipeline steps: {steps}")
     print(f"    post-write checks        {run['checks_s']:8.1f} s  (totals, conservation)")
     if "engine_s" not in run:
         return
@@ -347,6 +394,11 @@ def main() -> None:
     parser.add_argument(
         "--skip-whole", action="store_true", help="skip timing load and engine alone (big months)"
     )
+    parser.add_argument(
+        "--step-only", action="store_true",
+        help="time the attribution step alone (services.attribution_month_run), not the whole "
+        "pipeline that `attribute --month` runs (run economics, recommendations ...)",
+    )  # fmt: skip
     parser.add_argument(
         "--copy", action="store_true", help="load the month with COPY (PostgreSQL; big months)"
     )

@@ -175,6 +175,7 @@ def jobs_load(
     utilisations = used_basis_utilisations()
     # Node lists and labels repeat (most jobs run on one node; pods share labels).
     node_tuples: dict[int, tuple[str, ...]] = {}
+    exact_of: dict[tuple[Any, Any, Any], Fraction] = {}
     wanted = nodes
     rows = values_rows(queryset, ("nodes", "labels"), chunk_size=BATCH_SIZE)
     for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
@@ -192,7 +193,13 @@ def jobs_load(
         if wanted is not None and wanted.isdisjoint(node_names):
             continue
         # MIG slices and time-sliced replicas are exact fractions (1/7 has no decimal form).
-        exact = job_gpus_exact(gpus=gpus, numerator=numerator, denominator=denominator)
+        # Made once per distinct GPU count: a Fraction costs more than the rest of the row.
+        gpus_key = (gpus, numerator, denominator)
+        exact = exact_of.get(gpus_key)
+        if exact is None:
+            exact = exact_of[gpus_key] = job_gpus_exact(
+                gpus=gpus, numerator=numerator, denominator=denominator
+            )
         # A run is the parser's run id; failing that the job name, failing that the job itself.
         inputs.job_meta[pk] = JobMeta(
             cluster, run_id or name or job_id, state, start, end, endpoint, job_id

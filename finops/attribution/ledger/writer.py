@@ -21,6 +21,7 @@ from finops.attribution.engine.waste import WASTE_STATES, ServingPod, pods_that_
 from finops.attribution.inputs.charge_rollups import ChargeSums, charge_rollups
 from finops.attribution.inputs.list_cost import MIX_KINDS
 from finops.attribution.inputs.month import BATCH_SIZE, Dims, Inputs
+from finops.attribution.ledger.copy_columns import ledger_copy
 from finops.attribution.ledger.partitions import (
     ledger_month_analyze,
     ledger_month_clear,
@@ -335,7 +336,7 @@ def write(
         rollup.objects.filter(billing_period=month).delete()
     if staged is not None and staged.tables and not copied:
         stages_insert(staged.tables, ledger_names(), into=fresh or AllocatedCost._meta.db_table)
-    _insert(AllocatedCost, LEDGER_COLUMNS, ledger_values(month, inputs, ledger), into=fresh)
+    _ledger_insert(fresh or AllocatedCost._meta.db_table, month, inputs, ledger)
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_records(RunCost, run_rows, with_pk=True)
     _insert_instances(RecurringCharge, recurring_rows)
@@ -349,4 +350,13 @@ def write(
 def stage_write(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
     """Write ledger rows into a part's staging table (staging.py), replacing what it held."""
     stage_create(table, ledger_names())
+    _ledger_insert(table, month, inputs, ledger)
+
+
+def _ledger_insert(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:
+    """Ledger rows into table: as columns on PostgreSQL (copy_columns.py), value tuples on
+    SQLite."""
+    if transaction.get_connection().vendor == "postgresql":
+        ledger_copy(table, month, inputs, ledger)
+        return
     _insert(AllocatedCost, LEDGER_COLUMNS, ledger_values(month, inputs, ledger), into=table)
