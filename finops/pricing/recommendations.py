@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db import IntegrityError, transaction
-from django.db.models import FloatField, Max, QuerySet
+from django.db.models import Count, FloatField, Max, QuerySet
 from django.db.models.functions import Cast
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -36,6 +36,7 @@ from finops.pricing.models import (
     PricingAssumptions,
     Recommendation,
     RecommendationMonth,
+    SkuPrice,
 )
 from finops.pricing.recommendation_commits import Note, commit_drafts, commit_notes
 from finops.pricing.recommendation_rules import (
@@ -132,6 +133,15 @@ def inputs_stamp(*, month: dt.date) -> str:
     parts = [attributed, PricingAssumptions.current().updated_at, refreshed]
     stamps = [p.isoformat() if p else "-" for p in parts]
     return "|".join([*stamps, str(snapshot.snapshot().get("snapshot_date")), RULES_VERSION])
+
+
+def price_inputs_stamp(*, month: dt.date) -> str:
+    """What the month's price comparisons read that the data version does not follow: the
+    recommendations' stamp (attribution, assumptions, refreshed prices, snapshot) and the
+    catalogue's price tiers."""
+    tiers = SkuPrice.objects.aggregate(at=Max("fetched_at"), n=Count("pk"))
+    at = tiers["at"].isoformat() if tiers["at"] else "-"
+    return f"{inputs_stamp(month=month)}|{at}|{tiers['n']}"
 
 
 def recommendations_refresh(*, month: dt.date) -> int:

@@ -6,6 +6,7 @@ pricing selectors and services, render."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -24,6 +25,7 @@ from finops.pricing.models import PricingAssumptions, Recommendation
 from finops.pricing.prices import KINDS
 from finops.pricing.recommendations import (
     RecommendationPermissionError,
+    price_inputs_stamp,
     recommendation_list_filtered,
     recommendation_list_visible,
     recommendation_notes,
@@ -32,6 +34,7 @@ from finops.pricing.recommendations import (
 )
 from finops.pricing.services import pricing_assumptions_update
 from finops.web.access import require_finance
+from finops.web.page_cache import panel_cached
 from finops.web.pricing_forms import PricingAssumptionsForm
 from finops.web.views import _resolve_month
 
@@ -98,26 +101,52 @@ def _recommendations(request: HttpRequest, month: dt.date) -> list[Recommendatio
     return list(rows)
 
 
+@dataclass(frozen=True)
+class _PricingFigures:
+    comparisons: list[dict[str, Any]]
+    catalogue: list[dict[str, Any]]
+    covered: list[dict[str, Any]]
+    commitments: Any
+
+
 @login_required
 def pricing(request: HttpRequest) -> HttpResponse:
     month, months = _resolve_month(request)
     finance = user_is_finance(request.user)
     teams = team_list_visible(user=request.user).order_by("slug")
     names = {team.slug: team.name for team in teams}
-    comparisons = [
-        _with_best(p, names)
-        for p in team_month_pricing(
-            month=month, teams=teams, org_wide=finance,
-            power=teams_measured_power_stored(month=month, team_ids=[t.pk for t in teams]),
+    team_ids = [t.pk for t in teams]
+
+    def figures() -> _PricingFigures:
+        comparisons = [
+            _with_best(p, names)
+            for p in team_month_pricing(
+                month=month, teams=teams, org_wide=finance,
+                power=teams_measured_power_stored(month=month, team_ids=team_ids),
+            )
+        ]  # fmt: skip
+        covered = []
+        for team in teams:
+            share = coverage(month=month, team_id=team.pk)
+            if share is not None:
+                percent = (share * 100).quantize(Decimal("0.1"))
+                covered.append({"team": team.name, "share": share, "percent": percent})
+        return _PricingFigures(
+            comparisons=comparisons,
+            catalogue=catalogue_rows(comparisons, month),
+            covered=covered,
+            # Commitments are bought for the organisation, not a team: finance only.
+            commitments=commitment_utilisation(month=month) if finance else None,
         )
-    ]  # fmt: skip
-    catalogue = catalogue_rows(comparisons, month)
-    covered = []
-    for team in teams:
-        share = coverage(month=month, team_id=team.pk)
-        if share is not None:
-            percent = (share * 100).quantize(Decimal("0.1"))
-            covered.append({"team": team.name, "share": share, "percent": percent})
+
+    # The comparisons read the ledger (the data version follows it) and the assumptions and
+    # price catalogue (it does not: they are in the key, as the recommendations' stamp).
+    cached = panel_cached(
+        "pricing",
+        key=lambda: [month, team_ids, finance, price_inputs_stamp(month=month)],
+        compute=figures,
+    )
+    comparisons, catalogue = cached.comparisons, cached.catalogue
     recommendations = _recommendations(request, month)
     context = {
         "month": month,
@@ -128,9 +157,8 @@ def pricing(request: HttpRequest) -> HttpResponse:
         "kinds": KINDS,
         "stale": [row for row in catalogue if row["stale"]],
         "stale_days": STALE_DAYS,
-        "coverage": covered,
-        # Commitments are bought for the organisation, not a team: finance only.
-        "commitments": commitment_utilisation(month=month) if finance else None,
+        "coverage": cached.covered,
+        "commitments": cached.commitments,
         "recommendations": recommendations,
         # Why a team has no commitment advice (no steady use, spot only, ...), not nothing.
         "recommendation_notes": recommendation_notes(month=month, teams=teams),
