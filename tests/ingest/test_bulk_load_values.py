@@ -80,7 +80,7 @@ def test_rows_stored_as_bulk_create_stores_them() -> None:
     }
     bulk_load(RunEconomics, [{**common, "run_id": "loaded"}])
     RunEconomics.objects.bulk_create([RunEconomics(**{**common, "run_id": "created"})])
-    names = [f.column for f in _load_fields(RunEconomics) if f.name not in ("run_id",)]
+    names = [str(f.column) for f in _load_fields(RunEconomics) if f.name != "run_id"]
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT run_id, {', '.join(names)} FROM economics_runeconomics ORDER BY run_id"
