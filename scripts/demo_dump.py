@@ -9,7 +9,8 @@ One line per row, tables in a fixed order, rows sorted: the ingested ledger and 
 attributed ledger (AllocatedCost, RunCost, TeamDailyCost), RunEconomics, endpoint costs,
 budget evaluations and alerts, anomalies and their drivers, recommendations, run metrics and
 the queued emails. Left out: the row ids and the moments a row was written (auto_now /
-auto_now_add, and the few run-time stamps named in VOLATILE), which differ between any two runs.
+auto_now_add, and the few run-time stamps named in VOLATILE), which differ between any two runs;
+FINOPS_DATA_DIR is written <FINOPS_DATA_DIR> (each build has its own).
 """
 
 from __future__ import annotations
@@ -46,16 +47,18 @@ TABLES = (
     "pricing.RecommendationMonth",
     "notifications.EmailNotification",
 )
-# Wall-clock stamps that are not auto_now fields (when a row was sent, evaluated, imported).
+# Wall-clock stamps that are not auto_now fields (when a row was sent, claimed, evaluated), and
+# the recommendations' input fingerprint (it holds the moments its inputs were written).
 VOLATILE = frozenset(
-    {"sent_at", "evaluated_at", "detected_at", "computed_at", "created", "updated", "imported_at"}
-)
+    {"sent_at", "claimed_at", "evaluated_at", "detected_at", "computed_at", "created", "updated",
+     "imported_at", "pricing.RecommendationMonth.inputs"}
+)  # fmt: skip
 
 
 def _fields(model: Any) -> list[str]:
     names = []
     for field in model._meta.concrete_fields:
-        if field.primary_key or field.name in VOLATILE:
+        if field.primary_key or {field.name, f"{model._meta.label}.{field.name}"} & VOLATILE:
             continue
         if getattr(field, "auto_now", False) or getattr(field, "auto_now_add", False):
             continue
@@ -65,11 +68,16 @@ def _fields(model: Any) -> list[str]:
 
 def _lines(label: str) -> Iterator[str]:
     from django.apps import apps
+    from django.conf import settings
 
     model = apps.get_model(label)
     names = _fields(model)
+    # Two builds in two data folders name the same files: the folder is left out.
+    folder = str(settings.FINOPS_DATA_DIR)
     rows = [
-        json.dumps(dict(zip(names, values, strict=True)), default=str, sort_keys=True)
+        json.dumps(dict(zip(names, values, strict=True)), default=str, sort_keys=True).replace(
+            folder, "<FINOPS_DATA_DIR>"
+        )
         for values in model.objects.order_by().values_list(*names).iterator(chunk_size=5000)
     ]
     rows.sort()
