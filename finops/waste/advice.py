@@ -167,14 +167,18 @@ def checkpoint_advice(
     """One row per team, cluster, currency and pricing category of the month's runs."""
     rollups = visible_to(
         RunCost.objects.filter(billing_period=month), teams=teams, include_unowned=include_unowned
-    ).select_related("team")
-    team_of: dict[int | None, Team | None] = {}
-    keys: set[RunKey] = set()
-    for r in rollups.order_by():
-        team_of[r.team_id] = r.team
-        keys.add(RunKey(r.team_id, r.team.slug if r.team else "", r.run_id, r.billing_currency))
+    )
+    # Plain rows (a month has tens of thousands of runs), their teams read once.
+    keys = {
+        RunKey(team_id, slug or "", run_id, currency)
+        for team_id, slug, run_id, currency in rollups.order_by().values_list(
+            "team_id", "team__slug", "run_id", "billing_currency"
+        )
+    }
     if not keys:
         return []
+    found = Team.objects.in_bulk({k.team_id for k in keys if k.team_id is not None})
+    team_of: dict[int | None, Team | None] = {None: None, **found}
     config = waste_settings()
     attempts = run_attempts(keys)
     metrics = run_metrics(keys)
@@ -207,7 +211,7 @@ def checkpoint_advice(
     write = checkpoint_write_minutes()
     assumed = config.checkpoint_interval_minutes
     result = [
-        _advice(team_of[team_id], (cluster, currency, pricing), group, write, assumed)
+        _advice(team_of.get(team_id), (cluster, currency, pricing), group, write, assumed)
         for (team_id, cluster, currency, pricing), group in groups.items()
     ]
     return sorted(

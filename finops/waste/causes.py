@@ -42,6 +42,10 @@ TOTAL_CAUSES = ("rework", "restart", "abandoned", "idle_in_allocation")
 _CTX = Context(prec=60, rounding=ROUND_DOWN)
 ZERO = Decimal(0)
 _EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
+# Fractions are immutable: one 0 and one 1 shared by every attempt (a month has tens of
+# thousands; building them was a good part of the shares' time).
+_NONE = Fraction(0)
+_WHOLE = Fraction(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,11 +117,12 @@ class WasteParts:
 
 
 def _seconds(delta: dt.timedelta) -> Fraction:
-    return Fraction(delta.days * 86400 + delta.seconds) + Fraction(delta.microseconds, 10**6)
+    micros = (delta.days * 86400 + delta.seconds) * 10**6 + delta.microseconds
+    return Fraction(micros, 10**6)
 
 
 def _clamp(value: Fraction) -> Fraction:
-    return min(Fraction(1), max(Fraction(0), value))
+    return min(_WHOLE, max(_NONE, value))
 
 
 def attempt_shares(
@@ -158,12 +163,12 @@ def _one(
     settings: Settings,
 ) -> AttemptShares:
     interrupted = attempt.state in INTERRUPTED_STATES
-    shares = {cause: Fraction(0) for cause in CAUSES}
+    shares = dict.fromkeys(CAUSES, _NONE)
     if attempt.state == CANCELLED_STATE:
-        shares["cancelled"] = Fraction(1)
+        shares["cancelled"] = _WHOLE
         return AttemptShares(attempt.pk, shares)
     if interrupted and not has_later:
-        shares["abandoned"] = Fraction(1)
+        shares["abandoned"] = _WHOLE
         return AttemptShares(attempt.pk, shares, interrupted=True)
     start, end = attempt.start, attempt.end
     if start is None or end is None or end <= start:
