@@ -185,6 +185,13 @@ DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{BASE_DIR / '
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Attribution writes in long transactions; wait for the lock instead of failing at once.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 60
+    # Write-ahead log: the web process reads while the demo or a worker writes (a rollback
+    # journal failed a demo build with "database is locked" when a page was opened), and
+    # synchronous=NORMAL syncs at checkpoints, not at every commit (WAL stays consistent after a
+    # crash; only the last commits before a power loss can be lost: the embedded default's trade).
+    DATABASES["default"]["OPTIONS"]["init_command"] = (
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+    )
 # Keep a web process's connection between requests: opening one per request (Django's default)
 # costs a PostgreSQL backend fork and the handshake, which dominated a cached API answer on 2
 # cores (bench/api_load.py). No CONN_HEALTH_CHECKS: they add a round trip to every request; a
