@@ -196,7 +196,8 @@ def _check_anomalies(month: date) -> PeriodCheck:
     if count:
         return PeriodCheck(
             "anomalies", "Open anomalies", WARN,
-            f"{count} anomaly(ies) of the month are new or acknowledged.",
+            f"{count:,} {'anomaly' if count == 1 else 'anomalies'} of the month "
+            f"{'is' if count == 1 else 'are'} new or acknowledged.",
             "Resolve each one (or mark it expected) so leads are not billed a surprise.",
             link, figures,
         )  # fmt: skip

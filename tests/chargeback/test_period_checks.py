@@ -154,6 +154,7 @@ def test_open_anomalies_with_their_impact(
     # a (overlaps 1-2 Sep) + b: 400.004 + 99.996 = 500.00 USD; c resolved, d October.
     assert check["status"] == "warn"
     assert _figures(check) == [("open anomalies", "2", ""), ("their impact", "500.00", "USD")]
+    assert check["detail"] == "2 anomalies of the month are new or acknowledged."
 
 
 def test_teams_without_a_statement_recipient(
