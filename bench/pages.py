@@ -176,6 +176,7 @@ def _team_energy_against_read_time(month: object) -> None:
     the measured GPU-hours) against the read-time computation it replaced (the baseline)."""
     import datetime as dt
 
+    from finops.core.months import month_format
     from finops.energy.selectors import team_month_energy
     from finops.org.models import Team
     from finops.web.energy_context import team_energy
@@ -192,7 +193,7 @@ def _team_energy_against_read_time(month: object) -> None:
     rollup = time.perf_counter() - began
     same = "the same figures" if [stored] == read_time else "DIFFERENT figures"
     print(
-        f"language team energy, {month:%Y-%m}: read time {baseline * 1000:.0f} ms, stored "
+        f"language team energy, {month_format(month)}: read time {baseline * 1000:.0f} ms, stored "
         f"rollup {rollup * 1000:.0f} ms (x{baseline / max(rollup, 1e-9):.1f} faster), {same}"
     )
 

@@ -137,10 +137,11 @@ def test_team_page_query_count_is_flat(
     recommendations_refresh(month=scenario.month)
     # 12 for the page, plus a fixed 8 for its pricing comparison (assumptions, node types, usage,
     # team and cluster utilisation) and 6 for the recommendations (whether their inputs moved,
-    # the team's), 3 for the waste card, 6 for the top runs' waste and 7 for the checkpoint
-    # advice (tests/test_runs_browser): none grows with the number of runs.
+    # the team's), 1 for why the team has no commitment advice (the month's stored notes), 3 for
+    # the waste card, 6 for the top runs' waste and 7 for the checkpoint advice
+    # (tests/test_runs_browser): none grows with the number of runs.
     with django_assert_max_num_queries(
-        32 + WASTE_CARD_QUERIES + RUN_WASTE_QUERIES + WASTE_PAGE_QUERIES
+        33 + WASTE_CARD_QUERIES + RUN_WASTE_QUERIES + WASTE_PAGE_QUERIES
     ):
         html = _text(finance_client.get(reverse("web:team", args=["vision"]), {"month": "2025-09"}))
     assert "extra-24" in html
