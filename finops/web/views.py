@@ -28,7 +28,11 @@ from finops.attribution.selectors.dashboard import (
     overview_dashboard,
     team_daily_by_category,
 )
-from finops.attribution.selectors.idle_showback import IdleShowback, idle_showback
+from finops.attribution.selectors.idle_showback import (
+    IdleShowback,
+    idle_showback,
+    idle_showback_stored,
+)
 from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.core.months import month_add, month_format, month_parse
@@ -101,7 +105,11 @@ def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
 
 
 def _idle_showback(*, month: date, teams: QuerySet[Team]) -> list[IdleShowback]:
-    """idle_showback once per data version (the ledger changes only with attribution)."""
+    """idle_showback as the month's attribution stored it, else (a month attributed before the
+    store) once per data version (the ledger changes only with attribution)."""
+    stored = idle_showback_stored(month=month, teams=teams)
+    if stored is not None:
+        return stored
     return panel_cached(
         "idle_showback",
         key=lambda: (month, sorted(teams.values_list("pk", flat=True))),
