@@ -103,6 +103,7 @@ def main() -> None:
     pages = [(label, url) for label, url in pages if label not in skip]
     _trend_against_read_time(month)
     _team_energy_against_read_time(month)
+    _stored_panels_against_read_time(month)
     from django.db import connection
 
     logins = {"finance": FINANCE_USERNAME, "lead": LEAD_USERNAME}
@@ -196,6 +197,45 @@ def _team_energy_against_read_time(month: object) -> None:
         f"language team energy, {month_format(month)}: read time {baseline * 1000:.0f} ms, stored "
         f"rollup {rollup * 1000:.0f} ms (x{baseline / max(rollup, 1e-9):.1f} faster), {same}"
     )
+
+
+def _stored_panels_against_read_time(month: object) -> None:
+    """The language team's checkpoint advice and idle showback as the pipeline stores them
+    (issue 29) against their read-time computation (the baseline), in this run; a month not
+    stored (attributed before the store) says so."""
+    import datetime as dt
+
+    from finops.attribution.selectors.idle_showback import idle_showback, idle_showback_stored
+    from finops.economics.advice_selectors import checkpoint_advice_stored
+    from finops.org.models import Team
+    from finops.waste.advice import checkpoint_advice
+
+    assert isinstance(month, dt.date)
+    teams = Team.objects.filter(slug="language")
+    if not teams.exists():
+        return
+    panels: list[tuple[str, Any, Any]] = [
+        ("checkpoint advice",
+         lambda: checkpoint_advice(month=month, teams=teams, include_unowned=False),
+         lambda: checkpoint_advice_stored(month=month, teams=teams, include_unowned=False)),
+        ("idle showback", lambda: idle_showback(month=month, teams=teams),
+         lambda: idle_showback_stored(month=month, teams=teams)),
+    ]  # fmt: skip
+    for label, read_time, stored_read in panels:
+        began = time.perf_counter()
+        reference = read_time()
+        baseline = time.perf_counter() - began
+        began = time.perf_counter()
+        stored = stored_read()
+        rows = time.perf_counter() - began
+        if stored is None:
+            print(f"language team {label}: not stored (read time {baseline * 1000:.0f} ms)")
+            continue
+        same = "the same rows" if stored == reference else "DIFFERENT rows"
+        print(
+            f"language team {label}: read time {baseline * 1000:.0f} ms, stored "
+            f"{rows * 1000:.0f} ms (x{baseline / max(rows, 1e-9):.0f} faster), {same}"
+        )
 
 
 if __name__ == "__main__":

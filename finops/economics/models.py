@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from finops.core.money import money_field
+from finops.core.money import ExactDecimalField, money_field
 from finops.core.months import month_format
 from finops.org.models import Team
 
@@ -101,3 +101,55 @@ class RunEconomics(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} {month_format(self.billing_period)} {self.cluster} {self.currency}"
+
+
+class CheckpointAdviceMonth(models.Model):
+    """The stored checkpoint advice of a month (finops.waste.advice.checkpoint_advice of every
+    team and the unowned runs), with the settings it was computed with: the pages read it only
+    while the pricing assumptions' checkpoint and restart minutes and
+    FINOPS_CHECKPOINT_WRITE_MINUTES are still these (else they compute it at read time).
+    Rebuilt by economics_refresh (the pipeline's run-economics step, after attribution, and
+    after run metrics are imported); its rows go with it."""
+
+    billing_period = models.DateField(unique=True)
+    checkpoint_interval_minutes = ExactDecimalField()
+    restart_minutes = ExactDecimalField()
+    checkpoint_write_minutes = ExactDecimalField()
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"checkpoint advice {month_format(self.billing_period)}"
+
+
+class CheckpointAdviceRow(models.Model):
+    """One CheckpointAdvice (team, cluster, currency, pricing category) of a stored month; every
+    figure as the read-time computation gives it (exact text: the same value and places)."""
+
+    month = models.ForeignKey(CheckpointAdviceMonth, on_delete=models.CASCADE, related_name="rows")
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False
+    )
+    cluster = models.CharField(max_length=100, blank=True)
+    currency = models.CharField(max_length=3)
+    pricing = models.CharField(max_length=16)
+    cost = ExactDecimalField()
+    attempt_hours = ExactDecimalField()
+    gpu_hours = ExactDecimalField()
+    interruptions = models.IntegerField()
+    interruptions_per_gpu_hour = ExactDecimalField(null=True)
+    interruptions_per_thousand_gpu_hours = ExactDecimalField(null=True)
+    mean_hours_between_interruptions = ExactDecimalField(null=True)
+    current_interval_minutes = ExactDecimalField()
+    current_interval_source = models.CharField(max_length=16)
+    optimal_interval_minutes = ExactDecimalField(null=True)
+    monthly_saving = ExactDecimalField()
+    measured_utilisation = ExactDecimalField(null=True)
+    idle_in_allocation = ExactDecimalField()
+    measured_cost = ExactDecimalField()
+    used_cost = ExactDecimalField()
+
+    class Meta:
+        indexes = [models.Index(fields=["month", "team"], name="checkpointadvice_team")]
+
+    def __str__(self) -> str:
+        return f"{self.month} {self.cluster} {self.currency} {self.pricing}"

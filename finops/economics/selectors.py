@@ -43,6 +43,13 @@ def row_waste(row: RunEconomics) -> WasteParts:
     return parts
 
 
+_EFFICIENCY_READ = (
+    "has_metrics", "run_gpu_seconds", "useful_tokens", "samples", "steps", "run_cost",
+    "cost_per_million_tokens", "cost_per_thousand_samples", "tokens_per_gpu_hour", "mfu",
+    "flops_per_token", "peak_flops_per_gpu", "peak_source", "gpu_model", "dtype",
+)  # fmt: skip
+
+
 def row_efficiency(row: RunEconomics) -> RunEfficiency | None:
     """The whole run's efficiency as stored; None when the run has no metrics."""
     if not row.has_metrics:
@@ -185,7 +192,10 @@ def team_efficiency_stored(*, team: Team, months: list[dt.date]) -> list[TeamMon
     }
     keys: dict[RunKey, dt.date] = {}
     found: dict[RunKey, RunEfficiency | None] = {}
-    for row in training.filter(billing_period__in=wanted).order_by("run_id", "cluster"):
+    # The columns row_efficiency reads: not the waste and energy ones (a team's six months are
+    # thousands of rows, and each column is a converter call per row).
+    rows = training.filter(billing_period__in=wanted).order_by("run_id", "cluster")
+    for row in rows.only("billing_period", "run_id", "currency", "cluster", *_EFFICIENCY_READ):
         if ends.get((row.run_id, row.currency)) != row.billing_period:
             continue
         key = RunKey(team.pk, team.slug, row.run_id, row.currency)

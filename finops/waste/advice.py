@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Context, Decimal
 from itertools import pairwise
@@ -34,8 +35,8 @@ from finops.core.money import MONEY_QUANTUM
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.attempts import run_attempts, run_metrics
-from finops.waste.causes import INTERRUPTED_STATES
-from finops.waste.selectors import run_waste_of, waste_settings
+from finops.waste.causes import INTERRUPTED_STATES, Settings
+from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 
 _CTX = Context(prec=40)
 _MINUTES = Decimal(60)
@@ -178,13 +179,38 @@ def checkpoint_advice(
     if not keys:
         return []
     found = Team.objects.in_bulk({k.team_id for k in keys if k.team_id is not None})
-    team_of: dict[int | None, Team | None] = {None: None, **found}
     config = waste_settings()
     attempts = run_attempts(keys)
     metrics = run_metrics(keys)
+    wastes = [run_waste_of(key, attempts[key], metrics.get(key), config, month) for key in keys]
+    return checkpoint_advice_of(month=month, wastes=wastes, teams=found, config=config)
+
+
+def _run_order(key: RunKey) -> tuple[str, str, str, int]:
+    return key.team_slug, key.run_id, key.currency, -1 if key.team_id is None else key.team_id
+
+
+def advice_order(r: CheckpointAdvice) -> tuple[object, ...]:
+    """The order of checkpoint_advice's rows: teams by slug (no team last), cluster, currency,
+    spot first."""
+    return (
+        r.team is None, r.team.slug if r.team else "", r.cluster, r.currency,
+        _PRICING_ORDER.get(r.pricing, len(_PRICING_ORDER)),
+    )  # fmt: skip
+
+
+def checkpoint_advice_of(
+    *, month: dt.date, wastes: Iterable[RunWaste], teams: dict[int, Team], config: Settings
+) -> list[CheckpointAdvice]:
+    """checkpoint_advice from the month's waste of the runs (run_wastes(month=...) with
+    `config`), their teams by id: the read-time panel and the stored rows (finops.economics)
+    are this one function. The runs are summed in one fixed order (the run's team slug, run
+    id, currency), so the inexact quotients add up the same way whoever calls."""
+    team_of: dict[int | None, Team | None] = {pk: team for pk, team in teams.items()}
+    team_of[None] = None
     groups: dict[tuple[int | None, str, str, str], _Group] = {}
-    for key in keys:
-        waste = run_waste_of(key, attempts[key], metrics.get(key), config, month)
+    for waste in sorted(wastes, key=lambda w: _run_order(w.key)):
+        key = waste.key
         for row in waste.attempts:
             a = row.attempt
             cost = a.cost_by_month.get(month, Decimal(0))
@@ -214,13 +240,7 @@ def checkpoint_advice(
         _advice(team_of.get(team_id), (cluster, currency, pricing), group, write, assumed)
         for (team_id, cluster, currency, pricing), group in groups.items()
     ]
-    return sorted(
-        result,
-        key=lambda r: (
-            r.team is None, r.team.slug if r.team else "", r.cluster, r.currency,
-            _PRICING_ORDER.get(r.pricing, len(_PRICING_ORDER)),
-        ),
-    )  # fmt: skip
+    return sorted(result, key=advice_order)
 
 
 def _advice(

@@ -40,6 +40,16 @@ def team_energy(*, team: Team, month: date) -> TeamEnergy | None:
     return replace(row, measured_gpu_hours=measured_gpu_hours_of_team(month=month, team_id=team.pk))
 
 
+def team_energy_cached(*, team: Team, month: date) -> TeamEnergy | None:
+    """team_energy once per data version and energy import: it reads every run of the team's
+    month (the team page read it again on every view)."""
+    return panel_cached(
+        "team_energy",
+        key=lambda: (team.pk, month, JobEnergy.objects.aggregate(newest=Max("pk"))["newest"]),
+        compute=lambda: team_energy(team=team, month=month),
+    )
+
+
 def endpoint_month_energy(
     *, month: date, endpoint: str, totals: list[EndpointMonth], teams: QuerySet[Team], finance: bool
 ) -> EndpointEnergy | None:
