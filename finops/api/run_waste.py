@@ -222,6 +222,10 @@ def advice_body(row: CheckpointAdvice) -> dict[str, Any]:
         "interruptions_per_gpu_hour": text(row.interruptions_per_gpu_hour),
         "interruptions_per_1000_gpu_hours": text(row.interruptions_per_thousand_gpu_hours),
         "mean_hours_between_interruptions": text(row.mean_hours_between_interruptions),
+        "capacity_interruptions": row.capacity_interruptions,
+        "capacity_interruptions_per_1000_gpu_hours": text(
+            row.capacity_interruptions_per_thousand_gpu_hours
+        ),
         "current_interval_minutes": text(row.current_interval_minutes),
         "current_interval_source": row.current_interval_source,
         "optimal_interval_minutes": text(row.optimal_interval_minutes),

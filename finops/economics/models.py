@@ -147,6 +147,8 @@ class CheckpointAdviceRow(models.Model):
     idle_in_allocation = ExactDecimalField()
     measured_cost = ExactDecimalField()
     used_cost = ExactDecimalField()
+    capacity_interruptions = models.IntegerField(default=0)
+    capacity_interruptions_per_thousand_gpu_hours = ExactDecimalField(null=True)
 
     class Meta:
         indexes = [models.Index(fields=["month", "team"], name="checkpointadvice_team")]

@@ -193,7 +193,8 @@ _ADVICE_FIELDS = (
     "interruptions_per_gpu_hour", "interruptions_per_thousand_gpu_hours",
     "mean_hours_between_interruptions", "current_interval_minutes", "current_interval_source",
     "optimal_interval_minutes", "monthly_saving", "measured_utilisation", "idle_in_allocation",
-    "measured_cost", "used_cost",
+    "measured_cost", "used_cost", "capacity_interruptions",
+    "capacity_interruptions_per_thousand_gpu_hours",
 )  # fmt: skip
 
 

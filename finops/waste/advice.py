@@ -35,7 +35,7 @@ from finops.core.money import MONEY_QUANTUM
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.attempts import run_attempts, run_metrics
-from finops.waste.causes import INTERRUPTED_STATES, Settings
+from finops.waste.causes import CAPACITY_STATES, INTERRUPTED_STATES, Settings
 from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 
 _CTX = Context(prec=40)
@@ -57,6 +57,7 @@ class _Group:
     hours: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
     interruptions: int = 0
+    capacity_interruptions: int = 0
     gaps_minutes: list[Decimal] = field(default_factory=list)
     idle_in_allocation: Decimal = Decimal(0)
     measured_cost: Decimal = Decimal(0)
@@ -88,6 +89,10 @@ class CheckpointAdvice:
     # Exact sums behind measured_utilisation (to merge the categories of a cluster).
     measured_cost: Decimal = Decimal(0)
     used_cost: Decimal = Decimal(0)
+    # Of the interruptions, the capacity losses only (PREEMPTED, NODE_FAIL: CAPACITY_STATES),
+    # per 1,000 GPU-hours: what a spot decision weighs (FAILED and OUT_OF_MEMORY are the job's).
+    capacity_interruptions: int = 0
+    capacity_interruptions_per_thousand_gpu_hours: Decimal | None = None
 
     @property
     def pricing_label(self) -> str:
@@ -229,6 +234,7 @@ def checkpoint_advice_of(
             group.hours += hours
             group.gpu_hours += hours * Decimal(a.gpus.numerator) / Decimal(a.gpus.denominator)
             group.interruptions += a.state in INTERRUPTED_STATES
+            group.capacity_interruptions += a.state in CAPACITY_STATES
             marks = row.shares.checkpoints
             group.gaps_minutes += [
                 Decimal((later - earlier).total_seconds()) / _MINUTES
@@ -258,11 +264,13 @@ def _advice(
         current, source = assumed_interval, "assumption"
     mtbi = optimal = None
     saving = Decimal(0)
-    rate = per_thousand = None
+    rate = per_thousand = capacity_per_thousand = None
     if g.gpu_hours > 0:
         exact = _CTX.divide(Decimal(g.interruptions), g.gpu_hours)
         rate = exact.quantize(Decimal("0.000001"))
         per_thousand = (exact * _THOUSAND).quantize(Decimal("0.001"))
+        capacity = _CTX.divide(Decimal(g.capacity_interruptions) * _THOUSAND, g.gpu_hours)
+        capacity_per_thousand = capacity.quantize(Decimal("0.001"))
     if g.interruptions and g.hours > 0:
         mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
         mtbi_minutes = mtbi * _MINUTES
@@ -288,5 +296,6 @@ def _advice(
         current_interval_source=source, optimal_interval_minutes=optimal,
         monthly_saving=saving, measured_utilisation=utilisation,
         idle_in_allocation=g.idle_in_allocation, measured_cost=g.measured_cost,
-        used_cost=g.used_cost,
+        used_cost=g.used_cost, capacity_interruptions=g.capacity_interruptions,
+        capacity_interruptions_per_thousand_gpu_hours=capacity_per_thousand,
     )  # fmt: skip
