@@ -155,3 +155,50 @@ class CheckpointAdviceRow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month} {self.cluster} {self.currency} {self.pricing}"
+
+
+class TeamEnergyMonth(models.Model):
+    """The stored per-team energy of a month (finops.energy.selectors.team_month_energy of every
+    team and the unowned runs: the overview's energy card and the team page read it instead of
+    every run row of the month). Rebuilt by economics_refresh from the month's RunEconomics
+    rows it has just written, in the same transaction; `newest_job_energy` is the newest
+    JobEnergy row then: an energy import after it (its refresh not run yet) makes the month
+    stale, and the pages compute it at read time until the refresh lands."""
+
+    billing_period = models.DateField(unique=True)
+    newest_job_energy = models.BigIntegerField(null=True, blank=True)
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"team energy {month_format(self.billing_period)}"
+
+
+class TeamEnergyRow(models.Model):
+    """One TeamEnergy (a team, or no team) of a stored month; every figure as the read-time
+    computation gives it (exact text: the same value and places)."""
+
+    month = models.ForeignKey(TeamEnergyMonth, on_delete=models.CASCADE, related_name="rows")
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False
+    )
+    runs = models.IntegerField()
+    gpu_kwh = ExactDecimalField()
+    measured_kwh = ExactDecimalField()
+    estimated_kwh = ExactDecimalField()
+    facility_kwh = ExactDecimalField()
+    co2e_kg = ExactDecimalField(null=True)
+    estimated = models.BooleanField()
+    co2e_missing_kwh = ExactDecimalField()
+    measured_gpu_hours = ExactDecimalField()
+    pue = ExactDecimalField(null=True)
+    pue_source = models.TextField(blank=True)
+    grid_g_per_kwh = ExactDecimalField(null=True)
+    grid_source = models.TextField(blank=True)
+    grid_year = models.CharField(max_length=20, blank=True)
+    power_source = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["month", "team"], name="teamenergy_team")]
+
+    def __str__(self) -> str:
+        return f"{self.month} {self.team_id}"

@@ -24,8 +24,16 @@ from django.utils import timezone
 
 from billing_ingest.loading.copy_load import bulk_load
 from finops.attribution.models import RunCost
-from finops.economics.models import CheckpointAdviceMonth, CheckpointAdviceRow, RunEconomics
-from finops.energy.selectors import RunEnergy, energies
+from finops.economics.models import (
+    CheckpointAdviceMonth,
+    CheckpointAdviceRow,
+    RunEconomics,
+    TeamEnergyMonth,
+    TeamEnergyRow,
+)
+from finops.economics.selectors import team_month_energy_stored
+from finops.energy.models import JobEnergy
+from finops.energy.selectors import RunEnergy, energies, measured_gpu_hours_of_team
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunEfficiency, RunKey, run_efficiencies
 from finops.waste.advice import checkpoint_advice, checkpoint_advice_of, checkpoint_write_minutes
@@ -185,7 +193,48 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
     else:
         advice = checkpoint_advice_store(month=month, team_ids={r.team_id for r in rollups})
     return {"runs": len(rows), "measured_runs": sum(1 for r in rows if r["has_metrics"]),
-            "other_month_rows": others, "checkpoint_advice_rows": advice}  # fmt: skip
+            "other_month_rows": others, "checkpoint_advice_rows": advice,
+            "team_energy_rows": team_energy_store(month=month)}  # fmt: skip
+
+
+_TEAM_ENERGY_FIGURES = (
+    "runs", "gpu_kwh", "measured_kwh", "estimated_kwh", "facility_kwh", "co2e_kg", "estimated",
+    "co2e_missing_kwh", "pue", "pue_source", "grid_g_per_kwh", "grid_source", "grid_year",
+    "power_source",
+)  # fmt: skip
+
+
+def team_energy_store(*, month: dt.date) -> int:
+    """Store the month's energy per team and of the unowned runs (TeamEnergyMonth and its
+    rows) from its RunEconomics rows (team_month_energy_stored: the figures the read-time
+    team_month_energy gives) and each team's measured GPU-hours from the ledger; the number of
+    rows written. Every team of the month at once (one read of the month's rows, and one
+    ledger query per team): an import of some runs' metrics changes their teams' sums."""
+    newest = JobEnergy.objects.order_by("-pk").values_list("pk", flat=True).first()
+    team_ids: list[int | None] = sorted(
+        set(
+            RunEconomics.objects.filter(billing_period=month, team__isnull=False)
+            .order_by()
+            .values_list("team_id", flat=True)
+            .distinct()
+        )
+    )
+    rows = team_month_energy_stored(month=month, team_ids=[*team_ids, None])
+    pk_of = dict(Team.objects.filter(pk__in=team_ids).values_list("slug", "pk"))
+    TeamEnergyMonth.objects.filter(billing_period=month).delete()
+    header = TeamEnergyMonth.objects.create(billing_period=month, newest_job_energy=newest)
+    stored = []
+    for row in rows:
+        team_id = pk_of[row.team] if row.team else None
+        measured = measured_gpu_hours_of_team(month=month, team_id=team_id)
+        stored.append(
+            TeamEnergyRow(
+                month=header, team_id=team_id, measured_gpu_hours=measured,
+                **{name: getattr(row, name) for name in _TEAM_ENERGY_FIGURES},
+            )
+        )  # fmt: skip
+    TeamEnergyRow.objects.bulk_create(stored, batch_size=500)
+    return len(stored)
 
 
 _ADVICE_FIELDS = (
@@ -288,6 +337,7 @@ def _same(stored: object, value: object) -> bool:
 def economics_delete_month(*, month: dt.date) -> int:
     """Drop a month's rows (its ledger was removed)."""
     CheckpointAdviceMonth.objects.filter(billing_period=month).delete()
+    TeamEnergyMonth.objects.filter(billing_period=month).delete()
     deleted, _ = RunEconomics.objects.filter(billing_period=month).delete()
     return deleted
 

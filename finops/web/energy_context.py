@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.db.models import Max, QuerySet
 
+from finops.economics.energy_selectors import team_month_energy_summed
 from finops.economics.selectors import team_month_energy_stored
 from finops.energy.endpoint_selectors import EndpointEnergy, endpoint_energy
 from finops.energy.models import JobEnergy
@@ -30,7 +31,17 @@ def run_month_energy(*, team: Team, run_id: str, month: date) -> RunEnergy | Non
 
 
 def team_energy(*, team: Team, month: date) -> TeamEnergy | None:
-    """The team's month of energy from the stored rollup (finops.economics: the figures the
+    """The team's month of energy as the run-economics step stored it (the figures the
+    read-time team_month_energy gives, tests/economics/test_team_energy_stored.py); a month
+    not stored yet from team_energy_of_runs (stale: at read time, team_month_energy_summed)."""
+    rows = team_month_energy_summed(month=month, team_ids=[team.pk])
+    if rows is None:
+        return team_energy_of_runs(team=team, month=month)
+    return rows[0] if rows else None
+
+
+def team_energy_of_runs(*, team: Team, month: date) -> TeamEnergy | None:
+    """The team's month of energy from the stored run rows (finops.economics: the figures the
     read-time team_month_energy gives, tests/economics/test_stored_readers.py), with the
     measured GPU-hours the rollup does not keep read from the ledger (one query)."""
     rows = team_month_energy_stored(month=month, team_ids=[team.pk])
@@ -88,8 +99,13 @@ class EnergyCard:
 
 def energy_card(*, month: date, teams: QuerySet[Team], include_unowned: bool) -> EnergyCard | None:
     """Energy of the month's runs of the teams (and of no team, for finance); None when none.
-    From the stored rollup (finops.economics): the same figures as energy_card_read_time."""
-    return _card(team_month_energy_stored(month=month, team_ids=_ids(teams, include_unowned)))
+    From the per-team sums the run-economics step stored (finops.economics), else (a month
+    not stored yet) from the stored run rows: the same figures as energy_card_read_time."""
+    ids = _ids(teams, include_unowned)
+    rows = team_month_energy_summed(month=month, team_ids=ids)
+    if rows is None:
+        rows = team_month_energy_stored(month=month, team_ids=ids)
+    return _card(rows)
 
 
 def energy_card_read_time(
