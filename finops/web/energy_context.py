@@ -101,11 +101,18 @@ def energy_card(*, month: date, teams: QuerySet[Team], include_unowned: bool) ->
     """Energy of the month's runs of the teams (and of no team, for finance); None when none.
     From the per-team sums the run-economics step stored (finops.economics), else (a month
     not stored yet) from the stored run rows: the same figures as energy_card_read_time."""
-    ids = _ids(teams, include_unowned)
-    rows = team_month_energy_summed(month=month, team_ids=ids)
+    rows = team_month_energy_summed(month=month, team_ids=_ids(teams, include_unowned))
     if rows is None:
-        rows = team_month_energy_stored(month=month, team_ids=ids)
+        return energy_card_of_runs(month=month, teams=teams, include_unowned=include_unowned)
     return _card(rows)
+
+
+def energy_card_of_runs(
+    *, month: date, teams: QuerySet[Team], include_unowned: bool
+) -> EnergyCard | None:
+    """energy_card from the stored run rows (finops.economics.RunEconomics: every run row of
+    the month, ~0.5 s at demo scale), for a month whose per-team sums are not stored."""
+    return _card(team_month_energy_stored(month=month, team_ids=_ids(teams, include_unowned)))
 
 
 def energy_card_read_time(
