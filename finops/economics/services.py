@@ -211,13 +211,15 @@ def team_energy_store(*, month: dt.date) -> int:
     rows written. Every team of the month at once (one read of the month's rows, and one
     ledger query per team): an import of some runs' metrics changes their teams' sums."""
     newest = JobEnergy.objects.order_by("-pk").values_list("pk", flat=True).first()
-    team_ids: list[int | None] = sorted(
-        set(
-            RunEconomics.objects.filter(billing_period=month, team__isnull=False)
+    team_ids = sorted(
+        {
+            t
+            for t in RunEconomics.objects.filter(billing_period=month)
             .order_by()
             .values_list("team_id", flat=True)
             .distinct()
-        )
+            if t is not None
+        }
     )
     rows = team_month_energy_stored(month=month, team_ids=[*team_ids, None])
     pk_of = dict(Team.objects.filter(pk__in=team_ids).values_list("slug", "pk"))

@@ -203,7 +203,10 @@ def measured_gpu_hours_of_team(*, month: date, team_id: int | None) -> Decimal:
     )
     rows = (
         AllocatedCost.objects.filter(
-            team_id=team_id, billing_period=month, gpu_seconds__gt=0, job__isnull=False
+            Q(team__isnull=True) if team_id is None else Q(team_id=team_id),
+            billing_period=month,
+            gpu_seconds__gt=0,
+            job__isnull=False,
         )
         .exclude(node="")
         .exclude(run_id="")
