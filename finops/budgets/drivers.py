@@ -85,20 +85,25 @@ def _top(dimension: str, column: str, rows: list[dict], currency: str) -> list[D
         for r in rows:
             if r["billing_currency"] == currency:
                 same[r[column]] += r["amount"]
+    if not others:
+        # Ranked as Decimals (comparisons are exact): thousands of runs need no Fraction. By
+        # key first, so nlargest (stable) breaks ties by key, as the Fraction ranking below.
+        by_key = sorted(same.items(), key=lambda kv: kv[0])
+        top = heapq.nlargest(DRIVERS, by_key, key=lambda kv: kv[1])
+        return [Driver(dimension, key, money_round(v).quantize(Decimal("0.01"))) for key, v in top]
     sums: dict[str, Fraction] = {key: Fraction(value) for key, value in same.items()}
-    if others:
-        try:
-            converter = converter_for(
-                to_currency=currency,
-                currencies={r["billing_currency"] for r in others},
-                first_day=min(r["rate_day"] for r in others),
-                last_day=max(r["rate_day"] for r in others),
+    try:
+        converter = converter_for(
+            to_currency=currency,
+            currencies={r["billing_currency"] for r in others},
+            first_day=min(r["rate_day"] for r in others),
+            last_day=max(r["rate_day"] for r in others),
+        )
+        for r in others:
+            sums[r[column]] = sums.get(r[column], Fraction(0)) + converter.exact(
+                day=r["rate_day"], currency=r["billing_currency"], amount=r["amount"]
             )
-            for r in others:
-                sums[r[column]] = sums.get(r[column], Fraction(0)) + converter.exact(
-                    day=r["rate_day"], currency=r["billing_currency"], amount=r["amount"]
-                )
-        except FxRateMissing:
-            return []
+    except FxRateMissing:
+        return []
     ranked = heapq.nsmallest(DRIVERS, sums.items(), key=lambda kv: (-kv[1], kv[0]))
     return [Driver(dimension, key, money_round(v).quantize(Decimal("0.01"))) for key, v in ranked]

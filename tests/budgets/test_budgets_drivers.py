@@ -71,3 +71,27 @@ def test_drivers_sum_the_budget_currency_exactly_and_convert_the_rest_per_day() 
     assert drivers["endpoints"] == []
     # One ledger query per dimension, one for the EUR rates of the two that have EUR rows.
     assert len(queries.captured_queries) <= 3 + 2
+
+
+def test_drivers_in_the_budget_currency_only_are_ranked_by_amount_then_key() -> None:
+    team = Team.objects.create(slug="vision", name="Vision")
+    budget = Budget.objects.create(
+        name="Vision monthly", team=team, period="month", amount=1000, currency="USD",
+        thresholds=[100], forecast_thresholds=[100],
+    )  # fmt: skip
+    cost(team, 1, "run-b", "EC2", "5", "USD")
+    cost(team, 2, "run-a", "EC2", "2.5", "USD")
+    cost(team, 3, "run-a", "EC2", "2.5", "USD")
+    cost(team, 4, "run-c", "EC2", "7.004999999999", "USD")
+    for n in range(6):  # more runs than DRIVERS: the smallest are left out
+        cost(team, 5, f"run-z{n}", "EC2", "1", "USD")
+
+    drivers = budget_drivers(budget=budget, period=budget_period(budget=budget, day=AS_OF),
+                             as_of=AS_OF)  # fmt: skip
+
+    # run-c 7.004999999999 -> 7.00; run-a 2.5 + 2.5 = 5.00 ties run-b 5.00: by run id.
+    assert [(d.key, d.amount) for d in drivers["runs"]] == [
+        ("run-c", Decimal("7.00")), ("run-a", Decimal("5.00")), ("run-b", Decimal("5.00")),
+        ("run-z0", Decimal("1.00")), ("run-z1", Decimal("1.00")),
+    ]  # fmt: skip
+    assert [(d.key, d.amount) for d in drivers["services"]] == [("EC2", Decimal("23.00"))]
