@@ -14,6 +14,7 @@ import pytest
 from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from pytest_django import Settings
@@ -93,8 +94,6 @@ def test_the_settled_batches_months_are_the_line_items_months_through_restatemen
 
 def test_the_month_list_is_two_queries(tmp_path: Path) -> None:
     ingest(tmp_path / "a.csv", row(SEPTEMBER, "10"), row(OCTOBER, "20"))
-    from django.db import connection
-
     with CaptureQueriesContext(connection) as queries:
         assert month_list_with_data() == [OCTOBER, SEPTEMBER]
     assert len(queries.captured_queries) == 2
