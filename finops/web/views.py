@@ -8,13 +8,12 @@ from decimal import Decimal
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
-from django.db.models import Count, Max, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing_ingest.models import ImportBatch
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import overview as overview_selectors
@@ -75,17 +74,9 @@ from finops.web.waste_views import (
 
 
 def _months_with_data() -> list[date]:
-    """month_list_with_data once per data version and settled billing import (it reads every
-    line item's month: finops.web.page_cache)."""
-    return panel_cached(
-        "months_with_data",
-        key=lambda: (
-            ImportBatch.objects.filter(status=ImportBatch.Status.SUCCEEDED)
-            .aggregate(newest=Max("finished_at"), batches=Count("pk"))
-            .values()
-        ),
-        compute=overview_selectors.month_list_with_data,
-    )
+    """month_list_with_data, read on every page: two small queries (it no longer scans the line
+    items), so it needs no cache and a newly imported month shows at once."""
+    return overview_selectors.month_list_with_data()
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
