@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from fractions import Fraction
 
 from django.conf import settings
@@ -187,23 +187,41 @@ def _line_order(line: Line) -> tuple[object, ...]:
 _Key = tuple[int, str, str, str]  # team id, section, key, currency
 
 
+_EXACT = Context(prec=60, rounding=ROUND_HALF_EVEN)
+
+
 class _Accumulator:
+    """Lines' sums: native amounts, GPU-seconds and the exact reporting amounts, the converted
+    parts as Fractions and the parts already in the reporting currency as Decimals (exact in
+    a 60-digit context: no Fraction per row or line where no rate is applied)."""
+
     def __init__(self) -> None:
         self.amount: dict[_Key, Decimal] = defaultdict(Decimal)
-        self.exact: dict[_Key, Fraction] = defaultdict(Fraction)
+        self.exact: dict[_Key, Fraction] = {}
+        self.same: dict[_Key, Decimal] = {}
         self.gpu: dict[_Key, Decimal] = defaultdict(Decimal)
 
-    def add(self, key: _Key, amount: Decimal, exact: Fraction | None, gpu: Decimal) -> None:
+    def add(
+        self, key: _Key, amount: Decimal, exact: Fraction | Decimal | None, gpu: Decimal
+    ) -> None:
         self.amount[key] += amount
-        if exact is not None:
-            self.exact[key] += exact
+        if isinstance(exact, Decimal):
+            self.same[key] = _EXACT.add(self.same.get(key, ZERO), exact)
+        elif exact is not None:
+            self.exact[key] = self.exact.get(key, Fraction(0)) + exact
         self.gpu[key] += gpu
+
+    def reporting(self, key: _Key) -> Decimal:
+        same = self.same.get(key, ZERO)
+        if key not in self.exact:
+            return money_round(same)
+        return money_round(self.exact[key] + Fraction(same) if same else self.exact[key])
 
     def lines(self, *, converted: bool) -> dict[int, list[Line]]:
         by_team: dict[int, list[Line]] = defaultdict(list)
         for key, amount in self.amount.items():
             team_id, section, name, currency = key
-            reporting = money_round(self.exact[key]) if converted else None
+            reporting = self.reporting(key) if converted else None
             by_team[team_id].append(Line(section, name, currency, amount, reporting, self.gpu[key]))
         return by_team
 
@@ -233,9 +251,9 @@ def _ledger_lines(
         .values(*dims)
         .annotate(amount=MoneySum("amount"), gpu=Sum("gpu_seconds"))
     )
-    exact: list[Fraction | None] = [
-        Fraction(r["amount"]) if r["rate_day"] is None and r["amount"] is not None else None
-        for r in rows
+    # A row in `currency` is its own exact reporting amount.
+    exact: list[Fraction | Decimal | None] = [
+        r["amount"] if r["rate_day"] is None else None for r in rows
     ]
     error = ""
     converted = [i for i, r in enumerate(rows) if r["rate_day"] is not None]

@@ -22,18 +22,22 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from fractions import Fraction
 
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
-from finops.core.money import MONEY_PLACES
+from finops.core.money import MONEY_PLACES, MONEY_QUANTUM
 from finops.currency.models import FxRate
 
 PIVOT = "EUR"
 ONE = Fraction(1)
 _SCALE = 10**MONEY_PLACES
+# Decimals below 10**40 quantize to 12 places within 60 digits: exact.
+_DECIMAL_DIGITS = 40
+_EXACT = Context(prec=60, rounding=ROUND_HALF_EVEN)
+_ZERO = Decimal(0)
 
 
 class FxRateMissing(LookupError):
@@ -50,6 +54,11 @@ class FxRateMissing(LookupError):
 
 def money_round(value: Fraction | Decimal | int) -> Decimal:
     """An exact amount, rounded once, half even, to the ledger's 12 places."""
+    if isinstance(value, Decimal) and value.is_finite() and value.adjusted() < _DECIMAL_DIGITS:
+        # A Decimal is exact already: quantized in a context wide enough that nothing else is
+        # rounded (a Fraction of each of thousands of statement lines was most of their cost);
+        # + 0 turns a negative zero into 0, as the Fraction's round() does.
+        return _EXACT.add(value.quantize(MONEY_QUANTUM, context=_EXACT), _ZERO)
     # round() of a Fraction is exact and rounds half to even.
     units = round(Fraction(value) * _SCALE)
     return Decimal(units).scaleb(-MONEY_PLACES)

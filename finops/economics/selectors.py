@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Max, Q, QuerySet, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
 
 from finops.attribution.models import Category
 from finops.attribution.selectors.reporting import visible_to
@@ -43,39 +43,49 @@ def row_waste(row: RunEconomics) -> WasteParts:
     return parts
 
 
-# The columns row_efficiency reads (and a row's key): what a read of many rows' efficiency
-# loads, not the row's forty others.
-EFFICIENCY_COLUMNS = (
-    "team_id", "run_id", "cluster", "currency", "has_metrics", "useful_tokens", "samples",
-    "steps", "run_cost", "run_gpu_seconds", "cost_per_million_tokens",
-    "cost_per_thousand_samples", "tokens_per_gpu_hour", "mfu", "flops_per_token",
-    "peak_flops_per_gpu", "peak_source", "gpu_model", "dtype",
+# The whole run's efficiency columns, in the order efficiency_of reads them.
+RUN_EFFICIENCY_COLUMNS = (
+    "has_metrics", "useful_tokens", "samples", "steps", "currency", "run_cost", "run_gpu_seconds",
+    "cost_per_million_tokens", "cost_per_thousand_samples", "tokens_per_gpu_hour", "mfu",
+    "flops_per_token", "peak_flops_per_gpu", "peak_source", "gpu_model", "dtype",
 )  # fmt: skip
+# The columns row_efficiency reads and a row's key: what a read of many rows' efficiency
+# loads, not the row's forty others.
+EFFICIENCY_COLUMNS = ("team_id", "run_id", "cluster", *RUN_EFFICIENCY_COLUMNS)
+
+
+def efficiency_of(values: tuple[Any, ...]) -> RunEfficiency | None:
+    """The whole run's efficiency from a row's RUN_EFFICIENCY_COLUMNS values (a values_list
+    row: no model instance); None when the run has no metrics."""
+    (has_metrics, useful_tokens, samples, steps, currency, cost, gpu_seconds, per_million,
+     per_thousand_samples, tokens_per_gpu_hour, mfu, flops_per_token, peak, peak_source,
+     gpu_model, dtype) = values  # fmt: skip
+    if not has_metrics:
+        return None
+    seconds = Decimal(gpu_seconds)
+    return RunEfficiency(
+        useful_tokens=useful_tokens,
+        samples=samples,
+        steps=steps,
+        currency=currency,
+        cost=cost,
+        gpu_hours=seconds / SECONDS_PER_HOUR,
+        cost_per_million_tokens=per_million,
+        cost_per_thousand_samples=per_thousand_samples,
+        tokens_per_gpu_hour=tokens_per_gpu_hour,
+        mfu=mfu,
+        flops_per_token=flops_per_token,
+        peak_flops_per_gpu=peak,
+        peak_source=peak_source,
+        gpu_model=gpu_model,
+        dtype=dtype,
+        gpu_seconds=seconds,
+    )
 
 
 def row_efficiency(row: RunEconomics) -> RunEfficiency | None:
     """The whole run's efficiency as stored; None when the run has no metrics."""
-    if not row.has_metrics:
-        return None
-    seconds = Decimal(row.run_gpu_seconds)
-    return RunEfficiency(
-        useful_tokens=row.useful_tokens,
-        samples=row.samples,
-        steps=row.steps,
-        currency=row.currency,
-        cost=row.run_cost,
-        gpu_hours=seconds / SECONDS_PER_HOUR,
-        cost_per_million_tokens=row.cost_per_million_tokens,
-        cost_per_thousand_samples=row.cost_per_thousand_samples,
-        tokens_per_gpu_hour=row.tokens_per_gpu_hour,
-        mfu=row.mfu,
-        flops_per_token=row.flops_per_token,
-        peak_flops_per_gpu=row.peak_flops_per_gpu,
-        peak_source=row.peak_source,
-        gpu_model=row.gpu_model,
-        dtype=row.dtype,
-        gpu_seconds=seconds,
-    )
+    return efficiency_of(tuple(getattr(row, column) for column in RUN_EFFICIENCY_COLUMNS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,26 +223,33 @@ def teams_bought_stored(
 ) -> dict[tuple[int, str], TeamMonthEfficiency]:
     """What each team's training runs that ended in the month bought (finops.chargeback
     .economics' `_bought`, the read-time reference), per (team, currency), from the stored
-    rollup: each run's whole-run efficiency as stored on its rows. Two queries, whatever the
+    rollup: each run's whole-run efficiency as stored on its rows. One query, whatever the
     number of teams and runs."""
-    training = RunEconomics.objects.filter(team_id__in=list(teams), category=Category.TRAINING)
-    of_month = training.filter(billing_period=month)
-    ended = {
-        (row["team_id"], row["run_id"], row["currency"])
-        for row in training.filter(run_id__in=of_month.values("run_id"))
-        .order_by()
-        .values("team_id", "run_id", "currency")
-        .annotate(last=Max("billing_period"))
-        if row["last"] == month
-    }
+    # A run ended in the month when it has no training row in a later month (the
+    # (team, run_id, currency) index answers each probe); its rows read as values, not model
+    # instances (issue 29: building 1,500 rows was most of this read).
+    later = RunEconomics.objects.filter(
+        team_id=OuterRef("team_id"),
+        run_id=OuterRef("run_id"),
+        currency=OuterRef("currency"),
+        category=Category.TRAINING,
+        billing_period__gt=month,
+    )
+    rows = (
+        RunEconomics.objects.filter(
+            team_id__in=list(teams), category=Category.TRAINING, billing_period=month
+        )
+        .filter(~Exists(later))
+        .order_by("team_id", "run_id", "cluster")
+        .values_list("team_id", "run_id", *RUN_EFFICIENCY_COLUMNS)
+    )
     ends: dict[int, dict[RunKey, dt.date]] = defaultdict(dict)
     found: dict[RunKey, RunEfficiency | None] = {}
-    for row in of_month.only(*EFFICIENCY_COLUMNS).order_by("team_id", "run_id", "cluster"):
-        assert row.team_id is not None
-        key = RunKey(row.team_id, teams[row.team_id].slug, row.run_id, row.currency)
-        if (row.team_id, row.run_id, row.currency) in ended and key not in found:
-            ends[row.team_id][key] = month
-            found[key] = row_efficiency(row)
+    for team_id, run_id, *values in rows:
+        key = RunKey(team_id, teams[team_id].slug, run_id, values[4])
+        if key not in found:
+            ends[team_id][key] = month
+            found[key] = efficiency_of(tuple(values))
     return {
         (team_id, efficiency.currency): efficiency
         for team_id, keys in ends.items()

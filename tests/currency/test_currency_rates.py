@@ -183,6 +183,24 @@ def test_money_round_is_half_even_once() -> None:
     assert money_round(Fraction(10, 9)) == Decimal("1.111111111111")
 
 
+def test_money_round_of_a_decimal_is_the_fractions_to_the_digit() -> None:
+    # Decimals (the amounts statements sum without a rate) round in decimal, not through a
+    # Fraction: the same value and the same 12 places, half even, no negative zero.
+    cases = {
+        "0.0000000000025": "0.000000000002",  # half to even: down
+        "0.0000000000035": "0.000000000004",  # half to even: up
+        "-0.0000000000025": "-0.000000000002",
+        "-0.0000000000001": "0.000000000000",  # rounds to zero: not "-0E-12"
+        "-0": "0.000000000000",
+        "1234567890123456.123456789012": "1234567890123456.123456789012",  # 28 digits, exact
+        "12.5": "12.500000000000",
+    }
+    for given, expected in cases.items():
+        # as_tuple: the sign, the digits and the exponent, not only the value.
+        assert money_round(Decimal(given)).as_tuple() == Decimal(expected).as_tuple(), given
+        assert money_round(Fraction(Decimal(given))).as_tuple() == Decimal(expected).as_tuple()
+
+
 def test_rate_table_includes_the_newest_rate_before_the_span(
     db: None, django_assert_num_queries: DjangoAssertNumQueries
 ) -> None:
