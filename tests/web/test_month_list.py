@@ -35,8 +35,8 @@ def row(month: date, cost: str) -> dict[str, str]:
     return focus_row(
         BillingPeriodStart=f"{month:%Y-%m-%d}T00:00:00Z",
         BillingPeriodEnd=f"{after:%Y-%m-%d}T00:00:00Z",
-        ChargePeriodStart=f"{month:%Y-%m}-05T10:00:00Z",
-        ChargePeriodEnd=f"{month:%Y-%m}-05T11:00:00Z",
+        ChargePeriodStart=f"{month.replace(day=5):%Y-%m-%d}T10:00:00Z",
+        ChargePeriodEnd=f"{month.replace(day=5):%Y-%m-%d}T11:00:00Z",
         BilledCost=cost,
         EffectiveCost=cost,
     )
