@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Context, Decimal
 from itertools import pairwise
@@ -34,8 +35,8 @@ from finops.core.money import MONEY_QUANTUM
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.attempts import run_attempts, run_metrics
-from finops.waste.causes import INTERRUPTED_STATES
-from finops.waste.selectors import run_waste_of, waste_settings
+from finops.waste.causes import INTERRUPTED_STATES, Settings
+from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 
 _CTX = Context(prec=40)
 _MINUTES = Decimal(60)
@@ -51,7 +52,7 @@ def checkpoint_write_minutes() -> Decimal:
 
 
 @dataclass(slots=True)
-class _Group:
+class AdviceGroup:
     cost: Decimal = Decimal(0)
     hours: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
@@ -161,6 +162,10 @@ def _loss(interval: Decimal, write: Decimal, mtbi: Decimal) -> Decimal:
     return _CTX.divide(write, interval) + _CTX.divide(interval, 2 * mtbi)
 
 
+# (team id, cluster, currency, pricing category): one row of checkpoint advice.
+GroupKey = tuple[int | None, str, str, str]
+
+
 def checkpoint_advice(
     *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
 ) -> list[CheckpointAdvice]:
@@ -177,19 +182,28 @@ def checkpoint_advice(
     }
     if not keys:
         return []
-    found = Team.objects.in_bulk({k.team_id for k in keys if k.team_id is not None})
-    team_of: dict[int | None, Team | None] = {None: None, **found}
     config = waste_settings()
     attempts = run_attempts(keys)
     metrics = run_metrics(keys)
-    groups: dict[tuple[int | None, str, str, str], _Group] = {}
-    for key in keys:
-        waste = run_waste_of(key, attempts[key], metrics.get(key), config, month)
+    groups = advice_groups(
+        (run_waste_of(key, attempts[key], metrics.get(key), config, month) for key in keys),
+        month,
+    )
+    return advice_rows(groups, config)
+
+
+def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, AdviceGroup]:
+    """The month's attempts of these runs (their waste in that month, run_waste_of) summed per
+    team, cluster, currency and pricing category: what advice_rows needs of them."""
+    groups: dict[GroupKey, AdviceGroup] = {}
+    for waste in wastes:
+        key = waste.key
         for row in waste.attempts:
             a = row.attempt
             cost = a.cost_by_month.get(month, Decimal(0))
             pricing = a.pricing if a.pricing in MIX_KINDS else OTHER
-            group = groups.setdefault((key.team_id, a.cluster, key.currency, pricing), _Group())
+            where = (key.team_id, a.cluster, key.currency, pricing)
+            group = groups.setdefault(where, AdviceGroup())
             group.cost += cost
             group.idle_in_allocation += row.parts.idle_in_allocation
             if a.utilisation is not None and cost > 0:
@@ -208,11 +222,20 @@ def checkpoint_advice(
                 Decimal((later - earlier).total_seconds()) / _MINUTES
                 for earlier, later in pairwise(marks)
             ]
+    return groups
+
+
+def advice_rows(groups: Mapping[GroupKey, AdviceGroup], config: Settings) -> list[CheckpointAdvice]:
+    """The advice of each group (Young/Daly), in the order pages list it. Groups of a team that
+    no longer exists are left out (as a read of the month's runs leaves their runs out)."""
+    found = Team.objects.in_bulk({team_id for team_id, *_ in groups if team_id is not None})
+    team_of: dict[int | None, Team | None] = {None: None, **found}
     write = checkpoint_write_minutes()
     assumed = config.checkpoint_interval_minutes
     result = [
-        _advice(team_of.get(team_id), (cluster, currency, pricing), group, write, assumed)
+        _advice(team_of[team_id], (cluster, currency, pricing), group, write, assumed)
         for (team_id, cluster, currency, pricing), group in groups.items()
+        if team_id in team_of
     ]
     return sorted(
         result,
@@ -226,7 +249,7 @@ def checkpoint_advice(
 def _advice(
     team: Team | None,
     where: tuple[str, str, str],
-    g: _Group,
+    g: AdviceGroup,
     write: Decimal,
     assumed_interval: Decimal,
 ) -> CheckpointAdvice:
