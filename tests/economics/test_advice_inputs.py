@@ -29,7 +29,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _savings(drafts: list[Draft]) -> dict[tuple[str, str, str], Decimal]:
-    slugs = dict(Team.objects.values_list("id", "slug"))
+    slugs: dict[int | None, str] = dict(Team.objects.values_list("id", "slug"))
     return {(slugs[d.team_id], d.kind, d.key): d.monthly_savings for d in drafts}
 
 
