@@ -23,6 +23,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Context, Decimal
+from fractions import Fraction
 from itertools import pairwise
 
 from django.conf import settings as django_settings
@@ -41,6 +42,8 @@ from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 _CTX = Context(prec=40)
 _MINUTES = Decimal(60)
 _THOUSAND = Decimal(1000)
+_MICROSECOND = dt.timedelta(microseconds=1)
+_MICROSECONDS_PER_HOUR = 3_600_000_000
 PRICING_LABELS = {SPOT: "spot", ON_DEMAND: "on-demand", COMMITMENT: "committed", OTHER: "other"}
 # Spot first: the category whose interval most often differs from the others'.
 _PRICING_ORDER = {kind: i for i, kind in enumerate((SPOT, ON_DEMAND, COMMITMENT, OTHER))}
@@ -61,6 +64,13 @@ class AdviceGroup:
     idle_in_allocation: Decimal = Decimal(0)
     measured_cost: Decimal = Decimal(0)
     used_cost: Decimal = Decimal(0)
+    # The exact sums behind hours, gpu_hours and used_cost (advice_groups): summed as
+    # Fractions and rounded once, so the figures do not depend on the order the runs are read
+    # in (a sum of rounded quotients does, in its last digit: at a rounding tie, e.g. 717.675
+    # hours over 4 interruptions, the quantized mean time between interruptions flipped).
+    exact_hours: Fraction = Fraction(0)
+    exact_gpu_hours: Fraction = Fraction(0)
+    exact_used_cost: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,21 +218,28 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
             group.idle_in_allocation += row.parts.idle_in_allocation
             if a.utilisation is not None and cost > 0:
                 group.measured_cost += cost
-                group.used_cost += (
-                    cost * Decimal(a.utilisation.numerator) / Decimal(a.utilisation.denominator)
-                )
+                group.exact_used_cost += Fraction(cost) * a.utilisation
             if a.start is None or a.end is None or a.end <= a.start:
                 continue
-            hours = Decimal((a.end - a.start).total_seconds()) / 3600
-            group.hours += hours
-            group.gpu_hours += hours * Decimal(a.gpus.numerator) / Decimal(a.gpus.denominator)
+            hours = Fraction((a.end - a.start) // _MICROSECOND, _MICROSECONDS_PER_HOUR)
+            group.exact_hours += hours
+            group.exact_gpu_hours += hours * a.gpus
             group.interruptions += a.state in INTERRUPTED_STATES
             marks = row.shares.checkpoints
             group.gaps_minutes += [
                 Decimal((later - earlier).total_seconds()) / _MINUTES
                 for earlier, later in pairwise(marks)
             ]
+    for group in groups.values():
+        group.hours = _decimal(group.exact_hours)
+        group.gpu_hours = _decimal(group.exact_gpu_hours)
+        group.used_cost = _decimal(group.exact_used_cost)
     return groups
+
+
+def _decimal(value: Fraction) -> Decimal:
+    """An exact sum as a Decimal, rounded once (the default 28 digits)."""
+    return Decimal(value.numerator) / Decimal(value.denominator)
 
 
 def advice_rows(groups: Mapping[GroupKey, AdviceGroup], config: Settings) -> list[CheckpointAdvice]:
