@@ -52,7 +52,10 @@ def advice_stamp() -> str:
         ADVICE_VERSION,
         f"attribution {runs['n']} {runs['last']} {runs['at']}",
         f"imports {batches['n']} {batches['last']} {batches['at']}",
-        f"settings {settings.checkpoint_interval_minutes} {settings.restart_minutes}",
+        # As numbers, not text: the defaults (before the assumptions row is made on first use)
+        # read 20, the stored row 20.00.
+        f"settings {settings.checkpoint_interval_minutes.normalize():f} "
+        f"{settings.restart_minutes.normalize():f}",
         f"teams {slugs}",
     ]
     return "|".join(parts)

@@ -109,3 +109,18 @@ def test_a_partial_refresh_stores_nothing_and_a_deleted_month_has_none(tmp_path:
     economics_refresh(month=MONTH, run_ids=["finetune"])
     assert not MonthAdviceInputs.objects.exists()
     assert stored_waste_drafts(month=MONTH) == waste_drafts(month=MONTH)
+
+
+def test_the_assumptions_row_made_on_first_use_leaves_the_stored_advice_current(
+    tmp_path: Path,
+) -> None:
+    """The first month of a new install: no assumptions row when run_economics runs (the
+    defaults, 20 and 10 minutes), the recommendations step makes it (20.00 and 10.00)."""
+    from finops.pricing.models import PricingAssumptions
+
+    waste_month_attributed(tmp_path)
+    PricingAssumptions.objects.all().delete()
+    economics_refresh(month=MONTH)
+    PricingAssumptions.current()
+    assert stored_groups(month=MONTH) is not None
+    assert stored_waste_drafts(month=MONTH) == waste_drafts(month=MONTH)
