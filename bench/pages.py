@@ -103,6 +103,7 @@ def main() -> None:
     pages = [(label, url) for label, url in pages if label not in skip]
     _trend_against_read_time(month)
     _team_energy_against_read_time(month)
+    _stored_panels_against_read_time(month)
     from django.db import connection
 
     logins = {"finance": FINANCE_USERNAME, "lead": LEAD_USERNAME}
@@ -172,30 +173,108 @@ def _trend_against_read_time(month: object) -> None:
 
 
 def _team_energy_against_read_time(month: object) -> None:
-    """The language team's month of energy as the team page reads it (the stored rollup and
-    the measured GPU-hours) against the read-time computation it replaced (the baseline)."""
+    """The month's energy as the pages read it, in this run: the overview's energy card of
+    every team and the unowned runs (finance) and the language team's (team page), from the
+    stored per-team sums (issue 29), from the stored run rows (the path before them) and at
+    read time (the reference); each month the database holds, for the card."""
     import datetime as dt
 
+    from finops.attribution.models import RunCost
     from finops.core.months import month_format
+    from finops.economics.energy_selectors import team_month_energy_summed
     from finops.energy.selectors import team_month_energy
     from finops.org.models import Team
-    from finops.web.energy_context import team_energy
+    from finops.web.energy_context import (
+        energy_card,
+        energy_card_of_runs,
+        energy_card_read_time,
+        team_energy,
+        team_energy_of_runs,
+    )
 
     assert isinstance(month, dt.date)
+
+    def timed(read: Any) -> tuple[Any, float]:
+        began = time.perf_counter()
+        found = read()
+        return found, (time.perf_counter() - began) * 1000
+
+    teams = Team.objects.all()
+    months = sorted(set(RunCost.objects.values_list("billing_period", flat=True)))
+    totals = [0.0, 0.0, 0.0]
+    ids: list[int | None] = [*teams.values_list("pk", flat=True), None]
+    for each in months:
+        stored = team_month_energy_summed(month=each, team_ids=ids) is not None
+        reference, read_ms = timed(lambda m=each: energy_card_read_time(
+            month=m, teams=teams, include_unowned=True))  # fmt: skip
+        summed, summed_ms = timed(lambda m=each: energy_card(
+            month=m, teams=teams, include_unowned=True))  # fmt: skip
+        # The path before the sums: the card from the stored run rows.
+        rows, rows_ms = timed(lambda m=each: energy_card_of_runs(
+            month=m, teams=teams, include_unowned=True))  # fmt: skip
+        same = "the same figures" if summed == reference == rows else "DIFFERENT figures"
+        print(
+            f"energy card {month_format(each)} (finance): read time {read_ms:.0f} ms, run rows "
+            f"{rows_ms:.0f} ms, per-team sums {summed_ms:.1f} ms"
+            f"{'' if stored else ' (NOT STORED: run rows)'} (x{rows_ms / max(summed_ms, 1e-9):.0f}"
+            f" faster than the run rows), {same}"
+        )
+        totals = [totals[0] + read_ms, totals[1] + rows_ms, totals[2] + summed_ms]
+    print(
+        f"energy card, {len(months)} months: read time {totals[0]:.0f} ms, run rows "
+        f"{totals[1]:.0f} ms, per-team sums {totals[2]:.1f} ms"
+    )
     team = Team.objects.filter(slug="language").first()
     if team is None:
         return
-    began = time.perf_counter()
-    read_time = team_month_energy(month=month, team_ids=[team.pk])
-    baseline = time.perf_counter() - began
-    began = time.perf_counter()
-    stored = team_energy(team=team, month=month)
-    rollup = time.perf_counter() - began
-    same = "the same figures" if [stored] == read_time else "DIFFERENT figures"
+    read_time, baseline = timed(lambda: team_month_energy(month=month, team_ids=[team.pk]))
+    runs, rows_ms = timed(lambda: team_energy_of_runs(team=team, month=month))
+    stored_team, summed_ms = timed(lambda: team_energy(team=team, month=month))
+    same = "the same figures" if [stored_team] == read_time == [runs] else "DIFFERENT figures"
     print(
-        f"language team energy, {month_format(month)}: read time {baseline * 1000:.0f} ms, stored "
-        f"rollup {rollup * 1000:.0f} ms (x{baseline / max(rollup, 1e-9):.1f} faster), {same}"
+        f"language team energy, {month_format(month)}: read time {baseline:.0f} ms, run rows "
+        f"{rows_ms:.0f} ms, per-team sums {summed_ms:.1f} ms (x{rows_ms / max(summed_ms, 1e-9):.0f}"
+        f" faster than the run rows), {same}"
     )
+
+
+def _stored_panels_against_read_time(month: object) -> None:
+    """The language team's checkpoint advice and idle showback as the pipeline stores them
+    (issue 29) against their read-time computation (the baseline), in this run; a month not
+    stored (attributed before the store) says so."""
+    import datetime as dt
+
+    from finops.attribution.selectors.idle_showback import idle_showback, idle_showback_stored
+    from finops.economics.advice_selectors import checkpoint_advice_stored
+    from finops.org.models import Team
+    from finops.waste.advice import checkpoint_advice
+
+    assert isinstance(month, dt.date)
+    teams = Team.objects.filter(slug="language")
+    if not teams.exists():
+        return
+    panels: list[tuple[str, Any, Any]] = [
+        ("checkpoint advice",
+         lambda: checkpoint_advice(month=month, teams=teams, include_unowned=False),
+         lambda: checkpoint_advice_stored(month=month, teams=teams, include_unowned=False)),
+        ("idle showback", lambda: idle_showback(month=month, teams=teams),
+         lambda: idle_showback_stored(month=month, teams=teams)),
+    ]  # fmt: skip
+    for label, read_time, stored_read in panels:
+        began = time.perf_counter()
+        reference = read_time()
+        baseline = time.perf_counter() - began
+        began = time.perf_counter()
+        stored = stored_read()
+        rows = time.perf_counter() - began
+        if stored is None:
+            print(f"language team {label}: not stored (read time {baseline * 1000:.0f} ms)")
+            continue
+        same = "the same rows" if stored == reference else "DIFFERENT rows"
+        print(
+            f"language team {label}: read time {baseline * 1000:.0f} ms, stored "
+            f"{rows * 1000:.0f} ms (x{baseline / max(rows, 1e-9):.0f} faster), {same}"
+        )
 
 
 if __name__ == "__main__":

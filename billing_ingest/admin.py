@@ -18,6 +18,7 @@ from billing_ingest.models import (
 from billing_ingest.services.sources import billing_source_check
 from billing_ingest.tasks.sources import fetch_billing_source
 from finops.audit.admin import AuditedAdminMixin
+from finops.core.wording import counted
 
 
 @admin.register(Cluster)
@@ -154,11 +155,11 @@ class BillingSourceAdmin(AuditedAdminMixin, admin.ModelAdmin):
                 request, f"could not queue the fetch (broker unreachable): {exc}", messages.ERROR
             )
             return
-        self.message_user(request, f"{len(sources)} billing source fetch(es) queued")
+        self.message_user(request, f"{counted(len(sources), 'billing source fetch')} queued")
         disabled = queryset.filter(enabled=False).count()
         if disabled:
             self.message_user(
                 request,
-                f"{disabled} disabled source(s) skipped: enable them first",
+                f"{counted(disabled, 'disabled source')} skipped: enable them first",
                 messages.WARNING,
             )

@@ -11,6 +11,7 @@ from typing import Any
 from django.db.models import Count, Q, Sum
 
 from billing_ingest.models import ImportBatch, ImportBatchPart, MonthChange
+from finops.core.months import month_from_label
 
 FINISHED = frozenset(
     {
@@ -75,3 +76,18 @@ def months_changed_by_batches(*, batch_ids: Iterable[int]) -> list[dt.date]:
     """The months (first days) the batches' settling recorded as changed for the pipeline."""
     rows = MonthChange.objects.filter(batch_id__in=list(batch_ids), start_pipeline=True)
     return sorted(set(rows.values_list("month", flat=True)))
+
+
+def billing_months_settled() -> set[dt.date]:
+    """The months the settled bill has line items in, from the settled billing batches'
+    billing_periods (one small table), not a scan of the line items.
+
+    The same set: a batch's rows are the bill only once it SUCCEEDED, and its billing_periods
+    are then every month its rows are in (written in the transaction that settles it). Its rows
+    of a month leave only with the batch (failed, superseded, deleted) or when a newer batch of
+    the source holding rows of that month replaces them (services.billing._supersede), so the
+    month stays. tests/ingest/test_billing_months_settled.py checks it against the scan."""
+    periods = ImportBatch.objects.filter(
+        kind=ImportBatch.Kind.BILLING, status=ImportBatch.Status.SUCCEEDED
+    ).values_list("billing_periods", flat=True)
+    return {month_from_label(label) for labels in periods for label in labels or []}

@@ -14,8 +14,18 @@ WASTE_PAGE_QUERIES = 6
 # Idle showback (issue 29, finops.attribution.selectors.idle_showback): the teams, the idle
 # they are charged, the nodes their jobs ran on, the ledger on those nodes; and the overview's
 # idle advice (open idle and rightsizing recommendations of the teams). At most, at any size.
-IDLE_SHOWBACK_QUERIES = 4
+# The pipeline stores it with the month's ledger (issue 29, cold pages): the stored month, then
+# its rows of the teams (2); a month attributed before the store: the 4 reads above after the
+# stored month is not found (5, the budget: factories build months without the pipeline).
+IDLE_SHOWBACK_QUERIES = 5
 IDLE_ADVICE_QUERIES = 1
 WASTE_CARD_QUERIES = 3
 RUN_WASTE_QUERIES = 7
+# The checkpoint advice of a page, stored by the run-economics step (issue 29): the stored month,
+# the assumptions it was computed with, its rows with their teams (3); not stored (or stored
+# with other assumptions): the read-time RUN_WASTE_QUERIES after the stored month and the
+# assumptions (at most 2 + 7).
+CHECKPOINT_ADVICE_QUERIES = 2 + RUN_WASTE_QUERIES
+STORED_IDLE_SHOWBACK_QUERIES = 2
+STORED_CHECKPOINT_ADVICE_QUERIES = 3
 ENERGY_CARD_QUERIES = 3

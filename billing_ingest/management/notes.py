@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from finops.core.wording import counted
+
 WARNING = "warning: "
 
 
-def note_lines(notes: Mapping[str, int], *, unit: str = "pod(s)") -> list[str]:
-    """One line per note: `note: 2 pod(s): ...`, or `warning: ... (3 pod(s))` for a warning
-    (a note that starts with "warning: ")."""
+def note_lines(notes: Mapping[str, int], *, unit: str = "pod") -> list[str]:
+    """One line per note: `note: 2 pods: ...`, or `warning: ... (3 pods)` for a warning
+    (a note that starts with "warning: "); `unit` is the singular."""
     lines = []
     for note, count in notes.items():
         if note.startswith(WARNING):
-            lines.append(f"{note} ({count} {unit})")
+            lines.append(f"{note} ({counted(count, unit)})")
         else:
-            lines.append(f"note: {count} {unit}: {note}")
+            lines.append(f"note: {counted(count, unit)}: {note}")
     return lines

@@ -63,6 +63,7 @@ from billing_ingest.parsers.values import (
     read_magic,
 )
 from finops.core.errors import ImportFormatError
+from finops.core.wording import plural
 
 PROVIDER_NAME = "Microsoft"
 
@@ -170,7 +171,7 @@ class _AzureRow:
         if missing:
             wanted = "; ".join(" or ".join(_COLUMNS[key]) for key in missing)
             raise ImportFormatError(
-                f"missing required Azure cost details column(s): {wanted}",
+                f"missing required Azure cost details {plural('column', len(missing))}: {wanted}",
                 file=file_label,
                 column=_COLUMNS[missing[0]][0],
             )

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from finops.core.errors import ImportFormatError
+from finops.core.wording import plural
 
 _SURROGATES = range(0xDC80, 0xDD00)  # surrogateescape's stand-ins for bytes 0x80-0xff
 
@@ -134,7 +135,7 @@ def missing_columns_error(
     """A header without columns the format requires: names every one missing (``kind``: the
     format, as "FOCUS"), the first as the error's column."""
     return ImportFormatError(
-        f"missing required {kind} column(s): {', '.join(missing)}",
+        f"missing required {kind} {plural('column', len(missing))}: {', '.join(missing)}",
         file=file_label,
         row=row,
         column=missing[0],

@@ -36,6 +36,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from billing_ingest.sources import SourceAccessError, SourceFetchError
+from finops.core.wording import plural
 
 SCHEME = "bq"
 # Top-level export columns the gcp-bigquery parser reads; the rest of the table is not scanned.
@@ -119,11 +120,14 @@ def bigquery_export_parse(uri: str) -> BigQueryExport:
     query = parse_qs(parts.query, keep_blank_values=True)
     unknown = sorted(set(query) - {"month", "job_project"})
     if unknown:
-        raise SourceFetchError(f"{uri}: unknown URI option(s) {', '.join(unknown)}")
+        raise SourceFetchError(
+            f"{uri}: unknown URI {plural('option', len(unknown))} {', '.join(unknown)}"
+        )
     months = [m.strip() for value in query.get("month", []) for m in value.split(",")]
     if not months or not all(_MONTH_RE.match(m) for m in months):
         raise SourceFetchError(
-            f"{uri}: give the invoice month(s) to import, ?month=YYYYMM or ?month=YYYYMM,YYYYMM"
+            f"{uri}: give the invoice month or months to import, ?month=YYYYMM or "
+            "?month=YYYYMM,YYYYMM"
         )
     job_project = (query.get("job_project") or [project])[-1]
     if not _PROJECT_RE.match(job_project):

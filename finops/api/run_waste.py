@@ -28,6 +28,7 @@ from finops.api.teams import teams_asked
 from finops.attribution.models import RunCost
 from finops.core.money import MONEY_QUANTUM
 from finops.core.months import month_parse
+from finops.economics.advice_selectors import checkpoint_advice_stored
 from finops.org.permissions import user_is_finance
 from finops.waste.advice import CheckpointAdvice, checkpoint_advice
 from finops.waste.causes import CAUSES, WasteParts
@@ -221,6 +222,10 @@ def advice_body(row: CheckpointAdvice) -> dict[str, Any]:
         "interruptions_per_gpu_hour": text(row.interruptions_per_gpu_hour),
         "interruptions_per_1000_gpu_hours": text(row.interruptions_per_thousand_gpu_hours),
         "mean_hours_between_interruptions": text(row.mean_hours_between_interruptions),
+        "capacity_interruptions": row.capacity_interruptions,
+        "capacity_interruptions_per_1000_gpu_hours": text(
+            row.capacity_interruptions_per_thousand_gpu_hours
+        ),
         "current_interval_minutes": text(row.current_interval_minutes),
         "current_interval_source": row.current_interval_source,
         "optimal_interval_minutes": text(row.optimal_interval_minutes),
@@ -255,5 +260,10 @@ class WasteAdviceView(APIView):
         slug = query.validated_data.get("team")
         teams = teams_asked(user=request.user, slug=slug)
         finance = user_is_finance(request.user)
-        rows = checkpoint_advice(month=month, teams=teams, include_unowned=finance and not slug)
+        unowned = finance and not slug
+        # Stored by the pipeline (finops.economics), else computed now (not stored yet, or
+        # stored with other waste settings).
+        rows = checkpoint_advice_stored(month=month, teams=teams, include_unowned=unowned)
+        if rows is None:
+            rows = checkpoint_advice(month=month, teams=teams, include_unowned=unowned)
         return Response([advice_body(row) for row in rows])

@@ -16,7 +16,7 @@ from django.db.models.functions import Cast
 
 from billing_ingest.models import ImportBatch, JobRecord
 from finops.attribution.engine.run_ids import run_cost_id
-from finops.core.money import money_field
+from finops.core.money import ExactDecimalField, money_field
 from finops.core.months import month_format
 from finops.org.models import Team
 
@@ -375,3 +375,37 @@ class SharedCostSplit(models.Model):
 
     def __str__(self) -> str:
         return f"{self.rule.name}: {self.team.slug} {self.percent}%"
+
+
+class IdleShowbackMonth(models.Model):
+    """The stored idle showback of a month (finops.attribution.selectors.idle_showback of every
+    team): written with the month's ledger, in its transaction (every attribution of the month
+    replaces it), read by the overview and team pages."""
+
+    billing_period = models.DateField(unique=True)
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"idle showback {month_format(self.billing_period)}"
+
+
+class IdleShowbackRow(models.Model):
+    """One team's IdleShowback in one currency of a stored month; the figures as the read-time
+    computation gives them (exact text: the same value and places)."""
+
+    month = models.ForeignKey(IdleShowbackMonth, on_delete=models.CASCADE, related_name="rows")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, db_constraint=False)
+    currency = models.CharField(max_length=3)
+    kept = ExactDecimalField()
+    spread = ExactDecimalField()
+    commitment = ExactDecimalField()
+    shown_platform = ExactDecimalField()
+    shown_other_teams = ExactDecimalField()
+    job_cost = ExactDecimalField()
+    nodes = models.IntegerField()
+
+    class Meta:
+        indexes = [models.Index(fields=["month", "team"], name="idleshowback_team")]
+
+    def __str__(self) -> str:
+        return f"{self.month} {self.team_id} {self.currency}"

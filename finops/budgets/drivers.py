@@ -10,6 +10,8 @@ from datetime import date
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
+from django.db.models import Case, DateField, F, Value, When
+
 from finops.attribution.models import AllocatedCost
 from finops.budgets.models import Budget
 from finops.budgets.periods import Period
@@ -46,6 +48,14 @@ def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, 
         qs = qs.filter(team_id=budget.team_id)
     elif budget.provider_name:
         qs = qs.filter(provider_name=budget.provider_name)
+    # Grouped by day only where a rate is needed (rows in another currency): rows already in
+    # the budget's currency are summed per key in the database, exactly (issue 29: per run and
+    # day the organisation's period was ~8,000 rows read and converted by Django per driver).
+    rate_day = Case(
+        When(billing_currency=budget.currency, then=Value(None)),
+        default=F("day"),
+        output_field=DateField(),
+    )
     out: dict[str, list[Driver]] = {}
     for dimension, column in (
         ("runs", "run_id"),
@@ -56,7 +66,8 @@ def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, 
             qs.exclude(**{column: ""})
             .exclude(**{f"{column}__isnull": True})
             .order_by()
-            .values(column, "day", "billing_currency")
+            .annotate(rate_day=rate_day)
+            .values(column, "rate_day", "billing_currency")
             .annotate(amount=MoneySum("amount"))
         )
         out[dimension] = _top(dimension, column, rows, budget.currency)
@@ -66,28 +77,33 @@ def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, 
 def _top(dimension: str, column: str, rows: list[dict], currency: str) -> list[Driver]:
     if not rows:
         return []
-    # Rows already in the budget's currency are summed as Decimals, exactly (enough digits for
-    # any sum of 12-place amounts): thousands of run-days need no rate and no Fraction each.
+    # Rows already in the budget's currency (one per key, rate_day None) are summed as Decimals,
+    # exactly (enough digits for any sum of 12-place amounts): they need no rate, no Fraction.
     same: dict[str, Decimal] = defaultdict(Decimal)
     others = [r for r in rows if r["billing_currency"] != currency]
     with localcontext(prec=_EXACT_DIGITS):
         for r in rows:
             if r["billing_currency"] == currency:
                 same[r[column]] += r["amount"]
+    if not others:
+        # Ranked as Decimals (comparisons are exact): thousands of runs need no Fraction. By
+        # key first, so nlargest (stable) breaks ties by key, as the Fraction ranking below.
+        by_key = sorted(same.items(), key=lambda kv: kv[0])
+        top = heapq.nlargest(DRIVERS, by_key, key=lambda kv: kv[1])
+        return [Driver(dimension, key, money_round(v).quantize(Decimal("0.01"))) for key, v in top]
     sums: dict[str, Fraction] = {key: Fraction(value) for key, value in same.items()}
-    if others:
-        try:
-            converter = converter_for(
-                to_currency=currency,
-                currencies={r["billing_currency"] for r in others},
-                first_day=min(r["day"] for r in others),
-                last_day=max(r["day"] for r in others),
+    try:
+        converter = converter_for(
+            to_currency=currency,
+            currencies={r["billing_currency"] for r in others},
+            first_day=min(r["rate_day"] for r in others),
+            last_day=max(r["rate_day"] for r in others),
+        )
+        for r in others:
+            sums[r[column]] = sums.get(r[column], Fraction(0)) + converter.exact(
+                day=r["rate_day"], currency=r["billing_currency"], amount=r["amount"]
             )
-            for r in others:
-                sums[r[column]] = sums.get(r[column], Fraction(0)) + converter.exact(
-                    day=r["day"], currency=r["billing_currency"], amount=r["amount"]
-                )
-        except FxRateMissing:
-            return []
+    except FxRateMissing:
+        return []
     ranked = heapq.nsmallest(DRIVERS, sums.items(), key=lambda kv: (-kv[1], kv[0]))
     return [Driver(dimension, key, money_round(v).quantize(Decimal("0.01"))) for key, v in ranked]

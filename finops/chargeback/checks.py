@@ -31,6 +31,7 @@ from finops.chargeback.recipients import statement_recipients
 from finops.core.heartbeat import heartbeat_deadline
 from finops.core.money import MoneySum
 from finops.core.months import month_format
+from finops.core.wording import counted, plural
 from finops.currency.selectors import fx_rates_missing
 
 OK = "ok"
@@ -108,14 +109,15 @@ def _check_imports(month: date) -> PeriodCheck:
         names = ", ".join(f"#{b.pk} {b.source} ({b.file_name})" for b in [*failed, *stale][:5])
         return PeriodCheck(
             "imports", "Imports", FAIL,
-            f"{len(failed)} failed and {len(stale)} stale import(s) of {label}: {names}.",
+            f"{len(failed)} failed and {len(stale)} stale "
+            f"{plural('import', len(failed) + len(stale))} of {label}: {names}.",
             "Import the file again (or fix its error) so the month holds the whole bill.",
             link, figures,
         )  # fmt: skip
     if running:
         return PeriodCheck(
             "imports", "Imports", WARN,
-            f"{len(running)} import(s) of {label} still running.",
+            f"{counted(len(running), 'import')} of {label} still running.",
             "Wait for them to finish before closing.", link, figures,
         )  # fmt: skip
     return PeriodCheck(
@@ -146,7 +148,8 @@ def _check_open_jobs(month: date) -> PeriodCheck:
         )
         return PeriodCheck(
             "open_jobs", "Open jobs", WARN,
-            f"{found.jobs} job(s) started before {month_format(month)} have no end and their "
+            f"{counted(found.jobs, 'job')} started before {month_format(month)} "
+            f"{'has' if found.jobs == 1 else 'have'} no end and their "
             f"cluster's newer job imports did not list them: {where}. The ledger charges them "
             "as running.",
             OPEN_JOBS_ACTION, link, figures,

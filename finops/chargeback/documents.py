@@ -17,6 +17,7 @@ from finops.chargeback.selectors import Line, Statement
 from finops.core.csv_safety import csv_safe
 from finops.core.money import decimal_text
 from finops.core.months import month_format
+from finops.core.wording import counted
 
 CONTENT_TYPES = {"csv": "text/csv; charset=utf-8", "pdf": "application/pdf"}
 # One row per line. `in_total` says which rows add up: the `yes` rows (categories and
@@ -148,7 +149,7 @@ def economics_csv_rows(statement: Statement, head: list[str]) -> list[list[str]]
                         currency=cur),
             _figure_row(head, "bought", "mfu_ratio", c.mfu, note="GPU-hour weighted"),
             _figure_row(head, "wasted", "runs_cost", c.runs_cost, currency=cur,
-                        note=f"{c.waste_runs} run(s) of the month"),
+                        note=f"{counted(c.waste_runs, 'run')} of the month"),
         ]  # fmt: skip
         for cause, _label, amount, estimated in c.waste_parts:
             note = "apart: not in the waste" if cause == "cancelled" else ""

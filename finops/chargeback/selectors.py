@@ -23,7 +23,7 @@ from decimal import Decimal
 from fractions import Fraction
 
 from django.conf import settings
-from django.db.models import QuerySet, Sum
+from django.db.models import Case, DateField, F, QuerySet, Sum, Value, When
 
 from finops.attribution.models import AllocatedCost, Category
 from finops.attribution.selectors.reporting import currency_order
@@ -216,28 +216,43 @@ def _ledger_lines(
     ledger = AllocatedCost.objects.filter(billing_period=month, team__isnull=False)
     if team_ids is not None:
         ledger = ledger.filter(team_id__in=team_ids)
-    dims = ["team_id", "category", "day", "billing_currency"]
+    # Per day only the rows a rate converts: rows already in `currency` are summed per key in
+    # the database (their exact value is the amount itself), so a team's month is one row per
+    # run, not per run and day (issue 29: thousands of Fractions per statement at demo scale).
+    rate_day = Case(
+        When(billing_currency=currency, then=Value(None)),
+        default=F("day"),
+        output_field=DateField(),
+    )
+    dims = ["team_id", "category", "rate_day", "billing_currency"]
     if detail:
         dims += ["run_id", "job__endpoint"]
     rows = list(
-        ledger.order_by().values(*dims).annotate(amount=MoneySum("amount"), gpu=Sum("gpu_seconds"))
+        ledger.order_by()
+        .annotate(rate_day=rate_day)
+        .values(*dims)
+        .annotate(amount=MoneySum("amount"), gpu=Sum("gpu_seconds"))
     )
-    exact: list[Fraction | None] = [None] * len(rows)
+    exact: list[Fraction | None] = [
+        Fraction(r["amount"]) if r["rate_day"] is None and r["amount"] is not None else None
+        for r in rows
+    ]
     error = ""
-    if rows:
-        days = [r["day"] for r in rows]
+    converted = [i for i, r in enumerate(rows) if r["rate_day"] is not None]
+    if converted:
+        days = {i: rows[i]["rate_day"] for i in converted}
         converter = converter_for(
             to_currency=currency,
-            currencies={r["billing_currency"] for r in rows},
-            first_day=min(days),
-            last_day=max(days),
+            currencies={rows[i]["billing_currency"] for i in converted},
+            first_day=min(days.values()),
+            last_day=max(days.values()),
         )
         try:
             # Earliest day first, so a missing rate is reported for the first day lacking one.
-            for i in sorted(range(len(rows)), key=lambda i: (days[i], rows[i]["billing_currency"])):
+            for i in sorted(converted, key=lambda i: (days[i], rows[i]["billing_currency"])):
                 row = rows[i]
                 exact[i] = converter.exact(
-                    day=row["day"], currency=row["billing_currency"], amount=row["amount"]
+                    day=row["rate_day"], currency=row["billing_currency"], amount=row["amount"]
                 )
         except FxRateMissing as exc:
             error = str(exc)

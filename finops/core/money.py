@@ -85,3 +85,26 @@ def decimal_text(value: Decimal) -> str:
     if value.is_zero():
         value = value.copy_abs()
     return format(value, "f")
+
+
+class ExactDecimalField(models.Field):  # type: ignore[type-arg]
+    """A Decimal kept as its own text: read back equal AND with the same places (str(value)
+    round-trips), whatever its scale. For stored figures that must read back identical to the
+    read-time computation they replace (exact sums, not quantized to a column's places), not
+    for amounts the database sums (those are MoneyField)."""
+
+    # What the django-stubs mypy plugin types the attribute as (a TextField's are str).
+    _pyi_private_set_type: Decimal | str
+    _pyi_private_get_type: Decimal
+
+    def get_internal_type(self) -> str:
+        return "TextField"  # stored as text on every database
+
+    def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
+        return None if value is None else Decimal(value)
+
+    def to_python(self, value: Any) -> Any:
+        return None if value is None or isinstance(value, Decimal) else Decimal(str(value))
+
+    def get_prep_value(self, value: Any) -> Any:
+        return None if value is None else str(Decimal(value))

@@ -145,6 +145,11 @@ POOLS: tuple[Pool, ...] = (
     Pool("Standard_ND96amsr_A100_v4", Pricing.DYNAMIC, "a100-spot", 2, 1),
     # CoreWeave bills its contract rate as standard usage; two nodes join mid-month.
     Pool("gd-8xh100ib-i128", Pricing.STANDARD, "h100", 16, 2, churn=True),
+    # Steady on-demand use no commitment covers yet (what commitment advice is for): vision's
+    # own A100 nodes for its continual training, and platform's always-on GPU CI runners.
+    # Bought on demand at list price.
+    Pool("p4d.24xlarge", Pricing.STANDARD, "a100-cv", 2, 1),
+    Pool("a2-highgpu-8g", Pricing.STANDARD, "a100-ci", 2, 1),
 )
 
 

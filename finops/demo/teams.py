@@ -68,6 +68,12 @@ class Workload:
     # Job name when the run id travels in WCKey or Comment.
     job_name: str = "train"
     interactive: bool = False
+    # Runs only on these partitions, and they run nothing else (a pool kept for this work:
+    # Slurm's AllowAccounts and a QOS); empty: any partition of its clusters.
+    partitions: tuple[str, ...] = ()
+    # A service kept running: its next job is submitted as soon as the last one ends (minutes),
+    # not after an idle gap, so its pool's use is steady round the clock.
+    always_on: bool = False
 
 
 _ALL = ("aws-east", "gcp-central", "azure-west", "coreweave-lga")
@@ -121,6 +127,13 @@ WORKLOADS: tuple[Workload, ...] = (
     Workload(
         "recsys", "ranker-ft", _ALL, _ANY, 1, 2, (1.0, 5.0), 6.0, (1, 4), 2.0, spot_ok=True,
     ),
+    # Vision's continual training: the detector retrained on the day's newly labelled images,
+    # a whole p4d node in twelve-hour jobs round the clock, on vision's own on-demand A100
+    # pool (the steady use a commitment would cover).
+    Workload(
+        "vision", "det-continual", ("aws-east",), ("a100",), 1, 8, (11.0, 11.8), 12.0, (6, 14),
+        1.0, partitions=("a100-cv",), always_on=True,
+    ),
     # Platform: burn-in and health checks on every partition.
     Workload(
         "platform", "nccl-burnin", _ALL, _ANY, 1, 8, (0.25, 0.75), 1.0, (1, 2), 0.6,
@@ -130,9 +143,17 @@ WORKLOADS: tuple[Workload, ...] = (
         "platform", "gpu-healthcheck", _ALL, _ANY, 1, 1, (0.1, 0.3), 0.5, (1, 3), 0.6,
         spot_ok=True,
     ),
+    # Platform's GPU CI runners (driver, NCCL and image tests for every merge): two GPUs per
+    # runner, each runner a day-long job re-registered when it ends, on an always-on pool.
+    Workload(
+        "platform", "gpu-ci-runner", ("gcp-central",), ("a100",), 1, 2, (23.0, 23.8), 24.0,
+        (5, 7), 1.0, partitions=("a100-ci",), always_on=True, job_name="ci-runner",
+    ),
     # Notebooks under an account nobody mapped.
     Workload(
         "", "notebook", _ALL, _ANY, 1, 1, (0.5, 4.0), 8.0, (1, 1), 0.8, spot_ok=True,
         account=SANDBOX_ACCOUNT, job_name="interactive", interactive=True,
     ),
 )  # fmt: skip
+# Partitions kept for the workloads that name them (nothing else runs there).
+DEDICATED_PARTITIONS = frozenset(p for w in WORKLOADS for p in w.partitions)

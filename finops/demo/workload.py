@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from random import Random
 
 from finops.demo.fleet import HOUR, Month, Node, Pricing, blocked_intervals
-from finops.demo.teams import ADMIN_UID, SANDBOX_USERS, TEAM_BY_SLUG, WORKLOADS, RunKey, Workload
+from finops.demo.teams import (
+    ADMIN_UID,
+    DEDICATED_PARTITIONS,
+    SANDBOX_USERS,
+    TEAM_BY_SLUG,
+    WORKLOADS,
+    RunKey,
+    Workload,
+)
 
 
 @dataclass
@@ -133,11 +141,16 @@ def _in_blocked(cluster: _Cluster, t: int) -> tuple[int, int] | None:
 
 
 def _eligible(cluster: _Cluster, partition: str, gpu_model: str) -> list[Workload]:
+    """The workloads that may run on the partition: a dedicated one runs only those naming it."""
     spot = partition.endswith("-spot")
+    dedicated = partition in DEDICATED_PARTITIONS
     return [
         w
         for w in WORKLOADS
-        if cluster.name in w.clusters and gpu_model in w.gpu_models and (w.spot_ok or not spot)
+        if cluster.name in w.clusters
+        and gpu_model in w.gpu_models
+        and (w.spot_ok or not spot)
+        and (partition in w.partitions if dedicated else not w.partitions)
     ]
 
 
@@ -210,6 +223,8 @@ def _duration_and_state(rng: Random, workload: Workload) -> tuple[int, str]:
 
 
 def _gap(rng: Random, workload: Workload, utilisation: float) -> int:
+    if workload.always_on:  # resubmitted by its service within minutes
+        return rng.randint(60, 600)
     mean = (sum(workload.hours) / 2) * HOUR * (1 - utilisation) / utilisation
     return int(rng.expovariate(1 / mean)) if mean > 0 else 0
 
@@ -385,9 +400,10 @@ def _record(
 
 def _pending_at_month_end(rng: Random, cluster: _Cluster, month_len: int) -> None:
     """A few jobs still queued at month end, and one cancelled before it ever started."""
-    partitions = sorted({ns.node.partition for ns in cluster.nodes})
+    shared = sorted({ns.node.partition for ns in cluster.nodes} - DEDICATED_PARTITIONS)
     for i in range(3):
         workload = rng.choice([w for w in WORKLOADS if cluster.name in w.clusters and w.team])
+        partitions = sorted(set(workload.partitions)) or shared
         run = _run_for(rng, cluster, workload)
         name, wckey, comment = _labels(workload, run, False)
         gpu_model = "h100" if "h100" in workload.gpu_models else "a100"

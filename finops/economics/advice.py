@@ -37,7 +37,7 @@ from finops.waste.selectors import RunWaste, waste_settings
 logger = logging.getLogger(__name__)
 
 # Bumped when what the stored groups hold, or how they are summed, changes.
-ADVICE_VERSION = "1"
+ADVICE_VERSION = "2"  # 2: capacity interruptions stored
 
 
 def advice_stamp() -> str:
@@ -71,6 +71,7 @@ def _text(group: AdviceGroup) -> dict[str, Any]:
         "hours": str(group.hours),
         "gpu_hours": str(group.gpu_hours),
         "interruptions": group.interruptions,
+        "capacity_interruptions": group.capacity_interruptions,
         "median_gap_minutes": None if median is None else str(median),
         "idle_in_allocation": str(group.idle_in_allocation),
         "measured_cost": str(group.measured_cost),
@@ -85,6 +86,7 @@ def _group(values: dict[str, Any]) -> AdviceGroup:
         hours=Decimal(values["hours"]),
         gpu_hours=Decimal(values["gpu_hours"]),
         interruptions=int(values["interruptions"]),
+        capacity_interruptions=int(values["capacity_interruptions"]),
         gaps_minutes=[] if median is None else [Decimal(median)],
         idle_in_allocation=Decimal(values["idle_in_allocation"]),
         measured_cost=Decimal(values["measured_cost"]),

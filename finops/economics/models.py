@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from django.db import models
 
-from finops.core.money import money_field
+from finops.core.money import ExactDecimalField, money_field
 from finops.core.months import month_format
 from finops.org.models import Team
 
@@ -118,3 +118,104 @@ class MonthAdviceInputs(models.Model):
 
     def __str__(self) -> str:
         return f"advice inputs {month_format(self.billing_period)}"
+
+
+class CheckpointAdviceMonth(models.Model):
+    """The stored checkpoint advice of a month (finops.waste.advice.checkpoint_advice of every
+    team and the unowned runs), with the settings it was computed with: the pages read it only
+    while the pricing assumptions' checkpoint and restart minutes and
+    FINOPS_CHECKPOINT_WRITE_MINUTES are still these (else they compute it at read time).
+    Rebuilt by economics_refresh (the pipeline's run-economics step, after attribution, and
+    after run metrics are imported); its rows go with it."""
+
+    billing_period = models.DateField(unique=True)
+    checkpoint_interval_minutes = ExactDecimalField()
+    restart_minutes = ExactDecimalField()
+    checkpoint_write_minutes = ExactDecimalField()
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"checkpoint advice {month_format(self.billing_period)}"
+
+
+class CheckpointAdviceRow(models.Model):
+    """One CheckpointAdvice (team, cluster, currency, pricing category) of a stored month; every
+    figure as the read-time computation gives it (exact text: the same value and places)."""
+
+    month = models.ForeignKey(CheckpointAdviceMonth, on_delete=models.CASCADE, related_name="rows")
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False
+    )
+    cluster = models.CharField(max_length=100, blank=True)
+    currency = models.CharField(max_length=3)
+    pricing = models.CharField(max_length=16)
+    cost = ExactDecimalField()
+    attempt_hours = ExactDecimalField()
+    gpu_hours = ExactDecimalField()
+    interruptions = models.IntegerField()
+    interruptions_per_gpu_hour = ExactDecimalField(null=True)
+    interruptions_per_thousand_gpu_hours = ExactDecimalField(null=True)
+    mean_hours_between_interruptions = ExactDecimalField(null=True)
+    current_interval_minutes = ExactDecimalField()
+    current_interval_source = models.CharField(max_length=16)
+    optimal_interval_minutes = ExactDecimalField(null=True)
+    monthly_saving = ExactDecimalField()
+    measured_utilisation = ExactDecimalField(null=True)
+    idle_in_allocation = ExactDecimalField()
+    measured_cost = ExactDecimalField()
+    used_cost = ExactDecimalField()
+    capacity_interruptions = models.IntegerField(default=0)
+    capacity_interruptions_per_thousand_gpu_hours = ExactDecimalField(null=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["month", "team"], name="checkpointadvice_team")]
+
+    def __str__(self) -> str:
+        return f"{self.month} {self.cluster} {self.currency} {self.pricing}"
+
+
+class TeamEnergyMonth(models.Model):
+    """The stored per-team energy of a month (finops.energy.selectors.team_month_energy of every
+    team and the unowned runs: the overview's energy card and the team page read it instead of
+    every run row of the month). Rebuilt by economics_refresh from the month's RunEconomics
+    rows it has just written, in the same transaction; `newest_job_energy` is the newest
+    JobEnergy row then: an energy import after it (its refresh not run yet) makes the month
+    stale, and the pages compute it at read time until the refresh lands."""
+
+    billing_period = models.DateField(unique=True)
+    newest_job_energy = models.BigIntegerField(null=True, blank=True)
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"team energy {month_format(self.billing_period)}"
+
+
+class TeamEnergyRow(models.Model):
+    """One TeamEnergy (a team, or no team) of a stored month; every figure as the read-time
+    computation gives it (exact text: the same value and places)."""
+
+    month = models.ForeignKey(TeamEnergyMonth, on_delete=models.CASCADE, related_name="rows")
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False
+    )
+    runs = models.IntegerField()
+    gpu_kwh = ExactDecimalField()
+    measured_kwh = ExactDecimalField()
+    estimated_kwh = ExactDecimalField()
+    facility_kwh = ExactDecimalField()
+    co2e_kg = ExactDecimalField(null=True)
+    estimated = models.BooleanField()
+    co2e_missing_kwh = ExactDecimalField()
+    measured_gpu_hours = ExactDecimalField()
+    pue = ExactDecimalField(null=True)
+    pue_source = models.TextField(blank=True)
+    grid_g_per_kwh = ExactDecimalField(null=True)
+    grid_source = models.TextField(blank=True)
+    grid_year = models.CharField(max_length=20, blank=True)
+    power_source = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["month", "team"], name="teamenergy_team")]
+
+    def __str__(self) -> str:
+        return f"{self.month} {self.team_id}"

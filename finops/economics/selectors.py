@@ -43,6 +43,16 @@ def row_waste(row: RunEconomics) -> WasteParts:
     return parts
 
 
+# The columns row_efficiency reads (and a row's key): what a read of many rows' efficiency
+# loads, not the row's forty others.
+EFFICIENCY_COLUMNS = (
+    "team_id", "run_id", "cluster", "currency", "has_metrics", "useful_tokens", "samples",
+    "steps", "run_cost", "run_gpu_seconds", "cost_per_million_tokens",
+    "cost_per_thousand_samples", "tokens_per_gpu_hour", "mfu", "flops_per_token",
+    "peak_flops_per_gpu", "peak_source", "gpu_model", "dtype",
+)  # fmt: skip
+
+
 def row_efficiency(row: RunEconomics) -> RunEfficiency | None:
     """The whole run's efficiency as stored; None when the run has no metrics."""
     if not row.has_metrics:
@@ -185,7 +195,10 @@ def team_efficiency_stored(*, team: Team, months: list[dt.date]) -> list[TeamMon
     }
     keys: dict[RunKey, dt.date] = {}
     found: dict[RunKey, RunEfficiency | None] = {}
-    for row in training.filter(billing_period__in=wanted).order_by("run_id", "cluster"):
+    # The columns row_efficiency reads: not the waste and energy ones (a team's six months are
+    # thousands of rows, and each column is a converter call per row).
+    rows = training.filter(billing_period__in=wanted).order_by("run_id", "cluster")
+    for row in rows.only("billing_period", *EFFICIENCY_COLUMNS):
         if ends.get((row.run_id, row.currency)) != row.billing_period:
             continue
         key = RunKey(team.pk, team.slug, row.run_id, row.currency)
@@ -193,6 +206,38 @@ def team_efficiency_stored(*, team: Team, months: list[dt.date]) -> list[TeamMon
             keys[key] = row.billing_period
             found[key] = row_efficiency(row)
     return team_efficiency_rows(keys, found)
+
+
+def teams_bought_stored(
+    *, month: dt.date, teams: dict[int, Team]
+) -> dict[tuple[int, str], TeamMonthEfficiency]:
+    """What each team's training runs that ended in the month bought (finops.chargeback
+    .economics' `_bought`, the read-time reference), per (team, currency), from the stored
+    rollup: each run's whole-run efficiency as stored on its rows. Two queries, whatever the
+    number of teams and runs."""
+    training = RunEconomics.objects.filter(team_id__in=list(teams), category=Category.TRAINING)
+    of_month = training.filter(billing_period=month)
+    ended = {
+        (row["team_id"], row["run_id"], row["currency"])
+        for row in training.filter(run_id__in=of_month.values("run_id"))
+        .order_by()
+        .values("team_id", "run_id", "currency")
+        .annotate(last=Max("billing_period"))
+        if row["last"] == month
+    }
+    ends: dict[int, dict[RunKey, dt.date]] = defaultdict(dict)
+    found: dict[RunKey, RunEfficiency | None] = {}
+    for row in of_month.only(*EFFICIENCY_COLUMNS).order_by("team_id", "run_id", "cluster"):
+        assert row.team_id is not None
+        key = RunKey(row.team_id, teams[row.team_id].slug, row.run_id, row.currency)
+        if (row.team_id, row.run_id, row.currency) in ended and key not in found:
+            ends[row.team_id][key] = month
+            found[key] = row_efficiency(row)
+    return {
+        (team_id, efficiency.currency): efficiency
+        for team_id, keys in ends.items()
+        for efficiency in team_efficiency_rows(keys, found)
+    }
 
 
 def team_months_waste_stored(

@@ -25,11 +25,22 @@ from django.utils import timezone
 from billing_ingest.loading.copy_load import bulk_load
 from finops.attribution.models import RunCost
 from finops.economics.advice import advice_inputs_store, advice_stamp
-from finops.economics.models import MonthAdviceInputs, RunEconomics
-from finops.energy.selectors import RunEnergy, energies
+from finops.economics.models import (
+    CheckpointAdviceMonth,
+    CheckpointAdviceRow,
+    MonthAdviceInputs,
+    RunEconomics,
+    TeamEnergyMonth,
+    TeamEnergyRow,
+)
+from finops.economics.selectors import team_month_energy_stored
+from finops.energy.models import JobEnergy
+from finops.energy.selectors import RunEnergy, energies, measured_gpu_hours_of_team
+from finops.org.models import Team
 from finops.run_metrics.selectors import RunEfficiency, RunKey, run_efficiencies
+from finops.waste.advice import checkpoint_advice, checkpoint_advice_of, checkpoint_write_minutes
 from finops.waste.causes import CAUSES, WasteParts
-from finops.waste.selectors import RunWaste, run_wastes
+from finops.waste.selectors import RunWaste, run_wastes, waste_settings
 
 # The efficiency columns, refreshed on every row of a run whenever one of its months is.
 EFFICIENCY_FIELDS = (
@@ -182,8 +193,119 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
         # Every run of the month: its waste advice's inputs (the recommendations step's).
         advice_inputs_store(month=month, wastes=wastes.values(), stamp=stamp)
     others = _refresh_other_months(month, efficiencies)
+    # The month's checkpoint advice from the same wastes (every run of the month), or, for the
+    # runs an import named, their teams' advice recomputed.
+    if run_ids is None:
+        advice = checkpoint_advice_store(month=month, wastes=list(wastes.values()))
+    else:
+        advice = checkpoint_advice_store(month=month, team_ids={r.team_id for r in rollups})
     return {"runs": len(rows), "measured_runs": sum(1 for r in rows if r["has_metrics"]),
-            "other_month_rows": others}  # fmt: skip
+            "other_month_rows": others, "checkpoint_advice_rows": advice,
+            "team_energy_rows": team_energy_store(month=month)}  # fmt: skip
+
+
+_TEAM_ENERGY_FIGURES = (
+    "runs", "gpu_kwh", "measured_kwh", "estimated_kwh", "facility_kwh", "co2e_kg", "estimated",
+    "co2e_missing_kwh", "pue", "pue_source", "grid_g_per_kwh", "grid_source", "grid_year",
+    "power_source",
+)  # fmt: skip
+
+
+def team_energy_store(*, month: dt.date) -> int:
+    """Store the month's energy per team and of the unowned runs (TeamEnergyMonth and its
+    rows) from its RunEconomics rows (team_month_energy_stored: the figures the read-time
+    team_month_energy gives) and each team's measured GPU-hours from the ledger; the number of
+    rows written. Every team of the month at once (one read of the month's rows, and one
+    ledger query per team): an import of some runs' metrics changes their teams' sums."""
+    newest = JobEnergy.objects.order_by("-pk").values_list("pk", flat=True).first()
+    team_ids = sorted(
+        {
+            t
+            for t in RunEconomics.objects.filter(billing_period=month)
+            .order_by()
+            .values_list("team_id", flat=True)
+            .distinct()
+            if t is not None
+        }
+    )
+    rows = team_month_energy_stored(month=month, team_ids=[*team_ids, None])
+    pk_of = dict(Team.objects.filter(pk__in=team_ids).values_list("slug", "pk"))
+    TeamEnergyMonth.objects.filter(billing_period=month).delete()
+    header = TeamEnergyMonth.objects.create(billing_period=month, newest_job_energy=newest)
+    stored = []
+    for row in rows:
+        team_id = pk_of[row.team] if row.team else None
+        measured = measured_gpu_hours_of_team(month=month, team_id=team_id)
+        stored.append(
+            TeamEnergyRow(
+                month=header, team_id=team_id, measured_gpu_hours=measured,
+                **{name: getattr(row, name) for name in _TEAM_ENERGY_FIGURES},
+            )
+        )  # fmt: skip
+    TeamEnergyRow.objects.bulk_create(stored, batch_size=500)
+    return len(stored)
+
+
+_ADVICE_FIELDS = (
+    "cluster", "currency", "pricing", "cost", "attempt_hours", "gpu_hours", "interruptions",
+    "interruptions_per_gpu_hour", "interruptions_per_thousand_gpu_hours",
+    "mean_hours_between_interruptions", "current_interval_minutes", "current_interval_source",
+    "optimal_interval_minutes", "monthly_saving", "measured_utilisation", "idle_in_allocation",
+    "measured_cost", "used_cost", "capacity_interruptions",
+    "capacity_interruptions_per_thousand_gpu_hours",
+)  # fmt: skip
+
+
+def checkpoint_advice_store(
+    *,
+    month: dt.date,
+    wastes: list[RunWaste] | None = None,
+    team_ids: set[int | None] | None = None,
+) -> int:
+    """Store the month's checkpoint advice (CheckpointAdviceMonth and its rows); the number of
+    rows written. From `wastes` (every run of the month, as economics_refresh has them), or
+    computed here: for the teams of `team_ids` only (None: the unowned runs) when the month is
+    stored already with the current settings, else for every team and the unowned runs."""
+    config = waste_settings()
+    write = checkpoint_write_minutes()
+    header = CheckpointAdviceMonth.objects.filter(billing_period=month).first()
+    current = header is not None and (
+        header.checkpoint_interval_minutes, header.restart_minutes,
+        header.checkpoint_write_minutes,
+    ) == (config.checkpoint_interval_minutes, config.restart_minutes, write)  # fmt: skip
+    if wastes is not None:
+        teams = Team.objects.in_bulk({w.key.team_id for w in wastes if w.key.team_id is not None})
+        advice = checkpoint_advice_of(month=month, wastes=wastes, teams=teams, config=config)
+        team_ids = None
+    elif team_ids is not None and current:
+        owned = Team.objects.filter(pk__in=[t for t in team_ids if t is not None])
+        advice = checkpoint_advice(month=month, teams=owned, include_unowned=None in team_ids)
+    else:
+        advice = checkpoint_advice(month=month, teams=Team.objects.all(), include_unowned=True)
+        team_ids = None
+    if team_ids is None or header is None:
+        CheckpointAdviceMonth.objects.filter(billing_period=month).delete()
+        header = CheckpointAdviceMonth.objects.create(
+            billing_period=month, checkpoint_interval_minutes=config.checkpoint_interval_minutes,
+            restart_minutes=config.restart_minutes, checkpoint_write_minutes=write,
+        )  # fmt: skip
+    else:
+        stale = Q(team_id__in=[t for t in team_ids if t is not None])
+        if None in team_ids:
+            stale |= Q(team__isnull=True)
+        header.rows.filter(stale).delete()
+        header.save(update_fields=["refreshed_at"])
+    CheckpointAdviceRow.objects.bulk_create(
+        [
+            CheckpointAdviceRow(
+                month=header, team_id=row.team.pk if row.team else None,
+                **{name: getattr(row, name) for name in _ADVICE_FIELDS},
+            )
+            for row in advice
+        ],
+        batch_size=500,
+    )  # fmt: skip
+    return len(advice)
 
 
 def _refresh_other_months(month: dt.date, found: dict[RunKey, RunEfficiency | None]) -> int:
@@ -224,6 +346,8 @@ def _same(stored: object, value: object) -> bool:
 def economics_delete_month(*, month: dt.date) -> int:
     """Drop a month's rows (its ledger was removed)."""
     MonthAdviceInputs.objects.filter(billing_period=month).delete()
+    CheckpointAdviceMonth.objects.filter(billing_period=month).delete()
+    TeamEnergyMonth.objects.filter(billing_period=month).delete()
     deleted, _ = RunEconomics.objects.filter(billing_period=month).delete()
     return deleted
 

@@ -190,11 +190,12 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
     return result
 
 
-def measured_gpu_hours_of_team(*, month: date, team_id: int) -> Decimal:
+def measured_gpu_hours_of_team(*, month: date, team_id: int | None) -> Decimal:
     """The team's month of GPU-hours that DCGM measured (TeamEnergy.measured_gpu_hours, what
     the measured power divides by), without the rest of `energies`: its ledger rows of jobs
     with energy rows, summed as `energies` and team_energy_of sum them (per job: its nodes'
-    seconds / 3600, added per run in job order, runs added in turn): the same Decimal."""
+    seconds / 3600, added per run in job order, runs added in turn): the same Decimal. None:
+    the runs of no team."""
     has_energy = JobEnergy.objects.filter(
         cluster=OuterRef("job__cluster"),
         job_id=OuterRef("job__job_id"),
@@ -202,7 +203,10 @@ def measured_gpu_hours_of_team(*, month: date, team_id: int) -> Decimal:
     )
     rows = (
         AllocatedCost.objects.filter(
-            team_id=team_id, billing_period=month, gpu_seconds__gt=0, job__isnull=False
+            Q(team__isnull=True) if team_id is None else Q(team_id=team_id),
+            billing_period=month,
+            gpu_seconds__gt=0,
+            job__isnull=False,
         )
         .exclude(node="")
         .exclude(run_id="")

@@ -179,12 +179,17 @@ def _usage_by(
     return _usage_of(usage_sums(month, rows, scope), catalogue)
 
 
-def _team_usage_stored(month: dt.date, teams: QuerySet[Team]) -> UsageSums | None:
-    """The teams' usage of the month as the pricing step stored it (TeamTypeUsage), while the
-    attribution it summed is still the month's newest; None otherwise (read the ledger)."""
+def _usage_month_current(month: dt.date) -> TeamUsageMonth | None:
+    """What the pricing step stored for the month, while the attribution it summed is still
+    the month's newest; None otherwise (read the ledger)."""
     stored = TeamUsageMonth.objects.filter(billing_period=month).first()
     if stored is None or stored.attributed_at != newest_attribution(month=month):
         return None
+    return stored
+
+
+def _team_usage_stored(month: dt.date, teams: QuerySet[Team]) -> UsageSums:
+    """The teams' usage of the month as the pricing step stored it (TeamTypeUsage)."""
     grouped: UsageSums = defaultdict(dict)
     rows = TeamTypeUsage.objects.filter(billing_period=month, team__in=teams).values_list(
         "team_id",
@@ -235,8 +240,8 @@ def on_prem_rate(*, assumptions: Assumptions, currency: str, month: dt.date) -> 
     return Decimal(rate.numerator) / Decimal(rate.denominator)
 
 
-def cluster_utilisation(*, month: dt.date) -> Decimal | None:
-    """Measured GPU utilisation of the month: job cost / all GPU node cost (jobs + idle)."""
+def gpu_jobs_and_idle(*, month: dt.date) -> tuple[Decimal, Decimal]:
+    """The month's GPU node cost held by jobs, and left idle (every currency)."""
     totals = dict(
         gpu_rows(month)
         .filter(category__in=GPU_CATEGORIES)
@@ -245,9 +250,25 @@ def cluster_utilisation(*, month: dt.date) -> Decimal | None:
         .order_by()
     )
     used = sum((v for k, v in totals.items() if k != Category.IDLE and v), _ZERO)
-    idle_total = totals.get(Category.IDLE) or _ZERO
-    whole = used + idle_total
+    return used, totals.get(Category.IDLE) or _ZERO
+
+
+def utilisation_of(used: Decimal, idle: Decimal) -> Decimal | None:
+    whole = used + idle
     return used / whole if whole > 0 and used > 0 else None
+
+
+def cluster_utilisation(*, month: dt.date) -> Decimal | None:
+    """Measured GPU utilisation of the month: job cost / all GPU node cost (jobs + idle)."""
+    return utilisation_of(*gpu_jobs_and_idle(month=month))
+
+
+def _cluster_utilisation_of(month: dt.date, stored: TeamUsageMonth | None) -> Decimal | None:
+    """The measured cluster utilisation as the pricing step stored it with the month's usage
+    (`stored`: current), else summed from the ledger."""
+    if stored is not None and stored.gpu_jobs_cost is not None and stored.gpu_idle_cost is not None:
+        return utilisation_of(stored.gpu_jobs_cost, stored.gpu_idle_cost)
+    return cluster_utilisation(month=month)
 
 
 @dataclass(frozen=True)
@@ -336,7 +357,8 @@ def team_month_pricing(
     the viewer may see figures that depend on other teams' use (finance). `power`: per team
     id, its measured GPU energy of the month (finops.energy), for the on-prem power."""
     a = assumptions_current()
-    measured = cluster_utilisation(month=month) if org_wide else None
+    stored = _usage_month_current(month)
+    measured = _cluster_utilisation_of(month, stored) if org_wide else None
     daily = TeamDailyCost.objects.filter(
         billing_period=month, team__in=teams, category__in=GPU_CATEGORIES
     )
@@ -350,8 +372,9 @@ def team_month_pricing(
         .order_by()
     )
     slugs = dict(Team.objects.filter(pk__in=teams).values_list("pk", "slug"))
-    grouped = _team_usage_stored(month, teams)
-    if grouped is None:
+    if stored is not None:
+        grouped = _team_usage_stored(month, teams)
+    else:
         grouped = usage_sums(
             month, gpu_rows(month).filter(team__in=teams), ("team_id", "billing_currency")
         )

@@ -397,6 +397,11 @@ class TeamUsageMonth(models.Model):
     billing_period = models.DateField(unique=True)
     attributed_at = models.DateTimeField()
     stored_at = models.DateTimeField()
+    # The month's GPU node cost held by jobs and left idle (every currency, as the measured
+    # cluster utilisation sums them: jobs / (jobs + idle)), so the pricing page need not sum
+    # the ledger for it. Null: stored before they were (the page sums the ledger).
+    gpu_jobs_cost = money_field(null=True, blank=True)
+    gpu_idle_cost = money_field(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{month_format(self.billing_period)} usage of {self.attributed_at:%Y-%m-%d %H:%M}"

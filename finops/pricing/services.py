@@ -17,7 +17,7 @@ from django.utils import timezone
 from finops.attribution.inputs.catalogue import normalise_instance_type
 from finops.audit.services import audit_record
 from finops.pricing.catalogues import Figure
-from finops.pricing.comparisons import gpu_rows, newest_attribution, usage_sums
+from finops.pricing.comparisons import gpu_jobs_and_idle, gpu_rows, newest_attribution, usage_sums
 from finops.pricing.gcp_catalog import PriceTier
 from finops.pricing.models import (
     PRICE_QUANTUM,
@@ -179,8 +179,9 @@ def pricing_assumptions_update(
 
 def team_usage_store(*, month: date) -> int:
     """Store the month's GPU usage per team, currency and instance type (TeamTypeUsage) with the
-    attribution it sums, replacing what was stored; returns the rows stored. Nothing when the
-    month was never attributed."""
+    attribution it sums and the GPU cost of jobs and idle (the measured cluster utilisation),
+    replacing what was stored; returns the rows stored. Nothing when the month was never
+    attributed."""
     attributed_at = newest_attribution(month=month)
     if attributed_at is None:
         return 0
@@ -194,11 +195,15 @@ def team_usage_store(*, month: date) -> int:
         for (team_id, currency), by_type in grouped.items()
         for (provider, instance_type, region), (listed, seconds, unpriced) in by_type.items()
     ]  # fmt: skip
+    jobs, idle = gpu_jobs_and_idle(month=month)
     with transaction.atomic():
         TeamTypeUsage.objects.filter(billing_period=month).delete()
         TeamTypeUsage.objects.bulk_create(rows)
         TeamUsageMonth.objects.update_or_create(
             billing_period=month,
-            defaults={"attributed_at": attributed_at, "stored_at": timezone.now()},
-        )
+            defaults={
+                "attributed_at": attributed_at, "stored_at": timezone.now(),
+                "gpu_jobs_cost": jobs, "gpu_idle_cost": idle,
+            },
+        )  # fmt: skip
     return len(rows)

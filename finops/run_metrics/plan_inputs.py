@@ -20,6 +20,7 @@ from django.db.models import F
 
 from finops.attribution.inputs.catalogue import gpu_spec, normalise_instance_type
 from finops.attribution.models import RunCost
+from finops.core.wording import counted
 from finops.org.models import Team
 from finops.pricing.comparison import HOURS_PER_MONTH, Assumptions
 from finops.pricing.comparisons import assumptions_current
@@ -181,7 +182,7 @@ def run_plan(
         basis = "given"
     elif measured is not None:
         mfu = measured.mfu
-        basis = f"median measured MFU of {measured.runs} run(s) of the {measured.scope}"
+        basis = f"median measured MFU of {counted(measured.runs, 'run')} of the {measured.scope}"
     else:
         raise PlanError(
             f"no measured run on {peak.gpu} in {dtype}: give the MFU to plan with (0.3 to 0.55 "

@@ -36,7 +36,7 @@ from finops.core.money import MONEY_QUANTUM
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.attempts import run_attempts, run_metrics
-from finops.waste.causes import INTERRUPTED_STATES, Settings
+from finops.waste.causes import CAPACITY_STATES, INTERRUPTED_STATES, Settings
 from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 
 _CTX = Context(prec=40)
@@ -60,6 +60,7 @@ class AdviceGroup:
     hours: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
     interruptions: int = 0
+    capacity_interruptions: int = 0
     gaps_minutes: list[Decimal] = field(default_factory=list)
     idle_in_allocation: Decimal = Decimal(0)
     measured_cost: Decimal = Decimal(0)
@@ -98,6 +99,10 @@ class CheckpointAdvice:
     # Exact sums behind measured_utilisation (to merge the categories of a cluster).
     measured_cost: Decimal = Decimal(0)
     used_cost: Decimal = Decimal(0)
+    # Of the interruptions, the capacity losses only (PREEMPTED, NODE_FAIL: CAPACITY_STATES),
+    # per 1,000 GPU-hours: what a spot decision weighs (FAILED and OUT_OF_MEMORY are the job's).
+    capacity_interruptions: int = 0
+    capacity_interruptions_per_thousand_gpu_hours: Decimal | None = None
 
     @property
     def pricing_label(self) -> str:
@@ -192,14 +197,37 @@ def checkpoint_advice(
     }
     if not keys:
         return []
+    found = Team.objects.in_bulk({k.team_id for k in keys if k.team_id is not None})
     config = waste_settings()
     attempts = run_attempts(keys)
     metrics = run_metrics(keys)
-    groups = advice_groups(
-        (run_waste_of(key, attempts[key], metrics.get(key), config, month) for key in keys),
-        month,
-    )
-    return advice_rows(groups, config)
+    wastes = [run_waste_of(key, attempts[key], metrics.get(key), config, month) for key in keys]
+    return checkpoint_advice_of(month=month, wastes=wastes, teams=found, config=config)
+
+
+def _run_order(key: RunKey) -> tuple[str, str, str, int]:
+    return key.team_slug, key.run_id, key.currency, -1 if key.team_id is None else key.team_id
+
+
+def advice_order(r: CheckpointAdvice) -> tuple[object, ...]:
+    """The order of checkpoint_advice's rows: teams by slug (no team last), cluster, currency,
+    spot first."""
+    return (
+        r.team is None, r.team.slug if r.team else "", r.cluster, r.currency,
+        _PRICING_ORDER.get(r.pricing, len(_PRICING_ORDER)),
+    )  # fmt: skip
+
+
+def checkpoint_advice_of(
+    *, month: dt.date, wastes: Iterable[RunWaste], teams: Mapping[int, Team], config: Settings
+) -> list[CheckpointAdvice]:
+    """checkpoint_advice from the month's waste of the runs (run_wastes(month=...) with
+    `config`), their teams by id: the read-time panel and the stored rows (finops.economics)
+    are this one function. The runs are summed in one fixed order (the run's team slug, run
+    id, currency); the sums are exact (advice_groups), so the order only fixes the list of
+    checkpoint gaps, whose median does not depend on it either."""
+    groups = advice_groups(sorted(wastes, key=lambda w: _run_order(w.key)), month)
+    return advice_rows(groups, config, teams=teams)
 
 
 def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, AdviceGroup]:
@@ -225,6 +253,7 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
             group.exact_hours += hours
             group.exact_gpu_hours += hours * a.gpus
             group.interruptions += a.state in INTERRUPTED_STATES
+            group.capacity_interruptions += a.state in CAPACITY_STATES
             marks = row.shares.checkpoints
             group.gaps_minutes += [
                 Decimal((later - earlier).total_seconds()) / _MINUTES
@@ -242,11 +271,19 @@ def _decimal(value: Fraction) -> Decimal:
     return Decimal(value.numerator) / Decimal(value.denominator)
 
 
-def advice_rows(groups: Mapping[GroupKey, AdviceGroup], config: Settings) -> list[CheckpointAdvice]:
-    """The advice of each group (Young/Daly), in the order pages list it. Groups of a team that
-    no longer exists are left out (as a read of the month's runs leaves their runs out)."""
-    found = Team.objects.in_bulk({team_id for team_id, *_ in groups if team_id is not None})
-    team_of: dict[int | None, Team | None] = {None: None, **found}
+def advice_rows(
+    groups: Mapping[GroupKey, AdviceGroup],
+    config: Settings,
+    *,
+    teams: Mapping[int, Team] | None = None,
+) -> list[CheckpointAdvice]:
+    """The advice of each group (Young/Daly), in the order pages list it; `teams`: the groups'
+    teams by id (None: read here). Groups of a team that no longer exists are left out (as a
+    read of the month's runs leaves their runs out)."""
+    if teams is None:
+        teams = Team.objects.in_bulk({team_id for team_id, *_ in groups if team_id is not None})
+    team_of: dict[int | None, Team | None] = {None: None}
+    team_of.update(teams.items())
     write = checkpoint_write_minutes()
     assumed = config.checkpoint_interval_minutes
     result = [
@@ -254,13 +291,7 @@ def advice_rows(groups: Mapping[GroupKey, AdviceGroup], config: Settings) -> lis
         for (team_id, cluster, currency, pricing), group in groups.items()
         if team_id in team_of
     ]
-    return sorted(
-        result,
-        key=lambda r: (
-            r.team is None, r.team.slug if r.team else "", r.cluster, r.currency,
-            _PRICING_ORDER.get(r.pricing, len(_PRICING_ORDER)),
-        ),
-    )  # fmt: skip
+    return sorted(result, key=advice_order)
 
 
 def _advice(
@@ -278,11 +309,13 @@ def _advice(
         current, source = assumed_interval, "assumption"
     mtbi = optimal = None
     saving = Decimal(0)
-    rate = per_thousand = None
+    rate = per_thousand = capacity_per_thousand = None
     if g.gpu_hours > 0:
         exact = _CTX.divide(Decimal(g.interruptions), g.gpu_hours)
         rate = exact.quantize(Decimal("0.000001"))
         per_thousand = (exact * _THOUSAND).quantize(Decimal("0.001"))
+        capacity = _CTX.divide(Decimal(g.capacity_interruptions) * _THOUSAND, g.gpu_hours)
+        capacity_per_thousand = capacity.quantize(Decimal("0.001"))
     if g.interruptions and g.hours > 0:
         mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
         mtbi_minutes = mtbi * _MINUTES
@@ -308,5 +341,6 @@ def _advice(
         current_interval_source=source, optimal_interval_minutes=optimal,
         monthly_saving=saving, measured_utilisation=utilisation,
         idle_in_allocation=g.idle_in_allocation, measured_cost=g.measured_cost,
-        used_cost=g.used_cost,
+        used_cost=g.used_cost, capacity_interruptions=g.capacity_interruptions,
+        capacity_interruptions_per_thousand_gpu_hours=capacity_per_thousand,
     )  # fmt: skip

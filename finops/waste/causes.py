@@ -35,6 +35,10 @@ from finops.core.money import MONEY_QUANTUM
 # lost. TIMEOUT is not one: long runs are chained jobs that end at the wall-clock limit on
 # purpose, after a checkpoint.
 INTERRUPTED_STATES = frozenset({"PREEMPTED", "NODE_FAIL", "FAILED", "OUT_OF_MEMORY", "REQUEUED"})
+# Of those, the capacity losses (the scheduler or the provider took the GPUs back, or the node
+# died): what a spot decision weighs. FAILED and OUT_OF_MEMORY are the job's own; REQUEUED is
+# left out (a requeue names no cause: the attempt's own end state says it).
+CAPACITY_STATES = frozenset({"PREEMPTED", "NODE_FAIL"})
 CANCELLED_STATE = "CANCELLED"
 CAUSES = ("rework", "restart", "abandoned", "cancelled", "idle_in_allocation")
 # The causes `total` adds up (cancelled is apart).

@@ -22,6 +22,7 @@ from finops.chargeback.recipients import statement_recipients
 from finops.chargeback.selectors import statement_get
 from finops.chargeback.services import PeriodError, period_close, period_reopen
 from finops.core.months import month_format, month_parse
+from finops.core.wording import counted
 from finops.org.permissions import user_may_edit
 from finops.org.selectors import team_list_visible
 from finops.web.access import require_finance
@@ -108,7 +109,8 @@ def close_action(request: HttpRequest, month: str, action: str) -> HttpResponse:
             sent = [r for r in statement_recipients(month=when, close=close) if r.gets_email]
             messages.success(
                 request,
-                f"{when:%B %Y} is closed; {len(sent)} statement email(s) are in the outbox "
+                f"{when:%B %Y} is closed; {counted(len(sent), 'statement email')} queued in the "
+                "outbox "
                 "(the list below says who got one and who did not).",
             )
             return redirect(review)

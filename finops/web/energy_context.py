@@ -8,6 +8,7 @@ from decimal import Decimal
 
 from django.db.models import Max, QuerySet
 
+from finops.economics.energy_selectors import team_month_energy_summed
 from finops.economics.selectors import team_month_energy_stored
 from finops.energy.endpoint_selectors import EndpointEnergy, endpoint_energy
 from finops.energy.models import JobEnergy
@@ -30,7 +31,17 @@ def run_month_energy(*, team: Team, run_id: str, month: date) -> RunEnergy | Non
 
 
 def team_energy(*, team: Team, month: date) -> TeamEnergy | None:
-    """The team's month of energy from the stored rollup (finops.economics: the figures the
+    """The team's month of energy as the run-economics step stored it (the figures the
+    read-time team_month_energy gives, tests/economics/test_team_energy_stored.py); a month
+    not stored yet from team_energy_of_runs (stale: at read time, team_month_energy_summed)."""
+    rows = team_month_energy_summed(month=month, team_ids=[team.pk])
+    if rows is None:
+        return team_energy_of_runs(team=team, month=month)
+    return rows[0] if rows else None
+
+
+def team_energy_of_runs(*, team: Team, month: date) -> TeamEnergy | None:
+    """The team's month of energy from the stored run rows (finops.economics: the figures the
     read-time team_month_energy gives, tests/economics/test_stored_readers.py), with the
     measured GPU-hours the rollup does not keep read from the ledger (one query)."""
     rows = team_month_energy_stored(month=month, team_ids=[team.pk])
@@ -38,6 +49,16 @@ def team_energy(*, team: Team, month: date) -> TeamEnergy | None:
         return None
     [row] = rows
     return replace(row, measured_gpu_hours=measured_gpu_hours_of_team(month=month, team_id=team.pk))
+
+
+def team_energy_cached(*, team: Team, month: date) -> TeamEnergy | None:
+    """team_energy once per data version and energy import: it reads every run of the team's
+    month (the team page read it again on every view)."""
+    return panel_cached(
+        "team_energy",
+        key=lambda: (team.pk, month, JobEnergy.objects.aggregate(newest=Max("pk"))["newest"]),
+        compute=lambda: team_energy(team=team, month=month),
+    )
 
 
 def endpoint_month_energy(
@@ -78,7 +99,19 @@ class EnergyCard:
 
 def energy_card(*, month: date, teams: QuerySet[Team], include_unowned: bool) -> EnergyCard | None:
     """Energy of the month's runs of the teams (and of no team, for finance); None when none.
-    From the stored rollup (finops.economics): the same figures as energy_card_read_time."""
+    From the per-team sums the run-economics step stored (finops.economics), else (a month
+    not stored yet) from the stored run rows: the same figures as energy_card_read_time."""
+    rows = team_month_energy_summed(month=month, team_ids=_ids(teams, include_unowned))
+    if rows is None:
+        return energy_card_of_runs(month=month, teams=teams, include_unowned=include_unowned)
+    return _card(rows)
+
+
+def energy_card_of_runs(
+    *, month: date, teams: QuerySet[Team], include_unowned: bool
+) -> EnergyCard | None:
+    """energy_card from the stored run rows (finops.economics.RunEconomics: every run row of
+    the month, ~0.5 s at demo scale), for a month whose per-team sums are not stored."""
     return _card(team_month_energy_stored(month=month, team_ids=_ids(teams, include_unowned)))
 
 

@@ -79,7 +79,7 @@ class InviteForm(forms.Form):
         lead = data.get("role") == Profile.Role.TEAM_LEAD
         teams = list(data.get("teams") or [])
         if lead and not teams:
-            self.add_error("teams", "Choose the team(s) this lead owns.")
+            self.add_error("teams", "Choose the teams this lead owns (at least one).")
         if not lead and teams:
             self.add_error("teams", "Only a team lead has teams: finance and viewers see all.")
         return data

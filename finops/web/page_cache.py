@@ -9,7 +9,7 @@ they are kept in Django's cache as the API's answers and /metrics' money are
 - today's date, the panel's name and its `key`: its arguments (month, the team ids it covers,
   whether it shows the unowned bucket) and the inputs the data version does not follow (the
   pricing assumptions' checkpoint and restart minutes the waste is estimated with, the newest
-  energy import, the settled imports).
+  energy import). The month list every page reads needs none: it is two small queries.
 
 FINOPS_API_CACHE_SECONDS bounds how long (0: no cache; the tests run without it unless they
 turn it on). A panel's arguments, not the user, are in the key: two users asking for the same

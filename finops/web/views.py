@@ -8,13 +8,12 @@ from decimal import Decimal
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import BadRequest
-from django.db.models import Count, Max, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from billing_ingest.models import ImportBatch
 from finops.anomalies.selectors import open_anomaly_counts
 from finops.attribution.models import RunCost
 from finops.attribution.selectors import overview as overview_selectors
@@ -28,7 +27,11 @@ from finops.attribution.selectors.dashboard import (
     overview_dashboard,
     team_daily_by_category,
 )
-from finops.attribution.selectors.idle_showback import IdleShowback, idle_showback
+from finops.attribution.selectors.idle_showback import (
+    IdleShowback,
+    idle_showback,
+    idle_showback_stored,
+)
 from finops.attribution.selectors.reporting import CATEGORIES, CategoryRow, Reporting
 from finops.budgets.selectors import budget_statuses_of_team, budgets_at_risk
 from finops.core.months import month_add, month_format, month_parse
@@ -53,12 +56,13 @@ from finops.run_metrics.plan_selectors import plan_against_actual
 from finops.run_metrics.progress import run_progress_points
 from finops.run_metrics.progress_cost import progress_against_cost
 from finops.run_metrics.selectors import RunKey, run_efficiency
+from finops.run_metrics.team_efficiency import TeamMonthEfficiency
 from finops.web.access import require_finance
 from finops.web.energy_context import (
     endpoint_month_energy,
     energy_card_cached,
     run_month_energy,
-    team_energy,
+    team_energy_cached,
 )
 from finops.web.page_cache import panel_cached
 from finops.web.waste_views import (
@@ -70,17 +74,9 @@ from finops.web.waste_views import (
 
 
 def _months_with_data() -> list[date]:
-    """month_list_with_data once per data version and settled billing import (it reads every
-    line item's month: finops.web.page_cache)."""
-    return panel_cached(
-        "months_with_data",
-        key=lambda: (
-            ImportBatch.objects.filter(status=ImportBatch.Status.SUCCEEDED)
-            .aggregate(newest=Max("finished_at"), batches=Count("pk"))
-            .values()
-        ),
-        compute=overview_selectors.month_list_with_data,
-    )
+    """month_list_with_data, read on every page: two small queries (it no longer scans the line
+    items), so it needs no cache and a newly imported month shows at once."""
+    return overview_selectors.month_list_with_data()
 
 
 def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
@@ -101,11 +97,27 @@ def _resolve_month(request: HttpRequest) -> tuple[date, list[date]]:
 
 
 def _idle_showback(*, month: date, teams: QuerySet[Team]) -> list[IdleShowback]:
-    """idle_showback once per data version (the ledger changes only with attribution)."""
+    """idle_showback as the month's attribution stored it, else (a month attributed before the
+    store) once per data version (the ledger changes only with attribution)."""
+    stored = idle_showback_stored(month=month, teams=teams)
+    if stored is not None:
+        return stored
     return panel_cached(
         "idle_showback",
         key=lambda: (month, sorted(teams.values_list("pk", flat=True))),
         compute=lambda: idle_showback(month=month, teams=teams),
+    )
+
+
+def _team_efficiency(*, team: Team, month: date) -> list[TeamMonthEfficiency]:
+    """The six months up to `month`, oldest first, from the stored rollup, once per data
+    version: it reads every training row of the team's six months (thousands at demo scale),
+    the one panel of the team page that was read again on every view."""
+    months = [month_add(month, -i) for i in range(5, -1, -1)]
+    return panel_cached(
+        "team_efficiency",
+        key=lambda: (team.pk, months),
+        compute=lambda: team_efficiency_stored(team=team, months=months),
     )
 
 
@@ -193,7 +205,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
     data = team_selectors.team_month(team=team, month=month)
     runs = runs_filter.qs
     recommendations = team_recommendations(team=team, month=month)
-    energy = team_energy(team=team, month=month)
+    energy = team_energy_cached(team=team, month=month)
     power = measured_power(energy)
     context = {
         "team": team,
@@ -230,9 +242,7 @@ def team_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "energy": energy,
         "statuses": Recommendation.Status.choices,
         # The six months up to this one, oldest first (a trend), from the stored rollup.
-        "efficiency": team_efficiency_stored(
-            team=team, months=[month_add(month, -i) for i in range(5, -1, -1)]
-        ),
+        "efficiency": _team_efficiency(team=team, month=month),
         "pricing": [
             {**body, "chart_id": f"pricing-{i}"}
             for i, body in enumerate(

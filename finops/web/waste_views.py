@@ -16,6 +16,7 @@ from django.db.models import QuerySet
 
 from finops.attribution.models import RunCost
 from finops.core.months import month_add
+from finops.economics.advice_selectors import checkpoint_advice_stored
 from finops.economics.selectors import team_months_waste_stored
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
@@ -196,7 +197,12 @@ def waste_card_cached(
 def checkpoint_advice_cached(
     *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
 ) -> list[CheckpointAdvice]:
-    """checkpoint_advice, computed once per data version and waste settings."""
+    """checkpoint_advice as the pipeline stored it (finops.economics: the run-economics step),
+    else computed once per data version and waste settings (a month not stored yet, or stored
+    with other settings)."""
+    stored = checkpoint_advice_stored(month=month, teams=teams, include_unowned=include_unowned)
+    if stored is not None:
+        return stored
     return panel_cached(
         "checkpoint_advice",
         key=lambda: (

@@ -52,7 +52,7 @@ def test_finance_closes_a_month_and_reads_the_statement(
     driver.find_element(By.CSS_SELECTOR, '[data-testid="confirm-2025-09"]').click()
     driver.find_element(By.CSS_SELECTOR, '[data-testid="close-confirm-2025-09"]').click()
     _wait_for_text(driver, "September 2025 is closed")
-    assert "0 team(s) got a statement email; 2 did not (Speech, Vision)" in _body(driver)
+    assert "0 teams got a statement email; 2 did not (Speech, Vision)" in _body(driver)
     screenshot(driver, "close-done")
     driver.find_element(By.LINK_TEXT, "← All months").click()
     _wait_for_text(driver, "Close a month")

@@ -218,7 +218,7 @@ def test_close_review_lists_who_gets_a_statement_and_asks_to_confirm(
     for name in ("imports", "attribution", "anomalies", "unallocated", "recipients", "budgets"):
         assert f'data-testid="check-{name}"' in text
     assert "lead@example.com" in text
-    assert "1 team(s) will get a statement email; 1 will not (Speech)" in text
+    assert "1 team will get a statement email; 1 will not (Speech)" in text
     # No confirmation: nothing closed, nothing in the outbox.
     response = finance_client.post("/close/2025-09/close/", {"reason": ""}, follow=True)
     assert b"tick the confirmation" in response.content
@@ -228,8 +228,8 @@ def test_close_review_lists_who_gets_a_statement_and_asks_to_confirm(
         "/close/2025-09/close/", {"reason": "", "confirm": "yes"}, follow=True
     )
     text = response.content.decode()
-    assert "September 2025 is closed; 1 statement email(s) are in the outbox" in text
-    assert "1 team(s) got a statement email; 1 did not (Speech)" in text
+    assert "September 2025 is closed; 1 statement email queued in the outbox" in text
+    assert "1 team got a statement email; 1 did not (Speech)" in text
     (sent,) = EmailNotification.objects.filter(kind="statement")
     assert sent.recipients == ["lead@example.com"]
     assert sent.key.startswith("statement:vision:2025-09:")

@@ -102,14 +102,15 @@ def test_the_statement_shows_what_the_runs_burned(
     _scenario(ENERGY, tmp_path)
     client.force_login(finance_user)
     page = client.get("/teams/vision/statements/2025-06/").content.decode()
-    assert 'data-testid="statement-facility-kwh">2.951 kWh<' in page
-    assert 'data-testid="statement-co2e">1.090315 kg CO2e<' in page
+    # Read as people read them (2 places from 1 kWh): the CSV keeps the exact figure.
+    assert 'data-testid="statement-facility-kwh">2.95 kWh<' in page
+    assert 'data-testid="statement-co2e">1.09 kg CO2e<' in page
     assert "100.0 %" in page  # measured share
     assert "369.473 g CO2e/kWh, 2023" in page
     assert "PUE 1.135" in page
     speech = client.get("/teams/speech/statements/2025-06/").content.decode()
-    assert "1.589 kWh (an estimate)" in speech
-    assert "0.587093 kg CO2e (an estimate)" in speech
+    assert "1.59 kWh (an estimate)" in speech
+    assert "0.587 kg CO2e (an estimate)" in speech
     assert "0.0 %" in speech
 
     rows = _figures(client.get("/teams/speech/statements/2025-06.csv").content.decode())
@@ -118,8 +119,8 @@ def test_the_statement_shows_what_the_runs_burned(
     assert "369.473" in rows["burned/co2e_kg/"]["reason"]
     assert "2023" in rows["burned/co2e_kg/"]["reason"]
     text = _text(client.get("/teams/vision/statements/2025-06.pdf").content)
-    assert "2.951 kWh" in text
-    assert "1.090315 kg CO2e" in text
+    assert "2.95 kWh" in text
+    assert "1.09 kg CO2e" in text
 
 
 def test_csv_rows_of_figures_are_outside_the_total_and_money_is_to_the_cent(

@@ -19,15 +19,15 @@ pytestmark = pytest.mark.django_db
 def test_the_run_and_team_pages_show_kwh_and_co2e(finance_client: Client) -> None:
     energy_month()
     run = finance_client.get("/runs/vision/pretrain/?month=2025-06").content.decode()
-    assert 'data-testid="energy-gpu-kwh">2.600<' in run
-    assert 'data-testid="energy-facility-kwh">2.951<' in run
-    assert 'data-testid="energy-co2e">1.090<' in run
+    assert 'data-testid="energy-gpu-kwh">2.60<' in run
+    assert 'data-testid="energy-facility-kwh">2.95<' in run
+    assert 'data-testid="energy-co2e">1.09<' in run
     assert "energy-estimated" not in run
     assert "PUE 1.135" in run
     assert "369.473 g CO2e/kWh, 2023" in run
     unmeasured = finance_client.get("/runs/speech/eval/?month=2025-06").content.decode()
     assert 'data-testid="energy-estimated"' in unmeasured
-    assert 'data-testid="energy-gpu-kwh">1.400<' in unmeasured
+    assert 'data-testid="energy-gpu-kwh">1.40<' in unmeasured
     team = finance_client.get("/teams/speech/?month=2025-06").content.decode()
     assert 'data-testid="energy-co2e">0.587<' in team
     assert 'data-testid="energy-estimated"' in team
@@ -48,8 +48,8 @@ def test_the_run_page_in_chromium(
     _login(browser, live_server.url, "fin", "fin-password-123")
     browser.get(f"{live_server.url}/runs/vision/pretrain/?month=2025-06")
     box = browser.find_element(By.CSS_SELECTOR, "[data-testid=energy]")
-    assert "2.600" in box.text
-    assert "1.090" in box.text
+    assert "2.60" in box.text
+    assert "1.09" in box.text
     screenshot(browser, "energy-run")
     browser.get(f"{live_server.url}/teams/speech/?month=2025-06")
     assert browser.find_element(By.CSS_SELECTOR, "[data-testid=energy-co2e]").text == "0.587"
@@ -67,9 +67,9 @@ def test_the_endpoint_page_shows_energy_per_1k_requests(
     -> 1.448334 kg per 1M tokens."""
     scenario_load("coreweave-vllm", "2025-06", tmp_path)
     html = finance_client.get("/endpoints/chat/?month=2025-06").content.decode()
-    assert 'data-testid="endpoint-gpu-kwh">5.600<' in html
+    assert 'data-testid="endpoint-gpu-kwh">5.60<' in html
     assert 'data-testid="endpoint-kwh-1k">1.568000<' in html
-    assert 'data-testid="endpoint-co2e">2.897<' in html
+    assert 'data-testid="endpoint-co2e">2.90<' in html
     assert 'data-testid="endpoint-co2e-1m">1.448334<' in html
     assert "endpoint-co2e-partial" not in html
     assert 'data-testid="endpoint-energy-estimated"' in html

@@ -500,7 +500,7 @@ def test_import_summary_counts_the_rows_whose_period_was_inferred(tmp_path: Path
     assert CostLineItem.objects.count() == 3
     note = "billingPeriodStartDate empty: billing period taken from the month of the usage date"
     assert batch.notes == {note: 2}
-    assert f"note: 2 row(s): {note}" in out.getvalue()
+    assert f"note: 2 rows: {note}" in out.getvalue()
 
 
 # --- legacy usage exports: UsageDateTime, PreTaxCost, SubscriptionGuid, no billing period -----
@@ -563,4 +563,4 @@ def test_legacy_usage_export_imports_and_reconciles() -> None:
     assert batch.billing_periods == ["2025-06", "2025-07"]
     total = CostLineItem.objects.aggregate(total=MoneySum("billed_cost"))["total"]
     assert total == column_sum(path, "PreTaxCost")
-    assert "note: 4 row(s): no BillingPeriodStartDate column" in out.getvalue()
+    assert "note: 4 rows: no BillingPeriodStartDate column" in out.getvalue()

@@ -742,7 +742,7 @@ def test_fetch_now_in_the_admin_queues_a_fetch(s3: Any, client: Client) -> None:
         follow=True,
     )
 
-    assert "1 billing source fetch(es) queued" in response.content.decode()
+    assert "1 billing source fetch queued" in response.content.decode()
     source.refresh_from_db()
     assert source.last_status == BillingSource.Status.SUCCEEDED
     assert month_total("2024-09") == Decimal("2.00")

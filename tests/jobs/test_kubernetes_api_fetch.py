@@ -758,6 +758,6 @@ def test_the_command_prints_the_snapshot_notes(
     out = StringIO()
     call_command("fetch_kubernetes_pods", "--cluster", CLUSTER, "--no-attribute", stdout=out)
     assert (
-        f"cluster {CLUSTER}: note: 1 pod(s): pods in phase Unknown (node lost) ended at the "
+        f"cluster {CLUSTER}: note: 1 pod: pods in phase Unknown (node lost) ended at the "
         "snapshot time "
     ) in out.getvalue()

@@ -156,7 +156,7 @@ def test_command_stores_the_pools_and_prints_the_notes(tmp_path: Path) -> None:
     assert (cluster.gpu_sharing_replicas, cluster.gpu_sharing_pools) == (1, {SHARED_POOL: 4})
     assert f"GPU sharing replicas 1, node pool {SHARED_POOL}*: 4" in out
     assert (
-        "note: 4 pod(s): pods holding nvidia.com/gpu on GPUs time-sliced 4 ways (node pool "
+        "note: 4 pods: pods holding nvidia.com/gpu on GPUs time-sliced 4 ways (node pool "
         f"{SHARED_POOL}*): 1/4 of a GPU each"
     ) in out
     assert JobRecord.objects.get(name="jupyter-bob").exact_gpus() == Fraction(1, 4)
@@ -205,7 +205,7 @@ def test_the_command_stores_the_unknown_pod_ended_and_says_so() -> None:
     job = JobRecord.objects.get(name="llama-sft-worker-1")
     assert (job.state, job.end) == ("UNKNOWN", at("2025-07-10T09:30:00Z"))
     assert (
-        "note: 1 pod(s): pods in phase Unknown (node lost) ended at the snapshot time "
+        "note: 1 pod: pods in phase Unknown (node lost) ended at the snapshot time "
         "2025-07-10T09:30:00Z (the latest time the file shows)"
     ) in out
 
@@ -236,7 +236,7 @@ def test_evicted_pods_without_times_end_at_their_deletion_or_the_snapshot_time()
 @pytest.mark.django_db
 def test_a_later_snapshot_of_the_evicted_pod_does_not_move_its_end(tmp_path: Path) -> None:
     out = ingest(SHAPES / "evicted-without-times.json")
-    assert "note: 1 pod(s): evicted pods without container or condition times ended at the " in out
+    assert "note: 1 pod: evicted pods without container or condition times ended at the " in out
     first = JobRecord.objects.get(name="llm-serve-5c8d9f6b7a-r9t2w")
     assert first.end == at("2025-07-11T10:00:00Z")
     # An hour later the evicted pod is still listed (evicted pods stay until collected): the

@@ -60,7 +60,7 @@ def test_every_attempt_of_a_requeued_job_is_its_own_record() -> None:
     ]
     assert JobRecord.objects.get(job_id="302").attempt == 1
     assert "3 jobs stored" in output
-    assert "1 later attempt(s) of requeued jobs, each its own job" in output
+    assert "1 later attempt of requeued jobs, each its own job" in output
 
 
 def test_reimporting_the_same_output_is_idempotent(tmp_path: Path) -> None:
@@ -107,7 +107,7 @@ def test_an_open_attempt_followed_by_another_is_ended_at_its_start(tmp_path: Pat
         (1, "REQUEUED", at(10), at(11), ["n1"]),
         (2, "RUNNING", at(11), None, ["n2"]),
     ]
-    assert "1 open attempt(s) of requeued jobs ended at their next attempt's start" in output
+    assert "1 open attempt of requeued jobs ended at their next attempt's start" in output
     # -D output later gives the first attempt's real end.
     ingest(
         dump(

@@ -115,7 +115,7 @@ def test_a_machine_is_priced_per_gpu_plus_its_vcpus_and_memory_for_each_way_of_b
     }
     # The 3 year CUD has no G2 RAM SKU: no figure, and the command says why.
     assert "no Commit3Yr price for g2-standard-96 in us-central1: no SKU for RAM G2" in output
-    assert "4 gcp machine price(s) stored for 1 type(s)" in output
+    assert "4 gcp machine prices stored for 1 type" in output
     # Every SKU tier is kept too (the G2 core SKU at its two effective times).
     assert SkuPrice.objects.count() == len(G2_PAGE["skus"])
     row = InstancePrice.objects.get(instance_type="g2-standard-96", kind="on_demand")

@@ -96,7 +96,7 @@ def test_aws_on_demand_reserved_and_spot_are_stored_with_their_source(pricing_ap
     assert sent["operatingSystem"] == "Linux"
     assert sent["regionCode"] == "us-east-1"
     assert sent["tenancy"] == "Shared"
-    assert "4 aws price(s) stored for 1 type(s)" in output
+    assert "4 aws prices stored for 1 type" in output
     # The comparison now prices p5.48xlarge from the refresh, the snapshot behind it.
     quote = prices.quote("aws", "p5.48xlarge", "us-east-1")
     assert quote is not None
@@ -167,7 +167,7 @@ def test_gcp_refresh_reads_the_cloud_catalog_response_into_sku_prices(tmp_path: 
     path = tmp_path / "skus.json"
     path.write_text(json.dumps({"skus": [sku]}))
     output = refresh("--provider", "gcp", "--from-file", str(path))
-    assert "1 gcp price tier(s) stored" in output
+    assert "1 gcp price tier stored" in output
     price = SkuPrice.objects.get(sku_id="0000-AAAA-1111")
     # units + nanos / 10^9 = 2 + 0.933908.
     assert price.unit_price == Decimal("2.933908")

@@ -82,7 +82,7 @@ def test_planning_the_measured_run_with_its_own_mfu_gives_its_gpu_hours_and_pric
     assert body["measured_mfu"] == {
         "mfu": "0.386545", "runs": 1, "scope": "team", "run_ids": ["vision/pretrain"],
     }  # fmt: skip
-    assert "1 run(s) of the team" in body["mfu_basis"]
+    assert "1 run of the team" in body["mfu_basis"]
     assert body["gpu_hours"] == "16.00"
     assert abs(Decimal(body["gpu_hours"]) - Decimal(16)) / 16 <= Decimal("0.02")
     assert body["wall_hours"] == "2.00"
@@ -171,7 +171,7 @@ def test_the_page_plans_with_the_teams_measured_mfu(
     assert response.status_code == 200
     html = re.sub(r"\s+", " ", response.content.decode())
     assert "16.0 GPU-hours · 2.0 hours on 8 H100" in html
-    assert "median measured MFU of 1 run(s) of the team" in html
+    assert "median measured MFU of 1 run of the team" in html
     rows = re.findall(r'<tr data-testid="plan-option">(.*?)</tr>', html)
     p5 = [r for r in rows if "p5.48xlarge" in r and "on demand" in r]
     assert len(p5) == 1
@@ -222,7 +222,7 @@ def test_planning_a_run_in_the_browser(
         lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=plan-result]")
     )
     assert "GPU-hours" in result.text
-    assert "1 run(s) of the team" in result.text
+    assert "1 run of the team" in result.text
     cheapest = browser.find_element(By.CSS_SELECTOR, "[data-testid=plan-cheapest]").text
     assert cheapest.endswith("USD")
     screenshot(browser, "run-planner")

@@ -29,11 +29,11 @@ def test_imports_page_warns_of_unlisted_open_jobs(finance_client: Client, tmp_pa
     _scenario("focus-slurm-pods-unlisted-open-jobs", tmp_path)
     html = finance_client.get(reverse("web:imports")).content.decode()
     assert 'data-testid="open-jobs-warning"' in html
-    assert "2 job(s) have no end" in html
+    assert "2 jobs have no end" in html
     # July's ledger (the newest month) charges job 500 160 and the pod 160.
     assert '<span data-testid="open-jobs-charged-USD">320.00 USD</span>' in html
-    assert "hpc: 1 job(s), the oldest started 2025-06-30 22:00 UTC" in html
-    assert "k8s: 1 job(s), the oldest started 2025-06-30 23:00 UTC" in html
+    assert "hpc: 1 job, the oldest started 2025-06-30 22:00 UTC" in html
+    assert "k8s: 1 job, the oldest started 2025-06-30 23:00 UTC" in html
     assert "sacct -S" in html
     assert reverse("web:close-review", args=["2025-07"]) in html
 

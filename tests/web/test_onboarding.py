@@ -112,7 +112,7 @@ def test_bad_input_is_refused_with_the_reason_and_saves_nothing(
         "/onboarding/invitations/", {"invite-email": "v@example.com", "invite-role": "team_lead"}
     )
     assert answer.status_code == 400
-    assert b"Choose the team(s) this lead owns." in answer.content
+    assert b"Choose the teams this lead owns (at least one)." in answer.content
     answer = finance_client.post(
         "/onboarding/sign-in-rules/",
         {"sso-claim": "groups", "sso-value": "x", "sso-role": "finance", "sso-team": "vision"},

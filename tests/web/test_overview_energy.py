@@ -21,7 +21,7 @@ def test_finance_sees_the_months_energy_of_every_team(client: Client, finance_us
     assert page.index("Waste by cause") < page.index("Energy and carbon")
     # 2.951 + 1.589 facility kWh; 1.090315 + 0.587093 kg; 2.6 of 4.0 GPU kWh measured.
     assert 'data-testid="energy-facility-kwh">4.54 kWh<' in page
-    assert 'data-testid="energy-co2e">1.677408 kg CO2e<' in page
+    assert 'data-testid="energy-co2e">1.68 kg CO2e<' in page
     assert 'data-testid="energy-measured-share">65.0 %<' in page
     assert "partly estimated" in page
     assert "(grid 2023)" in page
@@ -34,8 +34,8 @@ def test_a_lead_sees_the_energy_of_their_team_only(client: Client) -> None:
     profile.teams.add(Team.objects.get(slug="vision"))
     client.force_login(lead)
     page = client.get("/", {"month": "2025-06"}).content.decode()
-    assert 'data-testid="energy-facility-kwh">2.951 kWh<' in page
-    assert 'data-testid="energy-co2e">1.090315 kg CO2e<' in page
+    assert 'data-testid="energy-facility-kwh">2.95 kWh<' in page
+    assert 'data-testid="energy-co2e">1.09 kg CO2e<' in page
     assert 'data-testid="energy-measured-share">100.0 %<' in page
 
 

@@ -31,6 +31,7 @@ from billing_ingest.services.dispatch import billing_batch_dispatch
 from billing_ingest.sources import SourceFetchError
 from billing_ingest.sources.parts import parts_check
 from billing_ingest.sources.uris import uri_scheme
+from finops.core.wording import counted
 
 URI_HELP = (
     "PATH may be a storage URI. s3://BUCKET/PREFIX/EXPORT-NAME (--format aws-cur or focus): an "
@@ -200,7 +201,7 @@ class Command(BaseCommand):
         failed = [b for b in batches if b.status not in done]
         if failed:
             errors = "; ".join(b.error or f"{b.file_name}: {b.status}" for b in failed)
-            raise CommandError(f"{len(failed)} of {len(batches)} file(s) failed: {errors}")
+            raise CommandError(f"{len(failed)} of {counted(len(batches), 'file')} failed: {errors}")
 
     def _ingest_one(
         self, path: Path, *, format_name: str, source: str | None, timeout: float
@@ -305,7 +306,7 @@ class Command(BaseCommand):
                     f"invoiced {values['billed']})"
                 )
         for note, rows in batch.notes.items():
-            self.stdout.write(f"{path}: note: {rows} row(s): {note}")
+            self.stdout.write(f"{path}: note: {counted(rows, 'row')}: {note}")
 
     def _warn_self_superseded(self, batches: list[ImportBatch]) -> None:
         # With one --source for a folder, a later file of the same period replaces an earlier

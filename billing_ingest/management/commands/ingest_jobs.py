@@ -27,6 +27,7 @@ from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.jobs import cluster_get_or_create
 from billing_ingest.services.months import job_months_touched
 from billing_ingest.tasks.jobs import TIME_LIMIT, ingest_jobs_batch
+from finops.core.wording import counted
 
 SUPPORTED_FORMATS = ("slurm", "kubernetes", "opencost")
 # What each format's parse statistics count, for the per-file summary line.
@@ -139,7 +140,7 @@ class Command(BaseCommand):
             months = job_months_touched(batch_ids=batch_ids)
             request_pipeline(self, months=months, kind=MonthChange.Kind.JOBS)
         if failed:
-            raise CommandError(f"{len(failed)} of {len(paths)} file(s) failed")
+            raise CommandError(f"{len(failed)} of {counted(len(paths), 'file')} failed")
 
     @staticmethod
     def _columns(text: str | None, fmt: str) -> list[str] | None:
@@ -205,9 +206,7 @@ class Command(BaseCommand):
             self.stderr.write(f"{path}: batch {batch.pk} {batch.status}: {batch.error}")
             return False
         self.stdout.write(f"{path}: batch {batch.pk} succeeded: {self._summary(fmt, summary)}")
-        for line in note_lines(
-            batch.notes or {}, unit="pod(s)" if fmt == "kubernetes" else "job(s)"
-        ):
+        for line in note_lines(batch.notes or {}, unit="pod" if fmt == "kubernetes" else "job"):
             self.stdout.write(f"{path}: {line}")
         return True
 
@@ -223,14 +222,14 @@ class Command(BaseCommand):
         attempts = ""
         if summary.get("requeued_attempts"):
             attempts += (
-                f", {summary['requeued_attempts']} later attempt(s) of requeued jobs, each "
-                "its own job"
+                f", {counted(summary['requeued_attempts'], 'later attempt')} of requeued "
+                "jobs, each its own job"
             )
         if summary.get("superseded_open_attempts"):
             attempts += (
-                f", {summary['superseded_open_attempts']} open attempt(s) of requeued jobs ended "
-                "at their next attempt's start (an estimate: export with `sacct -D` for their "
-                "real end)"
+                f", {counted(summary['superseded_open_attempts'], 'open attempt')} of "
+                "requeued jobs ended at their next attempt's start (an estimate: export with "
+                "`sacct -D` for their real end)"
             )
         return (
             f"{read}, {stored}, {summary['skipped_steps']} job steps skipped, "

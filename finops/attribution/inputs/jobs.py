@@ -9,6 +9,7 @@ is the JobSink protocol below, which month.Inputs satisfies.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -20,7 +21,7 @@ from django.db.models import Count, F, Func, Q
 from billing_ingest.models import JobRecord, job_gpus_exact
 from finops.attribution import engine
 from finops.attribution.inputs.charge_basis import charged_gpus, used_basis_utilisations
-from finops.attribution.inputs.orm_rows import values_rows
+from finops.attribution.inputs.orm_rows import ALL, values_rows
 from finops.attribution.inputs.team_mapping import TeamRef, TeamResolver
 
 if TYPE_CHECKING:
@@ -173,23 +174,25 @@ def jobs_load(
     staged: list[StagedJob] = []
     # Charge basis `used`: jobs with a measured utilisation count GPUs x utilisation.
     utilisations = used_basis_utilisations()
-    # Node lists and labels repeat (most jobs run on one node; pods share labels).
-    node_tuples: dict[int, tuple[str, ...]] = {}
+    # Node lists and labels repeat (most jobs run on one node; pods share labels): each
+    # distinct JSON text is decoded once.
+    node_tuples: dict[Any, tuple[str, ...]] = {}
+    labels_of: dict[Any, dict[str, object]] = {}
     exact_of: dict[tuple[Any, Any, Any], Fraction] = {}
     wanted = nodes
-    rows = values_rows(queryset, ("nodes", "labels"), chunk_size=BATCH_SIZE)
-    for (pk, cluster, job_id, name, account, state, start, end, gpus, nodes, run_id,
-         numerator, denominator, namespace, labels, endpoint) in rows:  # fmt: skip
+    rows = job_rows(queryset)
+    for (pk, cluster, job_id, name, account, state, start, end, gpus, raw_nodes, run_id,
+         numerator, denominator, namespace, raw_labels, endpoint) in rows:  # fmt: skip
         assert start is not None  # filtered above
         # Epoch seconds on PostgreSQL (values_with_epochs): the datetimes JobMeta keeps are
         # made from them, equal to what the ORM gives.
         start_s, end_s = to_epoch(start), None if end is None else to_epoch(end)
         start, end = to_datetime(start), None if end is None else to_datetime(end)
-        # _rows hands out one list per distinct JSON value: convert it once.
-        node_names = node_tuples.get(id(nodes))
+        node_names = node_tuples.get(raw_nodes)
         if node_names is None:
-            node_names = tuple(str(n) for n in nodes) if isinstance(nodes, list) else ()
-            node_tuples[id(nodes)] = node_names
+            decoded = _decode_json("nodes", raw_nodes, queryset.db)
+            node_names = tuple(str(n) for n in decoded) if isinstance(decoded, list) else ()
+            node_tuples[raw_nodes] = node_names
         if wanted is not None and wanted.isdisjoint(node_names):
             continue
         # MIG slices and time-sliced replicas are exact fractions (1/7 has no decimal form).
@@ -204,7 +207,10 @@ def jobs_load(
         inputs.job_meta[pk] = JobMeta(
             cluster, run_id or name or job_id, state, start, end, endpoint, job_id
         )
-        labels = labels if isinstance(labels, dict) else {}
+        labels = labels_of.get(raw_labels)
+        if labels is None:
+            decoded = _decode_json("labels", raw_labels, queryset.db)
+            labels = labels_of[raw_labels] = decoded if isinstance(decoded, dict) else {}
         ref = resolver.job_team(account=account, namespace=namespace, labels=labels)
         micros, gpu_denominator = exact.numerator * engine.GPU_SCALE, exact.denominator
         if utilisations:
@@ -216,6 +222,27 @@ def jobs_load(
             pk, node_names, start_s, end_s, micros, gpu_denominator, ref,
         ))  # fmt: skip
     return staged
+
+
+def job_rows(queryset: models.QuerySet[Any]) -> Iterator[tuple[Any, ...]]:
+    """The jobs' value tuples for jobs_load, node lists and labels as the database's JSON text.
+
+    On PostgreSQL every column as psycopg hands it out: what the ORM's converters would return
+    (epochs as Decimal, gpus Decimal, int, str), without running them on every cell. Elsewhere
+    the ORM's converters."""
+    if connections[queryset.db].vendor == "postgresql":
+        return values_rows(queryset, (), chunk_size=BATCH_SIZE, raw=ALL)
+    return values_rows(queryset, (), chunk_size=BATCH_SIZE, raw=("nodes", "labels"))
+
+
+# JSONField.from_db_value's expression: none (the column itself, not a key transform).
+_NO_EXPRESSION: Any = None
+
+
+def _decode_json(field: str, value: Any, using: str) -> Any:
+    """A JSON column's database value as the ORM decodes it."""
+    decode = JobRecord._meta.get_field(field).from_db_value  # type: ignore[union-attr]
+    return decode(value, _NO_EXPRESSION, connections[using])
 
 
 def engine_jobs(

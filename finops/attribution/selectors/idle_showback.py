@@ -15,7 +15,10 @@ what the team's use of those pools leaves idle, as information: it is in nobody'
 twice, and the team's bill does not change.
 
 Three aggregate queries over the month's ledger, whatever the number of rows; amounts are
-summed exactly (Fractions) and rounded once.
+summed exactly (Fractions) and rounded once. Each team's figures are the same whichever other
+teams are asked for with it, so the attribution of a month stores every team's
+(IdleShowbackMonth, finops.attribution.services) and the pages read theirs
+(idle_showback_stored): two queries.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from fractions import Fraction
 
 from django.db.models import Case, CharField, Q, QuerySet, Value, When
 
-from finops.attribution.models import AllocatedCost, Category
+from finops.attribution.models import AllocatedCost, Category, IdleShowbackMonth, IdleShowbackRow
 from finops.attribution.selectors.reporting import currency_order
 from finops.core.money import MoneySum
 from finops.currency.selectors import money_round
@@ -38,6 +41,9 @@ from finops.org.models import Team
 ZERO = Decimal(0)
 JOB_CATEGORIES = (Category.TRAINING, Category.INFERENCE)
 KEPT, SPREAD, COMMITMENT = "kept", "spread", "commitment"
+# The figures of an IdleShowback, as IdleShowbackRow stores them.
+FIGURES = ("kept", "spread", "commitment", "shown_platform", "shown_other_teams", "job_cost",
+           "nodes")  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -111,9 +117,27 @@ def idle_showback(*, month: date, teams: QuerySet[Team]) -> list[IdleShowback]:
     )
     if own_nodes:
         _shown(month_rows.filter(node__in=own_nodes), by_team, row)
-    return sorted(
-        result.values(), key=lambda r: (r.team.name, r.team.pk, currency_order(r.currency))
-    )
+    return sorted(result.values(), key=_order)
+
+
+def _order(r: IdleShowback) -> tuple[str, int, object]:
+    return r.team.name, r.team.pk, currency_order(r.currency)
+
+
+def idle_showback_stored(*, month: date, teams: QuerySet[Team]) -> list[IdleShowback] | None:
+    """idle_showback(month, teams) as the month's attribution stored it; None when the month
+    is not stored (attributed before the store existed): the caller computes it then."""
+    stored = IdleShowbackMonth.objects.filter(billing_period=month).first()
+    if stored is None:
+        return None
+    rows = IdleShowbackRow.objects.filter(month=stored, team__in=teams).select_related("team")
+    result = [
+        IdleShowback(
+            team=r.team, currency=r.currency, **{name: getattr(r, name) for name in FIGURES}
+        )
+        for r in rows
+    ]
+    return sorted(result, key=_order)
 
 
 NodeDay = tuple[str, date, str]

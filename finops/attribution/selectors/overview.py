@@ -13,7 +13,7 @@ from fractions import Fraction
 from django.conf import settings
 from django.db.models import QuerySet
 
-from billing_ingest.models import CostLineItem
+from billing_ingest.selectors import billing_months_settled
 from finops.attribution.models import TeamDailyCost
 from finops.attribution.selectors.reporting import (
     CATEGORIES,
@@ -35,13 +35,10 @@ from finops.org.models import Team
 
 
 def month_list_with_data() -> list[date]:
-    """Billing months that have line items or attributed cost, newest first."""
-    months = set(
-        CostLineItem.objects.settled()
-        .order_by()
-        .values_list("billing_period", flat=True)
-        .distinct()
-    )
+    """Billing months that have settled line items or attributed cost, newest first. Two small
+    queries (the settled billing batches' months and the rollup's), whatever the size of the
+    bill: every page's month picker reads it, and a newly imported month shows at once."""
+    months = billing_months_settled()
     months |= set(
         TeamDailyCost.objects.order_by().values_list("billing_period", flat=True).distinct()
     )

@@ -25,6 +25,7 @@ from typing import Any
 from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.lines import CappedText
 from finops.core.errors import ImportFormatError
+from finops.core.wording import plural
 from finops.inference.parsers.common import BadField, Counts, UsageKey, check_lengths, rows_of
 from finops.inference.parsers.common import whole_count as _whole
 
@@ -85,7 +86,10 @@ def _header(reader: Any, file_label: str) -> list[str]:
     missing = [name for name in REQUIRED if name not in names]
     if missing:
         raise ImportFormatError(
-            f"missing column(s) {', '.join(missing)}", file=file_label, row=1, column=missing[0]
+            f"missing {plural('column', len(missing))} {', '.join(missing)}",
+            file=file_label,
+            row=1,
+            column=missing[0],
         )
     return names
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from billing_ingest.parsers.lines import CappedText
 from finops.core.errors import ImportFormatError
+from finops.core.wording import plural
 from finops.run_metrics.parsers.common import (
     BadField,
     MetricRow,
@@ -79,7 +80,10 @@ def _header(names: list[str], label: str) -> None:
     missing = [name for name in REQUIRED if name not in names]
     if missing:
         raise ImportFormatError(
-            f"missing column(s) {', '.join(missing)}", file=label, row=1, column=missing[0]
+            f"missing {plural('column', len(missing))} {', '.join(missing)}",
+            file=label,
+            row=1,
+            column=missing[0],
         )
     if not any(name in names for name in COUNTS):
         raise ImportFormatError("needs a tokens or a samples column", file=label, row=1)

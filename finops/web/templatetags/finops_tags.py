@@ -240,3 +240,23 @@ def figure(value: Any) -> str:
     if "." in text:
         text = text.rstrip("0").rstrip(".")
     return text
+
+
+@register.filter
+def energy(value: Any) -> str:
+    """An amount of energy or emissions (kWh, kg CO2e) as a statement reads it: 1 decimal from
+    10 up, 2 from 1, 3 below (12345.678912 -> '12,345.7', 2.951 -> '2.95', 0.587093 ->
+    '0.587'), half up, thousands separators, never an exponent nor '-0'. The exact figure is
+    the CSV's (amount_exact)."""
+    if value is None or value == "":
+        return "\u2013"
+    exact = Decimal(value)
+    amount = _energy_rounded(exact, exact)
+    # 9.996 rounds to 10.00: shown as 10.0, as 10 is.
+    amount = _energy_rounded(exact, amount)
+    return f"{abs(amount) if amount == 0 else amount:,f}"
+
+
+def _energy_rounded(exact: Decimal, size: Decimal) -> Decimal:
+    places = 1 if abs(size) >= 10 else 2 if abs(size) >= 1 else 3
+    return exact.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)

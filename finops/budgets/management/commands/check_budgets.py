@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from finops.budgets.services import budgets_evaluate_active
+from finops.core.wording import counted
 from finops.notifications.models import EmailNotification
 
 
@@ -78,6 +79,6 @@ class Command(BaseCommand):
         self.stdout.write(f"{len(evaluations)} budgets, alerts: {counts}")
         if outcomes["failed"]:
             raise CommandError(
-                f"{outcomes['failed']} alert email(s) failed (see above); the outbox retries "
-                "what a retry can fix"
+                f"{counted(outcomes['failed'], 'alert email')} failed (see above); the outbox "
+                "retries what a retry can fix"
             )

@@ -20,6 +20,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
+from finops.core.wording import counted
 from finops.pricing import catalogues, gcp_catalog, gcp_machines, snapshot
 from finops.pricing.services import gcp_prices_store, instance_prices_store
 
@@ -71,7 +72,9 @@ class Command(BaseCommand):
         except catalogues.CatalogueError as exc:
             raise CommandError(str(exc)) from None
         stored = instance_prices_store(figures=figures, fetched_at=now)
-        self.stdout.write(f"{stored} {provider} price(s) stored for {len(targets)} type(s)")
+        self.stdout.write(
+            f"{counted(stored, provider + ' price')} stored for {counted(len(targets), 'type')}"
+        )
         found = {(f.instance_type.lower(), f.region) for f in figures}
         for instance_type, region in targets:
             if (instance_type.lower(), region) not in found:
@@ -108,8 +111,10 @@ class Command(BaseCommand):
                     f"no SKU for {', '.join(absent)}"
                 )
         count, composed = gcp_prices_store(tiers=tiers, figures=figures, fetched_at=timezone.now())
-        self.stdout.write(f"{count} gcp price tier(s) stored from {path or service}")
-        self.stdout.write(f"{composed} gcp machine price(s) stored for {len(targets)} type(s)")
+        self.stdout.write(f"{counted(count, 'gcp price tier')} stored from {path or service}")
+        self.stdout.write(
+            f"{counted(composed, 'gcp machine price')} stored for {counted(len(targets), 'type')}"
+        )
         for note in notes:
             self.stdout.write(note)
 

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('economics', '0002_energy_factors_hfast'),
+        ('economics', '0005_team_energy_month'),
     ]
 
     operations = [

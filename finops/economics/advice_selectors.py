@@ -1,0 +1,55 @@
+"""Reads of the stored checkpoint advice (finops.economics.models.CheckpointAdviceRow): the
+rows as finops.waste.advice.CheckpointAdvice, the same objects the read-time computation
+gives, so the pages, the API and the recommendations show the same figures either way."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db.models import Q, QuerySet
+
+from finops.economics.models import CheckpointAdviceMonth, CheckpointAdviceRow
+from finops.org.models import Team
+from finops.waste.advice import CheckpointAdvice, advice_order, checkpoint_write_minutes
+from finops.waste.selectors import waste_settings
+
+_FIGURES = (
+    "cluster", "currency", "pricing", "cost", "attempt_hours", "gpu_hours", "interruptions",
+    "interruptions_per_gpu_hour", "interruptions_per_thousand_gpu_hours",
+    "mean_hours_between_interruptions", "current_interval_minutes", "current_interval_source",
+    "optimal_interval_minutes", "monthly_saving", "measured_utilisation", "idle_in_allocation",
+    "measured_cost", "used_cost", "capacity_interruptions",
+    "capacity_interruptions_per_thousand_gpu_hours",
+)  # fmt: skip
+
+
+def checkpoint_advice_stored(
+    *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
+) -> list[CheckpointAdvice] | None:
+    """checkpoint_advice(month, teams, include_unowned) from the stored rows; None when the
+    month is not stored, or was stored with other settings than today's (the pricing
+    assumptions' checkpoint and restart minutes, FINOPS_CHECKPOINT_WRITE_MINUTES): the caller
+    computes it then. Three queries."""
+    header = CheckpointAdviceMonth.objects.filter(billing_period=month).first()
+    if header is None:
+        return None
+    config = waste_settings()
+    write = checkpoint_write_minutes()
+    stored = (header.checkpoint_interval_minutes, header.restart_minutes,
+              header.checkpoint_write_minutes)  # fmt: skip
+    if stored != (config.checkpoint_interval_minutes, config.restart_minutes, write):
+        return None
+    visible = Q(team__in=teams)
+    if include_unowned:
+        visible |= Q(team__isnull=True)
+    rows: QuerySet[CheckpointAdviceRow] = (
+        CheckpointAdviceRow.objects.filter(month=header).filter(visible).select_related("team")
+    )
+    result = [
+        CheckpointAdvice(
+            team=row.team, checkpoint_write_minutes=write,
+            **{name: getattr(row, name) for name in _FIGURES},
+        )
+        for row in rows
+    ]  # fmt: skip
+    return sorted(result, key=advice_order)
