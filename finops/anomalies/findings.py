@@ -39,6 +39,9 @@ _COARSENESS = {TEAM: 0, PROVIDER: 1, SERVICE: 2, SOURCES: 3}
 
 # (team id, first day, last day) -> per day, cost per ledger cell of the team.
 CellsReader = Callable[[int, dt.date, dt.date], Mapping[dt.date, Mapping[LedgerCell, Decimal]]]
+# (team ids, first day, last day) -> the reader of those teams' cells over that span (one read
+# of the ledger for every event kept).
+CellsLoader = Callable[[set[int], dt.date, dt.date], CellsReader]
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,9 +201,32 @@ class FindingsBuilder:
     accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]]
     since: dt.date
     until: dt.date
-    # A team's cells per day over [first, last] (series.team_cells): read per event.
-    cells: CellsReader
+    # The teams' cells per day (series.team_ledger): read once, for the events kept.
+    cells: CellsLoader
     findings: list[Finding] = field(default_factory=list)
+    # Money findings whose drivers wait for their cells (read after de-duplication: an event
+    # seen twice costs no read): id(finding) -> (series match, first day of its baseline).
+    pending: dict[int, tuple[Callable[[str, str], bool], dt.date]] = field(default_factory=dict)
+    # detector.detect results by input: a team's provider or service series is often the team
+    # series itself (one provider, one service), the same days and values, detected once.
+    detected: dict[tuple[object, ...], detector.Detection] = field(default_factory=dict)
+
+    def _detect(
+        self,
+        days: list[dt.date],
+        values: list[Decimal | None],
+        accepted: list[detector.Accepted],
+        weights: list[Decimal] | None = None,
+    ) -> detector.Detection:
+        """detector.detect, pure: the same inputs give the same result, computed once."""
+        key = (tuple(values), None if weights is None else tuple(weights), tuple(accepted))
+        found = self.detected.get(key)
+        if found is None:
+            found = detector.detect(
+                days, values, weights=weights, settings=self.settings, accepted=accepted
+            )
+            self.detected[key] = found
+        return found
 
     def _wanted(self, first: dt.date, last: dt.date) -> bool:
         return last >= self.since and first <= self.until
@@ -219,26 +245,34 @@ class FindingsBuilder:
             for d in days
         ]
         series = (team_id, kind, key)
-        result = detector.detect(
-            days, values, settings=self.settings, accepted=_accepted_for(self.accepted, series)
-        )
+        result = self._detect(days, values, _accepted_for(self.accepted, series))
         for event in result.events:
             if not self._wanted(event.first, event.last):
                 continue
-            # The cells of the event's days and of its baseline, read for this event only.
-            start = max(self.data.first_day, event.first - dt.timedelta(days=BASELINE_DAYS))
-            cells = self.cells(team_id, start, event.last)
-            actual = _match_cells(cells, match, event.first, event.last)
-            baseline = _match_cells(cells, match, start, event.first - dt.timedelta(days=1))
-            expected = money(event.expected)
-            drivers, unexplained = split_drivers(actual, baseline, expected)
-            self.findings.append(
-                Finding(
-                    team_id, kind, key, event.kind, event.first, event.last, event.reported_on,
-                    event.ongoing, money(event.actual), expected, drivers, unexplained,
-                    _chart(result.fits, event.first, event.last, 2), self.data.currency,
-                )
+            finding = Finding(
+                team_id, kind, key, event.kind, event.first, event.last, event.reported_on,
+                event.ongoing, money(event.actual), money(event.expected), [], ZERO,
+                _chart(result.fits, event.first, event.last, 2), self.data.currency,
             )  # fmt: skip
+            # Its drivers: the cells of the event's days and of its baseline (drivers_attach).
+            start = max(self.data.first_day, event.first - dt.timedelta(days=BASELINE_DAYS))
+            self.pending[id(finding)] = (match, start)
+            self.findings.append(finding)
+
+    def drivers_attach(self, findings: Sequence[Finding]) -> None:
+        """The drivers of the money findings kept, from their teams' cells read once."""
+        waiting = [(f, self.pending[id(f)]) for f in findings if id(f) in self.pending]
+        team_ids = {f.team_id for f, _ in waiting if f.team_id is not None}
+        if not team_ids:
+            return
+        first = min(start for _, (_, start) in waiting)
+        reader = self.cells(team_ids, first, max(f.last for f, _ in waiting))
+        for finding, (match, start) in waiting:
+            assert finding.team_id is not None  # money series are a team's
+            cells = reader(finding.team_id, start, finding.last)
+            actual = _match_cells(cells, match, finding.first, finding.last)
+            baseline = _match_cells(cells, match, start, finding.first - dt.timedelta(days=1))
+            finding.drivers, finding.unexplained = split_drivers(actual, baseline, finding.expected)
 
     def team_series(self) -> None:
         """A team's daily cost, and its daily cost per provider and per service."""
@@ -294,10 +328,7 @@ class FindingsBuilder:
                 values.append(row.cost * THOUSAND / row.requests)
                 weights.append(Decimal(row.requests) / THOUSAND)
             series = (team_id, ENDPOINT, endpoint)
-            result = detector.detect(
-                days, values, weights=weights, settings=self.settings,
-                accepted=_accepted_for(self.accepted, series),
-            )  # fmt: skip
+            result = self._detect(days, values, _accepted_for(self.accepted, series), weights)
             if not result.events:
                 continue
             spend = _expected_spend(days, per_day, self.settings)
@@ -333,10 +364,7 @@ class FindingsBuilder:
                 values.append(idle / total if total > 0 else None)
                 weights.append(total if total > 0 else ZERO)
             series = (None, CLUSTER_IDLE, cluster)
-            result = detector.detect(
-                days, values, weights=weights, settings=self.settings,
-                accepted=_accepted_for(self.accepted, series),
-            )  # fmt: skip
+            result = self._detect(days, values, _accepted_for(self.accepted, series), weights)
             fits = {f.day: f for f in result.fits}
             for event in result.events:
                 if not self._wanted(event.first, event.last):
@@ -431,11 +459,13 @@ def build_findings(
     accepted: Mapping[tuple[int | None, str, str], list[detector.Accepted]],
     since: dt.date,
     until: dt.date,
-    cells: CellsReader,
+    cells: CellsLoader,
 ) -> list[Finding]:
     builder = FindingsBuilder(data, endpoints, settings, accepted, since, until, cells)
     builder.team_series()
     builder.new_sources()
     builder.endpoint_series()
     builder.cluster_series()
-    return deduplicate(builder.findings)
+    kept = deduplicate(builder.findings)
+    builder.drivers_attach(kept)
+    return kept

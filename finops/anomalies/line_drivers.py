@@ -45,6 +45,7 @@ from finops.anomalies.series import (
     Cell,
     LedgerData,
     LineDims,
+    TeamLedger,
     TeamRow,
     ledger_nodes,
     team_rows,
@@ -248,9 +249,21 @@ def row_pieces(row: TeamRow, lines: Sequence[Line], ledger_nodes: set[str]) -> P
     return pieces
 
 
-def trace(data: LedgerData, *, team_ids: set[int], first_day: dt.date, last_day: dt.date) -> Traced:
-    """The teams' ledger rows of [first_day, last_day] per (provider, service, sku, resource)."""
-    rows = team_rows(data, team_ids, first_day, last_day)
+def trace(
+    data: LedgerData,
+    *,
+    team_ids: set[int],
+    first_day: dt.date,
+    last_day: dt.date,
+    ledger: TeamLedger | None = None,
+) -> Traced:
+    """The teams' ledger rows of [first_day, last_day] per (provider, service, sku, resource).
+    ledger: those teams' ledger already read (series.team_ledger), used when it covers them."""
+    first, last = max(first_day, data.first_day), min(last_day, data.last_day)
+    if ledger is not None and ledger.covers(team_ids, first, last):
+        rows = ledger.rows(team_ids, first, last)
+    else:
+        rows = team_rows(data, team_ids, first_day, last_day)
     on_nodes = ledger_nodes(data, first_day, last_day)
     lines = lines_load(
         batch_ids={r.dims[0] for r in rows if r.dims[0] is not None},
@@ -319,8 +332,11 @@ def _breakdown(
     return actual, baseline
 
 
-def line_drivers_attach(findings: Sequence[Finding], data: LedgerData) -> None:
-    """Add SKU and resource drivers (and their unexplained rests) to team cost findings."""
+def line_drivers_attach(
+    findings: Sequence[Finding], data: LedgerData, ledger: TeamLedger | None = None
+) -> None:
+    """Add SKU and resource drivers (and their unexplained rests) to team cost findings.
+    ledger: the findings' teams' ledger already read (their cells'), not read again."""
     wanted = [f for f in findings if f.series_kind in (TEAM, PROVIDER, SERVICE)]
     if not wanted:
         return
@@ -329,6 +345,7 @@ def line_drivers_attach(findings: Sequence[Finding], data: LedgerData) -> None:
         team_ids={f.team_id for f in wanted if f.team_id is not None},
         first_day=min(f.first for f in wanted) - dt.timedelta(days=BASELINE_DAYS),
         last_day=max(f.last for f in wanted),
+        ledger=ledger,
     )
     for finding in wanted:
         if finding.team_id is None:

@@ -146,9 +146,13 @@ def _clusters(nodes: Iterable[str], first_day: dt.date, last_day: dt.date) -> di
     wanted = set(nodes)
     if not wanted:
         return {}
-    jobs = JobRecord.objects.filter(
-        Q(end__isnull=True) | Q(end__date__gte=first_day), start__date__lte=last_day
-    ).values("id")
+    # Instants, not __date lookups (SQLite runs a Python function per row for those): the
+    # same jobs, days being UTC days.
+    start = dt.datetime.combine(first_day, dt.time(), tzinfo=dt.UTC)
+    end = dt.datetime.combine(last_day + dt.timedelta(days=1), dt.time(), tzinfo=dt.UTC)
+    jobs = JobRecord.objects.filter(Q(end__isnull=True) | Q(end__gte=start), start__lt=end).values(
+        "id"
+    )
     ids_sql, params = jobs.query.sql_with_params()
     vendor = connection.vendor
     elements = (
@@ -330,6 +334,71 @@ def _nodes_load(data: LedgerData, span: QuerySet[AllocatedCost]) -> None:
 
 def _clamp(data: LedgerData, first_day: dt.date, last_day: dt.date) -> tuple[dt.date, dt.date]:
     return max(first_day, data.first_day), min(last_day, data.last_day)
+
+
+@dataclass(slots=True)
+class TeamLedger:
+    """The ledger groups (_converted) of some teams over [first_day, last_day], read once: what
+    the events' cells (team_cells) and their teams' rows (team_rows, traced to line items) are
+    both sums of, so detection reads a team's ledger once however many events it has."""
+
+    team_ids: frozenset[int]
+    first_day: dt.date
+    last_day: dt.date
+    groups: list[tuple[LedgerRow, Decimal]]
+    by_team: dict[int, list[tuple[LedgerRow, Decimal]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for group in self.groups:
+            self.by_team.setdefault(group[0][_TEAM], []).append(group)
+
+    def covers(self, team_ids: Iterable[int], first_day: dt.date, last_day: dt.date) -> bool:
+        return (
+            set(team_ids) <= self.team_ids
+            and self.first_day <= first_day
+            and last_day <= self.last_day
+        )
+
+    def cells(
+        self, team_id: int, first_day: dt.date, last_day: dt.date
+    ) -> dict[dt.date, dict[LedgerCell, Decimal]]:
+        """team_cells from the groups read: each cell the exact sum of its converted groups."""
+        out: dict[dt.date, dict[LedgerCell, Decimal]] = {}
+        for fields, amount in self.by_team.get(team_id, []):
+            day = fields[_DAY]
+            if not first_day <= day <= last_day:
+                continue
+            provider, service = fields[_PROVIDER], fields[_SERVICE]
+            cell = _cell(fields[_ENDPOINT], fields[_RUN], service, provider)
+            key = LedgerCell(team_id, provider, service, cell)
+            day_cells = out.setdefault(day, {})
+            day_cells[key] = day_cells.get(key, ZERO) + amount
+        return out
+
+    def rows(self, team_ids: Iterable[int], first_day: dt.date, last_day: dt.date) -> list[TeamRow]:
+        """team_rows from the groups read."""
+        wanted = set(team_ids)
+        return [
+            _team_row(fields, amount)
+            for fields, amount in self.groups
+            if fields[_TEAM] in wanted and first_day <= fields[_DAY] <= last_day
+        ]
+
+
+_TEAM, _RUN = _LEDGER_FIELDS.index("team_id"), _LEDGER_FIELDS.index("run_id")
+_PROVIDER, _SERVICE = _LEDGER_FIELDS.index("provider_name"), _LEDGER_FIELDS.index("service_name")
+_ENDPOINT = _LEDGER_FIELDS.index("job__endpoint")
+
+
+def team_ledger(
+    data: LedgerData, team_ids: Iterable[int], first_day: dt.date, last_day: dt.date
+) -> TeamLedger:
+    """The teams' ledger groups over [first_day, last_day] (clamped to the data's span), in
+    one read."""
+    first_day, last_day = _clamp(data, first_day, last_day)
+    ids = sorted(set(team_ids))
+    rows = _span(first_day, last_day).filter(team_id__in=ids)
+    return TeamLedger(frozenset(ids), first_day, last_day, list(_converted(data, rows)))
 
 
 def team_cells(

@@ -18,7 +18,6 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -28,10 +27,10 @@ from django.utils import timezone
 
 from finops.anomalies import detector, emails
 from finops.anomalies.channel_alerts import anomaly_channel_message
-from finops.anomalies.findings import DriverValue, Finding, build_findings
+from finops.anomalies.findings import CellsReader, DriverValue, Finding, build_findings
 from finops.anomalies.line_drivers import line_drivers_attach, sources_trace
 from finops.anomalies.models import Anomaly, AnomalyDriver, AnomalyStatusChange
-from finops.anomalies.series import endpoint_days, ledger_load, team_cells
+from finops.anomalies.series import TeamLedger, endpoint_days, ledger_load, team_ledger
 from finops.attribution.models import AllocatedCost
 from finops.notifications.channels import channel_messages_enqueue
 
@@ -107,6 +106,13 @@ def anomalies_detect(
     first = since - dt.timedelta(days=LOOKBACK_DAYS)
     data = ledger_load(first_day=first, last_day=newest)
     sources_trace(data)
+    # The kept events' teams' ledger, read once: their cells, then their rows' line items.
+    read: list[TeamLedger] = []
+
+    def cells(team_ids: set[int], first_day: dt.date, last_day: dt.date) -> CellsReader:
+        read.append(team_ledger(data, team_ids, first_day, last_day))
+        return read[-1].cells
+
     findings = build_findings(
         data=data,
         endpoints=endpoint_days(first_day=first, last_day=newest),
@@ -114,9 +120,9 @@ def anomalies_detect(
         accepted=_accepted(),
         since=since,
         until=until or newest,
-        cells=partial(team_cells, data),
+        cells=cells,
     )
-    line_drivers_attach(findings, data)
+    line_drivers_attach(findings, data, read[-1] if read else None)
     _store(findings, since=since, until=until or newest, summary=summary)
     logger.info("anomalies %s..%s: %s", since, until or newest, summary)
     return summary

@@ -24,9 +24,11 @@ from django.utils import timezone
 
 from billing_ingest.loading.copy_load import bulk_load
 from finops.attribution.models import RunCost
+from finops.economics.advice import advice_inputs_store, advice_stamp
 from finops.economics.models import (
     CheckpointAdviceMonth,
     CheckpointAdviceRow,
+    MonthAdviceInputs,
     RunEconomics,
     TeamEnergyMonth,
     TeamEnergyRow,
@@ -146,6 +148,8 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
     """Replace the month's RunEconomics rows (one per RunCost row) and refresh the efficiency
     columns of the same runs' rows in other months. Idempotent. With `run_ids` (an import of
     run metrics names its runs), only those runs' rows (of any team)."""
+    # Taken before anything is read: a change meanwhile leaves the advice inputs stale.
+    stamp = advice_stamp()
     wanted = RunCost.objects.filter(billing_period=month)
     stale = RunEconomics.objects.filter(billing_period=month)
     if run_ids is not None:
@@ -185,6 +189,9 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
     # One INSERT run over every row (COPY on PostgreSQL), each value adapted by its field as
     # bulk_create would: on SQLite bulk_create's 999-parameter limit made it 27 rows a statement.
     bulk_load(RunEconomics, rows)
+    if run_ids is None:
+        # Every run of the month: its waste advice's inputs (the recommendations step's).
+        advice_inputs_store(month=month, wastes=wastes.values(), stamp=stamp)
     others = _refresh_other_months(month, efficiencies)
     # The month's checkpoint advice from the same wastes (every run of the month), or, for the
     # runs an import named, their teams' advice recomputed.
@@ -338,6 +345,7 @@ def _same(stored: object, value: object) -> bool:
 
 def economics_delete_month(*, month: dt.date) -> int:
     """Drop a month's rows (its ledger was removed)."""
+    MonthAdviceInputs.objects.filter(billing_period=month).delete()
     CheckpointAdviceMonth.objects.filter(billing_period=month).delete()
     TeamEnergyMonth.objects.filter(billing_period=month).delete()
     deleted, _ = RunEconomics.objects.filter(billing_period=month).delete()

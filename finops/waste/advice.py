@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Context, Decimal
+from fractions import Fraction
 from itertools import pairwise
 
 from django.conf import settings as django_settings
@@ -41,6 +42,8 @@ from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 _CTX = Context(prec=40)
 _MINUTES = Decimal(60)
 _THOUSAND = Decimal(1000)
+_MICROSECOND = dt.timedelta(microseconds=1)
+_MICROSECONDS_PER_HOUR = 3_600_000_000
 PRICING_LABELS = {SPOT: "spot", ON_DEMAND: "on-demand", COMMITMENT: "committed", OTHER: "other"}
 # Spot first: the category whose interval most often differs from the others'.
 _PRICING_ORDER = {kind: i for i, kind in enumerate((SPOT, ON_DEMAND, COMMITMENT, OTHER))}
@@ -52,7 +55,7 @@ def checkpoint_write_minutes() -> Decimal:
 
 
 @dataclass(slots=True)
-class _Group:
+class AdviceGroup:
     cost: Decimal = Decimal(0)
     hours: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
@@ -62,6 +65,13 @@ class _Group:
     idle_in_allocation: Decimal = Decimal(0)
     measured_cost: Decimal = Decimal(0)
     used_cost: Decimal = Decimal(0)
+    # The exact sums behind hours, gpu_hours and used_cost (advice_groups): summed as
+    # Fractions and rounded once, so the figures do not depend on the order the runs are read
+    # in (a sum of rounded quotients does, in its last digit: at a rounding tie, e.g. 717.675
+    # hours over 4 interruptions, the quantized mean time between interruptions flipped).
+    exact_hours: Fraction = Fraction(0)
+    exact_gpu_hours: Fraction = Fraction(0)
+    exact_used_cost: Fraction = Fraction(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +177,10 @@ def _loss(interval: Decimal, write: Decimal, mtbi: Decimal) -> Decimal:
     return _CTX.divide(write, interval) + _CTX.divide(interval, 2 * mtbi)
 
 
+# (team id, cluster, currency, pricing category): one row of checkpoint advice.
+GroupKey = tuple[int | None, str, str, str]
+
+
 def checkpoint_advice(
     *, month: dt.date, teams: QuerySet[Team], include_unowned: bool
 ) -> list[CheckpointAdvice]:
@@ -205,34 +219,39 @@ def advice_order(r: CheckpointAdvice) -> tuple[object, ...]:
 
 
 def checkpoint_advice_of(
-    *, month: dt.date, wastes: Iterable[RunWaste], teams: dict[int, Team], config: Settings
+    *, month: dt.date, wastes: Iterable[RunWaste], teams: Mapping[int, Team], config: Settings
 ) -> list[CheckpointAdvice]:
     """checkpoint_advice from the month's waste of the runs (run_wastes(month=...) with
     `config`), their teams by id: the read-time panel and the stored rows (finops.economics)
     are this one function. The runs are summed in one fixed order (the run's team slug, run
-    id, currency), so the inexact quotients add up the same way whoever calls."""
-    team_of: dict[int | None, Team | None] = {pk: team for pk, team in teams.items()}
-    team_of[None] = None
-    groups: dict[tuple[int | None, str, str, str], _Group] = {}
-    for waste in sorted(wastes, key=lambda w: _run_order(w.key)):
+    id, currency); the sums are exact (advice_groups), so the order only fixes the list of
+    checkpoint gaps, whose median does not depend on it either."""
+    groups = advice_groups(sorted(wastes, key=lambda w: _run_order(w.key)), month)
+    return advice_rows(groups, config, teams=teams)
+
+
+def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, AdviceGroup]:
+    """The month's attempts of these runs (their waste in that month, run_waste_of) summed per
+    team, cluster, currency and pricing category: what advice_rows needs of them."""
+    groups: dict[GroupKey, AdviceGroup] = {}
+    for waste in wastes:
         key = waste.key
         for row in waste.attempts:
             a = row.attempt
             cost = a.cost_by_month.get(month, Decimal(0))
             pricing = a.pricing if a.pricing in MIX_KINDS else OTHER
-            group = groups.setdefault((key.team_id, a.cluster, key.currency, pricing), _Group())
+            where = (key.team_id, a.cluster, key.currency, pricing)
+            group = groups.setdefault(where, AdviceGroup())
             group.cost += cost
             group.idle_in_allocation += row.parts.idle_in_allocation
             if a.utilisation is not None and cost > 0:
                 group.measured_cost += cost
-                group.used_cost += (
-                    cost * Decimal(a.utilisation.numerator) / Decimal(a.utilisation.denominator)
-                )
+                group.exact_used_cost += Fraction(cost) * a.utilisation
             if a.start is None or a.end is None or a.end <= a.start:
                 continue
-            hours = Decimal((a.end - a.start).total_seconds()) / 3600
-            group.hours += hours
-            group.gpu_hours += hours * Decimal(a.gpus.numerator) / Decimal(a.gpus.denominator)
+            hours = Fraction((a.end - a.start) // _MICROSECOND, _MICROSECONDS_PER_HOUR)
+            group.exact_hours += hours
+            group.exact_gpu_hours += hours * a.gpus
             group.interruptions += a.state in INTERRUPTED_STATES
             group.capacity_interruptions += a.state in CAPACITY_STATES
             marks = row.shares.checkpoints
@@ -240,11 +259,37 @@ def checkpoint_advice_of(
                 Decimal((later - earlier).total_seconds()) / _MINUTES
                 for earlier, later in pairwise(marks)
             ]
+    for group in groups.values():
+        group.hours = _decimal(group.exact_hours)
+        group.gpu_hours = _decimal(group.exact_gpu_hours)
+        group.used_cost = _decimal(group.exact_used_cost)
+    return groups
+
+
+def _decimal(value: Fraction) -> Decimal:
+    """An exact sum as a Decimal, rounded once (the default 28 digits)."""
+    return Decimal(value.numerator) / Decimal(value.denominator)
+
+
+def advice_rows(
+    groups: Mapping[GroupKey, AdviceGroup],
+    config: Settings,
+    *,
+    teams: Mapping[int, Team] | None = None,
+) -> list[CheckpointAdvice]:
+    """The advice of each group (Young/Daly), in the order pages list it; `teams`: the groups'
+    teams by id (None: read here). Groups of a team that no longer exists are left out (as a
+    read of the month's runs leaves their runs out)."""
+    if teams is None:
+        teams = Team.objects.in_bulk({team_id for team_id, *_ in groups if team_id is not None})
+    team_of: dict[int | None, Team | None] = {None: None}
+    team_of.update(teams.items())
     write = checkpoint_write_minutes()
     assumed = config.checkpoint_interval_minutes
     result = [
-        _advice(team_of.get(team_id), (cluster, currency, pricing), group, write, assumed)
+        _advice(team_of[team_id], (cluster, currency, pricing), group, write, assumed)
         for (team_id, cluster, currency, pricing), group in groups.items()
+        if team_id in team_of
     ]
     return sorted(result, key=advice_order)
 
@@ -252,7 +297,7 @@ def checkpoint_advice_of(
 def _advice(
     team: Team | None,
     where: tuple[str, str, str],
-    g: _Group,
+    g: AdviceGroup,
     write: Decimal,
     assumed_interval: Decimal,
 ) -> CheckpointAdvice:

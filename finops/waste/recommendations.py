@@ -118,6 +118,12 @@ def _idle(a: AllocationIdle, month: dt.date) -> Draft | None:
 def waste_drafts(*, month: dt.date) -> list[Draft]:
     """The month's checkpoint and idle-allocation recommendations, every team and none."""
     rows = checkpoint_advice(month=month, teams=Team.objects.all(), include_unowned=True)
+    return advice_drafts(rows, month)
+
+
+def advice_drafts(rows: list[CheckpointAdvice], month: dt.date) -> list[Draft]:
+    """The recommendations of the month's checkpoint advice rows (checkpoint_advice of every
+    team and none), with their idle allocations."""
     drafts = [_checkpoint(row, month) for row in rows]
     drafts += [_idle(idle, month) for idle in allocation_idle(rows)]
     return [draft for draft in drafts if draft is not None]
