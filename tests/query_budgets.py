@@ -28,4 +28,7 @@ RUN_WASTE_QUERIES = 7
 CHECKPOINT_ADVICE_QUERIES = 2 + RUN_WASTE_QUERIES
 STORED_IDLE_SHOWBACK_QUERIES = 2
 STORED_CHECKPOINT_ADVICE_QUERIES = 3
-ENERGY_CARD_QUERIES = 3
+# The energy card: the month's stored per-team sums (economics.TeamEnergyMonth, issue 29) looked
+# up first (1); stored: the newest energy import and the rows (2 more); not stored (months built
+# by factories, or rolled up before the sums existed): the read-time read of the run rows (3).
+ENERGY_CARD_QUERIES = 1 + 3
