@@ -203,7 +203,7 @@ def energy_by_team(*, months: list[dt.date], teams: QuerySet[Team] | None) -> li
 
 def team_efficiency_stored(*, team: Team, months: list[dt.date]) -> list[TeamMonthEfficiency]:
     """finops.run_metrics.team_efficiency.team_efficiency_by_month, read from the stored
-    rollup: each run counts in its last month with its whole-run efficiency. Two queries."""
+    rollup: each run counts in its last month with its whole-run efficiency. Three queries."""
     wanted = set(months)
     training = RunEconomics.objects.filter(team=team, category=Category.TRAINING)
     ends = {
@@ -214,17 +214,26 @@ def team_efficiency_stored(*, team: Team, months: list[dt.date]) -> list[TeamMon
         if row["last"] in wanted
     }
     keys: dict[RunKey, dt.date] = {}
-    found: dict[RunKey, RunEfficiency | None] = {}
-    # The columns row_efficiency reads: not the waste and energy ones (a team's six months are
-    # thousands of rows, and each column is a converter call per row).
+    chosen: dict[RunKey, int | None] = {}
+    # Each run's first row (by cluster) of its last month decides, as plain values: a team's
+    # six months are thousands of rows and only a tenth have metrics; model instances of them
+    # all were most of the trend's time. Only the chosen rows with metrics are read whole.
     rows = training.filter(billing_period__in=wanted).order_by("run_id", "cluster")
-    for row in rows.only("billing_period", *EFFICIENCY_COLUMNS):
-        if ends.get((row.run_id, row.currency)) != row.billing_period:
+    for pk, period, run_id, currency, has_metrics in rows.values_list(
+        "pk", "billing_period", "run_id", "currency", "has_metrics"
+    ):
+        if ends.get((run_id, currency)) != period:
             continue
-        key = RunKey(team.pk, team.slug, row.run_id, row.currency)
+        key = RunKey(team.pk, team.slug, run_id, currency)
         if key not in keys:
-            keys[key] = row.billing_period
-            found[key] = row_efficiency(row)
+            keys[key] = period
+            chosen[key] = pk if has_metrics else None
+    measured = RunEconomics.objects.only(*EFFICIENCY_COLUMNS).in_bulk(
+        [pk for pk in chosen.values() if pk is not None]
+    )
+    found: dict[RunKey, RunEfficiency | None] = {
+        key: None if pk is None else row_efficiency(measured[pk]) for key, pk in chosen.items()
+    }
     return team_efficiency_rows(keys, found)
 
 
