@@ -124,7 +124,7 @@ def test_small_demo_gives_every_team_a_commitment_and_a_spot_or_rightsizing_savi
     their steady pools' (an AWS Savings Plan covering the p4d nodes, GCP a2 GPUs)."""
     call_command(
         "demo", "--scale", "small", "--month", LAST.label, "--months", "1", "--out",
-        str(tmp_path), stdout=io.StringIO(),
+        str(tmp_path), "--allow-demo-users", stdout=io.StringIO(),
     )  # fmt: skip
     drafts = recommendations_compute(month=LAST.start.date())
     slugs = dict(Team.objects.values_list("pk", "slug"))
