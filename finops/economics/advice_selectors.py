@@ -8,19 +8,14 @@ import datetime as dt
 
 from django.db.models import Q, QuerySet
 
-from finops.economics.models import CheckpointAdviceMonth, CheckpointAdviceRow
+from finops.economics.models import (
+    CHECKPOINT_ADVICE_FIGURES,
+    CheckpointAdviceMonth,
+    CheckpointAdviceRow,
+)
 from finops.org.models import Team
 from finops.waste.advice import CheckpointAdvice, advice_order, checkpoint_write_minutes
 from finops.waste.selectors import waste_settings
-
-_FIGURES = (
-    "cluster", "currency", "pricing", "cost", "attempt_hours", "gpu_hours", "interruptions",
-    "interruptions_per_gpu_hour", "interruptions_per_thousand_gpu_hours",
-    "mean_hours_between_interruptions", "current_interval_minutes", "current_interval_source",
-    "optimal_interval_minutes", "monthly_saving", "measured_utilisation", "idle_in_allocation",
-    "measured_cost", "used_cost", "capacity_interruptions",
-    "capacity_interruptions_per_thousand_gpu_hours",
-)  # fmt: skip
 
 
 def checkpoint_advice_stored(
@@ -48,7 +43,7 @@ def checkpoint_advice_stored(
     result = [
         CheckpointAdvice(
             team=row.team, checkpoint_write_minutes=write,
-            **{name: getattr(row, name) for name in _FIGURES},
+            **{name: getattr(row, name) for name in CHECKPOINT_ADVICE_FIGURES},
         )
         for row in rows
     ]  # fmt: skip

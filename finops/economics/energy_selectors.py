@@ -11,15 +11,11 @@ from collections.abc import Iterable
 from django.db.models import Q
 
 from finops.core.months import month_format
-from finops.economics.models import TeamEnergyMonth, TeamEnergyRow
+from finops.economics.models import TEAM_ENERGY_FIGURES, TeamEnergyMonth, TeamEnergyRow
 from finops.energy.models import JobEnergy
 from finops.energy.selectors import TeamEnergy, team_month_energy
 
-_FIGURES = (
-    "runs", "gpu_kwh", "measured_kwh", "estimated_kwh", "facility_kwh", "co2e_kg", "estimated",
-    "co2e_missing_kwh", "measured_gpu_hours", "pue", "pue_source", "grid_g_per_kwh",
-    "grid_source", "grid_year", "power_source",
-)  # fmt: skip
+_FIGURES = (*TEAM_ENERGY_FIGURES, "measured_gpu_hours")
 
 
 def team_month_energy_summed(

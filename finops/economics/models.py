@@ -219,3 +219,21 @@ class TeamEnergyRow(models.Model):
 
     def __str__(self) -> str:
         return f"{self.month} {self.team_id}"
+
+
+# The figures a stored row holds under the names of the objects it stands for (CheckpointAdvice,
+# TeamEnergy): the store writes them and the reads give them back by these names, one list each.
+CHECKPOINT_ADVICE_FIGURES = (
+    "cluster", "currency", "pricing", "cost", "attempt_hours", "gpu_hours", "interruptions",
+    "interruptions_per_gpu_hour", "interruptions_per_thousand_gpu_hours",
+    "mean_hours_between_interruptions", "current_interval_minutes", "current_interval_source",
+    "optimal_interval_minutes", "monthly_saving", "measured_utilisation", "idle_in_allocation",
+    "measured_cost", "used_cost", "capacity_interruptions",
+    "capacity_interruptions_per_thousand_gpu_hours",
+)  # fmt: skip
+# TeamEnergy's figures; the row also keeps measured_gpu_hours, read from the ledger when stored.
+TEAM_ENERGY_FIGURES = (
+    "runs", "gpu_kwh", "measured_kwh", "estimated_kwh", "facility_kwh", "co2e_kg", "estimated",
+    "co2e_missing_kwh", "pue", "pue_source", "grid_g_per_kwh", "grid_source", "grid_year",
+    "power_source",
+)  # fmt: skip

@@ -26,6 +26,8 @@ from billing_ingest.loading.copy_load import bulk_load
 from finops.attribution.models import RunCost
 from finops.economics.advice import advice_inputs_store, advice_stamp
 from finops.economics.models import (
+    CHECKPOINT_ADVICE_FIGURES,
+    TEAM_ENERGY_FIGURES,
     CheckpointAdviceMonth,
     CheckpointAdviceRow,
     MonthAdviceInputs,
@@ -204,13 +206,6 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
             "team_energy_rows": team_energy_store(month=month)}  # fmt: skip
 
 
-_TEAM_ENERGY_FIGURES = (
-    "runs", "gpu_kwh", "measured_kwh", "estimated_kwh", "facility_kwh", "co2e_kg", "estimated",
-    "co2e_missing_kwh", "pue", "pue_source", "grid_g_per_kwh", "grid_source", "grid_year",
-    "power_source",
-)  # fmt: skip
-
-
 def team_energy_store(*, month: dt.date) -> int:
     """Store the month's energy per team and of the unowned runs (TeamEnergyMonth and its
     rows) from its RunEconomics rows (team_month_energy_stored: the figures the read-time
@@ -239,21 +234,11 @@ def team_energy_store(*, month: dt.date) -> int:
         stored.append(
             TeamEnergyRow(
                 month=header, team_id=team_id, measured_gpu_hours=measured,
-                **{name: getattr(row, name) for name in _TEAM_ENERGY_FIGURES},
+                **{name: getattr(row, name) for name in TEAM_ENERGY_FIGURES},
             )
         )  # fmt: skip
     TeamEnergyRow.objects.bulk_create(stored, batch_size=500)
     return len(stored)
-
-
-_ADVICE_FIELDS = (
-    "cluster", "currency", "pricing", "cost", "attempt_hours", "gpu_hours", "interruptions",
-    "interruptions_per_gpu_hour", "interruptions_per_thousand_gpu_hours",
-    "mean_hours_between_interruptions", "current_interval_minutes", "current_interval_source",
-    "optimal_interval_minutes", "monthly_saving", "measured_utilisation", "idle_in_allocation",
-    "measured_cost", "used_cost", "capacity_interruptions",
-    "capacity_interruptions_per_thousand_gpu_hours",
-)  # fmt: skip
 
 
 def checkpoint_advice_store(
@@ -299,7 +284,7 @@ def checkpoint_advice_store(
         [
             CheckpointAdviceRow(
                 month=header, team_id=row.team.pk if row.team else None,
-                **{name: getattr(row, name) for name in _ADVICE_FIELDS},
+                **{name: getattr(row, name) for name in CHECKPOINT_ADVICE_FIGURES},
             )
             for row in advice
         ],
