@@ -61,7 +61,7 @@ def money_round(value: Fraction | Decimal | int) -> Decimal:
         return _EXACT.add(value.quantize(MONEY_QUANTUM, context=_EXACT), _ZERO)
     # round() of a Fraction is exact and rounds half to even.
     units = round(Fraction(value) * _SCALE)
-    return Decimal(units).scaleb(-MONEY_PLACES)
+    return Decimal(units).scaleb(-MONEY_PLACES, context=_EXACT)
 
 
 @dataclass

@@ -26,6 +26,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 
 from finops.attribution.selectors.idle_showback import idle_showback
+from finops.core.bounded_sums import QuotientSum
 from finops.org.models import Team
 from tests.idle_scene import MONTH, attribute_idle_scene
 
@@ -117,3 +118,18 @@ def test_overview_lists_every_team_for_finance_and_one_for_the_lead(
     assert ">29.33<" in lead
     assert "Showback, not charged" in lead
     assert "idle-showback-speech" not in lead
+
+
+def test_shown_idle_summed_as_fractions_when_the_bounds_disagree(
+    attributed: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shown idle's Decimal bounds (core.bounded_sums) are re-summed as Fractions when they
+    round apart; forced here: the same figures as the bounds give."""
+    teams = Team.objects.order_by("name")
+    bounded = idle_showback(month=MONTH, teams=teams)
+    monkeypatch.setattr(QuotientSum, "rounded", lambda self, round_: None)
+    exact = idle_showback(month=MONTH, teams=teams)
+    assert [(r.team, r.shown_platform, r.shown_other_teams, r.job_cost) for r in exact] == [
+        (r.team, r.shown_platform, r.shown_other_teams, r.job_cost) for r in bounded
+    ]
+    assert exact[1].shown_platform == Decimal("13.333333333333")

@@ -181,6 +181,11 @@ def test_money_round_is_half_even_once() -> None:
     assert money_round(Fraction(35, 10**13)) == Decimal("0.000000000004")
     assert money_round(Fraction(-25, 10**13)) == Decimal("-0.000000000002")
     assert money_round(Fraction(10, 9)) == Decimal("1.111111111111")
+    # Past 28 digits (a sum of converted amounts can be), still every digit: Decimal's default
+    # context would cut the last one.
+    assert money_round(Fraction(10000000000000200000000000001, 10**12)) == Decimal(
+        "10000000000000200.000000000001"
+    )
 
 
 def test_money_round_of_a_decimal_is_the_fractions_to_the_digit() -> None:

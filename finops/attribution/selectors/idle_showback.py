@@ -15,25 +15,26 @@ what the team's use of those pools leaves idle, as information: it is in nobody'
 twice, and the team's bill does not change.
 
 Three aggregate queries over the month's ledger, whatever the number of rows; amounts are
-summed exactly (Fractions) and rounded once. Each team's figures are the same whichever other
-teams are asked for with it, so the attribution of a month stores every team's
-(IdleShowbackMonth, finops.attribution.services) and the pages read theirs
+summed exactly (Decimal bounds, core.bounded_sums) and rounded once. Each team's figures are
+the same whichever other teams are asked for with it, so the attribution of a month stores
+every team's (IdleShowbackMonth, finops.attribution.services) and the pages read theirs
 (idle_showback_stored): two queries.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
-from decimal import Decimal
+from decimal import Context, Decimal
 from fractions import Fraction
 
 from django.db.models import Case, CharField, Q, QuerySet, Value, When
 
 from finops.attribution.models import AllocatedCost, Category, IdleShowbackMonth, IdleShowbackRow
 from finops.attribution.selectors.reporting import currency_order
+from finops.core.bounded_sums import QuotientSum
 from finops.core.money import MoneySum
 from finops.currency.selectors import money_round
 from finops.org.models import Team
@@ -141,6 +142,11 @@ def idle_showback_stored(*, month: date, teams: QuerySet[Team]) -> list[IdleShow
 
 
 NodeDay = tuple[str, date, str]
+# A team's share of one node-day: (team id, currency, node, idle of the platform bucket, idle
+# of other teams, the team's gross job cost (its weight), all jobs' gross cost, its job cost).
+_Term = tuple[int, str, str, Decimal, Decimal, Decimal, Decimal, Decimal]
+# Sums of amounts of 12 places: exact within 80 digits.
+_EXACT_SUM = Context(prec=80)
 
 
 def _shown(
@@ -148,7 +154,11 @@ def _shown(
     by_team: dict[int, Team],
     row: Callable[[int, str], IdleShowback],
 ) -> None:
-    """Fill the shown idle and job cost of the teams in by_team from the rows on their nodes."""
+    """Fill the shown idle and job cost of the teams in by_team from the rows on their nodes.
+
+    Each team's shown idle is a sum of pro-rata shares (idle x weight / total) over node-days,
+    rounded once: summed as Decimal bounds (core.bounded_sums), and as Fractions only for a
+    figure whose bounds round apart (never seen; the figures are exact either way)."""
     jobs: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
     idle: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
     for item in (
@@ -159,8 +169,40 @@ def _shown(
         key = (item["node"], item["day"], item["billing_currency"])
         into = idle if item["category"] == Category.IDLE else jobs
         into[key][item["team_id"]] = into[key].get(item["team_id"], ZERO) + item["amount"]
-    shown: dict[tuple[int, str], list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 3)
+    sums: dict[tuple[int, str], tuple[QuotientSum, QuotientSum]] = {}
+    cost: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
     nodes: dict[tuple[int, str], set[str]] = defaultdict(set)
+    for team_id, currency, node, platform, others, weight, total, job_cost in _terms(
+        jobs, idle, by_team
+    ):
+        team_key = (team_id, currency)
+        if team_key not in sums:
+            sums[team_key] = (QuotientSum(), QuotientSum())
+        sums[team_key][0].add(platform, weight, total)
+        sums[team_key][1].add(others, weight, total)
+        cost[team_key] = _EXACT_SUM.add(cost[team_key], job_cost)
+        nodes[team_key].add(node)
+    undecided: set[tuple[int, str]] = set()
+    for team_key, (platform_sum, others_sum) in sums.items():
+        target = row(*team_key)
+        shown_platform = platform_sum.rounded(money_round)
+        shown_others = others_sum.rounded(money_round)
+        if shown_platform is None or shown_others is None:
+            undecided.add(team_key)
+        else:
+            target.shown_platform, target.shown_other_teams = shown_platform, shown_others
+        target.job_cost = money_round(cost[team_key])
+        target.nodes = len(nodes[team_key])
+    if undecided:
+        _shown_exact(jobs, idle, by_team, undecided, row)
+
+
+def _terms(
+    jobs: dict[NodeDay, dict[int | None, Decimal]],
+    idle: dict[NodeDay, dict[int | None, Decimal]],
+    by_team: dict[int, Team],
+) -> Iterator[_Term]:
+    """Every (team of by_team, node-day) share of the idle others bear (_Term)."""
     for key, costs in jobs.items():
         # Gross weights: a credit never makes a share negative (as the engine spreads idle).
         weights = {team_id: abs(amount) for team_id, amount in costs.items()}
@@ -168,24 +210,33 @@ def _shown(
         if total == 0:
             continue
         borne = idle.get(key, {})
+        platform = borne.get(None, ZERO)
         for team_id, weight in weights.items():
-            if team_id not in by_team or weight == 0:
+            if team_id is None or team_id not in by_team or weight == 0:
                 continue
-            acc = shown[(team_id, key[2])]
+            others = ZERO
+            for t, amount in borne.items():
+                if t is not None and t != team_id:
+                    others = _EXACT_SUM.add(others, amount)
+            yield team_id, key[2], key[0], platform, others, weight, total, costs[team_id]
+
+
+def _shown_exact(
+    jobs: dict[NodeDay, dict[int | None, Decimal]],
+    idle: dict[NodeDay, dict[int | None, Decimal]],
+    by_team: dict[int, Team],
+    keys: set[tuple[int, str]],
+    row: Callable[[int, str], IdleShowback],
+) -> None:
+    """The shown idle of the (team, currency) keys summed as Fractions (exact, slow)."""
+    shown: dict[tuple[int, str], list[Fraction]] = defaultdict(lambda: [Fraction(0)] * 2)
+    for team_id, currency, _, platform, others, weight, total, _ in _terms(jobs, idle, by_team):
+        if (team_id, currency) in keys:
             share = Fraction(weight) / Fraction(total)
-            acc[0] += Fraction(borne.get(None, ZERO)) * share
-            acc[1] += (
-                sum(
-                    (Fraction(a) for t, a in borne.items() if t is not None and t != team_id),
-                    Fraction(0),
-                )
-                * share
-            )
-            acc[2] += Fraction(costs[team_id])
-            nodes[(team_id, key[2])].add(key[0])
-    for (team_id, currency), (platform, others, cost) in shown.items():
-        target = row(team_id, currency)
-        target.shown_platform = money_round(platform)
-        target.shown_other_teams = money_round(others)
-        target.job_cost = money_round(cost)
-        target.nodes = len(nodes[(team_id, currency)])
+            acc = shown[(team_id, currency)]
+            acc[0] += Fraction(platform) * share
+            acc[1] += Fraction(others) * share
+    for key, (platform_sum, others_sum) in shown.items():
+        target = row(*key)
+        target.shown_platform = money_round(platform_sum)
+        target.shown_other_teams = money_round(others_sum)
