@@ -133,6 +133,14 @@ def _ledger_digest() -> tuple[str, int]:
     return hashlib.sha256("\n".join(rows).encode()).hexdigest(), len(rows)
 
 
+def _run_phases() -> list[tuple[str, float]]:
+    """The seconds per phase the latest attribution run recorded (AttributionRun.phases)."""
+    from finops.attribution.models import AttributionRun
+
+    run = AttributionRun.objects.filter(status="succeeded").order_by("-id").first()
+    return [] if run is None else [(name, seconds) for name, seconds in run.phases]
+
+
 def _pipeline_steps() -> dict[str, float]:
     """Seconds of each step of the latest pipeline run (`attribute --month` runs the month's
     whole pipeline: the attribution step, then run economics, budgets, anomalies ...)."""
@@ -175,6 +183,7 @@ def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, A
             call_command("attribute", "--month", month_format(MONTH), stdout=out)
         result["attribute_s"] = time.perf_counter() - began
     result["rss_after_attribute_mb"] = _maxrss_mb()
+    result["run_phases"] = _run_phases()
     result["steps"] = {"attribute": result["attribute_s"]} if args.step_only else _pipeline_steps()
     digest, result["ledger_rows"] = _ledger_digest()
     result["balanced"] = "difference 0" in out.getvalue()
@@ -361,6 +370,10 @@ def _print_engine(name: str, run: dict[str, Any], baseline: float) -> None:
           f"({run['attribute_s'] / baseline:.1f}x baseline)")  # fmt: skip
     steps = ", ".join(f"{key} {seconds:.1f} s" for key, seconds in run.get("steps", {}).items())
     print(f"      pipeline steps: {steps}")
+    if run.get("run_phases"):
+        print("      the attribution run's phases (AttributionRun.phases):")
+        for phase, seconds in run["run_phases"]:
+            print(f"        {phase:<22} {seconds:8.2f} s")
     print(f"    post-write checks        {run['checks_s']:8.1f} s  (totals, conservation)")
     if "engine_s" not in run:
         return

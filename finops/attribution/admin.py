@@ -84,7 +84,7 @@ class TeamDailyCostAdmin(admin.ModelAdmin):
 class AttributionRunAdmin(admin.ModelAdmin):
     list_display = ["billing_period", "status", "line_items", "jobs", "started_at", "finished_at"]
     list_filter = ["status", "billing_period"]
-    readonly_fields = ["started_at", "finished_at"]
+    readonly_fields = ["started_at", "finished_at", "phases"]
 
 
 @admin.register(IdlePolicy)

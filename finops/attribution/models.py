@@ -255,6 +255,9 @@ class AttributionRun(models.Model):
     # heartbeat is old belongs to a dead worker.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # [phase, seconds] of a succeeded run, in the order the phases ended (finops.core.phases):
+    # lock_wait, inputs, first_pass, reduce, conservation_check, rollup_sums, ledger_insert, ...
+    phases = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-started_at"]

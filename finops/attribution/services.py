@@ -53,6 +53,7 @@ from finops.attribution.selectors.idle_showback import FIGURES, idle_showback
 from finops.core.faults import fault_point
 from finops.core.heartbeat import dead_worker_message, heartbeat, heartbeat_deadline
 from finops.core.months import month_start
+from finops.core.phases import phase_clock, phase_mark
 from finops.org.models import Team
 from finops.org.services import data_version_bump
 
@@ -92,8 +93,13 @@ def attribution_month_run(*, month: dt.date) -> AttributionRun:
 
     def whole_month() -> MonthLedger:
         inputs, _ = inputs_load(month=month_start(month), charges=charges)
+        phase_mark("inputs")
         fault_point("attribute")
-        return month_ledger_reduce([part_first_pass(inputs)])
+        part = part_first_pass(inputs)
+        phase_mark("first_pass")
+        reduced = month_ledger_reduce([part])
+        phase_mark("reduce")
+        return reduced
 
     return _recorded_run(month, whole_month, charges=charges)
 
@@ -242,8 +248,10 @@ def attribution_month_reduce(
         with copying as copy, _gc_paused():
             # One part decompressed at a time: each is freed once merged.
             reduced = month_ledger_reduce(PartResult.loads(data) for data in parts)
+            phase_mark("reduce")
             if copy is not None:
                 reduced.fresh = copy.collect(reduced.staged.tables)
+                phase_mark("staged_rows_copy")
         settled = dict(
             CostLineItem.objects.settled()
             .filter(billing_period=month)
@@ -313,8 +321,9 @@ def _recorded_run(
     ledger_partition_ensure(month=month)
     run = AttributionRun.objects.create(billing_period=month, heartbeat_at=timezone.now())
     try:
-        with heartbeat(lambda: _touch(run.pk)), transaction.atomic():
+        with heartbeat(lambda: _touch(run.pk)), transaction.atomic(), phase_clock() as clock:
             _lock_month(month)
+            phase_mark("lock_wait")
             # When the inputs were read, saved with the result: updating the run's row now
             # would lock it to the commit, and the heartbeat thread's updates of it would wait
             # there (a run longer than the heartbeat timeout then looked dead to the watchdog,
@@ -323,9 +332,13 @@ def _recorded_run(
             with _gc_paused():
                 run.line_items, run.jobs = _ledger_written(month, compute, charges)
             idle_showback_store(month=month)
+            phase_mark("idle_showback")
             run.status = AttributionRun.Status.SUCCEEDED
             run.finished_at = timezone.now()
-            run.save(update_fields=["status", "line_items", "jobs", "finished_at", "inputs_at"])
+            run.phases = clock.seconds()
+            run.save(
+                update_fields=["status", "line_items", "jobs", "finished_at", "inputs_at", "phases"]
+            )
             data_version_bump()  # the new ledger and rollups: cached answers are stale
     except Exception as exc:
         logger.exception("attribution of %s failed", month)
@@ -349,6 +362,7 @@ def _ledger_written(
     reduced = compute()
     staged = reduced.staged
     ledger.check_conservation(reduced.bill, reduced.dims, reduced.ledger, staged.allocated)
+    phase_mark("conservation_check")
     rows = Inputs(dims=reduced.dims, job_meta=reduced.job_meta)
     ledger.write(
         month, rows, reduced.ledger, charges=charges or staged.charges, staged=staged,

@@ -53,6 +53,7 @@ from finops.attribution.models import (
 )
 from finops.core.money import MoneyField
 from finops.core.months import month_format
+from finops.core.phases import phase_mark
 
 _GPU_SECONDS_QUANTUM = Decimal("0.000001")
 # Page cache while inserting the ledger on SQLite, in the negative-KiB form of the pragma
@@ -326,6 +327,7 @@ def write(
     run_rows = _run_rows(month, runs)
     del daily, runs
     recurring_rows, tag_rows = charges.rows(month) if charges is not None else charge_rollups(month)
+    phase_mark("rollup_sums")
     # PostgreSQL: the month's rows go into a fresh table, swapped in at the end (partitions.py).
     copied = fresh is not None
     if fresh is None:
@@ -336,15 +338,20 @@ def write(
         rollup.objects.filter(billing_period=month).delete()
     if staged is not None and staged.tables and not copied:
         stages_insert(staged.tables, ledger_names(), into=fresh or AllocatedCost._meta.db_table)
+    phase_mark("ledger_clear")
     _ledger_insert(fresh or AllocatedCost._meta.db_table, month, inputs, ledger)
+    phase_mark("ledger_insert")
     _insert_instances(TeamDailyCost, daily_rows)
     _insert_records(RunCost, run_rows, with_pk=True)
     _insert_instances(RecurringCharge, recurring_rows)
     _insert_instances(TagCharge, tag_rows)
+    phase_mark("rollup_insert")
     if fresh is not None:
         ledger_month_swap(month=month, fresh=fresh)
+        phase_mark("ledger_indexes_swap")
     rollups = [model._meta.db_table for model in (TeamDailyCost, RunCost)]
     ledger_month_analyze(rollups=rollups, swapped=fresh is not None)
+    phase_mark("analyze")
 
 
 def stage_write(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> None:

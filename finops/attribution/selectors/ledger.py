@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Any
 
 from billing_ingest.models import CostLineItem
-from finops.attribution.models import AllocatedCost
+from finops.attribution.models import AllocatedCost, AttributionRun
 from finops.core.money import MoneySum
 
 
@@ -54,3 +54,12 @@ def month_conservation(*, month: dt.date) -> dict[tuple[str, str, str], dict[str
             "invoiced": invoiced.get(key, zero),
         }
     return result
+
+
+def attribution_run_latest(*, month: dt.date) -> AttributionRun | None:
+    """The month's latest succeeded attribution run (its phases: where its time went)."""
+    return (
+        AttributionRun.objects.filter(billing_period=month, status=AttributionRun.Status.SUCCEEDED)
+        .order_by("-finished_at", "-id")
+        .first()
+    )

@@ -10,7 +10,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from finops.attribution.selectors.ledger import month_category_totals, month_conservation
+from finops.attribution.selectors.ledger import (
+    attribution_run_latest,
+    month_category_totals,
+    month_conservation,
+)
 from finops.attribution.services import attribution_runs_fail_dead
 from finops.attribution.tasks import TIME_LIMIT
 from finops.core.months import month_argument, month_parse
@@ -47,7 +51,12 @@ class Command(BaseCommand):
         for view in pipeline_step_views(run):
             step = view.step
             error = f": {step.error}" if step.error else ""
-            self.stdout.write(f"  step {step.key:<16} {step.status}{error}")
+            took = ""
+            if step.started_at is not None and step.finished_at is not None:
+                took = f" in {(step.finished_at - step.started_at).total_seconds():.1f} s"
+            self.stdout.write(f"  step {step.key:<16} {step.status}{took}{error}")
+        if options["verbosity"] >= 2:
+            self._phases(first)
         if run.status != PipelineRun.Status.SUCCEEDED:
             raise CommandError(
                 f"{month}: pipeline run {run.pk} {run.status}: {run.error} "
@@ -73,6 +82,15 @@ class Command(BaseCommand):
                     f"pipeline run {run.pk} still {run.status} after {timeout:g} s; see /pipeline/"
                 )
             time.sleep(settings.FINOPS_COMMAND_POLL_SECONDS)
+
+    def _phases(self, first: Any) -> None:
+        """Where the month's latest attribution spent its time (AttributionRun.phases)."""
+        run = attribution_run_latest(month=first)
+        if run is None or not run.phases:
+            return
+        self.stdout.write(f"  attribution run {run.pk}, seconds per phase:")
+        for name, seconds in run.phases:
+            self.stdout.write(f"    {name:<22} {seconds:>9.3f}")
 
     def _report(self, first: Any) -> None:
         # Finance's words: the ledger splits the amortised cost (EffectiveCost); the invoiced
