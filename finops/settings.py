@@ -454,7 +454,8 @@ FINOPS_ENERGY_PROMETHEUS = env.dict("FINOPS_ENERGY_PROMETHEUS", default={})
 FINOPS_ENERGY_WINDOW_DAYS = env.int("FINOPS_ENERGY_WINDOW_DAYS", default=35)
 # Recommendations computed outside pricing and stored with its own (finops.pricing.
 # recommendations._other_drafts): waste's checkpoint interval and idle-allocation advice, read
-# from what the run_economics step stored while current (else computed: finops.economics.advice).
+# from the checkpoint advice the run_economics step stored, while current (else computed:
+# finops.economics.advice).
 FINOPS_RECOMMENDATION_SOURCES = ["finops.economics.advice.stored_waste_drafts"]
 # Parts a month's attribution is split into across workers (a chord; finops.attribution.tasks).
 # "auto" (None here): one part per FINOPS_ATTRIBUTION_PART_LINE_ITEMS of the month's line items,
