@@ -18,7 +18,8 @@ cost (the cost is spread evenly over the attempt's time: its GPUs are fixed for 
 
 A service (a long-running server or runner, not a training run: JobRecord.service) writes no
 checkpoints, so it has no restart, rework or abandoned part (an interrupted service loses no
-work to redo), and resumes nothing; its idle in allocation and its cancellation are as above.
+work to redo), and resumes nothing; its idle in allocation (once it has ended) and its
+cancellation are as above.
 
 The windows do not overlap and each share is at most 1, so the parts of an attempt never add to
 more than its cost; parts are rounded down to the money quantum, so their sum never exceeds
@@ -177,9 +178,11 @@ def _one(
     if attempt.state == CANCELLED_STATE:
         shares["cancelled"] = _WHOLE
         return AttemptShares(attempt.pk, shares)
+    ran = attempt.start is not None and attempt.end is not None and attempt.end > attempt.start
     if attempt.service:
-        # No checkpoints, nothing to redo: only the GPUs it held idle.
-        if attempt.utilisation is not None:
+        # No checkpoints, nothing to redo: only the GPUs it held idle, once it has ended (as a
+        # training attempt's: nothing is counted while it runs).
+        if ran and attempt.utilisation is not None:
             shares["idle_in_allocation"] = 1 - _clamp(attempt.utilisation)
         return AttemptShares(attempt.pk, shares, interrupted=interrupted)
     if interrupted and not has_later:

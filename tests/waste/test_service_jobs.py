@@ -5,9 +5,11 @@ service) beside vision's training run `pretrain` (511 PREEMPTED, resumed by 512)
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from datetime import date
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from django.test import Client
 from billing_ingest.models import JobRecord
 from finops.economics.advice import stored_advice, stored_waste_drafts
 from finops.org.models import Team
+from finops.waste.causes import AttemptTimes, Settings, attempt_shares
 from finops.waste.recommendations import waste_drafts
 from tests.scenario_setup import SCENARIOS, load_setup, run_command
 
@@ -69,3 +72,39 @@ def test_the_team_page_shows_the_service_row_without_an_interval(
     assert "Checkpoint service jobs every" not in row
     assert " min " not in row  # no current interval, no Young/Daly interval
     assert "240.00 USD of allocated GPU time was idle" in row
+
+
+def _at(hour: int) -> dt.datetime:
+    return dt.datetime(2025, 6, 3, hour, tzinfo=dt.UTC)
+
+
+def test_a_service_attempt_has_only_idle_and_only_once_it_has_ended() -> None:
+    """Pure: an interrupted service never resumed is not abandoned, one resumed leaves no
+    rework and its successor no restart; 25 % used: 3/4 of its cost idle, whole (no restart
+    window to leave out), none while it runs (as a training attempt's)."""
+    settings = Settings(checkpoint_interval_minutes=Decimal(24), restart_minutes=Decimal(15))
+    quarter = Fraction(1, 4)
+    attempts = [
+        AttemptTimes(1, "NODE_FAIL", _at(10), _at(12), service=True),
+        AttemptTimes(2, "COMPLETED", _at(12), _at(16), quarter, service=True),
+        AttemptTimes(3, "FAILED", _at(16), _at(17), quarter, service=True),
+        # Started before 3 ended: 3 is resumed by no one (a training run's would be abandoned).
+        AttemptTimes(4, "RUNNING", _at(16), None, quarter, service=True),
+    ]
+    shares = {s.pk: s for s in attempt_shares(attempts, metrics=None, settings=settings)}
+    for pk in (1, 2, 3, 4):
+        assert shares[pk].shares["rework"] == 0
+        assert shares[pk].shares["restart"] == 0
+        assert shares[pk].shares["abandoned"] == 0
+        assert not shares[pk].resumed
+        assert not shares[pk].estimated
+    assert shares[1].shares["idle_in_allocation"] == 0  # not measured
+    assert shares[2].shares["idle_in_allocation"] == Fraction(3, 4)
+    assert shares[3].shares["idle_in_allocation"] == Fraction(3, 4)
+    assert shares[4].shares["idle_in_allocation"] == 0  # still running
+    # The same attempts as a training run: rework, restart, abandoned.
+    training = [AttemptTimes(a.pk, a.state, a.start, a.end, a.utilisation) for a in attempts]
+    shares = {s.pk: s for s in attempt_shares(training, metrics=None, settings=settings)}
+    assert shares[1].shares["rework"] > 0
+    assert shares[2].shares["restart"] > 0
+    assert shares[3].shares["abandoned"] == 1
