@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from billing_ingest.models import ImportBatch
 from finops.economics.advice import stored_advice, stored_waste_drafts
@@ -35,6 +36,8 @@ def _savings(drafts: list[Draft]) -> dict[tuple[str, str, str], Decimal]:
     return {(slugs[d.team_id], d.kind, d.key): d.monthly_savings for d in drafts}
 
 
+# Savings of cents to a few USD: the materiality floor off (test_advice_floor.py has it).
+@override_settings(FINOPS_ADVICE_MIN_MONTHLY_SAVING=0)
 def test_the_stored_advice_is_the_computed_advice(tmp_path: Path) -> None:
     waste_month_attributed(tmp_path)
     economics_refresh(month=MONTH)
@@ -47,6 +50,8 @@ def test_the_stored_advice_is_the_computed_advice(tmp_path: Path) -> None:
     }
 
 
+# Savings of cents to a few USD: the materiality floor off (test_advice_floor.py has it).
+@override_settings(FINOPS_ADVICE_MIN_MONTHLY_SAVING=0)
 def test_a_run_metrics_import_after_the_step_makes_the_stored_advice_stale(
     tmp_path: Path,
 ) -> None:

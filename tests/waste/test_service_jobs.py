@@ -13,7 +13,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 
 from billing_ingest.models import JobRecord
 from finops.economics.advice import stored_advice, stored_waste_drafts
@@ -43,6 +43,8 @@ def test_the_sacct_comments_mark_the_runner_a_service(scene: None) -> None:
     }  # fmt: skip
 
 
+# Savings of cents to a few USD: the materiality floor off (test_advice_floor.py has it).
+@override_settings(FINOPS_ADVICE_MIN_MONTHLY_SAVING=0)
 def test_the_service_gets_no_checkpoint_recommendation_but_its_idle_one(scene: None) -> None:
     slugs: dict[int | None, str] = dict(Team.objects.values_list("id", "slug"))
     assert stored_advice(month=MONTH) is not None  # the pipeline stored it: read from there
