@@ -293,6 +293,11 @@ class JobRecord(models.Model):
     namespace = models.CharField(max_length=253, blank=True)
     labels = models.JSONField(default=dict, blank=True)
     endpoint = models.CharField(max_length=253, blank=True)
+    # A long-running server or runner, not a training run: Slurm `--comment service=true` (or
+    # `finops.service=true`), pod label `finops.io/service: "true"`, or a pod of an inference
+    # endpoint. It writes no checkpoints, so it gets no checkpoint advice and no rework,
+    # restart or abandoned waste (finops.waste); its idle-in-allocation stays.
+    service = models.BooleanField(default=False)
 
     class Meta:
         constraints = [

@@ -6,7 +6,7 @@ email. Production and CI set DATABASE_URL, CELERY_BROKER_URL and EMAIL_URL.
 
 import re
 from datetime import timedelta
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import environ
@@ -306,6 +306,25 @@ if not FINOPS_CHECKPOINT_WRITE_MINUTES.is_finite() or FINOPS_CHECKPOINT_WRITE_MI
         "FINOPS_CHECKPOINT_WRITE_MINUTES must be a positive number of minutes"
     )
 
+# Materiality floor of the waste advice (finops.waste.recommendations: checkpoint intervals,
+# idle allocations): a saving under this much a month, in the recommendation's own currency, is
+# not made an open recommendation (the team page still shows the figure in its table: it is
+# just not advice to act on; 0.06 or 0.20 USD a month is noise). Absolute, not a share of the
+# team's cost: acting on advice costs about the same work whatever the team's bill (a job
+# script or a GPU request changed), and a share would hide real money at a large team (0.05 %
+# of 1,000,000 a month is 500) while still advising cents at a small one. 0: every saving of
+# a cent or more, as before the floor. A currency of small units (JPY) needs a larger figure.
+try:
+    FINOPS_ADVICE_MIN_MONTHLY_SAVING = Decimal(
+        env.str("FINOPS_ADVICE_MIN_MONTHLY_SAVING", default="25").strip()
+    )
+except InvalidOperation:
+    FINOPS_ADVICE_MIN_MONTHLY_SAVING = Decimal("NaN")
+if not FINOPS_ADVICE_MIN_MONTHLY_SAVING.is_finite() or FINOPS_ADVICE_MIN_MONTHLY_SAVING < 0:
+    raise ImproperlyConfigured(
+        "FINOPS_ADVICE_MIN_MONTHLY_SAVING must be a number of at least 0 (a monthly saving)"
+    )
+
 # GET /metrics (Prometheus): the newest months with a ledger or a bill it exposes.
 FINOPS_METRICS_MONTHS = env.int("FINOPS_METRICS_MONTHS", default=12)
 # Chat and webhook channels (finops.notifications): hosts a channel may post to although they
@@ -454,7 +473,8 @@ FINOPS_ENERGY_PROMETHEUS = env.dict("FINOPS_ENERGY_PROMETHEUS", default={})
 FINOPS_ENERGY_WINDOW_DAYS = env.int("FINOPS_ENERGY_WINDOW_DAYS", default=35)
 # Recommendations computed outside pricing and stored with its own (finops.pricing.
 # recommendations._other_drafts): waste's checkpoint interval and idle-allocation advice, read
-# from what the run_economics step stored while current (else computed: finops.economics.advice).
+# from the checkpoint advice the run_economics step stored, while current (else computed:
+# finops.economics.advice).
 FINOPS_RECOMMENDATION_SOURCES = ["finops.economics.advice.stored_waste_drafts"]
 # Parts a month's attribution is split into across workers (a chord; finops.attribution.tasks).
 # "auto" (None here): one part per FINOPS_ATTRIBUTION_PART_LINE_ITEMS of the month's line items,

@@ -69,9 +69,11 @@ from billing_ingest.models import JobRecord
 from billing_ingest.parsers.kubernetes_fields import (
     ENDPOINT_LABEL,
     RUN_LABELS,
+    SERVICE_LABEL,
     TEAM_LABELS,
     _dicts,
     account_for,
+    is_service,
     label_text,
     parse_time,
     pod_times,
@@ -305,6 +307,7 @@ def pod_record(pod: dict[str, Any], path: str, *, context: PodContext) -> JobRow
     end, from_snapshot = _pod_end_seen(pod, start, terminations, path, context)
     held = _pod_gpus_counted(spec, node.strip(), f"{path}.spec", context)
     labels = _string_map(metadata, "labels", m_path)
+    endpoint = label_text(labels, ENDPOINT_LABEL)
     record: JobRow = {
         "job_id": f"{namespace}/{name}",
         "job_id_raw": str(metadata.get("uid") or ""),
@@ -329,7 +332,8 @@ def pod_record(pod: dict[str, Any], path: str, *, context: PodContext) -> JobRow
         "comment": "",
         "namespace": namespace,
         "labels": labels,
-        "endpoint": label_text(labels, ENDPOINT_LABEL),
+        "endpoint": endpoint,
+        "service": is_service(labels, service_labels=(SERVICE_LABEL,), endpoint=endpoint),
     }
     check_lengths(record)
     if from_snapshot:

@@ -21,6 +21,11 @@ TEAM_LABELS = ("finops.io/team", "team")
 ENDPOINT_LABEL = "finops.io/endpoint"
 
 
+# `finops.io/service: "true"`: a long-running server or runner, not a training run (no
+# checkpoint advice, no rework, restart or abandoned waste). An endpoint's pods are services.
+SERVICE_LABEL = "finops.io/service"
+
+
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 
 
@@ -81,6 +86,13 @@ def run_id_for(
     return label_text(labels, *run_labels) or workload_name(
         owner=owner, pod_name=pod_name, template_hash=template_hash
     )
+
+
+def is_service(
+    labels: Mapping[str, object], *, service_labels: tuple[str, ...], endpoint: str
+) -> bool:
+    """A pod is a service when a service label says "true", or it serves an endpoint."""
+    return bool(endpoint) or label_text(labels, *service_labels).lower() == "true"
 
 
 def account_for(

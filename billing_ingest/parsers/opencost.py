@@ -34,9 +34,11 @@ from billing_ingest.parsers.kubernetes import check_lengths
 from billing_ingest.parsers.kubernetes_fields import (
     ENDPOINT_LABEL,
     RUN_LABELS,
+    SERVICE_LABEL,
     TEAM_LABELS,
     TEMPLATE_HASH_LABELS,
     account_for,
+    is_service,
     label_text,
     parse_time,
     run_id_for,
@@ -137,6 +139,7 @@ def _record(pod: _Pod, job_id: str) -> JobRow:
     seconds = Decimal(int((pod.end - pod.start).total_seconds()))
     gpus = (pod.gpu_hours * 3600 / seconds).quantize(GPU_PLACES)
     labels = pod.labels
+    endpoint = label_text(labels, *_both(ENDPOINT_LABEL))
     record: JobRow = {
         "job_id": job_id,
         "job_id_raw": "",
@@ -162,7 +165,8 @@ def _record(pod: _Pod, job_id: str) -> JobRow:
         "comment": "",
         "namespace": pod.namespace,
         "labels": labels,
-        "endpoint": label_text(labels, *_both(ENDPOINT_LABEL)),
+        "endpoint": endpoint,
+        "service": is_service(labels, service_labels=_both(SERVICE_LABEL), endpoint=endpoint),
     }
     check_lengths(record)
     return record

@@ -97,6 +97,10 @@ class JobRow(TypedDict, total=False):
     namespace: str
     labels: dict[str, str]
     endpoint: str
+    # A long-running server or runner, not a training run (Slurm `--comment service=true`, pod
+    # label `finops.io/service: "true"`, an endpoint's pods): no checkpoint advice, no rework,
+    # restart or abandoned waste (finops.waste).
+    service: bool
     # END_FROM_SNAPSHOT: popped by the loader.
     _end_from_snapshot: bool
 

@@ -45,6 +45,7 @@ from billing_ingest.parsers.slurm_values import (
     clean_wckey,
     expand_hostlist,
     gpu_count,
+    is_service,
     normalise_state,
     parse_elapsed,
     parse_time,
@@ -424,6 +425,7 @@ def _record(fields: dict[str, str], zone: tzinfo, stats: SacctStats) -> JobRow |
         "run_id": run_id_for(wckey=wckey, comment=comment, job_name=name),
         "wckey": wckey,
         "comment": comment,
+        "service": is_service(comment),
     }
     _check_lengths(record)
     return record

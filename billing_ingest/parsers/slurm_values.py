@@ -1,6 +1,6 @@
 """sacct cell parsers for the Slurm parser (slurm.py): hostlists, GPU counts from AllocTRES,
-states, run ids, Elapsed and local times. Pure; each raises ValueError with a reason, and the
-file parser adds file, line and column.
+states, run ids and the service mark, Elapsed and local times. Pure; each raises ValueError
+with a reason, and the file parser adds file, line and column.
 """
 
 from __future__ import annotations
@@ -16,6 +16,11 @@ MAX_HOSTS = 100_000
 _NO_TIME = frozenset({"", "unknown", "none"})
 _NO_NODES = frozenset({"", "none assigned", "(null)", "none"})
 _RUN_IN_COMMENT = re.compile(r"(?:^|[\s;,|&])run=([^\s;,|&]+)")
+# `service=true` (or `finops.service=true`) in --comment: a long-running server or runner, not
+# a training run (no checkpoints: no checkpoint advice, no rework, restart or abandoned waste).
+_SERVICE_IN_COMMENT = re.compile(
+    r"(?:^|[\s;,|&])(?:finops\.)?service=true(?=$|[\s;,|&])", re.IGNORECASE
+)
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 # sacct's Elapsed: [days-][hours:]minutes:seconds.
 _ELAPSED = re.compile(r"(?:(?:(\d+)-)?(\d+):)?(\d+):(\d+)")
@@ -151,6 +156,11 @@ def run_id_for(*, wckey: str, comment: str, job_name: str) -> str:
     if match:
         return match.group(1)
     return job_name
+
+
+def is_service(comment: str) -> bool:
+    """Whether --comment marks the job a service: `service=true` or `finops.service=true`."""
+    return _SERVICE_IN_COMMENT.search(comment) is not None
 
 
 def clean_wckey(text: str) -> str:

@@ -114,6 +114,7 @@ _UPSERT_FIELDS = [
     "namespace",
     "labels",
     "endpoint",
+    "service",
 ]
 
 

@@ -8,6 +8,8 @@
 `total` = rework + restart + abandoned + idle_in_allocation; `cancelled` is apart (a cancelled
 attempt may be a decision, not a loss). `estimated` is true when a part comes from the pricing
 assumptions (checkpoint interval, restart minutes) because the run has no metrics for it.
+A service's attempts (`service`: a server or runner, not a training run) have no rework,
+restart or abandoned part: they write no checkpoints.
 """
 
 from __future__ import annotations
@@ -122,6 +124,8 @@ def attempt_body(row: AttemptWaste) -> dict[str, Any]:
         "end": _iso(a.end),
         "interrupted": row.shares.interrupted,
         "resumed": row.shares.resumed,
+        # A server or runner (JobRecord.service): no rework, restart or abandoned part.
+        "service": a.service,
         "checkpoints": [_iso(t) for t in row.shares.checkpoints],
         "cost": _money(a.cost),
         "waste": {
@@ -244,7 +248,8 @@ def advice_body(row: CheckpointAdvice) -> dict[str, Any]:
 
 class WasteAdviceView(APIView):
     """What to change, with money: per team, cluster, currency and pricing category (`pricing`:
-    spot, on_demand, commitment, other, as the ledger says the attempts' cost was bought) of a
+    spot, on_demand, commitment, other, as the ledger says the attempts' cost was bought; service:
+    the service jobs', servers and runners that write no checkpoints, no interval advised) of a
     month, the observed interruption rate, the Young/Daly checkpoint interval and what it would
     have saved this month, the measured GPU utilisation and the allocated cost left idle. Teams
     the caller may see; `team` narrows."""

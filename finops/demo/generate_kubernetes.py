@@ -161,6 +161,8 @@ def _job_pods(rng: Random, job: Job) -> list[Pod]:
     labels = {"finops.io/run": job.run_id, "app.kubernetes.io/part-of": "training"}
     if team not in _UNLABELLED_TEAMS:
         labels["team"] = team
+    if job.service:
+        labels["finops.io/service"] = "true"
     if job.state == "CANCELLED" and not job.nodes:
         return []  # deleted before it was scheduled: kubectl no longer lists it
     phase, reason, exit_code, terminated, disrupted = {

@@ -74,6 +74,9 @@ class Workload:
     # A service kept running: its next job is submitted as soon as the last one ends (minutes),
     # not after an idle gap, so its pool's use is steady round the clock.
     always_on: bool = False
+    # A server or runner, not a training run: its jobs say so (`--comment service=true`, pod
+    # label `finops.io/service`), so they get no checkpoint advice and no rework waste.
+    service: bool = False
 
 
 _ALL = ("aws-east", "gcp-central", "azure-west", "coreweave-lga")
@@ -144,10 +147,12 @@ WORKLOADS: tuple[Workload, ...] = (
         spot_ok=True,
     ),
     # Platform's GPU CI runners (driver, NCCL and image tests for every merge): two GPUs per
-    # runner, each runner a day-long job re-registered when it ends, on an always-on pool.
+    # runner, each runner a day-long job re-registered when it ends, on an always-on pool;
+    # services, not training (they write no checkpoints).
     Workload(
         "platform", "gpu-ci-runner", ("gcp-central",), ("a100",), 1, 2, (23.0, 23.8), 24.0,
         (5, 7), 1.0, partitions=("a100-ci",), always_on=True, job_name="ci-runner",
+        service=True,
     ),
     # Notebooks under an account nobody mapped.
     Workload(

@@ -49,6 +49,8 @@ class Job:
     array_key: str = ""
     array_index: int = -1
     interactive: bool = False
+    # A server or runner (Workload.service): `service=true` in its comment, a label on a pod.
+    service: bool = False
     job_id: str = ""
     job_id_raw: str = ""
     # Requeued under the same JobID after this job was preempted (`sacct -D` prints both).
@@ -178,7 +180,15 @@ def _run_for(rng: Random, cluster: _Cluster, workload: Workload) -> _Run:
 
 
 def _labels(workload: Workload, run: _Run, restart: bool) -> tuple[str, str, str]:
-    """(job name, wckey, comment) carrying the run id the way the team does it."""
+    """(job name, wckey, comment) carrying the run id the way the team does it; a service's
+    comment says `service=true`."""
+    name, wckey, comment = _run_labels(workload, run, restart)
+    if workload.service:
+        comment = f"{comment} service=true".strip()
+    return name, wckey, comment
+
+
+def _run_labels(workload: Workload, run: _Run, restart: bool) -> tuple[str, str, str]:
     team = TEAM_BY_SLUG.get(workload.team)
     key = team.run_key if team else RunKey.NAME
     if key == RunKey.WCKEY:
@@ -387,6 +397,7 @@ def _record(
         array_key=array_key,
         array_index=array_index,
         interactive=workload.interactive,
+        service=workload.service,
         requeue_of=pending.requeue_of if pending else None,
     )
     cluster.jobs.append(job)
@@ -429,6 +440,7 @@ def _pending_at_month_end(rng: Random, cluster: _Cluster, month_len: int) -> Non
                 end=at,
                 state=state,
                 cancelled_by=run.user[1] if i == 0 else None,
+                service=workload.service,
             )
         )
 

@@ -1,6 +1,8 @@
 """Reads of the stored checkpoint advice (finops.economics.models.CheckpointAdviceRow): the
 rows as finops.waste.advice.CheckpointAdvice, the same objects the read-time computation
-gives, so the pages, the API and the recommendations show the same figures either way."""
+gives, so the pages, the API and the recommendations show the same figures either way (the
+recommendations step reads them through finops.economics.advice.stored_advice, under the
+stricter stamp)."""
 
 from __future__ import annotations
 
@@ -34,6 +36,15 @@ def checkpoint_advice_stored(
               header.checkpoint_write_minutes)  # fmt: skip
     if stored != (config.checkpoint_interval_minutes, config.restart_minutes, write):
         return None
+    return stored_rows(header, teams=teams, include_unowned=include_unowned)
+
+
+def stored_rows(
+    header: CheckpointAdviceMonth, *, teams: QuerySet[Team], include_unowned: bool
+) -> list[CheckpointAdvice]:
+    """The rows of a stored month visible to `teams` (and the unowned ones), as
+    CheckpointAdvice in checkpoint_advice's order. One query."""
+    write = checkpoint_write_minutes()
     visible = Q(team__in=teams)
     if include_unowned:
         visible |= Q(team__isnull=True)

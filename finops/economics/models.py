@@ -103,32 +103,19 @@ class RunEconomics(models.Model):
         return f"{self.run_id} {month_format(self.billing_period)} {self.cluster} {self.currency}"
 
 
-class MonthAdviceInputs(models.Model):
-    """What the month's checkpoint and idle-allocation advice (finops.waste.advice) is computed
-    from, summed per team, cluster, currency and pricing category by the run_economics step
-    from the waste it has just computed, so the recommendations step does not compute the
-    month's waste again (finops.economics.advice). `stamp`: what those figures were read from
-    (finops.economics.advice.advice_stamp); a row whose stamp is not the current one is stale
-    and never read. `groups`: exact Decimals as text (JSON numbers would be floats)."""
-
-    billing_period = models.DateField(unique=True)
-    stamp = models.CharField(max_length=500)
-    groups = models.JSONField(default=list)
-    refreshed_at = models.DateTimeField(auto_now=True)
-
-    def __str__(self) -> str:
-        return f"advice inputs {month_format(self.billing_period)}"
-
-
 class CheckpointAdviceMonth(models.Model):
     """The stored checkpoint advice of a month (finops.waste.advice.checkpoint_advice of every
     team and the unowned runs), with the settings it was computed with: the pages read it only
     while the pricing assumptions' checkpoint and restart minutes and
     FINOPS_CHECKPOINT_WRITE_MINUTES are still these (else they compute it at read time).
     Rebuilt by economics_refresh (the pipeline's run-economics step, after attribution, and
-    after run metrics are imported); its rows go with it."""
+    after run metrics are imported); its rows go with it. `stamp`: what the rows were read
+    from (finops.economics.advice.advice_stamp, taken before the read); the recommendations
+    step reads the rows only while it is the current one (blank: never, e.g. a month first
+    stored by the refresh of some runs only, whose stamp is not taken)."""
 
     billing_period = models.DateField(unique=True)
+    stamp = models.CharField(max_length=500, blank=True)
     checkpoint_interval_minutes = ExactDecimalField()
     restart_minutes = ExactDecimalField()
     checkpoint_write_minutes = ExactDecimalField()

@@ -24,13 +24,12 @@ from django.utils import timezone
 
 from billing_ingest.loading.copy_load import bulk_load
 from finops.attribution.models import RunCost
-from finops.economics.advice import advice_inputs_store, advice_stamp
+from finops.economics.advice import advice_stamp
 from finops.economics.models import (
     CHECKPOINT_ADVICE_FIGURES,
     TEAM_ENERGY_FIGURES,
     CheckpointAdviceMonth,
     CheckpointAdviceRow,
-    MonthAdviceInputs,
     RunEconomics,
     TeamEnergyMonth,
     TeamEnergyRow,
@@ -150,7 +149,7 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
     """Replace the month's RunEconomics rows (one per RunCost row) and refresh the efficiency
     columns of the same runs' rows in other months. Idempotent. With `run_ids` (an import of
     run metrics names its runs), only those runs' rows (of any team)."""
-    # Taken before anything is read: a change meanwhile leaves the advice inputs stale.
+    # Taken before anything is read: a change meanwhile leaves the stored advice stale.
     stamp = advice_stamp()
     wanted = RunCost.objects.filter(billing_period=month)
     stale = RunEconomics.objects.filter(billing_period=month)
@@ -191,14 +190,12 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
     # One INSERT run over every row (COPY on PostgreSQL), each value adapted by its field as
     # bulk_create would: on SQLite bulk_create's 999-parameter limit made it 27 rows a statement.
     bulk_load(RunEconomics, rows)
-    if run_ids is None:
-        # Every run of the month: its waste advice's inputs (the recommendations step's).
-        advice_inputs_store(month=month, wastes=wastes.values(), stamp=stamp)
     others = _refresh_other_months(month, efficiencies)
-    # The month's checkpoint advice from the same wastes (every run of the month), or, for the
-    # runs an import named, their teams' advice recomputed.
+    # The month's checkpoint advice from the same wastes (every run of the month; its advice
+    # groups built once, here, for the pages and the recommendations step), or, for the runs
+    # an import named, their teams' advice recomputed.
     if run_ids is None:
-        advice = checkpoint_advice_store(month=month, wastes=list(wastes.values()))
+        advice = checkpoint_advice_store(month=month, wastes=list(wastes.values()), stamp=stamp)
     else:
         advice = checkpoint_advice_store(month=month, team_ids={r.team_id for r in rollups})
     return {"runs": len(rows), "measured_runs": sum(1 for r in rows if r["has_metrics"]),
@@ -246,11 +243,15 @@ def checkpoint_advice_store(
     month: dt.date,
     wastes: list[RunWaste] | None = None,
     team_ids: set[int | None] | None = None,
+    stamp: str = "",
 ) -> int:
     """Store the month's checkpoint advice (CheckpointAdviceMonth and its rows); the number of
-    rows written. From `wastes` (every run of the month, as economics_refresh has them), or
-    computed here: for the teams of `team_ids` only (None: the unowned runs) when the month is
-    stored already with the current settings, else for every team and the unowned runs."""
+    rows written. From `wastes` (every run of the month, as economics_refresh has them, read
+    at `stamp`: finops.economics.advice.advice_stamp taken before them), or computed here: for
+    the teams of `team_ids` only (None: the unowned runs) when the month is stored already
+    with the current settings (its stamp kept: stale once anything moved, as an import of
+    run metrics has), else for every team and the unowned runs (blank stamp: the
+    recommendations step computes its advice itself, as before the month's step ran)."""
     config = waste_settings()
     write = checkpoint_write_minutes()
     header = CheckpointAdviceMonth.objects.filter(billing_period=month).first()
@@ -272,7 +273,7 @@ def checkpoint_advice_store(
         CheckpointAdviceMonth.objects.filter(billing_period=month).delete()
         header = CheckpointAdviceMonth.objects.create(
             billing_period=month, checkpoint_interval_minutes=config.checkpoint_interval_minutes,
-            restart_minutes=config.restart_minutes, checkpoint_write_minutes=write,
+            restart_minutes=config.restart_minutes, checkpoint_write_minutes=write, stamp=stamp,
         )  # fmt: skip
     else:
         stale = Q(team_id__in=[t for t in team_ids if t is not None])
@@ -330,7 +331,6 @@ def _same(stored: object, value: object) -> bool:
 
 def economics_delete_month(*, month: dt.date) -> int:
     """Drop a month's rows (its ledger was removed)."""
-    MonthAdviceInputs.objects.filter(billing_period=month).delete()
     CheckpointAdviceMonth.objects.filter(billing_period=month).delete()
     TeamEnergyMonth.objects.filter(billing_period=month).delete()
     deleted, _ = RunEconomics.objects.filter(billing_period=month).delete()

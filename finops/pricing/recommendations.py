@@ -132,7 +132,9 @@ def inputs_stamp(*, month: dt.date) -> str:
     # see the same stamp.
     parts = [attributed, PricingAssumptions.current().updated_at, refreshed]
     stamps = [p.isoformat() if p else "-" for p in parts]
-    return "|".join([*stamps, str(snapshot.snapshot().get("snapshot_date")), RULES_VERSION])
+    # The waste advice's materiality floor (a setting): another floor makes other drafts.
+    floor = f"floor {settings.FINOPS_ADVICE_MIN_MONTHLY_SAVING}"
+    return "|".join([*stamps, str(snapshot.snapshot().get("snapshot_date")), RULES_VERSION, floor])
 
 
 def price_inputs_stamp(*, month: dt.date) -> str:

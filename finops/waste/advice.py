@@ -44,9 +44,16 @@ _MINUTES = Decimal(60)
 _THOUSAND = Decimal(1000)
 _MICROSECOND = dt.timedelta(microseconds=1)
 _MICROSECONDS_PER_HOUR = 3_600_000_000
-PRICING_LABELS = {SPOT: "spot", ON_DEMAND: "on-demand", COMMITMENT: "committed", OTHER: "other"}
+# Service jobs (JobRecord.service: servers and runners, not training) are a row of their own,
+# whatever they were bought as: no checkpoint advice (they write no checkpoints), their idle
+# allocation still counted (allocation_idle merges every row of a cluster).
+SERVICE = "service"
+PRICING_LABELS = {
+    SPOT: "spot", ON_DEMAND: "on-demand", COMMITMENT: "committed", OTHER: "other",
+    SERVICE: "service",
+}  # fmt: skip
 # Spot first: the category whose interval most often differs from the others'.
-_PRICING_ORDER = {kind: i for i, kind in enumerate((SPOT, ON_DEMAND, COMMITMENT, OTHER))}
+_PRICING_ORDER = {kind: i for i, kind in enumerate((SPOT, ON_DEMAND, COMMITMENT, OTHER, SERVICE))}
 
 
 def checkpoint_write_minutes() -> Decimal:
@@ -79,7 +86,8 @@ class CheckpointAdvice:
     team: Team | None
     cluster: str
     currency: str
-    # list_cost.pricing_mix of the attempts: spot, on_demand, commitment, other.
+    # list_cost.pricing_mix of the attempts: spot, on_demand, commitment, other; or service
+    # (the service jobs', whatever they were bought as: SERVICE).
     pricing: str
     cost: Decimal
     attempt_hours: Decimal
@@ -111,6 +119,11 @@ class CheckpointAdvice:
     @property
     def action(self) -> str:
         jobs = f"{self.pricing_label} jobs"
+        if self.pricing == SERVICE:
+            return (
+                "Service jobs (servers and runners, not training) write no checkpoints: no "
+                "checkpoint advice."
+            )
         if self.optimal_interval_minutes is None:
             return f"No interruption of {jobs} this month: keep the checkpoint interval."
         if self.current_interval_minutes <= 0:
@@ -239,7 +252,7 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
         for row in waste.attempts:
             a = row.attempt
             cost = a.cost_by_month.get(month, Decimal(0))
-            pricing = a.pricing if a.pricing in MIX_KINDS else OTHER
+            pricing = SERVICE if a.service else a.pricing if a.pricing in MIX_KINDS else OTHER
             where = (key.team_id, a.cluster, key.currency, pricing)
             group = groups.setdefault(where, AdviceGroup())
             group.cost += cost
@@ -316,7 +329,8 @@ def _advice(
         per_thousand = (exact * _THOUSAND).quantize(Decimal("0.001"))
         capacity = _CTX.divide(Decimal(g.capacity_interruptions) * _THOUSAND, g.gpu_hours)
         capacity_per_thousand = capacity.quantize(Decimal("0.001"))
-    if g.interruptions and g.hours > 0:
+    # A service writes no checkpoints: no interval to advise, no saving.
+    if g.interruptions and g.hours > 0 and pricing != SERVICE:
         mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
         mtbi_minutes = mtbi * _MINUTES
         optimal = (2 * write * mtbi_minutes).sqrt(_CTX)

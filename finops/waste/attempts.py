@@ -46,13 +46,17 @@ class Attempt:
     # How the ledger says its cost was bought (list_cost.pricing_mix: on_demand, spot,
     # commitment, other): the kind that carries most of it, so a job on a spot node is spot.
     pricing: str = OTHER
+    # A long-running server or runner, not a training run (JobRecord.service).
+    service: bool = False
 
     @property
     def cost(self) -> Decimal:
         return sum(self.cost_by_month.values(), Decimal(0))
 
     def times(self) -> AttemptTimes:
-        return AttemptTimes(self.pk, self.state, self.start, self.end, self.utilisation)
+        return AttemptTimes(
+            self.pk, self.state, self.start, self.end, self.utilisation, self.service
+        )
 
 
 def _sort_key(a: Attempt) -> tuple[bool, dt.datetime, str, int]:
@@ -71,6 +75,7 @@ class _JobRow:
     gpus: Decimal
     gpu_numerator: int | None
     gpu_denominator: int | None
+    service: bool
 
 
 def _utilisations(jobs: Iterable[_JobRow]) -> dict[tuple[str, str], Fraction]:
@@ -134,7 +139,7 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
     for start in range(0, len(job_ids), 900):
         for job_row in JobRecord.objects.filter(pk__in=job_ids[start : start + 900]).values_list(
             "pk", "cluster", "job_id", "attempt", "state", "start", "end", "gpus",
-            "gpu_numerator", "gpu_denominator",
+            "gpu_numerator", "gpu_denominator", "service",
         ):  # fmt: skip
             jobs[job_row[0]] = _JobRow(*job_row)
     utilisation = _utilisations(jobs.values())
@@ -160,6 +165,7 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
                     ),
                     cost_by_month=by_month,
                     pricing=_pricing_of(mixes[pk]),
+                    service=job.service,
                 )
             )  # fmt: skip
         result[key].sort(key=_sort_key)

@@ -16,6 +16,11 @@ cost (the cost is spread evenly over the attempt's time: its GPUs are fixed for 
 - `idle_in_allocation`: where the job's GPU utilisation u is measured and the job was charged
   what it requested, the rest of the attempt's cost x (1 - u).
 
+A service (a long-running server or runner, not a training run: JobRecord.service) writes no
+checkpoints, so it has no restart, rework or abandoned part (an interrupted service loses no
+work to redo), and resumes nothing; its idle in allocation (once it has ended) and its
+cancellation are as above.
+
 The windows do not overlap and each share is at most 1, so the parts of an attempt never add to
 more than its cost; parts are rounded down to the money quantum, so their sum never exceeds
 the run's cost either.
@@ -63,6 +68,8 @@ class AttemptTimes:
     end: dt.datetime | None
     # Measured GPU utilisation 0..1 where the job was charged what it requested; else None.
     utilisation: Fraction | None = None
+    # A long-running server or runner (JobRecord.service): no restart, rework or abandoned.
+    service: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +158,7 @@ def attempt_shares(
             a for a in ordered if a.end is not None and attempt.start and a.end <= attempt.start
         ]
         latest = max(before, key=lambda a: (a.end, a.pk), default=None)
-        resumes = latest is not None and latest.state in INTERRUPTED_STATES
+        resumes = latest is not None and not latest.service and latest.state in INTERRUPTED_STATES
         has_later = attempt.end is not None and any(
             a.start is not None and a.start >= attempt.end for a in ordered if a is not attempt
         )
@@ -171,6 +178,13 @@ def _one(
     if attempt.state == CANCELLED_STATE:
         shares["cancelled"] = _WHOLE
         return AttemptShares(attempt.pk, shares)
+    ran = attempt.start is not None and attempt.end is not None and attempt.end > attempt.start
+    if attempt.service:
+        # No checkpoints, nothing to redo: only the GPUs it held idle, once it has ended (as a
+        # training attempt's: nothing is counted while it runs).
+        if ran and attempt.utilisation is not None:
+            shares["idle_in_allocation"] = 1 - _clamp(attempt.utilisation)
+        return AttemptShares(attempt.pk, shares, interrupted=interrupted)
     if interrupted and not has_later:
         shares["abandoned"] = _WHOLE
         return AttemptShares(attempt.pk, shares, interrupted=True)

@@ -3,7 +3,8 @@ interval that minimises expected loss (Young/Daly), per team, cluster, currency 
 category (spot jobs are interrupted more often than on-demand ones: their interval differs; key
 `checkpoint:<cluster>:<category>`, so a status survives a recompute), and the GPUs that jobs held
 but did not use, per team, cluster and currency (key `allocation:<cluster>`), each with its
-monthly saving and assumptions.
+monthly saving and assumptions; a saving under the materiality floor
+(FINOPS_ADVICE_MIN_MONTHLY_SAVING) is no recommendation.
 
 Drafts only: finops.pricing.recommendations stores them with the pricing ones (same model,
 status and comment flow), reading this source from FINOPS_RECOMMENDATION_SOURCES.
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import datetime as dt
 from decimal import ROUND_HALF_EVEN, Decimal
+
+from django.conf import settings
 
 from finops.core.months import month_format
 from finops.org.models import Team
@@ -26,6 +29,13 @@ from finops.waste.advice import (
 
 MINIMUM = Decimal("0.01")
 YOUNG_DALY = "sqrt(2 x checkpoint write time x mean time between interruptions) (Young/Daly)"
+
+
+def advice_floor() -> Decimal:
+    """The least monthly saving made a recommendation: the setting
+    FINOPS_ADVICE_MIN_MONTHLY_SAVING (finops/settings.py: why absolute, default 25 in the
+    recommendation's currency), never under a cent."""
+    return max(MINIMUM, Decimal(str(settings.FINOPS_ADVICE_MIN_MONTHLY_SAVING)))
 
 
 def _text(value: Decimal | None) -> str | None:
@@ -47,10 +57,11 @@ def _evidence(a: CheckpointAdvice, month: dt.date) -> dict[str, object]:
     }
 
 
-def _checkpoint(a: CheckpointAdvice, month: dt.date) -> Draft | None:
+def _checkpoint(a: CheckpointAdvice, month: dt.date, floor: Decimal) -> Draft | None:
     saving = cents(a.monthly_saving)
-    # Below a cent the advice is to keep the interval (CheckpointAdvice.action): no action.
-    if a.optimal_interval_minutes is None or a.monthly_saving < MINIMUM:
+    # Below a cent the advice is to keep the interval (CheckpointAdvice.action): no action;
+    # below the floor it is not worth acting on (the team page still shows it).
+    if a.optimal_interval_minutes is None or a.monthly_saving < floor:
         return None
     best = a.optimal_interval_minutes.quantize(Decimal(1), rounding=ROUND_HALF_EVEN)
     measured = a.current_interval_source == "metrics"
@@ -80,9 +91,9 @@ def _checkpoint(a: CheckpointAdvice, month: dt.date) -> Draft | None:
     )
 
 
-def _idle(a: AllocationIdle, month: dt.date) -> Draft | None:
+def _idle(a: AllocationIdle, month: dt.date, floor: Decimal) -> Draft | None:
     saving = cents(a.idle_in_allocation)
-    if a.idle_in_allocation < MINIMUM:
+    if a.idle_in_allocation < floor:
         return None
     used = a.measured_utilisation
     share = f"{(used * 100).quantize(Decimal(1))} %" if used is not None else "part"
@@ -123,7 +134,9 @@ def waste_drafts(*, month: dt.date) -> list[Draft]:
 
 def advice_drafts(rows: list[CheckpointAdvice], month: dt.date) -> list[Draft]:
     """The recommendations of the month's checkpoint advice rows (checkpoint_advice of every
-    team and none), with their idle allocations."""
-    drafts = [_checkpoint(row, month) for row in rows]
-    drafts += [_idle(idle, month) for idle in allocation_idle(rows)]
+    team and none), with their idle allocations; those saving at least the floor a month
+    (advice_floor)."""
+    floor = advice_floor()
+    drafts = [_checkpoint(row, month, floor) for row in rows]
+    drafts += [_idle(idle, month, floor) for idle in allocation_idle(rows)]
     return [draft for draft in drafts if draft is not None]

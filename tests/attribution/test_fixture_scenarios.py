@@ -205,6 +205,18 @@ def check_team_waste(api: APIClient, month: str, expected: dict[str, dict[str, A
         assert_fields(f"{month} team {slug} waste", rows[slug], fields)
 
 
+def check_waste_advice(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
+    """`GET /api/v1/waste/advice/?month=`: exactly these rows, keyed `team/cluster/pricing`,
+    each with these fields (null: none)."""
+    rows = {
+        f"{row['team']}/{row['cluster']}/{row['pricing']}": row
+        for row in get_all(api, "/api/v1/waste/advice/", {"month": month})
+    }
+    assert set(rows) == set(expected), f"{month} advice rows: {sorted(rows)}"
+    for key, fields in expected.items():
+        assert_fields(f"{month} advice {key}", rows[key], fields)
+
+
 def check_close_checks(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
     """Named checks of `GET /api/v1/periods/YYYY-MM/checks/`: each one's status and figures
     ([label, value, unit], in order)."""
@@ -247,6 +259,7 @@ CHECKERS: dict[str, Checker] = {
     "run_efficiency": check_run_efficiency,
     "run_waste": check_run_waste,
     "team_waste": check_team_waste,
+    "waste_advice": check_waste_advice,
     "close_checks": check_close_checks,
 }
 

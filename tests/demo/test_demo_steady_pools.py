@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from django.core.management import call_command
 
+from billing_ingest.models import JobRecord
 from finops.demo.carry import StillOpen
 from finops.demo.dataset import DemoDataset, dataset_build
 from finops.demo.fleet import HOUR, Month, Pricing, Scale
@@ -25,6 +26,7 @@ from finops.demo.history import history_plans
 from finops.demo.teams import SANDBOX_ACCOUNT, TEAM_BY_SLUG, TEAMS
 from finops.org.models import Team
 from finops.pricing.recommendations import recommendations_compute
+from finops.waste.advice import checkpoint_advice
 
 LAST = Month(2025, 10)
 # partition -> (cluster, instance type, the team kept on it)
@@ -142,3 +144,21 @@ def test_small_demo_gives_every_team_a_commitment_and_a_spot_or_rightsizing_savi
         assert max(saving[team]["spot"], saving[team]["rightsize"]) > 0, team
     assert "commit:AWS:savings-plan" in keys["vision"]
     assert "commit:Google Cloud:a2-highgpu-8g:us-central1" in keys["platform"]
+    # The CI runners are services (`--comment service=true`): none of their checkpoint advice
+    # (it was "checkpoint every 267.5 minutes instead of 20", ~1,700 USD, for jobs that write
+    # no checkpoints), their idle GPUs still counted.
+    runners = JobRecord.objects.filter(partition="a100-ci")
+    assert runners.exists()
+    assert not runners.filter(service=False).exists()
+    # The other services: the inference servers' pods (their endpoint label), nothing else.
+    others = JobRecord.objects.exclude(partition="a100-ci").filter(service=True)
+    assert others.exists()
+    assert not others.filter(endpoint="").exists()
+    advice = checkpoint_advice(
+        month=LAST.start.date(), teams=Team.objects.filter(slug="platform"), include_unowned=False
+    )
+    service = [a for a in advice if a.pricing == "service"]
+    assert [a.cluster for a in service] == ["gcp-central"]
+    assert service[0].optimal_interval_minutes is None
+    assert service[0].monthly_saving == 0
+    assert "checkpoint:gcp-central:service" not in {d.key for d in drafts}

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
+from django.test import Client, override_settings
 from rest_framework.test import APIClient
 
 from finops.org.models import Profile, Team
@@ -66,6 +66,8 @@ def test_each_pricing_category_has_its_own_rate_interval_and_saving(
         _same(found, want)
 
 
+# Savings of cents to a few USD: the materiality floor off (test_advice_floor.py has it).
+@override_settings(FINOPS_ADVICE_MIN_MONTHLY_SAVING=0)
 def test_the_categories_are_recommendations_with_stable_keys(
     scene: None, finance_user: User
 ) -> None:

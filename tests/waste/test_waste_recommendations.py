@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from finops.org.models import Profile, Team
@@ -45,6 +46,8 @@ def _waste_actions(api: APIClient) -> dict[tuple[str, str], dict[str, Any]]:
     }
 
 
+# Savings of cents to a few USD: the materiality floor off (test_advice_floor.py has it).
+@override_settings(FINOPS_ADVICE_MIN_MONTHLY_SAVING=0)
 def test_checkpoint_and_idle_allocation_advice_are_recommendations(
     scene: None, finance_user: User
 ) -> None:
