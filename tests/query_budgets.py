@@ -3,9 +3,10 @@
 Waste by cause (issue 31, finops.waste): at most 6 reads for a page of runs (assumptions, ledger
 by job, the jobs, their utilisation, metrics runs, their points) and 7 for a run's attempts or
 the checkpoint advice (their rollups first), whatever the number of runs; the waste card reads
-the stored rollup (finops.economics: the sums per team, month and currency, the estimated
-causes, the teams): 3. The idle showback of a page (its teams, the idle they are charged, their
-nodes, the ledger on them) at most 4.
+the per-team sums the run-economics step stores (finops.economics.TeamWasteMonth: the stored
+months, their rows with their teams: 2), and sums the run rows of a month not stored (the
+sums per team, month and currency, the estimated causes, the teams: 3 more). The idle showback
+of a page (its teams, the idle they are charged, their nodes, the ledger on them) at most 4.
 
 The overview's energy card (finops.web.energy_context.energy_card, from the stored rollup): the
 teams shown, the month's rollup rows of their runs, their slugs (when there are rows)."""
@@ -19,7 +20,7 @@ WASTE_PAGE_QUERIES = 6
 # stored month is not found (5, the budget: factories build months without the pipeline).
 IDLE_SHOWBACK_QUERIES = 5
 IDLE_ADVICE_QUERIES = 1
-WASTE_CARD_QUERIES = 3
+WASTE_CARD_QUERIES = 2 + 3
 RUN_WASTE_QUERIES = 7
 # The checkpoint advice of a page, stored by the run-economics step (issue 29): the stored month,
 # the assumptions it was computed with, its rows with their teams (3); not stored (or stored

@@ -74,7 +74,14 @@ class AllocatedCost(models.Model):
     class Meta:
         indexes = [
             models.Index(fields=["billing_period", "category"]),
-            models.Index(fields=["billing_period", "team"]),
+            # A team's month by category (the statement's ledger query groups by team, then
+            # category): SQLite's planner took (billing_period, category) for it when this index
+            # stopped at team, reading the whole month (the query on the two-month demo: 126 -> 88
+            # and 87 -> 68 ms median, two interleaved runs). Its (billing_period, team) prefix
+            # serves the team reads; PostgreSQL reads the team through the partition's team_id.
+            models.Index(
+                fields=["billing_period", "team", "category"], name="ledger_month_team_cat"
+            ),
             models.Index(fields=["billing_period", "run_id"]),
         ]
 

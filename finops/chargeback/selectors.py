@@ -23,7 +23,7 @@ from decimal import ROUND_HALF_EVEN, Context, Decimal
 from fractions import Fraction
 
 from django.conf import settings
-from django.db.models import Case, DateField, F, QuerySet, Sum, Value, When
+from django.db.models import Case, DateField, F, QuerySet, Value, When
 
 from finops.attribution.models import AllocatedCost, Category
 from finops.attribution.selectors.reporting import currency_order
@@ -31,7 +31,7 @@ from finops.chargeback.adjustment_reasons import adjustment_reason
 from finops.chargeback.economics import TeamMonthEconomics, teams_month_economics
 from finops.chargeback.models import ClosedPeriod, Section, StatementEconomics, StatementLine
 from finops.chargeback.period_selectors import closes_active
-from finops.core.money import MoneySum
+from finops.core.money import MoneySum, exact_sum
 from finops.core.months import month_previous
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
@@ -249,7 +249,7 @@ def _ledger_lines(
         ledger.order_by()
         .annotate(rate_day=rate_day)
         .values(*dims)
-        .annotate(amount=MoneySum("amount"), gpu=Sum("gpu_seconds"))
+        .annotate(amount=MoneySum("amount"), gpu=exact_sum("gpu_seconds", decimal_places=6))
     )
     # A row in `currency` is its own exact reporting amount.
     exact: list[Fraction | Decimal | None] = [

@@ -55,6 +55,15 @@ class MoneySum(Sum):
         return self.as_sql(compiler, connection, function=SQLITE_SUM_FUNCTION, **extra_context)
 
 
+def exact_sum(name: str, *, decimal_places: int) -> MoneySum:
+    """SUM of a plain DecimalField (GPU-seconds, say), exact on SQLite too: there the column is
+    stored as a float and SQL SUM adds floats (a run's thousands of fractional GPU-seconds lose
+    digits), so it is summed as the money is, in Python Decimals, and read back as text."""
+    return MoneySum(
+        name, output_field=MoneyField(max_digits=MONEY_DIGITS, decimal_places=decimal_places)
+    )
+
+
 class _DecimalSum:
     def __init__(self) -> None:
         self.total: Decimal | None = None

@@ -208,6 +208,45 @@ class TeamEnergyRow(models.Model):
         return f"{self.month} {self.team_id}"
 
 
+class TeamWasteMonth(models.Model):
+    """The stored waste per team and currency of a month (finops.economics.selectors
+    .team_months_waste_stored of the month over every team and the unowned runs: the overview's
+    waste card reads these few rows instead of summing every run row of four months). Rebuilt
+    by economics_refresh from the month's RunEconomics rows it has just written, in the same
+    transaction, so it holds what the run rows hold."""
+
+    billing_period = models.DateField(unique=True)
+    refreshed_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"team waste {month_format(self.billing_period)}"
+
+
+class TeamWasteRow(models.Model):
+    """One TeamWaste (a team, or no team, in one currency) of a stored month; the parts by cause
+    as exact text, the estimated causes comma-separated."""
+
+    month = models.ForeignKey(TeamWasteMonth, on_delete=models.CASCADE, related_name="rows")
+    team = models.ForeignKey(
+        Team, null=True, blank=True, on_delete=models.CASCADE, db_constraint=False
+    )
+    currency = models.CharField(max_length=3)
+    runs = models.IntegerField()
+    cost = ExactDecimalField()
+    rework = ExactDecimalField()
+    restart = ExactDecimalField()
+    abandoned = ExactDecimalField()
+    cancelled = ExactDecimalField()
+    idle_in_allocation = ExactDecimalField()
+    estimated_causes = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["month", "team"], name="teamwaste_team")]
+
+    def __str__(self) -> str:
+        return f"{self.month} {self.team_id} {self.currency}"
+
+
 # The figures a stored row holds under the names of the objects it stands for (CheckpointAdvice,
 # TeamEnergy): the store writes them and the reads give them back by these names, one list each.
 CHECKPOINT_ADVICE_FIGURES = (

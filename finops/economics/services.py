@@ -33,8 +33,10 @@ from finops.economics.models import (
     RunEconomics,
     TeamEnergyMonth,
     TeamEnergyRow,
+    TeamWasteMonth,
+    TeamWasteRow,
 )
-from finops.economics.selectors import team_month_energy_stored
+from finops.economics.selectors import team_month_energy_stored, team_months_waste_stored
 from finops.energy.models import JobEnergy
 from finops.energy.selectors import RunEnergy, energies, measured_gpu_hours_of_team
 from finops.org.models import Team
@@ -200,7 +202,32 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
         advice = checkpoint_advice_store(month=month, team_ids={r.team_id for r in rollups})
     return {"runs": len(rows), "measured_runs": sum(1 for r in rows if r["has_metrics"]),
             "other_month_rows": others, "checkpoint_advice_rows": advice,
-            "team_energy_rows": team_energy_store(month=month)}  # fmt: skip
+            "team_energy_rows": team_energy_store(month=month),
+            "team_waste_rows": team_waste_store(month=month)}  # fmt: skip
+
+
+def team_waste_store(*, month: dt.date) -> int:
+    """Store the month's waste per team and currency, and of the unowned runs (TeamWasteMonth
+    and its rows), from its RunEconomics rows (team_months_waste_stored: what the waste card
+    summed from them at read time); the number of rows written. Every team of the month at
+    once: an import of some runs' metrics changes their teams' sums."""
+    (rows,) = team_months_waste_stored(
+        months=[month], teams=Team.objects.all(), include_unowned=True
+    ).values()
+    TeamWasteMonth.objects.filter(billing_period=month).delete()
+    header = TeamWasteMonth.objects.create(billing_period=month)
+    TeamWasteRow.objects.bulk_create(
+        [
+            TeamWasteRow(
+                month=header, team=row.team, currency=row.currency, runs=row.runs,
+                cost=row.cost, **{cause: getattr(row.parts, cause) for cause in CAUSES},
+                estimated_causes=",".join(c for c in CAUSES if c in row.parts.estimated_causes),
+            )
+            for row in rows
+        ],
+        batch_size=500,
+    )  # fmt: skip
+    return len(rows)
 
 
 def team_energy_store(*, month: dt.date) -> int:
@@ -333,6 +360,7 @@ def economics_delete_month(*, month: dt.date) -> int:
     """Drop a month's rows (its ledger was removed)."""
     CheckpointAdviceMonth.objects.filter(billing_period=month).delete()
     TeamEnergyMonth.objects.filter(billing_period=month).delete()
+    TeamWasteMonth.objects.filter(billing_period=month).delete()
     deleted, _ = RunEconomics.objects.filter(billing_period=month).delete()
     return deleted
 

@@ -17,7 +17,7 @@ from django.db.models import QuerySet
 from finops.attribution.models import RunCost
 from finops.core.months import month_add
 from finops.economics.advice_selectors import checkpoint_advice_stored
-from finops.economics.selectors import team_months_waste_stored
+from finops.economics.waste_selectors import team_months_waste_summed
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.advice import CheckpointAdvice, checkpoint_advice, checkpoint_write_minutes
@@ -159,8 +159,9 @@ def waste_card(
 ) -> list[WasteCardRow]:
     """The waste of the teams' runs this month by cause, per currency, with each team's row
     and the totals of the TREND_MONTHS months before: from the stored rollup
-    (finops.economics), the same figures as waste_card_read_time. A few queries."""
-    by_month = team_months_waste_stored(
+    (finops.economics: the per-team sums the run-economics step stores, else the run rows),
+    the same figures as waste_card_read_time. A few queries."""
+    by_month = team_months_waste_summed(
         months=[*_earlier(month), month], teams=teams, include_unowned=include_unowned
     )
     return _card(by_month, month)

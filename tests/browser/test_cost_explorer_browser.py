@@ -13,7 +13,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.chromium import _body, _chart, _login, _wait, _wait_for_text
 from tests.explorer_month import explorer_month  # noqa: F401 - fixtures/explorer/
-from tests.ui_screens import screenshot
+from tests.ui_screens import screenshot, screenshot_dir
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("explorer_month")]
 
@@ -65,3 +65,39 @@ def test_explorer_groups_filters_and_draws(
     total = driver.find_element(By.CSS_SELECTOR, '[data-testid="explorer-total"]').text
     assert total == "155.00 USD"
     assert "Speech" not in _body(driver)
+
+
+# Each label's box beside its control (same line, just left of it) or just above it.
+LABEL_BOXES = """
+return [...document.querySelectorAll('[data-testid=explorer-filters] label')].map(l => {
+  const a = l.getBoundingClientRect(), b = document.getElementById(l.htmlFor)
+    .getBoundingClientRect();
+  return {label: l.textContent.trim(), left: a.left, right: a.right, top: a.top,
+          bottom: a.bottom, c_left: b.left, c_top: b.top, c_bottom: b.bottom};
+});
+"""
+
+
+def _apart(box: dict[str, Any]) -> bool:
+    beside = (
+        0 <= box["c_left"] - box["right"] <= 24
+        and box["c_top"] <= (box["top"] + box["bottom"]) / 2 <= box["c_bottom"]
+    )
+    above = 0 <= box["c_top"] - box["bottom"] <= 12 and abs(box["c_left"] - box["left"]) <= 4
+    return not (beside or above)
+
+
+@pytest.mark.parametrize("width", [1280, 800])
+def test_explorer_labels_sit_by_their_inputs(
+    browser: WebDriver, live_server: LiveServer, finance_user: User, width: int
+) -> None:
+    driver = browser
+    driver.set_window_size(width, 900)
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    driver.get(live_server.url + "/explorer/?month=2025-09&group_by=region")
+    _wait_for_text(driver, "Cost explorer")
+    assert driver.execute_script("return window.innerWidth") <= width
+    boxes = driver.execute_script(LABEL_BOXES)
+    assert len(boxes) >= 8  # up to, months, interval, group by, cost, the filters, tag
+    assert [b["label"] for b in boxes if _apart(b)] == []
+    driver.save_screenshot(str(screenshot_dir() / f"explorer-filters-{width}.png"))  # at width

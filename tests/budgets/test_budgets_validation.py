@@ -238,7 +238,7 @@ def test_a_stored_newline_no_longer_breaks_the_email(
     assert "Vision monthly" in sent.subject
     assert EmailNotification.objects.get().status == EmailNotification.Status.SENT
     assert "  alert sent: actual 100 %" in printed
-    assert "1 budgets, alerts: 1 sent, 0 queued, 0 failed, 0 without recipients" in printed
+    assert "1 budget, alerts: 1 sent, 0 queued, 0 failed, 0 without recipients" in printed
 
 
 @pytest.mark.django_db(transaction=True)

@@ -49,6 +49,7 @@ from finops.demo.teams import TEAMS
 from finops.inference.models import EndpointCost, InferenceUsage
 from finops.inference.parsers.prometheus import parse_prometheus
 from finops.org.models import MappingRule, Profile, Team
+from tests.money_figures import figures_without_currency
 
 MONTH = Month.parse("2025-10")
 SACCT_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}$")
@@ -602,8 +603,11 @@ def test_demo_end_to_end(tmp_path: Path, settings: Any, capsys: pytest.CaptureFi
     assert "finance-demo" in text
     for file in files:
         assert f"{file.format}" in text
-    assert "per 1k requests" in text
+    assert "USD per 1k requests" in text
     assert "reconciliation difference: 0" in text
+    # Every money figure printed shows its currency (the demo's bills are all in USD).
+    assert set(CostLineItem.objects.values_list("billing_currency", flat=True)) == {"USD"}
+    assert figures_without_currency(text, currencies={"USD"}) == []
 
     # Budgets: one per team with cost plus the organisation's, some crossed, alerts sent once.
     from finops.budgets.models import Budget, BudgetAlert

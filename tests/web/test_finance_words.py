@@ -84,7 +84,7 @@ def test_attribute_summary_names_amortised_and_invoiced_cost(db: None) -> None:
     invoiced = sum((i.billed_cost for i in items), Decimal(0))
     assert amortised != invoiced  # the reservation: amortised onto usage, invoiced as fees
     (line,) = [line for line in summary.splitlines() if "conservation AWS" in line]
-    assert f"amortised cost {amortised:f} allocated {amortised:f}" in line
-    assert f"(invoiced cost {invoiced:f})" in line
+    assert f"amortised cost {amortised:f} USD allocated {amortised:f} USD" in line
+    assert f"(invoiced cost {invoiced:f} USD)" in line
     assert "ledger by category (amortised cost)" in summary
     assert "billed" not in summary.lower()

@@ -195,8 +195,30 @@ def test_overview_queries_do_not_grow_with_teams_or_months(
 
 # Session, user, months with data (2), profile, the month's overview (3: teams x categories,
 # providers, the reporting-currency rows), the dashboard (1); one more for FX rates when several
-# currencies are converted (none here); the waste card (its rollups: 1 with no runs); the idle
-# showback (tests/query_budgets.py) and its advice; the energy card.
+# currencies are converted (none here); the waste card (its stored months, then the rollups of
+# the months not stored: 2 with no runs); the idle showback (tests/query_budgets.py) and its
+# advice; the energy card.
 OVERVIEW_QUERIES = (
-    13 + IDLE_SHOWBACK_QUERIES + IDLE_ADVICE_QUERIES + ENERGY_CARD_QUERIES
+    14 + IDLE_SHOWBACK_QUERIES + IDLE_ADVICE_QUERIES + ENERGY_CARD_QUERIES
 )  # + anomalies, budgets at risk
+
+
+def test_dashboard_sums_stay_exact_past_28_digits(team: Team) -> None:
+    # The sums of one currency are Decimals (no Fraction per row): exact past the default
+    # context's 28 digits (a month of 9,999,999,999,999,999.999999999999 + 1.000000000002 on
+    # another day is 29 digits; 28 would drop the last 1).
+    from finops.attribution.selectors.dashboard import overview_dashboard
+
+    _cost(team, SEP, dt.date(2025, 9, 1), "9999999999999999.999999999999")
+    _cost(team, SEP, dt.date(2025, 9, 2), "1.000000000002")
+    dashboard = overview_dashboard(
+        month=SEP, months=3, group_by="category", teams=Team.objects.all(), include_unowned=True
+    )
+    (change,) = dashboard.changes
+    assert change.this_month == Decimal("10000000000000001.000000000001")
+    assert dashboard.shares is not None
+    assert dashboard.shares.total == change.this_month
+    assert [d.total for d in dashboard.days] == [
+        Decimal("9999999999999999.999999999999"),
+        Decimal("1.000000000002"),
+    ]

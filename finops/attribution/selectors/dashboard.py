@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -96,6 +96,39 @@ class Dashboard:
     last_month: date | None = None
 
 
+# Sums of amounts in the dashboard's currency: exact in 60 digits (12 places, far fewer whole
+# digits), as finops.chargeback.selectors sums a statement's lines.
+_EXACT = Context(prec=60, rounding=ROUND_HALF_EVEN)
+
+
+class _Sum:
+    """An exact sum: the amounts that needed no rate as a Decimal (a Fraction for each of the
+    thousands of team-day rows was most of the dashboard's time), the converted ones as a
+    Fraction; rounded once, as money_round rounds either."""
+
+    __slots__ = ("converted", "same")
+
+    def __init__(self) -> None:
+        self.same = ZERO
+        self.converted: Fraction | None = None
+
+    def add(self, amount: Fraction | Decimal) -> None:
+        if isinstance(amount, Decimal):
+            self.same = _EXACT.add(self.same, amount)
+        else:
+            self.converted = amount if self.converted is None else self.converted + amount
+
+    def merge(self, other: _Sum) -> None:
+        self.same = _EXACT.add(self.same, other.same)
+        if other.converted is not None:
+            self.add(other.converted)
+
+    def rounded(self) -> Decimal:
+        if self.converted is None:
+            return money_round(self.same)
+        return money_round(self.converted + Fraction(self.same) if self.same else self.converted)
+
+
 def overview_dashboard(
     *,
     month: date,
@@ -133,13 +166,14 @@ def overview_dashboard(
     return dashboard
 
 
-def _amounts(rows: list[dict[str, Any]], dashboard: Dashboard) -> list[Fraction | None]:
-    """Each row's amount in the dashboard's currency, exactly; None for a row left out."""
+def _amounts(rows: list[dict[str, Any]], dashboard: Dashboard) -> list[Fraction | Decimal | None]:
+    """Each row's amount in the dashboard's currency, exactly (a Decimal where no rate applies);
+    None for a row left out."""
     currencies = {r["billing_currency"] for r in rows}
     if len(currencies) <= 1:
         if currencies:
             dashboard.currency = currencies.pop()
-        return [Fraction(r["amount"]) for r in rows]
+        return [r["amount"] for r in rows]
     try:
         converter = converter_for(
             to_currency=dashboard.currency,
@@ -147,26 +181,23 @@ def _amounts(rows: list[dict[str, Any]], dashboard: Dashboard) -> list[Fraction 
             first_day=rows[0]["day"],
             last_day=rows[-1]["day"],
         )
-        exact: list[Fraction | None] = [
+        exact: list[Fraction | Decimal | None] = [
             converter.exact(day=r["day"], currency=r["billing_currency"], amount=r["amount"])
             for r in rows
         ]
     except FxRateMissing as exc:
         dashboard.error = str(exc)
         dashboard.currency = settings.FINOPS_DEFAULT_CURRENCY
-        return [
-            Fraction(r["amount"]) if r["billing_currency"] == dashboard.currency else None
-            for r in rows
-        ]
+        return [r["amount"] if r["billing_currency"] == dashboard.currency else None for r in rows]
     dashboard.converted = True
     return exact
 
 
 def _fill_series(
-    dashboard: Dashboard, rows: list[dict[str, Any]], amounts: list[Fraction | None]
+    dashboard: Dashboard, rows: list[dict[str, Any]], amounts: list[Fraction | Decimal | None]
 ) -> None:
     """Daily amounts per team (by name, the no-team bucket last) or per category."""
-    by_day: dict[date, dict[Any, Fraction]] = defaultdict(lambda: defaultdict(Fraction))
+    by_day: dict[date, dict[Any, _Sum]] = defaultdict(lambda: defaultdict(_Sum))
     labels: dict[Any, str] = {}
     for row, amount in zip(rows, amounts, strict=True):
         if amount is None:
@@ -176,7 +207,7 @@ def _fill_series(
             labels[key] = row["team__name"] or NO_TEAM
         else:
             key = row["category"]
-        by_day[row["day"]][key] += amount
+        by_day[row["day"]][key].add(amount)
     if dashboard.group_by == "team":
         keys = sorted(labels, key=lambda k: (k is None, labels[k]))
         dashboard.series = [labels[k] for k in keys]
@@ -185,19 +216,19 @@ def _fill_series(
         keys = [c for c in CATEGORIES if c in present]
         dashboard.series = keys
     dashboard.days = [
-        DayRow(day, [money_round(values.get(k, Fraction(0))) for k in keys])
+        DayRow(day, [values[k].rounded() if k in values else money_round(ZERO) for k in keys])
         for day, values in sorted(by_day.items())
     ]
 
 
 def _fill_changes(
-    dashboard: Dashboard, rows: list[dict[str, Any]], amounts: list[Fraction | None]
+    dashboard: Dashboard, rows: list[dict[str, Any]], amounts: list[Fraction | Decimal | None]
 ) -> None:
     """Per team: the month against the month before; the month's idle and unallocated."""
-    this: dict[int | None, Fraction] = defaultdict(Fraction)
-    last: dict[int | None, Fraction] = defaultdict(Fraction)
+    this: dict[int | None, _Sum] = defaultdict(_Sum)
+    last: dict[int | None, _Sum] = defaultdict(_Sum)
     teams: dict[int | None, Team | None] = {}
-    by_category: dict[str, Fraction] = defaultdict(Fraction)
+    by_category: dict[str, _Sum] = defaultdict(_Sum)
     for row, amount in zip(rows, amounts, strict=True):
         if amount is None or row["billing_period"] not in (dashboard.month, dashboard.last_month):
             continue
@@ -209,22 +240,25 @@ def _fill_changes(
                 else None
             )
         if row["billing_period"] == dashboard.month:
-            this[team_id] += amount
-            by_category[row["category"]] += amount
+            this[team_id].add(amount)
+            by_category[row["category"]].add(amount)
         else:
-            last[team_id] += amount
+            last[team_id].add(amount)
     dashboard.changes = sorted(
         (
-            TeamChange(team, money_round(this[team_id]), money_round(last[team_id]))
+            TeamChange(team, this[team_id].rounded(), last[team_id].rounded())
             for team_id, team in teams.items()
         ),
         key=lambda c: (c.team is None, c.team.name if c.team else ""),
     )
     if by_category:
+        total = _Sum()
+        for part in by_category.values():
+            total.merge(part)
         dashboard.shares = BillShares(
-            total=money_round(sum(by_category.values(), Fraction(0))),
-            idle=money_round(by_category[Category.IDLE]),
-            unallocated=money_round(by_category[Category.UNALLOCATED]),
+            total=total.rounded(),
+            idle=by_category[Category.IDLE].rounded(),
+            unallocated=by_category[Category.UNALLOCATED].rounded(),
         )
 
 

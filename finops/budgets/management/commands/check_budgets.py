@@ -47,8 +47,9 @@ class Command(BaseCommand):
                 continue
             self.stdout.write(
                 f"{head}: actual {s.actual:,.2f} {b.currency} ({s.percent_used} %), "
-                f"forecast {s.forecast:,.2f} {b.currency} "
-                f"(p10 {s.forecast_low:,.2f}, p90 {s.forecast_high:,.2f}) "
+                f"forecast {s.forecast:,.2f} {b.currency}, an estimate "
+                f"(p10 {s.forecast_low:,.2f} {b.currency} to p90 {s.forecast_high:,.2f} "
+                f"{b.currency}) "
                 f"of {b.amount:,.2f} {b.currency}"
             )
             for alert in e.sent:
@@ -76,7 +77,7 @@ class Command(BaseCommand):
         counts = ", ".join(
             f"{outcomes[k]} {k}" for k in ("sent", "queued", "failed", "without recipients")
         )
-        self.stdout.write(f"{len(evaluations)} budgets, alerts: {counts}")
+        self.stdout.write(f"{counted(len(evaluations), 'budget')}, alerts: {counts}")
         if outcomes["failed"]:
             raise CommandError(
                 f"{counted(outcomes['failed'], 'alert email')} failed (see above); the outbox "

@@ -376,7 +376,7 @@ class Command(BaseCommand):
         for a in alerts:
             self.stdout.write(
                 f"  {a.crossed_on} {a.budget:<26} {a.email}: {a.kind} {a.threshold} % "
-                f"(actual {a.actual:,.2f} of {a.amount:,.2f} {a.currency})"
+                f"(actual {a.actual:,.2f} {a.currency} of {a.amount:,.2f} {a.currency})"
             )
 
     def _print_history(self, months: list[Month], restated: int | None) -> None:
@@ -412,15 +412,15 @@ class Command(BaseCommand):
             f"unallocated:                    {categories.get('unallocated', 0):,.2f} USD",
             f"reconciliation difference: {summary.difference:f} USD",
             *(
-                f"  {b.provider} {b.account} {b.currency}: amortised cost {b.effective:,.2f}, "
-                f"difference {b.difference:f}"
+                f"  {b.provider} {b.account}: amortised cost {b.effective:,.2f} {b.currency}, "
+                f"difference {b.difference:f} {b.currency}"
                 for b in demo_reconciliation(month=month)
             ),
             "endpoints (month):",
             *(
                 f"  {e.endpoint:<18} {e.cost:>12,.2f} {e.currency}  {e.requests:>12,} requests"
-                f"  {self._unit(e.per_1k_requests)} per 1k requests"
-                f"  {self._unit(e.per_1m_tokens)} per 1M tokens"
+                f"  {self._unit(e.per_1k_requests, e.currency)} per 1k requests"
+                f"  {self._unit(e.per_1m_tokens, e.currency)} per 1M tokens"
                 for e in demo_endpoints(month=month)[:TOP_ENDPOINTS]
             ),
             "",
@@ -444,5 +444,5 @@ class Command(BaseCommand):
         )
 
     @staticmethod
-    def _unit(value: Decimal | None) -> str:
-        return "n/a" if value is None else f"{value:,.4f}"
+    def _unit(value: Decimal | None, currency: str) -> str:
+        return "n/a" if value is None else f"{value:,.4f} {currency}"

@@ -52,8 +52,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  no line items have billing month {options['month']}")
         for currency in sorted(result.invoiced):
             self.stdout.write(
-                f"  {currency}: BilledCost {result.invoiced[currency]}, "
-                f"EffectiveCost {result.effective[currency]}"
+                f"  {currency}: BilledCost {result.invoiced[currency]} {currency}, "
+                f"EffectiveCost {result.effective[currency]} {currency}"
             )
         if result.digit_id_rows:
             self.stdout.write(

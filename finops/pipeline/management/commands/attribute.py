@@ -102,8 +102,9 @@ class Command(BaseCommand):
         for (provider, account, currency), sums in month_conservation(month=first).items():
             self.stdout.write(
                 f"  conservation {provider or '-'} / {account or '-'} {currency}: "
-                f"amortised cost {sums['amortised']:f} allocated {sums['allocated']:f} "
-                f"difference {sums['difference']:f} (invoiced cost {sums['invoiced']:f})"
+                f"amortised cost {sums['amortised']:f} {currency} allocated "
+                f"{sums['allocated']:f} {currency} difference {sums['difference']:f} {currency} "
+                f"(invoiced cost {sums['invoiced']:f} {currency})"
             )
             unbalanced += sums["difference"] != 0
         if unbalanced:
