@@ -37,8 +37,9 @@ logger = logging.getLogger(__name__)
 
 # Bumped when what the stored advice holds, or how it is computed, changes.
 # 2: capacity interruptions stored; 3: the stamp on the stored checkpoint advice itself (the
-# separate store of advice sums is gone), with the checkpoint write minutes.
-ADVICE_VERSION = "3"
+# separate store of advice sums is gone), with the checkpoint write minutes; 4: an inference
+# endpoint's pods are a row of their own (endpoint), out of the idle-allocation advice.
+ADVICE_VERSION = "4"
 
 
 def advice_stamp() -> str:

@@ -186,10 +186,23 @@ def _spot(
                           f"configured {a.spot_price_ratio} where the catalogue has none",
             "interruptions": "the type's band (finance's, else the published one, else "
                              f"{a.default_band}) per month / 730 node-hours",
+            "overlap": "on a cluster where the team has idle-allocation advice, that advice "
+                       "overlaps this saving by its idle share (overlap_with; the headline counts "
+                       "it once); a commitment sized on demand with these runs in it would cover "
+                       "less once they move (not netted)",
         },
         evidence={"runs": len(runs), "paid_on_demand": str(cents(paid)),
-                  "rework_gpu_hours": str(rework.quantize(TENTH)), "top_runs": top},
+                  "rework_gpu_hours": str(rework.quantize(TENTH)), "top_runs": top,
+                  "savings_by_cluster": _by_cluster(runs)},
     )  # fmt: skip
+
+
+def _by_cluster(runs: list[_SpotRun]) -> dict[str, str]:
+    """The saving of the runs on each cluster (recommendation_overlaps reads it)."""
+    by: dict[str, Decimal] = defaultdict(Decimal)
+    for r in runs:
+        by[r.run.cluster] += r.paid - r.spot
+    return {cluster: str(cents(amount)) for cluster, amount in sorted(by.items())}
 
 
 # --- idle --------------------------------------------------------------------------------------
@@ -328,6 +341,9 @@ def rightsize_drafts(
                 "gpu_hour_smaller": str(then.quantize(Decimal("0.0001"))),
                 "note": "the smaller GPU's lower throughput fits in the measured headroom; "
                         "check memory (the model must fit) before moving",
+                "overlap": "the endpoint's pods are in no idle-allocation recommendation (one "
+                           "saving per cost); a commitment sized on demand with these pods in "
+                           "it would cover less once they move (not netted)",
             },
             evidence={"utilisation": str(util.quantize(Decimal("0.0001"))),
                       "gpu_hours_measured": str(measured[1].quantize(TENTH)),

@@ -39,6 +39,7 @@ from finops.pricing.models import (
     SkuPrice,
 )
 from finops.pricing.recommendation_commits import Note, commit_drafts, commit_notes
+from finops.pricing.recommendation_overlaps import overlaps_stamped
 from finops.pricing.recommendation_rules import (
     SMALLER_TYPES,
     Draft,
@@ -48,8 +49,10 @@ from finops.pricing.recommendation_rules import (
 )
 
 AnyUser = AbstractBaseUser | AnonymousUser
-# Bumped when the rules change, so stored months are computed again.
-RULES_VERSION = "4"
+# Bumped when the rules change, so stored months are computed again. 5: an inference
+# endpoint's pods are advised by the endpoint advice only (not the idle-allocation one too);
+# overlaps with the idle-allocation advice stamped (recommendation_overlaps).
+RULES_VERSION = "5"
 
 
 class RecommendationPermissionError(Exception):
@@ -89,7 +92,9 @@ def recommendations_and_notes(*, month: dt.date) -> tuple[list[Draft], list[Note
         capacity=recommendation_inputs.pool_gpus(supply, nodes),
     )  # fmt: skip
     notes = commit_notes(curves=curves, starts=starts, drafts=commits, a=a, window=window)
-    return [
+    # Where two savings overlap on the same cost, the overlap is stamped on one of them (the
+    # headline total counts it once: recommendation_overlaps).
+    return overlaps_stamped([
         *commits,
         *spot_drafts(
             runs=recommendation_inputs.on_demand_runs(month, nodes), gpus=gpus, quotes=quotes,
@@ -104,7 +109,7 @@ def recommendations_and_notes(*, month: dt.date) -> tuple[list[Draft], list[Note
             endpoints=endpoints, gpus=gpus, quotes=quotes, window=window,
         ),
         *_other_drafts(month),
-    ], notes  # fmt: skip
+    ]), notes  # fmt: skip
 
 
 def _other_drafts(month: dt.date) -> list[Draft]:

@@ -35,7 +35,7 @@ from finops.attribution.selectors.reporting import visible_to
 from finops.core.money import MONEY_QUANTUM
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
-from finops.waste.attempts import run_attempts, run_metrics
+from finops.waste.attempts import Attempt, run_attempts, run_metrics
 from finops.waste.causes import CAPACITY_STATES, INTERRUPTED_STATES, Settings
 from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 
@@ -48,12 +48,20 @@ _MICROSECONDS_PER_HOUR = 3_600_000_000
 # whatever they were bought as: no checkpoint advice (they write no checkpoints), their idle
 # allocation still counted (allocation_idle merges every row of a cluster).
 SERVICE = "service"
+# An inference endpoint's pods (JobRecord.endpoint; services too): a row of their own, no
+# checkpoint advice, their idle allocation shown but not recommended by allocation_idle: the
+# endpoint advice (rightsize, finops.pricing.recommendation_rules) reads the same measured
+# utilisation of the same pods, and one idle GPU-hour is advised once.
+ENDPOINT = "endpoint"
+NO_CHECKPOINTS = frozenset({SERVICE, ENDPOINT})
 PRICING_LABELS = {
     SPOT: "spot", ON_DEMAND: "on-demand", COMMITMENT: "committed", OTHER: "other",
-    SERVICE: "service",
+    SERVICE: "service", ENDPOINT: "endpoint",
 }  # fmt: skip
 # Spot first: the category whose interval most often differs from the others'.
-_PRICING_ORDER = {kind: i for i, kind in enumerate((SPOT, ON_DEMAND, COMMITMENT, OTHER, SERVICE))}
+_PRICING_ORDER = {
+    kind: i for i, kind in enumerate((SPOT, ON_DEMAND, COMMITMENT, OTHER, SERVICE, ENDPOINT))
+}
 
 
 def checkpoint_write_minutes() -> Decimal:
@@ -87,7 +95,8 @@ class CheckpointAdvice:
     cluster: str
     currency: str
     # list_cost.pricing_mix of the attempts: spot, on_demand, commitment, other; or service
-    # (the service jobs', whatever they were bought as: SERVICE).
+    # (the service jobs', whatever they were bought as: SERVICE), or endpoint (an inference
+    # endpoint's pods: ENDPOINT).
     pricing: str
     cost: Decimal
     attempt_hours: Decimal
@@ -117,8 +126,19 @@ class CheckpointAdvice:
         return PRICING_LABELS.get(self.pricing, self.pricing)
 
     @property
+    def no_checkpoints(self) -> bool:
+        """A row of service jobs or endpoint pods: no checkpoint interval, no saving."""
+        return self.pricing in NO_CHECKPOINTS
+
+    @property
     def action(self) -> str:
         jobs = f"{self.pricing_label} jobs"
+        if self.pricing == ENDPOINT:
+            return (
+                "Inference endpoints' pods write no checkpoints, and the endpoint advice "
+                "(rightsize to a smaller GPU type) advises the GPUs they held idle: no "
+                "checkpoint or idle-allocation advice of their own."
+            )
         if self.pricing == SERVICE:
             return (
                 "Service jobs (servers and runners, not training) write no checkpoints: no "
@@ -160,9 +180,13 @@ class AllocationIdle:
 
 
 def allocation_idle(rows: list[CheckpointAdvice]) -> list[AllocationIdle]:
-    """The rows of checkpoint_advice merged per team, cluster and currency (same order)."""
+    """The rows of checkpoint_advice merged per team, cluster and currency (same order), what
+    the idle-allocation recommendation advises: an inference endpoint's pods (ENDPOINT rows) are
+    left out, the endpoint advice (rightsize) reads the same utilisation of the same pods."""
     merged: dict[tuple[int | None, str, str], list[CheckpointAdvice]] = {}
     for row in rows:
+        if row.pricing == ENDPOINT:
+            continue
         team_id = row.team.pk if row.team else None
         merged.setdefault((team_id, row.cluster, row.currency), []).append(row)
     result = []
@@ -252,7 +276,7 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
         for row in waste.attempts:
             a = row.attempt
             cost = a.cost_by_month.get(month, Decimal(0))
-            pricing = SERVICE if a.service else a.pricing if a.pricing in MIX_KINDS else OTHER
+            pricing = _category(a)
             where = (key.team_id, a.cluster, key.currency, pricing)
             group = groups.setdefault(where, AdviceGroup())
             group.cost += cost
@@ -277,6 +301,15 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
         group.gpu_hours = _decimal(group.exact_gpu_hours)
         group.used_cost = _decimal(group.exact_used_cost)
     return groups
+
+
+def _category(a: Attempt) -> str:
+    """The row an attempt is advised in: endpoint, service, else how its cost was bought."""
+    if a.endpoint:
+        return ENDPOINT
+    if a.service:
+        return SERVICE
+    return a.pricing if a.pricing in MIX_KINDS else OTHER
 
 
 def _decimal(value: Fraction) -> Decimal:
@@ -329,8 +362,8 @@ def _advice(
         per_thousand = (exact * _THOUSAND).quantize(Decimal("0.001"))
         capacity = _CTX.divide(Decimal(g.capacity_interruptions) * _THOUSAND, g.gpu_hours)
         capacity_per_thousand = capacity.quantize(Decimal("0.001"))
-    # A service writes no checkpoints: no interval to advise, no saving.
-    if g.interruptions and g.hours > 0 and pricing != SERVICE:
+    # A service (an endpoint's pod too) writes no checkpoints: no interval to advise, no saving.
+    if g.interruptions and g.hours > 0 and pricing not in NO_CHECKPOINTS:
         mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
         mtbi_minutes = mtbi * _MINUTES
         optimal = (2 * write * mtbi_minutes).sqrt(_CTX)

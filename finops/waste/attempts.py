@@ -48,6 +48,9 @@ class Attempt:
     pricing: str = OTHER
     # A long-running server or runner, not a training run (JobRecord.service).
     service: bool = False
+    # The inference endpoint the pod serves (JobRecord.endpoint), else "": its pods are
+    # advised by the endpoint advice (rightsize), not the idle-allocation one.
+    endpoint: str = ""
 
     @property
     def cost(self) -> Decimal:
@@ -76,6 +79,7 @@ class _JobRow:
     gpu_numerator: int | None
     gpu_denominator: int | None
     service: bool
+    endpoint: str
 
 
 def _utilisations(jobs: Iterable[_JobRow]) -> dict[tuple[str, str], Fraction]:
@@ -139,7 +143,7 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
     for start in range(0, len(job_ids), 900):
         for job_row in JobRecord.objects.filter(pk__in=job_ids[start : start + 900]).values_list(
             "pk", "cluster", "job_id", "attempt", "state", "start", "end", "gpus",
-            "gpu_numerator", "gpu_denominator", "service",
+            "gpu_numerator", "gpu_denominator", "service", "endpoint",
         ):  # fmt: skip
             jobs[job_row[0]] = _JobRow(*job_row)
     utilisation = _utilisations(jobs.values())
@@ -166,6 +170,7 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
                     cost_by_month=by_month,
                     pricing=_pricing_of(mixes[pk]),
                     service=job.service,
+                    endpoint=job.endpoint,
                 )
             )  # fmt: skip
         result[key].sort(key=_sort_key)

@@ -11,15 +11,16 @@ cost (the cost is spread evenly over the attempt's time: its GPUs are fixed for 
   without a checkpoint in it, from the end of its restart window or its start) to its end
   (without metrics in its window: half the configured checkpoint interval, estimated);
 - `abandoned`: the whole cost of an interrupted attempt that no later attempt resumed;
-- `cancelled`: the whole cost of a CANCELLED attempt (apart: a cancellation may be a decision,
-  so it is not in `total`);
+- `cancelled`: the whole cost of a CANCELLED attempt of a training run (apart: a cancellation
+  may be a decision, so it is not in `total`);
 - `idle_in_allocation`: where the job's GPU utilisation u is measured and the job was charged
   what it requested, the rest of the attempt's cost x (1 - u).
 
 A service (a long-running server or runner, not a training run: JobRecord.service) writes no
 checkpoints, so it has no restart, rework or abandoned part (an interrupted service loses no
-work to redo), and resumes nothing; its idle in allocation (once it has ended) and its
-cancellation are as above.
+work to redo), and resumes nothing; its idle in allocation (once it has ended) is as above. A
+CANCELLED service ended as a COMPLETED one does (scancel, a scale-down: the normal way a
+server or runner stops): no `cancelled` part, its idle in allocation counted.
 
 The windows do not overlap and each share is at most 1, so the parts of an attempt never add to
 more than its cost; parts are rounded down to the money quantum, so their sum never exceeds
@@ -175,16 +176,18 @@ def _one(
 ) -> AttemptShares:
     interrupted = attempt.state in INTERRUPTED_STATES
     shares = dict.fromkeys(CAUSES, _NONE)
-    if attempt.state == CANCELLED_STATE:
-        shares["cancelled"] = _WHOLE
-        return AttemptShares(attempt.pk, shares)
     ran = attempt.start is not None and attempt.end is not None and attempt.end > attempt.start
     if attempt.service:
         # No checkpoints, nothing to redo: only the GPUs it held idle, once it has ended (as a
-        # training attempt's: nothing is counted while it runs).
+        # training attempt's: nothing is counted while it runs). A cancelled service ended as a
+        # completed one does: scancel, a scale-down are how a server or runner stops, not a
+        # decision to throw its work away.
         if ran and attempt.utilisation is not None:
             shares["idle_in_allocation"] = 1 - _clamp(attempt.utilisation)
         return AttemptShares(attempt.pk, shares, interrupted=interrupted)
+    if attempt.state == CANCELLED_STATE:
+        shares["cancelled"] = _WHOLE
+        return AttemptShares(attempt.pk, shares)
     if interrupted and not has_later:
         shares["abandoned"] = _WHOLE
         return AttemptShares(attempt.pk, shares, interrupted=True)

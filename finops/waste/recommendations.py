@@ -2,7 +2,8 @@
 interval that minimises expected loss (Young/Daly), per team, cluster, currency and pricing
 category (spot jobs are interrupted more often than on-demand ones: their interval differs; key
 `checkpoint:<cluster>:<category>`, so a status survives a recompute), and the GPUs that jobs held
-but did not use, per team, cluster and currency (key `allocation:<cluster>`), each with its
+but did not use, per team, cluster and currency (key `allocation:<cluster>`; an inference
+endpoint's pods left out: the endpoint's rightsize advises them), each with its
 monthly saving and assumptions; a saving under the materiality floor
 (FINOPS_ADVICE_MIN_MONTHLY_SAVING) is no recommendation.
 
@@ -86,6 +87,9 @@ def _checkpoint(a: CheckpointAdvice, month: dt.date, floor: Decimal) -> Draft | 
             "share at the current interval - at the advised one), at their interruption rate "
             "this month",
             "estimated": not measured,
+            "overlap": "the idle-allocation recommendation of this team and cluster is on the "
+            "same attempts' cost: with fewer GPUs requested the lost work costs less too, by "
+            "this saving x the idle share (overlap_with; the headline counts it once)",
         },
         evidence=_evidence(a, month),
     )
@@ -115,6 +119,10 @@ def _idle(a: AllocationIdle, month: dt.date, floor: Decimal) -> Draft | None:
             "saving": "the idle share of the allocated cost of the jobs whose GPU utilisation "
             "was measured (cost x (1 - utilisation)), had they held only what they used",
             "estimated": False,
+            "excluded": "an inference endpoint's pods: the endpoint's rightsize recommendation "
+            "reads the same utilisation of the same pods (one saving per cost)",
+            "overlap": "a checkpoint or spot saving on these jobs overlaps this one by that "
+            "saving x this idle share (stamped on it as overlap_with; the headline counts it once)",
         },
         evidence={
             "month": month_format(month),

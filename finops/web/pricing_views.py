@@ -23,6 +23,7 @@ from finops.pricing.commitments import commitment_utilisation, coverage
 from finops.pricing.comparisons import assumptions_current, team_month_pricing
 from finops.pricing.models import PricingAssumptions, Recommendation
 from finops.pricing.prices import KINDS
+from finops.pricing.recommendation_overlaps import open_savings_totals
 from finops.pricing.recommendations import (
     RecommendationPermissionError,
     price_inputs_stamp,
@@ -162,20 +163,12 @@ def pricing(request: HttpRequest) -> HttpResponse:
         "recommendations": recommendations,
         # Why a team has no commitment advice (no steady use, spot only, ...), not nothing.
         "recommendation_notes": recommendation_notes(month=month, teams=teams),
-        "savings_total": _totals(recommendations),
+        # Each overlap of two open recommendations counted once (recommendation_overlaps).
+        "savings_total": open_savings_totals(recommendations),
         "statuses": Recommendation.Status.choices,
         "assumption_warnings": assumptions_current().warnings,
     }
     return render(request, "web/pricing.html", context)
-
-
-def _totals(rows: list[Recommendation]) -> list[tuple[str, Decimal]]:
-    """Open recommendations' monthly savings per currency."""
-    totals: dict[str, Decimal] = {}
-    for row in rows:
-        if row.status == Recommendation.Status.OPEN:
-            totals[row.currency] = totals.get(row.currency, Decimal(0)) + row.monthly_savings
-    return sorted(totals.items())
 
 
 @login_required

@@ -217,6 +217,15 @@ def check_waste_advice(api: APIClient, month: str, expected: dict[str, dict[str,
         assert_fields(f"{month} advice {key}", rows[key], fields)
 
 
+def check_recommendations(api: APIClient, month: str, expected: dict[str, str]) -> None:
+    """`GET /api/v1/recommendations/?month=` (the default materiality floor): exactly these
+    recommendations, keyed `team/kind/title`, each with its monthly saving (its currency's)."""
+    rows = get_all(api, "/api/v1/recommendations/", {"month": month})
+    found = {f"{row['team']}/{row['kind']}/{row['title']}": row["monthly_savings"] for row in rows}
+    assert set(found) == set(expected), f"{month} recommendations: {sorted(found)}"
+    assert_fields(f"{month} recommendations", found, expected)
+
+
 def check_close_checks(api: APIClient, month: str, expected: dict[str, dict[str, Any]]) -> None:
     """Named checks of `GET /api/v1/periods/YYYY-MM/checks/`: each one's status and figures
     ([label, value, unit], in order)."""
@@ -260,6 +269,7 @@ CHECKERS: dict[str, Checker] = {
     "run_waste": check_run_waste,
     "team_waste": check_team_waste,
     "waste_advice": check_waste_advice,
+    "recommendations": check_recommendations,
     "close_checks": check_close_checks,
 }
 

@@ -80,12 +80,17 @@ def test_the_stored_recommendations_follow_the_floor_and_the_page_sums_them(
         recommendations_current(month=MONTH)
     saving = Recommendation.objects.get(billing_period=MONTH, kind="checkpoint").monthly_savings
     assert saving == Decimal("2.44")
-    # "Open recommendations save ... a month": the sum of the stored open ones, each currency.
+    # "Open recommendations save ... a month": the sum of the stored open ones, each currency,
+    # each overlap once (docs/pricing.md, "One saving per cost"): speech's spot saving of
+    # 129.73 on hpc overlaps its idle allocation there, 25.00 of 200.00 (an eighth), by
+    # 129.73 / 8 = 16.22.
     recommendations_refresh(month=MONTH)
-    total = sum(
-        r.monthly_savings
-        for r in Recommendation.objects.filter(billing_period=MONTH, status="open")
-    )
+    opened = Recommendation.objects.filter(billing_period=MONTH, status="open")
+    spot = opened.get(team__slug="speech", kind="spot")
+    assert spot.assumptions["overlap_with"] == [
+        {"kind": "idle", "key": "allocation:hpc", "amount": "16.22", "idle_share": "0.1250"}
+    ]
+    total = sum(r.monthly_savings for r in opened) - Decimal("16.22")
     page = finance_client.get("/pricing/", {"month": "2025-06"}).content.decode()
     said = re.search(r'data-testid="savings-total">Open recommendations save ([^<]*) a month', page)
     assert said is not None
