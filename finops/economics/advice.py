@@ -25,7 +25,7 @@ from django.db.models import Count, Max
 
 from billing_ingest.models import ImportBatch
 from finops.attribution.models import AttributionRun
-from finops.economics.advice_selectors import stored_rows
+from finops.economics.advice_selectors import ADVICE_VERSION, stored_rows
 from finops.economics.models import CheckpointAdviceMonth
 from finops.org.models import Team
 from finops.pricing.recommendation_rules import Draft
@@ -34,12 +34,6 @@ from finops.waste.recommendations import advice_drafts, waste_drafts
 from finops.waste.selectors import waste_settings
 
 logger = logging.getLogger(__name__)
-
-# Bumped when what the stored advice holds, or how it is computed, changes.
-# 2: capacity interruptions stored; 3: the stamp on the stored checkpoint advice itself (the
-# separate store of advice sums is gone), with the checkpoint write minutes; 4: an inference
-# endpoint's pods are a row of their own (endpoint), out of the idle-allocation advice.
-ADVICE_VERSION = "4"
 
 
 def advice_stamp() -> str:

@@ -18,7 +18,11 @@ from pytest_django import DjangoAssertNumQueries
 from rest_framework.test import APIClient
 
 from finops.attribution.models import RunCost
-from finops.economics.advice_selectors import checkpoint_advice_stored
+from finops.economics.advice_selectors import (
+    ADVICE_VERSION,
+    checkpoint_advice_stored,
+    stamp_version,
+)
 from finops.economics.models import CheckpointAdviceMonth, CheckpointAdviceRow
 from finops.economics.services import economics_delete_month, economics_refresh
 from finops.org.models import Team
@@ -89,6 +93,24 @@ def test_other_settings_than_the_stored_ones_are_computed_at_read_time(scene: No
     assert rows is not None
     speech = next(r for r in rows if r.team and r.team.slug == "speech")
     assert (speech.current_interval_minutes, speech.monthly_saving) == (0, 0)
+
+
+def test_rows_stored_by_other_code_are_computed_at_read_time(scene: None) -> None:
+    """After a deployment that changes what the advice holds (ADVICE_VERSION), the rows the old
+    code stored are not shown: the reader gives None (the caller computes) until the month's
+    run_economics runs again; a month stored without a stamp likewise."""
+    teams = Team.objects.all()
+    header = CheckpointAdviceMonth.objects.get(billing_period=MONTH)
+    assert stamp_version(header.stamp) == ADVICE_VERSION
+    older = f"{int(ADVICE_VERSION) - 1}|{header.stamp.split('|', 1)[1]}"
+    CheckpointAdviceMonth.objects.filter(pk=header.pk).update(stamp=older)
+    assert checkpoint_advice_stored(month=MONTH, teams=teams, include_unowned=True) is None
+    CheckpointAdviceMonth.objects.filter(pk=header.pk).update(stamp="")
+    assert checkpoint_advice_stored(month=MONTH, teams=teams, include_unowned=True) is None
+    economics_refresh(month=MONTH)
+    assert checkpoint_advice_stored(month=MONTH, teams=teams, include_unowned=True) == (
+        checkpoint_advice(month=MONTH, teams=teams, include_unowned=True)
+    )
 
 
 def test_a_partial_refresh_replaces_only_its_teams_rows(scene: None, other_team: Team) -> None:
