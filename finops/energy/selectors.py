@@ -29,12 +29,12 @@ from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
 from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.core.months import month_format
+from finops.core.sql_arrays import AnyOf, epoch_micros, from_epoch_micros
 from finops.energy.factors import (
     CTX,
     JOULES_PER_KWH,
     SECONDS_PER_HOUR,
     Pue,
-    chunks,
     estimated_kwh,
     gpu_power,
     round_kwh,
@@ -122,15 +122,15 @@ def jobs_measured(
     for cluster, job_id, _attempt in jobs:
         by_cluster[cluster].add(job_id)
     for cluster, ids in by_cluster.items():
-        for chunk in chunks(ids):
-            for job_id, attempt, node, joules in JobEnergy.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "attempt", "node", "joules"):
-                measured[(cluster, job_id, attempt)][node] = joules
-            for job_id, value in JobGpuUtilisation.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "utilisation"):
-                utilisation[(cluster, job_id)] = value
+        # The ids as one array (finops.core.sql_arrays): a month's are hundreds of thousands.
+        for job_id, attempt, node, joules in JobEnergy.objects.filter(
+            AnyOf("job_id", ids), cluster=cluster
+        ).values_list("job_id", "attempt", "node", "joules"):
+            measured[(cluster, job_id, attempt)][node] = joules
+        for job_id, value in JobGpuUtilisation.objects.filter(
+            AnyOf("job_id", ids), cluster=cluster
+        ).values_list("job_id", "utilisation"):
+            utilisation[(cluster, job_id)] = value
     return measured, utilisation
 
 
@@ -173,12 +173,14 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
     jobs: dict[int, tuple[str, str, int]] = {}
     # Share of each job's time inside the months: what of its measured energy they hold.
     within: dict[int, Decimal] = {}
-    for chunk in chunks(pks):
-        for pk, cluster, job_id, attempt, start, end in JobRecord.objects.filter(
-            pk__in=chunk
-        ).values_list("pk", "cluster", "job_id", "attempt", "start", "end"):
-            jobs[pk] = (cluster, job_id, attempt)
-            within[pk] = month_share(start, end, months)
+    # One query (the ids as one array), the times as integers (finops.core.sql_arrays).
+    wanted = JobRecord.objects.filter(AnyOf("pk", pks))
+    for pk, cluster, job_id, attempt, start, end in wanted.values_list(
+        "pk", "cluster", "job_id", "attempt", epoch_micros(wanted, "start"),
+        epoch_micros(wanted, "end"),
+    ):  # fmt: skip
+        jobs[pk] = (cluster, job_id, attempt)
+        within[pk] = month_share(from_epoch_micros(start), from_epoch_micros(end), months)
     measured, utilisation = jobs_measured(jobs.values())
     nodes = {n for by_job in seconds.values() for by_node in by_job.values() for n in by_node}
     nodes |= {n for by_node in measured.values() for n in by_node}
