@@ -116,3 +116,11 @@ def from_epoch_micros(value: int | dt.datetime | None) -> dt.datetime | None:
     if value is None or isinstance(value, dt.datetime):
         return value
     return _EPOCH + dt.timedelta(microseconds=value)
+
+
+def epoch_seconds(value: int | dt.datetime) -> float:
+    """An EpochMicros value (or the datetime itself) as datetime.timestamp() gives it: the
+    same float (both divide the integer microseconds by 10^6 once)."""
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    return value / 1_000_000
