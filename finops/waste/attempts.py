@@ -89,10 +89,19 @@ def _utilisations(jobs: Iterable[_JobRow]) -> dict[tuple[str, str], Fraction]:
     return {(c, j): Fraction(u) for c, j, u in rows}
 
 
+_MINUS_ONE = Decimal(-1)
+
+
 def _pricing_of(by_mix: dict[str, Decimal]) -> str:
     """The pricing kind carrying most of a job's cost (ties: the order of MIX_KINDS)."""
     if not by_mix:
         return OTHER
+    if len(by_mix) == 1:
+        # One kind (most jobs): it wins unless its cost is -1 or less (then an absent kind's
+        # -1 does, as below).
+        [(kind, cost)] = by_mix.items()
+        if cost > _MINUS_ONE:
+            return kind
     return max(MIX_KINDS, key=lambda kind: (by_mix.get(kind, Decimal(-1)), -MIX_KINDS.index(kind)))
 
 
