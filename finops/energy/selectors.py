@@ -29,12 +29,12 @@ from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
 from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
 from finops.core.months import month_format
+from finops.core.sql_arrays import AnyOf, epoch_micros, from_epoch_micros
 from finops.energy.factors import (
     CTX,
     JOULES_PER_KWH,
     SECONDS_PER_HOUR,
     Pue,
-    chunks,
     estimated_kwh,
     gpu_power,
     round_kwh,
@@ -122,15 +122,15 @@ def jobs_measured(
     for cluster, job_id, _attempt in jobs:
         by_cluster[cluster].add(job_id)
     for cluster, ids in by_cluster.items():
-        for chunk in chunks(ids):
-            for job_id, attempt, node, joules in JobEnergy.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "attempt", "node", "joules"):
-                measured[(cluster, job_id, attempt)][node] = joules
-            for job_id, value in JobGpuUtilisation.objects.filter(
-                cluster=cluster, job_id__in=chunk
-            ).values_list("job_id", "utilisation"):
-                utilisation[(cluster, job_id)] = value
+        # The ids as one array (finops.core.sql_arrays): a month's are hundreds of thousands.
+        for job_id, attempt, node, joules in JobEnergy.objects.filter(
+            AnyOf("job_id", ids), cluster=cluster
+        ).values_list("job_id", "attempt", "node", "joules"):
+            measured[(cluster, job_id, attempt)][node] = joules
+        for job_id, value in JobGpuUtilisation.objects.filter(
+            AnyOf("job_id", ids), cluster=cluster
+        ).values_list("job_id", "utilisation"):
+            utilisation[(cluster, job_id)] = value
     return measured, utilisation
 
 
@@ -173,12 +173,14 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
     jobs: dict[int, tuple[str, str, int]] = {}
     # Share of each job's time inside the months: what of its measured energy they hold.
     within: dict[int, Decimal] = {}
-    for chunk in chunks(pks):
-        for pk, cluster, job_id, attempt, start, end in JobRecord.objects.filter(
-            pk__in=chunk
-        ).values_list("pk", "cluster", "job_id", "attempt", "start", "end"):
-            jobs[pk] = (cluster, job_id, attempt)
-            within[pk] = month_share(start, end, months)
+    # One query (the ids as one array), the times as integers (finops.core.sql_arrays).
+    wanted = JobRecord.objects.filter(AnyOf("pk", pks))
+    for pk, cluster, job_id, attempt, start, end in wanted.values_list(
+        "pk", "cluster", "job_id", "attempt", epoch_micros(wanted, "start"),
+        epoch_micros(wanted, "end"),
+    ):  # fmt: skip
+        jobs[pk] = (cluster, job_id, attempt)
+        within[pk] = month_share(from_epoch_micros(start), from_epoch_micros(end), months)
     measured, utilisation = jobs_measured(jobs.values())
     nodes = {n for by_job in seconds.values() for by_node in by_job.values() for n in by_node}
     nodes |= {n for by_node in measured.values() for n in by_node}
@@ -273,34 +275,59 @@ def _run_energy(
             continue
         u = utilisation.get((job[0], job[1]), Decimal(1))
         for node, s in sorted(by_node.items()):
-            model = factors.facts[node].gpu_model if node in factors.facts else ""
-            power = gpu_power(model)
+            model, power, sources = factors.power(node)
             if power is None:
                 result.notes.append(
                     f"{round_kwh(s / SECONDS_PER_HOUR)} GPU-hours on {node} not estimated: "
                     f"no power figure for GPU model {model or 'unknown'}"
                 )
                 continue
-            idle, peak = power
             per_node[node][1] += estimated_kwh(s, u, power)
-            power_sources |= {
-                f"idle {idle.value} W: {idle.source}",
-                f"max {peak.value} W: {peak.source}",
-            }
+            power_sources |= sources
     result.power_source = "; ".join(sorted(power_sources))
     _apply_factors(result, per_node, factors)
     return result
 
 
 class _Factors:
-    """PUE and grid intensity per node (the on-prem PUE read once, when needed)."""
+    """PUE and grid intensity per node (the on-prem PUE read once, when needed), and each
+    node's GPU power: looked up once per node, not once per run and job on it (a month's runs
+    name the same nodes tens of thousands of times)."""
 
     def __init__(self, facts: dict[str, NodeFacts]) -> None:
         self.facts = facts
         self._pue = Pue()
+        self._places: dict[str, tuple[NodeFacts, Sourced, Sourced | None]] = {}
+        self._powers: dict[str, tuple[str, tuple[Sourced, Sourced] | None, frozenset[str]]] = {}
 
     def pue(self, fact: NodeFacts) -> Sourced:
         return self._pue.of(fact.provider, fact.region)
+
+    def place(self, node: str) -> tuple[NodeFacts, Sourced, Sourced | None]:
+        """The node's facts, PUE and grid intensity (None: none known for its region)."""
+        found = self._places.get(node)
+        if found is None:
+            fact = self.facts.get(node, NodeFacts("", "", ""))
+            country = region_country(fact.region)
+            grid = grid_intensity(country) if country else None
+            found = self._places[node] = (fact, self.pue(fact), grid)
+        return found
+
+    def power(self, node: str) -> tuple[str, tuple[Sourced, Sourced] | None, frozenset[str]]:
+        """The node's GPU model, its idle and maximum power (None: no figure), and the
+        sources of those figures as the run's power_source names them."""
+        found = self._powers.get(node)
+        if found is None:
+            model = self.facts[node].gpu_model if node in self.facts else ""
+            power = gpu_power(model)
+            sources: frozenset[str] = frozenset()
+            if power is not None:
+                idle, peak = power
+                sources = frozenset(
+                    {f"idle {idle.value} W: {idle.source}", f"max {peak.value} W: {peak.source}"}
+                )
+            found = self._powers[node] = (model, power, sources)
+        return found
 
 
 def _apply_factors(
@@ -310,10 +337,7 @@ def _apply_factors(
         lambda: [Decimal(0), Decimal(0)]
     )
     for node, (measured, estimated) in sorted(per_node.items()):
-        fact = factors.facts.get(node, NodeFacts("", "", ""))
-        pue = factors.pue(fact)
-        country = region_country(fact.region)
-        grid = grid_intensity(country) if country else None
+        fact, pue, grid = factors.place(node)
         if grid is None:
             result.notes.append(
                 f"no grid intensity for node {node} (region {fact.region or 'unknown'}): "

@@ -26,6 +26,7 @@ from finops.attribution.inputs.list_cost import pricing_mix
 from finops.attribution.models import AllocatedCost, Category
 from finops.core.money import MoneySum
 from finops.core.months import month_add, month_next
+from finops.core.sql_arrays import epoch_micros, epoch_seconds, from_epoch_micros
 from finops.pricing import demand, snapshot
 from finops.pricing.comparisons import node_keys
 
@@ -132,16 +133,17 @@ def jobs_of(window: Window) -> list[Job]:
         billing_period__lte=window.month,
     )
     team_of = dict(ledger.values_list("job_id", "team_id").distinct())
-    rows = JobRecord.objects.filter(
-        pk__in=ledger.values("job_id"), start__isnull=False
-    ).values_list(
-        "pk", "job_id", "start", "end", "gpus", "nodes", "run_id", "cluster", "state", "endpoint"
-    )
+    jobs = JobRecord.objects.filter(pk__in=ledger.values("job_id"), start__isnull=False)
+    # The times as integers (finops.core.sql_arrays: Django's timestamptz loader is slow).
+    rows = jobs.values_list(
+        "pk", "job_id", epoch_micros(jobs, "start"), epoch_micros(jobs, "end"), "gpus", "nodes",
+        "run_id", "cluster", "state", "endpoint",
+    )  # fmt: skip
     return [
-        Job(pk, job_id, team_of.get(pk), start, end or window.until, gpus, tuple(nodes or ()),
-            run_id, cluster, state, endpoint)
-        for pk, job_id, start, end, gpus, nodes, run_id, cluster, state, endpoint in rows
-        if start is not None
+        Job(pk, job_id, team_of.get(pk), start, from_epoch_micros(end) or window.until, gpus,
+            tuple(nodes or ()), run_id, cluster, state, endpoint)
+        for pk, job_id, start_at, end, gpus, nodes, run_id, cluster, state, endpoint in rows
+        if (start := from_epoch_micros(start_at)) is not None
     ]  # fmt: skip
 
 
@@ -204,11 +206,16 @@ def supply_curves(
 ) -> dict[tuple[str, str, str, str], demand.Curve]:
     """Nodes billed per hour of the month by pool (provider, type, region, mix)."""
     start = dt.datetime.combine(window.month, dt.time(), dt.UTC)
-    lines = (
+    month_lines = (
         CostLineItem.objects.settled()
         .filter(billing_period=window.month, charge_category__iexact="usage")
         .exclude(x_instance_type="")
-        .values_list("resource_name", "charge_period_start", "charge_period_end")
+    )
+    # The times as integers (finops.core.sql_arrays): a month of hourly node lines is millions.
+    lines = month_lines.values_list(
+        "resource_name",
+        epoch_micros(month_lines, "charge_period_start"),
+        epoch_micros(month_lines, "charge_period_end"),
     )
     spans: dict[tuple[str, str, str, str], dict[str, list[tuple[float, float]]]] = defaultdict(
         lambda: defaultdict(list)
@@ -216,7 +223,7 @@ def supply_curves(
     for name, begin, end in lines:
         info = nodes.get(name)
         if info is not None and begin is not None and end is not None:
-            spans[info.pool][name].append((begin.timestamp(), end.timestamp()))
+            spans[info.pool][name].append((epoch_seconds(begin), epoch_seconds(end)))
     curves = {}
     for pool, by_node in spans.items():
         # A node billed by several lines for one hour (compute + its GPU SKU) counts once.
@@ -350,16 +357,22 @@ def _attempts(month: dt.date, runs: dict[tuple[int | None, str, str, str], RunMo
     """Each run's attempts (jobs) and its longest one, in hours."""
     wanted = {(team_id, run_id, cluster) for team_id, _, run_id, cluster in runs}
     until = dt.datetime.combine(month_next(month), dt.time(), dt.UTC)
+    rows = AllocatedCost.objects.filter(billing_period=month, category=Category.TRAINING).filter(
+        job__isnull=False
+    )
+    # The times as integers (finops.core.sql_arrays: Django's timestamptz loader is slow).
     spans = (
-        AllocatedCost.objects.filter(billing_period=month, category=Category.TRAINING)
-        .filter(job__isnull=False)
-        .values_list("team_id", "run_id", "job__cluster", "job_id")
-        .annotate(start=Min("job__start"), end=Max("job__end"))
+        rows.values_list("team_id", "run_id", "job__cluster", "job_id")
+        .annotate(
+            start_at=Min(epoch_micros(rows, "job__start")),
+            end_at=Max(epoch_micros(rows, "job__end")),
+        )
         .order_by()
     )
     longest: dict[tuple[int | None, str, str], tuple[float, int]] = {}
-    for team_id, run_id, cluster, _, start, end in spans:
+    for team_id, run_id, cluster, _, start_at, end_at in spans:
         key = (team_id, run_id, cluster)
+        start, end = from_epoch_micros(start_at), from_epoch_micros(end_at)
         if key not in wanted or start is None:
             continue
         # A job with no end (still running, or its end never reported) lasts to the month's end.

@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from finops.core.sql_arrays import AnyOf
 from finops.run_metrics.models import RunMetricPoint, TrainingRun
 from finops.run_metrics.parsers.common import DEFAULT_DTYPE
 
@@ -69,7 +70,7 @@ def training_runs_matching(keys: Iterable[tuple[str, str]]) -> dict[tuple[str, s
     wanted = set(keys)
     if not wanted:
         return {}
-    candidates = TrainingRun.objects.filter(run_id__in={run_id for _, run_id in wanted})
+    candidates = TrainingRun.objects.filter(AnyOf("run_id", {run_id for _, run_id in wanted}))
     by_key = {(r.team_slug, r.run_id): r for r in candidates}
     found: dict[tuple[str, str], TrainingRun] = {}
     for team, run_id in wanted:

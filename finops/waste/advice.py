@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import statistics
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_DOWN, Context, Decimal
@@ -271,6 +272,11 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
     """The month's attempts of these runs (their waste in that month, run_waste_of) summed per
     team, cluster, currency and pricing category: what advice_rows needs of them."""
     groups: dict[GroupKey, AdviceGroup] = {}
+    # The attempts' microseconds per group, and per group and GPU count: integers, made the
+    # exact hour sums once at the end (the same Fractions as adding each attempt's, without a
+    # Fraction per attempt: a month has hundreds of thousands).
+    micros: dict[GroupKey, int] = defaultdict(int)
+    gpu_micros: dict[GroupKey, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
     for waste in wastes:
         key = waste.key
         for row in waste.attempts:
@@ -278,7 +284,9 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
             cost = a.cost_by_month.get(month, Decimal(0))
             pricing = _category(a)
             where = (key.team_id, a.cluster, key.currency, pricing)
-            group = groups.setdefault(where, AdviceGroup())
+            group = groups.get(where)
+            if group is None:
+                group = groups[where] = AdviceGroup()
             group.cost += cost
             group.idle_in_allocation += row.parts.idle_in_allocation
             if a.utilisation is not None and cost > 0:
@@ -286,17 +294,26 @@ def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, 
                 group.exact_used_cost += Fraction(cost) * a.utilisation
             if a.start is None or a.end is None or a.end <= a.start:
                 continue
-            hours = Fraction((a.end - a.start) // _MICROSECOND, _MICROSECONDS_PER_HOUR)
-            group.exact_hours += hours
-            group.exact_gpu_hours += hours * a.gpus
+            span = (a.end - a.start) // _MICROSECOND
+            micros[where] += span
+            gpu_micros[where][a.gpus.numerator, a.gpus.denominator] += span
             group.interruptions += a.state in INTERRUPTED_STATES
             group.capacity_interruptions += a.state in CAPACITY_STATES
             marks = row.shares.checkpoints
-            group.gaps_minutes += [
-                Decimal((later - earlier).total_seconds()) / _MINUTES
-                for earlier, later in pairwise(marks)
-            ]
-    for group in groups.values():
+            if len(marks) > 1:
+                group.gaps_minutes += [
+                    Decimal((later - earlier).total_seconds()) / _MINUTES
+                    for earlier, later in pairwise(marks)
+                ]
+    for where, group in groups.items():
+        group.exact_hours = Fraction(micros[where], _MICROSECONDS_PER_HOUR)
+        group.exact_gpu_hours = sum(
+            (
+                Fraction(span * numerator, _MICROSECONDS_PER_HOUR * denominator)
+                for (numerator, denominator), span in gpu_micros[where].items()
+            ),
+            Fraction(0),
+        )
         group.hours = _decimal(group.exact_hours)
         group.gpu_hours = _decimal(group.exact_gpu_hours)
         group.used_cost = _decimal(group.exact_used_cost)

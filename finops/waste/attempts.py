@@ -22,6 +22,7 @@ from billing_ingest.models import JobGpuUtilisation, JobRecord, job_gpus_exact
 from finops.attribution.inputs.list_cost import MIX_KINDS, OTHER
 from finops.attribution.models import AllocatedCost, ChargeBasis
 from finops.core.money import MoneySum
+from finops.core.sql_arrays import AnyOf, epoch_micros, from_epoch_micros
 from finops.run_metrics.models import RunMetricPoint
 from finops.run_metrics.progress import training_runs_matching
 from finops.run_metrics.selectors import RunKey
@@ -90,17 +91,26 @@ def _utilisations(jobs: Iterable[_JobRow]) -> dict[tuple[str, str], Fraction]:
         return {}
     used = ChargeBasis.objects.filter(basis=ChargeBasis.Basis.USED).values("cluster")
     rows = (
-        JobGpuUtilisation.objects.filter(job_id__in={j.job_id for j in jobs})
+        JobGpuUtilisation.objects.filter(AnyOf("job_id", {j.job_id for j in jobs}))
         .exclude(cluster__in=used)
         .values_list("cluster", "job_id", "utilisation")
     )
     return {(c, j): Fraction(u) for c, j, u in rows}
 
 
+_MINUS_ONE = Decimal(-1)
+
+
 def _pricing_of(by_mix: dict[str, Decimal]) -> str:
     """The pricing kind carrying most of a job's cost (ties: the order of MIX_KINDS)."""
     if not by_mix:
         return OTHER
+    if len(by_mix) == 1:
+        # One kind (most jobs): it wins unless its cost is -1 or less (then an absent kind's
+        # -1 does, as below).
+        [(kind, cost)] = by_mix.items()
+        if cost > _MINUS_ONE:
+            return kind
     return max(MIX_KINDS, key=lambda kind: (by_mix.get(kind, Decimal(-1)), -MIX_KINDS.index(kind)))
 
 
@@ -116,7 +126,7 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
     if None in teams:
         team_q |= Q(team__isnull=True)
     rows = (
-        AllocatedCost.objects.filter(team_q, run_id__in={k.run_id for k in keys})
+        AllocatedCost.objects.filter(team_q, AnyOf("run_id", {k.run_id for k in keys}))
         .filter(job__isnull=False)
         .order_by()
         .values(
@@ -137,15 +147,21 @@ def run_attempts(keys: Iterable[RunKey]) -> dict[RunKey, list[Attempt]]:
         mix = row["pricing_mix"] if row["pricing_mix"] in MIX_KINDS else OTHER
         by_mix = mixes[row["job_id"]]
         by_mix[mix] = by_mix.get(mix, Decimal(0)) + cost
-    job_ids = sorted({pk for per_job in costs.values() for pk in per_job})
-    # Plain rows, not model instances (a month's runs have tens of thousands of attempts).
+    # Plain rows, not model instances (a month's runs have tens of thousands of attempts), in
+    # one query (the ids as one array), the times as integers (finops.core.sql_arrays).
+    wanted_jobs = JobRecord.objects.filter(
+        AnyOf("pk", {pk for per_job in costs.values() for pk in per_job})
+    )
     jobs: dict[int, _JobRow] = {}
-    for start in range(0, len(job_ids), 900):
-        for job_row in JobRecord.objects.filter(pk__in=job_ids[start : start + 900]).values_list(
-            "pk", "cluster", "job_id", "attempt", "state", "start", "end", "gpus",
-            "gpu_numerator", "gpu_denominator", "service", "endpoint",
-        ):  # fmt: skip
-            jobs[job_row[0]] = _JobRow(*job_row)
+    for pk, cluster, job_id, attempt, state, start, end, *gpus in wanted_jobs.values_list(
+        "pk", "cluster", "job_id", "attempt", "state", epoch_micros(wanted_jobs, "start"),
+        epoch_micros(wanted_jobs, "end"), "gpus", "gpu_numerator", "gpu_denominator", "service",
+        "endpoint",
+    ):  # fmt: skip
+        jobs[pk] = _JobRow(
+            pk, cluster, job_id, attempt, state, from_epoch_micros(start),
+            from_epoch_micros(end), *gpus,
+        )  # fmt: skip
     utilisation = _utilisations(jobs.values())
     result: dict[RunKey, list[Attempt]] = {key: [] for key in keys}
     for key, per_job in costs.items():
