@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('attribution', '0012_idleshowbackmonth_idleshowbackrow'),
+        ('attribution', '0013_attributionrun_phases'),
         ('billing_ingest', '0018_admin_labels'),
         ('org', '0005_sso_rule'),
     ]

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('economics', '0006_month_advice_inputs'),
+        ('economics', '0007_checkpoint_advice_stamp_one_store'),
         ('org', '0005_sso_rule'),
     ]
 
