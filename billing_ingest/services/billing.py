@@ -39,6 +39,7 @@ from billing_ingest.loading.copy_load import bulk_load, bulk_load_table
 from billing_ingest.loading.partitions import batch_tables, line_items_partitioned
 from billing_ingest.loading.prefetch import prefetched
 from billing_ingest.loading.read_ahead import read_before_writing, writers_queue
+from billing_ingest.loading.statistics import tables_analyze_if_changed
 from billing_ingest.models import CostLineItem, ImportBatch, ImportBatchPart, MonthChange
 from billing_ingest.parsers import DATABASE_FREE_PARSERS, billing_parser
 from billing_ingest.parsers.columnar import LineItemTable
@@ -291,6 +292,12 @@ def billing_batch_finish(*, batch_id: int) -> ImportBatch:
             batch_id=batch.pk,
             start_pipeline=batch.pipeline != ImportBatch.Pipeline.OFF,
         )
+    # Settled: statistics for what it filled (its own partitions, new tables) before the
+    # pipeline reads them.
+    partitioned = line_items_partitioned()
+    tables_analyze_if_changed(
+        batch_tables(batch_id=batch_id) if partitioned else [CostLineItem._meta.db_table]
+    )
     return batch
 
 

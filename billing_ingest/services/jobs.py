@@ -11,6 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from billing_ingest.loading.read_ahead import read_before_writing
+from billing_ingest.loading.statistics import tables_analyze_if_changed
 from billing_ingest.models import Cluster, ImportBatch, JobRecord
 from billing_ingest.parsers.kubernetes import parse_pods
 from billing_ingest.parsers.kubernetes_gpus import GpuSharing
@@ -222,6 +223,8 @@ def jobs_batch_ingest(
         import_batch_fail(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}")
         raise
     batch.refresh_from_db()
+    if batch.status == ImportBatch.Status.SUCCEEDED:
+        tables_analyze_if_changed([JobRecord._meta.db_table])
     return batch
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
+from billing_ingest.loading.statistics import tables_analyze_if_changed
 from billing_ingest.models import ImportBatch, JobGpuUtilisation, JobRecord
 from billing_ingest.parsers.bounds import csv_reader
 from billing_ingest.parsers.dcgm import SLURM, JobSamples, read_dcgm_utilisation
@@ -239,6 +240,7 @@ def utilisation_import(*, path: Path, cluster: str, format: str = "csv") -> Util
             status=ImportBatch.Status.SUCCEEDED, row_count=len(values), started_at=now,
             finished_at=now,
         )  # fmt: skip
+    tables_analyze_if_changed([JobGpuUtilisation._meta.db_table])
     batch.refresh_from_db()
     return UtilisationImport(
         batch=batch, rows=len(values), series_without_job=read.series_without_job

@@ -8,7 +8,7 @@ registered on every connection; on PostgreSQL it is plain numeric and SUM.
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Context, Decimal, Inexact, InvalidOperation
 from typing import Any
 
 from django.db import models
@@ -23,6 +23,12 @@ SQLITE_SUM_FUNCTION = "FINOPS_DECIMAL_SUM"
 MONEY_DIGITS = 28
 MONEY_PLACES = 12
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
+
+# Where SQLite's sums add and are read back: 60 digits, as the other exact sums (a column holds
+# 28, a sum of many rows more; the default context would round the 29th away). Adding traps
+# Inexact, so a sum that would not fit fails instead of rounding silently.
+_SUM_CONTEXT = Context(prec=60, rounding=ROUND_HALF_EVEN, traps=[InvalidOperation, Inexact])
+_READ_CONTEXT = Context(prec=60, rounding=ROUND_HALF_EVEN)
 
 
 def money_field(**kwargs: Any) -> MoneyField:
@@ -43,7 +49,9 @@ class MoneyField(models.DecimalField):
         if value is None or isinstance(value, Decimal):
             return value
         # Text from SQLite (exact); quantize so both databases hand back the same scale.
-        return Decimal(str(value)).quantize(Decimal(1).scaleb(-self.decimal_places))
+        return Decimal(str(value)).quantize(
+            Decimal(1).scaleb(-self.decimal_places), context=_READ_CONTEXT
+        )
 
 
 class MoneySum(Sum):
@@ -70,7 +78,7 @@ class _DecimalSum:
 
     def step(self, value: object) -> None:
         if value is not None:
-            self.total = (self.total or Decimal(0)) + Decimal(str(value))
+            self.total = _SUM_CONTEXT.add(self.total or Decimal(0), Decimal(str(value)))
 
     def finalize(self) -> str | None:
         return None if self.total is None else str(self.total)

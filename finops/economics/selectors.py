@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, Sum
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet
 
 from finops.attribution.models import Category
 from finops.attribution.selectors.reporting import visible_to
-from finops.core.money import MoneySum
+from finops.core.money import MoneySum, exact_sum
 from finops.economics.models import RunEconomics
 from finops.energy.selectors import RunEnergy, TeamEnergy, team_energy_of, teams_measured_power
 from finops.org.models import Team
@@ -192,7 +192,11 @@ def energy_by_team(*, months: list[dt.date], teams: QuerySet[Team] | None) -> li
     sums = (
         rows.order_by()
         .values_list("team__slug", "billing_period")
-        .annotate(gpu=Sum("gpu_kwh"), facility=Sum("facility_kwh"), co2e=Sum("co2e_kg"))
+        .annotate(
+            gpu=exact_sum("gpu_kwh", decimal_places=6),
+            facility=exact_sum("facility_kwh", decimal_places=6),
+            co2e=exact_sum("co2e_kg", decimal_places=6),
+        )
     )
     return [
         EnergySum(team, month, Decimal(gpu or 0), Decimal(facility or 0),

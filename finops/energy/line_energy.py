@@ -22,10 +22,9 @@ from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Sum
-
 from billing_ingest.models import JobRecord
 from finops.attribution.models import AllocatedCost
+from finops.core.money import exact_sum
 from finops.energy.factors import (
     CTX,
     JOULES_PER_KWH,
@@ -65,7 +64,7 @@ def _job_node_seconds(month: date) -> dict[int, dict[str, Decimal]]:
         .exclude(node="")
         .order_by()
         .values("job_id", "node")
-        .annotate(seconds=Sum("gpu_seconds"))
+        .annotate(seconds=exact_sum("gpu_seconds", decimal_places=6))
     )
     seconds: dict[int, dict[str, Decimal]] = defaultdict(dict)
     for row in rows:

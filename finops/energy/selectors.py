@@ -23,11 +23,12 @@ from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Exists, OuterRef, Q, Sum
+from django.db.models import Exists, OuterRef, Q
 
 from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
 from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
+from finops.core.money import exact_sum
 from finops.core.months import month_format
 from finops.core.sql_arrays import AnyOf, epoch_micros, from_epoch_micros
 from finops.energy.factors import (
@@ -160,7 +161,7 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
         .exclude(run_id="")
         .order_by()
         .values("team_id", "run_id", "job_id", "node")
-        .annotate(seconds=Sum("gpu_seconds"))
+        .annotate(seconds=exact_sum("gpu_seconds", decimal_places=6))
     )
     seconds: dict[RunRef, dict[int, dict[str, Decimal]]] = defaultdict(lambda: defaultdict(dict))
     for row in ledger:
@@ -215,7 +216,7 @@ def measured_gpu_hours_of_team(*, month: date, team_id: int | None) -> Decimal:
         .filter(Exists(has_energy))
         .order_by()
         .values("run_id", "job_id", "node")
-        .annotate(seconds=Sum("gpu_seconds"))
+        .annotate(seconds=exact_sum("gpu_seconds", decimal_places=6))
     )
     by_run: dict[str, dict[int, list[Decimal]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:

@@ -17,12 +17,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import Q
 
 from billing_ingest.models import CostLineItem
 from finops.attribution.inputs.list_cost import COMMITMENT
 from finops.attribution.models import AllocatedCost
-from finops.core.money import MoneySum
+from finops.core.money import MoneySum, exact_sum
 
 _ZERO = Decimal(0)
 WINDOWS = (30, 60, 90)
@@ -69,6 +69,10 @@ def commitment_utilisation(*, month: dt.date) -> list[CommitmentMonth]:
 def coverage(*, month: dt.date, team_id: int | None) -> Decimal | None:
     """Share of the team's GPU-hours of the month under a commitment."""
     rows = AllocatedCost.objects.filter(Q(team_id=team_id), billing_period=month, job__isnull=False)
-    sums = dict(rows.values_list("pricing_mix").annotate(s=Sum("gpu_seconds")).order_by())
+    sums = dict(
+        rows.values_list("pricing_mix")
+        .annotate(s=exact_sum("gpu_seconds", decimal_places=6))
+        .order_by()
+    )
     total = sum((v for v in sums.values() if v), _ZERO)
     return (sums.get(COMMITMENT) or _ZERO) / total if total else None

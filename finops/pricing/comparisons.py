@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Max, Q, QuerySet, Sum
+from django.db.models import Max, Q, QuerySet
 
 from billing_ingest.models import CostLineItem
 from finops.attribution.inputs.catalogue import gpu_spec
@@ -26,7 +26,7 @@ from finops.attribution.models import (
     RunCost,
     TeamDailyCost,
 )
-from finops.core.money import MoneySum
+from finops.core.money import MoneySum, exact_sum
 from finops.core.months import month_format, month_next
 from finops.currency.selectors import FxRateMissing, fx_rate_for
 from finops.org.models import Team
@@ -145,7 +145,11 @@ def usage_sums(month: dt.date, rows: QuerySet[AllocatedCost], scope: tuple[str, 
     grouped: UsageSums = defaultdict(lambda: defaultdict(lambda: [_ZERO] * 3))
     sums = (
         rows.values_list(*scope, "provider_name", "node", "list_cost_source")
-        .annotate(listed=MoneySum("list_cost"), cost=MoneySum("amount"), seconds=Sum("gpu_seconds"))
+        .annotate(
+            listed=MoneySum("list_cost"),
+            cost=MoneySum("amount"),
+            seconds=exact_sum("gpu_seconds", decimal_places=6),
+        )
         .order_by()
     )
     width = len(scope)
@@ -298,7 +302,7 @@ def team_use(*, team_id: int | None, until: dt.date, days: int) -> TeamUse | Non
     daily: dict[dt.date, Decimal | None] = dict(
         TeamDailyCost.objects.filter(Q(team_id=team_id), day__gte=since, day__lt=until)
         .values_list("day")
-        .annotate(s=Sum("gpu_seconds"))
+        .annotate(s=exact_sum("gpu_seconds", decimal_places=6))
         .order_by()
     )
     values = [v for v in daily.values() if v]

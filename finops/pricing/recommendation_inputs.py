@@ -18,13 +18,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 import numpy as np
-from django.db.models import Max, Min, Q, Sum
+from django.db.models import Max, Min, Q
 
 from billing_ingest.models import CostLineItem, JobGpuUtilisation, JobRecord
 from finops.attribution.inputs.catalogue import gpu_spec
 from finops.attribution.inputs.list_cost import pricing_mix
 from finops.attribution.models import AllocatedCost, Category
-from finops.core.money import MoneySum
+from finops.core.money import MoneySum, exact_sum
 from finops.core.months import month_add, month_next
 from finops.core.sql_arrays import epoch_micros, epoch_seconds, from_epoch_micros
 from finops.pricing import demand, snapshot
@@ -278,7 +278,11 @@ def job_money(month: dt.date, nodes: dict[str, NodeInfo]) -> dict[RateKey, Money
         AllocatedCost.objects.filter(billing_period=month, job__isnull=False)
         .exclude(node="")
         .values_list("team_id", "billing_currency", "node")
-        .annotate(p=MoneySum("amount"), l=MoneySum("list_cost"), s=Sum("gpu_seconds"))
+        .annotate(
+            p=MoneySum("amount"),
+            l=MoneySum("list_cost"),
+            s=exact_sum("gpu_seconds", decimal_places=6),
+        )
         .order_by()
     )
     sums: dict[RateKey, Money] = defaultdict(Money)
@@ -337,7 +341,10 @@ def on_demand_runs(month: dt.date, nodes: dict[str, NodeInfo]) -> list[RunMoney]
         )
         .exclude(node="")
         .values_list("team_id", "billing_currency", "run_id", "job__cluster", "node")
-        .annotate(p=MoneySum("amount"), l=MoneySum("list_cost"), s=Sum("gpu_seconds"))
+        .annotate(
+            p=MoneySum("amount"), l=MoneySum("list_cost"),
+            s=exact_sum("gpu_seconds", decimal_places=6),
+        )
         .order_by()
     )  # fmt: skip
     runs: dict[tuple[int | None, str, str, str], RunMoney] = {}
@@ -391,7 +398,11 @@ def idle_money(month: dt.date, nodes: dict[str, NodeInfo]) -> dict[tuple, Money]
         .filter(Q(category=Category.IDLE) | Q(job__isnull=False))
         .exclude(node="")
         .values_list("node", "category", "team_id", "billing_currency")
-        .annotate(p=MoneySum("amount"), l=MoneySum("list_cost"), s=Sum("gpu_seconds"))
+        .annotate(
+            p=MoneySum("amount"),
+            l=MoneySum("list_cost"),
+            s=exact_sum("gpu_seconds", decimal_places=6),
+        )
         .order_by()
     )
     sums: dict[tuple, Money] = defaultdict(Money)
@@ -441,7 +452,11 @@ def endpoint_money(
         .exclude(node="")
         .exclude(job__endpoint="")
         .values_list("team_id", "billing_currency", "job__endpoint", "node")
-        .annotate(p=MoneySum("amount"), l=MoneySum("list_cost"), s=Sum("gpu_seconds"))
+        .annotate(
+            p=MoneySum("amount"),
+            l=MoneySum("list_cost"),
+            s=exact_sum("gpu_seconds", decimal_places=6),
+        )
         .order_by()
     )
     out: dict[tuple[int | None, str, str], dict[tuple[str, str, str, str], Money]] = defaultdict(

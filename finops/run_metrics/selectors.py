@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import ROUND_HALF_EVEN, Context, Decimal
 
-from django.db.models import Q, Sum
+from django.db.models import Q
 
 from billing_ingest.models import CostLineItem
 from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
-from finops.core.money import MONEY_QUANTUM, MoneySum
+from finops.core.money import MONEY_QUANTUM, MoneySum, exact_sum
 from finops.run_metrics.peaks import PeakFlops, gpu_family, peak_flops
 from finops.run_metrics.progress import RunProgress, run_progresses, training_runs_matching
 
@@ -129,7 +129,7 @@ def run_ledger_facts(keys: Iterable[RunKey]) -> dict[RunKey, RunLedgerFacts]:
             RunCost.objects.filter(team_q, run_id__in=chunk)
             .order_by()
             .values_list("team_id", "run_id", "billing_currency", "billing_period")
-            .annotate(cost=MoneySum("cost"), seconds=Sum("gpu_seconds"))
+            .annotate(cost=MoneySum("cost"), seconds=exact_sum("gpu_seconds", decimal_places=6))
         ):
             team_id, run_id, currency, period, cost, total_seconds = row
             totals[(team_id, run_id)].append(
@@ -142,7 +142,7 @@ def run_ledger_facts(keys: Iterable[RunKey]) -> dict[RunKey, RunLedgerFacts]:
             .exclude(node="")
             .order_by()
             .values_list("team_id", "run_id", "billing_period", "node")
-            .annotate(seconds=Sum("gpu_seconds"))
+            .annotate(seconds=exact_sum("gpu_seconds", decimal_places=6))
         ):
             seconds[(team_id, run_id)].append((period, node, Decimal(node_seconds)))
     ledgers: dict[RunKey, _LedgerTotals] = {}

@@ -3,7 +3,7 @@ whose NUMERIC columns would keep only 15 significant digits."""
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import Decimal, localcontext
 
 import pytest
 
@@ -57,3 +57,19 @@ def test_reconciliation_difference_is_zero_to_the_last_decimal() -> None:
     AllocatedCost.objects.filter(amount=shares[2]).update(amount=shares[2] + Decimal("1e-12"))
     row = next(r for r in reconciliation_for_month(month=MONTH).by_account)
     assert row.difference == Decimal("-0.000000000001")
+
+
+@pytest.mark.django_db
+def test_money_sum_keeps_every_digit_past_28() -> None:
+    # Each amount fills the column's 28 digits; their sum needs 29 (30 with the last one), which
+    # the default 28-digit context would round away on SQLite (PostgreSQL's numeric is exact).
+    amounts = [Decimal("9999999999999999.999999999999")] * 9 + [Decimal("0.000000000002")]
+    for amount in amounts:
+        CostLineItemFactory.create(effective_cost=amount, billed_cost=amount)
+    with localcontext(prec=60):
+        exact = sum(amounts, Decimal(0))
+    assert exact == Decimal("89999999999999999.999999999993")
+    with localcontext(prec=28):
+        assert sum(amounts, Decimal(0)) != exact  # the case bites
+    total = CostLineItem.objects.aggregate(total=MoneySum("effective_cost"))["total"]
+    assert total == exact

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 
-from django.db.models import FloatField, QuerySet, Sum
+from django.db.models import FloatField, QuerySet
 from django.db.models.functions import Cast
 
 from billing_ingest.models import JobRecord
@@ -21,7 +21,7 @@ from finops.attribution.selectors.reporting import (
     ZERO,
     visible_to,
 )
-from finops.core.money import MoneySum
+from finops.core.money import MoneySum, exact_sum
 from finops.org.models import Team
 
 
@@ -67,7 +67,7 @@ def run_detail(*, team: Team, run_id: str, month: date) -> RunDetail | None:
         AllocatedCost.objects.filter(billing_period=month, team=team, run_id=run_id)
         .order_by()
         .values("job_id", "billing_currency")
-        .annotate(cost=MoneySum("amount"), gpu_seconds=Sum("gpu_seconds"))
+        .annotate(cost=MoneySum("amount"), gpu_seconds=exact_sum("gpu_seconds", decimal_places=6))
     )
     if not rollups and not grouped:
         return None
