@@ -20,6 +20,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from django.core.exceptions import EmptyResultSet
 from django.db import connections, models
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import F, Func
@@ -60,9 +61,11 @@ class AnyOf(Func):
         arg_joiner: str | None = None,
         **extra_context: Any,
     ) -> tuple[str, tuple[Any, ...]]:
-        column, params = compiler.compile(self.source_expressions[0])
         if not self.values:
-            return "1 = 0", ()
+            # As `field__in=[]`: the compiler then answers without asking the database (the
+            # pages' query budgets count on it), and a negated AnyOf matches every row.
+            raise EmptyResultSet
+        column, params = compiler.compile(self.source_expressions[0])
         if connection.vendor == "postgresql":
             field = self.source_expressions[0].output_field
             array = _ARRAY_TYPES.get(field.get_internal_type())

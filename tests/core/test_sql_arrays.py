@@ -7,6 +7,8 @@ import datetime as dt
 from decimal import Decimal
 
 import pytest
+from django.db.models import Q
+from pytest_django import DjangoAssertNumQueries
 
 from billing_ingest.models import ImportBatch, JobRecord
 from finops.core.sql_arrays import AnyOf, epoch_micros, from_epoch_micros
@@ -47,6 +49,18 @@ def test_any_of_selects_what_in_selects() -> None:
     for names in (["j0", "j2", "none"], ["j1"], []):
         found = JobRecord.objects.filter(AnyOf("job_id", names)).values_list("job_id", flat=True)
         assert set(found) == set(names) - {"none"}
+
+
+def test_an_empty_any_of_asks_nothing_and_negates_to_everything(
+    django_assert_num_queries: DjangoAssertNumQueries,
+) -> None:
+    """As `pk__in=[]`: no query at all (the pages' query budgets count on it), and the negation
+    matches every row."""
+    jobs = _jobs()
+    with django_assert_num_queries(0):
+        assert list(JobRecord.objects.filter(AnyOf("pk", []))) == []
+    assert JobRecord.objects.exclude(AnyOf("pk", [])).count() == len(jobs)
+    assert JobRecord.objects.filter(~Q(AnyOf("pk", [])), job_id="j1").count() == 1
 
 
 def test_any_of_sends_a_long_list_as_one_parameter() -> None:
