@@ -63,7 +63,7 @@ FROM generate_series(TIMESTAMPTZ '2025-01-01 00:00+00', TIMESTAMPTZ '2025-01-31 
 JOBS = """
 INSERT INTO billing_ingest_jobrecord (
     batch_id, cluster, job_id, attempt, job_id_raw, name, account, "user", partition, state,
-    start, "end", gpus, nodes, run_id, wckey, comment, endpoint, labels, namespace)
+    start, "end", gpus, nodes, run_id, wckey, comment, endpoint, labels, namespace, service)
 SELECT %(batch)s, 'c1', j::text, 1, '', 'job-' || j, 'team-' || ((j / 10) %% 20), '', '',
     CASE WHEN j %% 17 = 0 THEN 'FAILED' ELSE 'COMPLETED' END, begin_at,
     begin_at + make_interval(secs => seconds), per_node * node_count,
@@ -71,7 +71,7 @@ SELECT %(batch)s, 'c1', j::text, 1, '', 'job-' || j, 'team-' || ((j / 10) %% 20)
                       || lpad(n::text, greatest(5, length(n::text)), '0') ORDER BY k)
      FROM generate_series(0, node_count - 1) AS k,
           LATERAL (SELECT (first_node + k) %% %(nodes)s AS n) AS m),
-    'run-' || (j / 10), '', '', '', '{}'::jsonb, ''
+    'run-' || (j / 10), '', '', '', '{}'::jsonb, '', false
 FROM (
     SELECT j,
         CASE WHEN r1 < 0.85 THEN 1 WHEN r1 < 0.95 THEN 2 ELSE 4 END AS node_count,
