@@ -489,6 +489,9 @@ FINOPS_ATTRIBUTION_PART_LINE_ITEMS = env.int("FINOPS_ATTRIBUTION_PART_LINE_ITEMS
 FINOPS_ATTRIBUTION_ENGINE = _attribution_engine(
     env.str("FINOPS_ATTRIBUTION_ENGINE", default="vector").strip().lower()
 )
+# With "vector" on PostgreSQL, read the GPU node lines as columns by binary COPY (inputs/
+# line_columns.py) rather than as rows; off only to compare the two reads.
+FINOPS_ATTRIBUTION_COLUMNS = env.bool("FINOPS_ATTRIBUTION_COLUMNS", default=True)
 CELERY_TASK_DEFAULT_QUEUE = "attribution"
 CELERY_TASK_ROUTES = {
     # Exact names first: Celery tries them before the patterns.

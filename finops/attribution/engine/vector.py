@@ -28,11 +28,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from decimal import Decimal
+
+import numpy as np
 
 from finops.attribution.engine.fold import ShareFold
+from finops.attribution.engine.line_block import AMOUNT_LIMIT, LineBlock, Mask
 from finops.attribution.engine.node_lines import split_node_line, spread_by_day
 from finops.attribution.engine.nodes import JobIndex
-from finops.attribution.engine.units import GpuSeconds
+from finops.attribution.engine.units import MONEY_PLACES, GpuSeconds
 from finops.attribution.engine.values import HOUR, Job, LineItem
 from finops.attribution.engine.vector_fold import fold_columns
 from finops.attribution.engine.vector_split import Split, VectorStats
@@ -41,11 +45,36 @@ from finops.attribution.engine.vector_split import Split, VectorStats
 CHUNK_LINES = 100_000
 # Jobs with more GPU micros than this (a million GPUs) leave the whole pass to the rows.
 _MICROS_LIMIT = 2**40
+# line_block.AMOUNT_LIMIT as an amount (units of 10^-12).
+_AMOUNT_LIMIT = Decimal(AMOUNT_LIMIT).scaleb(-MONEY_PLACES)
 
 
 def _single_bucket(line: LineItem) -> bool:
     start, end = line.start, line.end
     return bool(line.gpus) and end > start and start // HOUR == (end - 1) // HOUR
+
+
+def _fits(line: LineItem) -> bool:
+    """Amounts a LineBlock can hold (line_block.AMOUNT_LIMIT units)."""
+    return (
+        abs(line.cost) < _AMOUNT_LIMIT
+        and abs(line.list_cost) < _AMOUNT_LIMIT
+        and abs(line.contracted_cost) < _AMOUNT_LIMIT
+    )
+
+
+def _block_simple(block: LineBlock) -> Mask:
+    """Lines of a block that are single buckets of a known GPU count with amounts in range."""
+    gpus = block.per_template([t.gpus or 0 for t in block.templates])
+    single: Mask = (
+        (gpus > 0)
+        & (block.end > block.start)
+        & (block.start // HOUR == (block.end - 1) // HOUR)
+        & (np.abs(block.cost) < AMOUNT_LIMIT)
+        & (np.abs(block.list_cost) < AMOUNT_LIMIT)
+        & (np.abs(block.contracted) < AMOUNT_LIMIT)
+    )
+    return single
 
 
 def allocate_lines_vector(
@@ -54,24 +83,49 @@ def allocate_lines_vector(
     fold: ShareFold,
     *,
     horizon: int | None = None,
+    block: LineBlock | None = None,
 ) -> VectorStats:
-    """engine.allocate_lines_into(lines, jobs, fold): the same fold (rows, sums, spread weights,
-    pooled and pending idle), the eligible nodes on columns (module docstring)."""
+    """engine.allocate_lines_into(lines + block's lines, jobs, fold): the same fold (rows, sums,
+    spread weights, pooled and pending idle), the eligible nodes on columns (module docstring).
+    block: line items already as columns (the service's column read); their nodes' spread
+    pools join the fold's."""
     stats = VectorStats()
     began = time.perf_counter()
+    block = LineBlock.empty() if block is None else block
+    for template in block.templates:
+        if template.spread_pool is not None and template.node is not None:
+            fold.node_pool[template.node] = template.spread_pool
     ordered = sorted(lines, key=lambda line: line.id)
     job_list = sorted(jobs, key=lambda job: job.id)
     if horizon is None:
-        horizon = max((line.end for line in ordered), default=0)
+        horizon = max(
+            max((line.end for line in ordered), default=0),
+            int(block.end.max()) if len(block) else 0,
+        )
     simple: dict[str, bool] = {}
     for line in ordered:
         if line.node is not None:
-            simple[line.node] = simple.get(line.node, True) and _single_bucket(line)
+            simple[line.node] = simple.get(line.node, True) and _single_bucket(line) and _fits(line)
+    block_simple = _block_simple(block)
+    node_of_template = block.node_names()
+    for t, ok in _per_template_all(block, block_simple):
+        node = node_of_template[t]
+        if node is not None:
+            simple[node] = simple.get(node, True) and ok
     if any(job.gpu_micros >= _MICROS_LIMIT for job in job_list):
         simple = dict.fromkeys(simple, False)
-    for chunk_lines, chunk_jobs in _chunks(ordered, job_list, simple):
-        _columns(chunk_lines, chunk_jobs, fold, horizon, simple, stats)
+    template_simple = np.array(
+        [node is not None and simple[node] for node in node_of_template], dtype=np.bool_
+    )
+    on_columns = template_simple[block.template] if len(block) else np.zeros(0, np.bool_)
+    items = [line for line in ordered if line.node is not None and simple[line.node]]
+    columns = block.take(on_columns).concat(LineBlock.of_items(items))
+    spilled: list[LineItem] = block.take(~on_columns).items()
+    for chunk_block, chunk_jobs in _chunks(columns, job_list):
+        spilled.extend(_columns(chunk_block, chunk_jobs, fold, horizon, stats))
     rows = [line for line in ordered if line.node is None or not simple[line.node]]
+    if spilled:
+        rows = sorted(rows + spilled, key=lambda line: line.id)
     stats.row_lines = len(rows)
     if rows:
         per_row_began = time.perf_counter()
@@ -81,54 +135,67 @@ def allocate_lines_vector(
     return stats
 
 
-def _chunks(
-    ordered: list[LineItem], jobs: list[Job], simple: dict[str, bool]
-) -> Iterator[tuple[list[LineItem], list[Job]]]:
-    """The eligible lines by chunks of whole nodes of about CHUNK_LINES lines, each with the
-    jobs that ran on its nodes (in id order), so the columns' memory is that of one chunk."""
+def _per_template_all(block: LineBlock, ok: Mask) -> list[tuple[int, bool]]:
+    """(template, whether every line of it is ok) for the templates of the block's lines."""
+    if not len(block):
+        return []
+    lines = np.bincount(block.template, minlength=len(block.templates))
+    good = np.bincount(block.template, weights=ok, minlength=len(block.templates))
+    return [(t, bool(good[t] == lines[t])) for t in np.flatnonzero(lines).tolist()]
+
+
+def _chunks(block: LineBlock, jobs: list[Job]) -> Iterator[tuple[LineBlock, list[Job]]]:
+    """The block's lines by chunks of whole nodes of about CHUNK_LINES lines (each in id
+    order), each with the jobs that ran on its nodes (in id order), so the columns' memory is
+    that of one chunk."""
+    if not len(block):
+        return
+    names = sorted({t.node for t in block.templates if t.node is not None})
+    index = {name: i for i, name in enumerate(names)}
+    node = np.array([index.get(t.node or "", 0) for t in block.templates], dtype=np.int64)
+    per_node = np.bincount(node[block.template], minlength=len(names)).tolist()
     chunk_of: dict[str, int] = {}
     size = chunk = 0
-    per_node: dict[str, int] = {}
-    for line in ordered:
-        if line.node is not None and simple[line.node]:
-            per_node[line.node] = per_node.get(line.node, 0) + 1
-    for node in sorted(per_node):
+    for name, count in zip(names, per_node, strict=True):
+        if not count:
+            continue
         if size >= CHUNK_LINES:
             chunk, size = chunk + 1, 0
-        chunk_of[node] = chunk
-        size += per_node[node]
-    if not chunk_of:
-        return
-    chunk_lines: list[list[LineItem]] = [[] for _ in range(chunk + 1)]
+        chunk_of[name] = chunk
+        size += count
+    chunk_of_node = np.array([chunk_of.get(name, 0) for name in names], dtype=np.int64)
+    line_chunk = chunk_of_node[node[block.template]]
+    order = np.lexsort((block.id, line_chunk))
+    bounds = np.searchsorted(line_chunk[order], np.arange(chunk + 2))
     chunk_jobs: list[list[Job]] = [[] for _ in range(chunk + 1)]
-    for line in ordered:
-        if line.node is not None and line.node in chunk_of:
-            chunk_lines[chunk_of[line.node]].append(line)
     for job in jobs:
-        for index in {chunk_of[node] for node in job.nodes if node in chunk_of}:
-            chunk_jobs[index].append(job)
-    for index in range(chunk + 1):
-        yield chunk_lines[index], chunk_jobs[index]
-        chunk_lines[index], chunk_jobs[index] = [], []
+        for at in {chunk_of[n] for n in job.nodes if n in chunk_of}:
+            chunk_jobs[at].append(job)
+    for at in range(chunk + 1):
+        yield block.take(order[bounds[at] : bounds[at + 1]]), chunk_jobs[at]
+        chunk_jobs[at] = []
 
 
 def _columns(
-    lines: list[LineItem], jobs: list[Job], fold: ShareFold, horizon: int,
-    simple: dict[str, bool], stats: VectorStats,
-) -> None:  # fmt: skip
+    block: LineBlock, jobs: list[Job], fold: ShareFold, horizon: int, stats: VectorStats
+) -> list[LineItem]:
     """One chunk on columns into the fold; nodes with large integers (Split.big_nodes) are
-    marked for the rows and the rest of the chunk split again."""
-    while lines:
-        columns = Split(lines, jobs, horizon, stats)
+    given back as LineItem values for the rows and the rest of the chunk split again."""
+    spilled: list[LineItem] = []
+    while len(block):
+        columns = Split(block, jobs, horizon, stats)
         if not columns.big_nodes:
-            stats.vector_lines += len(columns.lines)
+            stats.vector_lines += len(block)
             stats.vector_nodes += len(columns.node_names)
             fold_columns(columns, fold, stats)
-            return
+            break
         stats.big_nodes += len(columns.big_nodes)
-        for node in columns.big_nodes:
-            simple[node] = False
-        lines = [line for line in lines if line.node is not None and simple[line.node]]
+        big = np.array([t.node in columns.big_nodes for t in block.templates], dtype=np.bool_)[
+            block.template
+        ]
+        spilled.extend(block.take(big).items())
+        block = block.take(~big)
+    return spilled
 
 
 def _per_row(lines: list[LineItem], jobs: list[Job], fold: ShareFold, horizon: int) -> None:

@@ -54,7 +54,7 @@ def _counted(split: Split) -> Mask:
     start, end) (lines are in id order)."""
     bucket = np.stack([split.l_node, split.l_start, split.l_end], axis=1)
     _, first_line = np.unique(bucket, axis=0, return_index=True)
-    counted = np.zeros(len(split.lines), dtype=np.bool_)
+    counted = np.zeros(len(split.block), dtype=np.bool_)
     counted[first_line] = True
     return counted
 
@@ -73,7 +73,7 @@ def _job_rows(split: Split, fold: ShareFold, stats: VectorStats) -> None:
     job = split.e_job[split.h_entry[hit]]
     node = split.l_node[line]
     day = split.l_start[line] // DAY
-    group = np.array([item.group for item in split.lines], dtype=np.int64)[line]
+    group = split.block.group[line]
     k = split.k[line]
     weight = np.where(_counted(split)[line], split.h_weight[hit], 0)
     # Exact terms as integers, unless the integers could pass int64 (then Decimal, exact too).
@@ -170,17 +170,23 @@ def _idle_rows(split: Split, fold: ShareFold) -> None:
     line = split.i_line[is_idle]
     if not len(line):
         return
-    lines = split.lines
-    teams = sorted({item.team_id for item in lines}, key=lambda t: (t is not None, t or 0))
+    block = split.block
+    used = np.unique(block.template[line]).tolist()
+    templates = block.templates
+    teams = sorted({templates[t].team_id for t in used}, key=lambda t: (t is not None, t or 0))
     team_index = {t: i for i, t in enumerate(teams)}
-    named = sorted({item.spread_pool for item in lines if item.spread_pool is not None})
+    named = sorted(
+        {str(templates[t].spread_pool) for t in used if templates[t].spread_pool is not None}
+    )
     pools: list[str | None] = [None, *named]
     pool_index = {p: i for i, p in enumerate(pools)}
-    per_line = np.array(
-        [(item.group, team_index[item.team_id], pool_index[item.spread_pool])
-         for item in lines],
-        dtype=np.int64,
-    ).reshape(-1, 3)[line]  # fmt: skip
+    template_team = np.zeros(len(templates), dtype=np.int64)
+    template_pool = np.zeros(len(templates), dtype=np.int64)
+    for t in used:
+        template_team[t] = team_index[templates[t].team_id]
+        template_pool[t] = pool_index[templates[t].spread_pool]
+    of_line = block.template[line]
+    per_line = np.stack([block.group[line], template_team[of_line], template_pool[of_line]], 1)
     day = split.l_start[line] // DAY
     keys = np.stack([split.l_node[line], day, per_line[:, 0], per_line[:, 1], per_line[:, 2]], 1)
     order = np.lexsort(keys.T[::-1])

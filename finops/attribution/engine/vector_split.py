@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 import numpy as np
 import numpy.typing as npt
 
-from finops.attribution.engine.units import GPU_SCALE, decimal_to_units
-from finops.attribution.engine.values import HOUR, Job, LineItem
+from finops.attribution.engine.line_block import LineBlock
+from finops.attribution.engine.units import GPU_SCALE
+from finops.attribution.engine.values import HOUR, Job
 
 I64 = npt.NDArray[np.int64]
 # Every integer of the split stays at most this (T x w, weights, capacities).
@@ -52,9 +52,9 @@ class Split:
     weights, and each item's parts of the three columns. No fold written here: a node whose
     integers are too large (big_nodes) is sent to the rows and the split made again."""
 
-    def __init__(self, lines: list[LineItem], jobs: list[Job], horizon: int, stats: VectorStats):
+    def __init__(self, block: LineBlock, jobs: list[Job], horizon: int, stats: VectorStats):
         began = time.perf_counter()
-        self.lines = lines
+        self.block = block
         self._read(jobs, horizon)
         began = stats.phase("read_s", began)
         self._hits()
@@ -65,28 +65,20 @@ class Split:
         stats.phase("round_s", began)
 
     def _read(self, jobs: list[Job], horizon: int) -> None:
-        lines = self.lines
-        self.node_names = sorted({line.node for line in lines if line.node is not None})
+        block = self.block
+        template_nodes = [t.node or "" for t in block.templates]
+        self.node_names = sorted({template_nodes[t] for t in np.unique(block.template).tolist()})
         node_index = {name: i for i, name in enumerate(self.node_names)}
-        units: dict[Decimal, int] = {}
-
-        def to_units(amount: Decimal) -> int:
-            value = units.get(amount)
-            if value is None:
-                value = units[amount] = decimal_to_units(amount)
-            return value
-
-        self.l_node = np.array([node_index[line.node or ""] for line in lines], dtype=np.int64)
-        self.l_start = np.array([line.start for line in lines], dtype=np.int64)
-        self.l_end = np.array([line.end for line in lines], dtype=np.int64)
-        self.l_gpus = np.array([line.gpus or 0 for line in lines], dtype=np.int64)
-        # Python ints: an amount may not fit int64 (its node then goes to the rows).
-        cost = [to_units(line.cost) for line in lines]
-        self.signed: tuple[list[int], list[int], list[int]] = (
-            cost,
-            [to_units(line.list_cost) - c for line, c in zip(lines, cost, strict=True)],
-            [to_units(line.contracted_cost) - c for line, c in zip(lines, cost, strict=True)],
-        )
+        per_template = np.array([node_index.get(n, 0) for n in template_nodes], dtype=np.int64)
+        gpus = np.array([t.gpus or 0 for t in block.templates], dtype=np.int64)
+        self.l_node = per_template[block.template]
+        self.l_start, self.l_end = block.start, block.end
+        self.l_gpus = gpus[block.template]
+        # A block's amounts are below AMOUNT_LIMIT (line_block.py), so these fit int64.
+        cost = block.cost
+        self.signed: tuple[I64, I64, I64] = (
+            cost, block.list_cost - cost, block.contracted - cost,
+        )  # fmt: skip
         self._read_jobs(jobs, horizon, node_index)
 
     def _read_jobs(self, jobs: list[Job], horizon: int, node_index: dict[str, int]) -> None:
@@ -145,7 +137,7 @@ class Split:
 
     def _weights(self) -> None:
         """Integer weights of each line's items: its hits (in job order), then its idle."""
-        n = len(self.lines)
+        n = len(self.block)
         h_line, h_entry = self.h_line, self.h_entry
         h_count, h_first = segments(h_line, n)
         has = h_count > 0
@@ -189,10 +181,10 @@ class Split:
         limit = LIMIT // denominator
         magnitudes: list[I64] = []
         for values in self.signed:
-            huge = np.array([abs(v) > LIMIT for v in values], dtype=np.bool_)
-            array = np.array([0 if h else abs(v) for v, h in zip(values, huge, strict=True)])
+            magnitude = np.abs(values)
+            huge = (magnitude > LIMIT).astype(np.bool_)
             self.big |= huge
-            magnitudes.append(array.astype(np.int64))
+            magnitudes.append(np.where(huge, 0, magnitude).astype(np.int64))
         # T x w / D is computed as q x w + r x w / D (T = q x D + r): exact in int64 while
         # r x w < D x D fits, or T x w itself does; else in Python integers (object arrays).
         over = (magnitudes[0] > limit) | (magnitudes[1] > limit) | (magnitudes[2] > limit)
@@ -212,7 +204,7 @@ class Split:
     def _split(
         self,
         total: I64,
-        signed: list[int],
+        signed: I64,
         weight: I64,
         denominator: I64,
         order_key: tuple[I64, I64],
@@ -243,6 +235,6 @@ class Split:
             rank = np.empty_like(order)
             rank[order] = np.arange(len(order), dtype=np.int64) - first[c_line[order]]
             parts[chosen] += rank < missing[c_line]
-        negative = np.array([v < 0 for v in signed], dtype=np.bool_)
+        negative = (signed < 0).astype(np.bool_)
         result: I64 = np.where(negative[line], -parts, parts)
         return result

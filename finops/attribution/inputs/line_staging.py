@@ -73,10 +73,10 @@ _PK, _START, _END, _COST, _LIST, _CONTRACTED, _QUANTITY = 0, 1, 2, 3, 14, 15, 16
 # The columns of a line that are its billed resource's (all but the amounts and the period): a
 # node bills 744 lines a month alike, so what stage takes from them is resolved once per
 # distinct combination (_LineResource), the combination read by one C call per row.
-_RESOURCE_AT = (4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 18, 19, 20, *range(21, len(LINE_FIELDS)))
-_resource_key = itemgetter(*_RESOURCE_AT)
+RESOURCE_AT = (4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 18, 19, 20, *range(21, len(LINE_FIELDS)))
+_resource_key = itemgetter(*RESOURCE_AT)
 # LineStager._amount: a line's on-demand equivalent is its ListCost, its EffectiveCost.
-_TAKES_LIST, _TAKES_COST = 1, 2
+TAKES_LIST, TAKES_COST = 1, 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,17 +206,28 @@ class LineStager:
             taken, estimate, group = found
             line_dims[pk] = group
             # The row's own ListCost or EffectiveCost (not an equal one of another row).
-            list_value = list_cost if taken == _TAKES_LIST else cost if taken else estimate
+            list_value = list_cost if taken == TAKES_LIST else cost if taken else estimate
             contracted = row[_CONTRACTED] or _ZERO
             append((pk, start_s, end_s, cost, list_value, contracted, at, group))
         return staged
+
+    def amount_of(
+        self, resource: _LineResource, list_cost: Decimal | None, cost: Decimal,
+        quantity: Decimal | None, period: int,
+    ) -> tuple[int, Decimal, int]:  # fmt: skip
+        """_amount, for the column read (line_columns.py), which stages lines without rows."""
+        return self._amount(resource, list_cost, cost, quantity, period)
+
+    def charge(self, resource: _LineResource, start: Any, end: Any, cost: Decimal) -> None:
+        """_charge, for the column read (line_columns.py)."""
+        self._charge(resource, start, end, cost)
 
     def _amount(
         self, resource: _LineResource, list_cost: Decimal | None, cost: Decimal,
         quantity: Decimal | None, period: int,
     ) -> tuple[int, Decimal, int]:  # fmt: skip
-        """Where a line's on-demand equivalent comes from (_TAKES_LIST: its ListCost,
-        _TAKES_COST: its EffectiveCost, 0: the value given), and its ledger dimensions' index."""
+        """Where a line's on-demand equivalent comes from (TAKES_LIST: its ListCost,
+        TAKES_COST: its EffectiveCost, 0: the value given), and its ledger dimensions' index."""
         list_value, list_source = self.list_of_line(
             ListLine(
                 resource.charge_category, list_cost, cost, resource.dims[0],
@@ -224,7 +235,7 @@ class LineStager:
             )
         )  # fmt: skip
         dims: Dims = (*resource.dims, resource.mix, list_source)  # type: ignore[assignment]
-        taken = _TAKES_LIST if list_value is list_cost else _TAKES_COST if list_value is cost else 0
+        taken = TAKES_LIST if list_value is list_cost else TAKES_COST if list_value is cost else 0
         return taken, list_value, self._dims_index.setdefault(dims, len(self._dims_index))
 
     def _charge(self, resource: _LineResource, start: Any, end: Any, cost: Decimal) -> None:
@@ -295,13 +306,12 @@ def engine_lines(
     stager: LineStager,
     resolver: TeamResolver,
     idle_policies: IdlePolicies,
+    owners: list[tuple[Any, ...]] | None = None,
 ) -> list[engine.LineItem]:
     """The second pass: owners become team ids, and the idle policy decides who owns (or
-    spreads) the idle of node lines and of unused commitments; once per distinct resource."""
-    # Per resource: (node, GPUs, category, team, spread pool, shared-cost rule, provider,
-    # currency).
-    of_resource = [_line_owner(resource, resolver, idle_policies, stager.commitment_pools)
-                   for resource in stager.resources]  # fmt: skip
+    spreads) the idle of node lines and of unused commitments; once per distinct resource
+    (owners: line_owners' answer, when the caller has it)."""
+    of_resource = owners or line_owners(stager, resolver, idle_policies)
     make = engine.LineItem
     return [
         make(
@@ -323,6 +333,17 @@ def engine_lines(
         )
         for pk, start_s, end_s, cost, list_value, contracted, at, group in staged
         for node, gpus, category, team_id, pool, shared, provider, currency in (of_resource[at],)
+    ]
+
+
+def line_owners(
+    stager: LineStager, resolver: TeamResolver, idle_policies: IdlePolicies
+) -> list[tuple[Any, ...]]:
+    """Per resource: (node, GPUs, category, team, spread pool, shared-cost rule, provider,
+    currency) of its engine lines."""
+    return [
+        _line_owner(resource, resolver, idle_policies, stager.commitment_pools)
+        for resource in stager.resources
     ]
 
 

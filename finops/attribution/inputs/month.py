@@ -21,11 +21,13 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, TypeVar
 
+from django.conf import settings
 from django.db import connections, models
 from django.db.models import Max, Min
 
 from billing_ingest.models import CostLineItem
 from finops.attribution import engine
+from finops.attribution.engine.line_block import LineBlock
 from finops.attribution.inputs.charge_rollups import ChargeSums
 from finops.attribution.inputs.jobs import (
     BATCH_SIZE,
@@ -37,7 +39,14 @@ from finops.attribution.inputs.jobs import (
     jobs_load,
     values_with_epochs,
 )
-from finops.attribution.inputs.line_staging import LINE_FIELDS, Dims, LineStager, engine_lines
+from finops.attribution.inputs.line_columns import block_templates, stage_columns
+from finops.attribution.inputs.line_staging import (
+    LINE_FIELDS,
+    Dims,
+    LineStager,
+    engine_lines,
+    line_owners,
+)
 from finops.attribution.inputs.orm_rows import ALL, values_rows
 from finops.attribution.inputs.policies import (
     IdlePolicies,
@@ -50,6 +59,9 @@ from finops.attribution.inputs.team_mapping import TeamResolver
 @dataclass(slots=True)
 class Inputs:
     lines: list[engine.LineItem] = field(default_factory=list)
+    # GPU node lines read as columns (line_columns.py; PostgreSQL and the vectorised engine):
+    # not in lines.
+    block: LineBlock = field(default_factory=LineBlock.empty)
     line_dims: dict[int, int] = field(default_factory=dict)  # line id -> index in dims
     dims: list[Dims] = field(default_factory=list)
     jobs: list[engine.Job] = field(default_factory=list)
@@ -82,6 +94,12 @@ class ResourceRange:
         return queryset
 
 
+def lines_base(month: dt.date, part: ResourceRange | None = None) -> models.QuerySet[Any]:
+    """The month's (or a part's) line items attribution reads, in id order."""
+    queryset = CostLineItem.objects.settled().filter(billing_period=month).order_by("id")
+    return queryset if part is None else part.restrict(queryset)
+
+
 def lines_queryset(
     month: dt.date, *, epochs: bool = False, part: ResourceRange | None = None
 ) -> models.QuerySet[Any]:
@@ -90,12 +108,30 @@ def lines_queryset(
     epochs: on PostgreSQL, read the charge period as epoch seconds computed by the server.
     Django's timestamptz loader is Python code run for every cell, before any memoisation can
     help; SQLite hands out text, which _rows converts once per distinct hour."""
-    queryset = CostLineItem.objects.settled().filter(billing_period=month).order_by("id")
-    if part is not None:
-        queryset = part.restrict(queryset)
+    queryset = lines_base(month, part)
     if not epochs:
         return queryset.values_list(*LINE_FIELDS)
+    return _with_epochs(queryset)
+
+
+def _with_epochs(queryset: models.QuerySet[Any]) -> models.QuerySet[Any]:
     return values_with_epochs(queryset, LINE_FIELDS, ("charge_period_start", "charge_period_end"))
+
+
+def _rows_of(queryset: models.QuerySet[Any]) -> Iterable[tuple[Any, ...]]:
+    """The value tuples of line items (a queryset of CostLineItem), for LineStager."""
+    return line_rows(_with_epochs(queryset))
+
+
+def columns_wanted(using: str) -> bool:
+    """Whether the month's GPU node lines are read as columns (line_columns.py): on PostgreSQL
+    (binary COPY) for the vectorised engine, unless settings.FINOPS_ATTRIBUTION_COLUMNS is
+    off."""
+    return (
+        connections[using].vendor == "postgresql"
+        and settings.FINOPS_ATTRIBUTION_ENGINE == "vector"
+        and settings.FINOPS_ATTRIBUTION_COLUMNS
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +199,12 @@ def inputs_load(
         assert scope is not None
         names, inputs.month_jobs = scope.names, scope.jobs
     stager = LineStager(resolver, engine.node_name_map(names), SharedRules.from_db(), charges)
-    staged = stager.stage_all(line_rows(lines_queryset(month, epochs=True, part=part)))
+    base = lines_base(month, part)
+    read = stage_columns(stager, base, _rows_of) if columns_wanted(base.db) else None
+    if read is None:
+        staged, block = stager.stage_all(_rows_of(base)), LineBlock.empty()
+    else:
+        staged, block, _ = read
     if not whole:
         part_nodes = {res.node for res in stager.resources if res.node is not None}
         staged_jobs = jobs_load(inputs, resolver, *bounds, nodes=part_nodes)
@@ -174,9 +215,11 @@ def inputs_load(
     inputs.line_dims = stager.line_dims
     # Teams named by the month's rows but not created yet are created here, in one insert.
     resolver.materialise()
-    inputs.lines = engine_lines(staged, stager, resolver, idle_policies)
+    owners = line_owners(stager, resolver, idle_policies)
+    inputs.lines = engine_lines(staged, stager, resolver, idle_policies, owners)
+    inputs.block = block_templates(block, owners)
     inputs.jobs = engine_jobs(inputs, staged_jobs, resolver)
-    return inputs, len(staged)
+    return inputs, len(staged) + len(block)
 
 
 def _charge_bounds(month: dt.date) -> tuple[dt.datetime, dt.datetime] | None:

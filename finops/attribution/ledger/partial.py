@@ -35,6 +35,8 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from django.conf import settings
 
 from finops.attribution import engine
@@ -122,15 +124,18 @@ def part_first_pass(inputs: Inputs, *, engine_name: str | None = None) -> PartRe
         engine_name = settings.FINOPS_ATTRIBUTION_ENGINE
     fold = engine.ShareFold(inputs.lines)
     if engine_name == "vector":
-        allocate_lines_vector(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
+        allocate_lines_vector(
+            inputs.lines, inputs.jobs, fold, horizon=inputs.horizon, block=inputs.block
+        )
     else:
+        assert not len(inputs.block), "line items read as columns need the vectorised engine"
         engine.allocate_lines_into(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
     return part_of_fold(inputs, fold)
 
 
 def part_of_fold(inputs: Inputs, fold: engine.ShareFold) -> PartResult:
     """The part's result from its folded first pass (and its line items' sums)."""
-    part = PartResult(dims=inputs.dims, line_items=len(inputs.lines))
+    part = PartResult(dims=inputs.dims, line_items=len(inputs.lines) + len(inputs.block))
     part.jobs = inputs.month_jobs
     _line_sums(inputs, part)
     part.spread_weights, part.job_team, part.pooled = (
@@ -164,7 +169,48 @@ def _line_sums(inputs: Inputs, part: PartResult) -> None:
             if value is None:
                 value = units[amount] = to_units(amount)
             bill[key] = bill.get(key, 0) + value
+    _block_sums(inputs, part, groups)
     part.nodes = {line.node for line in inputs.lines if line.node is not None}
+    block = inputs.block
+    if len(block):
+        used = np.unique(block.template).tolist()
+        part.nodes |= {n for t in used if (n := block.templates[t].node) is not None}
+
+
+def _block_sums(
+    inputs: Inputs, part: PartResult, groups: list[tuple[int, list[tuple[Any, ...]]]]
+) -> None:
+    """_line_sums of the lines read as columns: integer sums per ledger group."""
+    block = inputs.block
+    if not len(block):
+        return
+    size = len(groups)
+    counts = np.bincount(block.group, minlength=size).tolist()
+    sums = [
+        _group_sums(block.group, column, size)
+        for column in (block.cost, block.list_cost, block.contracted)
+    ]
+    bill, batches = part.bill, part.batches
+    for group, (batch_id, keys) in enumerate(groups):
+        if not counts[group]:
+            continue
+        batches[batch_id] = batches.get(batch_id, 0) + counts[group]
+        for key, column in zip(keys, sums, strict=True):
+            bill[key] = bill.get(key, 0) + column[group]
+
+
+def _group_sums(
+    group: npt.NDArray[np.int64], values: npt.NDArray[np.int64], size: int
+) -> list[int]:
+    """Exact integer sums of values per group (Python integers: a month's sum may pass int64)."""
+    order = np.argsort(group, kind="stable")
+    starts = np.searchsorted(group[order], np.arange(size))
+    ends = np.r_[starts[1:], len(order)]
+    ordered = values[order]
+    return [
+        sum(ordered[a:b].astype(object).tolist()) if b > a else 0
+        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
 
 
 class PartOverlapError(RuntimeError):

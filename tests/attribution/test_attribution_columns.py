@@ -1,0 +1,150 @@
+"""The month's GPU node lines read as columns (inputs/line_columns.py: binary COPY, PostgreSQL)
+write the same ledger and rollups as the same lines read as rows, to the last stored decimal:
+on drawn months with node lines of one hour and of several, tagged node lines (budget rollups),
+amounts too large for the columns, lines without ListCost, shared and tagged lines, spread
+pools; and when two resources' digests collide, the month is read as rows."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from unittest import mock
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from billing_ingest.models import CostLineItem, ImportBatch
+from finops.attribution.inputs import line_columns
+from finops.attribution.inputs.month import inputs_load
+from finops.attribution.services import attribution_month_run
+from tests.split_months import (
+    ACCOUNTS,
+    HORIZON,
+    MONTH,
+    NODES,
+    JobSpec,
+    at,
+    month_build,
+    scenario_build,
+    snapshot,
+)
+
+
+def _postgres() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("the column read is PostgreSQL's (binary COPY)")
+
+
+def _rows_then_columns() -> tuple[dict[str, object], dict[str, object]]:
+    with override_settings(FINOPS_ATTRIBUTION_COLUMNS=False):
+        rows_run = attribution_month_run(month=MONTH)
+        rows = snapshot()
+    columns_run = attribution_month_run(month=MONTH)
+    assert (columns_run.line_items, columns_run.jobs) == (rows_run.line_items, rows_run.jobs)
+    return snapshot(), rows
+
+
+# (start, end, cost, ListCost or None, node or resource, tags)
+Extra = tuple[int, int, Decimal, Decimal | None, str, dict[str, str]]
+
+
+def _extra_lines(extras: list[Extra]) -> None:
+    batch = ImportBatch.objects.filter(kind="billing").first()
+    assert batch is not None
+    CostLineItem.objects.bulk_create(
+        CostLineItem(
+            batch=batch, source="s", billing_period=MONTH, billing_period_start=at(0),
+            provider_name="AWS", billing_account_id=ACCOUNTS[0], billing_currency="USD",
+            charge_period_start=at(start), charge_period_end=at(end), billed_cost=cost,
+            effective_cost=cost, list_cost=listed, resource_id=f"i-{node}", resource_name=node,
+            service_category="Compute", x_instance_type="p5.48xlarge", tags=tags,
+        )
+        for start, end, cost, listed, node, tags in extras
+    )  # fmt: skip
+
+
+@st.composite
+def jobs(draw: st.DrawFn) -> JobSpec:
+    start = draw(st.integers(min_value=0, max_value=HORIZON))
+    end = None if draw(st.integers(0, 5)) == 0 else start + draw(st.integers(60, 30 * 3600))
+    nodes = draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=3, unique=True))
+    gpus = draw(st.sampled_from([Decimal(1), Decimal(8), Decimal("0.5"), Decimal("2.333333")]))
+    return start, end, gpus, nodes
+
+
+@st.composite
+def node_lines(draw: st.DrawFn) -> Extra:
+    start = draw(st.integers(0, HORIZON // 3600 - 1)) * 3600
+    end = start + draw(st.sampled_from([3600, 3600, 3600, 7200]))
+    units = draw(
+        st.one_of(
+            st.integers(-(10**14), 10**16),
+            st.integers(2 * 10**18, 3 * 10**18),  # past the columns' amounts: read as rows
+        )
+    )
+    cost = Decimal(units).scaleb(-12)
+    listed = draw(st.one_of(st.none(), st.just(cost), st.just(cost + Decimal("1.000000000001"))))
+    tags = draw(st.sampled_from([{}, {}, {"team": "ml"}, {"kubernetes.io/hostname": "x"}]))
+    return start, end, cost, listed, draw(st.sampled_from(NODES)), tags
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    job_specs=st.lists(jobs(), max_size=10),
+    extras=st.lists(node_lines(), min_size=1, max_size=20),
+    support=st.booleans(),
+    spread_nodes=st.lists(st.sampled_from(NODES), max_size=3, unique=True),
+    rule=st.sampled_from([None, "even", "gpu_spend"]),
+)
+def test_columns_write_the_ledger_the_rows_write(
+    job_specs: list[JobSpec],
+    extras: list[Extra],
+    support: bool,
+    spread_nodes: list[str],
+    rule: str | None,
+) -> None:
+    _postgres()
+    line_specs = []
+    if support:
+        line_specs.append((0, 86400, Decimal("333.333333333333"), Decimal("333.333333333333"),
+                           "s3", "support", "111"))  # fmt: skip
+        line_specs.append((0, 86400, Decimal("12.5"), Decimal("12.5"), "vol-a", "tagged", "222"))
+    month_build(job_specs, line_specs, spread_nodes, rule)
+    _extra_lines(extras)
+    columns, rows = _rows_then_columns()
+    assert columns == rows
+
+
+@pytest.mark.django_db
+def test_the_scenario_reads_its_node_lines_as_columns() -> None:
+    _postgres()
+    scenario_build()
+    inputs, read = inputs_load(month=MONTH)
+    node_lines = CostLineItem.objects.filter(service_category="Compute").count()
+    # Every node line but each resource's first (staged as a row: it resolves the resource).
+    assert len(inputs.block) == node_lines - len(NODES)
+    assert read == CostLineItem.objects.count()
+    columns, rows = _rows_then_columns()
+    assert columns == rows
+
+
+@pytest.mark.django_db
+def test_colliding_digests_read_the_month_as_rows() -> None:
+    _postgres()
+    scenario_build()
+    real = line_columns._firsts
+
+    def colliding(queryset: object) -> list[tuple[int, int]]:
+        return [(first, 7) for first, _ in real(queryset)]  # type: ignore[arg-type]
+
+    with mock.patch.object(line_columns, "_firsts", colliding):
+        inputs, _ = inputs_load(month=MONTH)
+        assert len(inputs.block) == 0
+        assert len(inputs.lines) == CostLineItem.objects.count()
+        columns, rows = _rows_then_columns()
+    assert columns == rows
