@@ -7,6 +7,7 @@ pools; and when two resources' digests collide, the month is read as rows."""
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 from unittest import mock
 
 import pytest
@@ -32,12 +33,15 @@ from tests.split_months import (
 )
 
 
+Snapshot = dict[str, list[tuple[Any, ...]]]
+
+
 def _postgres() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("the column read is PostgreSQL's (binary COPY)")
 
 
-def _rows_then_columns() -> tuple[dict[str, object], dict[str, object]]:
+def _rows_then_columns() -> tuple[Snapshot, Snapshot]:
     with override_settings(FINOPS_ATTRIBUTION_COLUMNS=False):
         rows_run = attribution_month_run(month=MONTH)
         rows = snapshot()
