@@ -32,7 +32,6 @@ from tests.split_months import (
     snapshot,
 )
 
-
 Snapshot = dict[str, list[tuple[Any, ...]]]
 
 
