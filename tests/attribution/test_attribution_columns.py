@@ -140,12 +140,13 @@ def test_the_scenario_reads_its_node_lines_as_columns() -> None:
 def test_colliding_digests_read_the_month_as_rows() -> None:
     _postgres()
     scenario_build()
-    real = line_columns._firsts
+    real = line_columns.distinct_resources
 
-    def colliding(queryset: object) -> list[tuple[int, int]]:
-        return [(first, 7) for first, _ in real(queryset)]  # type: ignore[arg-type]
+    def colliding(lines: Any) -> object:
+        lines.key[:] = 7  # every resource's first half alike: the second tells them apart
+        return real(lines)
 
-    with mock.patch.object(line_columns, "_firsts", colliding):
+    with mock.patch.object(line_columns, "distinct_resources", colliding):
         inputs, _ = inputs_load(month=MONTH)
         assert len(inputs.block) == 0
         assert len(inputs.lines) == CostLineItem.objects.count()

@@ -6,22 +6,22 @@ Decimal of every amount, a string of every name) and looked up each line's bille
 tuple of 24 of them: most of the attribution step's read. A line's resource columns are what
 LineStager resolves once per resource anyway, so here:
 
-1. the server groups the lines by a digest of their resource columns (md5 of the ROW, the same
-   columns LineStager's resource key takes, in the same order) and gives each group's first
-   line id; those first lines are read and staged as rows (LineStager.stage_all), which resolves
-   every resource: node, GPUs, owner, dims, unused commitment, rollups;
-2. every line comes by one binary COPY as bigints: id, the digest's first 60 bits, the charge
+1. every line comes by one binary COPY as bigints: id, a digest of its resource columns (md5 of
+   the ROW of the columns LineStager's resource key takes, as two 60-bit halves), the charge
    period in epoch microseconds, EffectiveCost, ListCost and ContractedCost in units of 10^-12
    (each with a null flag where the column may be null), the quantity likewise, and a flag for
    amounts too large for 64 bits;
+2. the lines are grouped by digest (NumPy) and each resource's first line is read and staged as
+   a row (LineStager.stage_all), which resolves every resource: node, GPUs, owner, dims, unused
+   commitment, rollups;
 3. the lines of GPU node resources (node, known GPU count, not an unused commitment) whose
    amounts fit go into a LineBlock, their on-demand equivalent and ledger dims resolved once per
    distinct (resource, amounts, period) as stage_all does; every other line is read again as a
    row by id and staged as before.
 
-Exactness: the digest's 60 bits identify a resource only if no two resources of the month share
-them; the first lines' digests are checked for that, and if two do (about 1 in 10^8 months of a
-hundred thousand resources) the whole month is read as rows. Amounts are exact integers (the
+Exactness: two resources are taken for one only if their digests agree on 120 bits; if two
+resources share the first 60 (about 1 in 10^8 months of a hundred thousand resources) the whole
+month is read as rows. Amounts are exact integers (the
 columns have 12 decimals); the per-line values equal the row path's (tests compare the ledgers).
 """
 
@@ -99,7 +99,7 @@ def _columns_sql() -> list[str]:
     contracted, contracted_null = _units_sql("contracted_cost", _AMOUNT_MAX)
     quantity, quantity_null = _units_sql("consumed_quantity", _QUANTITY_MAX)
     return [
-        f"('x' || left({_digest_sql()}, 15))::bit(60)::bigint",
+        _digest_sql(),
         _epoch_micros_sql("charge_period_start"),
         _epoch_micros_sql("charge_period_end"),
         cost, list_units, list_null, contracted, contracted_null, quantity, quantity_null,
@@ -113,6 +113,7 @@ class _Lines:
 
     id: I64
     key: I64
+    key2: I64
     start_us: I64
     end_us: I64
     cost: I64
@@ -125,35 +126,47 @@ class _Lines:
     wide: I64
 
 
-def _copy_bigints(queryset: models.QuerySet[Any], n: int) -> list[I64]:
-    """A values_list queryset of n non-null bigint columns by binary COPY, as int64 arrays."""
-    compiler = queryset.query.get_compiler(using=queryset.db)
-    sql, params = compiler.as_sql()
+def _copy_lines(queryset: models.QuerySet[Any]) -> _Lines:
+    """Every line of the queryset (id order) as columns by one binary COPY of bigints: the
+    digest (computed once per line) as two 60-bit halves, then _columns_sql's other columns."""
+    expressions = _columns_sql()
+    inner = queryset.values_list("id", *(RawSQL(sql, ()) for sql in expressions))
+    sql, params = inner.query.get_compiler(using=queryset.db).as_sql()
+    names = ["id", "digest", *(f"c{i}" for i in range(1, len(expressions)))]
+    selected = [
+        "s.id",
+        "('x' || left(s.digest, 15))::bit(60)::bigint",
+        "('x' || substr(s.digest, 16, 15))::bit(60)::bigint",
+        *(f"s.{name}" for name in names[2:]),
+    ]
+    n = len(selected)
     fields: list[tuple[str, str]] = [("count", ">i2")]
     for i in range(n):
         fields += [(f"l{i}", ">i4"), (f"v{i}", ">i8")]
-    with connections[queryset.db].cursor() as django_cursor:
-        cursor = django_cursor.cursor
-        with cursor.copy(f"COPY ({sql}) TO STDOUT (FORMAT binary)", params) as copy:
-            data = b"".join(bytes(chunk) for chunk in copy)
+    statement = (
+        f"COPY (SELECT {', '.join(selected)} FROM ({sql}) AS s({', '.join(names)}) "
+        "ORDER BY s.id) TO STDOUT (FORMAT binary)"
+    )
+    with (
+        connections[queryset.db].cursor() as django_cursor,
+        django_cursor.cursor.copy(statement, params) as copy,
+    ):
+        data = b"".join(bytes(chunk) for chunk in copy)
     body = memoryview(data)[len(_HEADER) : len(data) - len(_TRAILER)]
     rows = np.frombuffer(body, dtype=np.dtype(fields))
-    return [rows[f"v{i}"].astype(np.int64) for i in range(n)]
+    return _Lines(*(rows[f"v{i}"].astype(np.int64) for i in range(n)))
 
 
-def _firsts(queryset: models.QuerySet[Any]) -> list[tuple[int, int]]:
-    """(first line id, 60-bit digest) of each distinct resource of the lines (step 1)."""
-    digest = _digest_sql()
-    inner = queryset.order_by().values_list(
-        "id", RawSQL(digest, ()), RawSQL(f"('x' || left({digest}, 15))::bit(60)::bigint", ())
-    )
-    sql, params = inner.query.get_compiler(using=queryset.db).as_sql()
-    with connections[queryset.db].cursor() as cursor:
-        cursor.execute(
-            f"SELECT min(s.id), min(s.key) FROM ({sql}) AS s(id, digest, key) GROUP BY s.digest",
-            params,
-        )
-        return [(int(a), int(b)) for a, b in cursor.fetchall()]
+def distinct_resources(lines: _Lines) -> tuple[I64, I64] | None:
+    """(index of each distinct resource's first line, each line's resource) by the digest; None
+    when two resources share the first half of their digests (the check that a 60-bit half
+    never stands for two resources, so that a collision of the whole digest, 120 bits, is the
+    only one left unseen)."""
+    pairs = np.stack([lines.key, lines.key2], axis=1)
+    distinct, first, which = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
+    if len(np.unique(distinct[:, 0])) != len(distinct):
+        return None
+    return first.astype(np.int64), which.reshape(-1).astype(np.int64)
 
 
 def _epoch_seconds(micros: I64) -> I64:
@@ -176,25 +189,24 @@ def stage_columns(
     resource index. rows_of(queryset) gives the value tuples of a values queryset's lines
     (month.line_rows). None: the month must be read as rows (a digest shared by two
     resources)."""
-    firsts = _firsts(base)
-    if len({key for _, key in firsts}) != len(firsts):
+    lines = _copy_lines(base)
+    if not len(lines.id):
+        return [], LineBlock.empty(), []
+    found = distinct_resources(lines)
+    if found is None:
         return None
-    columns = _copy_bigints(
-        base.values_list("id", *(RawSQL(sql, ()) for sql in _columns_sql())), 12
-    )
-    lines = _Lines(*columns)
-    first_ids = sorted(first for first, _ in firsts)
-    staged = stager.stage_all(rows_of(base.filter(AnyOf("id", first_ids))))
+    first, which = found
+    first_ids = lines.id[first]
+    staged = stager.stage_all(rows_of(base.filter(AnyOf("id", first_ids.tolist()))))
     at_of_id = {row[0]: row[6] for row in staged}
-    resource_of_key = {key: at_of_id[first] for first, key in firsts}
-    keys, where = np.unique(lines.key, return_inverse=True)
-    at = np.array([resource_of_key[k] for k in keys.tolist()], dtype=np.int64)[where]
+    at = np.array([at_of_id[i] for i in first_ids.tolist()], dtype=np.int64)[which]
     resources = stager.resources
     eligible = np.array(
         [r.node is not None and bool(r.gpus) and r.unused is None for r in resources],
         dtype=np.bool_,
     )
-    first_mask = np.isin(lines.id, np.array(first_ids, dtype=np.int64))
+    first_mask = np.zeros(len(lines.id), dtype=np.bool_)
+    first_mask[first] = True
     on_block = eligible[at] & (lines.wide == 0) & ~first_mask if len(at) else first_mask
     others = lines.id[~on_block & ~first_mask].tolist()
     if others:
