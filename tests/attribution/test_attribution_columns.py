@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.test import override_settings
@@ -152,3 +153,24 @@ def test_colliding_digests_read_the_month_as_rows() -> None:
         assert len(inputs.lines) == CostLineItem.objects.count()
         columns, rows = _rows_then_columns()
     assert columns == rows
+
+
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(-(2**63), 2**63 - 1)), min_size=1))
+def test_distinct_rows_are_numpys_unique_rows(pairs: list[tuple[int, int]]) -> None:
+    matrix = np.array(pairs, dtype=np.int64)
+    distinct, which = line_columns._distinct_rows(matrix)
+    assert np.array_equal(distinct[which], matrix)
+    assert len(distinct) == len(np.unique(matrix, axis=0))
+
+
+def test_distinct_rows_sharing_a_fingerprint_are_told_apart() -> None:
+    # (0, 0) and (m1, -m0): m1 x m0 - m0 x m1 wraps to 0, the fingerprint of (0, 0).
+    mix = line_columns._MIX[:2]
+    a = np.array([[0, 0]], dtype=np.int64)
+    b = np.array([[int(mix[1]), -int(mix[0])]], dtype=np.int64)
+    with np.errstate(over="ignore"):
+        assert (b * mix).sum() == (a * mix).sum()
+    matrix = np.concatenate([a, b, a])
+    distinct, which = line_columns._distinct_rows(matrix)
+    assert len(distinct) == 2
+    assert np.array_equal(distinct[which], matrix)
