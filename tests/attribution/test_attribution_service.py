@@ -16,6 +16,7 @@ from pytest_django import DjangoAssertNumQueries
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution import engine
 from finops.attribution.engine import Job, LineItem, Share, ShareFold, fold_shares
+from finops.attribution.engine.line_block import LineBlock
 from finops.attribution.ledger import partial
 from finops.attribution.ledger.writer import ConservationError
 from finops.attribution.models import AllocatedCost, AttributionRun, RunCost, TeamDailyCost
@@ -122,8 +123,9 @@ def test_failed_run_leaves_the_previous_rows(
     line(gpu_hour["line"].batch, "5", 0, 1, resource_name="disk")
 
     def broken(
-        lines: list[LineItem], jobs: list[Job], out: ShareFold, *, horizon: int | None = None
-    ) -> NoReturn:
+        lines: list[LineItem], jobs: list[Job], out: ShareFold, *, horizon: int | None = None,
+        block: LineBlock | None = None,
+    ) -> NoReturn:  # fmt: skip
         raise RuntimeError("engine exploded")
 
     # Either engine (FINOPS_ATTRIBUTION_ENGINE): the per-row one, or the vectorised one.
@@ -248,11 +250,14 @@ def test_a_ledger_that_does_not_add_up_is_never_written(
     real = engine.allocate_lines_into
 
     def loses_a_share(
-        lines: list[LineItem], jobs: list[Job], out: ShareFold, *, horizon: int | None = None
-    ) -> None:
+        lines: list[LineItem], jobs: list[Job], out: ShareFold, *, horizon: int | None = None,
+        block: LineBlock | None = None,
+    ) -> None:  # fmt: skip
+        # The lines read as columns (PostgreSQL) too, as the vectorised engine takes them.
+        every = sorted([*lines, *(block.items() if block is not None else [])], key=lambda x: x.id)
         shares: list[Share] = []
-        real(lines, jobs, shares, horizon=horizon)
-        fold_shares(lines, shares[1:], out)
+        real(every, jobs, shares, horizon=horizon)
+        fold_shares(every, shares[1:], out)
 
     monkeypatch.setattr(engine, "allocate_lines_into", loses_a_share)
     monkeypatch.setattr(partial, "allocate_lines_vector", loses_a_share)  # either engine

@@ -236,6 +236,7 @@ def stage_columns(
     others = lines.id[~on_block & ~first_mask].tolist()
     if others:
         staged += stager.stage_all(rows_of(base.filter(AnyOf("id", others))))
+        staged.sort(key=lambda row: row[0])  # in id order, as the row read stages them
     chosen = np.flatnonzero(on_block)
     block, block_at = _block(stager, lines, at, chosen)
     return staged, block, block_at
