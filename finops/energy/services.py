@@ -25,6 +25,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
+from billing_ingest.loading.statistics import tables_analyze_if_changed
 from billing_ingest.models import ImportBatch, JobRecord
 from billing_ingest.parsers.dcgm import SLURM
 from billing_ingest.services.batches import import_batch_create, import_batch_fail
@@ -165,6 +166,8 @@ def energy_import(*, path: Path, cluster: str, format: str = "prometheus") -> En
             status=ImportBatch.Status.SUCCEEDED, row_count=len(rows), started_at=now,
             finished_at=now,
         )  # fmt: skip
+    # Planner statistics before the economics refresh reads the rows (PostgreSQL).
+    tables_analyze_if_changed([JobEnergy._meta.db_table])
     batch.refresh_from_db()
     economics_refresh_send(_ledger_months(cluster, sorted({r.job_id for r in rows})))
     return EnergyImport(
