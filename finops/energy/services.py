@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
@@ -32,12 +32,12 @@ from billing_ingest.services.batches import import_batch_create, import_batch_fa
 from billing_ingest.services.utilisation import slurm_job_ids
 from finops.attribution.models import AllocatedCost
 from finops.core.errors import ImportFormatError
+from finops.core.money import EXACT
 from finops.core.months import month_format
 from finops.core.pipeline_wake import economics_refresh_send
 from finops.energy.dcgm_energy import GpuSeries, read_dcgm_energy
 from finops.energy.models import JobEnergy
 
-_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
 JOULE_PLACES = Decimal("0.000001")
 FORMATS = ("prometheus",)
 
@@ -197,5 +197,5 @@ def _ledger_months(cluster: str, job_ids: list[str]) -> list[str]:
 
 
 def _joules(value: Fraction) -> Decimal:
-    exact = _CTX.divide(Decimal(value.numerator), Decimal(value.denominator))
-    return exact.quantize(JOULE_PLACES, context=_CTX)
+    exact = EXACT.divide(Decimal(value.numerator), Decimal(value.denominator))
+    return exact.quantize(JOULE_PLACES, context=EXACT)
