@@ -134,10 +134,11 @@ def _ledger_digest() -> tuple[str, int]:
 
 
 def _run_phases() -> list[tuple[str, float]]:
-    """The seconds per phase the latest attribution run recorded (AttributionRun.phases)."""
-    from finops.attribution.models import AttributionRun
+    """The seconds per phase the month's latest attribution run recorded (AttributionRun.phases,
+    as `attribute --month` reads them)."""
+    from finops.attribution.selectors.ledger import attribution_run_latest
 
-    run = AttributionRun.objects.filter(status="succeeded").order_by("-id").first()
+    run = attribution_run_latest(month=MONTH)
     return [] if run is None else [(name, seconds) for name, seconds in run.phases]
 
 

@@ -6,6 +6,7 @@ scenario."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,17 @@ def run_command(folder: Path, command: list[str]) -> str:
     out = StringIO()
     call_command(name, *args, stdout=out, stderr=StringIO())
     return out.getvalue()
+
+
+def scenario_load(folder: Path, tmp_path: Path, *, months: Iterable[str] = ()) -> None:
+    """A scenario folder's setup.json (its fixtures, objects and commands), then `attribute
+    --month` of each of `months` ("2025-06")."""
+    setup = json.loads((folder / "setup.json").read_text())
+    load_setup(setup, tmp_path)
+    for command in setup["commands"]:
+        run_command(folder, command)
+    for month in months:
+        run_command(folder, ["attribute", "--month", month])
 
 
 def run_metrics_month_attributed() -> None:
@@ -122,9 +134,4 @@ def economics_against_read_time() -> list[Any]:
 def waste_month_attributed(tmp_path: Path) -> None:
     """fixtures/scenarios/focus-slurm-waste loaded through its setup.json and attributed
     (2025-06): the hand-worked waste by cause."""
-    folder = SCENARIOS / "focus-slurm-waste"
-    setup = json.loads((folder / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(folder, command)
-    run_command(folder, ["attribute", "--month", "2025-06"])
+    scenario_load(SCENARIOS / "focus-slurm-waste", tmp_path, months=["2025-06"])

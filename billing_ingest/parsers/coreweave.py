@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 from billing_ingest.models import CoreWeaveRate
@@ -38,7 +38,7 @@ from billing_ingest.parsers.focus import FocusRowBuilder, read_focus_file
 from billing_ingest.parsers.rows import LineItemRow
 from billing_ingest.parsers.values import CHUNK_ROWS
 from finops.core.errors import ImportFormatError
-from finops.core.money import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM
+from finops.core.money import EXACT, MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM
 
 PROVIDER_NAME = "CoreWeave"
 REQUIRED_COLUMNS = ("BillingPeriodStart", "ChargePeriodStart", "ChargePeriodEnd")
@@ -47,8 +47,6 @@ INSTANCE_TYPE_COLUMNS = ("x_InstanceType", "SkuId")
 DEFAULT_PRICING_CATEGORY = CoreWeaveRate.PricingCategory.STANDARD.value
 
 _MAX_MONEY = Decimal(10) ** (MONEY_DIGITS - MONEY_PLACES)
-# Exact product of two 12-place decimals, so only the final quantize rounds.
-_PRODUCT_CONTEXT = Context(prec=80)
 
 
 @dataclass(frozen=True)
@@ -119,9 +117,10 @@ class RateCard:
 
 
 def price(quantity: Decimal, rate: Decimal) -> Decimal:
-    """quantity x rate, rounded once to MONEY_QUANTUM, half-even."""
-    product = _PRODUCT_CONTEXT.multiply(quantity, rate)
-    return product.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=_PRODUCT_CONTEXT)
+    """quantity x rate, rounded once to MONEY_QUANTUM, half-even (the product of two 12-place
+    decimals is exact in EXACT's digits)."""
+    product = EXACT.multiply(quantity, rate)
+    return product.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=EXACT)
 
 
 class CoreWeaveRowBuilder(FocusRowBuilder):

@@ -50,13 +50,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import Context, Decimal
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
 from billing_ingest.models import JobGpuUtilisation
 from billing_ingest.parsers.prometheus_text import RawSample, read_samples
 from finops.core.errors import ImportFormatError
+from finops.core.money import EXACT
 
 ENGINE_ACTIVE = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"
@@ -77,8 +78,6 @@ JobKey = tuple[str, str]
 SeriesId = tuple[str, tuple[tuple[str, str], ...]]
 
 _MAX_JOB_ID = JobGpuUtilisation._meta.get_field("job_id").max_length or 320
-# Sums of many samples stay exact (values have a handful of digits).
-_CTX = Context(prec=60)
 
 
 @dataclass(slots=True)
@@ -96,13 +95,13 @@ class JobSamples:
 
     def add(self, metric: str, value: Decimal) -> None:
         acc = self.engine if metric == ENGINE_ACTIVE else self.util
-        busy = _CTX.divide(value, METRICS[metric]) if metric == GPU_UTIL else value
-        acc.total = _CTX.add(acc.total, busy)
+        busy = EXACT.divide(value, METRICS[metric]) if metric == GPU_UTIL else value
+        acc.total = EXACT.add(acc.total, busy)
         acc.count += 1
 
     def merge(self, other: JobSamples) -> None:
         for mine, theirs in ((self.engine, other.engine), (self.util, other.util)):
-            mine.total = _CTX.add(mine.total, theirs.total)
+            mine.total = EXACT.add(mine.total, theirs.total)
             mine.count += theirs.count
 
     def utilisation(self) -> Fraction:

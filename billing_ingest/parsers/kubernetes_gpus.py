@@ -8,14 +8,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from typing import Any
 
+from finops.core.money import EXACT
+
 GPU_PLACES = Decimal("0.000001")
-
-
-_CTX = Context(prec=50)
 
 
 NVIDIA_GPU = "nvidia.com/gpu"
@@ -153,7 +152,7 @@ def quantity(value: object) -> int:
 
 def rounded_gpus(gpus: Fraction) -> Decimal:
     """The 6-place value stored in JobRecord.gpus (the exact one is kept beside it)."""
-    exact = _CTX.divide(Decimal(gpus.numerator), Decimal(gpus.denominator))
+    exact = EXACT.divide(Decimal(gpus.numerator), Decimal(gpus.denominator))
     return exact.quantize(GPU_PLACES, rounding=ROUND_HALF_EVEN)
 
 

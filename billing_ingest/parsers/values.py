@@ -20,7 +20,7 @@ import re
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, date, datetime, timedelta
-from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -33,7 +33,7 @@ from billing_ingest.parsers.checks import check_cells
 from billing_ingest.parsers.currencies import ISO_4217_CODES
 from billing_ingest.parsers.lines import CappedText
 from finops.core.errors import ImportFormatError
-from finops.core.money import MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM
+from finops.core.money import EXACT, MONEY_DIGITS, MONEY_PLACES, MONEY_QUANTUM
 
 # A row a parser builds: a LineItemRow, or a job record's fields.
 RowT = TypeVar("RowT")
@@ -57,8 +57,6 @@ _OVERFLOW_HOUR_RE = re.compile(
 # Largest magnitudes the columns hold (money_field; consumed_quantity is 38 digits, 12 places).
 _MAX_MONEY = Decimal(10) ** (MONEY_DIGITS - MONEY_PLACES)
 _MAX_QUANTITY = Decimal(10) ** (38 - MONEY_PLACES)
-# Enough precision that quantizing any in-range value never raises.
-_QUANTIZE_CONTEXT = Context(prec=60)
 
 
 class BadValue(Exception):
@@ -98,7 +96,8 @@ def _decimal(value: object, *, limit: Decimal) -> Decimal | None:
         raise BadValue(f"{_shown(value)} is not a finite number")
     if abs(number) >= limit:
         raise BadValue(f"{_shown(value)} is out of range")
-    return number.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=_QUANTIZE_CONTEXT)
+    # EXACT's digits: quantizing any in-range value never raises.
+    return number.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=EXACT)
 
 
 def _shown(value: object) -> str:

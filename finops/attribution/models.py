@@ -104,7 +104,8 @@ class RunCost(models.Model):
     )
     cost = money_field()
     # Cost of attempts that failed or were preempted (wasted work); an inference pod that served
-    # traffic before it failed did useful work and is not waste.
+    # traffic before it failed did useful work and is not waste, nor is a cancelled service
+    # (JobRecord.service: how a server or runner stops).
     wasted_cost = money_field(default=Decimal(0))
     gpu_seconds = models.DecimalField(max_digits=24, decimal_places=6, default=Decimal(0))
     jobs = models.PositiveIntegerField(default=0)

@@ -15,7 +15,7 @@ from django.db.models import Case, DateField, F, Value, When
 from finops.attribution.models import AllocatedCost
 from finops.budgets.models import Budget
 from finops.budgets.periods import Period
-from finops.core.money import MoneySum
+from finops.core.money import EXACT, MoneySum
 from finops.core.months import month_add
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 
@@ -27,10 +27,6 @@ class Driver:
     dimension: str
     key: str
     amount: Decimal
-
-
-# Digits of an exact Decimal sum of ledger amounts (12 places, up to 10^15 each).
-_EXACT_DIGITS = 60
 
 
 def budget_drivers(*, budget: Budget, period: Period, as_of: date) -> dict[str, list[Driver]]:
@@ -81,7 +77,7 @@ def _top(dimension: str, column: str, rows: list[dict], currency: str) -> list[D
     # exactly (enough digits for any sum of 12-place amounts): they need no rate, no Fraction.
     same: dict[str, Decimal] = defaultdict(Decimal)
     others = [r for r in rows if r["billing_currency"] != currency]
-    with localcontext(prec=_EXACT_DIGITS):
+    with localcontext(EXACT):
         for r in rows:
             if r["billing_currency"] == currency:
                 same[r[column]] += r["amount"]

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from fractions import Fraction
 
 from django.conf import settings
@@ -31,7 +31,7 @@ from finops.chargeback.adjustment_reasons import adjustment_reason
 from finops.chargeback.economics import TeamMonthEconomics, teams_month_economics
 from finops.chargeback.models import ClosedPeriod, Section, StatementEconomics, StatementLine
 from finops.chargeback.period_selectors import closes_active
-from finops.core.money import MoneySum, exact_sum
+from finops.core.money import EXACT, MoneySum, exact_sum
 from finops.core.months import month_previous
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
@@ -187,9 +187,6 @@ def _line_order(line: Line) -> tuple[object, ...]:
 _Key = tuple[int, str, str, str]  # team id, section, key, currency
 
 
-_EXACT = Context(prec=60, rounding=ROUND_HALF_EVEN)
-
-
 class _Accumulator:
     """Lines' sums: native amounts, GPU-seconds and the exact reporting amounts, the converted
     parts as Fractions and the parts already in the reporting currency as Decimals (exact in
@@ -206,7 +203,7 @@ class _Accumulator:
     ) -> None:
         self.amount[key] += amount
         if isinstance(exact, Decimal):
-            self.same[key] = _EXACT.add(self.same.get(key, ZERO), exact)
+            self.same[key] = EXACT.add(self.same.get(key, ZERO), exact)
         elif exact is not None:
             self.exact[key] = self.exact.get(key, Fraction(0)) + exact
         self.gpu[key] += gpu

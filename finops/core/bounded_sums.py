@@ -16,13 +16,15 @@ sum rounded once, in every case, not only in most.
 from __future__ import annotations
 
 from collections.abc import Callable
-from decimal import ROUND_CEILING, ROUND_FLOOR, Context, Decimal
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-# 80 digits: a product of two amounts of 28 digits is exact, and each rounded step errs by one
-# unit in the 80th digit, so bounds of a sum of millions of terms stay 1e-70 apart or so.
-_DIGITS = 80
-_DOWN = Context(prec=_DIGITS, rounding=ROUND_FLOOR)
-_UP = Context(prec=_DIGITS, rounding=ROUND_CEILING)
+from finops.core.money import exact_context
+
+# EXACT's 80 digits (finops.core.money): a product of two amounts of 28 digits is exact, and
+# each rounded step errs by one unit in the 80th digit, so bounds of a sum of millions of terms
+# stay 1e-70 apart or so.
+_DOWN = exact_context(rounding=ROUND_FLOOR)
+_UP = exact_context(rounding=ROUND_CEILING)
 _ZERO = Decimal(0)
 
 

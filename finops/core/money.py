@@ -24,11 +24,26 @@ MONEY_DIGITS = 28
 MONEY_PLACES = 12
 MONEY_QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
 
-# Where SQLite's sums add and are read back: 60 digits, as the other exact sums (a column holds
-# 28, a sum of many rows more; the default context would round the 29th away). Adding traps
-# Inexact, so a sum that would not fit fails instead of rounding silently.
-_SUM_CONTEXT = Context(prec=60, rounding=ROUND_HALF_EVEN, traps=[InvalidOperation, Inexact])
-_READ_CONTEXT = Context(prec=60, rounding=ROUND_HALF_EVEN)
+# The one exact context of the app (no other module makes a wide Context: a test in tests/core
+# sees to it): 80 significant digits. A product of two 28-digit amounts (56 digits) is exact, a
+# sum of any number of 12-place amounts below 10**60 is exact, and a quotient is rounded once, in
+# its 80th digit, far below every stored decimal.
+EXACT_DIGITS = 80
+EXACT = Context(prec=EXACT_DIGITS, rounding=ROUND_HALF_EVEN)
+
+
+def exact_context(*, rounding: str = ROUND_HALF_EVEN, traps: list[type] | None = None) -> Context:
+    """EXACT's precision with another rounding (a lower or upper bound, a figure cut down) or
+    other traps (None: the default ones, as EXACT's)."""
+    if traps is None:
+        return Context(prec=EXACT_DIGITS, rounding=rounding)
+    return Context(prec=EXACT_DIGITS, rounding=rounding, traps=traps)
+
+
+# Where SQLite's sums add: EXACT's digits (a column holds 28, a sum of many rows more; the
+# default context would round the 29th away). Adding traps Inexact, so a sum that would not
+# fit fails instead of rounding silently.
+_SUM_CONTEXT = exact_context(traps=[InvalidOperation, Inexact])
 
 
 def money_field(**kwargs: Any) -> MoneyField:
@@ -49,9 +64,7 @@ class MoneyField(models.DecimalField):
         if value is None or isinstance(value, Decimal):
             return value
         # Text from SQLite (exact); quantize so both databases hand back the same scale.
-        return Decimal(str(value)).quantize(
-            Decimal(1).scaleb(-self.decimal_places), context=_READ_CONTEXT
-        )
+        return Decimal(str(value)).quantize(Decimal(1).scaleb(-self.decimal_places), context=EXACT)
 
 
 class MoneySum(Sum):

@@ -22,21 +22,20 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from fractions import Fraction
 
 from django.db.models import OuterRef, Subquery
 from django.db.models.functions import Coalesce
 
-from finops.core.money import MONEY_PLACES, MONEY_QUANTUM
+from finops.core.money import EXACT, MONEY_PLACES, MONEY_QUANTUM
 from finops.currency.models import FxRate
 
 PIVOT = "EUR"
 ONE = Fraction(1)
 _SCALE = 10**MONEY_PLACES
-# Decimals below 10**40 quantize to 12 places within 60 digits: exact.
+# Decimals below 10**40 quantize to 12 places within EXACT's 80 digits: exact.
 _DECIMAL_DIGITS = 40
-_EXACT = Context(prec=60, rounding=ROUND_HALF_EVEN)
 _ZERO = Decimal(0)
 
 
@@ -58,10 +57,10 @@ def money_round(value: Fraction | Decimal | int) -> Decimal:
         # A Decimal is exact already: quantized in a context wide enough that nothing else is
         # rounded (a Fraction of each of thousands of statement lines was most of their cost);
         # + 0 turns a negative zero into 0, as the Fraction's round() does.
-        return _EXACT.add(value.quantize(MONEY_QUANTUM, context=_EXACT), _ZERO)
+        return EXACT.add(value.quantize(MONEY_QUANTUM, context=EXACT), _ZERO)
     # round() of a Fraction is exact and rounds half to even.
     units = round(Fraction(value) * _SCALE)
-    return Decimal(units).scaleb(-MONEY_PLACES, context=_EXACT)
+    return Decimal(units).scaleb(-MONEY_PLACES, context=EXACT)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from finops.demo.fleet import Node
 from finops.demo.generate_kubernetes import Pod
-from finops.demo.workload import Job
+from finops.demo.jobs import Job
 
 
 @dataclass

@@ -40,7 +40,8 @@ from finops.demo.generate_kubernetes import (
 )
 from finops.demo.generate_sacct import render_sacct
 from finops.demo.history import MonthPlan
-from finops.demo.workload import Job, schedule_cluster
+from finops.demo.jobs import Job
+from finops.demo.workload import schedule_cluster
 
 # (provider name as stored, billing account id, currency) -> (billed, effective)
 Totals = dict[tuple[str, str, str], tuple[Decimal, Decimal]]

@@ -26,8 +26,8 @@ from fractions import Fraction
 from random import Random
 
 from finops.demo.fleet import DAY, HOUR, Month, Node, Pricing
+from finops.demo.jobs import Job
 from finops.demo.teams import SANDBOX_ACCOUNT, TEAMS
-from finops.demo.workload import Job
 
 STEP = 900  # seconds between Prometheus samples
 # Team slug -> namespace. Pods of the platform team carry no team label: a namespace rule maps

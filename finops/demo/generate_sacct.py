@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from finops.demo.fleet import Month
-from finops.demo.workload import Job
+from finops.demo.jobs import Job
 
 SACCT_FIELDS = (
     "JobID",

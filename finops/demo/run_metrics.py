@@ -23,7 +23,7 @@ from pathlib import Path
 from random import Random
 
 from finops.demo.fleet import Month
-from finops.demo.workload import Job
+from finops.demo.jobs import Job
 
 # Dense bf16 peaks (finops/run_metrics/peaks.py): tokens/s = MFU x peak x GPUs / FLOPs per token.
 PEAK = {"h100": 989e12, "a100": 312e12}

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from billing_ingest.loading.copy_load import bulk_load
 from finops.attribution.models import RunCost
+from finops.core.sql_arrays import AnyOf
 from finops.economics.advice import advice_stamp
 from finops.economics.models import (
     CHECKPOINT_ADVICE_FIGURES,
@@ -51,7 +52,6 @@ EFFICIENCY_FIELDS = (
     "cost_per_million_tokens", "cost_per_thousand_samples", "tokens_per_gpu_hour", "mfu",
     "flops_per_token", "peak_flops_per_gpu", "peak_source", "gpu_model", "dtype",
 )  # fmt: skip
-_CHUNK = 900
 
 
 _NO_METRICS: dict[str, Any] = {
@@ -325,27 +325,25 @@ def _refresh_other_months(month: dt.date, found: dict[RunKey, RunEfficiency | No
     """The whole-run efficiency on the runs' rows of their other months (only the rows whose
     figures changed are written)."""
     by_key = {(k.team_id, k.run_id, k.currency): e for k, e in found.items()}
-    run_ids = sorted({k.run_id for k in found})
     changed = []
-    for start in range(0, len(run_ids), _CHUNK):
-        # Plain rows (the stored figures only): most are unchanged, and only the changed ones
-        # become instances, carrying just the columns bulk_update writes.
-        stored = (
-            RunEconomics.objects.filter(run_id__in=run_ids[start : start + _CHUNK])
-            .exclude(billing_period=month)
-            .values_list("pk", "team_id", "run_id", "currency", *EFFICIENCY_FIELDS)
-        )
-        for pk, team_id, run_id, currency, *figures in stored:
-            ident = (team_id, run_id, currency)
-            if ident not in by_key:
-                continue
-            values = _efficiency_values(by_key[ident])
-            if all(
-                _same(old, values[name])
-                for name, old in zip(EFFICIENCY_FIELDS, figures, strict=True)
-            ):
-                continue
-            changed.append(RunEconomics(pk=pk, **values))
+    # Plain rows (the stored figures only): most are unchanged, and only the changed ones
+    # become instances, carrying just the columns bulk_update writes. One query: the run ids
+    # go as one array parameter (AnyOf), not in chunks.
+    stored = (
+        RunEconomics.objects.filter(AnyOf("run_id", {k.run_id for k in found}))
+        .exclude(billing_period=month)
+        .values_list("pk", "team_id", "run_id", "currency", *EFFICIENCY_FIELDS)
+    )
+    for pk, team_id, run_id, currency, *figures in stored:
+        ident = (team_id, run_id, currency)
+        if ident not in by_key:
+            continue
+        values = _efficiency_values(by_key[ident])
+        if all(
+            _same(old, values[name]) for name, old in zip(EFFICIENCY_FIELDS, figures, strict=True)
+        ):
+            continue
+        changed.append(RunEconomics(pk=pk, **values))
     RunEconomics.objects.bulk_update(changed, EFFICIENCY_FIELDS, batch_size=500)
     return len(changed)
 

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from decimal import Context, Decimal
+from decimal import Decimal
 from itertools import pairwise
 from pathlib import Path
 
 from billing_ingest.parsers.dcgm import JobKey, _LabelError, job_key
 from billing_ingest.parsers.prometheus_text import read_samples
 from finops.core.errors import ImportFormatError
+from finops.core.money import EXACT
 
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
@@ -38,7 +39,6 @@ NODE_LABELS = ("Hostname", "node", "kubernetes_node")
 GPU_LABELS = ("UUID", "gpu")
 # Longest gap between two power samples that is integrated (milliseconds).
 MAX_POWER_GAP_MS = 10 * 60 * 1000
-_CTX = Context(prec=60)
 MILLI = Decimal("0.001")
 
 
@@ -72,14 +72,14 @@ class GpuSeries:
                 if t1 == t0:
                     continue
                 increase = v1 - v0 if v1 >= v0 else v1  # a reset (module docstring)
-                yield Interval(t0, t1, _CTX.multiply(increase, MILLI))
+                yield Interval(t0, t1, EXACT.multiply(increase, MILLI))
             return
         points = sorted(set(self.power))
         for (t0, p0), (t1, p1) in pairwise(points):
             if t1 == t0 or t1 - t0 > MAX_POWER_GAP_MS:
                 continue
             seconds = Decimal(t1 - t0) / 1000
-            yield Interval(t0, t1, _CTX.multiply(_CTX.add(p0, p1) / 2, seconds))
+            yield Interval(t0, t1, EXACT.multiply(EXACT.add(p0, p1) / 2, seconds))
 
 
 @dataclass(slots=True)

@@ -5,13 +5,14 @@ pricing settings' on-prem PUE where none is published), and the chunks job ids a
 from __future__ import annotations
 
 from collections.abc import Iterable
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from typing import Any
 
+from finops.core.money import EXACT
 from finops.energy.figures import GPU_POWER, Sourced, pue_for
 from finops.run_metrics.peaks import gpu_family
 
-CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
+CTX = EXACT
 KWH_PLACES = Decimal("0.000001")
 JOULES_PER_KWH = Decimal(3_600_000)
 SECONDS_PER_HOUR = Decimal(3600)

@@ -18,25 +18,26 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
 
+from billing_ingest.loading.statistics import tables_analyze_if_changed
 from billing_ingest.models import ImportBatch, JobRecord
 from billing_ingest.parsers.dcgm import SLURM
 from billing_ingest.services.batches import import_batch_create, import_batch_fail
 from billing_ingest.services.utilisation import slurm_job_ids
 from finops.attribution.models import AllocatedCost
 from finops.core.errors import ImportFormatError
+from finops.core.money import EXACT
 from finops.core.months import month_format
 from finops.core.pipeline_wake import economics_refresh_send
 from finops.energy.dcgm_energy import GpuSeries, read_dcgm_energy
 from finops.energy.models import JobEnergy
 
-_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
 JOULE_PLACES = Decimal("0.000001")
 FORMATS = ("prometheus",)
 
@@ -165,6 +166,8 @@ def energy_import(*, path: Path, cluster: str, format: str = "prometheus") -> En
             status=ImportBatch.Status.SUCCEEDED, row_count=len(rows), started_at=now,
             finished_at=now,
         )  # fmt: skip
+    # Planner statistics before the economics refresh reads the rows (PostgreSQL).
+    tables_analyze_if_changed([JobEnergy._meta.db_table])
     batch.refresh_from_db()
     economics_refresh_send(_ledger_months(cluster, sorted({r.job_id for r in rows})))
     return EnergyImport(
@@ -194,5 +197,5 @@ def _ledger_months(cluster: str, job_ids: list[str]) -> list[str]:
 
 
 def _joules(value: Fraction) -> Decimal:
-    exact = _CTX.divide(Decimal(value.numerator), Decimal(value.denominator))
-    return exact.quantize(JOULE_PLACES, context=_CTX)
+    exact = EXACT.divide(Decimal(value.numerator), Decimal(value.denominator))
+    return exact.quantize(JOULE_PLACES, context=EXACT)

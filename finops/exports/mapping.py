@@ -11,9 +11,10 @@ import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, date, datetime, time
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from typing import Any
 
+from finops.core.money import EXACT
 from finops.core.months import month_next
 from finops.exports.columns import UNIT_PRICE_PLACES
 from finops.exports.units import UNNAMED_UNIT, focus_unit
@@ -80,7 +81,6 @@ LUMP_SUM_UNIT = UNNAMED_UNIT
 _ARN_RE = re.compile(r"^arn:[^:]*:(?P<service>[^:]*):[^:]*:[^:]*:(?P<resource>.+)$")
 _AZURE_TYPE_RE = re.compile(r"/providers/(?P<namespace>[^/]+)/(?P<type>[^/]+)/", re.I)
 
-_DIVISION = Context(prec=60, rounding=ROUND_HALF_EVEN)
 _UNIT_PRICE_QUANTUM = Decimal(1).scaleb(-UNIT_PRICE_PLACES)
 _QUANTITY_QUANTUM = Decimal(1).scaleb(-12)
 _ZERO = Decimal(0)
@@ -99,7 +99,7 @@ def _midnight_utc(day: date) -> datetime:
 
 
 def _divide(cost: Decimal, quantity: Decimal) -> Decimal:
-    return _DIVISION.divide(cost, quantity).quantize(_UNIT_PRICE_QUANTUM, context=_DIVISION)
+    return EXACT.divide(cost, quantity).quantize(_UNIT_PRICE_QUANTUM, context=EXACT)
 
 
 # --------------------------------------------------------------------------- column derivations

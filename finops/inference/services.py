@@ -7,7 +7,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from billing_ingest.services.batches import (
 )
 from finops.attribution.models import AllocatedCost, Category
 from finops.core.errors import ImportFormatError
-from finops.core.money import MONEY_QUANTUM
+from finops.core.money import EXACT, MONEY_QUANTUM
 from finops.core.months import month_format
 from finops.inference.models import INFERENCE_BATCH_KIND, EndpointCost, InferenceUsage
 from finops.inference.parsers import usage_parser
@@ -33,7 +33,6 @@ from finops.inference.parsers import usage_parser
 BULK_SIZE = 5000
 # Keeps `IN (...)` lists well under every database's bound-parameter limit.
 _IN_CHUNK = 500
-_CTX = Context(prec=60)
 _SHARE_QUANTUM = Decimal("0.000001")
 _UPSERT_KEY = ["cluster", "endpoint", "model_name", "namespace", "pod", "window_start"]
 _UPSERT_FIELDS = [
@@ -319,14 +318,14 @@ def unit_cost(cost: Decimal, units: int, per: int) -> Decimal | None:
     """cost x per / units rounded half-even to the money quantum; None for no units."""
     if units <= 0:
         return None
-    exact = _CTX.divide(_CTX.multiply(cost, Decimal(per)), Decimal(units))
-    return exact.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=_CTX)
+    exact = EXACT.divide(EXACT.multiply(cost, Decimal(per)), Decimal(units))
+    return exact.quantize(MONEY_QUANTUM, rounding=ROUND_HALF_EVEN, context=EXACT)
 
 
 def _idle_share(node_cost: Decimal, node_idle: Decimal) -> Decimal | None:
     if not node_cost:
         return None
-    return _CTX.divide(node_idle, node_cost).quantize(_SHARE_QUANTUM, rounding=ROUND_HALF_EVEN)
+    return EXACT.divide(node_idle, node_cost).quantize(_SHARE_QUANTUM, rounding=ROUND_HALF_EVEN)
 
 
 def _endpoint_cost_rows(month: dt.date) -> list[EndpointCost]:

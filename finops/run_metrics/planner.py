@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, ROUND_HALF_EVEN, Context, Decimal
+from decimal import ROUND_CEILING, Decimal
 
-_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
+from finops.core.money import EXACT
+
 CENT = Decimal("0.01")
 HOURS = Decimal("0.01")
 FINE = Decimal("0.0001")
@@ -101,7 +102,7 @@ class PlanEstimate:
 
 
 def gpu_seconds(request: PlanRequest) -> Decimal:
-    return _CTX.divide(request.work_flops, request.peak_flops_per_gpu * request.mfu)
+    return EXACT.divide(request.work_flops, request.peak_flops_per_gpu * request.mfu)
 
 
 def _instances(gpu_count: int, per_instance: int) -> int:
@@ -127,12 +128,12 @@ def _option(
         pricing=kind,
         currency=offer.currency,
         instances=instances,
-        instance_hours=instance_hours.quantize(HOURS, context=_CTX),
-        gpu_hours=gpu_hours.quantize(HOURS, context=_CTX),
-        wall_hours=hours.quantize(HOURS, context=_CTX),
-        cost=(instance_hours * offer.hourly[kind]).quantize(CENT, context=_CTX),
-        expected_interruptions=interruptions.quantize(FINE, context=_CTX),
-        rework_gpu_hours=(Decimal(request.gpu_count) * rework_hours).quantize(FINE, context=_CTX),
+        instance_hours=instance_hours.quantize(HOURS, context=EXACT),
+        gpu_hours=gpu_hours.quantize(HOURS, context=EXACT),
+        wall_hours=hours.quantize(HOURS, context=EXACT),
+        cost=(instance_hours * offer.hourly[kind]).quantize(CENT, context=EXACT),
+        expected_interruptions=interruptions.quantize(FINE, context=EXACT),
+        rework_gpu_hours=(Decimal(request.gpu_count) * rework_hours).quantize(FINE, context=EXACT),
         source=offer.sources.get(kind, ""),
     )
 
@@ -150,9 +151,9 @@ def on_prem_option(
         currency=currency,
         instances=0,
         instance_hours=Decimal(0),
-        gpu_hours=hours.quantize(HOURS, context=_CTX),
-        wall_hours=wall.quantize(HOURS, context=_CTX),
-        cost=(hours * rate_per_gpu_hour).quantize(CENT, context=_CTX),
+        gpu_hours=hours.quantize(HOURS, context=EXACT),
+        wall_hours=wall.quantize(HOURS, context=EXACT),
+        cost=(hours * rate_per_gpu_hour).quantize(CENT, context=EXACT),
         expected_interruptions=Decimal(0),
         rework_gpu_hours=Decimal(0),
         source=source,
@@ -178,8 +179,8 @@ def estimate(
     options.extend(extra)
     options.sort(key=lambda o: (o.currency, o.cost, o.provider, o.instance_type, o.pricing))
     return PlanEstimate(
-        gpu_hours=hours.quantize(HOURS, context=_CTX),
-        wall_hours=wall.quantize(HOURS, context=_CTX),
+        gpu_hours=hours.quantize(HOURS, context=EXACT),
+        wall_hours=wall.quantize(HOURS, context=EXACT),
         work_flops=request.work_flops,
         options=options,
     )

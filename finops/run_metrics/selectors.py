@@ -22,18 +22,17 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import date
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 
 from django.db.models import Q
 
 from billing_ingest.models import CostLineItem
 from finops.attribution.inputs.catalogue import line_gpu_spec
 from finops.attribution.models import AllocatedCost, RunCost
-from finops.core.money import MONEY_QUANTUM, MoneySum, exact_sum
+from finops.core.money import EXACT, MONEY_QUANTUM, MoneySum, exact_sum
 from finops.run_metrics.peaks import PeakFlops, gpu_family, peak_flops
 from finops.run_metrics.progress import RunProgress, run_progresses, training_runs_matching
 
-_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
 RATIO_QUANTUM = Decimal("0.000001")
 SECONDS_PER_HOUR = Decimal(3600)
 
@@ -78,13 +77,13 @@ class _LedgerTotals:
 
 
 def _round(value: Decimal, quantum: Decimal) -> Decimal:
-    return value.quantize(quantum, context=_CTX)
+    return value.quantize(quantum, context=EXACT)
 
 
 def _per(total: Decimal | None, count: int | None, unit: int) -> Decimal | None:
     if total is None or not count:
         return None
-    return _round(_CTX.divide(total * unit, Decimal(count)), MONEY_QUANTUM)
+    return _round(EXACT.divide(total * unit, Decimal(count)), MONEY_QUANTUM)
 
 
 def _team_q(team_ids: Iterable[int | None], field: str = "team") -> Q:
@@ -236,7 +235,7 @@ def _peak(facts: RunLedgerFacts, dtype: str) -> _Peak:
     )
     total = sum(by_model.values(), Decimal(0))
     sources = "; ".join(sorted({p.source for p in peaks.values() if p is not None}))
-    return _Peak(capacity, _round(_CTX.divide(capacity, total), Decimal(1)), sources, gpu_model)
+    return _Peak(capacity, _round(EXACT.divide(capacity, total), Decimal(1)), sources, gpu_model)
 
 
 def efficiency_from(key: RunKey, progress: RunProgress, facts: RunLedgerFacts) -> RunEfficiency:
@@ -248,11 +247,11 @@ def efficiency_from(key: RunKey, progress: RunProgress, facts: RunLedgerFacts) -
     fpt = progress.flops_per_token
     mfu = None
     if peak.capacity and fpt and tokens is not None:
-        mfu = _round(_CTX.divide(Decimal(fpt) * tokens, peak.capacity), RATIO_QUANTUM)
+        mfu = _round(EXACT.divide(Decimal(fpt) * tokens, peak.capacity), RATIO_QUANTUM)
     gpu_hours = ledger.gpu_seconds / SECONDS_PER_HOUR
     per_hour = None
     if gpu_hours and tokens is not None:
-        per_hour = _round(_CTX.divide(Decimal(tokens), gpu_hours), RATIO_QUANTUM)
+        per_hour = _round(EXACT.divide(Decimal(tokens), gpu_hours), RATIO_QUANTUM)
     return RunEfficiency(
         useful_tokens=tokens,
         samples=samples,

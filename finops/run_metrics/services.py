@@ -10,6 +10,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
+from billing_ingest.loading.statistics import tables_analyze_if_changed
 from billing_ingest.models import ImportBatch
 from billing_ingest.parsers import billing_paths
 from billing_ingest.services.batches import (
@@ -127,6 +128,8 @@ def metrics_batch_ingest(*, batch_id: int) -> ImportBatch:
         raise
     batch.refresh_from_db()
     if batch.status == ImportBatch.Status.SUCCEEDED:
+        # Planner statistics before the economics refresh reads the points (PostgreSQL).
+        tables_analyze_if_changed([RunMetricPoint._meta.db_table, TrainingRun._meta.db_table])
         # Only the runs the files name: a month's other runs did not change.
         economics_refresh_send(list(batch.billing_periods or []), run_ids=run_ids)
     return batch

@@ -17,15 +17,15 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 
 from django.db.models import Max
 
 from finops.attribution.models import Category, RunCost
+from finops.core.money import EXACT
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunEfficiency, RunKey, run_efficiencies
 
-_CTX = Context(prec=60, rounding=ROUND_HALF_EVEN)
 MONEY = Decimal("0.000000000001")
 RATIO = Decimal("0.000001")
 
@@ -70,10 +70,10 @@ class TeamMonthEfficiency:
 
     def finish(self) -> TeamMonthEfficiency:
         if self.useful_tokens:
-            per = _CTX.divide(self.cost * 10**6, Decimal(self.useful_tokens))
-            self.cost_per_million_tokens = per.quantize(MONEY, context=_CTX)
+            per = EXACT.divide(self.cost * 10**6, Decimal(self.useful_tokens))
+            self.cost_per_million_tokens = per.quantize(MONEY, context=EXACT)
         if self._mfu_hours:
-            self.mfu = _CTX.divide(self._mfu_weighted, self._mfu_hours).quantize(RATIO)
+            self.mfu = EXACT.divide(self._mfu_weighted, self._mfu_hours).quantize(RATIO)
         # A run whose GPU-hours carry no amortised cost (hours covered by a commitment whose fee
         # the bill keeps on fee lines, not on the nodes: GCP's CUD) is not the best run at
         # 0.00 per 1M tokens: its cost is elsewhere. It still counts in the month's sums.

@@ -23,7 +23,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_DOWN, Context, Decimal
+from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 from itertools import pairwise
 
@@ -33,14 +33,13 @@ from django.db.models import QuerySet
 from finops.attribution.inputs.list_cost import COMMITMENT, MIX_KINDS, ON_DEMAND, OTHER, SPOT
 from finops.attribution.models import RunCost
 from finops.attribution.selectors.reporting import visible_to
-from finops.core.money import MONEY_QUANTUM
+from finops.core.money import EXACT, MONEY_QUANTUM
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunKey
 from finops.waste.attempts import Attempt, run_attempts, run_metrics
 from finops.waste.causes import CAPACITY_STATES, INTERRUPTED_STATES, Settings
 from finops.waste.selectors import RunWaste, run_waste_of, waste_settings
 
-_CTX = Context(prec=40)
 _MINUTES = Decimal(60)
 _THOUSAND = Decimal(1000)
 _MICROSECOND = dt.timedelta(microseconds=1)
@@ -196,7 +195,7 @@ def allocation_idle(rows: list[CheckpointAdvice]) -> list[AllocationIdle]:
         used = sum((r.used_cost for r in group), Decimal(0))
         utilisation = None
         if measured > 0:
-            utilisation = _CTX.divide(used, measured).quantize(Decimal("0.0001"))
+            utilisation = EXACT.divide(used, measured).quantize(Decimal("0.0001"))
         first = group[0]
         result.append(
             AllocationIdle(
@@ -212,7 +211,7 @@ def allocation_idle(rows: list[CheckpointAdvice]) -> list[AllocationIdle]:
 
 def _loss(interval: Decimal, write: Decimal, mtbi: Decimal) -> Decimal:
     """Share of the time lost at a checkpoint interval (all in minutes)."""
-    return _CTX.divide(write, interval) + _CTX.divide(interval, 2 * mtbi)
+    return EXACT.divide(write, interval) + EXACT.divide(interval, 2 * mtbi)
 
 
 # (team id, cluster, currency, pricing category): one row of checkpoint advice.
@@ -374,16 +373,16 @@ def _advice(
     saving = Decimal(0)
     rate = per_thousand = capacity_per_thousand = None
     if g.gpu_hours > 0:
-        exact = _CTX.divide(Decimal(g.interruptions), g.gpu_hours)
+        exact = EXACT.divide(Decimal(g.interruptions), g.gpu_hours)
         rate = exact.quantize(Decimal("0.000001"))
         per_thousand = (exact * _THOUSAND).quantize(Decimal("0.001"))
-        capacity = _CTX.divide(Decimal(g.capacity_interruptions) * _THOUSAND, g.gpu_hours)
+        capacity = EXACT.divide(Decimal(g.capacity_interruptions) * _THOUSAND, g.gpu_hours)
         capacity_per_thousand = capacity.quantize(Decimal("0.001"))
     # A service (an endpoint's pod too) writes no checkpoints: no interval to advise, no saving.
     if g.interruptions and g.hours > 0 and pricing not in NO_CHECKPOINTS:
-        mtbi = _CTX.divide(g.hours, Decimal(g.interruptions))
+        mtbi = EXACT.divide(g.hours, Decimal(g.interruptions))
         mtbi_minutes = mtbi * _MINUTES
-        optimal = (2 * write * mtbi_minutes).sqrt(_CTX)
+        optimal = (2 * write * mtbi_minutes).sqrt(EXACT)
         # An interval or write time of 0 (settings at their bound) has no finite loss to
         # compare: the interval is still advised, the saving is not claimed.
         if current > 0 and optimal > 0:
@@ -393,7 +392,7 @@ def _advice(
         mtbi = mtbi.quantize(Decimal("0.0001"))
     utilisation = None
     if g.measured_cost > 0:
-        utilisation = _CTX.divide(g.used_cost, g.measured_cost).quantize(Decimal("0.0001"))
+        utilisation = EXACT.divide(g.used_cost, g.measured_cost).quantize(Decimal("0.0001"))
     return CheckpointAdvice(
         team=team, cluster=cluster, currency=currency, pricing=pricing, cost=g.cost,
         attempt_hours=g.hours.quantize(Decimal("0.0001")),

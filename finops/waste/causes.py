@@ -33,10 +33,10 @@ import datetime as dt
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import ROUND_DOWN, Context, Decimal
+from decimal import ROUND_DOWN, Decimal
 from fractions import Fraction
 
-from finops.core.money import MONEY_QUANTUM
+from finops.core.money import MONEY_QUANTUM, exact_context
 
 # An attempt that ended in one of these was interrupted: the work since its last checkpoint is
 # lost. TIMEOUT is not one: long runs are chained jobs that end at the wall-clock limit on
@@ -50,7 +50,7 @@ CANCELLED_STATE = "CANCELLED"
 CAUSES = ("rework", "restart", "abandoned", "cancelled", "idle_in_allocation")
 # The causes `total` adds up (cancelled is apart).
 TOTAL_CAUSES = ("rework", "restart", "abandoned", "idle_in_allocation")
-_CTX = Context(prec=60, rounding=ROUND_DOWN)
+_CTX = exact_context(rounding=ROUND_DOWN)
 ZERO = Decimal(0)
 _EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC)
 # Fractions are immutable: one 0 and one 1 shared by every attempt (a month has tens of

@@ -103,6 +103,21 @@ def test_timeout_is_not_waste_but_preemption_is() -> None:
     assert run.failed_jobs == 1
 
 
+def test_a_cancelled_service_is_not_waste_but_a_cancelled_training_job_is() -> None:
+    # scancel or a scale-down is how a server or runner stops (finops.waste counts it as a
+    # completed attempt); a cancelled training attempt's work is thrown away.
+    batch = billing_batch()
+    line(batch, "80", 0, 1, resource_name="gpu-a", x_instance_type="p5.48xlarge")
+    job("1", ["gpu-a"], "4", 0, 1, state="CANCELLED", run_id="runner", service=True)
+    job("2", ["gpu-a"], "4", 0, 1, state="CANCELLED", run_id="train")
+    attribute()
+    runs = {r.run_id: (r.cost, r.wasted_cost, r.failed_jobs) for r in RunCost.objects.all()}
+    assert runs == {
+        "runner": (Decimal(40), Decimal(0), 0),
+        "train": (Decimal(40), Decimal(40), 1),
+    }
+
+
 def test_rerun_gives_identical_rows(gpu_hour: GpuHour) -> None:
     attribute()
     first = ledger_snapshot()

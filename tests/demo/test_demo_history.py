@@ -27,8 +27,8 @@ from finops.demo.history import (
     history_plans,
     restated_index,
 )
+from finops.demo.jobs import Job
 from finops.demo.run_metrics import MODELS, STARTUP, run_logs, run_metrics_write
-from finops.demo.workload import Job
 
 LAST = Month(2025, 10)
 

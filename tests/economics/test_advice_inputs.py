@@ -24,7 +24,7 @@ from finops.org.models import Team
 from finops.pricing.recommendation_rules import Draft
 from finops.waste.advice import checkpoint_advice
 from finops.waste.recommendations import advice_drafts, waste_drafts
-from tests.scenario_setup import FIXTURES, load_setup, run_command, waste_month_attributed
+from tests.scenario_setup import FIXTURES, run_command, scenario_load, waste_month_attributed
 
 MONTH = date(2025, 6, 1)
 
@@ -143,10 +143,7 @@ def test_the_stored_advice_is_the_read_time_rows_with_capacity_interruptions(
     # (README.md there): vision's spot jobs lose capacity 4 times, its on-demand job 503 FAILED
     # is no capacity loss, speech none.
     folder = FIXTURES / "recommendations" / "focus-slurm-spot-interruptions"
-    setup = json.loads((folder / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(folder, command)
+    scenario_load(folder, tmp_path)
     month = date.fromisoformat(json.loads((folder / "expected.json").read_text())["month"] + "-01")
     economics_refresh(month=month)
     stored = stored_advice(month=month)

@@ -19,7 +19,7 @@ from finops.core.months import month_parse
 from finops.economics.advice_selectors import checkpoint_advice_stored
 from finops.org.models import Team
 from finops.waste.advice import checkpoint_advice
-from tests.scenario_setup import SCENARIOS, load_setup, run_command
+from tests.scenario_setup import SCENARIOS, scenario_load
 
 pytestmark = pytest.mark.django_db
 # Shared costs only (no jobs: no attempts, no idle); jobs of no team (no team to show idle to).
@@ -37,13 +37,8 @@ def _text(rows: list[Any]) -> list[tuple[str, ...]]:
 
 def _attributed(name: str, tmp_path: Path) -> list[date]:
     folder = SCENARIOS / name
-    setup = json.loads((folder / "setup.json").read_text())
     months = list(json.loads((folder / "expected.json").read_text())["months"])
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(folder, command)
-    for month in months:
-        run_command(folder, ["attribute", "--month", month])
+    scenario_load(folder, tmp_path, months=months)
     return [month_parse(m) for m in months]
 
 

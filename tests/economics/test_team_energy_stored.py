@@ -22,7 +22,7 @@ from finops.economics.models import TeamEnergyMonth, TeamEnergyRow
 from finops.energy.selectors import team_month_energy
 from finops.org.models import Team
 from finops.web.energy_context import energy_card, energy_card_read_time
-from tests.scenario_setup import SCENARIOS, load_setup, run_command
+from tests.scenario_setup import SCENARIOS, scenario_load
 
 pytestmark = pytest.mark.django_db
 
@@ -43,13 +43,8 @@ def _text(rows: list[Any]) -> list[tuple[str, ...]]:
 
 
 def _attributed(folder: Path, tmp_path: Path) -> list[date]:
-    setup = json.loads((folder / "setup.json").read_text())
     months = list(json.loads((folder / "expected.json").read_text())["months"])
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(folder, command)
-    for month in months:
-        run_command(folder, ["attribute", "--month", month])
+    scenario_load(folder, tmp_path, months=months)
     return [month_parse(m) for m in months]
 
 

@@ -1,14 +1,17 @@
-"""PostgreSQL: a settled import batch leaves planner statistics on the tables it filled
-(billing_ingest.loading.statistics), so the pipeline that reads them seconds later does not
-plan on guesses: a table never analysed, or grown by more than a tenth since it last was, is
-analysed; one that barely changed is not (ANALYZE once per batch, only where it tells)."""
+"""PostgreSQL: a settled import batch (billing, jobs, utilisation, energy, run metrics) leaves
+planner statistics on the tables it filled (billing_ingest.loading.statistics), so the pipeline
+that reads them seconds later does not plan on guesses: a table never analysed, or grown by more
+than a tenth since it last was, is analysed; one that barely changed is not (ANALYZE once per
+batch, only where it tells)."""
 
 from __future__ import annotations
 
 import datetime as dt
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from django.core.management import call_command
 from django.db import connection
 
 from billing_ingest.loading.partitions import batch_table
@@ -18,7 +21,11 @@ from billing_ingest.services.batches import import_batch_create
 from billing_ingest.services.billing import BillingFile, billing_batch_create, billing_batch_ingest
 from billing_ingest.services.jobs import jobs_batch_ingest
 from billing_ingest.services.utilisation import utilisation_import
+from finops.energy.models import JobEnergy
+from finops.energy.services import energy_import
+from finops.run_metrics.models import RunMetricPoint, TrainingRun
 from tests.builders import FIRST_DUMP, focus_row, write_focus_csv
+from tests.energy_inputs import ENERGY, QUIET
 
 pytestmark = pytest.mark.django_db
 
@@ -44,6 +51,13 @@ def _has_statistics(table: str) -> bool:
         cursor.execute("SELECT EXISTS (SELECT 1 FROM pg_stats WHERE tablename = %s)", [table])
         (found,) = cursor.fetchone()
     return bool(found)
+
+
+def _truncate(*tables: str) -> None:
+    """Empty tables without statistics, as a new installation's (rolled back after)."""
+    with connection.cursor() as cursor:
+        for table in tables:
+            cursor.execute(f'TRUNCATE "{table}" CASCADE')
 
 
 def _fill(rows: int, start: int = 0) -> None:
@@ -74,9 +88,7 @@ def test_never_analysed_or_grown_tables_are_analysed_and_no_others() -> None:
 
 def test_a_settled_jobs_batch_analyses_the_job_table(tmp_path: Path) -> None:
     table = JobRecord._meta.db_table
-    with connection.cursor() as cursor:
-        # An empty job table without statistics, as a new installation's (rolled back after).
-        cursor.execute(f'TRUNCATE "{table}" CASCADE')
+    _truncate(table)
     assert _planned_rows(table) == -1
     path = tmp_path / "sacct.txt"
     path.write_text("\n".join(FIRST_DUMP) + "\n")
@@ -88,8 +100,7 @@ def test_a_settled_jobs_batch_analyses_the_job_table(tmp_path: Path) -> None:
 
 def test_a_utilisation_import_analyses_its_table(tmp_path: Path) -> None:
     table = JobGpuUtilisation._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(f'TRUNCATE "{table}" CASCADE')
+    _truncate(table)
     path = tmp_path / "utilisation.csv"
     path.write_text("job_id,utilisation\n" + "".join(f"j{i},0.5\n" for i in range(40)))
     assert utilisation_import(path=path, cluster="k8s").rows == 40
@@ -118,3 +129,31 @@ def test_a_settled_billing_batch_analyses_its_partitions(tmp_path: Path) -> None
     partition = batch_table(month, batch.pk)
     assert _planned_rows(partition) == 30  # counted when its indexes were built...
     assert _has_statistics(partition)  # ...but only ANALYZE gives the columns' statistics
+
+
+def test_an_energy_import_analyses_its_table() -> None:
+    table = JobEnergy._meta.db_table
+    _truncate(table)
+    assert _planned_rows(table) == -1
+    call_command(
+        "ingest_jobs", "--format", "slurm", str(ENERGY / "sacct-D-hpc.txt"), "--cluster", "hpc",
+        "--no-attribute", **QUIET,
+    )  # fmt: skip
+    done = energy_import(path=ENERGY / "dcgm-energy-hpc.json", cluster="hpc")
+    assert done.rows > 0
+    assert _planned_rows(table) == JobEnergy.objects.count() == done.rows
+    assert _has_statistics(table)
+
+
+def test_a_settled_run_metrics_batch_analyses_its_tables(tmp_path: Path) -> None:
+    points, runs = RunMetricPoint._meta.db_table, TrainingRun._meta.db_table
+    _truncate(points, runs)
+    path = tmp_path / "metrics.csv"
+    path.write_text(
+        "run_id,team,timestamp,step,tokens\n"
+        + "".join(f"pretrain,vision,2025-06-03T10:{i:02d}:00Z,{i},{100 * i}\n" for i in range(30))
+    )
+    call_command("ingest_run_metrics", "--format", "csv", str(path), stdout=StringIO())
+    assert _planned_rows(points) == RunMetricPoint.objects.count() == 30
+    assert _planned_rows(runs) == TrainingRun.objects.count() == 1
+    assert _has_statistics(points)

@@ -15,17 +15,14 @@ import pytest
 
 from finops.org.models import Team
 from finops.pricing.recommendations import recommendations_compute
-from tests.scenario_setup import FIXTURES, load_setup, run_command
+from tests.scenario_setup import FIXTURES, scenario_load
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("no_catalogue")]
 FOLDER = FIXTURES / "recommendations" / "coreweave-oversubscribed"
 
 
 def _month(tmp_path: Path) -> dict[str, Any]:
-    setup = json.loads((FOLDER / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(FOLDER, command)
+    scenario_load(FOLDER, tmp_path)
     expected: dict[str, Any] = json.loads((FOLDER / "expected.json").read_text())
     return expected
 

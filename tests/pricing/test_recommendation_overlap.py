@@ -7,7 +7,6 @@ with the idle allocation of the same jobs, counted once in the headline total (p
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import date
 from decimal import Decimal
@@ -23,7 +22,7 @@ from finops.pricing.recommendation_overlaps import open_savings_totals, overlaps
 from finops.pricing.recommendation_rules import RIGHTSIZE_UTILISATION, Draft
 from finops.pricing.recommendations import recommendations_refresh
 from finops.waste.advice import ENDPOINT
-from tests.scenario_setup import SCENARIOS, load_setup, run_command
+from tests.scenario_setup import SCENARIOS, scenario_load
 
 FOLDER = SCENARIOS / "eks-endpoint-advice"
 MONTH = date(2025, 6, 1)
@@ -33,11 +32,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def scene(tmp_path: Path) -> None:
-    setup = json.loads((FOLDER / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(FOLDER, command)
-    run_command(FOLDER, ["attribute", "--month", "2025-06"])
+    scenario_load(FOLDER, tmp_path, months=["2025-06"])
 
 
 def _open() -> dict[tuple[str, str], Decimal]:

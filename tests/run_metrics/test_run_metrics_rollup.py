@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from finops.economics.models import RunEconomics
 from finops.economics.selectors import row_efficiency, team_efficiency_stored
+from finops.economics.services import EFFICIENCY_FIELDS, economics_refresh
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunEfficiency
 from finops.run_metrics.team_efficiency import TeamMonthEfficiency, team_efficiency_by_month
@@ -52,6 +53,30 @@ def test_metrics_imported_after_attribution_refresh_the_stored_efficiency() -> N
     assert stored.useful_tokens == expected["useful_tokens"]
     assert stored.gpu_hours == Decimal(expected["gpu_hours"])
     assert row_efficiency(rows["eval"]) is None
+
+
+def test_refreshing_a_month_refreshes_the_runs_rows_of_their_other_months() -> None:
+    run_metrics_month_attributed()
+    _import_metrics()
+    june = {r.run_id: r for r in RunEconomics.objects.filter(billing_period=MONTH)}
+    may = dt.date(2025, 5, 1)
+    # The runs' rows of May (a run spans months): pretrain's stored before its metrics came
+    # (stale), eval's as June's (it has no metrics: nothing to write).
+    for run_id, stale in (("pretrain", True), ("eval", False)):
+        row = june[run_id]
+        row.pk, row.billing_period = None, may
+        if stale:
+            row.has_metrics, row.useful_tokens, row.mfu = False, None, None
+            row.cost_per_million_tokens = None
+        row.save()
+    summary = economics_refresh(month=MONTH)
+    assert summary["other_month_rows"] == 1
+    for run_id in ("pretrain", "eval"):
+        rows = RunEconomics.objects.filter(run_id=run_id).order_by("billing_period")
+        may_row, june_row = rows.values_list(*EFFICIENCY_FIELDS)
+        assert may_row == june_row
+    refreshed = RunEconomics.objects.get(run_id="pretrain", billing_period=may)
+    assert refreshed.mfu == Decimal(EXPECTED["run_efficiency"]["pretrain"]["mfu"])
 
 
 def test_the_team_trend_from_the_rollup_equals_the_read_time_trend() -> None:

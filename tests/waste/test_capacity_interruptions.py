@@ -19,7 +19,7 @@ from rest_framework.test import APIClient
 
 from finops.economics.models import CheckpointAdviceMonth, CheckpointAdviceRow
 from finops.org.models import Profile, Team
-from tests.scenario_setup import FIXTURES, load_setup, run_command
+from tests.scenario_setup import FIXTURES, scenario_load
 
 pytestmark = pytest.mark.django_db
 FOLDER = FIXTURES / "recommendations" / "focus-slurm-spot-interruptions"
@@ -34,10 +34,7 @@ HAND = {
 
 @pytest.fixture
 def scene(tmp_path: Path) -> None:
-    setup = json.loads((FOLDER / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(FOLDER, command)
+    scenario_load(FOLDER, tmp_path)
 
 
 def _advice(user: User) -> dict[tuple[str, str], tuple[int, str, int, str]]:

@@ -6,7 +6,6 @@ service) beside vision's training run `pretrain` (511 PREEMPTED, resumed by 512)
 from __future__ import annotations
 
 import datetime as dt
-import json
 from datetime import date
 from decimal import Decimal
 from fractions import Fraction
@@ -20,7 +19,7 @@ from finops.economics.advice import stored_advice, stored_waste_drafts
 from finops.org.models import Team
 from finops.waste.causes import AttemptTimes, Settings, attempt_shares
 from finops.waste.recommendations import waste_drafts
-from tests.scenario_setup import SCENARIOS, load_setup, run_command
+from tests.scenario_setup import SCENARIOS, scenario_load
 
 FOLDER = SCENARIOS / "focus-slurm-service"
 MONTH = date(2025, 6, 1)
@@ -30,11 +29,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def scene(tmp_path: Path) -> None:
-    setup = json.loads((FOLDER / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(FOLDER, command)
-    run_command(FOLDER, ["attribute", "--month", "2025-06"])
+    scenario_load(FOLDER, tmp_path, months=["2025-06"])
 
 
 def test_the_sacct_comments_mark_the_runner_a_service(scene: None) -> None:

@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from finops.org.models import Profile, Team
 from finops.pricing.models import Recommendation
 from finops.pricing.recommendations import recommendations_refresh
-from tests.scenario_setup import FIXTURES, load_setup, run_command
+from tests.scenario_setup import FIXTURES, scenario_load
 
 pytestmark = pytest.mark.django_db
 FOLDER = FIXTURES / "recommendations" / "focus-slurm-spot-interruptions"
@@ -31,10 +31,7 @@ MONEY = {"cost", "monthly_saving", "monthly_savings", "restart", "rework"}
 
 @pytest.fixture
 def scene(tmp_path: Path) -> None:
-    setup = json.loads((FOLDER / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(FOLDER, command)
+    scenario_load(FOLDER, tmp_path)
 
 
 def _api(user: User) -> APIClient:

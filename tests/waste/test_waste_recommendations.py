@@ -8,7 +8,6 @@ below a cent, so no action."""
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from django.test import override_settings
 from rest_framework.test import APIClient
 
 from finops.org.models import Profile, Team
-from tests.scenario_setup import SCENARIOS, load_setup, run_command
+from tests.scenario_setup import SCENARIOS, scenario_load
 
 pytestmark = pytest.mark.django_db
 FOLDER = SCENARIOS / "focus-slurm-waste"
@@ -27,11 +26,7 @@ FOLDER = SCENARIOS / "focus-slurm-waste"
 
 @pytest.fixture
 def scene(tmp_path: Path) -> None:
-    setup = json.loads((FOLDER / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(FOLDER, command)
-    run_command(FOLDER, ["attribute", "--month", "2025-06"])
+    scenario_load(FOLDER, tmp_path, months=["2025-06"])
 
 
 def _waste_actions(api: APIClient) -> dict[tuple[str, str], dict[str, Any]]:

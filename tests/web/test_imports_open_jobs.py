@@ -4,25 +4,19 @@ out in its README.md)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
-from tests.scenario_setup import SCENARIOS, load_setup, run_command
+from tests.scenario_setup import SCENARIOS, scenario_load
 
 pytestmark = pytest.mark.django_db
 
 
 def _scenario(name: str, tmp_path: Path) -> None:
-    folder = SCENARIOS / name
-    setup = json.loads((folder / "setup.json").read_text())
-    load_setup(setup, tmp_path)
-    for command in setup["commands"]:
-        run_command(folder, command)
-    run_command(folder, ["attribute", "--month", "2025-07"])
+    scenario_load(SCENARIOS / name, tmp_path, months=["2025-07"])
 
 
 def test_imports_page_warns_of_unlisted_open_jobs(finance_client: Client, tmp_path: Path) -> None:

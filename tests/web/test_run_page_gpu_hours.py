@@ -6,7 +6,6 @@ showed 71,999.0 (finops.core.money.exact_sum sums them as Decimals)."""
 
 from __future__ import annotations
 
-import datetime as dt
 import re
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -16,14 +15,12 @@ from django.db.models import Sum
 from django.test import Client
 from django.urls import reverse
 
-from finops.attribution.models import AllocatedCost, Category
+from finops.attribution.models import AllocatedCost
 from finops.org.models import Team
-from tests.factories import JobRecordFactory
+from tests.gpu_seconds_scene import JOB_ID, MONTH, ROWS, RUN_ID, near_gpu_days, sweep_ledger
 
 pytestmark = pytest.mark.django_db
 
-MONTH = dt.date(2025, 9, 1)
-ROWS = 3000
 # 71,999 GPU-hours and 180 GPU-seconds: exactly half way between two figures of one decimal.
 TOTAL = Decimal(71_999 * 3600 + 180)
 
@@ -31,7 +28,7 @@ TOTAL = Decimal(71_999 * 3600 + 180)
 def _seconds() -> list[Decimal]:
     """ROWS values of six places, a GPU-day less a few microseconds each, the last one making
     the total exactly TOTAL."""
-    seconds = [Decimal("86399.999999") - Decimal(i % 7) / 1_000_000 for i in range(ROWS - 1)]
+    seconds = near_gpu_days(ROWS - 1)
     return [*seconds, TOTAL - sum(seconds, Decimal(0))]
 
 
@@ -40,24 +37,15 @@ def _one_decimal(hours: Decimal) -> str:
 
 
 def test_job_gpu_hours_summed_exactly(team: Team, finance_client: Client) -> None:
-    job = JobRecordFactory.create(run_id="sweep", job_id="7001")
     seconds = _seconds()
-    AllocatedCost.objects.bulk_create(
-        AllocatedCost(
-            billing_period=MONTH, day=dt.date(2025, 9, 1 + i % 28), category=Category.TRAINING,
-            team=team, provider_name="AWS", billing_account_id="111111111111",
-            service_name="Amazon Elastic Compute Cloud", billing_currency="USD",
-            amount=Decimal("0.01"), gpu_seconds=s, job=job, run_id="sweep",
-        )
-        for i, s in enumerate(seconds)
-    )  # fmt: skip
+    sweep_ledger(team, seconds)
     assert sum(seconds, Decimal(0)) == TOTAL
     exact = _one_decimal(TOTAL / 3600)
     assert exact == "71,999.1"
     if connection.vendor == "sqlite":
         # The case bites: SQL SUM over the same rows, grouped as the page groups them.
         (float_sum,) = (
-            AllocatedCost.objects.filter(billing_period=MONTH, team=team, run_id="sweep")
+            AllocatedCost.objects.filter(billing_period=MONTH, team=team, run_id=RUN_ID)
             .order_by()
             .values("job_id", "billing_currency")
             .annotate(s=Sum("gpu_seconds"))
@@ -66,11 +54,11 @@ def test_job_gpu_hours_summed_exactly(team: Team, finance_client: Client) -> Non
         assert float_sum < TOTAL
         assert _one_decimal(float_sum / 3600) == "71,999.0"
 
-    url = reverse("web:run", args=[team.slug, "sweep"])
+    url = reverse("web:run", args=[team.slug, RUN_ID])
     response = finance_client.get(url, {"month": "2025-09"})
     assert response.status_code == 200
     html = re.sub(r"\s+", " ", response.content.decode())
     # The jobs table's row of the job (its state follows its id there).
-    (row,) = re.findall(r"<td>7001</td> <td><span class=\"state.*?</tr>", html)
+    (row,) = re.findall(rf"<td>{JOB_ID}</td> <td><span class=\"state.*?</tr>", html)
     cells = re.findall(r'<td class="num">([^<]*)</td>', row)
     assert exact in cells, cells

@@ -3,6 +3,8 @@
 A training attempt that failed or was preempted bought nothing: the run redoes the work from its
 last checkpoint. An inference pod is different: every request it answered before it failed was
 useful, so a serving pod in a waste state is waste only when it served no traffic while it ran.
+A service (JobRecord.service: a server or runner) that ends CANCELLED ended as a COMPLETED one
+does (scancel, a scale-down: how a service stops), as finops.waste counts it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,11 @@ from django.apps import apps
 # Attempts whose GPU time bought nothing. TIMEOUT is not here: long training runs are chained
 # jobs that hit the wall-clock limit on purpose and resume from their last checkpoint.
 WASTE_STATES = frozenset({"FAILED", "CANCELLED", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY"})
+
+
+def in_waste_state(state: str, service: bool) -> bool:
+    """The attempt ended in a waste state: a cancelled service did not (it stopped as designed)."""
+    return state in WASTE_STATES and not (service and state == "CANCELLED")
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections.abc import Iterator
-from decimal import Context, Decimal
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -21,13 +21,11 @@ from django.db.models import Q
 
 from billing_ingest.models import CostLineItem
 from finops.attribution.models import RecurringCharge, TagCharge
-from finops.core.money import MONEY_PLACES
+from finops.core.money import EXACT, MONEY_PLACES
 
 _DAY = dt.timedelta(days=1)
 _QUANTUM = Decimal(1).scaleb(-MONEY_PLACES)
 _ZERO = Decimal(0)
-# Sums of money in a context wide enough that no addition rounds.
-_SUMS = Context(prec=60)
 _LINE_VALUES = (
     "charge_period_start", "charge_period_end", "provider_name", "billing_currency",
     "effective_cost", "charge_category", "sub_account_id", "tags",
@@ -78,7 +76,7 @@ class ChargeSums:
         category: str, sub: str, tags: dict[str, object],
     ) -> None:  # fmt: skip
         """One line item (tags: its dict, {} when it has none)."""
-        add = _SUMS.add  # sums of money stay exact
+        add = EXACT.add  # sums of money stay exact
         if category in self.recurring_categories and end - start >= _DAY and cost:
             key = (provider, sub, json.dumps(tags, sort_keys=True), currency, start, end)
             self._recurring[key] = add(self._recurring.get(key, _ZERO), cost)
@@ -100,7 +98,7 @@ class ChargeSums:
         """Add sums of other line items (another part's: sums()); exact, as add is."""
         for into, pairs in ((self._recurring, recurring), (self._tagged, tagged)):
             for key, amount in pairs:
-                into[key] = _SUMS.add(into.get(key, _ZERO), amount)
+                into[key] = EXACT.add(into.get(key, _ZERO), amount)
 
     def rows(self, month: dt.date) -> tuple[list[RecurringCharge], list[TagCharge]]:
         """The month's RecurringCharge and TagCharge rows (unsaved)."""

@@ -41,6 +41,8 @@ class JobMeta:
     # The inference endpoint a pod serves (its GPU cost is `inference`), else "".
     endpoint: str = ""
     job_id: str = ""
+    # A server or runner (JobRecord.service): its cancellation is how it stops, not waste.
+    service: bool = False
 
 
 def epoch(value: dt.datetime) -> int:
@@ -85,7 +87,7 @@ def values_with_epochs(
 
 _JOB_FIELDS = (
     "id", "cluster", "job_id", "name", "account", "state", "start", "end", "gpus", "nodes",
-    "run_id", "gpu_numerator", "gpu_denominator", "namespace", "labels", "endpoint",
+    "run_id", "gpu_numerator", "gpu_denominator", "namespace", "labels", "endpoint", "service",
 )  # fmt: skip
 
 # A job between reading and team creation:
@@ -182,7 +184,7 @@ def jobs_load(
     wanted = nodes
     rows = job_rows(queryset)
     for (pk, cluster, job_id, name, account, state, start, end, gpus, raw_nodes, run_id,
-         numerator, denominator, namespace, raw_labels, endpoint) in rows:  # fmt: skip
+         numerator, denominator, namespace, raw_labels, endpoint, service) in rows:  # fmt: skip
         assert start is not None  # filtered above
         # Epoch seconds on PostgreSQL (values_with_epochs): the datetimes JobMeta keeps are
         # made from them, equal to what the ORM gives.
@@ -205,7 +207,7 @@ def jobs_load(
             )
         # A run is the parser's run id; failing that the job name, failing that the job itself.
         inputs.job_meta[pk] = JobMeta(
-            cluster, run_id or name or job_id, state, start, end, endpoint, job_id
+            cluster, run_id or name or job_id, state, start, end, endpoint, job_id, service
         )
         labels = labels_of.get(raw_labels)
         if labels is None:

@@ -87,7 +87,7 @@ class PartResult:
         state["pending"] = {k: _ledger_out(v) for k, v in self.pending.items()}
         state["job_meta"] = {
             k: (m.cluster, m.run_id, m.state, m.start.isoformat(),
-                None if m.end is None else m.end.isoformat(), m.endpoint, m.job_id)
+                None if m.end is None else m.end.isoformat(), m.endpoint, m.job_id, m.service)
             for k, m in self.job_meta.items()
         }  # fmt: skip
         state["staged"] = None if self.staged is None else self.staged.state()
@@ -100,8 +100,8 @@ class PartResult:
         state["pending"] = {k: _ledger_in(v) for k, v in state["pending"].items()}
         state["job_meta"] = {
             k: JobMeta(c, r, s, dt.datetime.fromisoformat(a),
-                       None if b is None else dt.datetime.fromisoformat(b), e, j)
-            for k, (c, r, s, a, b, e, j) in state["job_meta"].items()
+                       None if b is None else dt.datetime.fromisoformat(b), e, j, v)
+            for k, (c, r, s, a, b, e, j, v) in state["job_meta"].items()
         }  # fmt: skip
         if state["staged"] is not None:
             state["staged"] = Staged.from_state(state["staged"])

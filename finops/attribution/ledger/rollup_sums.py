@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from finops.attribution.engine.waste import WASTE_STATES
+from finops.attribution.engine.waste import in_waste_state
 from finops.attribution.inputs.list_cost import ESTIMATED_SOURCES, MIX_KINDS
 from finops.attribution.inputs.month import Dims, JobMeta
 
@@ -120,7 +120,7 @@ class RunAcc:
         if job_id in self.jobs:
             return
         self.jobs.add(job_id)
-        if meta.state in WASTE_STATES:
+        if in_waste_state(meta.state, meta.service):
             self.failed.add(job_id)
         if meta.end is None or meta.state == "RUNNING":
             self.running.add(job_id)

@@ -17,7 +17,7 @@ from django.db import models, transaction
 
 from finops.attribution import engine
 from finops.attribution.engine.run_ids import RunIdCollisionError, run_cost_id
-from finops.attribution.engine.waste import WASTE_STATES, ServingPod, pods_that_served
+from finops.attribution.engine.waste import ServingPod, in_waste_state, pods_that_served
 from finops.attribution.inputs.charge_rollups import ChargeSums, charge_rollups
 from finops.attribution.inputs.list_cost import MIX_KINDS
 from finops.attribution.inputs.month import BATCH_SIZE, Dims, Inputs
@@ -257,7 +257,8 @@ def _run_id(
 
 def _wasted_jobs(inputs: Inputs, job_ids: set[int]) -> set[int]:
     """Jobs in a waste state, less the serving pods that answered requests before they ended."""
-    failed = {j for j in job_ids if inputs.job_meta[j].state in WASTE_STATES}
+    job_meta = inputs.job_meta
+    failed = {j for j in job_ids if in_waste_state(job_meta[j].state, job_meta[j].service)}
     serving = {
         j: ServingPod(meta.endpoint, meta.job_id, meta.start, meta.end)
         for j in failed

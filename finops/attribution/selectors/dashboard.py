@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import date
-from decimal import ROUND_HALF_EVEN, Context, Decimal
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -19,7 +19,7 @@ from django.conf import settings
 from django.db.models import Q, QuerySet
 
 from finops.attribution.models import Category, TeamDailyCost
-from finops.core.money import MoneySum
+from finops.core.money import EXACT, MoneySum
 from finops.core.months import month_add
 from finops.currency.selectors import FxRateMissing, converter_for, money_round
 from finops.org.models import Team
@@ -96,11 +96,6 @@ class Dashboard:
     last_month: date | None = None
 
 
-# Sums of amounts in the dashboard's currency: exact in 60 digits (12 places, far fewer whole
-# digits), as finops.chargeback.selectors sums a statement's lines.
-_EXACT = Context(prec=60, rounding=ROUND_HALF_EVEN)
-
-
 class _Sum:
     """An exact sum: the amounts that needed no rate as a Decimal (a Fraction for each of the
     thousands of team-day rows was most of the dashboard's time), the converted ones as a
@@ -114,12 +109,13 @@ class _Sum:
 
     def add(self, amount: Fraction | Decimal) -> None:
         if isinstance(amount, Decimal):
-            self.same = _EXACT.add(self.same, amount)
+            # Exact in EXACT's digits (12 places, far fewer whole digits).
+            self.same = EXACT.add(self.same, amount)
         else:
             self.converted = amount if self.converted is None else self.converted + amount
 
     def merge(self, other: _Sum) -> None:
-        self.same = _EXACT.add(self.same, other.same)
+        self.same = EXACT.add(self.same, other.same)
         if other.converted is not None:
             self.add(other.converted)
 

@@ -27,7 +27,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date
-from decimal import Context, Decimal
+from decimal import Decimal
 from fractions import Fraction
 
 from django.db.models import Case, CharField, Q, QuerySet, Value, When
@@ -35,7 +35,7 @@ from django.db.models import Case, CharField, Q, QuerySet, Value, When
 from finops.attribution.models import AllocatedCost, Category, IdleShowbackMonth, IdleShowbackRow
 from finops.attribution.selectors.reporting import currency_order
 from finops.core.bounded_sums import QuotientSum
-from finops.core.money import MoneySum
+from finops.core.money import EXACT, MoneySum
 from finops.currency.selectors import money_round
 from finops.org.models import Team
 
@@ -145,8 +145,6 @@ NodeDay = tuple[str, date, str]
 # A team's share of one node-day: (team id, currency, node, idle of the platform bucket, idle
 # of other teams, the team's gross job cost (its weight), all jobs' gross cost, its job cost).
 _Term = tuple[int, str, str, Decimal, Decimal, Decimal, Decimal, Decimal]
-# Sums of amounts of 12 places: exact within 80 digits.
-_EXACT_SUM = Context(prec=80)
 
 
 def _shown(
@@ -180,7 +178,7 @@ def _shown(
             sums[team_key] = (QuotientSum(), QuotientSum())
         sums[team_key][0].add(platform, weight, total)
         sums[team_key][1].add(others, weight, total)
-        cost[team_key] = _EXACT_SUM.add(cost[team_key], job_cost)
+        cost[team_key] = EXACT.add(cost[team_key], job_cost)
         nodes[team_key].add(node)
     undecided: set[tuple[int, str]] = set()
     for team_key, (platform_sum, others_sum) in sums.items():
@@ -217,7 +215,7 @@ def _terms(
             others = ZERO
             for t, amount in borne.items():
                 if t is not None and t != team_id:
-                    others = _EXACT_SUM.add(others, amount)
+                    others = EXACT.add(others, amount)
             yield team_id, key[2], key[0], platform, others, weight, total, costs[team_id]
 
 
