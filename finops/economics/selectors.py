@@ -280,8 +280,8 @@ def teams_bought_stored(
     ends: dict[int, dict[RunKey, dt.date]] = defaultdict(dict)
     found: dict[RunKey, RunEfficiency | None] = {}
     without: dict[tuple[int, str], int] = defaultdict(int)
-    for (team_id, run_id, currency), pk in chosen.items():
-        efficiency = measured[pk] if pk is not None else None
+    for (team_id, run_id, currency), first in chosen.items():
+        efficiency = measured[first] if first is not None else None
         if efficiency is None:
             # What team_efficiency_rows counts of such a run, without building its key.
             without[(team_id, currency)] += 1
