@@ -1,6 +1,7 @@
 """Screenshots of the main pages in headless Chromium, as finance, a team lead and a viewer,
 on a running site holding the demo (issue 29: what each role meets; look at every picture).
 
+    .venv/bin/python manage.py collectstatic --noinput   # DEBUG off: no CSS without it
     .venv/bin/python manage.py runserver 127.0.0.1:8768 --noreload &   # on the demo database
     .venv/bin/python scripts/screenshots.py --base http://127.0.0.1:8768 --month 2026-10
 
