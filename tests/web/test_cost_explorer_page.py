@@ -95,3 +95,10 @@ def test_a_lead_is_offered_only_what_they_may_ask(lead_user: User, finance_user:
     for kept in ('id="ex-provider"', 'id="ex-account"', 'id="ex-service"', 'id="ex-team"',
                  '<option value="service">'):  # fmt: skip
         assert kept in lead, kept
+
+
+def test_the_summary_names_one_month_once(finance_client: Client) -> None:
+    one = finance_client.get("/explorer/", {"month": "2025-09"}).content.decode()
+    assert 'data-testid="explorer-summary">September 2025, by team' in one  # not "... to ..."
+    three = finance_client.get("/explorer/", {"month": "2025-10", "span": "3"}).content.decode()
+    assert 'data-testid="explorer-summary">August 2025 to October 2025, by team' in three
