@@ -1,6 +1,7 @@
 """Screenshots of the main pages in headless Chromium, as finance, a team lead and a viewer,
 on a running site holding the demo (issue 29: what each role meets; look at every picture).
 
+    .venv/bin/python manage.py collectstatic --noinput   # DEBUG off: no CSS without it
     .venv/bin/python manage.py runserver 127.0.0.1:8768 --noreload &   # on the demo database
     .venv/bin/python scripts/screenshots.py --base http://127.0.0.1:8768 --month 2026-10
 
@@ -26,12 +27,13 @@ LOGINS = {
 }
 
 
-def pages(month: str, team: str, tag_key: str) -> list[tuple[str, str]]:
+def pages(month: str, team: str, tag_key: str, run: str) -> list[tuple[str, str]]:
     """(file stem, path) of each main page."""
     return [
         ("overview", f"/?month={month}"),
         ("team", f"/teams/{team}/?month={month}"),
         ("runs", f"/runs/?month={month}"),
+        ("run", f"/runs/{team}/{run}/?month={month}"),
         ("explorer-team", f"/explorer/?month={month}&group_by=team"),
         ("explorer-region", f"/explorer/?month={month}&group_by=region"),
         ("explorer-tag", f"/explorer/?month={month}&group_by=tag:{tag_key}"),
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("--month", required=True, help="YYYY-MM")
     parser.add_argument("--team", default="language", help="a team the demo lead leads")
     parser.add_argument("--tag-key", default="project")
+    parser.add_argument("--run", default="llama-pretrain-70b-r1002", help="a run id of --team")
     parser.add_argument("--roles", default="finance,lead,viewer")
     parser.add_argument("--only", default="", help="comma-separated page stems")
     parser.add_argument("--out", default=str(ROOT / "var" / "screenshots"))
@@ -83,7 +86,7 @@ def main() -> None:
             driver.find_element(By.ID, "id_password").send_keys(LOGINS[role])
             driver.find_element(By.ID, "login-submit").click()
             time.sleep(1)
-            for stem, path in pages(args.month, args.team, args.tag_key):
+            for stem, path in pages(args.month, args.team, args.tag_key, args.run):
                 if only and stem not in only:
                     continue
                 began = time.monotonic()

@@ -84,3 +84,31 @@ def open_savings_totals(rows: Iterable[Recommendation]) -> list[tuple[str, Decim
                 total -= Decimal(other["amount"])
         totals[row.currency] = total
     return sorted(totals.items())
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SavingsTotal:
+    """The headline of the open recommendations in one currency: `total` with each overlap
+    counted once (open_savings_totals), `rows_sum` the rows' savings as listed."""
+
+    currency: str
+    total: Decimal
+    rows_sum: Decimal
+
+    @property
+    def overlap(self) -> Decimal:
+        return self.rows_sum - self.total
+
+
+def open_savings_summary(rows: Iterable[Recommendation]) -> list[SavingsTotal]:
+    """open_savings_totals beside the plain sum of the open rows, per currency (sorted): the
+    page says how much the netting took off, so the headline is not a puzzle next to its rows."""
+    rows = list(rows)
+    sums: dict[str, Decimal] = {}
+    for row in rows:
+        if row.status == Recommendation.Status.OPEN:
+            sums[row.currency] = sums.get(row.currency, Decimal(0)) + row.monthly_savings
+    return [
+        SavingsTotal(currency, total, sums[currency])
+        for currency, total in open_savings_totals(rows)
+    ]

@@ -21,6 +21,7 @@ from django.urls import reverse
 from finops.attribution.selectors.explorer import (
     DIMENSIONS,
     LABELS,
+    LEDGER_FIELDS,
     ExplorerError,
     explorer_points,
 )
@@ -104,6 +105,11 @@ def explorer(request: HttpRequest) -> HttpResponse:
     last = month.replace(day=calendar.monthrange(month.year, month.month)[1])
     data = request.GET.copy()
     filterset = CostExplorerFilterSet(data=data)
+    finance = user_is_finance(request.user)
+    # Someone who sees only their teams is offered the ledger's dimensions only: the bill's
+    # (region, instance type, tags, invoiced cost) are not split by team, and were offered
+    # only to be refused (h-pages).
+    offered = set(DIMENSIONS) if finance else set(LEDGER_FIELDS)
     context: dict[str, object] = {
         "month": month,
         "months": months,
@@ -112,10 +118,12 @@ def explorer(request: HttpRequest) -> HttpResponse:
         "first": first,
         "last": last,
         "form": filterset.form,
-        "dimension_filters": DIMENSION_FILTERS,
-        "dimensions": [(d, LABELS[d]) for d in DIMENSIONS],
+        "dimension_filters": [
+            (name, label) for name, label in DIMENSION_FILTERS if name in offered
+        ],
+        "dimensions": [(d, LABELS[d]) for d in DIMENSIONS if d in offered],
         "currency": settings.FINOPS_REPORTING_CURRENCY,
-        "finance": user_is_finance(request.user),
+        "finance": finance,
         "error": "",
         "table": None,
     }

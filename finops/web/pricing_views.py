@@ -23,7 +23,7 @@ from finops.pricing.commitments import commitment_utilisation, coverage
 from finops.pricing.comparisons import assumptions_current, team_month_pricing
 from finops.pricing.models import PricingAssumptions, Recommendation
 from finops.pricing.prices import KINDS
-from finops.pricing.recommendation_overlaps import open_savings_totals
+from finops.pricing.recommendation_overlaps import open_savings_summary
 from finops.pricing.recommendations import (
     RecommendationPermissionError,
     price_inputs_stamp,
@@ -164,7 +164,7 @@ def pricing(request: HttpRequest) -> HttpResponse:
         # Why a team has no commitment advice (no steady use, spot only, ...), not nothing.
         "recommendation_notes": recommendation_notes(month=month, teams=teams),
         # Each overlap of two open recommendations counted once (recommendation_overlaps).
-        "savings_total": open_savings_totals(recommendations),
+        "savings_total": open_savings_summary(recommendations),
         "statuses": Recommendation.Status.choices,
         "assumption_warnings": assumptions_current().warnings,
     }

@@ -178,6 +178,8 @@ def overview(request: HttpRequest) -> HttpResponse:
         # lead-visible figure allowed to (tests/security/test_lead_isolation.py), labelled so.
         # Who bears it (platform or other teams' pools) is split out for finance only.
         "idle_shared_split": finance,
+        # Unallocated cost is no team's: a lead's would always read 0.00 (h-pages).
+        "sees_unallocated": finance,
         "idle_advice": idle_advice_of_teams(month=month, teams=teams),
         "energy_card": energy_card_cached(month=month, teams=teams, include_unowned=finance),
         "show_teams": True,

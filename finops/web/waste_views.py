@@ -112,7 +112,8 @@ def run_waste_panels(*, team: Team, run_id: str, month: dt.date) -> list[RunWast
 @dataclass(slots=True)
 class WasteTrend:
     month: dt.date
-    total: Decimal
+    # None: no run had cost in this currency that month (no runs is not "0.00 wasted").
+    total: Decimal | None
 
 
 @dataclass(slots=True)
@@ -146,7 +147,7 @@ def _card(by_month: dict[dt.date, list[TeamWaste]], month: dt.date) -> list[Wast
                 totals.get(team_row.currency, Decimal(0)) + team_row.parts.total
             )
         for currency, row in rows.items():
-            row.trend.append(WasteTrend(before, totals.get(currency, Decimal(0))))
+            row.trend.append(WasteTrend(before, totals.get(currency)))
     return sorted(rows.values(), key=lambda r: r.currency)
 
 

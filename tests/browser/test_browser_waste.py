@@ -77,3 +77,27 @@ def test_run_timeline_and_waste_cards(
         "return document.querySelector('[data-testid=waste-total-USD]').innerText"
     ))  # fmt: skip
     screenshot(driver, "overview-waste-card")
+
+
+def test_checkpoint_advice_shows_what_to_do_and_its_saving_without_scrolling(
+    browser: WebDriver, live_server: LiveServer, finance_user: User, waste_scene: None
+) -> None:
+    """The advice table is wider than the page (13 columns) and scrolls in its card; what to do
+    and what it would have saved come first, inside the card's visible width (h-pages: on the
+    demo both were the last columns, off to the right of a 1,400 px window)."""
+    driver = browser
+    _login(driver, live_server.url, "fin", "fin-password-123")
+    driver.get(f"{live_server.url}/teams/speech/?month=2025-06")
+    _wait_for_text(driver, "What to change: checkpoints and allocations")
+    hidden = driver.execute_script(
+        """const table = document.querySelector('[data-testid=checkpoint-advice]');
+        const box = table.parentElement.getBoundingClientRect();
+        const cells = [...table.querySelectorAll(
+            '[data-testid=advice-action], [data-testid=advice-saving]')];
+        return [cells.length, cells.filter(c => c.getBoundingClientRect().right > box.right + 1)
+            .map(c => c.innerText)];"""
+    )
+    count, outside = hidden
+    assert count >= 2, count  # a row at least, its action and its saving
+    assert outside == [], outside
+    screenshot(driver, "team-checkpoint-advice")

@@ -17,7 +17,7 @@ import pytest
 from django.core.management import call_command
 
 from finops.chargeback.economics import team_month_economics, teams_month_economics_read_time
-from finops.economics.models import RunEconomics
+from finops.economics.models import RunEconomics, TeamEnergyRow, TeamWasteRow
 from finops.org.models import Team
 from tests.scenario_setup import waste_month_attributed
 
@@ -50,3 +50,23 @@ def test_the_bought_figures_are_the_stored_ones_until_the_month_is_attributed_ag
     # Attributed again: the pipeline rebuilds the rollup, the read-time figures are back.
     call_command("attribute", "--month", "2025-06", stdout=io.StringIO())
     assert _bought(vision) == (1, 268435456, Decimal(240), Decimal("0.894069671631"))
+
+
+def test_the_waste_and_energy_are_the_stored_per_team_sums(tmp_path: Path) -> None:
+    """The statement's wasted and burned panels read the per-team sums the run-economics step
+    stores (TeamWasteRow, TeamEnergyRow), as the overview does, not every run row of the
+    team's month (h-pages): a stored sum changed by hand shows."""
+    waste_month_attributed(tmp_path)
+    vision = Team.objects.get(slug="vision")
+    [usd] = team_month_economics(team=vision, month=JUNE).currencies
+    assert usd.rework == 20
+    energy = team_month_economics(team=vision, month=JUNE).energy
+    assert energy is not None
+    TeamWasteRow.objects.filter(team=vision, month__billing_period=JUNE).update(rework="21")
+    TeamEnergyRow.objects.filter(team=vision, month__billing_period=JUNE).update(
+        gpu_kwh=energy.gpu_kwh + 1
+    )
+    after = team_month_economics(team=vision, month=JUNE)
+    assert after.currencies[0].rework == 21
+    assert after.energy is not None
+    assert after.energy.gpu_kwh == energy.gpu_kwh + 1

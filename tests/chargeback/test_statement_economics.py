@@ -83,6 +83,9 @@ def test_the_statement_shows_what_the_runs_bought_and_wasted(
     assert "0.8941 USD" in page  # $/1M tokens, unit money (0.89 to the cent)
     assert "268,435,456" in page
     assert 'data-testid="statement-waste-total">88.00 USD<' in page
+    # The waste's run count covers serving pods too: said, so it is not read as a second count
+    # of the training runs (h-pages: the demo's 1,513 beside "the 100 largest of 1,506 runs").
+    assert "in June 2025 (training runs and the inference endpoints' serving pods" in page
     assert "40.00 USD" in page  # cancelled, apart
     speech = client.get("/teams/speech/statements/2025-06/").content.decode()
     assert "16.00 USD (estimate)" in speech

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from finops.chargeback.economics import teams_month_economics, teams_month_economics_read_time
+from finops.economics.models import TeamEnergyMonth, TeamWasteMonth
 from finops.energy.selectors import team_month_energy
 from finops.org.models import Team
 from finops.web.energy_context import energy_card, energy_card_read_time, team_energy
@@ -94,3 +95,18 @@ def test_the_team_energy_from_the_rollup_is_the_read_time_one(name: str, tmp_pat
     if name == "energy":
         assert vision.measured_kwh > 0
         assert vision.measured_gpu_hours > 0
+
+
+def test_the_statement_economics_of_a_month_without_per_team_sums(tmp_path: Path) -> None:
+    """A month rolled up before the per-team sums were stored (TeamWasteMonth, TeamEnergyMonth
+    missing): the statement reads the run rows instead, the same figures (h-pages: the
+    statement reads the per-team sums first)."""
+    waste_month_attributed(tmp_path)
+    ids = list(Team.objects.values_list("pk", flat=True))
+    summed = teams_month_economics(month=MONTH, team_ids=ids)
+    assert TeamWasteMonth.objects.filter(billing_period=MONTH).exists()
+    assert TeamEnergyMonth.objects.filter(billing_period=MONTH).exists()
+    TeamWasteMonth.objects.all().delete()
+    TeamEnergyMonth.objects.all().delete()
+    from_runs = teams_month_economics(month=MONTH, team_ids=ids)
+    assert from_runs == summed == teams_month_economics_read_time(month=MONTH, team_ids=ids)

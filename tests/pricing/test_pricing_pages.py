@@ -44,7 +44,7 @@ def test_pricing_page_shows_each_team_commitments_and_the_recommendations(
     assert "Run this training run on spot" in row
     assert "48.00 USD" in row
     assert 'data-testid="recommendation-commit"' not in page
-    assert "Open recommendations save 48.00 USD a month." in page
+    assert "Open recommendations save 48.00 USD a month: an estimate" in page
 
 
 def test_team_and_run_pages_show_the_comparison(client: Client, priced_month: None) -> None:

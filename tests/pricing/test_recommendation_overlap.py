@@ -72,6 +72,8 @@ def test_the_total_counts_each_idle_gpu_hour_once(scene: None, finance_client: C
     said = re.search(r'data-testid="savings-total">Open recommendations save ([^<]*) a month', page)
     assert said is not None
     assert said.group(1) == "783.60 USD"  # 583.60 + 200.00, not 583.60 + 880.00
+    assert "783.60 USD a month: an estimate, each row priced with" in page
+    assert "counted once" not in page  # no overlap between these two: nothing netted
 
 
 def test_the_team_page_still_shows_the_endpoints_idle(scene: None, finance_client: Client) -> None:

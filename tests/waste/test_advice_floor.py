@@ -95,3 +95,10 @@ def test_the_stored_recommendations_follow_the_floor_and_the_page_sums_them(
     said = re.search(r'data-testid="savings-total">Open recommendations save ([^<]*) a month', page)
     assert said is not None
     assert said.group(1) == f"{total:,.2f} USD"
+    # The headline says it is an estimate and what the netting took off (h-pages: a total
+    # under the rows' sum, unexplained, read as an error).
+    sentence = page[page.index('data-testid="savings-total">') :]
+    sentence = sentence[: sentence.index("</p>")]
+    assert "a month: an estimate, each row priced with the assumptions under it" in sentence
+    rows_sum = total + Decimal("16.22")
+    assert f"counted once, 16.22 USD less than the open rows' {rows_sum:,.2f} USD." in sentence

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 from django.test import Client
 
 from tests.explorer_month import explorer_month  # noqa: F401 - fixtures/explorer/
@@ -74,3 +75,30 @@ def test_span_of_months(finance_client: Client) -> None:
     assert page.status_code == 200
     assert 'data-testid="explorer-total">203.00 USD' in page.content.decode()
     assert finance_client.get("/explorer/", {"span": "5"}).status_code == 400
+
+
+def test_a_lead_is_offered_only_what_they_may_ask(lead_user: User, finance_user: User) -> None:
+    """The bill's dimensions (region, instance type, tags, invoiced cost) are finance only: a
+    lead's form does not offer them only to refuse them (h-pages); finance's does."""
+    pages = {}
+    for name, user in (("lead", lead_user), ("finance", finance_user)):
+        client = Client()
+        client.force_login(user)
+        pages[name] = client.get("/explorer/", {"month": "2025-09"}).content.decode()
+    lead, finance = pages["lead"], pages["finance"]
+    for offered in (
+        'id="ex-region"', 'id="ex-instance_type"', 'id="ex-tag"', 'value="invoiced"',
+        '<option value="region">', '<option value="instance_type">', '<option value="tag:">',
+    ):  # fmt: skip
+        assert offered in finance, offered
+        assert offered not in lead, offered
+    for kept in ('id="ex-provider"', 'id="ex-account"', 'id="ex-service"', 'id="ex-team"',
+                 '<option value="service">'):  # fmt: skip
+        assert kept in lead, kept
+
+
+def test_the_summary_names_one_month_once(finance_client: Client) -> None:
+    one = finance_client.get("/explorer/", {"month": "2025-09"}).content.decode()
+    assert 'data-testid="explorer-summary">September 2025, by team' in one  # not "... to ..."
+    three = finance_client.get("/explorer/", {"month": "2025-10", "span": "3"}).content.decode()
+    assert 'data-testid="explorer-summary">August 2025 to October 2025, by team' in three

@@ -126,9 +126,12 @@ def test_lead_dashboard_holds_only_their_team(lead_client: Client, history: None
     assert [r[0] for r in table_rows(html, "month-change")[1:]] == ["Vision"]
     assert "Speech" not in html
     assert "No team (platform)" not in html
-    # The lead's bill: 150, idle 30 of it.
+    # The lead's teams' cost: 150, idle 30 of it.
+    assert "Idle share of your teams' cost" in html
     assert 'data-testid="idle-share">20.0 %<' in html
-    assert 'data-testid="unallocated-share">0.0 %<' in html
+    # Unallocated cost is no team's: not shown as the lead's 0.00 / 0.0 % (h-pages).
+    assert 'data-testid="unallocated-share"' not in html
+    assert "Unallocated (USD)" not in html
 
 
 def test_one_currency_shows_each_table_once(finance_client: Client, history: None) -> None:

@@ -25,6 +25,11 @@ def test_finance_sees_the_months_energy_of_every_team(client: Client, finance_us
     assert 'data-testid="energy-measured-share">65.0 %<' in page
     assert "partly estimated" in page
     assert "(grid 2023)" in page
+    # Each figure that holds speech's estimate says so, the GPU energy too (h-pages: it did not).
+    card = page[page.index('data-testid="energy-card"') :]
+    card = card[: card.index("</div>\n</div>")]
+    assert card.count("partly estimated") == 3, card
+    assert 'GPU energy, partly estimated</span><span class="value" data-testid="energy-gpu' in card
 
 
 def test_a_lead_sees_the_energy_of_their_team_only(client: Client) -> None:
@@ -37,6 +42,10 @@ def test_a_lead_sees_the_energy_of_their_team_only(client: Client) -> None:
     assert 'data-testid="energy-facility-kwh">2.95 kWh<' in page
     assert 'data-testid="energy-co2e">1.09 kg CO2e<' in page
     assert 'data-testid="energy-measured-share">100.0 %<' in page
+    # All measured: no figure is called an estimate.
+    card = page[page.index('data-testid="energy-card"') :]
+    assert "estimated" not in card[: card.index("</div>\n</div>")]
+    assert '<span class="label">GPU energy</span>' in card
 
 
 def test_a_month_without_energy_says_so(client: Client, finance_user: User) -> None:
