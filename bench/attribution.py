@@ -196,7 +196,12 @@ def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, A
     if args.skip_whole:
         return result, [digest]
     # Load and engine alone, under the same conditions as in attribution_month_run (GC paused).
-    with transaction.atomic(), services._gc_paused():
+    # Read as the engine reads (the vectorised one takes GPU node lines as columns).
+    with (
+        override_settings(FINOPS_ATTRIBUTION_ENGINE=engine_name),
+        transaction.atomic(),
+        services._gc_paused(),
+    ):
         began = time.perf_counter()
         inputs, _ = inputs_load(month=MONTH)
         result["load_s"] = time.perf_counter() - began
@@ -204,7 +209,9 @@ def _engine_run(engine_name: str, args: argparse.Namespace) -> tuple[dict[str, A
     def first_pass() -> Any:
         fold = engine.ShareFold(inputs.lines)
         if engine_name == "vector":
-            stats = allocate_lines_vector(inputs.lines, inputs.jobs, fold, horizon=inputs.horizon)
+            stats = allocate_lines_vector(
+                inputs.lines, inputs.jobs, fold, horizon=inputs.horizon, block=inputs.block
+            )
             result["phases"] = stats.phases
             result["vector_lines"], result["row_lines"] = stats.vector_lines, stats.row_lines
         else:
