@@ -9,6 +9,8 @@ import datetime as dt
 from decimal import Decimal
 from typing import Any
 
+from hypothesis import strategies as st
+
 from billing_ingest.models import CostLineItem, ImportBatch, JobRecord
 from finops.attribution.models import (
     AllocatedCost,
@@ -44,6 +46,16 @@ def snapshot() -> dict[str, list[tuple[Any, ...]]]:
 
 JobSpec = tuple[int, int | None, Decimal, list[str]]
 LineSpec = tuple[int, int, Decimal, Decimal, str, str, str]
+
+
+@st.composite
+def jobs(draw: st.DrawFn) -> JobSpec:
+    """A job of the small month: 1-3 of its nodes, whole, half and odd GPUs, some running."""
+    start = draw(st.integers(min_value=0, max_value=HORIZON))
+    end = None if draw(st.integers(0, 5)) == 0 else start + draw(st.integers(60, 30 * 3600))
+    nodes = draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=3, unique=True))
+    gpus = draw(st.sampled_from([Decimal(1), Decimal(8), Decimal("0.5"), Decimal("2.333333")]))
+    return start, end, gpus, nodes
 
 
 def month_build(

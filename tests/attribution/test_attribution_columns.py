@@ -28,6 +28,7 @@ from tests.split_months import (
     NODES,
     JobSpec,
     at,
+    jobs,
     month_build,
     scenario_build,
     snapshot,
@@ -67,15 +68,6 @@ def _extra_lines(extras: list[Extra]) -> None:
         )
         for start, end, cost, listed, node, tags in extras
     )  # fmt: skip
-
-
-@st.composite
-def jobs(draw: st.DrawFn) -> JobSpec:
-    start = draw(st.integers(min_value=0, max_value=HORIZON))
-    end = None if draw(st.integers(0, 5)) == 0 else start + draw(st.integers(60, 30 * 3600))
-    nodes = draw(st.lists(st.sampled_from(NODES), min_size=1, max_size=3, unique=True))
-    gpus = draw(st.sampled_from([Decimal(1), Decimal(8), Decimal("0.5"), Decimal("2.333333")]))
-    return start, end, gpus, nodes
 
 
 @st.composite
