@@ -24,14 +24,17 @@ every team's (IdleShowbackMonth, finops.attribution.services) and the pages read
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
 from fractions import Fraction
+from typing import Any
 
+from django.db import connections
 from django.db.models import Case, CharField, Q, QuerySet, Value, When
 
+from finops.attribution.inputs.orm_rows import ALL, values_rows
 from finops.attribution.models import AllocatedCost, Category, IdleShowbackMonth, IdleShowbackRow
 from finops.attribution.selectors.reporting import currency_order
 from finops.core.bounded_sums import QuotientSum
@@ -159,14 +162,16 @@ def _shown(
     figure whose bounds round apart (never seen; the figures are exact either way)."""
     jobs: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
     idle: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
-    for item in (
+    grouped = (
         rows.filter(Q(category=Category.IDLE) | Q(category__in=JOB_CATEGORIES))
         .values("node", "day", "billing_currency", "team_id", "category")
         .annotate(amount=MoneySum("amount"))
-    ):
-        key = (item["node"], item["day"], item["billing_currency"])
-        into = idle if item["category"] == Category.IDLE else jobs
-        into[key][item["team_id"]] = into[key].get(item["team_id"], ZERO) + item["amount"]
+        .values_list("node", "day", "billing_currency", "team_id", "category", "amount")
+    )
+    for node, day, currency, team_id, category, amount in _grouped_rows(grouped):
+        key = (node, day, currency)
+        into = idle if category == Category.IDLE else jobs
+        into[key][team_id] = into[key].get(team_id, ZERO) + amount
     sums: dict[tuple[int, str], tuple[QuotientSum, QuotientSum]] = {}
     cost: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
     nodes: dict[tuple[int, str], set[str]] = defaultdict(set)
@@ -193,6 +198,15 @@ def _shown(
         target.nodes = len(nodes[team_key])
     if undecided:
         _shown_exact(jobs, idle, by_team, undecided, row)
+
+
+def _grouped_rows(grouped: QuerySet[Any, tuple[Any, ...]]) -> Iterable[tuple[Any, ...]]:
+    """The grouped rows' value tuples. On PostgreSQL as psycopg hands them out (a date, an
+    exact Decimal sum: what the ORM's converters return there) without running the converters
+    on every cell: a month of 1,000 nodes has 344,000 of these rows."""
+    if connections[grouped.db].vendor == "postgresql":
+        return values_rows(grouped, (), chunk_size=20_000, raw=ALL)
+    return grouped
 
 
 def _terms(
