@@ -109,7 +109,7 @@ def _columns_sql() -> list[str]:
 
 @dataclass(slots=True)
 class _Lines:
-    """Every line of the read, as columns (module docstring, step 2)."""
+    """Every line of the read, as columns (module docstring, step 1)."""
 
     id: I64
     key: I64
@@ -210,9 +210,9 @@ def stage_columns(
 ) -> tuple[list[Staged], LineBlock, list[int]] | None:
     """The lines of base (a queryset of the month's or a part's line items, in id order) staged
     by the column read: the staged rows of the lines read as rows, the GPU node lines as a
-    LineBlock (templates to be filled by line_templates once teams exist), and each block line's
-    resource index. rows_of(queryset) gives the value tuples of a values queryset's lines
-    (month.line_rows). None: the month must be read as rows (a digest shared by two
+    LineBlock (its templates filled by block_templates once teams exist), and each block line's
+    resource index. rows_of(queryset) gives LineStager's value tuples of a queryset's lines
+    (month._rows_of). None: the month must be read as rows (a digest shared by two
     resources)."""
     lines = _copy_lines(base)
     if not len(lines.id):
