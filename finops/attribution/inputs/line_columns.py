@@ -47,11 +47,10 @@ from finops.attribution.inputs.line_staging import (
     LineStager,
     Staged,
 )
+from finops.core.pg_binary_copy import bigint_copy_decode
 from finops.core.sql_arrays import AnyOf
 
 I64 = npt.NDArray[np.int64]
-_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00" * 8
-_TRAILER = b"\xff\xff"
 _MICRO = 10**6
 # Amounts past this (in the currency) are flagged and read as rows: AMOUNT_LIMIT units, less a
 # margin. Quantities have 12 decimals too and fit bigint below about 9.2 million.
@@ -96,13 +95,13 @@ def _epoch_micros_sql(name: str) -> str:
 def _columns_sql() -> list[str]:
     cost, _ = _units_sql("effective_cost", _AMOUNT_MAX)
     list_units, list_null = _units_sql("list_cost", _AMOUNT_MAX)
-    contracted, contracted_null = _units_sql("contracted_cost", _AMOUNT_MAX)
+    contracted, _ = _units_sql("contracted_cost", _AMOUNT_MAX)  # null is 0, as in the rows
     quantity, quantity_null = _units_sql("consumed_quantity", _QUANTITY_MAX)
     return [
         _digest_sql(),
         _epoch_micros_sql("charge_period_start"),
         _epoch_micros_sql("charge_period_end"),
-        cost, list_units, list_null, contracted, contracted_null, quantity, quantity_null,
+        cost, list_units, list_null, contracted, quantity, quantity_null,
         _wide_sql(),
     ]  # fmt: skip
 
@@ -120,7 +119,6 @@ class _Lines:
     list_units: I64
     list_null: I64
     contracted: I64
-    contracted_null: I64
     quantity: I64
     quantity_null: I64
     wide: I64
@@ -139,10 +137,6 @@ def _copy_lines(queryset: models.QuerySet[Any]) -> _Lines:
         "('x' || substr(s.digest, 16, 15))::bit(60)::bigint",
         *(f"s.{name}" for name in names[2:]),
     ]
-    n = len(selected)
-    fields: list[tuple[str, str]] = [("count", ">i2")]
-    for i in range(n):
-        fields += [(f"l{i}", ">i4"), (f"v{i}", ">i8")]
     statement = (
         f"COPY (SELECT {', '.join(selected)} FROM ({sql}) AS s({', '.join(names)})) "
         "TO STDOUT (FORMAT binary)"
@@ -152,12 +146,11 @@ def _copy_lines(queryset: models.QuerySet[Any]) -> _Lines:
         django_cursor.cursor.copy(statement, params) as copy,
     ):
         data = b"".join(bytes(chunk) for chunk in copy)
-    body = memoryview(data)[len(_HEADER) : len(data) - len(_TRAILER)]
-    rows = np.frombuffer(body, dtype=np.dtype(fields))
+    columns = bigint_copy_decode(data, len(selected))
     # In id order (the subquery's; sorting here rather than by the server, which sorts the
     # wide rows again: an outer ORDER BY does not know the inner one holds).
-    order = np.argsort(rows["v0"], kind="stable")
-    return _Lines(*(rows[f"v{i}"][order].astype(np.int64) for i in range(n)))
+    order = np.argsort(columns[0], kind="stable")
+    return _Lines(*(column[order] for column in columns))
 
 
 def distinct_resources(lines: _Lines) -> tuple[I64, I64] | None:
@@ -207,16 +200,15 @@ def _decimal(units: int, places: int = MONEY_PLACES) -> Decimal:
 
 def stage_columns(
     stager: LineStager, base: models.QuerySet[Any], rows_of: Any
-) -> tuple[list[Staged], LineBlock, list[int]] | None:
+) -> tuple[list[Staged], LineBlock] | None:
     """The lines of base (a queryset of the month's or a part's line items, in id order) staged
     by the column read: the staged rows of the lines read as rows, the GPU node lines as a
-    LineBlock (its templates filled by block_templates once teams exist), and each block line's
-    resource index. rows_of(queryset) gives LineStager's value tuples of a queryset's lines
-    (month._rows_of). None: the month must be read as rows (a digest shared by two
-    resources)."""
+    LineBlock (its templates, one per resource, filled by block_templates once teams exist).
+    rows_of(queryset) gives LineStager's value tuples of a queryset's lines (month._rows_of).
+    None: the month must be read as rows (a digest shared by two resources)."""
     lines = _copy_lines(base)
     if not len(lines.id):
-        return [], LineBlock.empty(), []
+        return [], LineBlock.empty()
     found = distinct_resources(lines)
     if found is None:
         return None
@@ -238,12 +230,12 @@ def stage_columns(
         staged += stager.stage_all(rows_of(base.filter(AnyOf("id", others))))
         staged.sort(key=lambda row: row[0])  # in id order, as the row read stages them
     chosen = np.flatnonzero(on_block)
-    block, block_at = _block(stager, lines, at, chosen)
-    return staged, block, block_at
+    return staged, _block(stager, lines, at, chosen)
 
 
-def _block(stager: LineStager, lines: _Lines, at: I64, chosen: I64) -> tuple[LineBlock, list[int]]:
-    """The chosen lines as a LineBlock (templates left empty) and their resources."""
+def _block(stager: LineStager, lines: _Lines, at: I64, chosen: I64) -> LineBlock:
+    """The chosen lines as a LineBlock (templates left empty; a line's template index is its
+    resource's)."""
     start_us, end_us = lines.start_us[chosen], lines.end_us[chosen]
     start, end = _epoch_seconds(start_us), _epoch_seconds(end_us)
     cost, list_units = lines.cost[chosen], lines.list_units[chosen]
@@ -276,11 +268,9 @@ def _block(stager: LineStager, lines: _Lines, at: I64, chosen: I64) -> tuple[Lin
     contracted = lines.contracted[chosen]
     group = np.array(group_of, dtype=np.int64)[which]
     _charges(stager, line_at, start_us, end_us, cost)
-    block = LineBlock(
-        lines.id[chosen], start, end, cost, list_column, contracted, group,
-        line_at.copy(), [],
+    return LineBlock(
+        lines.id[chosen], start, end, cost, list_column, contracted, group, line_at, [],
     )  # fmt: skip
-    return block, line_at.tolist()
 
 
 def _charges(stager: LineStager, at: I64, start_us: I64, end_us: I64, cost: I64) -> None:

@@ -204,7 +204,7 @@ def inputs_load(
     if read is None:
         staged, block = stager.stage_all(_rows_of(base)), LineBlock.empty()
     else:
-        staged, block, _ = read
+        staged, block = read
     if not whole:
         part_nodes = {res.node for res in stager.resources if res.node is not None}
         staged_jobs = jobs_load(inputs, resolver, *bounds, nodes=part_nodes)

@@ -25,12 +25,11 @@ from django.db import connection
 from finops.attribution.inputs.month import Inputs
 from finops.attribution.ledger.rollup_sums import Ledger
 from finops.attribution.ledger.rows import ledger_names
+from finops.core.pg_binary_copy import bigint_copy_encode
 
 I64 = npt.NDArray[np.int64]
 _ONE = 10**12
 _MICRO = 10**6
-_HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00" * 8
-_TRAILER = b"\xff\xff"
 _NONE = -1
 # Scratch tables, dropped at the end (temporary: the session's own).
 _ROWS = "ledger_copy_rows"
@@ -72,19 +71,6 @@ def _ids(values: Sequence[int | None]) -> I64:
     return np.fromiter(
         (_NONE if v is None else v for v in values), dtype=np.int64, count=len(values)
     )
-
-
-def _binary(columns: list[I64]) -> bytes:
-    """COPY's binary format of rows of non-null bigint columns."""
-    fields: list[tuple[str, str]] = [("count", ">i2")]
-    for i in range(len(columns)):
-        fields += [(f"l{i}", ">i4"), (f"v{i}", ">i8")]
-    rows = np.empty(len(columns[0]), dtype=np.dtype(fields))
-    rows["count"] = len(columns)
-    for i, column in enumerate(columns):
-        rows[f"l{i}"] = 8
-        rows[f"v{i}"] = column
-    return _HEADER + rows.tobytes() + _TRAILER
 
 
 def ledger_columns(inputs: Inputs, ledger: Ledger) -> tuple[list[I64], dict[str, list[Any]]]:
@@ -139,7 +125,7 @@ def ledger_copy(table: str, month: dt.date, inputs: Inputs, ledger: Ledger) -> N
             for i, dims in enumerate(names["dims"]):
                 copy.write_row((i, *dims))
         with cursor.copy(f"COPY {_ROWS} FROM STDIN (FORMAT binary)") as copy:
-            copy.write(_binary(columns))
+            copy.write(bigint_copy_encode(columns))
         for scratch in (_ROWS, _NAMES, _DIMS):
             cursor.execute(f"ANALYZE {scratch}")
         targets = ", ".join(quote(name) for name in ledger_names())

@@ -186,8 +186,13 @@ def _block_sums(
         return
     size = len(groups)
     counts = np.bincount(block.group, minlength=size).tolist()
+    # The lines by group once, each column summed per run of a group.
+    order = np.argsort(block.group, kind="stable")
+    starts = np.searchsorted(block.group[order], np.arange(size))
+    ends = np.r_[starts[1:], len(order)]
+    bounds = list(zip(starts.tolist(), ends.tolist(), strict=True))
     sums = [
-        _group_sums(block.group, column, size)
+        _group_sums(column[order], bounds)
         for column in (block.cost, block.list_cost, block.contracted)
     ]
     bill, batches = part.bill, part.batches
@@ -199,18 +204,10 @@ def _block_sums(
             bill[key] = bill.get(key, 0) + column[group]
 
 
-def _group_sums(
-    group: npt.NDArray[np.int64], values: npt.NDArray[np.int64], size: int
-) -> list[int]:
-    """Exact integer sums of values per group (Python integers: a month's sum may pass int64)."""
-    order = np.argsort(group, kind="stable")
-    starts = np.searchsorted(group[order], np.arange(size))
-    ends = np.r_[starts[1:], len(order)]
-    ordered = values[order]
-    return [
-        sum(ordered[a:b].astype(object).tolist()) if b > a else 0
-        for a, b in zip(starts.tolist(), ends.tolist(), strict=True)
-    ]
+def _group_sums(ordered: npt.NDArray[np.int64], bounds: list[tuple[int, int]]) -> list[int]:
+    """Exact integer sums of values in group order per [start, end) of a group (Python
+    integers: a month's sum may pass int64)."""
+    return [sum(ordered[a:b].astype(object).tolist()) if b > a else 0 for a, b in bounds]
 
 
 class PartOverlapError(RuntimeError):
