@@ -75,7 +75,7 @@ _PK, _START, _END, _COST, _LIST, _CONTRACTED, _QUANTITY = 0, 1, 2, 3, 14, 15, 16
 # distinct combination (_LineResource), the combination read by one C call per row.
 RESOURCE_AT = (4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 17, 18, 19, 20, *range(21, len(LINE_FIELDS)))
 _resource_key = itemgetter(*RESOURCE_AT)
-# LineStager._amount: a line's on-demand equivalent is its ListCost, its EffectiveCost.
+# LineStager.amount_of: a line's on-demand equivalent is its ListCost, its EffectiveCost.
 TAKES_LIST, TAKES_COST = 1, 2
 
 
@@ -200,9 +200,9 @@ class LineStager:
             amounts_key = (at, list_cost, cost, quantity, end_s - start_s)
             found = amounts.get(amounts_key)
             if found is None:
-                found = amounts[amounts_key] = self._amount(resources[at], *amounts_key[1:])
+                found = amounts[amounts_key] = self.amount_of(resources[at], *amounts_key[1:])
             if resources[at].charged:
-                self._charge(resources[at], start, end, cost)
+                self.charge(resources[at], start, end, cost)
             taken, estimate, group = found
             line_dims[pk] = group
             # The row's own ListCost or EffectiveCost (not an equal one of another row).
@@ -212,17 +212,6 @@ class LineStager:
         return staged
 
     def amount_of(
-        self, resource: _LineResource, list_cost: Decimal | None, cost: Decimal,
-        quantity: Decimal | None, period: int,
-    ) -> tuple[int, Decimal, int]:  # fmt: skip
-        """_amount, for the column read (line_columns.py), which stages lines without rows."""
-        return self._amount(resource, list_cost, cost, quantity, period)
-
-    def charge(self, resource: _LineResource, start: Any, end: Any, cost: Decimal) -> None:
-        """_charge, for the column read (line_columns.py)."""
-        self._charge(resource, start, end, cost)
-
-    def _amount(
         self, resource: _LineResource, list_cost: Decimal | None, cost: Decimal,
         quantity: Decimal | None, period: int,
     ) -> tuple[int, Decimal, int]:  # fmt: skip
@@ -238,7 +227,7 @@ class LineStager:
         taken = TAKES_LIST if list_value is list_cost else TAKES_COST if list_value is cost else 0
         return taken, list_value, self._dims_index.setdefault(dims, len(self._dims_index))
 
-    def _charge(self, resource: _LineResource, start: Any, end: Any, cost: Decimal) -> None:
+    def charge(self, resource: _LineResource, start: Any, end: Any, cost: Decimal) -> None:
         assert self.charges is not None
         provider, _, sub, _, _, currency, _ = resource.dims
         self.charges.add(
