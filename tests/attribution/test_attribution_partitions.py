@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import threading
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db import connection, connections
@@ -174,6 +175,10 @@ def test_the_swapped_in_partition_is_indexed_and_constrained_as_the_ledger() -> 
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass(%s)", [f"{name}_pkey"])
         assert cursor.fetchone()[0] == f"{name}_pkey"
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", [name])
+        indexes = sorted(row[0] for row in cursor.fetchall())
+    others = len(_index_columns(ledger)) - 1
+    assert indexes == sorted([f"{name}_pkey", *(f"{name}_i{n}" for n in range(others))])
     new_ids = set(AllocatedCost.objects.values_list("id", flat=True))
     assert new_ids
     assert min(new_ids) > max(first_ids)
@@ -216,19 +221,24 @@ def test_a_team_with_ledger_rows_cannot_be_deleted() -> None:
 @pytest.mark.django_db(transaction=True)
 def test_two_months_swapped_at_the_same_time_both_commit(monkeypatch: pytest.MonkeyPatch) -> None:
     """Two months' runs reach their swaps together (two workers, a restatement of two months):
-    each detaches its own partition, and neither waits on a lock the other holds."""
+    each names its fresh table's indexes after its own month (PostgreSQL's own names cut the
+    month off and are unique only against committed tables: CI saw both runs take the same
+    one), detaches its own partition, and neither waits on a lock the other holds."""
     _bill(MAY, "10")
     _bill(JUNE, "20")
     attribution_month_run(month=MAY)
     attribution_month_run(month=JUNE)
-    together = threading.Barrier(2, timeout=30)
-    real_swap = partitions.ledger_month_swap
+    # Both runs hold their fresh tables indexed, uncommitted, before either detaches: a name
+    # both took would make the second wait for the first's commit, and the barrier time out.
+    together = threading.Barrier(2, timeout=20)
+    real_indexes = partitions._indexes_repeat
 
-    def swap_together(*, month: dt.date, fresh: str) -> None:
-        together.wait()  # both runs hold their fresh tables, loaded
-        real_swap(month=month, fresh=fresh)
+    def indexes_together(cursor: Any, fresh: str) -> list[str]:
+        named = real_indexes(cursor, fresh)
+        together.wait()
+        return named
 
-    monkeypatch.setattr("finops.attribution.ledger.writer.ledger_month_swap", swap_together)
+    monkeypatch.setattr(partitions, "_indexes_repeat", indexes_together)
     errors: list[Exception] = []
 
     def attribute(month: dt.date) -> None:

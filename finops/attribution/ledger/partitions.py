@@ -140,7 +140,7 @@ def ledger_month_swap(*, month: dt.date, fresh: str) -> None:
             f'ALTER TABLE "{fresh}" ADD CONSTRAINT "{check}" CHECK (billing_period >= '
             f"'{month:%Y-%m-%d}' AND billing_period < '{_month_stop(month):%Y-%m-%d}')"
         )
-        _indexes_repeat(cursor, fresh)
+        named = _indexes_repeat(cursor, fresh)
         cursor.execute(f'ANALYZE "{fresh}"')
         cursor.execute(f'ALTER TABLE "{TABLE}" DETACH PARTITION "{name}"')
         cursor.execute(f'DROP TABLE "{name}"')
@@ -150,17 +150,25 @@ def ledger_month_swap(*, month: dt.date, fresh: str) -> None:
         )
         cursor.execute(f'ALTER TABLE "{name}" DROP CONSTRAINT "{check}"')
         cursor.execute(f'ALTER TABLE "{name}" RENAME CONSTRAINT "{fresh}_pkey" TO "{name}_pkey"')
+        for index in named:
+            cursor.execute(f'ALTER INDEX "{fresh}_{index}" RENAME TO "{name}_{index}"')
 
 
-def _indexes_repeat(cursor: Any, fresh: str) -> None:
+def _indexes_repeat(cursor: Any, fresh: str) -> list[str]:
     """The ledger's indexes on the fresh table, its primary key as a constraint (ATTACH adopts
-    an index for a constraint only from a constraint; it would build another)."""
+    an index for a constraint only from a constraint; it would build another); returns the
+    other indexes' names after the table's. They are named here, not by PostgreSQL: its name
+    is the table's and the columns' cut to 63 characters, which drops the month
+    ("attribution_allocatedcost_m20..."), and it makes a name unique only against committed
+    tables, so two months' runs indexing at once both took "..._idx1" and one failed at its
+    commit (CI, stop 41)."""
     cursor.execute(
         "SELECT pg_get_indexdef(i.indexrelid), i.indisprimary, EXISTS (SELECT 1 FROM "
         "pg_constraint c WHERE c.conindid = i.indexrelid AND c.contype <> 'p') "
         "FROM pg_index i WHERE i.indrelid = %s::regclass",
         [TABLE],
     )
+    named: list[str] = []
     for definition, primary, other_constraint in cursor.fetchall():
         found = _INDEX_DEF.match(definition)
         if found is None or other_constraint:
@@ -172,7 +180,10 @@ def _indexes_repeat(cursor: Any, fresh: str) -> None:
                 f'ALTER TABLE "{fresh}" ADD CONSTRAINT "{key}" PRIMARY KEY USING INDEX "{key}"'
             )
         else:
-            cursor.execute(f'CREATE {found[1] or ""}INDEX ON "{fresh}" {found[2]}')
+            index, unique = f"i{len(named)}", found[1] or ""
+            cursor.execute(f'CREATE {unique}INDEX "{fresh}_{index}" ON "{fresh}" {found[2]}')
+            named.append(index)
+    return named
 
 
 def ledger_month_analyze(*, rollups: list[str], swapped: bool = False) -> None:
