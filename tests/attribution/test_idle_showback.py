@@ -25,6 +25,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
+from finops.attribution.selectors import idle_shown_sql
 from finops.attribution.selectors.idle_showback import idle_showback
 from finops.core.bounded_sums import QuotientSum
 from finops.org.models import Team
@@ -123,11 +124,13 @@ def test_overview_lists_every_team_for_finance_and_one_for_the_lead(
 def test_shown_idle_summed_as_fractions_when_the_bounds_disagree(
     attributed: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The shown idle's Decimal bounds (core.bounded_sums) are re-summed as Fractions when they
-    round apart; forced here: the same figures as the bounds give."""
+    """The shown idle's bounds (core.bounded_sums; on PostgreSQL the server's, summed to
+    selectors.idle_shown_sql.SHOWN_DIGITS places) are re-summed as Fractions when they round
+    apart; forced here (none, no places): the same figures as the bounds give."""
     teams = Team.objects.order_by("name")
     bounded = idle_showback(month=MONTH, teams=teams)
     monkeypatch.setattr(QuotientSum, "rounded", lambda self, round_: None)
+    monkeypatch.setattr(idle_shown_sql, "SHOWN_DIGITS", 0)
     exact = idle_showback(month=MONTH, teams=teams)
     assert [(r.team, r.shown_platform, r.shown_other_teams, r.job_cost) for r in exact] == [
         (r.team, r.shown_platform, r.shown_other_teams, r.job_cost) for r in bounded

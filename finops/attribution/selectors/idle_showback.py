@@ -14,17 +14,21 @@ owning the pool) times the team's share of the GPU cost of all jobs on that node
 what the team's use of those pools leaves idle, as information: it is in nobody's statement
 twice, and the team's bill does not change.
 
-Three aggregate queries over the month's ledger, whatever the number of rows; amounts are
-summed exactly (Decimal bounds, core.bounded_sums) and rounded once. Each team's figures are
-the same whichever other teams are asked for with it, so the attribution of a month stores
-every team's (IdleShowbackMonth, finops.attribution.services) and the pages read theirs
+Aggregate queries over the month's ledger, whatever the number of rows; amounts are summed
+exactly and rounded once. On PostgreSQL two: the idle charged, and the shown idle with the job
+cost, summed by the server as bounds of the exact sums (selectors.idle_shown_sql); elsewhere
+three: the idle charged, the teams' nodes, and the ledger on those nodes grouped by node-day,
+summed here as Decimal bounds (core.bounded_sums). Bounds that round apart are summed again as
+Fractions, so the figures are the same on both. Each team's figures are the same whichever
+other teams are asked for with it, so the attribution of a month stores every team's
+(IdleShowbackMonth, finops.attribution.services) and the pages read theirs
 (idle_showback_stored): two queries.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
@@ -36,6 +40,7 @@ from django.db.models import Case, CharField, Q, QuerySet, Value, When
 
 from finops.attribution.inputs.orm_rows import ALL, values_rows
 from finops.attribution.models import AllocatedCost, Category, IdleShowbackMonth, IdleShowbackRow
+from finops.attribution.selectors.idle_shown_sql import shown_bounds
 from finops.attribution.selectors.reporting import currency_order
 from finops.core.bounded_sums import QuotientSum
 from finops.core.money import EXACT, MoneySum
@@ -112,16 +117,24 @@ def idle_showback(*, month: date, teams: QuerySet[Team]) -> list[IdleShowback]:
         target = row(item["team_id"], item["billing_currency"])
         setattr(target, item["kind"], getattr(target, item["kind"]) + item["amount"])
 
-    # The node-days where the teams' jobs had GPU cost, then everything on those nodes.
+    if connections[month_rows.db].vendor == "postgresql":
+        _shown_on_server(month_rows, month, by_team, row)
+    else:
+        _shown(_on_own_nodes(month_rows, teams), by_team, row)
+    return sorted(result.values(), key=_order)
+
+
+def _on_own_nodes(
+    month_rows: QuerySet[AllocatedCost], teams: QuerySet[Team] | Collection[int]
+) -> QuerySet[AllocatedCost]:
+    """The month's rows on the nodes where the teams' jobs had GPU cost (none: no query)."""
     own_nodes = set(
         month_rows.filter(category__in=JOB_CATEGORIES, team__in=teams)
         .exclude(node="")
         .values_list("node", flat=True)
         .distinct()
     )
-    if own_nodes:
-        _shown(month_rows.filter(node__in=own_nodes), by_team, row)
-    return sorted(result.values(), key=_order)
+    return month_rows.filter(node__in=own_nodes) if own_nodes else month_rows.none()
 
 
 def _order(r: IdleShowback) -> tuple[str, int, object]:
@@ -160,18 +173,7 @@ def _shown(
     Each team's shown idle is a sum of pro-rata shares (idle x weight / total) over node-days,
     rounded once: summed as Decimal bounds (core.bounded_sums), and as Fractions only for a
     figure whose bounds round apart (never seen; the figures are exact either way)."""
-    jobs: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
-    idle: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
-    grouped = (
-        rows.filter(Q(category=Category.IDLE) | Q(category__in=JOB_CATEGORIES))
-        .values("node", "day", "billing_currency", "team_id", "category")
-        .annotate(amount=MoneySum("amount"))
-        .values_list("node", "day", "billing_currency", "team_id", "category", "amount")
-    )
-    for node, day, currency, team_id, category, amount in _grouped_rows(grouped):
-        key = (node, day, currency)
-        into = idle if category == Category.IDLE else jobs
-        into[key][team_id] = into[key].get(team_id, ZERO) + amount
+    jobs, idle = _node_days(rows)
     sums: dict[tuple[int, str], tuple[QuotientSum, QuotientSum]] = {}
     cost: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
     nodes: dict[tuple[int, str], set[str]] = defaultdict(set)
@@ -198,6 +200,57 @@ def _shown(
         target.nodes = len(nodes[team_key])
     if undecided:
         _shown_exact(jobs, idle, by_team, undecided, row)
+
+
+def _shown_on_server(
+    month_rows: QuerySet[AllocatedCost],
+    month: date,
+    by_team: dict[int, Team],
+    row: Callable[[int, str], IdleShowback],
+) -> None:
+    """_shown on PostgreSQL: the bounds of the shown idle summed by the server (one query,
+    selectors.idle_shown_sql), rounded here; the keys whose bounds round apart summed again as
+    Fractions (the figures are exact either way, the same as _shown's)."""
+    undecided: set[tuple[int, str]] = set()
+    for team_key, bounds in shown_bounds(month, list(by_team), using=month_rows.db).items():
+        target = row(*team_key)
+        platform = _rounded(bounds.platform_low, bounds.platform_high)
+        others = _rounded(bounds.others_low, bounds.others_high)
+        if platform is None or others is None:
+            undecided.add(team_key)
+        else:
+            target.shown_platform, target.shown_other_teams = platform, others
+        target.job_cost = money_round(bounds.job_cost)
+        target.nodes = bounds.nodes
+    if undecided:
+        teams_apart = {team_id for team_id, _ in undecided}
+        jobs, idle = _node_days(_on_own_nodes(month_rows, teams_apart))
+        _shown_exact(jobs, idle, by_team, undecided, row)
+
+
+def _rounded(low: Decimal, high: Decimal) -> Decimal | None:
+    """The exact sum between low and high rounded, or None when the two round apart."""
+    low_rounded, high_rounded = money_round(low), money_round(high)
+    return low_rounded if low_rounded == high_rounded else None
+
+
+def _node_days(
+    rows: QuerySet[AllocatedCost],
+) -> tuple[dict[NodeDay, dict[int | None, Decimal]], dict[NodeDay, dict[int | None, Decimal]]]:
+    """Per node-day of rows: the job cost (training and inference) and the idle by team."""
+    jobs: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
+    idle: dict[NodeDay, dict[int | None, Decimal]] = defaultdict(dict)
+    grouped = (
+        rows.filter(Q(category=Category.IDLE) | Q(category__in=JOB_CATEGORIES))
+        .values("node", "day", "billing_currency", "team_id", "category")
+        .annotate(amount=MoneySum("amount"))
+        .values_list("node", "day", "billing_currency", "team_id", "category", "amount")
+    )
+    for node, day, currency, team_id, category, amount in _grouped_rows(grouped):
+        key = (node, day, currency)
+        into = idle if category == Category.IDLE else jobs
+        into[key][team_id] = into[key].get(team_id, ZERO) + amount
+    return jobs, idle
 
 
 def _grouped_rows(grouped: QuerySet[Any, tuple[Any, ...]]) -> Iterable[tuple[Any, ...]]:
