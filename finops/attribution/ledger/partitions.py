@@ -159,9 +159,9 @@ def _indexes_repeat(cursor: Any, fresh: str) -> list[str]:
     an index for a constraint only from a constraint; it would build another); returns the
     other indexes' names after the table's. They are named here, not by PostgreSQL: its name
     is the table's and the columns' cut to 63 characters, which drops the month
-    ("attribution_allocatedcost_m20..."), and it makes a name unique only against committed
-    tables, so two months' runs indexing at once both took "..._idx1" and one failed at its
-    commit (CI, stop 41)."""
+    ("attribution_allocatedcost_m20..."), and it checks that a name is free, then takes it, so
+    two months' runs indexing at the same moment can both take "..._idx1"; one then fails (CI,
+    stop 41; billing_ingest's partitions name theirs for the same reason)."""
     cursor.execute(
         "SELECT pg_get_indexdef(i.indexrelid), i.indisprimary, EXISTS (SELECT 1 FROM "
         "pg_constraint c WHERE c.conindid = i.indexrelid AND c.contype <> 'p') "
