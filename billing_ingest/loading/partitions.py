@@ -9,10 +9,11 @@ the deletion of a batch are partition operations, not row deletes.
   locked while the file loads, and parts of one delivery load side by side. A worker dying
   mid-part rolls the table back with its rows.
 - The finish step (one transaction, with the batch's status): per month, in month order, the
-  month's table is created if missing, the parts' tables become the batch's partition and are
-  ATTACHed (the CHECK spares PostgreSQL the scan; it builds the indexes), and the source's
-  other batches' partitions of that month are DROPped. A failed import drops its parts' tables
-  and never touches the partitions of the previous data. Rolled back, nothing was attached.
+  month's table is created if missing, the parts' tables become the batch's partition, are
+  indexed and ATTACHed (the CHECK spares PostgreSQL the scan; it adopts the indexes), and the
+  source's other batches' partitions of that month are DROPped. A failed import drops its
+  parts' tables and never touches the partitions of the previous data. Rolled back, nothing
+  was attached.
 - Rows written outside an import (fixtures, admin tools, tests) land in a DEFAULT partition:
   the root's for a month without its table, the month's for a batch without its partition.
   They are moved where they belong when that table is made, and deleted row by row.
@@ -24,6 +25,7 @@ the table and the swap deletes rows (the callers check ``line_items_partitioned`
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -111,6 +113,36 @@ def months_ensure(*, months: Iterable[dt.date]) -> None:
                 _month_create(cursor, month)
 
 
+# pg_get_indexdef of one of the line items' (partitioned) indexes.
+_INDEX_DEF = re.compile(r"^CREATE (UNIQUE )?INDEX \S+ ON ONLY \S+ (USING .+)$")
+
+
+def _indexes_name(cursor: Any, table: str) -> None:
+    """The line items' indexes (primary key aside) on the batch's table before it is attached,
+    named after it ("{table}_i0", ...): ATTACH adopts them instead of building its own. Its own
+    name is the table's and the columns' cut to 63 characters, which drops the month and the
+    batch ("billing_ingest_costlineitem_m_billing_period_provider_name_idx4"), and PostgreSQL
+    checks that the name is free, then inserts it: two imports of different months (each
+    holding only its month's lock) picking at the same instant took the same name, and the
+    second failed on pg_class_relname_nsp_index (up to 12 rounds in 60 of
+    test_two_months_indexed_at_the_same_time_both_commit). The primary key is left to ATTACH:
+    its name, "{table}_pkey", is whole, and ATTACH adopts a key only from a constraint. A
+    month's table keeps PostgreSQL's names: months_ensure makes it under its lock on the root,
+    which LOCK TABLE takes on every month's table too, so no batch's ATTACH (nor another
+    month's creation) runs beside it."""
+    cursor.execute(
+        "SELECT pg_get_indexdef(i.indexrelid), EXISTS (SELECT 1 FROM pg_constraint c "
+        "WHERE c.conindid = i.indexrelid) FROM pg_index i "
+        "WHERE i.indrelid = %s::regclass AND NOT i.indisprimary ORDER BY i.indexrelid",
+        [TABLE],
+    )
+    for number, (definition, constraint) in enumerate(cursor.fetchall()):
+        found = _INDEX_DEF.match(definition)
+        if found is None or constraint:
+            raise RuntimeError(f"cannot repeat the line items' index {definition!r}")
+        cursor.execute(f'CREATE {found[1] or ""}INDEX "{table}_i{number}" ON "{table}" {found[2]}')
+
+
 def _month_create(cursor: Any, month: dt.date) -> None:
     name = month_table(month)
     stop = _next_month(month)
@@ -164,6 +196,7 @@ def batch_partition_attach(*, month: dt.date, batch_id: int) -> bool:
             f'INSERT INTO "{name}" SELECT * FROM moved',
             [batch_id],
         )
+        _indexes_name(cursor, name)
         cursor.execute(
             f'ALTER TABLE "{parent}" ATTACH PARTITION "{name}" FOR VALUES IN ({int(batch_id)})'
         )

@@ -15,7 +15,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from finops.anomalies.selectors import open_anomaly_counts
-from finops.attribution.models import RunCost
+from finops.attribution.models import Category, RunCost
 from finops.attribution.selectors import overview as overview_selectors
 from finops.attribution.selectors import reconciliation as reconciliation_selectors
 from finops.attribution.selectors import runs as run_selectors
@@ -142,6 +142,9 @@ def several_currencies(totals: list[CategoryRow], reporting: Reporting | None) -
 
 
 TEAM_TOP_RUNS = 20
+# The overview's team tables for a lead: unallocated cost is the organisation's, never a team's,
+# so on a lead's rows (their teams only) that column would read 0.00 throughout.
+TEAM_CATEGORIES = [c for c in CATEGORIES if c != Category.UNALLOCATED]
 IDLE_ADVICE_KINDS = (Recommendation.Kind.IDLE, Recommendation.Kind.RIGHTSIZE)
 
 
@@ -183,7 +186,7 @@ def overview(request: HttpRequest) -> HttpResponse:
         "idle_advice": idle_advice_of_teams(month=month, teams=teams),
         "energy_card": energy_card_cached(month=month, teams=teams, include_unowned=finance),
         "show_teams": True,
-        "categories": CATEGORIES,
+        "categories": CATEGORIES if finance else TEAM_CATEGORIES,
         "open_anomalies": sum(
             open_anomaly_counts(
                 teams=team_list_visible(user=request.user), include_unowned=finance

@@ -6,12 +6,15 @@ On the idle scene of tests/idle_scene.py (figures worked out in test_idle_showba
 
 from __future__ import annotations
 
+import re
 from dataclasses import fields
 from decimal import Decimal
 from io import StringIO
 
 import pytest
+from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client
 from pytest_django import DjangoAssertNumQueries
 
@@ -96,6 +99,34 @@ def test_the_pages_read_the_stored_rows(
     assert row.shown == 100
     overview = finance_client.get("/?month=2025-06").content.decode()
     assert 'data-testid="idle-shown-vision-USD">100.00<' in overview
+
+
+# A Decimal's text with an exponent, as str() gives it ("0E-12", "1.5E+3").
+EXPONENT = re.compile(r"\b\d+(?:\.\d+)?E[-+]?\d+\b")
+
+
+def test_no_page_prints_a_stored_figure_with_an_exponent(
+    attributed: None, client: Client, lead_user: User, finance_user: User, team: Team
+) -> None:
+    """A zero figure is stored as the computation gives it, with its places: "0E-12"
+    (ExactDecimalField). The pages that read the rows (nothing else does: no API, no export)
+    format every figure (money, percent; Django's own rendering of a Decimal has no exponent
+    either): only str() of it, in a template or a script's data, would print "0E-12"."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT kept, spread, commitment, shown_platform, shown_other_teams, job_cost "
+            f"FROM {IdleShowbackRow._meta.db_table}"
+        )
+        stored = [text for row in cursor.fetchall() for text in row]
+    assert "0E-12" in stored  # the case this guards
+    pages = []
+    for user in (lead_user, finance_user):
+        client.force_login(user)  # lead_client and finance_client are one client
+        for url in ("/?month=2025-06", f"/teams/{team.slug}/?month=2025-06"):
+            response = client.get(url)
+            assert response.context["idle_showback"], url
+            pages.append(response.content.decode())
+    assert [EXPONENT.findall(html) for html in pages] == [[]] * 4
 
 
 def test_the_stored_showback_is_two_queries(

@@ -7,18 +7,23 @@ partitions. (SQLite has one plain table: the migration is a no-op there and rows
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import DatabaseError, connection, connections, transaction
 
 from billing_ingest.loading.partitions import (
     DEFAULT,
     TABLE,
+    batch_partition_attach,
     batch_table,
     batch_tables,
     month_table,
+    months_ensure,
+    part_table_create,
 )
 from billing_ingest.models import CostLineItem, ImportBatch
 from billing_ingest.services.batches import line_items_batch_delete
@@ -202,3 +207,77 @@ def test_rows_written_before_their_month_has_a_table_move_into_it(tmp_path: Path
     assert _rows_in(f"{month_table(DEC)}_default") == 1
     assert _rows_in(batch_table(DEC, batch.pk)) == 1
     assert _total(billing_period=DEC) == Decimal("6.5")
+
+
+def _index_names(table: str) -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s", [table])
+        return sorted(name for (name,) in cursor.fetchall())
+
+
+def test_a_batch_partition_indexes_are_named_after_it(tmp_path: Path) -> None:
+    """PostgreSQL's own names drop the month and the batch (table and columns cut to 63
+    characters: "billing_ingest_costlineitem_m_billing_period_provider_name_idx4")."""
+    batch = _import(tmp_path, "acme", [(SEP, "r1", "10"), (OCT, "r2", "5")])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_index WHERE indrelid = %s::regclass", [TABLE])
+        (count,) = cursor.fetchone()
+    assert count == 5  # the primary key and four indexes
+    for month in (SEP, OCT):
+        table = batch_table(month, batch.pk)
+        assert _index_names(table) == sorted(
+            [f"{table}_pkey", *(f"{table}_i{n}" for n in range(count - 1))]
+        )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_months_indexed_at_the_same_time_both_commit() -> None:
+    """Two imports of different months finish at once (each holds only its month's lock),
+    released together just before their first statement that builds indexes (the ATTACH, or
+    the CREATE INDEXes before it): both commit, round after round. PostgreSQL checks that a
+    name it picks is free, then inserts it; two sessions picking in the same instant took the
+    same cut name and the second failed on pg_class_relname_nsp_index (before the batch's
+    indexes were named: 7 runs of 8 failed here, 1 to 12 rounds in 60). A month's table made
+    by one import does not race another's ATTACH: months_ensure's lock on the root is taken
+    on every month's table too, and the ATTACH waits for it."""
+    with transaction.atomic():
+        months_ensure(months={SEP, OCT})
+    work: list[list[int]] = [[], []]
+    for _ in range(60):
+        for side, (source, month) in enumerate((("acme", SEP), ("gcp", OCT))):
+            batch = ImportBatchFactory.create(source=source)
+            part_table_create(month=month, batch_id=batch.pk, index=0)
+            work[side].append(batch.pk)
+    together = threading.Barrier(2, timeout=30)
+    failed: list[str] = []
+
+    def finish(month: dt.date, batch_ids: list[int]) -> None:
+        waited: list[int] = []
+
+        def at_the_first_index_build(execute: Any, sql: str, *args: Any) -> Any:
+            if len(waited) == round_ and ("ATTACH PARTITION" in sql or "CREATE INDEX" in sql):
+                waited.append(round_)
+                together.wait()
+            return execute(sql, *args)
+
+        try:
+            with connection.execute_wrapper(at_the_first_index_build):
+                for round_, batch_id in enumerate(batch_ids):
+                    try:
+                        with transaction.atomic():
+                            batch_partition_attach(month=month, batch_id=batch_id)
+                    except DatabaseError as exc:
+                        failed.append(f"round {round_}: {exc}")
+                    together.wait()  # both rounds over: the next starts together
+        finally:
+            connections.close_all()
+
+    runs = [
+        threading.Thread(target=finish, args=(month, batch_ids))
+        for month, batch_ids in zip((SEP, OCT), work, strict=True)
+    ]
+    for run in runs:
+        run.start()
+    for run in runs:
+        run.join()
+    assert failed == []

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable
 from decimal import Decimal
 
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 from pytest_django import DjangoAssertNumQueries
@@ -97,6 +98,28 @@ def test_overview_for_lead_shows_only_their_team(lead_client: Client, scenario: 
     assert "No team (platform)" not in html
     own = _sum(scenario.allocations, team_id=scenario.team.id)
     assert f'data-testid="total-USD">{money(own)}<' in html
+
+
+def _table_head(html: str, testid: str) -> str:
+    found = re.search(rf'data-testid="{testid}">\s*<thead>(.*?)</thead>', html, re.S)
+    assert found is not None, testid
+    return found[1]
+
+
+def test_overview_team_table_has_no_unallocated_column_for_a_lead(
+    client: Client, lead_user: User, finance_user: User, scenario: Scenario
+) -> None:
+    """Unallocated cost is the organisation's (finance's), never a team's: a lead's "By team"
+    table would show it as 0.00 on every row."""
+    client.force_login(lead_user)  # lead_client and finance_client are one client
+    lead = _text(client.get(reverse("web:overview"), {"month": "2025-09"}))
+    client.force_login(finance_user)
+    finance = _text(client.get(reverse("web:overview"), {"month": "2025-09"}))
+    assert "<th" in _table_head(lead, "team-table")
+    assert "Unallocated" not in _table_head(lead, "team-table")
+    assert "Unallocated" in _table_head(finance, "team-table")
+    for other in ("Training", "Idle", "Shared"):
+        assert other in _table_head(lead, "team-table")
 
 
 def test_bad_month_is_400(finance_client: Client) -> None:
