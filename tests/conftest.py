@@ -121,13 +121,25 @@ def lead_user(team: Team) -> User:
 
 @pytest.fixture
 def finance_client(client: Client, finance_user: User) -> Client:
-    client.force_login(finance_user)
-    return client
+    return _logged_in(client, finance_user)
 
 
 @pytest.fixture
 def lead_client(client: Client, lead_user: User) -> Client:
-    client.force_login(lead_user)
+    return _logged_in(client, lead_user)
+
+
+def _logged_in(client: Client, user: User) -> Client:
+    """pytest-django's one `client`, logged in as user. finance_client and lead_client are
+    that same client: a test asking for both would make every request as whichever logged in
+    last (one did: its "lead" request ran as finance), so asking for both is refused."""
+    other = getattr(client, "finops_user", None)
+    if other is not None and other != user.pk:
+        raise pytest.UsageError(
+            "finance_client and lead_client are one client; log in with client.force_login"
+        )
+    client.force_login(user)
+    client.finops_user = user.pk  # type: ignore[attr-defined]
     return client
 
 

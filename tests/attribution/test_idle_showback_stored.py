@@ -89,15 +89,18 @@ def test_a_month_not_stored_is_computed_at_read_time(
 
 
 def test_the_pages_read_the_stored_rows(
-    attributed: None, lead_client: Client, finance_client: Client, team: Team
+    attributed: None, client: Client, lead_user: User, finance_user: User, team: Team
 ) -> None:
-    """A stored figure changed by hand shows on the team page and the overview: read, not
-    recomputed."""
+    """A stored figure changed by hand shows on the lead's team page and finance's overview:
+    read, not recomputed."""
     IdleShowbackRow.objects.filter(team=team).update(shown_platform="100", shown_other_teams="0")
-    team_page = lead_client.get(f"/teams/{team.slug}/?month=2025-06")
+    client.force_login(lead_user)
+    team_page = client.get(f"/teams/{team.slug}/?month=2025-06")
+    assert team_page.context["user"] == lead_user
     [row] = team_page.context["idle_showback"]
     assert row.shown == 100
-    overview = finance_client.get("/?month=2025-06").content.decode()
+    client.force_login(finance_user)
+    overview = client.get("/?month=2025-06").content.decode()
     assert 'data-testid="idle-shown-vision-USD">100.00<' in overview
 
 
@@ -121,7 +124,7 @@ def test_no_page_prints_a_stored_figure_with_an_exponent(
     assert "0E-12" in stored  # the case this guards
     pages = []
     for user in (lead_user, finance_user):
-        client.force_login(user)  # lead_client and finance_client are one client
+        client.force_login(user)
         for url in ("/?month=2025-06", f"/teams/{team.slug}/?month=2025-06"):
             response = client.get(url)
             assert response.context["idle_showback"], url
