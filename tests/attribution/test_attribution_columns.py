@@ -2,7 +2,9 @@
 write the same ledger and rollups as the same lines read as rows, to the last stored decimal:
 on drawn months with node lines of one hour and of several, tagged node lines (budget rollups),
 amounts too large for the columns, lines without ListCost, shared and tagged lines, spread
-pools; and when two resources' digests collide, the month is read as rows."""
+pools, jobs naming a node twice; the same as the per-row engine's (jobs as Job values, not the
+vectorised engine's JobBlock); and when two resources' digests collide, the month is read as
+rows."""
 
 from __future__ import annotations
 
@@ -96,6 +98,7 @@ def node_lines(draw: st.DrawFn) -> Extra:
     support=st.booleans(),
     spread_nodes=st.lists(st.sampled_from(NODES), max_size=3, unique=True),
     rule=st.sampled_from([None, "even", "gpu_spend"]),
+    repeat_node=st.booleans(),
 )
 def test_columns_write_the_ledger_the_rows_write(
     job_specs: list[JobSpec],
@@ -103,8 +106,15 @@ def test_columns_write_the_ledger_the_rows_write(
     support: bool,
     spread_nodes: list[str],
     rule: str | None,
+    repeat_node: bool,
 ) -> None:
     _postgres()
+    if repeat_node:
+        # A job on the first extra line's bucket whose node list names its node twice and
+        # another: it ran there once (JobIndex; the JobBlock's node count).
+        start, _, _, _, node, _ = extras[0]
+        other = NODES[(NODES.index(node) + 1) % len(NODES)]
+        job_specs = [*job_specs, (start, start + 3600, Decimal(1), [node, other, node])]
     line_specs = []
     if support:
         line_specs.append((0, 86400, Decimal("333.333333333333"), Decimal("333.333333333333"),
@@ -114,6 +124,12 @@ def test_columns_write_the_ledger_the_rows_write(
     _extra_lines(extras)
     columns, rows = _rows_then_columns()
     assert columns == rows
+    # The jobs as columns (the vectorised engine's JobBlock) against the jobs as Job values
+    # one by one (the per-row engine, lines as rows too).
+    with override_settings(FINOPS_ATTRIBUTION_COLUMNS=False, FINOPS_ATTRIBUTION_ENGINE="python"):
+        attribution_month_run(month=MONTH)
+        per_row = snapshot()
+    assert columns == per_row
 
 
 @pytest.mark.django_db

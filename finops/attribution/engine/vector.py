@@ -33,6 +33,7 @@ from decimal import Decimal
 import numpy as np
 
 from finops.attribution.engine.fold import ShareFold
+from finops.attribution.engine.job_block import JobBlock
 from finops.attribution.engine.line_block import AMOUNT_LIMIT, LineBlock, Mask
 from finops.attribution.engine.node_lines import split_node_line, spread_by_day
 from finops.attribution.engine.nodes import JobIndex
@@ -112,7 +113,8 @@ def allocate_lines_vector(
         node = node_of_template[t]
         if node is not None:
             simple[node] = simple.get(node, True) and ok
-    if any(job.gpu_micros >= _MICROS_LIMIT for job in job_list):
+    job_block = JobBlock.of_jobs(job_list)
+    if len(job_block) and bool((job_block.micros >= _MICROS_LIMIT).any()):
         simple = dict.fromkeys(simple, False)
     template_simple = np.array(
         [node is not None and simple[node] for node in node_of_template], dtype=np.bool_
@@ -121,7 +123,7 @@ def allocate_lines_vector(
     items = [line for line in ordered if line.node is not None and simple[line.node]]
     columns = block.take(on_columns).concat(LineBlock.of_items(items))
     spilled: list[LineItem] = block.take(~on_columns).items()
-    for chunk_block, chunk_jobs in _chunks(columns, job_list):
+    for chunk_block, chunk_jobs in _chunks(columns, job_block):
         spilled.extend(_columns(chunk_block, chunk_jobs, fold, horizon, stats))
     rows = [line for line in ordered if line.node is None or not simple[line.node]]
     if spilled:
@@ -144,9 +146,9 @@ def _per_template_all(block: LineBlock, ok: Mask) -> list[tuple[int, bool]]:
     return [(t, bool(good[t] == lines[t])) for t in np.flatnonzero(lines).tolist()]
 
 
-def _chunks(block: LineBlock, jobs: list[Job]) -> Iterator[tuple[LineBlock, list[Job]]]:
+def _chunks(block: LineBlock, jobs: JobBlock) -> Iterator[tuple[LineBlock, JobBlock]]:
     """The block's lines by chunks of whole nodes of about CHUNK_LINES lines (each in id
-    order), each with the jobs that ran on its nodes (in id order), so the columns' memory is
+    order), each with the jobs' entries on its nodes (in job order), so the columns' memory is
     that of one chunk."""
     if not len(block):
         return
@@ -167,17 +169,19 @@ def _chunks(block: LineBlock, jobs: list[Job]) -> Iterator[tuple[LineBlock, list
     line_chunk = chunk_of_node[node[block.template]]
     order = np.lexsort((block.id, line_chunk))
     bounds = np.searchsorted(line_chunk[order], np.arange(chunk + 2))
-    chunk_jobs: list[list[Job]] = [[] for _ in range(chunk + 1)]
-    for job in jobs:
-        for at in {chunk_of[n] for n in job.nodes if n in chunk_of}:
-            chunk_jobs[at].append(job)
+    # Each job entry's chunk (-1: a node without lines here); a stable sort keeps job order.
+    entry_chunk = np.array([chunk_of.get(name, -1) for name in jobs.nodes], dtype=np.int64)[
+        jobs.e_node
+    ]
+    entry_order = np.argsort(entry_chunk, kind="stable")
+    entry_bounds = np.searchsorted(entry_chunk[entry_order], np.arange(chunk + 2))
     for at in range(chunk + 1):
-        yield block.take(order[bounds[at] : bounds[at + 1]]), chunk_jobs[at]
-        chunk_jobs[at] = []
+        entries = entry_order[entry_bounds[at] : entry_bounds[at + 1]]
+        yield block.take(order[bounds[at] : bounds[at + 1]]), jobs.entries(entries)
 
 
 def _columns(
-    block: LineBlock, jobs: list[Job], fold: ShareFold, horizon: int, stats: VectorStats
+    block: LineBlock, jobs: JobBlock, fold: ShareFold, horizon: int, stats: VectorStats
 ) -> list[LineItem]:
     """One chunk on columns into the fold; nodes with large integers (Split.big_nodes) are
     given back as LineItem values for the rows and the rest of the chunk split again."""

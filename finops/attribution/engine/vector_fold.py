@@ -95,7 +95,8 @@ def _job_rows(split: Split, fold: ShareFold, stats: VectorStats) -> None:
     # names a node of this split, whose lines no other pass saw.
     names, jobs = split.node_names, split.jobs
     rows = keys[starts].T.tolist() if len(order) else [[], [], [], []]
-    n, g, d, j = rows
+    n, g, d, _ = rows
+    j = keys[starts, 3] if len(order) else np.zeros(0, dtype=np.int64)
     exponent = _SECONDS_EXPONENT
     gpu_seconds = [Decimal(s).scaleb(exponent) if s else ZERO for s in seconds]
     for r, value in terms.items():
@@ -103,8 +104,8 @@ def _job_rows(split: Split, fold: ShareFold, stats: VectorStats) -> None:
     fold.ledger.update(
         zip(
             zip(
-                g, d, [jobs[x].category for x in j], [jobs[x].team_id for x in j],
-                [jobs[x].id for x in j], [names[x] for x in n], strict=True,
+                g, d, jobs.job_categories(j), jobs.job_teams(j), jobs.job_ids(j),
+                [names[x] for x in n], strict=True,
             ),
             map(list, zip(sums[0], gpu_seconds, sums[1], sums[2], strict=True)),
             strict=True,
@@ -144,8 +145,9 @@ def _spread_weights(
     pool_names = sorted({p for p in pool_of if p is not None})
     pool_index = {p: i for i, p in enumerate(pool_names)}
     pool_of_node = np.array([-1 if p is None else pool_index[p] for p in pool_of], dtype=np.int64)
-    gpu_job = np.array([j.category in GPU_CATEGORIES for j in split.jobs], dtype=np.bool_)
-    chosen = (pool_of_node[node] >= 0) & gpu_job[job]
+    jobs = split.jobs
+    gpu_category = np.array([c in GPU_CATEGORIES for c in jobs.categories], dtype=np.bool_)
+    chosen = (pool_of_node[node] >= 0) & gpu_category[jobs.category[job]]
     if not chosen.any():
         return
     pool, day, job = pool_of_node[node][chosen], day[chosen], job[chosen]
@@ -154,12 +156,13 @@ def _spread_weights(
     keys = np.stack([pool, day, job], axis=1)[order]
     starts = _runs(keys)
     totals = np.add.reduceat(gross[order], starts).tolist()
-    jobs = split.jobs
-    for (p, d, j), total in zip(keys[starts].tolist(), totals, strict=True):
-        job_item = jobs[j]
+    at = keys[starts, 2]
+    for (p, d, _), job_id, team_id, total in zip(
+        keys[starts].tolist(), jobs.job_ids(at), jobs.job_teams(at), totals, strict=True
+    ):
         per_job = fold.spread_weights.setdefault((pool_names[p], d), {})
-        per_job[job_item.id] = per_job.get(job_item.id, 0) + total
-        fold.job_team[job_item.id] = job_item.team_id
+        per_job[job_id] = per_job.get(job_id, 0) + total
+        fold.job_team[job_id] = team_id
 
 
 def _idle_rows(split: Split, fold: ShareFold) -> None:

@@ -10,9 +10,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from finops.attribution.engine.job_block import JobBlock
 from finops.attribution.engine.line_block import LineBlock
 from finops.attribution.engine.units import GPU_SCALE
-from finops.attribution.engine.values import HOUR, Job
+from finops.attribution.engine.values import HOUR
 
 I64 = npt.NDArray[np.int64]
 # Every integer of the split stays at most this (T x w, weights, capacities).
@@ -52,7 +53,7 @@ class Split:
     weights, and each item's parts of the three columns. No fold written here: a node whose
     integers are too large (big_nodes) is sent to the rows and the split made again."""
 
-    def __init__(self, block: LineBlock, jobs: list[Job], horizon: int, stats: VectorStats):
+    def __init__(self, block: LineBlock, jobs: JobBlock, horizon: int, stats: VectorStats):
         began = time.perf_counter()
         self.block = block
         self._read(jobs, horizon)
@@ -64,7 +65,7 @@ class Split:
         self._round()
         stats.phase("round_s", began)
 
-    def _read(self, jobs: list[Job], horizon: int) -> None:
+    def _read(self, jobs: JobBlock, horizon: int) -> None:
         block = self.block
         template_nodes = [t.node or "" for t in block.templates]
         self.node_names = sorted({template_nodes[t] for t in np.unique(block.template).tolist()})
@@ -81,33 +82,26 @@ class Split:
         )  # fmt: skip
         self._read_jobs(jobs, horizon, node_index)
 
-    def _read_jobs(self, jobs: list[Job], horizon: int, node_index: dict[str, int]) -> None:
-        """Job-node entries, by JobIndex's rules: in job id order, each node of a job once,
-        running jobs to the horizon, nothing for jobs without time, GPUs or nodes."""
-        columns: list[list[int]] = [[], [], [], [], [], []]
-        e_node, e_job, e_start, e_end, e_micros, e_count = columns
-        self.jobs: list[Job] = []
-        for job in jobs:
-            end = horizon if job.end is None else job.end
-            job_nodes = list(dict.fromkeys(job.nodes))
-            if end <= job.start or job.gpu_micros <= 0 or not job_nodes:
-                continue
-            count = len(job_nodes) * job.gpu_denominator
-            ordinal = len(self.jobs)
-            for node in job_nodes:
-                i = node_index.get(node)
-                if i is not None:
-                    e_node.append(i)
-                    e_job.append(ordinal)
-                    e_start.append(job.start)
-                    e_end.append(end)
-                    e_micros.append(job.gpu_micros)
-                    e_count.append(count)
-            if e_job and e_job[-1] == ordinal:
-                self.jobs.append(job)
-        self.e_node, self.e_job, self.e_start, self.e_end, self.e_micros, self.e_count = (
-            np.array(c, dtype=np.int64) for c in columns
-        )
+    def _read_jobs(self, jobs: JobBlock, horizon: int, node_index: dict[str, int]) -> None:
+        """Job-node entries on this split's nodes, by JobIndex's rules: in job order, each node
+        of a job once, running jobs to the horizon, nothing for jobs without time, GPUs or
+        nodes. e_job is the job's index in the JobBlock (self.jobs): in id order, as the
+        per-row engine takes them."""
+        local = np.full(len(jobs.nodes), -1, dtype=np.int64)
+        for name, i in node_index.items():
+            at = jobs.node_at.get(name)
+            if at is not None:
+                local[at] = i
+        ends = jobs.ends(horizon)
+        valid = (ends > jobs.start) & (jobs.micros > 0) & (jobs.node_count > 0)
+        e_node = local[jobs.e_node]
+        keep = (e_node >= 0) & valid[jobs.e_job]
+        e_job = jobs.e_job[keep]
+        self.jobs = jobs
+        self.e_node, self.e_job = e_node[keep], e_job
+        self.e_start, self.e_end = jobs.start[e_job], ends[e_job]
+        self.e_micros = jobs.micros[e_job]
+        self.e_count = jobs.node_count[e_job] * jobs.denominator[e_job]
 
     def _hits(self) -> None:
         """Per line, the job entries overlapping its bucket (in job id order) and the overlap."""

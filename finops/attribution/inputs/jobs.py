@@ -52,35 +52,56 @@ def epoch(value: dt.datetime) -> int:
 _EPOCH_START = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
-def to_datetime(value: dt.datetime | Decimal) -> dt.datetime:
-    """A datetime, or epoch seconds as read by values_with_epochs (PostgreSQL gives
-    them with the timestamp's microseconds, exactly), as the datetime the ORM would give."""
+def to_datetime(value: dt.datetime | Decimal | int) -> dt.datetime:
+    """A datetime, epoch seconds as read by values_with_epochs (PostgreSQL gives them with the
+    timestamp's microseconds, exactly) or epoch microseconds (int, micros=True), as the
+    datetime the ORM would give."""
     if isinstance(value, dt.datetime):
         return value
+    if isinstance(value, int):
+        return _EPOCH_START + dt.timedelta(microseconds=value)
     return _EPOCH_START + dt.timedelta(microseconds=int(value.scaleb(6)))
 
 
-def to_epoch(value: dt.datetime | Decimal) -> int:
-    """A datetime, or epoch seconds as read by values_with_epochs, as epoch() gives
-    it (int() truncates toward zero, as int(timestamp()) does)."""
-    return epoch(value) if isinstance(value, dt.datetime) else int(value)
+def to_epoch(value: dt.datetime | Decimal | int) -> int:
+    """A datetime, epoch seconds or epoch microseconds (int) as read by values_with_epochs, as
+    epoch() gives it (int() truncates toward zero, as int(timestamp()) does)."""
+    if isinstance(value, dt.datetime):
+        return epoch(value)
+    if isinstance(value, int):
+        return value // _MICRO if value >= 0 else -(-value // _MICRO)
+    return int(value)
+
+
+_MICRO = 10**6
 
 
 def values_with_epochs(
-    queryset: models.QuerySet[Any], fields: tuple[str, ...], datetimes: tuple[str, ...]
+    queryset: models.QuerySet[Any],
+    fields: tuple[str, ...],
+    datetimes: tuple[str, ...],
+    *,
+    micros: bool = False,
 ) -> models.QuerySet[Any]:
     """queryset.values_list(*fields), where on PostgreSQL the datetime columns named come as
-    epoch seconds computed by the server (Decimal, with the microseconds, exactly): Django's
-    timestamptz loader is Python code run for every cell. Elsewhere as datetimes."""
+    epoch seconds computed by the server (Decimal, with the microseconds, exactly), or with
+    micros as epoch microseconds (int: psycopg reads a bigint cheaper than a numeric, and
+    to_epoch and to_datetime make no Decimal of it): Django's timestamptz loader is Python
+    code run for every cell. Elsewhere as datetimes."""
     if connections[queryset.db].vendor != "postgresql":
         return queryset.values_list(*fields)
     selected = list(fields)
+    template = (
+        "(EXTRACT(EPOCH FROM %(expressions)s) * 1000000)::bigint"
+        if micros
+        else "EXTRACT(EPOCH FROM %(expressions)s)"
+    )
+    output: models.Field[Any, Any] = models.BigIntegerField() if micros else models.DecimalField()
     for name in datetimes:
         alias = f"{name}_epoch"
         queryset = queryset.annotate(
-            **{alias: Func(F(name), template="EXTRACT(EPOCH FROM %(expressions)s)",
-                           output_field=models.DecimalField())}
-        )  # fmt: skip
+            **{alias: Func(F(name), template=template, output_field=output)}
+        )
         selected[selected.index(name)] = alias
     return queryset.values_list(*selected)
 
@@ -172,7 +193,7 @@ def jobs_load(
         # Any of the names is an element of the job's node list (checked again below, where
         # other databases filter alone).
         jobs = jobs.filter(_RanOnAnyOf(sorted(nodes)))
-    queryset = values_with_epochs(jobs.order_by("id"), _JOB_FIELDS, ("start", "end"))
+    queryset = values_with_epochs(jobs.order_by("id"), _JOB_FIELDS, ("start", "end"), micros=True)
     staged: list[StagedJob] = []
     # Charge basis `used`: jobs with a measured utilisation count GPUs x utilisation.
     utilisations = used_basis_utilisations()
@@ -186,8 +207,8 @@ def jobs_load(
     for (pk, cluster, job_id, name, account, state, start, end, gpus, raw_nodes, run_id,
          numerator, denominator, namespace, raw_labels, endpoint, service) in rows:  # fmt: skip
         assert start is not None  # filtered above
-        # Epoch seconds on PostgreSQL (values_with_epochs): the datetimes JobMeta keeps are
-        # made from them, equal to what the ORM gives.
+        # Epoch microseconds on PostgreSQL (values_with_epochs): the datetimes JobMeta keeps
+        # are made from them, equal to what the ORM gives.
         start_s, end_s = to_epoch(start), None if end is None else to_epoch(end)
         start, end = to_datetime(start), None if end is None else to_datetime(end)
         node_names = node_tuples.get(raw_nodes)
@@ -230,8 +251,8 @@ def job_rows(queryset: models.QuerySet[Any]) -> Iterator[tuple[Any, ...]]:
     """The jobs' value tuples for jobs_load, node lists and labels as the database's JSON text.
 
     On PostgreSQL every column as psycopg hands it out: what the ORM's converters would return
-    (epochs as Decimal, gpus Decimal, int, str), without running them on every cell. Elsewhere
-    the ORM's converters."""
+    (epochs as int microseconds or Decimal seconds, gpus Decimal, int, str), without running
+    them on every cell. Elsewhere the ORM's converters."""
     if connections[queryset.db].vendor == "postgresql":
         return values_rows(queryset, (), chunk_size=BATCH_SIZE, raw=ALL)
     return values_rows(queryset, (), chunk_size=BATCH_SIZE, raw=("nodes", "labels"))

@@ -87,13 +87,14 @@ def node_clusters(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     """Node -> the cluster of the jobs that ran on it: from (node, cluster) pairs, one per job
     and node. A node name that appears in two clusters' logs takes the one with more jobs there
     (then the first name), so the result does not depend on row order."""
-    counts: dict[str, Counter[str]] = {}
-    for node, cluster in pairs:
-        counts.setdefault(node, Counter())[cluster] += 1
-    return {
-        node: min(counter.items(), key=lambda item: (-item[1], item[0]))[0]
-        for node, counter in counts.items()
-    }
+    # One count of the pairs (a Counter per pair made 300k Counters at 1,000 nodes), then per
+    # node the cluster with most jobs, then the first name; nodes in order of first appearance.
+    best: dict[str, tuple[int, str]] = {}
+    for (node, cluster), count in Counter(pairs).items():
+        current = best.get(node)
+        if current is None or (-count, cluster) < (-current[0], current[1]):
+            best[node] = (count, cluster)
+    return {node: cluster for node, (_, cluster) in best.items()}
 
 
 @dataclass(frozen=True, slots=True)
