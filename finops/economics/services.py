@@ -8,12 +8,15 @@ read-time formulas themselves (no copy of them here):
   cluster's jobs); a run with two currencies on one cluster has its energy on the first;
 - efficiency: finops.run_metrics.selectors.run_efficiencies (the whole run), written on the
   month's rows and on the run's rows of its other months (they show the whole run too).
-A fixed number of queries for any number of runs (bulk reads, bulk writes; per 900 run ids).
+A fixed number of queries per chunk of about CHUNK_ROWS rows (bulk reads, bulk writes), the
+month read and written chunk by chunk (its checkpoint advice summed over the chunks:
+finops.waste.advice.AdviceSums) so that memory is bounded by a chunk, not by the month.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -39,10 +42,22 @@ from finops.economics.models import (
 )
 from finops.economics.selectors import team_month_energy_stored, team_months_waste_stored
 from finops.energy.models import JobEnergy
-from finops.energy.selectors import RunEnergy, energies, measured_gpu_hours_of_team
+from finops.energy.selectors import (
+    NodeFacts,
+    RunEnergy,
+    energies,
+    measured_gpu_hours_of_team,
+)
 from finops.org.models import Team
 from finops.run_metrics.selectors import RunEfficiency, RunKey, run_efficiencies
-from finops.waste.advice import checkpoint_advice, checkpoint_advice_of, checkpoint_write_minutes
+from finops.waste.advice import (
+    AdviceGroup,
+    AdviceSums,
+    GroupKey,
+    advice_rows,
+    checkpoint_advice,
+    checkpoint_write_minutes,
+)
 from finops.waste.causes import CAUSES, WasteParts
 from finops.waste.selectors import RunWaste, run_wastes, waste_settings
 
@@ -132,46 +147,72 @@ class _Rollup:
 
 
 def _month_energy(
-    month: dt.date, rollups: list[_Rollup], run_ids: list[str] | None
+    month: dt.date,
+    rollups: list[_Rollup],
+    run_ids: list[str] | None,
+    known: dict[str, NodeFacts | None] | None = None,
 ) -> dict[tuple[Any, ...], RunEnergy]:
-    """Energy per (team id, run id, cluster) of the month: energies() per cluster."""
+    """Energy per (team id, run id, cluster) of the month: energies() per cluster (`known`:
+    the node facts read by the chunks before)."""
     found: dict[tuple[Any, ...], RunEnergy] = {}
     for cluster in sorted({r.cluster for r in rollups}):
         teams = {r.team_id for r in rollups if r.cluster == cluster}
         selected = _team_q(teams) & Q(job__cluster=cluster)
         if run_ids is not None:
             selected &= Q(run_id__in=run_ids)
-        for (team_id, run_id), energy in energies(months=[month], runs=selected).items():
+        found_energy = energies(months=[month], runs=selected, known=known)
+        for (team_id, run_id), energy in found_energy.items():
             found[(team_id, run_id, cluster)] = energy
     return found
 
 
-@transaction.atomic
-def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> dict[str, int]:
-    """Replace the month's RunEconomics rows (one per RunCost row) and refresh the efficiency
-    columns of the same runs' rows in other months. Idempotent. With `run_ids` (an import of
-    run metrics names its runs), only those runs' rows (of any team)."""
-    # Taken before anything is read: a change meanwhile leaves the stored advice stale.
-    stamp = advice_stamp()
-    wanted = RunCost.objects.filter(billing_period=month)
-    stale = RunEconomics.objects.filter(billing_period=month)
-    if run_ids is not None:
-        run_ids = sorted(set(run_ids))
-        wanted, stale = wanted.filter(run_id__in=run_ids), stale.filter(run_id__in=run_ids)
-    # Plain rows, not model instances: a month has tens of thousands of runs.
-    rollups = [
-        _Rollup(*row)
-        for row in wanted.order_by("team_id", "run_id", "cluster", "billing_currency").values_list(
-            "team_id", "team__slug", "run_id", "cluster", "billing_currency", "category", "cost"
-        )
-    ]
+# RunCost rows per chunk of economics_refresh: the runs' attempts, causes and energy held at
+# once (a whole 1,000-node month of 30,000 runs was 1.29 GB; 10,000 nodes outgrew 12 GB).
+CHUNK_ROWS = 5000
+
+
+def _chunks(rollups: list[_Rollup], size: int) -> list[list[_Rollup]]:
+    """The rollups (in their order: team, run, cluster, currency) cut into runs of about
+    `size` rows, never inside a (team, run): the energy of a run on a cluster goes to its first
+    currency's row, and its currencies' attempts share jobs (their pricing mix)."""
+    chunks: list[list[_Rollup]] = []
+    current: list[_Rollup] = []
+    for rollup in rollups:
+        if len(current) >= size and (current[-1].team_id, current[-1].run_id) != (
+            rollup.team_id, rollup.run_id
+        ):  # fmt: skip
+            chunks.append(current)
+            current = []
+        current.append(rollup)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+@dataclass(slots=True)
+class _Written:
+    rows: int = 0
+    measured: int = 0
+    others: int = 0
+
+
+def _refresh_chunk(
+    month: dt.date,
+    rollups: list[_Rollup],
+    refreshed_at: dt.datetime,
+    advice: AdviceSums | None,
+    known: dict[str, NodeFacts | None],
+) -> _Written:
+    """Write the RunEconomics rows of one chunk of the month's rollups (and their runs'
+    efficiency on their other months' rows); add their waste to `advice`."""
     key_of = [RunKey(r.team_id, r.team_slug or "", r.run_id, r.currency) for r in rollups]
     keys = sorted(set(key_of), key=lambda k: (k.team_slug, k.run_id, k.currency))
     wastes = run_wastes(keys, month=month)
     efficiencies = run_efficiencies(keys)
-    energy = _month_energy(month, rollups, run_ids)
+    # Each run's energy is its own ledger rows' (nothing apportioned between runs): the
+    # chunk's runs alone give each the same figures as the whole month.
+    energy = _month_energy(month, rollups, sorted({r.run_id for r in rollups}), known)
     energy_given: set[tuple[Any, ...]] = set()
-    refreshed_at = timezone.now()
     rows = []
     for rollup, key in zip(rollups, key_of, strict=True):
         place = (rollup.team_id, rollup.run_id, rollup.cluster)
@@ -188,20 +229,60 @@ def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> di
                 "refreshed_at": refreshed_at,
             }
         )  # fmt: skip
-    stale.delete()
-    # One INSERT run over every row (COPY on PostgreSQL), each value adapted by its field as
-    # bulk_create would: on SQLite bulk_create's 999-parameter limit made it 27 rows a statement.
+    # One INSERT run over the chunk's rows (COPY on PostgreSQL), each value adapted by its
+    # field as bulk_create would: on SQLite bulk_create's 999-parameter limit made it 27 rows
+    # a statement. The chunks go in the rollups' order: the ids keep the whole month's order.
     bulk_load(RunEconomics, rows)
-    others = _refresh_other_months(month, efficiencies)
+    if advice is not None:
+        advice.add(wastes.values())
+    return _Written(
+        rows=len(rows),
+        measured=sum(1 for r in rows if r["has_metrics"]),
+        others=_refresh_other_months(month, efficiencies),
+    )
+
+
+@transaction.atomic
+def economics_refresh(*, month: dt.date, run_ids: list[str] | None = None) -> dict[str, int]:
+    """Replace the month's RunEconomics rows (one per RunCost row) and refresh the efficiency
+    columns of the same runs' rows in other months. Idempotent. With `run_ids` (an import of
+    run metrics names its runs), only those runs' rows (of any team). The runs are read and
+    written in chunks of about CHUNK_ROWS rows (_chunks): memory bounded by a chunk, not the
+    month."""
+    # Taken before anything is read: a change meanwhile leaves the stored advice stale.
+    stamp = advice_stamp()
+    wanted = RunCost.objects.filter(billing_period=month)
+    stale = RunEconomics.objects.filter(billing_period=month)
+    if run_ids is not None:
+        run_ids = sorted(set(run_ids))
+        wanted, stale = wanted.filter(run_id__in=run_ids), stale.filter(run_id__in=run_ids)
+    # Plain rows, not model instances: a month has tens of thousands of runs.
+    rollups = [
+        _Rollup(*row)
+        for row in wanted.order_by("team_id", "run_id", "cluster", "billing_currency").values_list(
+            "team_id", "team__slug", "run_id", "cluster", "billing_currency", "category", "cost"
+        )
+    ]
+    refreshed_at = timezone.now()
+    stale.delete()
     # The month's checkpoint advice from the same wastes (every run of the month; its advice
-    # groups built once, here, for the pages and the recommendations step), or, for the runs
-    # an import named, their teams' advice recomputed.
-    if run_ids is None:
-        advice = checkpoint_advice_store(month=month, wastes=list(wastes.values()), stamp=stamp)
+    # groups summed here, chunk by chunk, for the pages and the recommendations step), or,
+    # for the runs an import named, their teams' advice recomputed.
+    sums = AdviceSums(month) if run_ids is None else None
+    written = _Written()
+    # The nodes' provider, region and GPU model (energies), read once for every chunk.
+    known: dict[str, NodeFacts | None] = {}
+    for chunk in _chunks(rollups, CHUNK_ROWS):
+        done = _refresh_chunk(month, chunk, refreshed_at, sums, known)
+        written.rows += done.rows
+        written.measured += done.measured
+        written.others += done.others
+    if sums is not None:
+        advice = checkpoint_advice_store(month=month, groups=sums.groups(), stamp=stamp)
     else:
         advice = checkpoint_advice_store(month=month, team_ids={r.team_id for r in rollups})
-    return {"runs": len(rows), "measured_runs": sum(1 for r in rows if r["has_metrics"]),
-            "other_month_rows": others, "checkpoint_advice_rows": advice,
+    return {"runs": written.rows, "measured_runs": written.measured,
+            "other_month_rows": written.others, "checkpoint_advice_rows": advice,
             "team_energy_rows": team_energy_store(month=month),
             "team_waste_rows": team_waste_store(month=month)}  # fmt: skip
 
@@ -268,13 +349,14 @@ def team_energy_store(*, month: dt.date) -> int:
 def checkpoint_advice_store(
     *,
     month: dt.date,
-    wastes: list[RunWaste] | None = None,
+    groups: Mapping[GroupKey, AdviceGroup] | None = None,
     team_ids: set[int | None] | None = None,
     stamp: str = "",
 ) -> int:
     """Store the month's checkpoint advice (CheckpointAdviceMonth and its rows); the number of
-    rows written. From `wastes` (every run of the month, as economics_refresh has them, read
-    at `stamp`: finops.economics.advice.advice_stamp taken before them), or computed here: for
+    rows written. From `groups` (every run of the month summed by AdviceSums, as
+    economics_refresh sums them chunk by chunk, read at `stamp`:
+    finops.economics.advice.advice_stamp taken before them), or computed here: for
     the teams of `team_ids` only (None: the unowned runs) when the month is stored already
     with the current settings (its stamp kept: stale once anything moved, as an import of
     run metrics has), else for every team and the unowned runs (blank stamp: the
@@ -286,9 +368,9 @@ def checkpoint_advice_store(
         header.checkpoint_interval_minutes, header.restart_minutes,
         header.checkpoint_write_minutes,
     ) == (config.checkpoint_interval_minutes, config.restart_minutes, write)  # fmt: skip
-    if wastes is not None:
-        teams = Team.objects.in_bulk({w.key.team_id for w in wastes if w.key.team_id is not None})
-        advice = checkpoint_advice_of(month=month, wastes=wastes, teams=teams, config=config)
+    if groups is not None:
+        teams = Team.objects.in_bulk({team_id for team_id, *_ in groups if team_id is not None})
+        advice = advice_rows(groups, config, teams=teams)
         team_ids = None
     elif team_ids is not None and current:
         owned = Team.objects.filter(pk__in=[t for t in team_ids if t is not None])

@@ -150,9 +150,13 @@ def run_energy(key: RunKey, months: list[date] | None = None) -> RunEnergy | Non
     return found.get((key.team_id, key.run_id))
 
 
-def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
+def energies(
+    *, months: list[date], runs: Q, known: dict[str, NodeFacts | None] | None = None
+) -> dict[RunRef, RunEnergy]:
     """Energy of every run of the ledger rows `runs` selects over `months`: a fixed number of
-    queries however many runs (the team page sums a month of them)."""
+    queries however many runs (the team page sums a month of them). `known`: the node facts
+    of `months` read by an earlier call (None: no line item), used and filled in, so that a
+    month taken in chunks of runs reads each node's once (the chunks name the same nodes)."""
     ledger = (
         AllocatedCost.objects.filter(
             runs, billing_period__in=months, gpu_seconds__gt=0, job__isnull=False
@@ -185,7 +189,13 @@ def energies(*, months: list[date], runs: Q) -> dict[RunRef, RunEnergy]:
     measured, utilisation = jobs_measured(jobs.values())
     nodes = {n for by_job in seconds.values() for by_node in by_job.values() for n in by_node}
     nodes |= {n for by_node in measured.values() for n in by_node}
-    facts = node_facts(nodes, months)
+    if known is None:
+        facts = node_facts(nodes, months)
+    else:
+        new = nodes - known.keys()
+        found = node_facts(new, months)
+        known.update((node, found.get(node)) for node in new)
+        facts = {node: fact for node in nodes if (fact := known[node]) is not None}
     factors = _Factors(facts)
     result: dict[RunRef, RunEnergy] = {}
     for ref, by_job in seconds.items():

@@ -270,53 +270,76 @@ def checkpoint_advice_of(
 def advice_groups(wastes: Iterable[RunWaste], month: dt.date) -> dict[GroupKey, AdviceGroup]:
     """The month's attempts of these runs (their waste in that month, run_waste_of) summed per
     team, cluster, currency and pricing category: what advice_rows needs of them."""
-    groups: dict[GroupKey, AdviceGroup] = {}
-    # The attempts' microseconds per group, and per group and GPU count: integers, made the
-    # exact hour sums once at the end (the same Fractions as adding each attempt's, without a
-    # Fraction per attempt: a month has hundreds of thousands).
-    micros: dict[GroupKey, int] = defaultdict(int)
-    gpu_micros: dict[GroupKey, dict[tuple[int, int], int]] = defaultdict(lambda: defaultdict(int))
-    for waste in wastes:
-        key = waste.key
-        for row in waste.attempts:
-            a = row.attempt
-            cost = a.cost_by_month.get(month, Decimal(0))
-            pricing = _category(a)
-            where = (key.team_id, a.cluster, key.currency, pricing)
-            group = groups.get(where)
-            if group is None:
-                group = groups[where] = AdviceGroup()
-            group.cost += cost
-            group.idle_in_allocation += row.parts.idle_in_allocation
-            if a.utilisation is not None and cost > 0:
-                group.measured_cost += cost
-                group.exact_used_cost += Fraction(cost) * a.utilisation
-            if a.start is None or a.end is None or a.end <= a.start:
-                continue
-            span = (a.end - a.start) // _MICROSECOND
-            micros[where] += span
-            gpu_micros[where][a.gpus.numerator, a.gpus.denominator] += span
-            group.interruptions += a.state in INTERRUPTED_STATES
-            group.capacity_interruptions += a.state in CAPACITY_STATES
-            marks = row.shares.checkpoints
-            if len(marks) > 1:
-                group.gaps_minutes += [
-                    Decimal((later - earlier).total_seconds()) / _MINUTES
-                    for earlier, later in pairwise(marks)
-                ]
-    for where, group in groups.items():
-        group.exact_hours = Fraction(micros[where], _MICROSECONDS_PER_HOUR)
-        group.exact_gpu_hours = sum(
-            (
-                Fraction(span * numerator, _MICROSECONDS_PER_HOUR * denominator)
-                for (numerator, denominator), span in gpu_micros[where].items()
-            ),
-            Fraction(0),
+    sums = AdviceSums(month)
+    sums.add(wastes)
+    return sums.groups()
+
+
+class AdviceSums:
+    """advice_groups taken in parts: add() the month's runs chunk by chunk (economics_refresh
+    holds one chunk of runs at a time), groups() once at the end. Every sum is exact (money
+    Decimals of 12 places in 28 digits, integer microseconds, Fractions) and the median of the
+    gaps does not depend on their order, so the groups do not depend on how the runs were cut
+    or the order they came in."""
+
+    def __init__(self, month: dt.date) -> None:
+        self.month = month
+        self._groups: dict[GroupKey, AdviceGroup] = {}
+        # The attempts' microseconds per group, and per group and GPU count: integers, made
+        # the exact hour sums once at the end (the same Fractions as adding each attempt's,
+        # without a Fraction per attempt: a month has hundreds of thousands).
+        self._micros: dict[GroupKey, int] = defaultdict(int)
+        self._gpu_micros: dict[GroupKey, dict[tuple[int, int], int]] = defaultdict(
+            lambda: defaultdict(int)
         )
-        group.hours = _decimal(group.exact_hours)
-        group.gpu_hours = _decimal(group.exact_gpu_hours)
-        group.used_cost = _decimal(group.exact_used_cost)
-    return groups
+
+    def add(self, wastes: Iterable[RunWaste]) -> None:
+        month, groups, micros, gpu_micros = self.month, self._groups, self._micros, self._gpu_micros
+        for waste in wastes:
+            key = waste.key
+            for row in waste.attempts:
+                a = row.attempt
+                cost = a.cost_by_month.get(month, Decimal(0))
+                pricing = _category(a)
+                where = (key.team_id, a.cluster, key.currency, pricing)
+                group = groups.get(where)
+                if group is None:
+                    group = groups[where] = AdviceGroup()
+                group.cost += cost
+                group.idle_in_allocation += row.parts.idle_in_allocation
+                if a.utilisation is not None and cost > 0:
+                    group.measured_cost += cost
+                    group.exact_used_cost += Fraction(cost) * a.utilisation
+                if a.start is None or a.end is None or a.end <= a.start:
+                    continue
+                span = (a.end - a.start) // _MICROSECOND
+                micros[where] += span
+                gpu_micros[where][a.gpus.numerator, a.gpus.denominator] += span
+                group.interruptions += a.state in INTERRUPTED_STATES
+                group.capacity_interruptions += a.state in CAPACITY_STATES
+                marks = row.shares.checkpoints
+                if len(marks) > 1:
+                    group.gaps_minutes += [
+                        Decimal((later - earlier).total_seconds()) / _MINUTES
+                        for earlier, later in pairwise(marks)
+                    ]
+
+    def groups(self) -> dict[GroupKey, AdviceGroup]:
+        """The groups of every run added, their hour sums made (call once, after the last
+        add)."""
+        for where, group in self._groups.items():
+            group.exact_hours = Fraction(self._micros[where], _MICROSECONDS_PER_HOUR)
+            group.exact_gpu_hours = sum(
+                (
+                    Fraction(span * numerator, _MICROSECONDS_PER_HOUR * denominator)
+                    for (numerator, denominator), span in self._gpu_micros[where].items()
+                ),
+                Fraction(0),
+            )
+            group.hours = _decimal(group.exact_hours)
+            group.gpu_hours = _decimal(group.exact_gpu_hours)
+            group.used_cost = _decimal(group.exact_used_cost)
+        return self._groups
 
 
 def _category(a: Attempt) -> str:

@@ -162,19 +162,19 @@ def test_the_stored_advice_is_the_read_time_rows_with_capacity_interruptions(
 def test_the_month_step_builds_the_advice_groups_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One store: the month's advice groups are summed once per refresh, for the pages and
-    the recommendations step alike."""
+    """One store: the month's advice groups are summed once per refresh (AdviceSums over the
+    chunks of runs, finished once), for the pages and the recommendations step alike."""
     import finops.waste.advice as waste_advice
 
     waste_month_attributed(tmp_path)
     built = []
-    original = waste_advice.advice_groups
+    original = waste_advice.AdviceSums.groups
 
-    def counted(*args: object, **kwargs: object) -> object:
+    def counted(self: waste_advice.AdviceSums) -> object:
         built.append(1)
-        return original(*args, **kwargs)  # type: ignore[arg-type]
+        return original(self)
 
-    monkeypatch.setattr(waste_advice, "advice_groups", counted)
+    monkeypatch.setattr(waste_advice.AdviceSums, "groups", counted)
     economics_refresh(month=MONTH)
     assert len(built) == 1
     assert stored_advice(month=MONTH) is not None
