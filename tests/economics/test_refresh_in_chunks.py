@@ -41,13 +41,15 @@ def _names() -> list[str]:
     return sorted(p.name for p in SCENARIOS.iterdir() if (p / "expected.json").is_file())
 
 
-def _stored() -> dict[str, list[tuple[object, ...]]]:
+def _stored() -> dict[str, list[tuple[str, ...]]]:
     """Every stored row (RunEconomics in id order, the order the refresh wrote them), each
     value as text (a Decimal's places included)."""
     found = {}
     for model in STORED:
         names = [f.attname for f in model._meta.concrete_fields if f.name not in NOT_COMPARED]
-        rows = [tuple(map(str, r)) for r in model.objects.order_by("pk").values_list(*names)]
+        rows = [
+            tuple(map(str, r)) for r in model._default_manager.order_by("pk").values_list(*names)
+        ]
         found[model.__name__] = rows if model is RunEconomics else sorted(rows)
     return found
 
